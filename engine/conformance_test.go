@@ -1,0 +1,39 @@
+package engine_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/setpointhq/setpoint/internal/scenario"
+)
+
+// TestConformance replays the conformance corpus directly against the
+// engine, step by step: the corpus is the engine's specification.
+func TestConformance(t *testing.T) {
+	loaded, bad, err := scenario.Load("../testdata/conformance/scenarios")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range bad {
+		t.Errorf("unparsable scenario file: %v", b)
+	}
+	if len(loaded) == 0 {
+		t.Fatal("no scenarios found")
+	}
+	for _, l := range loaded {
+		sc := l.Scenario
+		t.Run(sc.Name, func(t *testing.T) {
+			spec, err := sc.Spec()
+			if err != nil {
+				t.Fatal(err)
+			}
+			mm, err := scenario.Replay(context.Background(), &sc, &scenario.EngineDriver{Behavior: spec.Behavior})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if mm != nil {
+				t.Errorf("%s: %s", l.Path, mm)
+			}
+		})
+	}
+}

@@ -1,0 +1,241 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"math"
+)
+
+// evaluate computes one metric's proposal and status, as upstream's
+// computeReplicasForMetric. On failure it returns the ScalingActive reason
+// and the error, wrapped as upstream wraps it.
+func (c *calculator) evaluate(i int, specReplicas int32) (metricResult, *metricError) {
+	spec := &c.in.Spec.Metrics[i]
+	var obs Observation
+	if i < len(c.in.Observations) {
+		obs = c.in.Observations[i]
+	}
+	r := metricResult{explain: MetricExplanation{Name: metricName(spec)}}
+	var reason string
+	var err error
+	switch spec.Type {
+	case ResourceSource, ContainerResourceSource:
+		reason = "FailedGetResourceMetric"
+		if spec.Type == ContainerResourceSource {
+			reason = "FailedGetContainerResourceMetric"
+		}
+		err = c.evaluateResource(spec, obs, specReplicas, &r)
+		if err != nil {
+			if spec.Type == ContainerResourceSource {
+				err = fmt.Errorf("failed to get %s container metric value: %w", spec.Container, err)
+			} else {
+				err = fmt.Errorf("failed to get %s resource metric value: %w", spec.Resource, err)
+			}
+		}
+	case PodsSource:
+		reason = "FailedGetPodsMetric"
+		err = c.evaluatePods(spec, obs, specReplicas, &r)
+		if err != nil {
+			err = fmt.Errorf("failed to get pods metric value: %w", err)
+		}
+	case ObjectSource:
+		reason = "FailedGetObjectMetric"
+		err = c.evaluateObject(spec, obs, specReplicas, &r)
+		if err != nil {
+			err = fmt.Errorf("failed to get object metric value: %w", err)
+		}
+	case ExternalSource:
+		reason = "FailedGetExternalMetric"
+		err = c.evaluateExternal(spec, obs, specReplicas, &r)
+		if err != nil {
+			err = fmt.Errorf("failed to get %s external metric value: %w", spec.Metric.Name, err)
+		}
+	default:
+		reason = "InvalidMetricSourceType"
+		err = fmt.Errorf("unknown metric source type %q", string(spec.Type))
+	}
+	if err != nil {
+		r.explain.Outcome = OutcomeFailed
+		r.explain.Err = err.Error()
+		return r, &metricError{reason: reason, err: err}
+	}
+	r.explain.Proposal = r.proposal
+	return r, nil
+}
+
+// metricName describes a metric the way upstream names it in the
+// ScalingActive message and rescale reasons.
+func metricName(spec *MetricSpec) string {
+	switch spec.Type {
+	case ResourceSource:
+		if spec.Target.Type == AverageValueTarget {
+			return spec.Resource + " resource"
+		}
+		return spec.Resource + " resource utilization (percentage of request)"
+	case ContainerResourceSource:
+		if spec.Target.Type == AverageValueTarget {
+			return spec.Resource + " resource"
+		}
+		return spec.Resource + " container resource utilization (percentage of request)"
+	case PodsSource:
+		return "pods metric " + spec.Metric.Name
+	case ObjectSource:
+		if spec.Target.Type == ValueTarget {
+			return spec.DescribedObject.Kind + " metric " + spec.Metric.Name
+		}
+		return "external metric " + spec.Metric.Name + selectorText(spec.Metric.Selector)
+	case ExternalSource:
+		return "external metric " + spec.Metric.Name + selectorText(spec.Metric.Selector)
+	}
+	return string(spec.Type)
+}
+
+// selectorText renders a selector for metric names, in the spirit of
+// upstream's %+v of a *LabelSelector.
+func selectorText(s *LabelSelector) string {
+	if s == nil {
+		return "(nil)"
+	}
+	return fmt.Sprintf("(&LabelSelector{MatchLabels:%v,MatchExpressions:%v,})", s.MatchLabels, s.MatchExpressions)
+}
+
+// evaluateResource handles Resource and ContainerResource metrics.
+func (c *calculator) evaluateResource(spec *MetricSpec, obs Observation, current int32, r *metricResult) error {
+	if obs.Err != "" {
+		return fmt.Errorf("failed to get %s usage: unable to get metrics for resource %s: unable to fetch metrics from resource metrics API: %s", spec.Resource, spec.Resource, obs.Err)
+	}
+	format := DecimalSI
+	if spec.Resource == "memory" {
+		format = BinarySI
+	}
+	r.status = MetricStatus{Type: spec.Type, Resource: spec.Resource, Container: spec.Container}
+	if spec.Target.Type == AverageValueTarget {
+		items, err := c.resourceItems(spec.Resource)
+		if err != nil {
+			return fmt.Errorf("failed to get %s usage: %w", spec.Resource, err)
+		}
+		metrics := resourceSamples(items, spec.Resource, spec.Container)
+		proposal, average, err := c.plainReplicas(metrics, current, spec.Target.Milli, spec.Resource, &r.explain)
+		if err != nil {
+			return fmt.Errorf("failed to get %s usage: %w", spec.Resource, err)
+		}
+		r.proposal = proposal
+		r.status.AverageValue = &Quantity{Milli: average, Format: format}
+		return nil
+	}
+	proposal, utilization, rawAverage, err := c.resourceUtilization(current, spec.Target.Utilization, spec.Resource, spec.Container, &r.explain)
+	if err != nil {
+		return fmt.Errorf("failed to get %s utilization: %w", spec.Resource, err)
+	}
+	r.proposal = proposal
+	r.status.AverageUtilization = &utilization
+	r.status.AverageValue = &Quantity{Milli: rawAverage, Format: format}
+	return nil
+}
+
+// evaluatePods handles Pods metrics.
+func (c *calculator) evaluatePods(spec *MetricSpec, obs Observation, current int32, r *metricResult) error {
+	name := spec.Metric.Name
+	if obs.Err != "" {
+		return fmt.Errorf("unable to get metric %s: unable to fetch metrics from custom metrics API: %s", name, obs.Err)
+	}
+	if len(obs.Values) == 0 {
+		return fmt.Errorf("unable to get metric %s: no metrics returned from custom metrics API", name)
+	}
+	metrics := make(map[string]podSample, len(obs.Values))
+	for _, v := range obs.Values {
+		metrics[v.Pod] = podSample{value: v.Milli, timestamp: v.Timestamp, window: v.Window}
+	}
+	proposal, average, err := c.plainReplicas(metrics, current, spec.Target.Milli, "", &r.explain)
+	if err != nil {
+		return err
+	}
+	r.proposal = proposal
+	r.status = MetricStatus{Type: PodsSource, Metric: spec.Metric, AverageValue: &Quantity{Milli: average, Format: DecimalSI}}
+	return nil
+}
+
+// evaluateObject handles Object metrics.
+func (c *calculator) evaluateObject(spec *MetricSpec, obs Observation, specReplicas int32, r *metricResult) error {
+	ref := spec.DescribedObject
+	fetchErr := func(msg string) error {
+		return fmt.Errorf("unable to get metric %s on %s %s: %s", spec.Metric.Name, ref.Kind, ref.Name, msg)
+	}
+	var value int64
+	switch {
+	case obs.Err != "":
+		err := fetchErr("unable to fetch metrics from custom metrics API: " + obs.Err)
+		if spec.Target.Type == AverageValueTarget {
+			err = fmt.Errorf("failed to get %s object metric: %w", spec.Metric.Name, err)
+		}
+		return err
+	case len(obs.Values) == 0:
+		return fetchErr("no metrics returned from custom metrics API")
+	default:
+		value = obs.Values[0].Milli
+	}
+	r.status = MetricStatus{Type: ObjectSource, Metric: spec.Metric, DescribedObject: ref}
+	r.explain.Current, r.explain.Target = value, spec.Target.Milli
+	switch spec.Target.Type {
+	case ValueTarget:
+		ratio := float64(value) / float64(spec.Target.Milli)
+		proposal, err := c.ratioReplicas(specReplicas, ratio, &r.explain)
+		if err != nil {
+			return err
+		}
+		r.proposal = proposal
+		r.status.Value = &Quantity{Milli: value, Format: DecimalSI}
+	case AverageValueTarget:
+		proposal, average := c.perPodReplicas(value, spec.Target.Milli, &r.explain)
+		r.proposal = proposal
+		r.status.AverageValue = &Quantity{Milli: average, Format: DecimalSI}
+	default:
+		return errors.New("invalid object metric source: neither a value target nor an average value target was set")
+	}
+	return nil
+}
+
+// evaluateExternal handles External metrics: the series are summed.
+func (c *calculator) evaluateExternal(spec *MetricSpec, obs Observation, specReplicas int32, r *metricResult) error {
+	name := spec.Metric.Name
+	if obs.Err != "" {
+		return fmt.Errorf("unable to get external metric %s: unable to fetch metrics from external metrics API: %s", name, obs.Err)
+	}
+	if len(obs.Values) == 0 {
+		return fmt.Errorf("unable to get external metric %s: no metrics returned from external metrics API", name)
+	}
+	r.status = MetricStatus{Type: ExternalSource, Metric: spec.Metric}
+	var total int64
+	switch spec.Target.Type {
+	case AverageValueTarget:
+		for _, v := range obs.Values {
+			total += v.Milli
+			if total < 0 { // int64 overflow
+				total = math.MaxInt64
+				break
+			}
+		}
+		proposal, average := c.perPodReplicas(total, spec.Target.Milli, &r.explain)
+		r.proposal = proposal
+		r.status.AverageValue = &Quantity{Milli: average, Format: DecimalSI}
+	case ValueTarget:
+		for _, v := range obs.Values {
+			if v.Milli > 0 && total > math.MaxInt64-v.Milli {
+				total = math.MaxInt64
+				break
+			}
+			total += v.Milli
+		}
+		r.explain.Current, r.explain.Target = total, spec.Target.Milli
+		ratio := float64(total) / float64(spec.Target.Milli)
+		proposal, err := c.ratioReplicas(specReplicas, ratio, &r.explain)
+		if err != nil {
+			return err
+		}
+		r.proposal = proposal
+		r.status.Value = &Quantity{Milli: total, Format: DecimalSI}
+	default:
+		return errors.New("invalid external metric source: neither a value target nor an average value target was set")
+	}
+	return nil
+}

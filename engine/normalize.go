@@ -1,0 +1,240 @@
+package engine
+
+import (
+	"math"
+	"time"
+)
+
+// Legacy normalization constants: without a behavior, a scale-up may at
+// most double the replicas, and always reach 4.
+const (
+	legacyScaleUpFactor  = 2.0
+	legacyScaleUpMinimum = 4.0
+)
+
+// recordRecommendation stores rec the way upstream does: it overwrites the
+// last entry found old (isOld), or appends when there is none.
+func recordRecommendation(list []Recommendation, rec Recommendation, isOld func(Recommendation) bool) []Recommendation {
+	idx := -1
+	for i, r := range list {
+		if isOld(r) {
+			idx = i
+		}
+	}
+	if idx >= 0 {
+		list[idx] = rec
+		return list
+	}
+	return append(list, rec)
+}
+
+// normalizeLegacy is upstream's normalizeDesiredReplicas: stabilization
+// over the controller's downscale window, then the legacy rate limit and
+// min/max.
+func (d *decider) normalizeLegacy(current, proposal int32) int32 {
+	cutoff := d.now.Add(-d.in.Settings.DownscaleStabilizationWindow)
+	stabilized := proposal
+	for _, r := range d.hist.Recommendations {
+		if !r.At.Before(cutoff) && r.Replicas > stabilized {
+			stabilized = r.Replicas
+		}
+	}
+	d.hist.Recommendations = recordRecommendation(d.hist.Recommendations, Recommendation{Replicas: proposal, At: d.now},
+		func(r Recommendation) bool { return r.At.Before(cutoff) })
+	if stabilized != proposal {
+		msg := "recent recommendations were higher than current one, applying the highest recent recommendation"
+		d.setCondition(AbleToScale, ConditionTrue, "ScaleDownStabilized", msg)
+		d.step(StepStabilized, proposal, stabilized, "ScaleDownStabilized", msg)
+	} else {
+		d.setCondition(AbleToScale, ConditionTrue, "ReadyForNewScale", "recommended size matches current size")
+	}
+
+	spec := &d.in.Spec
+	scaleUpLimit := toInt32(math.Max(legacyScaleUpFactor*float64(current), legacyScaleUpMinimum))
+	maxAllowed, reason, msg := spec.MaxReplicas, "TooManyReplicas", "the desired replica count is more than the maximum replica count"
+	if spec.MaxReplicas > scaleUpLimit {
+		maxAllowed, reason, msg = scaleUpLimit, "ScaleUpLimit", "the desired replica count is increasing faster than the maximum scale rate"
+	}
+	desired := stabilized
+	switch {
+	case stabilized < spec.MinReplicas:
+		desired, reason, msg = spec.MinReplicas, "TooFewReplicas", "the desired replica count is less than the minimum replica count"
+	case stabilized > maxAllowed:
+		desired = maxAllowed
+	default:
+		reason, msg = "DesiredWithinRange", "the desired count is within the acceptable range"
+	}
+	d.limit(stabilized, desired, reason, msg)
+	return desired
+}
+
+// limit sets ScalingLimited for a limiting step from → to.
+func (d *decider) limit(from, to int32, reason, msg string) {
+	if to == from {
+		d.setCondition(ScalingLimited, ConditionFalse, reason, msg)
+		return
+	}
+	d.setCondition(ScalingLimited, ConditionTrue, reason, msg)
+	d.step(StepLimited, from, to, reason, msg)
+}
+
+// normalizeWithBehavior is upstream's normalizeDesiredReplicasWithBehaviors:
+// per-direction stabilization windows, then the policies' rate limits and
+// min/max.
+func (d *decider) normalizeWithBehavior(current, proposal int32) int32 {
+	b := d.in.Spec.Behavior
+	upCutoff := d.now.Add(-time.Duration(b.ScaleUp.StabilizationWindowSeconds) * time.Second)
+	downCutoff := d.now.Add(-time.Duration(b.ScaleDown.StabilizationWindowSeconds) * time.Second)
+	up, down := proposal, proposal
+	for _, r := range d.hist.Recommendations {
+		if r.At.After(upCutoff) {
+			up = min(up, r.Replicas)
+		}
+		if r.At.After(downCutoff) {
+			down = max(down, r.Replicas)
+		}
+	}
+	stabilized := max(current, up)
+	stabilized = min(stabilized, down)
+	d.hist.Recommendations = recordRecommendation(d.hist.Recommendations, Recommendation{Replicas: proposal, At: d.now},
+		func(r Recommendation) bool { return r.At.Before(upCutoff) && r.At.Before(downCutoff) })
+	if stabilized != proposal {
+		reason, msg := "ScaleUpStabilized", "recent recommendations were lower than current one, applying the lowest recent recommendation"
+		if proposal < current {
+			reason, msg = "ScaleDownStabilized", "recent recommendations were higher than current one, applying the highest recent recommendation"
+		}
+		d.setCondition(AbleToScale, ConditionTrue, reason, msg)
+		d.step(StepStabilized, proposal, stabilized, reason, msg)
+	} else {
+		d.setCondition(AbleToScale, ConditionTrue, "ReadyForNewScale", "recommended size matches current size")
+	}
+
+	desired, reason, msg := d.rateLimit(current, stabilized)
+	d.limit(stabilized, desired, reason, msg)
+	return desired
+}
+
+// rateLimit is upstream's convertDesiredReplicasWithBehaviorRate.
+func (d *decider) rateLimit(current, desired int32) (int32, string, string) {
+	spec := &d.in.Spec
+	b := spec.Behavior
+	h := &d.hist
+	switch {
+	case desired > current:
+		limit := max(scaleUpLimit(current, h.ScaleUpEvents, h.ScaleDownEvents, &b.ScaleUp, d.now), current)
+		maxAllowed, reason, msg := spec.MaxReplicas, "TooManyReplicas", "the desired replica count is more than the maximum replica count"
+		if maxAllowed > limit {
+			maxAllowed, reason, msg = limit, "ScaleUpLimit", "the desired replica count is increasing faster than the maximum scale rate"
+		}
+		if desired > maxAllowed {
+			return maxAllowed, reason, msg
+		}
+	case desired < current:
+		limit := min(scaleDownLimit(current, h.ScaleUpEvents, h.ScaleDownEvents, &b.ScaleDown, d.now), current)
+		minAllowed, reason, msg := spec.MinReplicas, "TooFewReplicas", "the desired replica count is less than the minimum replica count"
+		if minAllowed < limit {
+			minAllowed, reason, msg = limit, "ScaleDownLimit", "the desired replica count is decreasing faster than the maximum scale rate"
+		}
+		if desired < minAllowed {
+			return minAllowed, reason, msg
+		}
+	}
+	return desired, "DesiredWithinRange", "the desired count is within the acceptable range"
+}
+
+// changeInPeriod sums the changes of the events strictly inside the period
+// ending at now.
+func changeInPeriod(periodSeconds int32, events []ScaleEvent, now time.Time) int32 {
+	cutoff := now.Add(-time.Duration(periodSeconds) * time.Second)
+	var sum int32
+	for _, e := range events {
+		if e.At.After(cutoff) {
+			sum += e.Change
+		}
+	}
+	return sum
+}
+
+// scaleUpLimit is upstream's calculateScaleUpLimitWithScalingRules.
+func scaleUpLimit(current int32, upEvents, downEvents []ScaleEvent, rules *Rules, now time.Time) int32 {
+	if rules.SelectPolicy == SelectDisabled {
+		return current
+	}
+	result, pick := int32(math.MinInt32), func(a, b int32) int32 { return max(a, b) }
+	if rules.SelectPolicy == SelectMin {
+		result, pick = math.MaxInt32, func(a, b int32) int32 { return min(a, b) }
+	}
+	for _, p := range rules.Policies {
+		start := current - changeInPeriod(p.PeriodSeconds, upEvents, now) + changeInPeriod(p.PeriodSeconds, downEvents, now)
+		var proposed int32
+		switch p.Type {
+		case PodsPolicy:
+			proposed = start + p.Value
+		case PercentPolicy:
+			proposed = ceilInt32(float64(start) * (1 + float64(p.Value)/100))
+		}
+		result = pick(result, proposed)
+	}
+	return result
+}
+
+// scaleDownLimit is upstream's calculateScaleDownLimitWithBehaviors.
+func scaleDownLimit(current int32, upEvents, downEvents []ScaleEvent, rules *Rules, now time.Time) int32 {
+	if rules.SelectPolicy == SelectDisabled {
+		return current
+	}
+	result, pick := int32(math.MaxInt32), func(a, b int32) int32 { return min(a, b) }
+	if rules.SelectPolicy == SelectMin {
+		result, pick = math.MinInt32, func(a, b int32) int32 { return max(a, b) }
+	}
+	for _, p := range rules.Policies {
+		start := current - changeInPeriod(p.PeriodSeconds, upEvents, now) + changeInPeriod(p.PeriodSeconds, downEvents, now)
+		var proposed int32
+		switch p.Type {
+		case PodsPolicy:
+			proposed = start - p.Value
+		case PercentPolicy:
+			proposed = toInt32(float64(start) * (1 - float64(p.Value)/100))
+		}
+		result = pick(result, proposed)
+	}
+	return result
+}
+
+// longestPeriod is the longest policy period of rules, in seconds.
+func longestPeriod(rules *Rules) int32 {
+	var longest int32
+	for _, p := range rules.Policies {
+		longest = max(longest, p.PeriodSeconds)
+	}
+	return longest
+}
+
+// recordScale is RecordScale: upstream's storeScaleEvent.
+func recordScale(h History, b *Behavior, from, to int32, at time.Time) History {
+	h = cloneHistory(h)
+	if b == nil || from == to {
+		return h
+	}
+	events, rules, change := &h.ScaleDownEvents, &b.ScaleDown, from-to
+	if to > from {
+		events, rules, change = &h.ScaleUpEvents, &b.ScaleUp, to-from
+	}
+	cutoff := at.Add(-time.Duration(longestPeriod(rules)) * time.Second)
+	idx := -1
+	for i := range *events {
+		if (*events)[i].At.Before(cutoff) {
+			(*events)[i].Outdated = true
+		}
+		if (*events)[i].Outdated {
+			idx = i
+		}
+	}
+	e := ScaleEvent{Change: change, At: at}
+	if idx >= 0 {
+		(*events)[idx] = e
+	} else {
+		*events = append(*events, e)
+	}
+	return h
+}
