@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 )
 
@@ -148,7 +149,7 @@ func (c *calculator) requests(resource, container string) (map[string]int64, err
 	out := make(map[string]int64, len(c.in.Pods))
 	for i := range c.in.Pods {
 		pod := &c.in.Pods[i]
-		if container == "" && len(pod.Requests) > 0 {
+		if container == "" && podLevelRequestsSet(pod.Requests) {
 			v, ok := pod.Requests[resource]
 			if !ok {
 				return nil, fmt.Errorf("missing pod-level request for %s in Pod %s", resource, pod.Name)
@@ -178,6 +179,18 @@ func (c *calculator) requests(resource, container string) (map[string]int64, err
 		out[pod.Name] = sum
 	}
 	return out, nil
+}
+
+// podLevelRequestsSet reports whether pod-level requests name a resource
+// Kubernetes supports at pod level (cpu, memory, huge pages); only then do
+// they take precedence over the containers' requests.
+func podLevelRequestsSet(requests map[string]int64) bool {
+	for name := range requests {
+		if name == "cpu" || name == "memory" || strings.HasPrefix(name, "hugepages-") {
+			return true
+		}
+	}
+	return false
 }
 
 // utilizationRatio is upstream's GetResourceUtilizationRatio: samples

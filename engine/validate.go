@@ -2,7 +2,9 @@ package engine
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 )
 
 // Limits of the autoscaling/v2 API that the engine relies on.
@@ -179,9 +181,10 @@ func (v *validator) pod(f string, p *Pod, names map[string]bool) {
 }
 
 func (v *validator) quantities(f string, q map[string]int64) {
-	for name, milli := range q {
+	// Sorted, so that the first error reported does not depend on map order.
+	for _, name := range slices.Sorted(maps.Keys(q)) {
 		v.check(name != "", f, "resource name must be set")
-		v.check(milli >= 0, f+"["+name+"]", "must be >= 0, got %d", milli)
+		v.check(q[name] >= 0, f+"["+name+"]", "must be >= 0, got %d", q[name])
 	}
 }
 
