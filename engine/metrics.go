@@ -186,7 +186,7 @@ func (c *calculator) evaluateObject(spec *MetricSpec, obs Observation, specRepli
 		r.proposal = proposal
 		r.status.Value = &Quantity{Milli: value, Format: DecimalSI}
 	case AverageValueTarget:
-		proposal, average := c.perPodReplicas(value, spec.Target.Milli, &r.explain)
+		proposal, average := c.perPodReplicas(value, spec.Target.Milli, false, &r.explain)
 		r.proposal = proposal
 		r.status.AverageValue = &Quantity{Milli: average, Format: DecimalSI}
 	default:
@@ -215,7 +215,7 @@ func (c *calculator) evaluateExternal(spec *MetricSpec, obs Observation, specRep
 				break
 			}
 		}
-		proposal, average := c.perPodReplicas(total, spec.Target.Milli, &r.explain)
+		proposal, average := c.perPodReplicas(total, spec.Target.Milli, true, &r.explain)
 		r.proposal = proposal
 		r.status.AverageValue = &Quantity{Milli: average, Format: DecimalSI}
 	case ValueTarget:

@@ -400,8 +400,10 @@ func (c *calculator) ratioReplicas(current int32, ratio float64, ex *MetricExpla
 
 // perPodReplicas computes an AverageValue proposal for Object and External
 // metrics from a total over status replicas; it returns the proposal and
-// the reported average, ceil(total / statusReplicas).
-func (c *calculator) perPodReplicas(total, target int64, ex *MetricExplanation) (int32, int64) {
+// the reported average, ceil(total / statusReplicas). Upstream saturates the
+// proposal at the int32 maximum and the average at the int64 maximum for
+// External metrics only (saturate); Object metrics convert without bounds.
+func (c *calculator) perPodReplicas(total, target int64, saturate bool, ex *MetricExplanation) (int32, int64) {
 	statusReplicas := c.in.Scale.StatusReplicas
 	proposal := statusReplicas
 	ratio := float64(total) / (float64(target) * float64(statusReplicas))
@@ -411,19 +413,16 @@ func (c *calculator) perPodReplicas(total, target int64, ex *MetricExplanation) 
 	if !c.tols.within(ratio) {
 		ex.Outcome = OutcomeScaled
 		f := math.Ceil(float64(total) / float64(target))
-		if f > math.MaxInt32 {
+		if saturate && f > math.MaxInt32 {
 			proposal = math.MaxInt32
 		} else {
 			proposal = toInt32(f)
 		}
 	}
-	var average int64
-	if float64(total) >= math.MaxInt64 {
-		average = math.MaxInt64
-	} else {
-		average = toInt64(math.Ceil(float64(total) / float64(statusReplicas)))
+	if saturate && float64(total) >= math.MaxInt64 {
+		return proposal, math.MaxInt64
 	}
-	return proposal, average
+	return proposal, toInt64(math.Ceil(float64(total) / float64(statusReplicas)))
 }
 
 // ceilInt32 is int32(math.Ceil(f)) with the result Go gives on amd64 for

@@ -1,0 +1,41 @@
+# Setpoint's one entry point for developers and CI: what CI runs, you can run.
+# `make help` lists the targets.
+
+GO       ?= go
+BUF      ?= $(GO) run github.com/bufbuild/buf/cmd/buf@v1.73.0
+CORPUS   ?= testdata/conformance/scenarios
+
+.PHONY: help run generate lint check-generated vet test conformance bench fuzz
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
+
+run: ## start the server on its embedded default (./setpoint-data, 127.0.0.1:7443)
+	$(GO) run ./cmd/setpoint-server
+
+generate: ## regenerate the Go code of proto/ with buf and the local plugins
+	$(BUF) generate
+
+lint: ## buf lint and go vet
+	$(BUF) lint
+	$(GO) vet ./...
+
+check-generated: generate ## fail when the committed generated code is stale
+	@git diff --exit-code -- proto || { echo "generated code is stale: run 'make generate' and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- proto)" || { git status --porcelain -- proto; echo "untracked generated files: run 'make generate' and commit"; exit 1; }
+
+vet:
+	$(GO) vet ./...
+
+test: check-generated lint ## everything CI runs: generated code fresh, lint, all tests, the conformance corpus over gRPC
+	$(GO) test -count=1 -timeout 30m ./...
+	$(GO) run ./cmd/setpoint-conformance $(CORPUS)
+
+conformance: ## replay the conformance corpus through a real server over gRPC
+	$(GO) run ./cmd/setpoint-conformance $(CORPUS)
+
+bench: ## Go benchmarks of the engine, the store and the server
+	$(GO) test -run '^$$' -bench . -benchmem ./engine ./store ./server
+
+fuzz: ## fuzz the engine's invariants for a minute
+	$(GO) test ./engine -run '^$$' -fuzz FuzzDecide -fuzztime 60s
