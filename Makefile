@@ -5,7 +5,7 @@ GO       ?= go
 BUF      ?= $(GO) run github.com/bufbuild/buf/cmd/buf@v1.73.0
 CORPUS   ?= testdata/conformance/scenarios
 
-.PHONY: help run generate lint check-generated vet test conformance bench fuzz
+.PHONY: help run generate lint check-generated vet kube-binaries test conformance bench fuzz
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -27,7 +27,10 @@ check-generated: generate ## fail when the committed generated code is stale
 vet:
 	$(GO) vet ./...
 
-test: check-generated lint ## everything CI runs: generated code fresh, lint, all tests, the conformance corpus over gRPC
+kube-binaries: ## build (once, cached in ~/.cache/setpoint) the kube-apiserver and etcd the agent's e2e tests run
+	./hack/kube-binaries.sh
+
+test: check-generated lint kube-binaries ## everything CI runs: generated code fresh, lint, all tests, the conformance corpus over gRPC
 	$(GO) test -count=1 -timeout 30m ./...
 	$(GO) run ./cmd/setpoint-conformance $(CORPUS)
 
