@@ -1,0 +1,393 @@
+package convert_test
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/setpointhq/setpoint/engine"
+	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"github.com/setpointhq/setpoint/server/convert"
+	"github.com/setpointhq/setpoint/store"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+var (
+	t0     = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	key    = &setpointv1.TargetKey{Cluster: "eu1", Namespace: "shop", Name: "web"}
+	ref    = store.TargetRef{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"}
+	cmpOpt = cmp.Options{cmpopts.EquateEmpty()}
+)
+
+func ptr[T any](v T) *T { return &v }
+
+// richInput uses every field of the engine's input.
+func richInput() engine.Input {
+	sel := &engine.LabelSelector{MatchLabels: map[string]string{"queue": "orders"},
+		MatchExpressions: []engine.LabelSelectorRequirement{{Key: "zone", Operator: "In", Values: []string{"a", "b"}}}}
+	return engine.Input{
+		Now: t0,
+		Spec: engine.Spec{
+			MinReplicas: 0, MaxReplicas: 20,
+			Metrics: []engine.MetricSpec{
+				{Type: engine.ResourceSource, Resource: "cpu", Target: engine.Target{Type: engine.UtilizationTarget, Utilization: 60}},
+				{Type: engine.ContainerResourceSource, Resource: "memory", Container: "app", Target: engine.Target{Type: engine.AverageValueTarget, Milli: 512 << 20 * 1000}},
+				{Type: engine.PodsSource, Metric: engine.MetricIdentifier{Name: "rps"}, Target: engine.Target{Type: engine.AverageValueTarget, Milli: 1500}},
+				{Type: engine.ObjectSource, Metric: engine.MetricIdentifier{Name: "hits", Selector: &engine.LabelSelector{}},
+					DescribedObject: engine.ObjectReference{APIVersion: "networking.k8s.io/v1", Kind: "Ingress", Name: "main"},
+					Target:          engine.Target{Type: engine.ValueTarget, Milli: 10000}},
+				{Type: engine.ExternalSource, Metric: engine.MetricIdentifier{Name: "queue_depth", Selector: sel}, Target: engine.Target{Type: engine.AverageValueTarget, Milli: 30000}},
+			},
+			Behavior: &engine.Behavior{
+				ScaleUp: engine.Rules{StabilizationWindowSeconds: 0, SelectPolicy: engine.SelectMax, Tolerance: 0.05,
+					Policies: []engine.Policy{{Type: engine.PodsPolicy, Value: 4, PeriodSeconds: 15}, {Type: engine.PercentPolicy, Value: 100, PeriodSeconds: 15}}},
+				ScaleDown: engine.Rules{StabilizationWindowSeconds: 300, SelectPolicy: engine.SelectMin, Tolerance: 0.1,
+					Policies: []engine.Policy{{Type: engine.PercentPolicy, Value: 10, PeriodSeconds: 60}}},
+			},
+		},
+		Settings: engine.Settings{Tolerance: 0.1, CPUInitializationPeriod: 5 * time.Minute, InitialReadinessDelay: 30 * time.Second, DownscaleStabilizationWindow: 5 * time.Minute},
+		Scale:    engine.Scale{Replicas: 3, StatusReplicas: 3, Selector: "app=web"},
+		Pods: []engine.Pod{
+			{Name: "web-1", Phase: engine.PodRunning, StartTime: t0.Add(-time.Hour),
+				Ready:      &engine.PodReadiness{Status: engine.ConditionTrue, LastTransitionTime: t0.Add(-50 * time.Minute)},
+				Containers: []engine.Container{{Name: "app", Requests: map[string]int64{"cpu": 250, "memory": 256 << 20 * 1000}}, {Name: "sidecar", Requests: map[string]int64{"cpu": 50}}}},
+			{Name: "web-2", Phase: engine.PodPending, Deleting: true, Requests: map[string]int64{"cpu": 1000}},
+		},
+		ResourceMetrics: engine.ResourceMetrics{Pods: []engine.PodUsage{
+			{Pod: "web-1", Timestamp: t0.Add(-10 * time.Second), Window: 30 * time.Second, Containers: []engine.ContainerUsage{{Name: "app", Usage: map[string]int64{"cpu": 180}}}},
+		}},
+		Observations: []engine.Observation{
+			{}, {},
+			{Values: []engine.MetricValue{{Pod: "web-1", Milli: 1234, Timestamp: t0, Window: time.Minute}, {Pod: "web-2", Milli: 0, Timestamp: t0, Window: 0}}},
+			{Values: []engine.MetricValue{{Milli: 8000, Timestamp: t0}}},
+			{Err: "unable to fetch metrics from external metrics API: boom"},
+		},
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	in := richInput()
+	req, err := convert.Request(key, ref, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Through the wire form too.
+	b, err := proto.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wire := &setpointv1.RecommendRequest{}
+	if err := proto.Unmarshal(b, wire); err != nil {
+		t.Fatal(err)
+	}
+	got, err := convert.Input(wire, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(in, got, cmpOpt); diff != "" {
+		t.Errorf("Input(Request(in)) differs (-want +got):\n%s", diff)
+	}
+}
+
+// FuzzRoundTrip checks Input(Request(in)) == in for generated valid inputs.
+func FuzzRoundTrip(f *testing.F) {
+	for i := range 8 {
+		f.Add(uint64(i), uint64(i*7919))
+	}
+	f.Fuzz(func(t *testing.T, s1, s2 uint64) {
+		in := randomInput(rand.New(rand.NewPCG(s1, s2)))
+		req, err := convert.Request(key, ref, in)
+		if err != nil {
+			t.Fatalf("Request: %v", err)
+		}
+		got, err := convert.Input(req, in.Now)
+		if err != nil {
+			t.Fatalf("Input: %v", err)
+		}
+		if diff := cmp.Diff(in, got, cmpOpt); diff != "" {
+			t.Errorf("Input(Request(in)) differs (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// randomInput generates a valid input whose tolerances are readings of
+// quantities, as every tolerance reaching the engine is.
+func randomInput(r *rand.Rand) engine.Input {
+	in := engine.Input{Now: t0.Add(time.Duration(r.Int64N(1e15)))}
+	tol := func() float64 {
+		q := resource.MustParse(fmt.Sprintf("%dm", r.IntN(2000)))
+		return q.AsApproximateFloat64()
+	}
+	in.Settings = engine.Settings{Tolerance: float64(r.IntN(1000)) / 997, CPUInitializationPeriod: time.Duration(r.Int64N(1e12)),
+		InitialReadinessDelay: time.Duration(r.Int64N(1e12)), DownscaleStabilizationWindow: time.Duration(r.Int64N(1e12))}
+	in.Spec.MaxReplicas = 1 + r.Int32N(100)
+	in.Spec.MinReplicas = 1 + r.Int32N(in.Spec.MaxReplicas)
+	milli := func() int64 { return 1 + r.Int64N(1<<50) }
+	types := []engine.MetricSourceType{engine.ResourceSource, engine.ContainerResourceSource, engine.PodsSource, engine.ObjectSource, engine.ExternalSource}
+	for range 1 + r.IntN(5) {
+		m := engine.MetricSpec{Type: types[r.IntN(len(types))]}
+		switch m.Type {
+		case engine.ResourceSource, engine.ContainerResourceSource:
+			m.Resource = "cpu"
+			if m.Type == engine.ContainerResourceSource {
+				m.Container = "app"
+			}
+			m.Target = engine.Target{Type: engine.UtilizationTarget, Utilization: 1 + r.Int32N(200)}
+			if r.IntN(2) == 0 {
+				m.Target = engine.Target{Type: engine.AverageValueTarget, Milli: milli()}
+			}
+		case engine.PodsSource:
+			m.Metric.Name = "m"
+			m.Target = engine.Target{Type: engine.AverageValueTarget, Milli: milli()}
+		case engine.ObjectSource, engine.ExternalSource:
+			m.Metric.Name = "m"
+			if r.IntN(2) == 0 {
+				m.Metric.Selector = &engine.LabelSelector{MatchLabels: map[string]string{"k": "v"}}
+			}
+			m.DescribedObject = engine.ObjectReference{Kind: "Service", Name: "s"}
+			if m.Type == engine.ExternalSource {
+				m.DescribedObject = engine.ObjectReference{}
+			}
+			m.Target = engine.Target{Type: engine.ValueTarget, Milli: milli()}
+			if r.IntN(2) == 0 {
+				m.Target.Type = engine.AverageValueTarget
+			}
+		}
+		in.Spec.Metrics = append(in.Spec.Metrics, m)
+		obs := engine.Observation{}
+		for j := range r.IntN(3) {
+			v := engine.MetricValue{Milli: r.Int64N(1<<40) - 1<<39, Timestamp: in.Now.Add(-time.Duration(r.Int64N(1e11)))}
+			if m.Type == engine.PodsSource {
+				v.Pod, v.Window = fmt.Sprintf("p%d", j), time.Duration(r.Int64N(1e11))
+			}
+			if m.Type == engine.ObjectSource && j > 0 {
+				break
+			}
+			obs.Values = append(obs.Values, v)
+		}
+		in.Observations = append(in.Observations, obs)
+	}
+	if r.IntN(2) == 0 {
+		rules := func() engine.Rules {
+			ps := []engine.PolicyType{engine.PodsPolicy, engine.PercentPolicy}
+			sp := []engine.SelectPolicy{engine.SelectMax, engine.SelectMin, engine.SelectDisabled}
+			rl := engine.Rules{StabilizationWindowSeconds: r.Int32N(3601), SelectPolicy: sp[r.IntN(3)], Tolerance: tol()}
+			for range 1 + r.IntN(3) {
+				rl.Policies = append(rl.Policies, engine.Policy{Type: ps[r.IntN(2)], Value: 1 + r.Int32N(1000), PeriodSeconds: 1 + r.Int32N(1800)})
+			}
+			return rl
+		}
+		in.Spec.Behavior = &engine.Behavior{ScaleUp: rules(), ScaleDown: rules()}
+	}
+	in.Scale = engine.Scale{Replicas: r.Int32N(50), StatusReplicas: r.Int32N(50)}
+	if r.IntN(2) == 0 {
+		in.Scale.Selector = "app=web"
+	}
+	for i := range r.IntN(10) {
+		p := engine.Pod{Name: fmt.Sprintf("p%d", i), Phase: engine.PodRunning, StartTime: in.Now.Add(-time.Duration(r.Int64N(1e12)))}
+		if r.IntN(2) == 0 {
+			p.Ready = &engine.PodReadiness{Status: engine.ConditionFalse, LastTransitionTime: p.StartTime}
+		}
+		p.Containers = []engine.Container{{Name: "app", Requests: map[string]int64{"cpu": r.Int64N(1 << 40), "memory": r.Int64N(1 << 50)}}}
+		in.Pods = append(in.Pods, p)
+		in.ResourceMetrics.Pods = append(in.ResourceMetrics.Pods, engine.PodUsage{Pod: p.Name, Timestamp: in.Now, Window: time.Duration(r.Int64N(1e11)),
+			Containers: []engine.ContainerUsage{{Name: "app", Usage: map[string]int64{"cpu": r.Int64N(1 << 40)}}}})
+	}
+	return in
+}
+
+func TestToleranceQuantity(t *testing.T) {
+	for _, s := range []string{"0", "0.1", "0.05", "1", "1.5", "0.333", "10m", "7m", "123456m", "1e-3", "300m", "0.3"} {
+		q := resource.MustParse(s)
+		want := q.AsApproximateFloat64()
+		got, err := convert.ToleranceQuantity(want)
+		if err != nil {
+			t.Errorf("ToleranceQuantity(%v): %v", want, err)
+			continue
+		}
+		back := resource.MustParse(got)
+		if back.AsApproximateFloat64() != want {
+			t.Errorf("ToleranceQuantity(%v) = %q, reads back as %v", want, got, back.AsApproximateFloat64())
+		}
+	}
+}
+
+// minimalRequest is the smallest valid request.
+func minimalRequest() *setpointv1.RecommendRequest {
+	return &setpointv1.RecommendRequest{
+		Target: key,
+		Spec: &setpointv1.HorizontalPodAutoscalerSpec{MaxReplicas: 10, Metrics: []*setpointv1.MetricSpec{{
+			Type: "Resource", Resource: &setpointv1.ResourceMetricSource{Name: "cpu", Target: &setpointv1.MetricTarget{Type: "Utilization", AverageUtilization: ptr[int32](50)}},
+		}}},
+		Scale:        &setpointv1.Scale{Replicas: 2, StatusReplicas: 2, Selector: "app=web"},
+		Observations: []*setpointv1.MetricObservation{{}},
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	tests := []struct {
+		name   string
+		modify func(*setpointv1.RecommendRequest)
+		want   func(*engine.Input)
+	}{
+		{"settings and min replicas", func(*setpointv1.RecommendRequest) {}, func(*engine.Input) {}},
+		{"empty behavior gets both directions' defaults", func(r *setpointv1.RecommendRequest) {
+			r.Spec.Behavior = &setpointv1.HorizontalPodAutoscalerBehavior{}
+		}, func(in *engine.Input) {
+			in.Spec.Behavior = &engine.Behavior{
+				ScaleUp: engine.Rules{SelectPolicy: engine.SelectMax, Tolerance: 0.1, Policies: []engine.Policy{
+					{Type: engine.PodsPolicy, Value: 4, PeriodSeconds: 15}, {Type: engine.PercentPolicy, Value: 100, PeriodSeconds: 15}}},
+				ScaleDown: engine.Rules{StabilizationWindowSeconds: 300, SelectPolicy: engine.SelectMax, Tolerance: 0.1, Policies: []engine.Policy{
+					{Type: engine.PercentPolicy, Value: 100, PeriodSeconds: 15}}},
+			}
+		}},
+		{"scale-down window from settings, tolerance from quantity", func(r *setpointv1.RecommendRequest) {
+			r.Settings = &setpointv1.ControllerSettings{DownscaleStabilizationWindow: durationpb.New(90 * time.Second), Tolerance: ptr(0.2)}
+			r.Spec.Behavior = &setpointv1.HorizontalPodAutoscalerBehavior{ScaleUp: &setpointv1.ScalingRules{Tolerance: "50m", SelectPolicy: "Min"}, ScaleDown: &setpointv1.ScalingRules{}}
+		}, func(in *engine.Input) {
+			in.Settings.DownscaleStabilizationWindow, in.Settings.Tolerance = 90*time.Second, 0.2
+			in.Spec.Behavior = &engine.Behavior{
+				ScaleUp: engine.Rules{SelectPolicy: engine.SelectMin, Tolerance: 0.05, Policies: []engine.Policy{
+					{Type: engine.PodsPolicy, Value: 4, PeriodSeconds: 15}, {Type: engine.PercentPolicy, Value: 100, PeriodSeconds: 15}}},
+				ScaleDown: engine.Rules{StabilizationWindowSeconds: 90, SelectPolicy: engine.SelectMax, Tolerance: 0.2, Policies: []engine.Policy{
+					{Type: engine.PercentPolicy, Value: 100, PeriodSeconds: 15}}},
+			}
+		}},
+		{"resource target prefers average value", func(r *setpointv1.RecommendRequest) {
+			r.Spec.Metrics[0].Resource.Target.AverageValue = "500m"
+		}, func(in *engine.Input) {
+			in.Spec.Metrics[0].Target = engine.Target{Type: engine.AverageValueTarget, Milli: 500}
+		}},
+		{"quantity milli-value rounds up", func(r *setpointv1.RecommendRequest) {
+			r.Spec.Metrics[0].Resource.Target = &setpointv1.MetricTarget{Type: "AverageValue", AverageValue: "1.0001"}
+		}, func(in *engine.Input) {
+			in.Spec.Metrics[0].Target = engine.Target{Type: engine.AverageValueTarget, Milli: 1001}
+		}},
+		{"pods metric window defaults to 60s", func(r *setpointv1.RecommendRequest) {
+			r.Spec.Metrics[0] = &setpointv1.MetricSpec{Type: "Pods", Pods: &setpointv1.PodsMetricSource{
+				Metric: &setpointv1.MetricIdentifier{Name: "rps"}, Target: &setpointv1.MetricTarget{Type: "AverageValue", AverageValue: "10"}}}
+			r.Observations[0].Values = []*setpointv1.MetricValue{{Pod: "a", Value: "3"}}
+		}, func(in *engine.Input) {
+			in.Spec.Metrics[0] = engine.MetricSpec{Type: engine.PodsSource, Metric: engine.MetricIdentifier{Name: "rps"}, Target: engine.Target{Type: engine.AverageValueTarget, Milli: 10000}}
+			in.Observations[0].Values = []engine.MetricValue{{Pod: "a", Milli: 3000, Window: time.Minute}}
+		}},
+		{"bad selector is the engine's to report", func(r *setpointv1.RecommendRequest) { r.Scale.Selector = "app in (" }, func(in *engine.Input) {
+			in.Scale.Selector = "app in ("
+			in.Scale.SelectorError = "unable to parse requirement: found '', expected: ',', ')' or identifier"
+		}},
+		{"empty selector stays empty", func(r *setpointv1.RecommendRequest) { r.Scale.Selector = "" }, func(in *engine.Input) { in.Scale.Selector = "" }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := minimalRequest()
+			tt.modify(req)
+			want := engine.Input{
+				Now: t0,
+				Spec: engine.Spec{MinReplicas: 1, MaxReplicas: 10, Metrics: []engine.MetricSpec{
+					{Type: engine.ResourceSource, Resource: "cpu", Target: engine.Target{Type: engine.UtilizationTarget, Utilization: 50}}}},
+				Settings:     engine.Settings{Tolerance: 0.1, CPUInitializationPeriod: 5 * time.Minute, InitialReadinessDelay: 30 * time.Second, DownscaleStabilizationWindow: 5 * time.Minute},
+				Scale:        engine.Scale{Replicas: 2, StatusReplicas: 2, Selector: "app=web"},
+				Observations: []engine.Observation{{}},
+			}
+			tt.want(&want)
+			got, err := convert.Input(req, t0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want, got, cmpOpt); diff != "" {
+				t.Errorf("Input differs (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestValidation(t *testing.T) {
+	tests := []struct {
+		name   string
+		modify func(*setpointv1.RecommendRequest)
+		field  string
+	}{
+		{"invalid quantity", func(r *setpointv1.RecommendRequest) {
+			r.Spec.Metrics = append(r.Spec.Metrics, &setpointv1.MetricSpec{}, &setpointv1.MetricSpec{Type: "External", External: &setpointv1.ExternalMetricSource{
+				Metric: &setpointv1.MetricIdentifier{Name: "q"}, Target: &setpointv1.MetricTarget{Type: "AverageValue", AverageValue: "ten"}}})
+			r.Observations = append(r.Observations, &setpointv1.MetricObservation{}, &setpointv1.MetricObservation{})
+		}, "spec.metrics[2].external.target.average_value"},
+		{"zero target", func(r *setpointv1.RecommendRequest) { r.Spec.Metrics[0].Resource.Target.AverageValue = "0" }, "spec.metrics[0].resource.target.average_value"},
+		{"zero utilization", func(r *setpointv1.RecommendRequest) { r.Spec.Metrics[0].Resource.Target.AverageUtilization = ptr[int32](0) }, "spec.metrics[0].resource.target.average_utilization"},
+		{"unknown metric type", func(r *setpointv1.RecommendRequest) { r.Spec.Metrics[0].Type = "Custom" }, "spec.metrics[0].type"},
+		{"type without source", func(r *setpointv1.RecommendRequest) { r.Spec.Metrics[0].Type = "Pods" }, "spec.metrics[0].pods"},
+		{"unknown target type", func(r *setpointv1.RecommendRequest) { r.Spec.Metrics[0].Resource.Target.Type = "Average" }, "spec.metrics[0].resource.target.type"},
+		{"negative replicas", func(r *setpointv1.RecommendRequest) { r.Scale.Replicas = -1 }, "scale.replicas"},
+		{"min above max", func(r *setpointv1.RecommendRequest) { r.Spec.MinReplicas = ptr[int32](11) }, "spec.min_replicas"},
+		{"max below one", func(r *setpointv1.RecommendRequest) { r.Spec.MaxReplicas = 0 }, "spec.max_replicas"},
+		{"scale to zero without object metric", func(r *setpointv1.RecommendRequest) { r.Spec.MinReplicas = ptr[int32](0) }, "spec.min_replicas"},
+		{"NaN tolerance", func(r *setpointv1.RecommendRequest) { r.Settings = &setpointv1.ControllerSettings{Tolerance: ptr(math.NaN())} }, "settings.tolerance"},
+		{"negative tolerance", func(r *setpointv1.RecommendRequest) { r.Settings = &setpointv1.ControllerSettings{Tolerance: ptr(-0.1)} }, "settings.tolerance"},
+		{"negative rule tolerance", func(r *setpointv1.RecommendRequest) {
+			r.Spec.Behavior = &setpointv1.HorizontalPodAutoscalerBehavior{ScaleDown: &setpointv1.ScalingRules{Tolerance: "-1"}}
+		}, "spec.behavior.scale_down.tolerance"},
+		{"unknown policy type", func(r *setpointv1.RecommendRequest) {
+			r.Spec.Behavior = &setpointv1.HorizontalPodAutoscalerBehavior{ScaleUp: &setpointv1.ScalingRules{Policies: []*setpointv1.ScalingPolicy{{Type: "Replicas", Value: 1, PeriodSeconds: 15}}}}
+		}, "spec.behavior.scale_up.policies[0].type"},
+		{"unknown select policy", func(r *setpointv1.RecommendRequest) {
+			r.Spec.Behavior = &setpointv1.HorizontalPodAutoscalerBehavior{ScaleUp: &setpointv1.ScalingRules{SelectPolicy: "Average"}}
+		}, "spec.behavior.scale_up.select_policy"},
+		{"window too long", func(r *setpointv1.RecommendRequest) {
+			r.Spec.Behavior = &setpointv1.HorizontalPodAutoscalerBehavior{ScaleDown: &setpointv1.ScalingRules{StabilizationWindowSeconds: ptr[int32](3601)}}
+		}, "spec.behavior.scale_down.stabilization_window_seconds"},
+		{"empty pod name", func(r *setpointv1.RecommendRequest) { r.Pods = []*setpointv1.Pod{{Phase: "Running"}} }, "pods[0].name"},
+		{"duplicate pod name", func(r *setpointv1.RecommendRequest) {
+			r.Pods = []*setpointv1.Pod{{Name: "a", Phase: "Running"}, {Name: "a", Phase: "Running"}}
+		}, "pods[1].name"},
+		{"unknown phase", func(r *setpointv1.RecommendRequest) { r.Pods = []*setpointv1.Pod{{Name: "a", Phase: "running"}} }, "pods[0].phase"},
+		{"negative request", func(r *setpointv1.RecommendRequest) {
+			r.Pods = []*setpointv1.Pod{{Name: "a", Phase: "Running", Containers: []*setpointv1.Container{{Name: "c", Requests: map[string]string{"cpu": "-1"}}}}}
+		}, `pods[0].containers[0].requests["cpu"]`},
+		{"observations length", func(r *setpointv1.RecommendRequest) { r.Observations = nil }, "observations"},
+		{"negative duration", func(r *setpointv1.RecommendRequest) {
+			r.Settings = &setpointv1.ControllerSettings{InitialReadinessDelay: durationpb.New(-time.Second)}
+		}, "settings.initial_readiness_delay"},
+		{"bad metric value", func(r *setpointv1.RecommendRequest) { r.Observations[0].Values = []*setpointv1.MetricValue{{Value: "x"}} }, "observations[0].values[0].value"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := minimalRequest()
+			tt.modify(req)
+			_, err := convert.Input(req, t0)
+			var ve *setpointv1.ValidationError
+			if !errors.As(err, &ve) {
+				t.Fatalf("Input error = %v, want a *ValidationError", err)
+			}
+			for _, v := range ve.Violations {
+				if v.Field == tt.field {
+					return
+				}
+			}
+			t.Errorf("violations %+v do not name %s", ve.Violations, tt.field)
+		})
+	}
+}
+
+func TestQuantity(t *testing.T) {
+	tests := []struct {
+		q    engine.Quantity
+		want string
+	}{
+		{engine.Quantity{Milli: 1500}, "1500m"},
+		{engine.Quantity{Milli: 2000}, "2"},
+		{engine.Quantity{Milli: 1024 * 1024 * 1000, Format: engine.BinarySI}, "1Mi"},
+		{engine.Quantity{Milli: 0}, "0"},
+	}
+	for _, tt := range tests {
+		if got := convert.Quantity(tt.q); got != tt.want {
+			t.Errorf("Quantity(%+v) = %q, want %q", tt.q, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,544 @@
+package convert
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/setpointhq/setpoint/engine"
+	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"github.com/setpointhq/setpoint/store"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// Kubernetes' defaults, resolved at this boundary.
+const (
+	// DefaultTolerance is the controller's default tolerance (fraction).
+	DefaultTolerance = 0.1
+	// DefaultCPUInitializationPeriod is the controller's default CPU
+	// initialization period.
+	DefaultCPUInitializationPeriod = 5 * time.Minute
+	// DefaultInitialReadinessDelay is the controller's default initial
+	// readiness delay.
+	DefaultInitialReadinessDelay = 30 * time.Second
+	// DefaultDownscaleStabilizationWindow is the controller's default
+	// scale-down stabilization window.
+	DefaultDownscaleStabilizationWindow = 5 * time.Minute
+	// DefaultMinReplicas is spec.minReplicas when absent.
+	DefaultMinReplicas = 1
+	// DefaultPodsMetricWindow is the window assumed for a Pods metric value
+	// that states none.
+	DefaultPodsMetricWindow = time.Minute
+)
+
+// defaultScaleUpPolicies and defaultScaleDownPolicies are the API server's
+// default policies of a behavior direction.
+var (
+	defaultScaleUpPolicies = []engine.Policy{
+		{Type: engine.PodsPolicy, Value: 4, PeriodSeconds: 15},
+		{Type: engine.PercentPolicy, Value: 100, PeriodSeconds: 15},
+	}
+	defaultScaleDownPolicies = []engine.Policy{
+		{Type: engine.PercentPolicy, Value: 100, PeriodSeconds: 15},
+	}
+)
+
+// Key returns the store key of a target key.
+func Key(k *setpointv1.TargetKey) store.Key {
+	return store.Key{Cluster: k.GetCluster(), Namespace: k.GetNamespace(), Name: k.GetName()}
+}
+
+// TargetRef returns the store form of a scale target reference.
+func TargetRef(r *setpointv1.CrossVersionObjectReference) store.TargetRef {
+	return store.TargetRef{APIVersion: r.GetApiVersion(), Kind: r.GetKind(), Name: r.GetName()}
+}
+
+// Input converts and validates a RecommendRequest, resolving every default,
+// into the engine's input at now. The input's Status is left zero: it is
+// the target's stored status, set by the caller. Errors are
+// *setpointv1.ValidationError.
+func Input(req *setpointv1.RecommendRequest, now time.Time) (engine.Input, error) {
+	c := &converter{err: &setpointv1.ValidationError{}}
+	in := engine.Input{Now: now}
+	in.Settings = c.settings(req.GetSettings())
+	in.Spec = c.spec(req.GetSpec(), in.Settings)
+	in.Scale = c.scale(req.GetScale())
+	in.Pods = c.pods(req.GetPods())
+	in.ResourceMetrics = c.resourceMetrics(req.GetResourceMetrics())
+	in.Observations = c.observations(req.GetObservations(), in.Spec.Metrics)
+	if err := c.err.Err(); err != nil {
+		return engine.Input{}, err
+	}
+	return in, nil
+}
+
+// Settings resolves controller settings with Kubernetes' defaults.
+func Settings(s *setpointv1.ControllerSettings) (engine.Settings, error) {
+	c := &converter{err: &setpointv1.ValidationError{}}
+	out := c.settings(s)
+	return out, c.err.Err()
+}
+
+// converter accumulates the violations found while converting a request.
+type converter struct{ err *setpointv1.ValidationError }
+
+func (c *converter) settings(s *setpointv1.ControllerSettings) engine.Settings {
+	out := engine.Settings{
+		Tolerance:                    DefaultTolerance,
+		CPUInitializationPeriod:      DefaultCPUInitializationPeriod,
+		InitialReadinessDelay:        DefaultInitialReadinessDelay,
+		DownscaleStabilizationWindow: DefaultDownscaleStabilizationWindow,
+	}
+	if s == nil {
+		return out
+	}
+	if s.Tolerance != nil {
+		out.Tolerance = s.GetTolerance()
+		if math.IsNaN(out.Tolerance) || math.IsInf(out.Tolerance, 0) || out.Tolerance < 0 {
+			c.err.Add("settings.tolerance", "must be a finite fraction >= 0, got %v", out.Tolerance)
+		}
+	}
+	c.duration("settings.cpu_initialization_period", s.GetCpuInitializationPeriod(), &out.CPUInitializationPeriod)
+	c.duration("settings.initial_readiness_delay", s.GetInitialReadinessDelay(), &out.InitialReadinessDelay)
+	c.duration("settings.downscale_stabilization_window", s.GetDownscaleStabilizationWindow(), &out.DownscaleStabilizationWindow)
+	return out
+}
+
+// duration sets *out from d when d is present; d must be valid and >= 0.
+func (c *converter) duration(field string, d *durationpb.Duration, out *time.Duration) {
+	if d == nil {
+		return
+	}
+	if err := d.CheckValid(); err != nil {
+		c.err.Add(field, "must be a valid duration: %v", err)
+		return
+	}
+	if d.AsDuration() < 0 {
+		c.err.Add(field, "must be >= 0, got %v", d.AsDuration())
+		return
+	}
+	*out = d.AsDuration()
+}
+
+// timestamp returns t as a time, zero when absent.
+func (c *converter) timestamp(field string, t *timestamppb.Timestamp) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	if err := t.CheckValid(); err != nil {
+		c.err.Add(field, "must be a valid timestamp: %v", err)
+		return time.Time{}
+	}
+	return t.AsTime()
+}
+
+// quantity parses a quantity into a milli-value. ok is false (and a
+// violation recorded) when it does not parse.
+func (c *converter) quantity(field, s string) (milli int64, ok bool) {
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		c.err.Add(field, "must be a quantity: %v", err)
+		return 0, false
+	}
+	return q.MilliValue(), true
+}
+
+// quantities converts a resource name → quantity map; values must be >= 0.
+// An empty map gives nil.
+func (c *converter) quantities(field string, m map[string]string) map[string]int64 {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]int64, len(m))
+	// Sorted, so that violations come in a stable order.
+	for _, name := range slices.Sorted(maps.Keys(m)) {
+		s := m[name]
+		f := fmt.Sprintf("%s[%q]", field, name)
+		if name == "" {
+			c.err.Add(field, "resource name must be set")
+			continue
+		}
+		if v, ok := c.quantity(f, s); ok {
+			if v < 0 {
+				c.err.Add(f, "must be a quantity >= 0, got %q", s)
+			}
+			out[name] = v
+		}
+	}
+	return out
+}
+
+func (c *converter) spec(s *setpointv1.HorizontalPodAutoscalerSpec, settings engine.Settings) engine.Spec {
+	out := engine.Spec{MinReplicas: DefaultMinReplicas, MaxReplicas: s.GetMaxReplicas()}
+	if s.MinReplicas != nil {
+		out.MinReplicas = s.GetMinReplicas()
+	}
+	if out.MinReplicas < 0 {
+		c.err.Add("spec.min_replicas", "must be >= 0, got %d", out.MinReplicas)
+	}
+	if out.MaxReplicas < 1 {
+		c.err.Add("spec.max_replicas", "must be >= 1, got %d", out.MaxReplicas)
+	} else if out.MinReplicas > out.MaxReplicas {
+		c.err.Add("spec.min_replicas", "must be <= spec.max_replicas (%d), got %d", out.MaxReplicas, out.MinReplicas)
+	}
+	if len(s.GetMetrics()) == 0 {
+		c.err.Add("spec.metrics", "must have at least one metric")
+	}
+	objectOrExternal := false
+	for i, m := range s.GetMetrics() {
+		ms := c.metric(fmt.Sprintf("spec.metrics[%d]", i), m)
+		objectOrExternal = objectOrExternal || ms.Type == engine.ObjectSource || ms.Type == engine.ExternalSource
+		out.Metrics = append(out.Metrics, ms)
+	}
+	if out.MinReplicas == 0 && len(out.Metrics) > 0 && !objectOrExternal {
+		c.err.Add("spec.min_replicas", "may be 0 only with at least one Object or External metric")
+	}
+	if b := s.GetBehavior(); b != nil {
+		window := int32(settings.DownscaleStabilizationWindow / time.Second)
+		out.Behavior = &engine.Behavior{
+			ScaleUp:   c.rules("spec.behavior.scale_up", b.GetScaleUp(), 0, defaultScaleUpPolicies, settings.Tolerance),
+			ScaleDown: c.rules("spec.behavior.scale_down", b.GetScaleDown(), window, defaultScaleDownPolicies, settings.Tolerance),
+		}
+	}
+	return out
+}
+
+// Limits of the autoscaling/v2 API.
+const (
+	maxStabilizationWindowSeconds = 3600
+	maxPolicyPeriodSeconds        = 1800
+)
+
+// rules resolves one direction of a behavior with the API server's
+// defaulting.
+func (c *converter) rules(f string, r *setpointv1.ScalingRules, window int32, policies []engine.Policy, tolerance float64) engine.Rules {
+	out := engine.Rules{StabilizationWindowSeconds: window, SelectPolicy: engine.SelectMax, Tolerance: tolerance}
+	out.Policies = append([]engine.Policy(nil), policies...)
+	if r == nil {
+		return out
+	}
+	if r.StabilizationWindowSeconds != nil {
+		out.StabilizationWindowSeconds = r.GetStabilizationWindowSeconds()
+		if w := out.StabilizationWindowSeconds; w < 0 || w > maxStabilizationWindowSeconds {
+			c.err.Add(f+".stabilization_window_seconds", "must be within [0, %d], got %d", maxStabilizationWindowSeconds, w)
+		}
+	}
+	switch sp := engine.SelectPolicy(r.GetSelectPolicy()); sp {
+	case "":
+	case engine.SelectMax, engine.SelectMin, engine.SelectDisabled:
+		out.SelectPolicy = sp
+	default:
+		c.err.Add(f+".select_policy", "must be Max, Min or Disabled, got %q", sp)
+	}
+	if len(r.GetPolicies()) > 0 {
+		out.Policies = out.Policies[:0:0]
+		for i, p := range r.GetPolicies() {
+			pf := fmt.Sprintf("%s.policies[%d]", f, i)
+			pt := engine.PolicyType(p.GetType())
+			if pt != engine.PodsPolicy && pt != engine.PercentPolicy {
+				c.err.Add(pf+".type", "must be Pods or Percent, got %q", pt)
+			}
+			if p.GetValue() <= 0 {
+				c.err.Add(pf+".value", "must be > 0, got %d", p.GetValue())
+			}
+			if ps := p.GetPeriodSeconds(); ps <= 0 || ps > maxPolicyPeriodSeconds {
+				c.err.Add(pf+".period_seconds", "must be within [1, %d], got %d", maxPolicyPeriodSeconds, ps)
+			}
+			out.Policies = append(out.Policies, engine.Policy{Type: pt, Value: p.GetValue(), PeriodSeconds: p.GetPeriodSeconds()})
+		}
+	}
+	if t := r.GetTolerance(); t != "" {
+		q, err := resource.ParseQuantity(t)
+		switch {
+		case err != nil:
+			c.err.Add(f+".tolerance", "must be a quantity: %v", err)
+		case q.Sign() < 0:
+			c.err.Add(f+".tolerance", "must be a quantity >= 0, got %q", t)
+		default:
+			out.Tolerance = q.AsApproximateFloat64()
+		}
+	}
+	return out
+}
+
+func (c *converter) metric(f string, m *setpointv1.MetricSpec) engine.MetricSpec {
+	out := engine.MetricSpec{Type: engine.MetricSourceType(m.GetType())}
+	missing := func(field string) { c.err.Add(f+"."+field, "must be set for a %s metric", out.Type) }
+	switch out.Type {
+	case engine.ResourceSource:
+		r := m.GetResource()
+		if r == nil {
+			missing("resource")
+			break
+		}
+		out.Resource = r.GetName()
+		c.nonEmpty(f+".resource.name", out.Resource)
+		out.Target = c.target(f+".resource.target", r.GetTarget(), averageValueFirst, engine.UtilizationTarget)
+	case engine.ContainerResourceSource:
+		r := m.GetContainerResource()
+		if r == nil {
+			missing("container_resource")
+			break
+		}
+		out.Resource, out.Container = r.GetName(), r.GetContainer()
+		c.nonEmpty(f+".container_resource.name", out.Resource)
+		c.nonEmpty(f+".container_resource.container", out.Container)
+		out.Target = c.target(f+".container_resource.target", r.GetTarget(), averageValueFirst, engine.UtilizationTarget)
+	case engine.PodsSource:
+		p := m.GetPods()
+		if p == nil {
+			missing("pods")
+			break
+		}
+		out.Metric = c.identifier(f+".pods.metric", p.GetMetric())
+		out.Target = c.target(f+".pods.target", p.GetTarget(), averageValueOnly)
+	case engine.ObjectSource:
+		o := m.GetObject()
+		if o == nil {
+			missing("object")
+			break
+		}
+		out.Metric = c.identifier(f+".object.metric", o.GetMetric())
+		d := o.GetDescribedObject()
+		out.DescribedObject = engine.ObjectReference{APIVersion: d.GetApiVersion(), Kind: d.GetKind(), Name: d.GetName()}
+		c.nonEmpty(f+".object.described_object.kind", d.GetKind())
+		c.nonEmpty(f+".object.described_object.name", d.GetName())
+		out.Target = c.target(f+".object.target", o.GetTarget(), byType, engine.ValueTarget)
+	case engine.ExternalSource:
+		e := m.GetExternal()
+		if e == nil {
+			missing("external")
+			break
+		}
+		out.Metric = c.identifier(f+".external.metric", e.GetMetric())
+		out.Target = c.target(f+".external.target", e.GetTarget(), averageValueFirst, engine.ValueTarget)
+	default:
+		c.err.Add(f+".type", "must be Resource, ContainerResource, Pods, Object or External, got %q", out.Type)
+	}
+	return out
+}
+
+func (c *converter) nonEmpty(field, v string) {
+	if v == "" {
+		c.err.Add(field, "must be set")
+	}
+}
+
+func (c *converter) identifier(f string, id *setpointv1.MetricIdentifier) engine.MetricIdentifier {
+	c.nonEmpty(f+".name", id.GetName())
+	out := engine.MetricIdentifier{Name: id.GetName()}
+	if s := id.GetSelector(); s != nil {
+		out.Selector = &engine.LabelSelector{}
+		if len(s.GetMatchLabels()) > 0 {
+			out.Selector.MatchLabels = make(map[string]string, len(s.GetMatchLabels()))
+			for k, v := range s.GetMatchLabels() {
+				out.Selector.MatchLabels[k] = v
+			}
+		}
+		for i, e := range s.GetMatchExpressions() {
+			switch e.GetOperator() {
+			case "In", "NotIn", "Exists", "DoesNotExist":
+			default:
+				c.err.Add(fmt.Sprintf("%s.selector.match_expressions[%d].operator", f, i), "must be In, NotIn, Exists or DoesNotExist, got %q", e.GetOperator())
+			}
+			out.Selector.MatchExpressions = append(out.Selector.MatchExpressions, engine.LabelSelectorRequirement{
+				Key: e.GetKey(), Operator: e.GetOperator(), Values: append([]string(nil), e.GetValues()...),
+			})
+		}
+	}
+	return out
+}
+
+// targetRule says how a metric source reads its MetricTarget, following the
+// Kubernetes controller.
+type targetRule int
+
+const (
+	// averageValueFirst: average_value when set, else the fallback type's
+	// field (Resource, ContainerResource: utilization; External: value).
+	averageValueFirst targetRule = iota
+	// averageValueOnly: average_value (Pods).
+	averageValueOnly
+	// byType: the field named by type (Object: Value or AverageValue).
+	byType
+)
+
+// target resolves a metric target. fallback is the type used when
+// averageValueFirst finds no average_value.
+func (c *converter) target(f string, t *setpointv1.MetricTarget, rule targetRule, fallback ...engine.TargetType) engine.Target {
+	if t == nil {
+		c.err.Add(f, "must be set")
+		return engine.Target{}
+	}
+	declared := engine.TargetType(t.GetType())
+	switch declared {
+	case engine.UtilizationTarget, engine.ValueTarget, engine.AverageValueTarget:
+	default:
+		c.err.Add(f+".type", "must be Utilization, Value or AverageValue, got %q", declared)
+		return engine.Target{}
+	}
+	milli := func(field, s string) int64 {
+		v, ok := c.quantity(f+"."+field, s)
+		if ok && v <= 0 {
+			c.err.Add(f+"."+field, "must be a quantity > 0, got %q", s)
+		}
+		return v
+	}
+	var typ engine.TargetType
+	switch rule {
+	case averageValueFirst:
+		typ = fallback[0]
+		if t.GetAverageValue() != "" {
+			typ = engine.AverageValueTarget
+		}
+	case averageValueOnly:
+		typ = engine.AverageValueTarget
+	case byType:
+		typ = declared
+	}
+	out := engine.Target{Type: typ}
+	switch typ {
+	case engine.AverageValueTarget:
+		if t.GetAverageValue() == "" {
+			c.err.Add(f+".average_value", "must be set")
+			break
+		}
+		out.Milli = milli("average_value", t.GetAverageValue())
+	case engine.ValueTarget:
+		if t.GetValue() == "" {
+			c.err.Add(f+".value", "must be set")
+			break
+		}
+		out.Milli = milli("value", t.GetValue())
+	case engine.UtilizationTarget:
+		if t.AverageUtilization == nil {
+			c.err.Add(f+".average_utilization", "must be set (or average_value)")
+			break
+		}
+		out.Utilization = t.GetAverageUtilization()
+		if out.Utilization <= 0 {
+			c.err.Add(f+".average_utilization", "must be > 0, got %d", out.Utilization)
+		}
+	}
+	return out
+}
+
+func (c *converter) scale(s *setpointv1.Scale) engine.Scale {
+	out := engine.Scale{Replicas: s.GetReplicas(), StatusReplicas: s.GetStatusReplicas(), Selector: s.GetSelector()}
+	if out.Replicas < 0 {
+		c.err.Add("scale.replicas", "must be >= 0, got %d", out.Replicas)
+	}
+	if out.StatusReplicas < 0 {
+		c.err.Add("scale.status_replicas", "must be >= 0, got %d", out.StatusReplicas)
+	}
+	if out.Selector != "" {
+		if _, err := labels.Parse(out.Selector); err != nil {
+			out.SelectorError = err.Error()
+		}
+	}
+	return out
+}
+
+func (c *converter) pods(ps []*setpointv1.Pod) []engine.Pod {
+	if len(ps) == 0 {
+		return nil
+	}
+	out := make([]engine.Pod, 0, len(ps))
+	seen := make(map[string]bool, len(ps))
+	for i, p := range ps {
+		f := fmt.Sprintf("pods[%d]", i)
+		switch {
+		case p.GetName() == "":
+			c.err.Add(f+".name", "must be set")
+		case seen[p.GetName()]:
+			c.err.Add(f+".name", "duplicate pod name %q", p.GetName())
+		}
+		seen[p.GetName()] = true
+		pod := engine.Pod{
+			Name:      p.GetName(),
+			Phase:     engine.PodPhase(p.GetPhase()),
+			Deleting:  p.GetDeleting(),
+			StartTime: c.timestamp(f+".start_time", p.GetStartTime()),
+			Requests:  c.quantities(f+".requests", p.GetRequests()),
+		}
+		switch pod.Phase {
+		case engine.PodPending, engine.PodRunning, engine.PodSucceeded, engine.PodFailed, engine.PodUnknown:
+		default:
+			c.err.Add(f+".phase", "must be Pending, Running, Succeeded, Failed or Unknown, got %q", pod.Phase)
+		}
+		if r := p.GetReady(); r != nil {
+			pod.Ready = &engine.PodReadiness{
+				Status:             engine.ConditionStatus(r.GetStatus()),
+				LastTransitionTime: c.timestamp(f+".ready.last_transition_time", r.GetLastTransitionTime()),
+			}
+			c.conditionStatus(f+".ready.status", pod.Ready.Status)
+		}
+		for j, ct := range p.GetContainers() {
+			cf := fmt.Sprintf("%s.containers[%d]", f, j)
+			c.nonEmpty(cf+".name", ct.GetName())
+			pod.Containers = append(pod.Containers, engine.Container{Name: ct.GetName(), Requests: c.quantities(cf+".requests", ct.GetRequests())})
+		}
+		out = append(out, pod)
+	}
+	return out
+}
+
+func (c *converter) conditionStatus(field string, s engine.ConditionStatus) {
+	switch s {
+	case engine.ConditionTrue, engine.ConditionFalse, engine.ConditionUnknown:
+	default:
+		c.err.Add(field, "must be True, False or Unknown, got %q", s)
+	}
+}
+
+func (c *converter) resourceMetrics(r *setpointv1.ResourceMetrics) engine.ResourceMetrics {
+	out := engine.ResourceMetrics{Err: r.GetError()}
+	for i, it := range r.GetItems() {
+		f := fmt.Sprintf("resource_metrics.items[%d]", i)
+		c.nonEmpty(f+".pod", it.GetPod())
+		u := engine.PodUsage{Pod: it.GetPod(), Timestamp: c.timestamp(f+".timestamp", it.GetTimestamp())}
+		c.duration(f+".window", it.GetWindow(), &u.Window)
+		for j, ct := range it.GetContainers() {
+			cf := fmt.Sprintf("%s.containers[%d]", f, j)
+			u.Containers = append(u.Containers, engine.ContainerUsage{Name: ct.GetName(), Usage: c.quantities(cf+".usage", ct.GetUsage())})
+		}
+		out.Pods = append(out.Pods, u)
+	}
+	return out
+}
+
+func (c *converter) observations(obs []*setpointv1.MetricObservation, metrics []engine.MetricSpec) []engine.Observation {
+	if len(obs) != len(metrics) {
+		c.err.Add("observations", "must have one entry per spec metric (%d), got %d", len(metrics), len(obs))
+		return nil
+	}
+	if len(obs) == 0 {
+		return nil
+	}
+	out := make([]engine.Observation, len(obs))
+	for i, o := range obs {
+		f := fmt.Sprintf("observations[%d]", i)
+		out[i].Err = o.GetError()
+		pods := metrics[i].Type == engine.PodsSource
+		if metrics[i].Type == engine.ObjectSource && len(o.GetValues()) > 1 {
+			c.err.Add(f+".values", "an Object metric has at most one value, got %d", len(o.GetValues()))
+		}
+		for j, v := range o.GetValues() {
+			vf := fmt.Sprintf("%s.values[%d]", f, j)
+			mv := engine.MetricValue{Pod: v.GetPod(), Timestamp: c.timestamp(vf+".timestamp", v.GetTimestamp())}
+			mv.Milli, _ = c.quantity(vf+".value", v.GetValue())
+			if pods {
+				c.nonEmpty(vf+".pod", mv.Pod)
+				mv.Window = DefaultPodsMetricWindow
+			}
+			c.duration(vf+".window", v.GetWindow(), &mv.Window)
+			out[i].Values = append(out[i].Values, mv)
+		}
+	}
+	return out
+}
