@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/setpointhq/setpoint/engine"
@@ -17,7 +18,34 @@ var (
 	ErrCorrupt = errors.New("store: record cannot be decoded")
 	// ErrClosed: the store has been closed.
 	ErrClosed = errors.New("store: closed")
+	// ErrInvalid: an argument cannot be used: a key too long to store, a
+	// malformed page token, a Query with Namespace but no Cluster, a
+	// negative page size.
+	ErrInvalid = errors.New("store: invalid argument")
+	// ErrSchemaVersion: the file's layout is not one this binary can use
+	// (written by a newer version, or not a Setpoint store at all).
+	ErrSchemaVersion = errors.New("store: unsupported schema version")
 )
+
+// CorruptError is the error for a record that cannot be decoded. It
+// matches ErrCorrupt with errors.Is.
+type CorruptError struct {
+	// Key identifies the record.
+	Key Key
+	// Err is what the decoder reported.
+	Err error
+}
+
+// Error describes the corrupt record.
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("%v: %s: %v", ErrCorrupt, e.Key, e.Err)
+}
+
+// Is reports whether target is ErrCorrupt.
+func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
+
+// Unwrap returns the decoder's error.
+func (e *CorruptError) Unwrap() error { return e.Err }
 
 // Key identifies one autoscaler target across clusters.
 type Key struct {
@@ -27,6 +55,11 @@ type Key struct {
 	Namespace string
 	// Name is the autoscaler's name.
 	Name string
+}
+
+// String formats the key as cluster/namespace/name, for messages.
+func (k Key) String() string {
+	return k.Cluster + "/" + k.Namespace + "/" + k.Name
 }
 
 // TargetRef is the autoscaler's scale target reference.
@@ -79,6 +112,12 @@ type LastDecision struct {
 	// Decision is the engine's outcome; its History field is left empty
 	// (Record.History holds the current history).
 	Decision engine.Decision
+	// Before is the status the decision started from (Record.Status before
+	// the decision). Observe needs it when the decision's rescale failed:
+	// engine.RescaleFailed(Before, Decision, …) restores its desired
+	// replicas, last scale time and ScaledToZero condition. Encoders must
+	// persist it like Record.Status. Added by the server (issue "Service").
+	Before engine.Status
 }
 
 // Record is everything kept for one target.
@@ -128,12 +167,15 @@ type Store interface {
 	// stored record is returned. If fn returns an error nothing is stored
 	// and that error is returned. fn may run more than once (for example
 	// when concurrent updates share a commit) and must depend only on its
-	// argument.
+	// argument. When ctx ends first, Update returns ctx.Err(); the change
+	// may or may not have been stored.
 	Update(ctx context.Context, key Key, fn func(rec *Record) error) (Record, error)
 	// Get returns the record for key, ErrNotFound or ErrCorrupt.
 	Get(ctx context.Context, key Key) (Record, error)
 	// List returns records in key order and the token of the next page
-	// (empty after the last page).
+	// (empty after the last page). Undecodable records are left out of the
+	// page and reported by an error matching ErrCorrupt, returned together
+	// with the page; any other error comes without records.
 	List(ctx context.Context, q Query) (records []Record, nextPageToken string, err error)
 	// Delete removes the record for key; ErrNotFound when there is none.
 	Delete(ctx context.Context, key Key) error
