@@ -1,0 +1,217 @@
+package v1alpha1
+
+import (
+	"fmt"
+
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Group is the API group of the Autoscaler custom resource.
+const Group = "setpoint.dev"
+
+// Version is the served and stored version of the Autoscaler custom resource.
+const Version = "v1alpha1"
+
+// Kind is the kind of the Autoscaler custom resource.
+const Kind = "Autoscaler"
+
+// AutoscalerResource is the group, version and resource (plural) of the
+// Autoscaler custom resource, as the dynamic client addresses it.
+var AutoscalerResource = schema.GroupVersionResource{Group: Group, Version: Version, Resource: "autoscalers"}
+
+// Condition types the agent sets on an Autoscaler besides the HPA's own
+// (AbleToScale, ScalingActive, ScalingLimited, ScaledToZero), which come
+// from the service's decision.
+const (
+	// ConditionServiceAvailable says whether the last call to the Setpoint
+	// service got an answer. False with reason ReasonServiceUnavailable when
+	// the service was unreachable or too slow (gRPC Unavailable or
+	// DeadlineExceeded): the agent then leaves the target's Scale alone and
+	// retries with back-off. False with ReasonInvalidSpec when the service
+	// rejected the request as invalid (gRPC InvalidArgument): the agent
+	// retries only at the next sync period or when the spec changes.
+	ConditionServiceAvailable autoscalingv2.HorizontalPodAutoscalerConditionType = "ServiceAvailable"
+	// ConditionPaused is True while spec.paused is set: the agent neither
+	// asks for decisions nor writes the target's Scale.
+	ConditionPaused autoscalingv2.HorizontalPodAutoscalerConditionType = "Paused"
+)
+
+// Condition reasons the agent sets on ConditionServiceAvailable and
+// ConditionPaused.
+const (
+	// ReasonServiceAvailable: the service answered the last call.
+	ReasonServiceAvailable = "ServiceAvailable"
+	// ReasonServiceUnavailable: the service was unreachable or did not
+	// answer before the Recommend deadline.
+	ReasonServiceUnavailable = "ServiceUnavailable"
+	// ReasonInvalidSpec: the service rejected the request as invalid; the
+	// message holds its field violations.
+	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonServiceError: the service answered with another error.
+	ReasonServiceError = "ServiceError"
+	// ReasonPaused: spec.paused is set.
+	ReasonPaused = "Paused"
+	// ReasonNotPaused: spec.paused is not set.
+	ReasonNotPaused = "NotPaused"
+)
+
+// Autoscaler is the Setpoint autoscaler custom resource: an autoscaling/v2
+// HorizontalPodAutoscaler whose decisions are made by the Setpoint service.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:path=autoscalers,singular=autoscaler,shortName=spa,scope=Namespaced,categories=setpoint
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Reference",type=string,JSONPath=`.status.reference`,description="The scale target, as Kind/name"
+// +kubebuilder:printcolumn:name="Targets",type=string,JSONPath=`.status.targets`,description="Each metric's current value over its target"
+// +kubebuilder:printcolumn:name="MinPods",type=integer,JSONPath=`.spec.minReplicas`
+// +kubebuilder:printcolumn:name="MaxPods",type=integer,JSONPath=`.spec.maxReplicas`
+// +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.status.currentReplicas`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Autoscaler struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the desired autoscaling behaviour.
+	Spec AutoscalerSpec `json:"spec"`
+	// Status is the autoscaler's current state, written by the agent.
+	// +optional
+	Status AutoscalerStatus `json:"status,omitempty"`
+}
+
+// AutoscalerSpec is the autoscaling/v2 HorizontalPodAutoscalerSpec plus
+// Setpoint's paused and dryRun switches.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.minReplicas) || self.minReplicas <= self.maxReplicas",message="minReplicas must be less than or equal to maxReplicas"
+type AutoscalerSpec struct {
+	// ScaleTargetRef points to the resource to scale: any kind with a scale
+	// subresource (Deployment, StatefulSet, ReplicaSet, custom resources).
+	ScaleTargetRef autoscalingv2.CrossVersionObjectReference `json:"scaleTargetRef"`
+	// MinReplicas is the lower limit of the replica count (default 1). It
+	// may be 0 only when at least one Object or External metric is set.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	MinReplicas *int32 `json:"minReplicas,omitempty"`
+	// MaxReplicas is the upper limit of the replica count.
+	// +kubebuilder:validation:Minimum=1
+	MaxReplicas int32 `json:"maxReplicas"`
+	// Metrics are the metrics whose proposals are combined (the largest
+	// wins). Empty means 80% average CPU utilization.
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:XValidation:rule="self.all(m, m.type in ['Resource', 'ContainerResource', 'Pods', 'Object', 'External'])",message="type must be one of Resource, ContainerResource, Pods, Object, External"
+	// +kubebuilder:validation:XValidation:rule="self.all(m, m.type != 'Resource' || has(m.resource))",message="a Resource metric needs the resource field"
+	// +kubebuilder:validation:XValidation:rule="self.all(m, m.type != 'ContainerResource' || has(m.containerResource))",message="a ContainerResource metric needs the containerResource field"
+	// +kubebuilder:validation:XValidation:rule="self.all(m, m.type != 'Pods' || has(m.pods))",message="a Pods metric needs the pods field"
+	// +kubebuilder:validation:XValidation:rule="self.all(m, m.type != 'Object' || has(m.object))",message="an Object metric needs the object field"
+	// +kubebuilder:validation:XValidation:rule="self.all(m, m.type != 'External' || has(m.external))",message="an External metric needs the external field"
+	// +listType=atomic
+	// +optional
+	Metrics []autoscalingv2.MetricSpec `json:"metrics,omitempty"`
+	// Behavior configures scaling up and down separately (stabilization
+	// windows, policies, tolerance). Unset means the HPA defaults.
+	// +optional
+	Behavior *autoscalingv2.HorizontalPodAutoscalerBehavior `json:"behavior,omitempty"`
+	// Paused stops decisions and writes: the agent neither asks the service
+	// nor touches the target while it is set.
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+	// DryRun makes the agent ask for decisions and report them in the
+	// status without ever writing the target's Scale.
+	// +optional
+	DryRun bool `json:"dryRun,omitempty"`
+}
+
+// AutoscalerStatus mirrors the autoscaling/v2 HorizontalPodAutoscalerStatus
+// and adds the last decision's explanation and two printable summaries.
+type AutoscalerStatus struct {
+	// ObservedGeneration is the most recent generation the agent acted on.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// LastScaleTime is when the target was last rescaled by the agent.
+	// +optional
+	LastScaleTime *metav1.Time `json:"lastScaleTime,omitempty"`
+	// CurrentReplicas is the target's replica count as last seen.
+	CurrentReplicas int32 `json:"currentReplicas"`
+	// DesiredReplicas is the replica count last decided.
+	DesiredReplicas int32 `json:"desiredReplicas"`
+	// CurrentMetrics are the metrics' values as last read.
+	// +listType=atomic
+	// +optional
+	CurrentMetrics []autoscalingv2.MetricStatus `json:"currentMetrics,omitempty"`
+	// Conditions are the HPA's conditions (AbleToScale, ScalingActive,
+	// ScalingLimited, ScaledToZero) and the agent's (ServiceAvailable,
+	// Paused).
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []autoscalingv2.HorizontalPodAutoscalerCondition `json:"conditions,omitempty"`
+	// Reference is the scale target as Kind/name, for printing.
+	// +optional
+	Reference string `json:"reference,omitempty"`
+	// Targets is each metric's current value over its target, as
+	// `kubectl get hpa` prints them, for printing.
+	// +optional
+	Targets string `json:"targets,omitempty"`
+	// Explanation says how the last decision was reached.
+	// +optional
+	Explanation *Explanation `json:"explanation,omitempty"`
+}
+
+// Explanation is the last decision's explanation in short.
+type Explanation struct {
+	// Summary is the explanation in one line.
+	Summary string `json:"summary"`
+	// Winner names the metric whose proposal was used; empty when none was.
+	// +optional
+	Winner string `json:"winner,omitempty"`
+	// Proposal is the replica count proposed by the metrics before limits
+	// and stabilization.
+	// +optional
+	Proposal int32 `json:"proposal,omitempty"`
+	// Steps are the adjustments from Proposal to the decision, in order.
+	// +listType=atomic
+	// +optional
+	Steps []ExplanationStep `json:"steps,omitempty"`
+}
+
+// ExplanationStep is one adjustment of the replica count.
+type ExplanationStep struct {
+	// Kind names the adjustment, e.g. Stabilized or Limited.
+	Kind string `json:"kind"`
+	// From is the count before the step.
+	From int32 `json:"from"`
+	// To is the count after the step.
+	To int32 `json:"to"`
+	// Reason is the HPA condition reason for it, e.g. ScaleDownStabilized.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// Message says why, in words.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// FromUnstructured converts an object read with the dynamic client into an
+// Autoscaler.
+func FromUnstructured(u *unstructured.Unstructured) (*Autoscaler, error) {
+	var a Autoscaler
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.UnstructuredContent(), &a); err != nil {
+		return nil, fmt.Errorf("agent: decode %s %s/%s: %w", Kind, u.GetNamespace(), u.GetName(), err)
+	}
+	return &a, nil
+}
+
+// ToUnstructured converts an Autoscaler into the dynamic client's form,
+// with apiVersion and kind set.
+func ToUnstructured(a *Autoscaler) (*unstructured.Unstructured, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(a)
+	if err != nil {
+		return nil, fmt.Errorf("agent: encode %s %s/%s: %w", Kind, a.Namespace, a.Name, err)
+	}
+	u := &unstructured.Unstructured{Object: m}
+	u.SetAPIVersion(Group + "/" + Version)
+	u.SetKind(Kind)
+	return u, nil
+}

@@ -1,0 +1,38 @@
+// Package agent is Setpoint's in-cluster agent: it watches Autoscaler custom
+// resources (setpoint.dev/v1alpha1), gathers what the Kubernetes HPA would
+// read for each — the target's Scale subresource, its pods, and the values
+// of the resource, custom and external metrics APIs — sends it to the
+// Setpoint service, and applies the answer. The agent never decides: every
+// replica count comes from the service.
+//
+// # The loop
+//
+// The controller follows kubernetes/sample-controller: informers for
+// Autoscalers (dynamic) and Pods feed a rate-limited workqueue, and each key
+// is reconciled level-based. Every Autoscaler is reconciled once per sync
+// period and at once when its generation changes. One reconcile:
+//
+//  1. reads the target's Scale subresource (any kind that has one, found
+//     through a discovery-backed RESTMapper);
+//  2. observes an external change of spec.replicas (someone else scaled
+//     the target since the last reconcile) and reports it to the service;
+//  3. lists the pods matching the Scale's status.selector from the pod
+//     informer and fetches every metric of the spec — a fetch error is
+//     recorded for that metric in the request, not for the whole call;
+//  4. calls Recommend with a deadline; when told to rescale (and not in
+//     dryRun) updates the Scale with retry on conflict and calls Observe
+//     with what was applied or why it failed;
+//  5. writes the status and Events with the HPA's reasons.
+//
+// # Failures
+//
+// When the service is unreachable or slow (gRPC Unavailable or
+// DeadlineExceeded) the agent changes nothing on the target, sets the
+// ServiceAvailable condition to False with reason ServiceUnavailable, and
+// requeues the key with the workqueue's exponential back-off; it recovers
+// on its own when the service answers again. When the service rejects the
+// request (InvalidArgument) the agent sets ServiceAvailable=False with
+// reason InvalidSpec and the field violations as the message, emits a
+// Warning Event, and waits for the next sync period or a spec change: no
+// hot loop.
+package agent

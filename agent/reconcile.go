@@ -1,0 +1,428 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"github.com/setpointhq/setpoint/agent/api/v1alpha1"
+	"sort"
+	"strings"
+	"time"
+
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Event actions (events/v1 requires one).
+const (
+	actionScale     = "Scale"
+	actionGetScale  = "GetScale"
+	actionGetMetric = "GetMetric"
+	actionCompute   = "ComputeReplicas"
+	actionRecommend = "Recommend"
+	actionStatus    = "UpdateStatus"
+)
+
+// reconcile brings one Autoscaler, named by its namespace/name key, in line
+// with the service's decision. It is level-based: it reads everything it
+// needs afresh.
+func (c *Controller) reconcile(ctx context.Context, key string) error {
+	namespace, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		c.opts.Prometheus.reconciled(resultError)
+		return fmt.Errorf("%w: bad key %q", errTerminal, key)
+	}
+	target := Target{Cluster: c.opts.Cluster, Namespace: namespace, Name: name}
+	obj, exists, err := c.autoscalers.GetIndexer().GetByKey(key)
+	if err != nil {
+		c.opts.Prometheus.reconciled(resultError)
+		return err
+	}
+	if !exists {
+		return c.deleted(ctx, key, target)
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		c.opts.Prometheus.reconciled(resultError)
+		return fmt.Errorf("%w: unexpected object %T", errTerminal, obj)
+	}
+	a, err := v1alpha1.FromUnstructured(u)
+	if err != nil {
+		c.opts.Prometheus.reconciled(resultError)
+		return fmt.Errorf("%w: %v", errTerminal, err)
+	}
+	r := &run{c: c, u: u, a: a, target: target, now: metav1.NewTime(c.opts.Clock.Now()), key: key}
+	r.status = *a.Status.DeepCopy()
+	result, err := r.reconcile(ctx)
+	c.opts.Prometheus.reconciled(result)
+	return err
+}
+
+// deleted tells the service a deleted Autoscaler's history can go.
+func (c *Controller) deleted(ctx context.Context, key string, target Target) error {
+	c.mu.Lock()
+	delete(c.lastReplicas, key)
+	c.mu.Unlock()
+	callCtx, cancel := context.WithTimeout(ctx, c.opts.RecommendTimeout)
+	defer cancel()
+	if err := c.opts.Service.DeleteTarget(callCtx, target); err != nil {
+		c.opts.Prometheus.reconciled(resultServiceUnavailable)
+		return fmt.Errorf("agent: delete target %s: %w", key, err)
+	}
+	klog.FromContext(ctx).V(2).Info("agent: target deleted from the service")
+	c.opts.Prometheus.reconciled(resultDeleted)
+	return nil
+}
+
+// run is one reconcile of one Autoscaler.
+type run struct {
+	c      *Controller
+	u      *unstructured.Unstructured
+	a      *v1alpha1.Autoscaler
+	target Target
+	key    string
+	now    metav1.Time
+	// status is the status being built, from a copy of the current one.
+	status v1alpha1.AutoscalerStatus
+}
+
+func (r *run) event(eventtype, reason, action, note string, args ...any) {
+	r.c.opts.Events.Eventf(r.u, nil, eventtype, reason, action, note, args...)
+}
+
+func (r *run) reconcile(ctx context.Context) (string, error) {
+	logger := klog.FromContext(ctx)
+	spec := &r.a.Spec
+	r.status.ObservedGeneration = r.a.Generation
+	r.status.Reference = reference(spec.ScaleTargetRef)
+
+	if spec.Paused {
+		r.status.Conditions = setCondition(r.status.Conditions, v1alpha1.ConditionPaused, corev1.ConditionTrue, v1alpha1.ReasonPaused,
+			"spec.paused is set: no decisions and no changes to the target", r.now)
+		return resultPaused, r.writeStatus(ctx)
+	}
+	r.status.Conditions = removeCondition(r.status.Conditions, v1alpha1.ConditionPaused)
+
+	sc, gr, err := r.c.scaleFor(ctx, r.a.Namespace, spec.ScaleTargetRef)
+	if err != nil {
+		msg := fmt.Sprintf("the HPA controller was unable to get the target's current scale: %v", err)
+		r.event(corev1.EventTypeWarning, "FailedGetScale", actionGetScale, "%s", err.Error())
+		r.status.Conditions = setCondition(r.status.Conditions, autoscalingv2.AbleToScale, corev1.ConditionFalse, "FailedGetScale", msg, r.now)
+		if serr := r.writeStatus(ctx); serr != nil {
+			logger.Error(serr, "agent: update status")
+		}
+		return resultError, fmt.Errorf("agent: get scale of %s: %w", r.status.Reference, err)
+	}
+	current := sc.Spec.Replicas
+	r.status.CurrentReplicas = current
+	r.observeExternal(ctx, current)
+
+	selector, err := labels.Parse(sc.Status.Selector)
+	var pods []*corev1.Pod
+	if err == nil && sc.Status.Selector != "" {
+		pods, err = r.c.pods.Pods(r.a.Namespace).List(selector)
+		if err != nil {
+			return resultError, fmt.Errorf("agent: list pods: %w", err)
+		}
+		sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
+	}
+	if selector == nil {
+		selector = labels.Nothing()
+	}
+	rm, values, failures := r.c.opts.Metrics.fetchMetrics(ctx, r.a.Namespace, spec, selector)
+	for _, f := range failures {
+		r.event(corev1.EventTypeWarning, f.reason, actionGetMetric, "%s", f.err.Error())
+	}
+
+	req := &Request{
+		Target:          r.target,
+		Generation:      r.a.Generation,
+		Spec:            *spec.DeepCopy(),
+		Settings:        r.c.opts.Settings,
+		Scale:           Scale{Replicas: sc.Spec.Replicas, StatusReplicas: sc.Status.Replicas, Selector: sc.Status.Selector},
+		Pods:            pods,
+		ResourceMetrics: rm,
+		Metrics:         values,
+		Now:             r.now.Time,
+	}
+	rec, err := r.recommend(ctx, req)
+	if err != nil {
+		return r.serviceFailed(ctx, err)
+	}
+	r.status.Conditions = setCondition(r.status.Conditions, v1alpha1.ConditionServiceAvailable, corev1.ConditionTrue, v1alpha1.ReasonServiceAvailable,
+		"the Setpoint service answered the last request", r.now)
+	if rec.Error != "" {
+		r.event(corev1.EventTypeWarning, "FailedComputeMetricsReplicas", actionCompute, "%s", rec.Error)
+	}
+
+	r.status.DesiredReplicas = rec.DesiredReplicas
+	r.status.CurrentMetrics = rec.CurrentMetrics
+	r.status.Conditions = mergeConditions(r.status.Conditions, rec.Conditions, r.now)
+	r.status.Explanation = explanationOf(rec, spec.DryRun, current)
+	r.status.Targets = formatTargets(spec.Metrics, rec.CurrentMetrics)
+
+	leftAt := current
+	switch {
+	case !rec.Rescale || rec.DesiredReplicas == current:
+	case spec.DryRun:
+		r.c.opts.Prometheus.rescaled("dry_run")
+		r.event(corev1.EventTypeNormal, "DryRunRescale", actionScale, "New size would be %d (dry run); reason: %s", rec.DesiredReplicas, rec.Reason)
+		// The decision assumed the rescale happens; it does not.
+		r.status.Conditions = setCondition(r.status.Conditions, autoscalingv2.AbleToScale, corev1.ConditionFalse, "DryRun",
+			fmt.Sprintf("dryRun is set: would scale from %d to %d", current, rec.DesiredReplicas), r.now)
+	default:
+		if err := r.c.updateScale(ctx, r.a.Namespace, gr, sc, rec.DesiredReplicas); err != nil {
+			r.c.opts.Prometheus.rescaled("failed")
+			r.event(corev1.EventTypeWarning, "FailedRescale", actionScale, "New size: %d; reason: %s; error: %v", rec.DesiredReplicas, rec.Reason, err)
+			r.status.Conditions = setCondition(r.status.Conditions, autoscalingv2.AbleToScale, corev1.ConditionFalse, "FailedUpdateScale",
+				fmt.Sprintf("the HPA controller was unable to update the target scale: %v", err), r.now)
+			r.status.DesiredReplicas = r.a.Status.DesiredReplicas
+			r.observe(ctx, &Observation{Target: r.target, DecisionID: rec.DecisionID, Kind: ObservedFailed, From: current, To: rec.DesiredReplicas, Err: err.Error(), At: r.c.opts.Clock.Now()})
+			if serr := r.writeStatus(ctx); serr != nil {
+				logger.Error(serr, "agent: update status")
+			}
+			return resultError, fmt.Errorf("agent: rescale %s to %d: %w", r.status.Reference, rec.DesiredReplicas, err)
+		}
+		r.c.opts.Prometheus.rescaled("applied")
+		leftAt = rec.DesiredReplicas
+		r.status.LastScaleTime = &r.now
+		if rec.LastScaleTime != nil {
+			r.status.LastScaleTime = rec.LastScaleTime.DeepCopy()
+		}
+		r.event(corev1.EventTypeNormal, "SuccessfulRescale", actionScale, "New size: %d; reason: %s", rec.DesiredReplicas, rec.Reason)
+		logger.Info("agent: rescaled", "target", r.status.Reference, "from", current, "to", rec.DesiredReplicas, "reason", rec.Reason)
+		r.observe(ctx, &Observation{Target: r.target, DecisionID: rec.DecisionID, Kind: ObservedApplied, From: current, To: rec.DesiredReplicas, At: r.c.opts.Clock.Now()})
+	}
+	r.c.mu.Lock()
+	r.c.lastReplicas[r.key] = leftAt
+	r.c.mu.Unlock()
+	if err := r.writeStatus(ctx); err != nil {
+		return resultError, err
+	}
+	return resultSuccess, nil
+}
+
+// observeExternal reports a change of spec.replicas made by someone else
+// since the last reconcile.
+func (r *run) observeExternal(ctx context.Context, current int32) {
+	r.c.mu.Lock()
+	last, known := r.c.lastReplicas[r.key]
+	r.c.lastReplicas[r.key] = current
+	r.c.mu.Unlock()
+	if known && last != current {
+		r.observe(ctx, &Observation{Target: r.target, Kind: ObservedExternal, From: last, To: current, At: r.c.opts.Clock.Now()})
+	}
+}
+
+// observe sends an observation; a failure is logged, not retried: the
+// service learns the replica count again from the next request.
+func (r *run) observe(ctx context.Context, obs *Observation) {
+	callCtx, cancel := context.WithTimeout(ctx, r.c.opts.RecommendTimeout)
+	defer cancel()
+	if err := r.c.opts.Service.Observe(callCtx, obs); err != nil {
+		klog.FromContext(ctx).Error(err, "agent: observe", "kind", obs.Kind, "from", obs.From, "to", obs.To)
+	}
+}
+
+func (r *run) recommend(ctx context.Context, req *Request) (*Recommendation, error) {
+	callCtx, cancel := context.WithTimeout(ctx, r.c.opts.RecommendTimeout)
+	defer cancel()
+	start := time.Now()
+	rec, err := r.c.opts.Service.Recommend(callCtx, req)
+	r.c.opts.Prometheus.recommended(status.Code(err).String(), time.Since(start))
+	if err == nil && rec == nil {
+		err = status.Error(codes.Internal, "agent: service returned no recommendation")
+	}
+	return rec, err
+}
+
+// serviceFailed records a failed Recommend call and says whether to retry.
+// Nothing is changed on the target.
+func (r *run) serviceFailed(ctx context.Context, err error) (string, error) {
+	logger := klog.FromContext(ctx)
+	code := status.Code(err)
+	msg := status.Convert(err).Message()
+	switch code {
+	case codes.InvalidArgument:
+		text := invalidArgumentText(err)
+		r.status.Conditions = setCondition(r.status.Conditions, v1alpha1.ConditionServiceAvailable, corev1.ConditionFalse, v1alpha1.ReasonInvalidSpec,
+			"the Setpoint service rejected the request: "+text, r.now)
+		r.status.Conditions = setCondition(r.status.Conditions, autoscalingv2.ScalingActive, corev1.ConditionFalse, v1alpha1.ReasonInvalidSpec,
+			"the Setpoint service rejected the request: "+text, r.now)
+		r.event(corev1.EventTypeWarning, v1alpha1.ReasonInvalidSpec, actionRecommend, "the Setpoint service rejected the request: %s", text)
+		if serr := r.writeStatus(ctx); serr != nil {
+			logger.Error(serr, "agent: update status")
+			return resultInvalid, serr
+		}
+		// Retrying the same spec gives the same answer: wait for the
+		// next sync period or a spec change.
+		return resultInvalid, fmt.Errorf("%w: recommend: %v", errTerminal, err)
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.ResourceExhausted, codes.Aborted:
+		if ctx.Err() != nil {
+			return resultError, ctx.Err()
+		}
+		r.status.Conditions = setCondition(r.status.Conditions, v1alpha1.ConditionServiceAvailable, corev1.ConditionFalse, v1alpha1.ReasonServiceUnavailable,
+			fmt.Sprintf("the Setpoint service did not answer (%s): %s; the target is left unchanged", code, msg), r.now)
+		if serr := r.writeStatus(ctx); serr != nil {
+			logger.Error(serr, "agent: update status")
+		}
+		return resultServiceUnavailable, fmt.Errorf("agent: recommend: %w", err)
+	default:
+		r.status.Conditions = setCondition(r.status.Conditions, v1alpha1.ConditionServiceAvailable, corev1.ConditionFalse, v1alpha1.ReasonServiceError,
+			fmt.Sprintf("the Setpoint service failed (%s): %s; the target is left unchanged", code, msg), r.now)
+		if serr := r.writeStatus(ctx); serr != nil {
+			logger.Error(serr, "agent: update status")
+		}
+		return resultError, fmt.Errorf("agent: recommend: %w", err)
+	}
+}
+
+// invalidArgumentText is the field violations of an InvalidArgument status
+// (google.rpc.BadRequest details), or its message when it has none.
+func invalidArgumentText(err error) string {
+	st := status.Convert(err)
+	var parts []string
+	for _, d := range st.Details() {
+		if br, ok := d.(*errdetails.BadRequest); ok {
+			for _, v := range br.GetFieldViolations() {
+				parts = append(parts, v.GetField()+": "+v.GetDescription())
+			}
+		}
+	}
+	if len(parts) == 0 {
+		return st.Message()
+	}
+	return strings.Join(parts, "; ")
+}
+
+// explanationOf shortens a recommendation's explanation for the status.
+func explanationOf(rec *Recommendation, dryRun bool, current int32) *v1alpha1.Explanation {
+	e := rec.Explanation
+	e.Steps = append([]v1alpha1.ExplanationStep(nil), e.Steps...)
+	if e.Summary == "" {
+		e.Summary = fmt.Sprintf("%d → %d", current, rec.DesiredReplicas)
+	}
+	if dryRun && rec.Rescale && rec.DesiredReplicas != current {
+		e.Summary = "dry run, not applied: " + e.Summary
+	}
+	return &e
+}
+
+// writeStatus writes r.status when it differs from the object's, retrying
+// on conflict with a fresh read.
+func (r *run) writeStatus(ctx context.Context) error {
+	if equality.Semantic.DeepEqual(r.a.Status, r.status) {
+		return nil
+	}
+	client := r.c.opts.Dynamic.Resource(v1alpha1.AutoscalerResource).Namespace(r.a.Namespace)
+	st, err := toUnstructuredStatus(&r.status)
+	if err != nil {
+		return err
+	}
+	obj := r.u.DeepCopy()
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := unstructured.SetNestedField(obj.Object, st, "status"); err != nil {
+			return err
+		}
+		_, err := client.UpdateStatus(ctx, obj, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) {
+			fresh, gerr := client.Get(ctx, r.a.Name, metav1.GetOptions{})
+			if gerr != nil {
+				return gerr
+			}
+			obj = fresh
+		}
+		return err
+	})
+	if err != nil {
+		if !apierrors.IsNotFound(err) {
+			r.event(corev1.EventTypeWarning, "FailedUpdateStatus", actionStatus, "%s", err.Error())
+		}
+		return fmt.Errorf("agent: update status: %w", err)
+	}
+	return nil
+}
+
+func toUnstructuredStatus(s *v1alpha1.AutoscalerStatus) (map[string]any, error) {
+	a := &v1alpha1.Autoscaler{Status: *s}
+	m, err := v1alpha1.ToUnstructured(a)
+	if err != nil {
+		return nil, err
+	}
+	st, _, err := unstructured.NestedMap(m.Object, "status")
+	return st, err
+}
+
+// scaleFor reads the Scale subresource of a target, trying each resource
+// its kind maps to.
+func (c *Controller) scaleFor(ctx context.Context, namespace string, ref autoscalingv2.CrossVersionObjectReference) (*autoscalingv1.Scale, schema.GroupResource, error) {
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil {
+		return nil, schema.GroupResource{}, fmt.Errorf("invalid scaleTargetRef.apiVersion %q: %w", ref.APIVersion, err)
+	}
+	gk := schema.GroupKind{Group: gv.Group, Kind: ref.Kind}
+	mappings, err := c.opts.Mapper.RESTMappings(gk)
+	if err != nil {
+		if rm, ok := c.opts.Mapper.(meta.ResettableRESTMapper); ok && meta.IsNoMatchError(err) {
+			rm.Reset()
+		}
+		return nil, schema.GroupResource{}, fmt.Errorf("unable to determine resource for scale target reference: %w", err)
+	}
+	var firstErr error
+	for _, m := range mappings {
+		gr := m.Resource.GroupResource()
+		sc, err := c.opts.Scales.Scales(namespace).Get(ctx, gr, ref.Name, metav1.GetOptions{})
+		if err == nil {
+			return sc, gr, nil
+		}
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
+	if firstErr == nil {
+		firstErr = fmt.Errorf("no resource found for %s", gk)
+	}
+	return nil, schema.GroupResource{}, firstErr
+}
+
+// errConcurrentRescale is returned when the target's replica count changed
+// between the read the decision was based on and the update.
+var errConcurrentRescale = errors.New("agent: the target was rescaled concurrently")
+
+// updateScale sets the target's replica count. On a conflict it re-reads
+// the Scale and tries again, unless the replica count itself changed: the
+// decision was made for the old count.
+func (c *Controller) updateScale(ctx context.Context, namespace string, gr schema.GroupResource, read *autoscalingv1.Scale, replicas int32) error {
+	sc := read.DeepCopy()
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		sc.Spec.Replicas = replicas
+		_, err := c.opts.Scales.Scales(namespace).Update(ctx, gr, sc, metav1.UpdateOptions{})
+		if !apierrors.IsConflict(err) {
+			return err
+		}
+		fresh, gerr := c.opts.Scales.Scales(namespace).Get(ctx, gr, read.Name, metav1.GetOptions{})
+		if gerr != nil {
+			return gerr
+		}
+		if fresh.Spec.Replicas != read.Spec.Replicas {
+			return fmt.Errorf("%w: from %d to %d", errConcurrentRescale, read.Spec.Replicas, fresh.Spec.Replicas)
+		}
+		sc = fresh
+		return err
+	})
+}

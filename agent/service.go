@@ -1,0 +1,179 @@
+package agent
+
+import (
+	"context"
+	"github.com/setpointhq/setpoint/agent/api/v1alpha1"
+	"time"
+
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	custommetricsv1beta2 "k8s.io/metrics/pkg/apis/custom_metrics/v1beta2"
+	externalmetricsv1beta1 "k8s.io/metrics/pkg/apis/external_metrics/v1beta1"
+	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
+)
+
+// Service is the Setpoint service as the agent uses it. Implementations
+// return gRPC status errors (status.Code gives Unavailable,
+// DeadlineExceeded, InvalidArgument, …) so the controller can tell a
+// retryable failure from a terminal one. NewGRPCService adapts the
+// generated gRPC client; tests use hand-written fakes.
+type Service interface {
+	// Recommend asks for a decision about one target given everything the
+	// agent read. It has no side effect on the target; the service records
+	// the decision in the target's history.
+	Recommend(ctx context.Context, req *Request) (*Recommendation, error)
+	// Observe tells the service what became of the target's replica count:
+	// a rescale applied or failed, or a change made by someone else.
+	Observe(ctx context.Context, obs *Observation) error
+	// DeleteTarget forgets the target's history. Deleting an unknown target
+	// succeeds.
+	DeleteTarget(ctx context.Context, t Target) error
+}
+
+// Target identifies an Autoscaler to the service.
+type Target struct {
+	// Cluster is the agent's cluster name.
+	Cluster string
+	// Namespace is the Autoscaler's namespace.
+	Namespace string
+	// Name is the Autoscaler's name.
+	Name string
+}
+
+// Settings are the controller-wide HPA settings the agent sends in each
+// request. A nil field lets the service apply its default.
+type Settings struct {
+	// Tolerance is the default tolerance of the usage ratio, as a fraction:
+	// 0.1 is 10%.
+	Tolerance *float64
+	// CPUInitializationPeriod is how long after a pod starts its CPU
+	// samples are checked against its readiness.
+	CPUInitializationPeriod *time.Duration
+	// InitialReadinessDelay is how long after a pod starts an unready pod
+	// is still considered never ready.
+	InitialReadinessDelay *time.Duration
+	// DownscaleStabilizationWindow is the scale-down stabilization window
+	// used when the spec has no behavior.
+	DownscaleStabilizationWindow *time.Duration
+}
+
+// Scale is what the agent read of the target's Scale subresource.
+type Scale struct {
+	// Replicas is spec.replicas.
+	Replicas int32
+	// StatusReplicas is status.replicas.
+	StatusReplicas int32
+	// Selector is status.selector, the pods' label selector as a string.
+	Selector string
+}
+
+// Request is everything one decision depends on, as raw values: the
+// service converts and decides.
+type Request struct {
+	// Target identifies the Autoscaler.
+	Target Target
+	// Generation is the Autoscaler's metadata.generation.
+	Generation int64
+	// Spec is the Autoscaler's spec.
+	Spec v1alpha1.AutoscalerSpec
+	// Settings are the controller settings.
+	Settings Settings
+	// Scale is the target's Scale subresource.
+	Scale Scale
+	// Pods are the pods matching Scale.Selector.
+	Pods []*corev1.Pod
+	// ResourceMetrics is the resource metrics API's answer for the
+	// selector; fetched once and shared by every Resource and
+	// ContainerResource metric.
+	ResourceMetrics ResourceMetrics
+	// Metrics holds, index-aligned with Spec.Metrics, what the custom or
+	// external metrics API answered for that metric. Entries of Resource
+	// and ContainerResource metrics are empty.
+	Metrics []MetricValues
+	// Now is when the agent read the inputs.
+	Now time.Time
+}
+
+// ResourceMetrics is the answer of the resource metrics API
+// (metrics.k8s.io PodMetrics) for the target's selector.
+type ResourceMetrics struct {
+	// Fetched is true when the API was asked (some metric needs it).
+	Fetched bool
+	// Items are the PodMetrics returned.
+	Items []metricsv1beta1.PodMetrics
+	// Err is the fetch error; nil when the API answered.
+	Err error
+}
+
+// MetricValues is what the custom or external metrics API answered for
+// one metric of the spec.
+type MetricValues struct {
+	// Custom are the values of a Pods or Object metric
+	// (custom.metrics.k8s.io).
+	Custom []custommetricsv1beta2.MetricValue
+	// External are the values of an External metric
+	// (external.metrics.k8s.io).
+	External []externalmetricsv1beta1.ExternalMetricValue
+	// Err is the fetch error; nil when the API answered.
+	Err error
+}
+
+// Recommendation is the service's decision for one target.
+type Recommendation struct {
+	// DecisionID identifies the decision; observations refer to it.
+	DecisionID string
+	// DesiredReplicas is the decided replica count.
+	DesiredReplicas int32
+	// Rescale is true when the target's Scale should be set to
+	// DesiredReplicas.
+	Rescale bool
+	// Error is the decision's error as the Kubernetes HPA would report it
+	// (some or all metrics could not be computed); empty when none. A
+	// decision may rescale and carry an error.
+	Error string
+	// Reason is the rescale reason for the SuccessfulRescale Event, e.g.
+	// "cpu resource utilization (percentage of request) above target".
+	Reason string
+	// Conditions are the HPA conditions after the decision.
+	Conditions []autoscalingv2.HorizontalPodAutoscalerCondition
+	// CurrentMetrics are the metrics' current values.
+	CurrentMetrics []autoscalingv2.MetricStatus
+	// LastScaleTime is when the target was last rescaled, assuming this
+	// decision's rescale (if any) succeeds; nil when never.
+	LastScaleTime *metav1.Time
+	// Explanation says how the decision was reached.
+	Explanation v1alpha1.Explanation
+}
+
+// ObservationKind says what became of a target's replica count.
+type ObservationKind string
+
+// The observation kinds.
+const (
+	// ObservedApplied: the agent set the replica count From → To.
+	ObservedApplied ObservationKind = "Applied"
+	// ObservedFailed: the agent's update From → To failed with Err.
+	ObservedFailed ObservationKind = "Failed"
+	// ObservedExternal: someone else changed the replica count From → To.
+	ObservedExternal ObservationKind = "External"
+)
+
+// Observation reports a change, or a failed change, of a target's replica
+// count.
+type Observation struct {
+	// Target identifies the Autoscaler.
+	Target Target
+	// DecisionID is the decision the observation refers to (Applied and
+	// Failed).
+	DecisionID string
+	// Kind says what happened.
+	Kind ObservationKind
+	// From and To are the replica counts before and after (intended, for
+	// ObservedFailed).
+	From, To int32
+	// Err is the update error (ObservedFailed only).
+	Err string
+	// At is when it happened (or was noticed).
+	At time.Time
+}

@@ -1,0 +1,215 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/setpointhq/setpoint/agent"
+)
+
+// serviceAccountNamespaceFile holds the pod's namespace in a cluster.
+const serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// Config is everything setpoint-agent is configured with.
+type Config struct {
+	// ServiceAddress is the Setpoint service's gRPC address, host:port.
+	ServiceAddress string
+	// Insecure talks plaintext gRPC to the service (no TLS).
+	Insecure bool
+	// CAFile verifies the service's certificate; empty uses the system roots.
+	CAFile string
+	// CertFile and KeyFile are the client certificate for mutual TLS.
+	CertFile, KeyFile string
+	// ServerName overrides the name checked in the service's certificate.
+	ServerName string
+	// TokenFile holds a bearer token sent with every call; it is re-read
+	// at each call, so a rotated token is picked up.
+	TokenFile string
+	// ClusterName names this cluster to the service.
+	ClusterName string
+	// SyncPeriod is how often every Autoscaler is reconciled.
+	SyncPeriod time.Duration
+	// RecommendTimeout is the deadline of each call to the service.
+	RecommendTimeout time.Duration
+	// Workers is how many Autoscalers are reconciled concurrently.
+	Workers int
+	// Tolerance, CPUInitializationPeriod, InitialReadinessDelay and
+	// DownscaleStabilizationWindow are sent in each request; unset lets
+	// the service apply the Kubernetes defaults.
+	Tolerance                    optFloat
+	CPUInitializationPeriod      optDuration
+	InitialReadinessDelay        optDuration
+	DownscaleStabilizationWindow optDuration
+	// Kubeconfig is the kubeconfig file; empty uses the in-cluster config.
+	Kubeconfig string
+	// LeaderElect enables leader election; disable it only with one replica.
+	LeaderElect bool
+	// LeaderElectionNamespace and LeaderElectionName name the Lease.
+	LeaderElectionNamespace, LeaderElectionName string
+	// LeaderElectionIdentity names this replica in the Lease.
+	LeaderElectionIdentity string
+	// LeaseDuration, RenewDeadline and RetryPeriod time the election.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// MetricsAddress serves /metrics, /healthz and /readyz.
+	MetricsAddress string
+}
+
+// RegisterFlags registers the configuration's flags on fs with their
+// defaults.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	hostname, _ := os.Hostname()
+	namespace := "setpoint-system"
+	if b, err := os.ReadFile(serviceAccountNamespaceFile); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+		namespace = strings.TrimSpace(string(b))
+	}
+	fs.StringVar(&c.ServiceAddress, "service-address", "setpoint-server.setpoint-system.svc:7443", "gRPC address (host:port) of the Setpoint service")
+	fs.BoolVar(&c.Insecure, "insecure", false, "talk plaintext gRPC to the service (no TLS)")
+	fs.StringVar(&c.CAFile, "tls-ca-file", "", "PEM CA bundle that verifies the service's certificate (default: system roots)")
+	fs.StringVar(&c.CertFile, "tls-cert-file", "", "PEM client certificate for mutual TLS (with -tls-key-file)")
+	fs.StringVar(&c.KeyFile, "tls-key-file", "", "PEM client key for mutual TLS (with -tls-cert-file)")
+	fs.StringVar(&c.ServerName, "tls-server-name", "", "name expected in the service's certificate (default: the host of -service-address)")
+	fs.StringVar(&c.TokenFile, "token-file", "", "file holding a bearer token sent with every call (re-read at each call)")
+	fs.StringVar(&c.ClusterName, "cluster-name", "default", "name of this cluster, part of every target's key in the service")
+	fs.DurationVar(&c.SyncPeriod, "sync-period", agent.DefaultSyncPeriod, "how often every Autoscaler is reconciled")
+	fs.DurationVar(&c.RecommendTimeout, "recommend-timeout", agent.DefaultRecommendTimeout, "deadline of each call to the service")
+	fs.IntVar(&c.Workers, "workers", agent.DefaultWorkers, "Autoscalers reconciled concurrently")
+	fs.Var(&c.Tolerance, "tolerance", "default tolerance of the usage ratio, a fraction (0.1 is 10%); unset: the service's default")
+	fs.Var(&c.CPUInitializationPeriod, "cpu-initialization-period", "period after a pod starts during which its CPU samples are checked against readiness; unset: the service's default")
+	fs.Var(&c.InitialReadinessDelay, "initial-readiness-delay", "period after a pod starts during which an unready pod counts as never ready; unset: the service's default")
+	fs.Var(&c.DownscaleStabilizationWindow, "downscale-stabilization-window", "scale-down stabilization window when the spec has no behavior; unset: the service's default")
+	fs.StringVar(&c.Kubeconfig, "kubeconfig", "", "kubeconfig file (default: the in-cluster configuration)")
+	fs.BoolVar(&c.LeaderElect, "leader-elect", true, "run only while holding the leader Lease")
+	fs.StringVar(&c.LeaderElectionNamespace, "leader-election-namespace", namespace, "namespace of the leader Lease")
+	fs.StringVar(&c.LeaderElectionName, "leader-election-name", "setpoint-agent", "name of the leader Lease")
+	fs.StringVar(&c.LeaderElectionIdentity, "leader-election-identity", hostname, "this replica's identity in the leader Lease")
+	fs.DurationVar(&c.LeaseDuration, "leader-election-lease-duration", 15*time.Second, "how long a lease is valid without renewal")
+	fs.DurationVar(&c.RenewDeadline, "leader-election-renew-deadline", 10*time.Second, "how long the leader retries renewing before giving up")
+	fs.DurationVar(&c.RetryPeriod, "leader-election-retry-period", 2*time.Second, "how often acquiring or renewing the lease is tried")
+	fs.StringVar(&c.MetricsAddress, "metrics-address", ":8080", "address serving /metrics, /healthz and /readyz; empty disables")
+}
+
+// Validate checks the values; it reads no file and opens no connection.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.ServiceAddress == "" {
+		errs = append(errs, errors.New("-service-address is required"))
+	}
+	if (c.CertFile == "") != (c.KeyFile == "") {
+		errs = append(errs, errors.New("-tls-cert-file and -tls-key-file go together"))
+	}
+	if c.Insecure && (c.CAFile != "" || c.CertFile != "" || c.ServerName != "") {
+		errs = append(errs, errors.New("-insecure excludes the -tls-* flags"))
+	}
+	if c.ClusterName == "" {
+		errs = append(errs, errors.New("-cluster-name is required"))
+	}
+	if c.SyncPeriod <= 0 {
+		errs = append(errs, errors.New("-sync-period must be positive"))
+	}
+	if c.RecommendTimeout <= 0 {
+		errs = append(errs, errors.New("-recommend-timeout must be positive"))
+	}
+	if c.Workers < 1 {
+		errs = append(errs, errors.New("-workers must be at least 1"))
+	}
+	if c.Tolerance.set && (c.Tolerance.v < 0 || c.Tolerance.v >= 1) {
+		errs = append(errs, errors.New("-tolerance must be in [0, 1)"))
+	}
+	for name, d := range map[string]optDuration{
+		"-cpu-initialization-period":      c.CPUInitializationPeriod,
+		"-initial-readiness-delay":        c.InitialReadinessDelay,
+		"-downscale-stabilization-window": c.DownscaleStabilizationWindow,
+	} {
+		if d.set && d.v < 0 {
+			errs = append(errs, fmt.Errorf("%s must not be negative", name))
+		}
+	}
+	if c.LeaderElect {
+		if c.LeaderElectionNamespace == "" || c.LeaderElectionName == "" || c.LeaderElectionIdentity == "" {
+			errs = append(errs, errors.New("-leader-election-namespace, -leader-election-name and -leader-election-identity are required with -leader-elect"))
+		}
+		if c.LeaseDuration <= c.RenewDeadline || c.RenewDeadline <= c.RetryPeriod || c.RetryPeriod <= 0 {
+			errs = append(errs, errors.New("leader election needs lease-duration > renew-deadline > retry-period > 0"))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Settings returns the controller settings sent in each request.
+func (c *Config) Settings() agent.Settings {
+	return agent.Settings{
+		Tolerance:                    c.Tolerance.ptr(),
+		CPUInitializationPeriod:      c.CPUInitializationPeriod.ptr(),
+		InitialReadinessDelay:        c.InitialReadinessDelay.ptr(),
+		DownscaleStabilizationWindow: c.DownscaleStabilizationWindow.ptr(),
+	}
+}
+
+// optFloat is a float flag that remembers whether it was set.
+type optFloat struct {
+	v   float64
+	set bool
+}
+
+// String implements flag.Value.
+func (o *optFloat) String() string {
+	if o == nil || !o.set {
+		return ""
+	}
+	return strconv.FormatFloat(o.v, 'g', -1, 64)
+}
+
+// Set implements flag.Value.
+func (o *optFloat) Set(s string) error {
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return err
+	}
+	o.v, o.set = v, true
+	return nil
+}
+
+func (o *optFloat) ptr() *float64 {
+	if !o.set {
+		return nil
+	}
+	v := o.v
+	return &v
+}
+
+// optDuration is a duration flag that remembers whether it was set.
+type optDuration struct {
+	v   time.Duration
+	set bool
+}
+
+// String implements flag.Value.
+func (o *optDuration) String() string {
+	if o == nil || !o.set {
+		return ""
+	}
+	return o.v.String()
+}
+
+// Set implements flag.Value.
+func (o *optDuration) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	o.v, o.set = v, true
+	return nil
+}
+
+func (o *optDuration) ptr() *time.Duration {
+	if !o.set {
+		return nil
+	}
+	v := o.v
+	return &v
+}

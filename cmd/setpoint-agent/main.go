@@ -1,0 +1,261 @@
+// Command setpoint-agent runs Setpoint's in-cluster agent: it reconciles
+// Autoscaler resources (setpoint.dev/v1alpha1) by asking the Setpoint
+// service for each decision and applying it to the target's Scale
+// subresource. See package agent for the loop and deploy/ for manifests.
+//
+// Usage:
+//
+//	setpoint-agent -service-address setpoint-server.setpoint-system.svc:7443 -insecure
+//
+// Run with -help for every flag.
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/klog/v2"
+
+	"github.com/setpointhq/setpoint/agent"
+)
+
+func main() {
+	fs := flag.NewFlagSet("setpoint-agent", flag.ExitOnError)
+	var cfg Config
+	cfg.RegisterFlags(fs)
+	klog.InitFlags(fs)
+	_ = fs.Parse(os.Args[1:])
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintln(os.Stderr, "setpoint-agent:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, &cfg); err != nil {
+		klog.ErrorS(err, "setpoint-agent: exiting")
+		klog.Flush()
+		os.Exit(1)
+	}
+	klog.Flush()
+}
+
+func run(ctx context.Context, cfg *Config) error {
+	logger := klog.FromContext(ctx)
+	restCfg, err := kubeConfig(cfg.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	restCfg.UserAgent = "setpoint-agent"
+	clients, err := agent.NewKubeClients(restCfg)
+	if err != nil {
+		return err
+	}
+	conn, err := dial(cfg)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: clients.Kube.EventsV1()})
+	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
+		return fmt.Errorf("setpoint-agent: events: %w", err)
+	}
+	defer broadcaster.Shutdown()
+	recorder := broadcaster.NewRecorder(scheme.Scheme, "setpoint-agent")
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := agent.NewMetrics(reg)
+
+	var (
+		current atomic.Pointer[agent.Controller]
+		leading atomic.Bool
+	)
+	healthz := leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
+	if cfg.MetricsAddress != "" {
+		srv, err := serveHTTP(ctx, cfg.MetricsAddress, reg, healthz, func() bool {
+			// A standby replica is ready; the leader once its caches synced.
+			if !leading.Load() {
+				return true
+			}
+			c := current.Load()
+			return c != nil && c.Synced()
+		})
+		if err != nil {
+			return err
+		}
+		defer func() {
+			shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(shutdownCtx)
+		}()
+	}
+
+	opts := clients.Options()
+	opts.Service = agent.NewGRPCService(conn)
+	opts.Events = recorder
+	opts.Cluster = cfg.ClusterName
+	opts.Settings = cfg.Settings()
+	opts.SyncPeriod = cfg.SyncPeriod
+	opts.RecommendTimeout = cfg.RecommendTimeout
+	opts.Workers = cfg.Workers
+	opts.Prometheus = metrics
+
+	lead := func(ctx context.Context) {
+		leading.Store(true)
+		defer leading.Store(false)
+		c, err := agent.New(opts)
+		if err != nil {
+			logger.Error(err, "setpoint-agent: controller")
+			return
+		}
+		current.Store(c)
+		if err := c.Run(ctx); err != nil && ctx.Err() == nil {
+			logger.Error(err, "setpoint-agent: controller stopped")
+		}
+	}
+	if !cfg.LeaderElect {
+		lead(ctx)
+		return nil
+	}
+	err = agent.RunLeader(ctx, agent.LeaderElection{
+		Client:        clients.Kube,
+		Namespace:     cfg.LeaderElectionNamespace,
+		Name:          cfg.LeaderElectionName,
+		Identity:      cfg.LeaderElectionIdentity,
+		LeaseDuration: cfg.LeaseDuration,
+		RenewDeadline: cfg.RenewDeadline,
+		RetryPeriod:   cfg.RetryPeriod,
+		// On SIGTERM the next replica takes over at once.
+		ReleaseOnCancel: true,
+		Healthz:         healthz,
+	}, lead)
+	if errors.Is(err, agent.ErrLeaseLost) {
+		// Exit so a restarted process starts clean, as controllers do.
+		return err
+	}
+	return err
+}
+
+func kubeConfig(path string) (*rest.Config, error) {
+	if path == "" {
+		cfg, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("setpoint-agent: in-cluster config (use -kubeconfig outside a cluster): %w", err)
+		}
+		return cfg, nil
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return nil, fmt.Errorf("setpoint-agent: kubeconfig %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// dial opens the gRPC connection to the service; it connects lazily.
+func dial(cfg *Config) (*grpc.ClientConn, error) {
+	var opts []grpc.DialOption
+	if cfg.Insecure {
+		opts = append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	} else {
+		tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: cfg.ServerName}
+		if cfg.CAFile != "" {
+			pem, err := os.ReadFile(cfg.CAFile)
+			if err != nil {
+				return nil, fmt.Errorf("setpoint-agent: %w", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("setpoint-agent: no certificate in %s", cfg.CAFile)
+			}
+			tc.RootCAs = pool
+		}
+		if cfg.CertFile != "" {
+			certFile, keyFile := cfg.CertFile, cfg.KeyFile
+			// Re-read at each handshake, so rotated certificates are used.
+			tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+				cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+				return &cert, err
+			}
+		}
+		opts = append(opts, grpc.WithTransportCredentials(credentials.NewTLS(tc)))
+	}
+	if cfg.TokenFile != "" {
+		opts = append(opts, grpc.WithPerRPCCredentials(tokenFile{path: cfg.TokenFile, secure: !cfg.Insecure}))
+	}
+	conn, err := grpc.NewClient(cfg.ServiceAddress, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("setpoint-agent: dial %s: %w", cfg.ServiceAddress, err)
+	}
+	return conn, nil
+}
+
+// tokenFile sends the bearer token read from a file at each call.
+type tokenFile struct {
+	path   string
+	secure bool
+}
+
+// GetRequestMetadata implements credentials.PerRPCCredentials.
+func (t tokenFile) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	b, err := os.ReadFile(t.path)
+	if err != nil {
+		return nil, fmt.Errorf("setpoint-agent: token: %w", err)
+	}
+	return map[string]string{"authorization": "Bearer " + strings.TrimSpace(string(b))}, nil
+}
+
+// RequireTransportSecurity implements credentials.PerRPCCredentials: the
+// token needs TLS unless -insecure was chosen explicitly.
+func (t tokenFile) RequireTransportSecurity() bool { return t.secure }
+
+// serveHTTP serves /metrics, /healthz (the leader lease's renewal) and
+// /readyz until ctx is done.
+func serveHTTP(ctx context.Context, addr string, reg *prometheus.Registry, healthz *leaderelection.HealthzAdaptor, ready func() bool) (*http.Server, error) {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		if err := healthz.Check(r); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !ready() {
+			http.Error(w, "caches not synced", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	})
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("setpoint-agent: listen %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	go func() { _ = srv.Serve(ln) }()
+	return srv, nil
+}
