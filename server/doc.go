@@ -1,0 +1,37 @@
+// Package server is Setpoint's gRPC service: the AutoscalerService of
+// proto/setpoint/v1 over the engine and a store.Store.
+//
+// Handlers are thin: validate and convert the request (package convert,
+// where every Kubernetes default is resolved), run the pure engine inside
+// one store transaction, convert the outcome back, and map errors with one
+// toStatus. The server clock is a field (Options.Now), so tests and the
+// conformance runner can step it.
+//
+// Every unary call passes one explicit interceptor chain, outermost first:
+//
+//  1. Prometheus metrics (grpc_server_handled_total, handling-time
+//     histograms), exposed by MetricsHandler on /metrics;
+//  2. logging (log/slog) of every finished call;
+//  3. authentication: a bearer token from the token file (Tokens) names a
+//     principal, else Unauthenticated; health and reflection need none;
+//  4. authorization: the principal's role admits the method and its
+//     clusters admit the request's cluster, else PermissionDenied;
+//  5. validation: the request's Validate method (hand-written next to the
+//     generated types), answered as InvalidArgument with a
+//     google.rpc.BadRequest detail;
+//  6. the in-flight bound on Recommend: ResourceExhausted when full;
+//  7. recovery, last: a panic answers Internal with a generic message and
+//     its stack is logged.
+//
+// Validation is a small interceptor of this package rather than
+// go-grpc-middleware's validator: that one answers with the error's text
+// only, and callers need the field violations as a BadRequest detail.
+// protovalidate was not used because its rules (buf/validate/validate.proto)
+// are fetched from the buf registry, which this project does not use.
+//
+// Serve runs the server on a listener until its context ends, then shuts
+// down gracefully: health turns NOT_SERVING, GracefulStop waits for calls in
+// flight (Stop after Options.ShutdownTimeout). The caller closes the store
+// afterwards. While serving, targets not seen for Options.ExpireAfter are
+// removed every Options.ExpireInterval.
+package server

@@ -1,0 +1,221 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"github.com/setpointhq/setpoint/store"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+)
+
+// Defaults of Options.
+const (
+	DefaultMaxRecvMsgSize        = 16 << 20
+	DefaultMaxConcurrentStreams  = 1024
+	DefaultMaxInFlightRecommends = 256
+	DefaultExpireAfter           = 168 * time.Hour
+	DefaultExpireInterval        = time.Hour
+	DefaultShutdownTimeout       = 30 * time.Second
+)
+
+// Options configure a Server. The zero value selects every default.
+type Options struct {
+	// Now is the server clock; time.Now when nil. Every decision and
+	// observation is stamped with it.
+	Now func() time.Time
+	// Logger receives the server's logs; slog.Default() when nil.
+	Logger *slog.Logger
+	// Tokens authenticate callers; nil disables authentication and
+	// authorization (every caller may call everything).
+	Tokens *Tokens
+	// TLS, when set, serves TLS (with client certificates when it asks for
+	// them).
+	TLS *tls.Config
+	// MaxRecvMsgSize is the largest request accepted, in bytes.
+	MaxRecvMsgSize int
+	// MaxConcurrentStreams bounds the concurrent calls of one connection.
+	MaxConcurrentStreams uint32
+	// MaxInFlightRecommends bounds the Recommend calls in flight; more
+	// fail with ResourceExhausted.
+	MaxInFlightRecommends int
+	// ExpireAfter is how long a target not seen by Recommend or Observe is
+	// kept; negative disables expiry.
+	ExpireAfter time.Duration
+	// ExpireInterval is how often expired targets are removed.
+	ExpireInterval time.Duration
+	// ShutdownTimeout is how long Serve waits for calls in flight at
+	// shutdown before closing their connections.
+	ShutdownTimeout time.Duration
+	// NewID returns a new decision ID; 16 random bytes in hex when nil.
+	NewID func() string
+}
+
+// Server is Setpoint's gRPC server: the AutoscalerService, the standard
+// health service and reflection, behind the interceptor chain described in
+// the package documentation.
+type Server struct {
+	grpc     *grpc.Server
+	health   *health.Server
+	registry *prometheus.Registry
+	store    store.Store
+	now      func() time.Time
+	log      *slog.Logger
+	opts     Options
+}
+
+// New returns a server over st. The caller keeps ownership of st and
+// closes it after Serve returns.
+func New(st store.Store, o Options) *Server {
+	o = o.withDefaults()
+	metrics := grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram())
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(metrics, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	opts := append(chain(metrics, o.Logger, o.Tokens, make(chan struct{}, o.MaxInFlightRecommends)),
+		grpc.MaxRecvMsgSize(o.MaxRecvMsgSize),
+		grpc.MaxConcurrentStreams(o.MaxConcurrentStreams),
+	)
+	if o.TLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(o.TLS)))
+	}
+	s := &Server{
+		grpc:     grpc.NewServer(opts...),
+		health:   health.NewServer(),
+		registry: registry,
+		store:    st,
+		now:      o.Now,
+		log:      o.Logger,
+		opts:     o,
+	}
+	setpointv1.RegisterAutoscalerServiceServer(s.grpc, &service{store: st, now: o.Now, newID: o.NewID, log: o.Logger})
+	healthpb.RegisterHealthServer(s.grpc, s.health)
+	reflection.Register(s.grpc)
+	metrics.InitializeMetrics(s.grpc)
+	s.health.SetServingStatus(setpointv1.AutoscalerService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	return s
+}
+
+func (o Options) withDefaults() Options {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.MaxRecvMsgSize <= 0 {
+		o.MaxRecvMsgSize = DefaultMaxRecvMsgSize
+	}
+	if o.MaxConcurrentStreams == 0 {
+		o.MaxConcurrentStreams = DefaultMaxConcurrentStreams
+	}
+	if o.MaxInFlightRecommends <= 0 {
+		o.MaxInFlightRecommends = DefaultMaxInFlightRecommends
+	}
+	if o.ExpireAfter == 0 {
+		o.ExpireAfter = DefaultExpireAfter
+	}
+	if o.ExpireInterval <= 0 {
+		o.ExpireInterval = DefaultExpireInterval
+	}
+	if o.ShutdownTimeout <= 0 {
+		o.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if o.NewID == nil {
+		o.NewID = randomID
+	}
+	return o
+}
+
+// randomID returns 16 random bytes in hex.
+func randomID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails
+	return hex.EncodeToString(b[:])
+}
+
+// MetricsHandler serves the server's Prometheus metrics.
+func (s *Server) MetricsHandler() http.Handler {
+	return promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{Registry: s.registry})
+}
+
+// Serve serves on lis until ctx ends, then shuts down gracefully: health
+// turns NOT_SERVING, calls in flight finish (for at most
+// Options.ShutdownTimeout), and Serve returns. It returns nil after a
+// shutdown and the listener's error otherwise. A Server serves once.
+func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
+	var wg sync.WaitGroup
+	expireCtx, stopExpire := context.WithCancel(ctx)
+	defer func() { stopExpire(); wg.Wait() }()
+	if s.opts.ExpireAfter > 0 {
+		wg.Go(func() { s.expireLoop(expireCtx) })
+	}
+	served := make(chan error, 1)
+	go func() { served <- s.grpc.Serve(lis) }()
+	select {
+	case err := <-served:
+		s.health.Shutdown()
+		if errors.Is(err, grpc.ErrServerStopped) {
+			return nil
+		}
+		return err
+	case <-ctx.Done():
+	}
+	s.shutdown()
+	return <-served
+}
+
+// shutdown turns health NOT_SERVING and stops the gRPC server, gracefully
+// for at most Options.ShutdownTimeout.
+func (s *Server) shutdown() {
+	s.health.Shutdown()
+	done := make(chan struct{})
+	go func() { s.grpc.GracefulStop(); close(done) }()
+	t := time.NewTimer(s.opts.ShutdownTimeout)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		s.log.Warn("graceful stop timed out; closing connections", "timeout", s.opts.ShutdownTimeout)
+		s.grpc.Stop()
+		<-done
+	}
+}
+
+// expireLoop removes targets not seen for Options.ExpireAfter, every
+// Options.ExpireInterval, until ctx ends.
+func (s *Server) expireLoop(ctx context.Context) {
+	t := time.NewTicker(s.opts.ExpireInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			cutoff := s.now().Add(-s.opts.ExpireAfter)
+			n, err := s.store.Expire(ctx, cutoff)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				s.log.Error("expire targets", "err", err)
+			case n > 0:
+				s.log.Info("expired targets", "count", n, "not_seen_since", cutoff)
+			}
+		}
+	}
+}
