@@ -320,7 +320,9 @@ func TestValidation(t *testing.T) {
 			r.Observations = append(r.Observations, &setpointv1.MetricObservation{}, &setpointv1.MetricObservation{})
 		}, "spec.metrics[2].external.target.average_value"},
 		{"zero target", func(r *setpointv1.RecommendRequest) { r.Spec.Metrics[0].Resource.Target.AverageValue = "0" }, "spec.metrics[0].resource.target.average_value"},
-		{"zero utilization", func(r *setpointv1.RecommendRequest) { r.Spec.Metrics[0].Resource.Target.AverageUtilization = ptr[int32](0) }, "spec.metrics[0].resource.target.average_utilization"},
+		{"zero utilization", func(r *setpointv1.RecommendRequest) {
+			r.Spec.Metrics[0].Resource.Target.AverageUtilization = ptr[int32](0)
+		}, "spec.metrics[0].resource.target.average_utilization"},
 		{"unknown metric type", func(r *setpointv1.RecommendRequest) { r.Spec.Metrics[0].Type = "Custom" }, "spec.metrics[0].type"},
 		{"type without source", func(r *setpointv1.RecommendRequest) { r.Spec.Metrics[0].Type = "Pods" }, "spec.metrics[0].pods"},
 		{"unknown target type", func(r *setpointv1.RecommendRequest) { r.Spec.Metrics[0].Resource.Target.Type = "Average" }, "spec.metrics[0].resource.target.type"},
@@ -328,8 +330,12 @@ func TestValidation(t *testing.T) {
 		{"min above max", func(r *setpointv1.RecommendRequest) { r.Spec.MinReplicas = ptr[int32](11) }, "spec.min_replicas"},
 		{"max below one", func(r *setpointv1.RecommendRequest) { r.Spec.MaxReplicas = 0 }, "spec.max_replicas"},
 		{"scale to zero without object metric", func(r *setpointv1.RecommendRequest) { r.Spec.MinReplicas = ptr[int32](0) }, "spec.min_replicas"},
-		{"NaN tolerance", func(r *setpointv1.RecommendRequest) { r.Settings = &setpointv1.ControllerSettings{Tolerance: ptr(math.NaN())} }, "settings.tolerance"},
-		{"negative tolerance", func(r *setpointv1.RecommendRequest) { r.Settings = &setpointv1.ControllerSettings{Tolerance: ptr(-0.1)} }, "settings.tolerance"},
+		{"NaN tolerance", func(r *setpointv1.RecommendRequest) {
+			r.Settings = &setpointv1.ControllerSettings{Tolerance: ptr(math.NaN())}
+		}, "settings.tolerance"},
+		{"negative tolerance", func(r *setpointv1.RecommendRequest) {
+			r.Settings = &setpointv1.ControllerSettings{Tolerance: ptr(-0.1)}
+		}, "settings.tolerance"},
 		{"negative rule tolerance", func(r *setpointv1.RecommendRequest) {
 			r.Spec.Behavior = &setpointv1.HorizontalPodAutoscalerBehavior{ScaleDown: &setpointv1.ScalingRules{Tolerance: "-1"}}
 		}, "spec.behavior.scale_down.tolerance"},
@@ -354,7 +360,9 @@ func TestValidation(t *testing.T) {
 		{"negative duration", func(r *setpointv1.RecommendRequest) {
 			r.Settings = &setpointv1.ControllerSettings{InitialReadinessDelay: durationpb.New(-time.Second)}
 		}, "settings.initial_readiness_delay"},
-		{"bad metric value", func(r *setpointv1.RecommendRequest) { r.Observations[0].Values = []*setpointv1.MetricValue{{Value: "x"}} }, "observations[0].values[0].value"},
+		{"bad metric value", func(r *setpointv1.RecommendRequest) {
+			r.Observations[0].Values = []*setpointv1.MetricValue{{Value: "x"}}
+		}, "observations[0].values[0].value"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
