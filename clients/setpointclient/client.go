@@ -1,0 +1,141 @@
+// Package setpointclient is the Go client of Setpoint's AutoscalerService,
+// for agents and other platforms: Dial an address with a bearer token and
+// optional TLS, then call the generated client's methods.
+//
+//	c, err := setpointclient.Dial("setpoint.example:7443", setpointclient.Options{
+//		Token: os.Getenv("SETPOINT_TOKEN"),
+//		TLS:   &tls.Config{MinVersion: tls.VersionTLS13},
+//	})
+//	if err != nil { … }
+//	defer c.Close()
+//	resp, err := c.Recommend(ctx, req)
+package setpointclient
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+
+	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// DefaultAddr is the address setpoint-server listens on by default.
+const DefaultAddr = "127.0.0.1:7443"
+
+// Options configure a connection. The zero value dials in plaintext
+// without a token.
+type Options struct {
+	// Token is the bearer token sent with every call; empty sends none.
+	Token string
+	// TLS, when set, secures the connection; nil dials in plaintext, which
+	// is allowed with a token only to a loopback address.
+	TLS *tls.Config
+	// DialOptions are appended to the client's own.
+	DialOptions []grpc.DialOption
+}
+
+// Client is a connection to a Setpoint server; its embedded client has one
+// method per RPC. It is safe for concurrent use.
+type Client struct {
+	setpointv1.AutoscalerServiceClient
+	conn *grpc.ClientConn
+}
+
+// Dial returns a client of the server at addr (host:port). The connection
+// is made lazily, by the first call.
+func Dial(addr string, o Options) (*Client, error) {
+	creds := insecure.NewCredentials()
+	if o.TLS != nil {
+		creds = credentials.NewTLS(o.TLS)
+	}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
+	if o.Token != "" {
+		if o.TLS == nil && !loopback(addr) {
+			return nil, fmt.Errorf("setpointclient: refusing to send a bearer token in plaintext to %s: configure TLS", addr)
+		}
+		opts = append(opts, grpc.WithPerRPCCredentials(bearer{token: o.Token, requireTLS: o.TLS != nil}))
+	}
+	conn, err := grpc.NewClient(addr, append(opts, o.DialOptions...)...)
+	if err != nil {
+		return nil, fmt.Errorf("setpointclient: dial %s: %w", addr, err)
+	}
+	return &Client{AutoscalerServiceClient: setpointv1.NewAutoscalerServiceClient(conn), conn: conn}, nil
+}
+
+// Conn returns the underlying connection, e.g. for the health service.
+func (c *Client) Conn() *grpc.ClientConn { return c.conn }
+
+// Close closes the connection.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// loopback reports whether addr's host is a loopback address or
+// "localhost".
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// bearer sends a bearer token with every call.
+type bearer struct {
+	token      string
+	requireTLS bool
+}
+
+// GetRequestMetadata implements credentials.PerRPCCredentials.
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + b.token}, nil
+}
+
+// RequireTransportSecurity implements credentials.PerRPCCredentials.
+func (b bearer) RequireTransportSecurity() bool { return b.requireTLS }
+
+// TLSFiles names the PEM files of a TLS client configuration.
+type TLSFiles struct {
+	// CA verifies the server's certificate; empty uses the system roots.
+	CA string
+	// Cert and Key are the client certificate and key for mutual TLS;
+	// both or neither.
+	Cert, Key string
+	// ServerName overrides the name verified in the server's certificate.
+	ServerName string
+}
+
+// Config loads the files into a TLS configuration (TLS 1.2 or later).
+func (f TLSFiles) Config() (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: f.ServerName}
+	if f.CA != "" {
+		pem, err := os.ReadFile(f.CA)
+		if err != nil {
+			return nil, fmt.Errorf("setpointclient: CA: %w", err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("setpointclient: CA %s: no PEM certificate", f.CA)
+		}
+	}
+	if (f.Cert == "") != (f.Key == "") {
+		return nil, errors.New("setpointclient: client certificate and key must be given together")
+	}
+	if f.Cert != "" {
+		cert, err := tls.LoadX509KeyPair(f.Cert, f.Key)
+		if err != nil {
+			return nil, fmt.Errorf("setpointclient: client certificate: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
+}
