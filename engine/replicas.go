@@ -141,16 +141,17 @@ func resourceSamples(items []PodUsage, resource, container string) map[string]po
 	return res
 }
 
-// requests returns each pod's request of resource in milli-units: the
-// pod-level request when the pod sets one and no container is named,
-// otherwise the named container's or the sum over containers (sidecars
-// included). Every pod must have the request.
+// requests returns each pod's request of resource in milli-units, as
+// upstream's calculateRequests: with pod-level requests and no container
+// named, Kubernetes' pod request aggregate (podRequest); otherwise the named
+// container's request or the sum over containers and sidecars. Every pod
+// must have the request.
 func (c *calculator) requests(resource, container string) (map[string]int64, error) {
 	out := make(map[string]int64, len(c.in.Pods))
 	for i := range c.in.Pods {
 		pod := &c.in.Pods[i]
 		if container == "" && podLevelRequestsSet(pod.Requests) {
-			v, ok := pod.Requests[resource]
+			v, ok := podRequest(pod, resource)
 			if !ok {
 				return nil, fmt.Errorf("missing pod-level request for %s in Pod %s", resource, pod.Name)
 			}
@@ -160,7 +161,7 @@ func (c *calculator) requests(resource, container string) (map[string]int64, err
 		var sum int64
 		found := false
 		for _, ct := range pod.Containers {
-			if container != "" && ct.Name != container {
+			if ct.Init || (container != "" && ct.Name != container) {
 				continue
 			}
 			v, ok := ct.Requests[resource]
@@ -181,16 +182,59 @@ func (c *calculator) requests(resource, container string) (map[string]int64, err
 	return out, nil
 }
 
+// podRequest is Kubernetes' pod request of one resource when the pod sets
+// pod-level requests (component-helpers' PodRequests): the pod-level value
+// when set, otherwise the containers' aggregate — the sum over containers
+// and sidecars, or the largest init-container need if greater, each init
+// container counting the sidecars started before it — plus the overhead.
+// ok is false when nothing in the pod names the resource.
+func podRequest(pod *Pod, resource string) (int64, bool) {
+	var total, sidecars, initMax int64
+	ok := false
+	add := func(dst *int64, reqs map[string]int64) int64 {
+		v, has := reqs[resource]
+		ok = ok || has
+		*dst += v
+		return v
+	}
+	for _, ct := range pod.Containers {
+		switch {
+		case ct.Sidecar:
+			add(&total, ct.Requests)
+			add(&sidecars, ct.Requests)
+			initMax = max(initMax, sidecars)
+		case ct.Init:
+			var need int64
+			add(&need, ct.Requests)
+			initMax = max(initMax, need+sidecars)
+		default:
+			add(&total, ct.Requests)
+		}
+	}
+	total = max(total, initMax)
+	if v, has := pod.Requests[resource]; has && supportedPodLevel(resource) {
+		total, ok = v, true
+	}
+	add(&total, pod.Overhead)
+	return total, ok
+}
+
 // podLevelRequestsSet reports whether pod-level requests name a resource
 // Kubernetes supports at pod level (cpu, memory, huge pages); only then do
 // they take precedence over the containers' requests.
 func podLevelRequestsSet(requests map[string]int64) bool {
 	for name := range requests {
-		if name == "cpu" || name == "memory" || strings.HasPrefix(name, "hugepages-") {
+		if supportedPodLevel(name) {
 			return true
 		}
 	}
 	return false
+}
+
+// supportedPodLevel reports whether Kubernetes supports a resource in
+// pod-level requests.
+func supportedPodLevel(name string) bool {
+	return name == "cpu" || name == "memory" || strings.HasPrefix(name, "hugepages-")
 }
 
 // utilizationRatio is upstream's GetResourceUtilizationRatio: samples

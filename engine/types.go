@@ -250,12 +250,15 @@ type Pod struct {
 	StartTime time.Time
 	// Ready is the pod's Ready condition; nil when absent.
 	Ready *PodReadiness
-	// Containers are the pod's containers and its restartable init
-	// (sidecar) containers; other init containers are left out.
+	// Containers are the pod's containers, then its init containers in
+	// spec order (marked Sidecar or Init).
 	Containers []Container
 	// Requests are the pod-level resource requests (spec.resources.requests)
 	// in milli-units; nil when the pod sets none.
 	Requests map[string]int64
+	// Overhead is spec.overhead in milli-units; counted only with pod-level
+	// requests, as Kubernetes' pod request aggregate counts it.
+	Overhead map[string]int64
 }
 
 // PodReadiness is a pod's Ready condition.
@@ -273,6 +276,13 @@ type Container struct {
 	// Requests are the container's resource requests in milli-units
 	// (cpu in millicores, memory in thousandths of a byte).
 	Requests map[string]int64
+	// Sidecar marks a restartable init container (restartPolicy Always):
+	// its requests count like a regular container's.
+	Sidecar bool
+	// Init marks an init container that runs to completion: the HPA's own
+	// request sum leaves it out; only Kubernetes' pod request aggregate,
+	// used with pod-level requests, takes it into account.
+	Init bool
 }
 
 // ResourceMetrics is the answer of the resource metrics API.

@@ -267,13 +267,13 @@ func Pod(p *corev1.Pod) engine.Pod {
 		out.Containers = append(out.Containers, engine.Container{Name: c.Name, Requests: milli(c.Resources.Requests)})
 	}
 	for _, c := range p.Spec.InitContainers {
-		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
-			out.Containers = append(out.Containers, engine.Container{Name: c.Name, Requests: milli(c.Resources.Requests)})
-		}
+		sidecar := c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
+		out.Containers = append(out.Containers, engine.Container{Name: c.Name, Requests: milli(c.Resources.Requests), Sidecar: sidecar, Init: !sidecar})
 	}
 	if p.Spec.Resources != nil && len(p.Spec.Resources.Requests) > 0 {
 		out.Requests = milli(p.Spec.Resources.Requests)
 	}
+	out.Overhead = milli(p.Spec.Overhead)
 	return out
 }
 

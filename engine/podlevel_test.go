@@ -8,8 +8,8 @@ import (
 	"github.com/setpointhq/setpoint/engine"
 )
 
-// TestPodLevelRequestsOfAnotherResource is a known divergence from
-// upstream, left failing for the engine's owner.
+// TestPodLevelRequestsOfAnotherResource pins pod-level requests that name
+// another resource than the metric's.
 //
 // A pod with pod-level requests for cpu only (spec.resources.requests:
 // {cpu: 1}) and a memory request on its container, under a memory
@@ -20,8 +20,7 @@ import (
 // AggregateContainerRequests and only overrides the resources set at pod
 // level (component-helpers resource/helpers.go, PodRequests and
 // applyPodLevelResources). So memory's request is the containers' 1000m:
-// 2000·100/1000 = 200%; 200/100 = 2; ceil(2·1) = 2. The engine instead
-// fails the metric with "missing pod-level request for memory in Pod a".
+// 2000·100/1000 = 200%; 200/100 = 2; ceil(2·1) = 2.
 func TestPodLevelRequestsOfAnotherResource(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
