@@ -5,10 +5,7 @@ import (
 	"time"
 
 	"github.com/setpointhq/setpoint/engine"
-	corev1 "k8s.io/api/core/v1"
 )
-
-func corev1ResourceName(s string) corev1.ResourceName { return corev1.ResourceName(s) }
 
 // EngineDriver replays a scenario directly against engine.Decide, keeping
 // status and history in memory as the server would keep them in its store.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/setpointhq/setpoint/engine"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -208,9 +209,9 @@ func MetricStatus(m engine.MetricStatus) autoscalingv2.MetricStatus {
 	id := autoscalingv2.MetricIdentifier{Name: m.Metric.Name, Selector: labelSelector(m.Metric.Selector)}
 	switch m.Type {
 	case engine.ResourceSource:
-		out.Resource = &autoscalingv2.ResourceMetricStatus{Name: corev1ResourceName(m.Resource), Current: cur}
+		out.Resource = &autoscalingv2.ResourceMetricStatus{Name: corev1.ResourceName(m.Resource), Current: cur}
 	case engine.ContainerResourceSource:
-		out.ContainerResource = &autoscalingv2.ContainerResourceMetricStatus{Name: corev1ResourceName(m.Resource), Container: m.Container, Current: cur}
+		out.ContainerResource = &autoscalingv2.ContainerResourceMetricStatus{Name: corev1.ResourceName(m.Resource), Container: m.Container, Current: cur}
 	case engine.PodsSource:
 		out.Pods = &autoscalingv2.PodsMetricStatus{Metric: id, Current: cur}
 	case engine.ObjectSource:

@@ -1,0 +1,167 @@
+package conformance
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/setpointhq/setpoint/engine"
+	"github.com/setpointhq/setpoint/internal/scenario"
+	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"github.com/setpointhq/setpoint/server/convert"
+	"github.com/setpointhq/setpoint/store"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// Clock is the server's injected clock: the runner moves it to each step's
+// time before calling the server.
+type Clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+// Now returns the clock's time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+// Set moves the clock to t.
+func (c *Clock) Set(t time.Time) {
+	c.mu.Lock()
+	c.t = t
+	c.mu.Unlock()
+}
+
+// grpcDriver replays one scenario through a Setpoint server: Recommend for
+// each step, Observe when the controller scaled.
+type grpcDriver struct {
+	client   setpointv1.AutoscalerServiceClient
+	clock    *Clock
+	key      *setpointv1.TargetKey
+	ref      store.TargetRef
+	decision string // id of the last decision
+}
+
+// Decide implements scenario.Driver.
+func (d *grpcDriver) Decide(ctx context.Context, in engine.Input) (scenario.Outcome, error) {
+	d.clock.Set(in.Now)
+	req, err := convert.Request(d.key, d.ref, in)
+	if err != nil {
+		return scenario.Outcome{}, err
+	}
+	resp, err := d.client.Recommend(ctx, req)
+	if err != nil {
+		return scenario.Outcome{}, fmt.Errorf("recommend: %w", err)
+	}
+	dec := resp.GetDecision()
+	d.decision = dec.GetDecisionId()
+	return outcome(dec)
+}
+
+// Applied implements scenario.Driver.
+func (d *grpcDriver) Applied(ctx context.Context, from, to int32, at time.Time) error {
+	d.clock.Set(at)
+	_, err := d.client.Observe(ctx, &setpointv1.ObserveRequest{
+		Target:     d.key,
+		DecisionId: d.decision,
+		Change:     &setpointv1.ObserveRequest_Applied{Applied: &setpointv1.AppliedChange{From: from, To: to}},
+	})
+	if err != nil {
+		return fmt.Errorf("observe: %w", err)
+	}
+	return nil
+}
+
+// outcome reads a decision of the API as a scenario outcome.
+func outcome(dec *setpointv1.Decision) (scenario.Outcome, error) {
+	st := dec.GetStatus()
+	o := scenario.Outcome{
+		OK:              dec.GetError() == "",
+		DesiredReplicas: st.GetDesiredReplicas(),
+		CurrentReplicas: st.GetCurrentReplicas(),
+	}
+	if dec.GetRescale() {
+		n := dec.GetDesiredReplicas()
+		o.Scale = &n
+	}
+	for _, c := range st.GetConditions() {
+		o.Conditions = append(o.Conditions, engine.Condition{
+			Type: engine.ConditionType(c.GetType()), Status: engine.ConditionStatus(c.GetStatus()), Reason: c.GetReason(), Message: c.GetMessage(),
+		})
+	}
+	for i, m := range st.GetCurrentMetrics() {
+		ms, err := metricStatus(m)
+		if err != nil {
+			return o, fmt.Errorf("status.current_metrics[%d]: %w", i, err)
+		}
+		o.CurrentMetrics = append(o.CurrentMetrics, ms)
+	}
+	return o, nil
+}
+
+// metricStatus reads an API metric status in engine terms.
+func metricStatus(m *setpointv1.MetricStatus) (engine.MetricStatus, error) {
+	out := engine.MetricStatus{Type: engine.MetricSourceType(m.GetType())}
+	var cur *setpointv1.MetricValueStatus
+	var id *setpointv1.MetricIdentifier
+	switch out.Type {
+	case engine.ResourceSource:
+		out.Resource, cur = m.GetResource().GetName(), m.GetResource().GetCurrent()
+	case engine.ContainerResourceSource:
+		c := m.GetContainerResource()
+		out.Resource, out.Container, cur = c.GetName(), c.GetContainer(), c.GetCurrent()
+	case engine.PodsSource:
+		id, cur = m.GetPods().GetMetric(), m.GetPods().GetCurrent()
+	case engine.ObjectSource:
+		o := m.GetObject()
+		id, cur = o.GetMetric(), o.GetCurrent()
+		ref := o.GetDescribedObject()
+		out.DescribedObject = engine.ObjectReference{APIVersion: ref.GetApiVersion(), Kind: ref.GetKind(), Name: ref.GetName()}
+	case engine.ExternalSource:
+		id, cur = m.GetExternal().GetMetric(), m.GetExternal().GetCurrent()
+	case "":
+		return out, nil
+	default:
+		return out, fmt.Errorf("unknown type %q", out.Type)
+	}
+	if id != nil {
+		out.Metric = engine.MetricIdentifier{Name: id.GetName(), Selector: selector(id.GetSelector())}
+	}
+	var err error
+	if out.Value, err = quantity(cur.GetValue()); err != nil {
+		return out, err
+	}
+	if out.AverageValue, err = quantity(cur.GetAverageValue()); err != nil {
+		return out, err
+	}
+	if cur.AverageUtilization != nil {
+		u := cur.GetAverageUtilization()
+		out.AverageUtilization = &u
+	}
+	return out, nil
+}
+
+func selector(s *setpointv1.LabelSelector) *engine.LabelSelector {
+	if s == nil {
+		return nil
+	}
+	out := &engine.LabelSelector{MatchLabels: s.GetMatchLabels()}
+	for _, e := range s.GetMatchExpressions() {
+		out.MatchExpressions = append(out.MatchExpressions, engine.LabelSelectorRequirement{Key: e.GetKey(), Operator: e.GetOperator(), Values: e.GetValues()})
+	}
+	return out
+}
+
+func quantity(s string) (*engine.Quantity, error) {
+	if s == "" {
+		return nil, nil
+	}
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return nil, err
+	}
+	return &engine.Quantity{Milli: q.MilliValue(), Format: engine.QuantityFormat(q.Format)}, nil
+}

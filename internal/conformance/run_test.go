@@ -1,0 +1,114 @@
+package conformance_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/setpointhq/setpoint/internal/conformance"
+)
+
+const corpus = "../../testdata/conformance/scenarios"
+
+// run replays paths through a fresh server and returns the result and the
+// report.
+func run(t *testing.T, paths ...string) (conformance.Result, string) {
+	t.Helper()
+	h, err := conformance.Start(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := h.Stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	var out bytes.Buffer
+	res, err := conformance.Run(context.Background(), h.Client, h.Clock, &out, paths...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, out.String()
+}
+
+// TestCorpus replays the whole public corpus over gRPC.
+func TestCorpus(t *testing.T) {
+	res, out := run(t, corpus)
+	if res.Failed != 0 || res.Passed == 0 {
+		t.Fatalf("got %+v:\n%s", res, out)
+	}
+	if !strings.HasSuffix(out, "conformance: "+itoa(res.Passed)+" passed, 0 failed\n") {
+		t.Errorf("summary line missing:\n%s", out)
+	}
+}
+
+// TestCorruptedExpectationFails proves the runner fails: one scenario's
+// expected desired replicas at step 1 is altered, and the report must name
+// that scenario, step and field.
+func TestCorruptedExpectationFails(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(corpus, "behavior-steps.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file map[string][]map[string]any
+	if err := json.Unmarshal(b, &file); err != nil {
+		t.Fatal(err)
+	}
+	sc := file["scenarios"][0]
+	steps := sc["steps"].([]any)
+	if len(steps) < 2 {
+		t.Fatal("first scenario needs 2 steps")
+	}
+	expect := steps[1].(map[string]any)["expect"].(map[string]any)
+	expect["desiredReplicas"] = expect["desiredReplicas"].(float64) + 1000
+	file["scenarios"] = file["scenarios"][:3]
+	dir := t.TempDir()
+	writeJSON(t, filepath.Join(dir, "corrupted.json"), file)
+	if err := os.WriteFile(filepath.Join(dir, "broken.json"), []byte(`{"scenarios": [`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	res, out := run(t, dir)
+	if res.Passed != 2 || res.Failed != 2 {
+		t.Errorf("got %+v, want 2 passed, 2 failed (one corrupted scenario, one unparsable file):\n%s", res, out)
+	}
+	want := "FAIL " + sc["name"].(string)
+	if !strings.Contains(out, want) || !strings.Contains(out, "step 1: desiredReplicas") {
+		t.Errorf("report does not name the scenario, step and field:\n%s", out)
+	}
+	if !strings.Contains(out, "broken.json: cannot parse") {
+		t.Errorf("report does not name the unparsable file:\n%s", out)
+	}
+	if !strings.HasSuffix(out, "conformance: 2 passed, 2 failed\n") {
+		t.Errorf("bad summary:\n%s", out)
+	}
+}
+
+// TestNoScenarios: an empty directory finds nothing, which the command
+// treats as a failure.
+func TestNoScenarios(t *testing.T) {
+	res, out := run(t, t.TempDir())
+	if res.Passed != 0 || res.Failed != 0 || !strings.HasSuffix(out, "conformance: 0 passed, 0 failed\n") {
+		t.Errorf("got %+v:\n%s", res, out)
+	}
+}
+
+func writeJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func itoa(n int) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}
