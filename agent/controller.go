@@ -58,6 +58,9 @@ type Options struct {
 	Service Service
 	// Events records Kubernetes Events; nil records none.
 	Events events.EventRecorder
+	// Namespace restricts the controller to one namespace's Autoscalers and
+	// pods; empty watches all namespaces.
+	Namespace string
 	// Cluster is the cluster name sent to the service.
 	Cluster string
 	// Settings are sent in each request.
@@ -149,7 +152,7 @@ func New(opts Options) (*Controller, error) {
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(opts.RateLimiter,
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "autoscalers"}),
 	}
-	c.autoscalerFactory = dynamicinformer.NewDynamicSharedInformerFactory(opts.Dynamic, opts.SyncPeriod)
+	c.autoscalerFactory = dynamicinformer.NewFilteredDynamicSharedInformerFactory(opts.Dynamic, opts.SyncPeriod, opts.Namespace, nil)
 	c.autoscalers = c.autoscalerFactory.ForResource(v1alpha1.AutoscalerResource).Informer()
 	_, err := c.autoscalers.AddEventHandlerWithResyncPeriod(cache.ResourceEventHandlerFuncs{
 		AddFunc: c.enqueue,
@@ -169,7 +172,7 @@ func New(opts Options) (*Controller, error) {
 	}
 	// Pods change status all the time; the agent reads them from the cache
 	// at each reconcile and never reacts to them, as the HPA controller.
-	c.podFactory = informers.NewSharedInformerFactory(opts.Kube, 0)
+	c.podFactory = informers.NewSharedInformerFactoryWithOptions(opts.Kube, 0, informers.WithNamespace(opts.Namespace))
 	podInformer := c.podFactory.Core().V1().Pods()
 	c.pods = podInformer.Lister()
 	c.podsSynced = podInformer.Informer().HasSynced

@@ -45,6 +45,8 @@ type Config struct {
 	CPUInitializationPeriod      optDuration
 	InitialReadinessDelay        optDuration
 	DownscaleStabilizationWindow optDuration
+	// Namespace restricts the agent to one namespace; empty means all.
+	Namespace string
 	// Kubeconfig is the kubeconfig file; empty uses the in-cluster config.
 	Kubeconfig string
 	// LeaderElect enables leader election; disable it only with one replica.
@@ -82,6 +84,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var(&c.CPUInitializationPeriod, "cpu-initialization-period", "period after a pod starts during which its CPU samples are checked against readiness; unset: the service's default")
 	fs.Var(&c.InitialReadinessDelay, "initial-readiness-delay", "period after a pod starts during which an unready pod counts as never ready; unset: the service's default")
 	fs.Var(&c.DownscaleStabilizationWindow, "downscale-stabilization-window", "scale-down stabilization window when the spec has no behavior; unset: the service's default")
+	fs.StringVar(&c.Namespace, "namespace", "", "reconcile only this namespace's Autoscalers (default: all namespaces)")
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", "", "kubeconfig file (default: the in-cluster configuration)")
 	fs.BoolVar(&c.LeaderElect, "leader-elect", true, "run only while holding the leader Lease")
 	fs.StringVar(&c.LeaderElectionNamespace, "leader-election-namespace", namespace, "namespace of the leader Lease")

@@ -30,6 +30,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -118,6 +119,7 @@ func run(ctx context.Context, cfg *Config) error {
 	opts.Service = agent.NewGRPCService(conn)
 	opts.Events = recorder
 	opts.Cluster = cfg.ClusterName
+	opts.Namespace = cfg.Namespace
 	opts.Settings = cfg.Settings()
 	opts.SyncPeriod = cfg.SyncPeriod
 	opts.RecommendTimeout = cfg.RecommendTimeout
@@ -206,6 +208,11 @@ func dial(cfg *Config) (*grpc.ClientConn, error) {
 	if cfg.TokenFile != "" {
 		opts = append(opts, grpc.WithPerRPCCredentials(tokenFile{path: cfg.TokenFile, secure: !cfg.Insecure}))
 	}
+	// Reconnect within seconds once the service is back.
+	opts = append(opts, grpc.WithConnectParams(grpc.ConnectParams{
+		Backoff:           backoff.Config{BaseDelay: time.Second, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 10 * time.Second},
+		MinConnectTimeout: 5 * time.Second,
+	}))
 	conn, err := grpc.NewClient(cfg.ServiceAddress, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("setpoint-agent: dial %s: %w", cfg.ServiceAddress, err)

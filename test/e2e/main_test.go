@@ -1,0 +1,624 @@
+// Package e2e tests the agent end to end: a real kube-apiserver and etcd
+// (internal/kubetest), the test metrics server behind the aggregation layer,
+// the real Setpoint server in-process over loopback TCP with a bbolt file,
+// and agents running against them. No kubelet or controller manager runs:
+// the tests create pods and write their status themselves.
+//
+// One apiserver serves every case; each case has its own namespace and its
+// own agent restricted to it, with a 1 s sync period.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials/insecure"
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/yaml"
+
+	"github.com/setpointhq/setpoint/agent"
+	"github.com/setpointhq/setpoint/agent/api/v1alpha1"
+	"github.com/setpointhq/setpoint/internal/kubetest"
+	"github.com/setpointhq/setpoint/internal/kubetest/metricsserver"
+	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"github.com/setpointhq/setpoint/server"
+	"github.com/setpointhq/setpoint/store"
+)
+
+// env is what every case shares.
+var env struct {
+	cluster *kubetest.Cluster
+	kube    kubernetes.Interface
+	dyn     dynamic.Interface
+	metrics *metricsserver.Server
+	server  *setpointServer
+}
+
+// widgets is the test's custom resource with a scale subresource.
+var widgets = schema.GroupVersionResource{Group: "e2e.setpoint.dev", Version: "v1", Resource: "widgets"}
+
+const syncPeriod = time.Second
+
+func TestMain(m *testing.M) {
+	if os.Getenv("SETPOINT_E2E_SKIP") != "" {
+		fmt.Println("e2e: skipped (SETPOINT_E2E_SKIP is set)")
+		os.Exit(0)
+	}
+	code, err := run(m)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		os.Exit(1)
+	}
+	if code == 0 {
+		if err := goleak.Find(
+			goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
+			goleak.IgnoreAnyFunction("k8s.io/apimachinery/pkg/watch.(*Broadcaster).loop"),
+			goleak.IgnoreAnyFunction("k8s.io/client-go/util/workqueue.(*Typed[...]).updateUnfinishedWorkLoop"),
+			goleak.IgnoreAnyFunction("k8s.io/client-go/util/workqueue.(*delayingType[...]).waitingLoop"),
+			goleak.IgnoreAnyFunction("k8s.io/client-go/tools/events.(*eventBroadcasterImpl).StartRecordingToSinkWithContext.func1"),
+			goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
+			goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
+			goleak.IgnoreAnyFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
+		); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e: leaked goroutines:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func run(m *testing.M) (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	start := time.Now()
+	c, err := kubetest.Start(ctx, kubetest.Options{})
+	if err != nil {
+		return 0, err
+	}
+	defer c.Stop()
+	env.cluster, env.kube = c, c.Client()
+	if env.dyn, err = dynamic.NewForConfig(c.Config()); err != nil {
+		return 0, err
+	}
+	ms, err := metricsserver.Start(metricsserver.Options{ClientCA: c.FrontProxyCAPEM()})
+	if err != nil {
+		return 0, err
+	}
+	defer ms.Close()
+	if err := ms.Register(ctx, c.Config()); err != nil {
+		return 0, err
+	}
+	env.metrics = ms
+	if err := installCRDs(ctx); err != nil {
+		return 0, err
+	}
+	dir, err := os.MkdirTemp("", "setpoint-e2e")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(dir)
+	env.server, err = startServer("127.0.0.1:0", filepath.Join(dir, "setpoint.db"))
+	if err != nil {
+		return 0, err
+	}
+	defer env.server.stop()
+	fmt.Printf("e2e: apiserver, metrics APIs, CRDs and Setpoint server ready in %v\n", time.Since(start).Round(time.Millisecond))
+	return m.Run(), nil
+}
+
+// installCRDs creates the Autoscaler CRD from deploy/ and the test's
+// Widget CRD, and waits until both are established.
+func installCRDs(ctx context.Context) error {
+	b, err := os.ReadFile("../../deploy/setpoint.dev_autoscalers.yaml")
+	if err != nil {
+		return err
+	}
+	crds := []string{string(b), widgetCRD}
+	res := env.dyn.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
+	for _, doc := range crds {
+		var obj map[string]any
+		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+			return err
+		}
+		u := &unstructured.Unstructured{Object: obj}
+		if _, err := res.Create(ctx, u, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create CRD %s: %w", u.GetName(), err)
+		}
+		if err := poll(ctx, 30*time.Second, func() (bool, error) {
+			got, err := res.Get(ctx, u.GetName(), metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+			for _, c := range conds {
+				m, _ := c.(map[string]any)
+				if m["type"] == "Established" && m["status"] == "True" {
+					return true, nil
+				}
+			}
+			return false, nil
+		}); err != nil {
+			return fmt.Errorf("CRD %s not established: %w", u.GetName(), err)
+		}
+	}
+	// Discovery must show the new resources before agents start.
+	return poll(ctx, 30*time.Second, func() (bool, error) {
+		_, err1 := env.kube.Discovery().ServerResourcesForGroupVersion("setpoint.dev/v1alpha1")
+		_, err2 := env.kube.Discovery().ServerResourcesForGroupVersion("e2e.setpoint.dev/v1")
+		return err1 == nil && err2 == nil, nil
+	})
+}
+
+const widgetCRD = `
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.e2e.setpoint.dev
+spec:
+  group: e2e.setpoint.dev
+  names: {kind: Widget, listKind: WidgetList, plural: widgets, singular: widget}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources:
+      status: {}
+      scale:
+        specReplicasPath: .spec.replicas
+        statusReplicasPath: .status.replicas
+        labelSelectorPath: .status.selector
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              replicas: {type: integer}
+          status:
+            type: object
+            properties:
+              replicas: {type: integer}
+              selector: {type: string}
+`
+
+func poll(ctx context.Context, timeout time.Duration, f func() (bool, error)) error {
+	deadline := time.Now().Add(timeout)
+	var last error
+	for time.Now().Before(deadline) {
+		ok, err := f()
+		if ok {
+			return nil
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("timed out after %v (last error: %v)", timeout, last)
+}
+
+// setpointServer is the real Setpoint server, in-process over TCP with a
+// bbolt file.
+type setpointServer struct {
+	addr   string
+	path   string
+	cancel context.CancelFunc
+	done   chan error
+	st     *store.Bolt
+}
+
+// startServer serves the Setpoint API on addr ("127.0.0.1:0" picks a port)
+// with the store file at path.
+func startServer(addr, path string) (*setpointServer, error) {
+	var lis net.Listener
+	var err error
+	// The port of a stopped server may linger briefly.
+	for range 50 {
+		if lis, err = net.Listen("tcp", addr); err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		return nil, err
+	}
+	st, err := store.Open(path, store.Options{})
+	if err != nil {
+		lis.Close()
+		return nil, err
+	}
+	srv := server.New(st, server.Options{ShutdownTimeout: time.Second, ExpireAfter: -1})
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &setpointServer{addr: lis.Addr().String(), path: path, cancel: cancel, done: make(chan error, 1), st: st}
+	go func() { s.done <- srv.Serve(ctx, lis) }()
+	return s, nil
+}
+
+func (s *setpointServer) stop() {
+	s.cancel()
+	<-s.done
+	s.st.Close()
+}
+
+// dial connects to a Setpoint server, reconnecting quickly.
+func dial(t testing.TB, addr string) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(addr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, MaxDelay: 500 * time.Millisecond},
+			MinConnectTimeout: time.Second,
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// agentConfig tunes one test agent.
+type agentConfig struct {
+	// addr is the Setpoint server; env.server when empty.
+	addr string
+	// wrap, when set, wraps the Service the agent calls.
+	wrap func(agent.Service) agent.Service
+	// settings are sent in each request.
+	settings agent.Settings
+}
+
+// testAgent is one agent run by a test.
+type testAgent struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	stop   sync.Once
+}
+
+// kill stops the agent without releasing anything, as a crash would; it
+// returns when the agent's goroutines have ended.
+func (a *testAgent) kill() {
+	a.stop.Do(func() {
+		a.cancel()
+		<-a.done
+	})
+}
+
+func agentOptions(t *testing.T, ns string, cfg agentConfig) (agent.Options, func()) {
+	t.Helper()
+	clients, err := agent.NewKubeClients(env.cluster.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := cfg.addr
+	if addr == "" {
+		addr = env.server.addr
+	}
+	var svc agent.Service = agent.NewGRPCService(dial(t, addr))
+	if cfg.wrap != nil {
+		svc = cfg.wrap(svc)
+	}
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: clients.Kube.EventsV1()})
+	bctx, bcancel := context.WithCancel(context.Background())
+	if err := broadcaster.StartRecordingToSinkWithContext(bctx); err != nil {
+		t.Fatal(err)
+	}
+	opts := clients.Options()
+	opts.Service = svc
+	opts.Events = broadcaster.NewRecorder(scheme.Scheme, "setpoint-agent")
+	opts.Namespace = ns
+	opts.Cluster = "e2e"
+	opts.Settings = cfg.settings
+	opts.SyncPeriod = syncPeriod
+	opts.RecommendTimeout = 2 * time.Second
+	opts.RateLimiter = workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, 2*time.Second)
+	return opts, func() { broadcaster.Shutdown(); bcancel() }
+}
+
+// startAgent runs an agent for namespace ns until the test ends.
+func startAgent(t *testing.T, ns string, cfg agentConfig) *testAgent {
+	t.Helper()
+	opts, cleanup := agentOptions(t, ns, cfg)
+	c, err := agent.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background().WithValues("ns", ns)))
+	a := &testAgent{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(a.done)
+		defer cleanup()
+		if err := c.Run(ctx); err != nil && ctx.Err() == nil {
+			t.Errorf("agent: %v", err)
+		}
+	}()
+	t.Cleanup(a.kill)
+	return a
+}
+
+// startLeaderAgent runs an agent that reconciles only while it holds the
+// Lease ns/setpoint-agent.
+func startLeaderAgent(t *testing.T, ns, identity string) *testAgent {
+	t.Helper()
+	opts, cleanup := agentOptions(t, ns, agentConfig{})
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background().WithValues("ns", ns, "identity", identity)))
+	a := &testAgent{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(a.done)
+		defer cleanup()
+		_ = agent.RunLeader(ctx, agent.LeaderElection{
+			Client: env.kube, Namespace: ns, Name: "setpoint-agent", Identity: identity,
+			LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond,
+		}, func(ctx context.Context) {
+			c, err := agent.New(opts)
+			if err != nil {
+				t.Errorf("agent: %v", err)
+				return
+			}
+			_ = c.Run(ctx)
+		})
+	}()
+	t.Cleanup(a.kill)
+	return a
+}
+
+func newNamespace(t *testing.T, name string) string {
+	t.Helper()
+	if _, err := env.kube.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+func createDeployment(t *testing.T, ns, name string, replicas int32) {
+	t.Helper()
+	labels := map[string]string{"app": name}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.invalid/app:1"}}},
+			},
+		},
+	}
+	if _, err := env.kube.AppsV1().Deployments(ns).Create(t.Context(), d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// podSpec describes a pod the test creates and "runs".
+type podSpec struct {
+	name       string
+	labels     map[string]string
+	cpuRequest string
+	ready      bool
+	// startedAgo is how long ago the pod started; readyAgo how long ago
+	// its Ready condition last changed.
+	startedAgo, readyAgo time.Duration
+}
+
+// createPod creates a pod and writes its status as a kubelet would.
+func createPod(t *testing.T, ns string, p podSpec) {
+	t.Helper()
+	ctx := t.Context()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: p.name, Labels: p.labels},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Name: "app", Image: "example.invalid/app:1",
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(p.cpuRequest)}},
+		}}},
+	}
+	created, err := env.kube.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	ready := corev1.ConditionFalse
+	if p.ready {
+		ready = corev1.ConditionTrue
+	}
+	created.Status = corev1.PodStatus{
+		Phase:      corev1.PodRunning,
+		StartTime:  &metav1.Time{Time: now.Add(-p.startedAgo)},
+		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: ready, LastTransitionTime: metav1.NewTime(now.Add(-p.readyAgo))}},
+	}
+	if _, err := env.kube.CoreV1().Pods(ns).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runningPods creates n ready pods started 10 minutes ago, with their CPU
+// usage set in the metrics server.
+func runningPods(t *testing.T, ns, app string, n int, request, usage string) {
+	t.Helper()
+	labels := map[string]string{"app": app}
+	for i := range n {
+		name := fmt.Sprintf("%s-%d", app, i)
+		createPod(t, ns, podSpec{name: name, labels: labels, cpuRequest: request, ready: true, startedAgo: 10 * time.Minute, readyAgo: 9 * time.Minute})
+		env.metrics.SetPodUsage(ns, name, labels, corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(usage)})
+	}
+}
+
+func createAutoscaler(t *testing.T, ns, name string, spec v1alpha1.AutoscalerSpec) {
+	t.Helper()
+	a := &v1alpha1.Autoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: spec}
+	u, err := v1alpha1.ToUnstructured(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.dyn.Resource(v1alpha1.AutoscalerResource).Namespace(ns).Create(t.Context(), u, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func autoscaler(t *testing.T, ns, name string) *v1alpha1.Autoscaler {
+	t.Helper()
+	u, err := env.dyn.Resource(v1alpha1.AutoscalerResource).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := v1alpha1.FromUnstructured(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func updateAutoscaler(t *testing.T, ns, name string, mutate func(*v1alpha1.AutoscalerSpec)) {
+	t.Helper()
+	res := env.dyn.Resource(v1alpha1.AutoscalerResource).Namespace(ns)
+	err := poll(t.Context(), 10*time.Second, func() (bool, error) {
+		a := autoscaler(t, ns, name)
+		mutate(&a.Spec)
+		u, err := v1alpha1.ToUnstructured(a)
+		if err != nil {
+			return false, err
+		}
+		_, err = res.Update(t.Context(), u, metav1.UpdateOptions{})
+		return err == nil, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func deploymentReplicas(t *testing.T, ns, name string) int32 {
+	t.Helper()
+	d, err := env.kube.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return *d.Spec.Replicas
+}
+
+// waitFor polls cond until it holds, failing the test with its last
+// description after timeout.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last string
+	for time.Now().Before(deadline) {
+		ok, desc := cond()
+		if ok {
+			return
+		}
+		last = desc
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %v waiting for %s; last: %s", timeout, what, last)
+}
+
+func waitReplicas(t *testing.T, ns, name string, want int32, timeout time.Duration) {
+	t.Helper()
+	waitFor(t, timeout, fmt.Sprintf("%s/%s at %d replicas", ns, name, want), func() (bool, string) {
+		got := deploymentReplicas(t, ns, name)
+		return got == want, fmt.Sprintf("replicas %d; status %s", got, statusText(t, ns, name))
+	})
+}
+
+// holdsReplicas checks that the deployment stays at want for d.
+func holdsReplicas(t *testing.T, ns, name string, want int32, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if got := deploymentReplicas(t, ns, name); got != want {
+			t.Fatalf("%s/%s changed to %d replicas, want it held at %d; status %s", ns, name, got, want, statusText(t, ns, name))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func condition(a *v1alpha1.Autoscaler, ct autoscalingv2.HorizontalPodAutoscalerConditionType) *autoscalingv2.HorizontalPodAutoscalerCondition {
+	for i := range a.Status.Conditions {
+		if a.Status.Conditions[i].Type == ct {
+			return &a.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func statusText(t *testing.T, ns, name string) string {
+	a := autoscaler(t, ns, name)
+	var b strings.Builder
+	fmt.Fprintf(&b, "current=%d desired=%d targets=%q", a.Status.CurrentReplicas, a.Status.DesiredReplicas, a.Status.Targets)
+	for _, c := range a.Status.Conditions {
+		fmt.Fprintf(&b, " [%s=%s %s: %s]", c.Type, c.Status, c.Reason, c.Message)
+	}
+	if e := a.Status.Explanation; e != nil {
+		fmt.Fprintf(&b, " explanation=%q", e.Summary)
+	}
+	return b.String()
+}
+
+// eventsOf lists the Events about an Autoscaler as `kubectl describe`
+// shows them: "Type Reason Message".
+func eventsOf(t *testing.T, ns, name string) []string {
+	t.Helper()
+	list, err := env.kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{
+		FieldSelector: "involvedObject.kind=Autoscaler,involvedObject.name=" + name,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range list.Items {
+		out = append(out, e.Type+" "+e.Reason+" "+e.Message)
+	}
+	return out
+}
+
+func waitEvent(t *testing.T, ns, name, prefix string) {
+	t.Helper()
+	waitFor(t, 10*time.Second, "event "+prefix, func() (bool, string) {
+		evs := eventsOf(t, ns, name)
+		for _, e := range evs {
+			if strings.HasPrefix(e, prefix) {
+				return true, ""
+			}
+		}
+		return false, strings.Join(evs, " | ")
+	})
+}
+
+// targetKnown reports whether the Setpoint server holds the target.
+func targetKnown(t *testing.T, ns, name string) bool {
+	t.Helper()
+	client := setpointv1.NewAutoscalerServiceClient(dial(t, env.server.addr))
+	resp, err := client.ListTargets(t.Context(), &setpointv1.ListTargetsRequest{Cluster: "e2e", Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tg := range resp.GetTargets() {
+		if tg.GetKey().GetName() == name {
+			return true
+		}
+	}
+	return false
+}
