@@ -57,7 +57,8 @@ func richInput() engine.Input {
 		Pods: []engine.Pod{
 			{Name: "web-1", Phase: engine.PodRunning, StartTime: t0.Add(-time.Hour),
 				Ready:      &engine.PodReadiness{Status: engine.ConditionTrue, LastTransitionTime: t0.Add(-50 * time.Minute)},
-				Containers: []engine.Container{{Name: "app", Requests: map[string]int64{"cpu": 250, "memory": 256 << 20 * 1000}}, {Name: "sidecar", Requests: map[string]int64{"cpu": 50}}}},
+				Containers: []engine.Container{{Name: "app", Requests: map[string]int64{"cpu": 250, "memory": 256 << 20 * 1000}}, {Name: "sidecar", Requests: map[string]int64{"cpu": 50}, Sidecar: true}, {Name: "migrate", Requests: map[string]int64{"cpu": 500}, Init: true}},
+				Overhead:   map[string]int64{"cpu": 10}},
 			{Name: "web-2", Phase: engine.PodPending, Deleting: true, Requests: map[string]int64{"cpu": 1000}},
 		},
 		ResourceMetrics: engine.ResourceMetrics{Pods: []engine.PodUsage{
@@ -203,19 +204,42 @@ func randomInput(r *rand.Rand) engine.Input {
 	return in
 }
 
+// controllerReading is how the Kubernetes controller reads a tolerance the
+// API server stored: the approximate float64 of its canonical form.
+func controllerReading(s string) float64 {
+	q := resource.MustParse(s)
+	canonical := resource.MustParse(q.String())
+	return canonical.AsApproximateFloat64()
+}
+
 func TestToleranceQuantity(t *testing.T) {
 	for _, s := range []string{"0", "0.1", "0.05", "1", "1.5", "0.333", "10m", "7m", "123456m", "1e-3", "300m", "0.3"} {
-		q := resource.MustParse(s)
-		want := q.AsApproximateFloat64()
+		want := controllerReading(s)
 		got, err := convert.ToleranceQuantity(want)
 		if err != nil {
 			t.Errorf("ToleranceQuantity(%v): %v", want, err)
 			continue
 		}
-		back := resource.MustParse(got)
-		if back.AsApproximateFloat64() != want {
-			t.Errorf("ToleranceQuantity(%v) = %q, reads back as %v", want, got, back.AsApproximateFloat64())
+		if back := controllerReading(got); back != want {
+			t.Errorf("ToleranceQuantity(%v) = %q, reads back as %v", want, got, back)
 		}
+	}
+}
+
+// TestToleranceIsReadInCanonicalForm: "0.3" and "300m" are the same stored
+// quantity, so the controller (and Setpoint) read the same tolerance.
+func TestToleranceIsReadInCanonicalForm(t *testing.T) {
+	read := func(tol string) float64 {
+		req := minimalRequest()
+		req.Spec.Behavior = &setpointv1.HorizontalPodAutoscalerBehavior{ScaleUp: &setpointv1.ScalingRules{Tolerance: tol}}
+		in, err := convert.Input(req, time.Unix(1, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return in.Spec.Behavior.ScaleUp.Tolerance
+	}
+	if a, b := read("0.3"), read("300m"); a != b || a != controllerReading("300m") {
+		t.Errorf(`tolerance "0.3" reads %v, "300m" reads %v; want both %v`, a, b, controllerReading("300m"))
 	}
 }
 

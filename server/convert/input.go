@@ -260,7 +260,7 @@ func (c *converter) rules(f string, r *setpointv1.ScalingRules, window int32, po
 		case q.Sign() < 0:
 			c.err.Add(f+".tolerance", "must be a quantity >= 0, got %q", t)
 		default:
-			out.Tolerance = q.AsApproximateFloat64()
+			out.Tolerance = toleranceValue(q)
 		}
 	}
 	return out
@@ -465,6 +465,7 @@ func (c *converter) pods(ps []*setpointv1.Pod) []engine.Pod {
 			Deleting:  p.GetDeleting(),
 			StartTime: c.timestamp(f+".start_time", p.GetStartTime()),
 			Requests:  c.quantities(f+".requests", p.GetRequests()),
+			Overhead:  c.quantities(f+".overhead", p.GetOverhead()),
 		}
 		switch pod.Phase {
 		case engine.PodPending, engine.PodRunning, engine.PodSucceeded, engine.PodFailed, engine.PodUnknown:
@@ -481,7 +482,10 @@ func (c *converter) pods(ps []*setpointv1.Pod) []engine.Pod {
 		for j, ct := range p.GetContainers() {
 			cf := fmt.Sprintf("%s.containers[%d]", f, j)
 			c.nonEmpty(cf+".name", ct.GetName())
-			pod.Containers = append(pod.Containers, engine.Container{Name: ct.GetName(), Requests: c.quantities(cf+".requests", ct.GetRequests())})
+			if ct.GetRestartableInit() && ct.GetInit() {
+				c.err.Add(cf, "restartable_init and init are exclusive")
+			}
+			pod.Containers = append(pod.Containers, engine.Container{Name: ct.GetName(), Requests: c.quantities(cf+".requests", ct.GetRequests()), Sidecar: ct.GetRestartableInit(), Init: ct.GetInit()})
 		}
 		out = append(out, pod)
 	}
@@ -541,4 +545,16 @@ func (c *converter) observations(obs []*setpointv1.MetricObservation, metrics []
 		}
 	}
 	return out
+}
+
+// toleranceValue reads a behavior tolerance as the Kubernetes controller
+// does: the API server stores the quantity in canonical form ("0.3" becomes
+// "300m"), and the controller takes the approximate float64 of that form,
+// which may differ from the approximate float64 of what the client sent.
+func toleranceValue(q resource.Quantity) float64 {
+	canonical, err := resource.ParseQuantity(q.String())
+	if err != nil { // cannot happen: String always parses
+		return q.AsApproximateFloat64()
+	}
+	return canonical.AsApproximateFloat64()
 }

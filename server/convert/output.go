@@ -124,7 +124,7 @@ func ToleranceQuantity(f float64) (string, error) {
 	candidates = append(candidates, strconv.FormatFloat(f, 'g', -1, 64))
 	for _, s := range candidates {
 		q, err := resource.ParseQuantity(s)
-		if err == nil && q.AsApproximateFloat64() == f {
+		if err == nil && toleranceValue(q) == f {
 			return s, nil
 		}
 	}
@@ -181,12 +181,12 @@ func objectReference(r engine.ObjectReference) *setpointv1.CrossVersionObjectRef
 func pods(ps []engine.Pod) []*setpointv1.Pod {
 	var out []*setpointv1.Pod
 	for _, p := range ps {
-		pod := &setpointv1.Pod{Name: p.Name, Phase: string(p.Phase), Deleting: p.Deleting, StartTime: timestamp(p.StartTime), Requests: quantityStrings(p.Requests)}
+		pod := &setpointv1.Pod{Name: p.Name, Phase: string(p.Phase), Deleting: p.Deleting, StartTime: timestamp(p.StartTime), Requests: quantityStrings(p.Requests), Overhead: quantityStrings(p.Overhead)}
 		if r := p.Ready; r != nil {
 			pod.Ready = &setpointv1.PodReadyCondition{Status: string(r.Status), LastTransitionTime: timestamp(r.LastTransitionTime)}
 		}
 		for _, c := range p.Containers {
-			pod.Containers = append(pod.Containers, &setpointv1.Container{Name: c.Name, Requests: quantityStrings(c.Requests)})
+			pod.Containers = append(pod.Containers, &setpointv1.Container{Name: c.Name, Requests: quantityStrings(c.Requests), RestartableInit: c.Sidecar, Init: c.Init})
 		}
 		out = append(out, pod)
 	}

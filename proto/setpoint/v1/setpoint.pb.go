@@ -1225,11 +1225,14 @@ type Pod struct {
 	StartTime *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
 	// The pod's Ready condition; absent when the pod has none.
 	Ready *PodReadyCondition `protobuf:"bytes,5,opt,name=ready,proto3" json:"ready,omitempty"`
-	// The pod's containers and its restartable init (sidecar) containers;
-	// other init containers are left out.
+	// The pod's containers, then its init containers in spec order, marked
+	// restartable_init (sidecars) or init.
 	Containers []*Container `protobuf:"bytes,6,rep,name=containers,proto3" json:"containers,omitempty"`
 	// Pod-level requests (spec.resources.requests): resource name → quantity.
-	Requests      map[string]string `protobuf:"bytes,7,rep,name=requests,proto3" json:"requests,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Requests map[string]string `protobuf:"bytes,7,rep,name=requests,proto3" json:"requests,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// spec.overhead: resource name → quantity; counted with pod-level
+	// requests, as Kubernetes' pod request aggregate counts it.
+	Overhead      map[string]string `protobuf:"bytes,8,rep,name=overhead,proto3" json:"overhead,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1313,6 +1316,13 @@ func (x *Pod) GetRequests() map[string]string {
 	return nil
 }
 
+func (x *Pod) GetOverhead() map[string]string {
+	if x != nil {
+		return x.Overhead
+	}
+	return nil
+}
+
 // PodReadyCondition is a pod's Ready condition.
 type PodReadyCondition struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1376,10 +1386,15 @@ type Container struct {
 	// Resource requests: resource name → quantity (cpu in cores, "250m";
 	// memory in bytes, "128Mi").
 	Requests map[string]string `protobuf:"bytes,2,rep,name=requests,proto3" json:"requests,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	// True for a restartable init (sidecar) container; informational.
+	// True for a restartable init (sidecar) container: its requests count
+	// like a regular container's.
 	RestartableInit bool `protobuf:"varint,3,opt,name=restartable_init,json=restartableInit,proto3" json:"restartable_init,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// True for an init container that runs to completion: left out of the
+	// HPA's request sum, used only by the pod request aggregate that applies
+	// with pod-level requests.
+	Init          bool `protobuf:"varint,4,opt,name=init,proto3" json:"init,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Container) Reset() {
@@ -1429,6 +1444,13 @@ func (x *Container) GetRequests() map[string]string {
 func (x *Container) GetRestartableInit() bool {
 	if x != nil {
 		return x.RestartableInit
+	}
+	return false
+}
+
+func (x *Container) GetInit() bool {
+	if x != nil {
+		return x.Init
 	}
 	return false
 }
@@ -4039,7 +4061,7 @@ const file_setpoint_v1_setpoint_proto_rawDesc = "" +
 	"\x05Scale\x12\x1a\n" +
 	"\breplicas\x18\x01 \x01(\x05R\breplicas\x12'\n" +
 	"\x0fstatus_replicas\x18\x02 \x01(\x05R\x0estatusReplicas\x12\x1a\n" +
-	"\bselector\x18\x03 \x01(\tR\bselector\"\xed\x02\n" +
+	"\bselector\x18\x03 \x01(\tR\bselector\"\xe6\x03\n" +
 	"\x03Pod\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05phase\x18\x02 \x01(\tR\x05phase\x12\x1a\n" +
@@ -4050,17 +4072,22 @@ const file_setpoint_v1_setpoint_proto_rawDesc = "" +
 	"\n" +
 	"containers\x18\x06 \x03(\v2\x16.setpoint.v1.ContainerR\n" +
 	"containers\x12:\n" +
-	"\brequests\x18\a \x03(\v2\x1e.setpoint.v1.Pod.RequestsEntryR\brequests\x1a;\n" +
+	"\brequests\x18\a \x03(\v2\x1e.setpoint.v1.Pod.RequestsEntryR\brequests\x12:\n" +
+	"\boverhead\x18\b \x03(\v2\x1e.setpoint.v1.Pod.OverheadEntryR\boverhead\x1a;\n" +
 	"\rRequestsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a;\n" +
+	"\rOverheadEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"y\n" +
 	"\x11PodReadyCondition\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\tR\x06status\x12L\n" +
-	"\x14last_transition_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x12lastTransitionTime\"\xc9\x01\n" +
+	"\x14last_transition_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x12lastTransitionTime\"\xdd\x01\n" +
 	"\tContainer\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12@\n" +
 	"\brequests\x18\x02 \x03(\v2$.setpoint.v1.Container.RequestsEntryR\brequests\x12)\n" +
-	"\x10restartable_init\x18\x03 \x01(\bR\x0frestartableInit\x1a;\n" +
+	"\x10restartable_init\x18\x03 \x01(\bR\x0frestartableInit\x12\x12\n" +
+	"\x04init\x18\x04 \x01(\bR\x04init\x1a;\n" +
 	"\rRequestsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"V\n" +
@@ -4263,7 +4290,7 @@ func file_setpoint_v1_setpoint_proto_rawDescGZIP() []byte {
 	return file_setpoint_v1_setpoint_proto_rawDescData
 }
 
-var file_setpoint_v1_setpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
+var file_setpoint_v1_setpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
 var file_setpoint_v1_setpoint_proto_goTypes = []any{
 	(*TargetKey)(nil),                       // 0: setpoint.v1.TargetKey
 	(*CrossVersionObjectReference)(nil),     // 1: setpoint.v1.CrossVersionObjectReference
@@ -4324,121 +4351,123 @@ var file_setpoint_v1_setpoint_proto_goTypes = []any{
 	(*Event)(nil),                           // 56: setpoint.v1.Event
 	nil,                                     // 57: setpoint.v1.LabelSelector.MatchLabelsEntry
 	nil,                                     // 58: setpoint.v1.Pod.RequestsEntry
-	nil,                                     // 59: setpoint.v1.Container.RequestsEntry
-	nil,                                     // 60: setpoint.v1.ContainerMetrics.UsageEntry
-	(*durationpb.Duration)(nil),             // 61: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),           // 62: google.protobuf.Timestamp
+	nil,                                     // 59: setpoint.v1.Pod.OverheadEntry
+	nil,                                     // 60: setpoint.v1.Container.RequestsEntry
+	nil,                                     // 61: setpoint.v1.ContainerMetrics.UsageEntry
+	(*durationpb.Duration)(nil),             // 62: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),           // 63: google.protobuf.Timestamp
 }
 var file_setpoint_v1_setpoint_proto_depIdxs = []int32{
-	1,  // 0: setpoint.v1.HorizontalPodAutoscalerSpec.scale_target_ref:type_name -> setpoint.v1.CrossVersionObjectReference
-	3,  // 1: setpoint.v1.HorizontalPodAutoscalerSpec.metrics:type_name -> setpoint.v1.MetricSpec
-	13, // 2: setpoint.v1.HorizontalPodAutoscalerSpec.behavior:type_name -> setpoint.v1.HorizontalPodAutoscalerBehavior
-	4,  // 3: setpoint.v1.MetricSpec.resource:type_name -> setpoint.v1.ResourceMetricSource
-	5,  // 4: setpoint.v1.MetricSpec.container_resource:type_name -> setpoint.v1.ContainerResourceMetricSource
-	6,  // 5: setpoint.v1.MetricSpec.pods:type_name -> setpoint.v1.PodsMetricSource
-	7,  // 6: setpoint.v1.MetricSpec.object:type_name -> setpoint.v1.ObjectMetricSource
-	8,  // 7: setpoint.v1.MetricSpec.external:type_name -> setpoint.v1.ExternalMetricSource
-	12, // 8: setpoint.v1.ResourceMetricSource.target:type_name -> setpoint.v1.MetricTarget
-	12, // 9: setpoint.v1.ContainerResourceMetricSource.target:type_name -> setpoint.v1.MetricTarget
-	9,  // 10: setpoint.v1.PodsMetricSource.metric:type_name -> setpoint.v1.MetricIdentifier
-	12, // 11: setpoint.v1.PodsMetricSource.target:type_name -> setpoint.v1.MetricTarget
-	1,  // 12: setpoint.v1.ObjectMetricSource.described_object:type_name -> setpoint.v1.CrossVersionObjectReference
-	9,  // 13: setpoint.v1.ObjectMetricSource.metric:type_name -> setpoint.v1.MetricIdentifier
-	12, // 14: setpoint.v1.ObjectMetricSource.target:type_name -> setpoint.v1.MetricTarget
-	9,  // 15: setpoint.v1.ExternalMetricSource.metric:type_name -> setpoint.v1.MetricIdentifier
-	12, // 16: setpoint.v1.ExternalMetricSource.target:type_name -> setpoint.v1.MetricTarget
-	10, // 17: setpoint.v1.MetricIdentifier.selector:type_name -> setpoint.v1.LabelSelector
-	57, // 18: setpoint.v1.LabelSelector.match_labels:type_name -> setpoint.v1.LabelSelector.MatchLabelsEntry
-	11, // 19: setpoint.v1.LabelSelector.match_expressions:type_name -> setpoint.v1.LabelSelectorRequirement
-	14, // 20: setpoint.v1.HorizontalPodAutoscalerBehavior.scale_up:type_name -> setpoint.v1.ScalingRules
-	14, // 21: setpoint.v1.HorizontalPodAutoscalerBehavior.scale_down:type_name -> setpoint.v1.ScalingRules
-	15, // 22: setpoint.v1.ScalingRules.policies:type_name -> setpoint.v1.ScalingPolicy
-	61, // 23: setpoint.v1.ControllerSettings.cpu_initialization_period:type_name -> google.protobuf.Duration
-	61, // 24: setpoint.v1.ControllerSettings.initial_readiness_delay:type_name -> google.protobuf.Duration
-	61, // 25: setpoint.v1.ControllerSettings.downscale_stabilization_window:type_name -> google.protobuf.Duration
-	62, // 26: setpoint.v1.Pod.start_time:type_name -> google.protobuf.Timestamp
-	19, // 27: setpoint.v1.Pod.ready:type_name -> setpoint.v1.PodReadyCondition
-	20, // 28: setpoint.v1.Pod.containers:type_name -> setpoint.v1.Container
-	58, // 29: setpoint.v1.Pod.requests:type_name -> setpoint.v1.Pod.RequestsEntry
-	62, // 30: setpoint.v1.PodReadyCondition.last_transition_time:type_name -> google.protobuf.Timestamp
-	59, // 31: setpoint.v1.Container.requests:type_name -> setpoint.v1.Container.RequestsEntry
-	22, // 32: setpoint.v1.ResourceMetrics.items:type_name -> setpoint.v1.PodMetrics
-	62, // 33: setpoint.v1.PodMetrics.timestamp:type_name -> google.protobuf.Timestamp
-	61, // 34: setpoint.v1.PodMetrics.window:type_name -> google.protobuf.Duration
-	23, // 35: setpoint.v1.PodMetrics.containers:type_name -> setpoint.v1.ContainerMetrics
-	60, // 36: setpoint.v1.ContainerMetrics.usage:type_name -> setpoint.v1.ContainerMetrics.UsageEntry
-	25, // 37: setpoint.v1.MetricObservation.values:type_name -> setpoint.v1.MetricValue
-	62, // 38: setpoint.v1.MetricValue.timestamp:type_name -> google.protobuf.Timestamp
-	61, // 39: setpoint.v1.MetricValue.window:type_name -> google.protobuf.Duration
-	0,  // 40: setpoint.v1.RecommendRequest.target:type_name -> setpoint.v1.TargetKey
-	2,  // 41: setpoint.v1.RecommendRequest.spec:type_name -> setpoint.v1.HorizontalPodAutoscalerSpec
-	16, // 42: setpoint.v1.RecommendRequest.settings:type_name -> setpoint.v1.ControllerSettings
-	17, // 43: setpoint.v1.RecommendRequest.scale:type_name -> setpoint.v1.Scale
-	18, // 44: setpoint.v1.RecommendRequest.pods:type_name -> setpoint.v1.Pod
-	21, // 45: setpoint.v1.RecommendRequest.resource_metrics:type_name -> setpoint.v1.ResourceMetrics
-	24, // 46: setpoint.v1.RecommendRequest.observations:type_name -> setpoint.v1.MetricObservation
-	28, // 47: setpoint.v1.RecommendResponse.decision:type_name -> setpoint.v1.Decision
-	62, // 48: setpoint.v1.Decision.decision_time:type_name -> google.protobuf.Timestamp
-	38, // 49: setpoint.v1.Decision.explanation:type_name -> setpoint.v1.Explanation
-	29, // 50: setpoint.v1.Decision.status:type_name -> setpoint.v1.HorizontalPodAutoscalerStatus
-	62, // 51: setpoint.v1.HorizontalPodAutoscalerStatus.last_scale_time:type_name -> google.protobuf.Timestamp
-	31, // 52: setpoint.v1.HorizontalPodAutoscalerStatus.current_metrics:type_name -> setpoint.v1.MetricStatus
-	30, // 53: setpoint.v1.HorizontalPodAutoscalerStatus.conditions:type_name -> setpoint.v1.Condition
-	62, // 54: setpoint.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
-	32, // 55: setpoint.v1.MetricStatus.resource:type_name -> setpoint.v1.ResourceMetricStatus
-	33, // 56: setpoint.v1.MetricStatus.container_resource:type_name -> setpoint.v1.ContainerResourceMetricStatus
-	34, // 57: setpoint.v1.MetricStatus.pods:type_name -> setpoint.v1.PodsMetricStatus
-	35, // 58: setpoint.v1.MetricStatus.object:type_name -> setpoint.v1.ObjectMetricStatus
-	36, // 59: setpoint.v1.MetricStatus.external:type_name -> setpoint.v1.ExternalMetricStatus
-	37, // 60: setpoint.v1.ResourceMetricStatus.current:type_name -> setpoint.v1.MetricValueStatus
-	37, // 61: setpoint.v1.ContainerResourceMetricStatus.current:type_name -> setpoint.v1.MetricValueStatus
-	9,  // 62: setpoint.v1.PodsMetricStatus.metric:type_name -> setpoint.v1.MetricIdentifier
-	37, // 63: setpoint.v1.PodsMetricStatus.current:type_name -> setpoint.v1.MetricValueStatus
-	9,  // 64: setpoint.v1.ObjectMetricStatus.metric:type_name -> setpoint.v1.MetricIdentifier
-	37, // 65: setpoint.v1.ObjectMetricStatus.current:type_name -> setpoint.v1.MetricValueStatus
-	1,  // 66: setpoint.v1.ObjectMetricStatus.described_object:type_name -> setpoint.v1.CrossVersionObjectReference
-	9,  // 67: setpoint.v1.ExternalMetricStatus.metric:type_name -> setpoint.v1.MetricIdentifier
-	37, // 68: setpoint.v1.ExternalMetricStatus.current:type_name -> setpoint.v1.MetricValueStatus
-	39, // 69: setpoint.v1.Explanation.metrics:type_name -> setpoint.v1.MetricExplanation
-	40, // 70: setpoint.v1.Explanation.steps:type_name -> setpoint.v1.Step
-	0,  // 71: setpoint.v1.ObserveRequest.target:type_name -> setpoint.v1.TargetKey
-	42, // 72: setpoint.v1.ObserveRequest.applied:type_name -> setpoint.v1.AppliedChange
-	43, // 73: setpoint.v1.ObserveRequest.failed:type_name -> setpoint.v1.FailedChange
-	44, // 74: setpoint.v1.ObserveRequest.external:type_name -> setpoint.v1.ExternalChange
-	29, // 75: setpoint.v1.ObserveResponse.status:type_name -> setpoint.v1.HorizontalPodAutoscalerStatus
-	0,  // 76: setpoint.v1.GetTargetRequest.target:type_name -> setpoint.v1.TargetKey
-	52, // 77: setpoint.v1.GetTargetResponse.target:type_name -> setpoint.v1.Target
-	52, // 78: setpoint.v1.ListTargetsResponse.targets:type_name -> setpoint.v1.Target
-	0,  // 79: setpoint.v1.DeleteTargetRequest.target:type_name -> setpoint.v1.TargetKey
-	0,  // 80: setpoint.v1.Target.key:type_name -> setpoint.v1.TargetKey
-	2,  // 81: setpoint.v1.Target.spec:type_name -> setpoint.v1.HorizontalPodAutoscalerSpec
-	16, // 82: setpoint.v1.Target.settings:type_name -> setpoint.v1.ControllerSettings
-	29, // 83: setpoint.v1.Target.status:type_name -> setpoint.v1.HorizontalPodAutoscalerStatus
-	28, // 84: setpoint.v1.Target.last_decision:type_name -> setpoint.v1.Decision
-	53, // 85: setpoint.v1.Target.history:type_name -> setpoint.v1.History
-	56, // 86: setpoint.v1.Target.events:type_name -> setpoint.v1.Event
-	62, // 87: setpoint.v1.Target.last_seen:type_name -> google.protobuf.Timestamp
-	54, // 88: setpoint.v1.History.recommendations:type_name -> setpoint.v1.Recommendation
-	55, // 89: setpoint.v1.History.scale_up_events:type_name -> setpoint.v1.ScaleEvent
-	55, // 90: setpoint.v1.History.scale_down_events:type_name -> setpoint.v1.ScaleEvent
-	62, // 91: setpoint.v1.Recommendation.time:type_name -> google.protobuf.Timestamp
-	62, // 92: setpoint.v1.ScaleEvent.time:type_name -> google.protobuf.Timestamp
-	62, // 93: setpoint.v1.Event.time:type_name -> google.protobuf.Timestamp
-	26, // 94: setpoint.v1.AutoscalerService.Recommend:input_type -> setpoint.v1.RecommendRequest
-	41, // 95: setpoint.v1.AutoscalerService.Observe:input_type -> setpoint.v1.ObserveRequest
-	46, // 96: setpoint.v1.AutoscalerService.GetTarget:input_type -> setpoint.v1.GetTargetRequest
-	48, // 97: setpoint.v1.AutoscalerService.ListTargets:input_type -> setpoint.v1.ListTargetsRequest
-	50, // 98: setpoint.v1.AutoscalerService.DeleteTarget:input_type -> setpoint.v1.DeleteTargetRequest
-	27, // 99: setpoint.v1.AutoscalerService.Recommend:output_type -> setpoint.v1.RecommendResponse
-	45, // 100: setpoint.v1.AutoscalerService.Observe:output_type -> setpoint.v1.ObserveResponse
-	47, // 101: setpoint.v1.AutoscalerService.GetTarget:output_type -> setpoint.v1.GetTargetResponse
-	49, // 102: setpoint.v1.AutoscalerService.ListTargets:output_type -> setpoint.v1.ListTargetsResponse
-	51, // 103: setpoint.v1.AutoscalerService.DeleteTarget:output_type -> setpoint.v1.DeleteTargetResponse
-	99, // [99:104] is the sub-list for method output_type
-	94, // [94:99] is the sub-list for method input_type
-	94, // [94:94] is the sub-list for extension type_name
-	94, // [94:94] is the sub-list for extension extendee
-	0,  // [0:94] is the sub-list for field type_name
+	1,   // 0: setpoint.v1.HorizontalPodAutoscalerSpec.scale_target_ref:type_name -> setpoint.v1.CrossVersionObjectReference
+	3,   // 1: setpoint.v1.HorizontalPodAutoscalerSpec.metrics:type_name -> setpoint.v1.MetricSpec
+	13,  // 2: setpoint.v1.HorizontalPodAutoscalerSpec.behavior:type_name -> setpoint.v1.HorizontalPodAutoscalerBehavior
+	4,   // 3: setpoint.v1.MetricSpec.resource:type_name -> setpoint.v1.ResourceMetricSource
+	5,   // 4: setpoint.v1.MetricSpec.container_resource:type_name -> setpoint.v1.ContainerResourceMetricSource
+	6,   // 5: setpoint.v1.MetricSpec.pods:type_name -> setpoint.v1.PodsMetricSource
+	7,   // 6: setpoint.v1.MetricSpec.object:type_name -> setpoint.v1.ObjectMetricSource
+	8,   // 7: setpoint.v1.MetricSpec.external:type_name -> setpoint.v1.ExternalMetricSource
+	12,  // 8: setpoint.v1.ResourceMetricSource.target:type_name -> setpoint.v1.MetricTarget
+	12,  // 9: setpoint.v1.ContainerResourceMetricSource.target:type_name -> setpoint.v1.MetricTarget
+	9,   // 10: setpoint.v1.PodsMetricSource.metric:type_name -> setpoint.v1.MetricIdentifier
+	12,  // 11: setpoint.v1.PodsMetricSource.target:type_name -> setpoint.v1.MetricTarget
+	1,   // 12: setpoint.v1.ObjectMetricSource.described_object:type_name -> setpoint.v1.CrossVersionObjectReference
+	9,   // 13: setpoint.v1.ObjectMetricSource.metric:type_name -> setpoint.v1.MetricIdentifier
+	12,  // 14: setpoint.v1.ObjectMetricSource.target:type_name -> setpoint.v1.MetricTarget
+	9,   // 15: setpoint.v1.ExternalMetricSource.metric:type_name -> setpoint.v1.MetricIdentifier
+	12,  // 16: setpoint.v1.ExternalMetricSource.target:type_name -> setpoint.v1.MetricTarget
+	10,  // 17: setpoint.v1.MetricIdentifier.selector:type_name -> setpoint.v1.LabelSelector
+	57,  // 18: setpoint.v1.LabelSelector.match_labels:type_name -> setpoint.v1.LabelSelector.MatchLabelsEntry
+	11,  // 19: setpoint.v1.LabelSelector.match_expressions:type_name -> setpoint.v1.LabelSelectorRequirement
+	14,  // 20: setpoint.v1.HorizontalPodAutoscalerBehavior.scale_up:type_name -> setpoint.v1.ScalingRules
+	14,  // 21: setpoint.v1.HorizontalPodAutoscalerBehavior.scale_down:type_name -> setpoint.v1.ScalingRules
+	15,  // 22: setpoint.v1.ScalingRules.policies:type_name -> setpoint.v1.ScalingPolicy
+	62,  // 23: setpoint.v1.ControllerSettings.cpu_initialization_period:type_name -> google.protobuf.Duration
+	62,  // 24: setpoint.v1.ControllerSettings.initial_readiness_delay:type_name -> google.protobuf.Duration
+	62,  // 25: setpoint.v1.ControllerSettings.downscale_stabilization_window:type_name -> google.protobuf.Duration
+	63,  // 26: setpoint.v1.Pod.start_time:type_name -> google.protobuf.Timestamp
+	19,  // 27: setpoint.v1.Pod.ready:type_name -> setpoint.v1.PodReadyCondition
+	20,  // 28: setpoint.v1.Pod.containers:type_name -> setpoint.v1.Container
+	58,  // 29: setpoint.v1.Pod.requests:type_name -> setpoint.v1.Pod.RequestsEntry
+	59,  // 30: setpoint.v1.Pod.overhead:type_name -> setpoint.v1.Pod.OverheadEntry
+	63,  // 31: setpoint.v1.PodReadyCondition.last_transition_time:type_name -> google.protobuf.Timestamp
+	60,  // 32: setpoint.v1.Container.requests:type_name -> setpoint.v1.Container.RequestsEntry
+	22,  // 33: setpoint.v1.ResourceMetrics.items:type_name -> setpoint.v1.PodMetrics
+	63,  // 34: setpoint.v1.PodMetrics.timestamp:type_name -> google.protobuf.Timestamp
+	62,  // 35: setpoint.v1.PodMetrics.window:type_name -> google.protobuf.Duration
+	23,  // 36: setpoint.v1.PodMetrics.containers:type_name -> setpoint.v1.ContainerMetrics
+	61,  // 37: setpoint.v1.ContainerMetrics.usage:type_name -> setpoint.v1.ContainerMetrics.UsageEntry
+	25,  // 38: setpoint.v1.MetricObservation.values:type_name -> setpoint.v1.MetricValue
+	63,  // 39: setpoint.v1.MetricValue.timestamp:type_name -> google.protobuf.Timestamp
+	62,  // 40: setpoint.v1.MetricValue.window:type_name -> google.protobuf.Duration
+	0,   // 41: setpoint.v1.RecommendRequest.target:type_name -> setpoint.v1.TargetKey
+	2,   // 42: setpoint.v1.RecommendRequest.spec:type_name -> setpoint.v1.HorizontalPodAutoscalerSpec
+	16,  // 43: setpoint.v1.RecommendRequest.settings:type_name -> setpoint.v1.ControllerSettings
+	17,  // 44: setpoint.v1.RecommendRequest.scale:type_name -> setpoint.v1.Scale
+	18,  // 45: setpoint.v1.RecommendRequest.pods:type_name -> setpoint.v1.Pod
+	21,  // 46: setpoint.v1.RecommendRequest.resource_metrics:type_name -> setpoint.v1.ResourceMetrics
+	24,  // 47: setpoint.v1.RecommendRequest.observations:type_name -> setpoint.v1.MetricObservation
+	28,  // 48: setpoint.v1.RecommendResponse.decision:type_name -> setpoint.v1.Decision
+	63,  // 49: setpoint.v1.Decision.decision_time:type_name -> google.protobuf.Timestamp
+	38,  // 50: setpoint.v1.Decision.explanation:type_name -> setpoint.v1.Explanation
+	29,  // 51: setpoint.v1.Decision.status:type_name -> setpoint.v1.HorizontalPodAutoscalerStatus
+	63,  // 52: setpoint.v1.HorizontalPodAutoscalerStatus.last_scale_time:type_name -> google.protobuf.Timestamp
+	31,  // 53: setpoint.v1.HorizontalPodAutoscalerStatus.current_metrics:type_name -> setpoint.v1.MetricStatus
+	30,  // 54: setpoint.v1.HorizontalPodAutoscalerStatus.conditions:type_name -> setpoint.v1.Condition
+	63,  // 55: setpoint.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
+	32,  // 56: setpoint.v1.MetricStatus.resource:type_name -> setpoint.v1.ResourceMetricStatus
+	33,  // 57: setpoint.v1.MetricStatus.container_resource:type_name -> setpoint.v1.ContainerResourceMetricStatus
+	34,  // 58: setpoint.v1.MetricStatus.pods:type_name -> setpoint.v1.PodsMetricStatus
+	35,  // 59: setpoint.v1.MetricStatus.object:type_name -> setpoint.v1.ObjectMetricStatus
+	36,  // 60: setpoint.v1.MetricStatus.external:type_name -> setpoint.v1.ExternalMetricStatus
+	37,  // 61: setpoint.v1.ResourceMetricStatus.current:type_name -> setpoint.v1.MetricValueStatus
+	37,  // 62: setpoint.v1.ContainerResourceMetricStatus.current:type_name -> setpoint.v1.MetricValueStatus
+	9,   // 63: setpoint.v1.PodsMetricStatus.metric:type_name -> setpoint.v1.MetricIdentifier
+	37,  // 64: setpoint.v1.PodsMetricStatus.current:type_name -> setpoint.v1.MetricValueStatus
+	9,   // 65: setpoint.v1.ObjectMetricStatus.metric:type_name -> setpoint.v1.MetricIdentifier
+	37,  // 66: setpoint.v1.ObjectMetricStatus.current:type_name -> setpoint.v1.MetricValueStatus
+	1,   // 67: setpoint.v1.ObjectMetricStatus.described_object:type_name -> setpoint.v1.CrossVersionObjectReference
+	9,   // 68: setpoint.v1.ExternalMetricStatus.metric:type_name -> setpoint.v1.MetricIdentifier
+	37,  // 69: setpoint.v1.ExternalMetricStatus.current:type_name -> setpoint.v1.MetricValueStatus
+	39,  // 70: setpoint.v1.Explanation.metrics:type_name -> setpoint.v1.MetricExplanation
+	40,  // 71: setpoint.v1.Explanation.steps:type_name -> setpoint.v1.Step
+	0,   // 72: setpoint.v1.ObserveRequest.target:type_name -> setpoint.v1.TargetKey
+	42,  // 73: setpoint.v1.ObserveRequest.applied:type_name -> setpoint.v1.AppliedChange
+	43,  // 74: setpoint.v1.ObserveRequest.failed:type_name -> setpoint.v1.FailedChange
+	44,  // 75: setpoint.v1.ObserveRequest.external:type_name -> setpoint.v1.ExternalChange
+	29,  // 76: setpoint.v1.ObserveResponse.status:type_name -> setpoint.v1.HorizontalPodAutoscalerStatus
+	0,   // 77: setpoint.v1.GetTargetRequest.target:type_name -> setpoint.v1.TargetKey
+	52,  // 78: setpoint.v1.GetTargetResponse.target:type_name -> setpoint.v1.Target
+	52,  // 79: setpoint.v1.ListTargetsResponse.targets:type_name -> setpoint.v1.Target
+	0,   // 80: setpoint.v1.DeleteTargetRequest.target:type_name -> setpoint.v1.TargetKey
+	0,   // 81: setpoint.v1.Target.key:type_name -> setpoint.v1.TargetKey
+	2,   // 82: setpoint.v1.Target.spec:type_name -> setpoint.v1.HorizontalPodAutoscalerSpec
+	16,  // 83: setpoint.v1.Target.settings:type_name -> setpoint.v1.ControllerSettings
+	29,  // 84: setpoint.v1.Target.status:type_name -> setpoint.v1.HorizontalPodAutoscalerStatus
+	28,  // 85: setpoint.v1.Target.last_decision:type_name -> setpoint.v1.Decision
+	53,  // 86: setpoint.v1.Target.history:type_name -> setpoint.v1.History
+	56,  // 87: setpoint.v1.Target.events:type_name -> setpoint.v1.Event
+	63,  // 88: setpoint.v1.Target.last_seen:type_name -> google.protobuf.Timestamp
+	54,  // 89: setpoint.v1.History.recommendations:type_name -> setpoint.v1.Recommendation
+	55,  // 90: setpoint.v1.History.scale_up_events:type_name -> setpoint.v1.ScaleEvent
+	55,  // 91: setpoint.v1.History.scale_down_events:type_name -> setpoint.v1.ScaleEvent
+	63,  // 92: setpoint.v1.Recommendation.time:type_name -> google.protobuf.Timestamp
+	63,  // 93: setpoint.v1.ScaleEvent.time:type_name -> google.protobuf.Timestamp
+	63,  // 94: setpoint.v1.Event.time:type_name -> google.protobuf.Timestamp
+	26,  // 95: setpoint.v1.AutoscalerService.Recommend:input_type -> setpoint.v1.RecommendRequest
+	41,  // 96: setpoint.v1.AutoscalerService.Observe:input_type -> setpoint.v1.ObserveRequest
+	46,  // 97: setpoint.v1.AutoscalerService.GetTarget:input_type -> setpoint.v1.GetTargetRequest
+	48,  // 98: setpoint.v1.AutoscalerService.ListTargets:input_type -> setpoint.v1.ListTargetsRequest
+	50,  // 99: setpoint.v1.AutoscalerService.DeleteTarget:input_type -> setpoint.v1.DeleteTargetRequest
+	27,  // 100: setpoint.v1.AutoscalerService.Recommend:output_type -> setpoint.v1.RecommendResponse
+	45,  // 101: setpoint.v1.AutoscalerService.Observe:output_type -> setpoint.v1.ObserveResponse
+	47,  // 102: setpoint.v1.AutoscalerService.GetTarget:output_type -> setpoint.v1.GetTargetResponse
+	49,  // 103: setpoint.v1.AutoscalerService.ListTargets:output_type -> setpoint.v1.ListTargetsResponse
+	51,  // 104: setpoint.v1.AutoscalerService.DeleteTarget:output_type -> setpoint.v1.DeleteTargetResponse
+	100, // [100:105] is the sub-list for method output_type
+	95,  // [95:100] is the sub-list for method input_type
+	95,  // [95:95] is the sub-list for extension type_name
+	95,  // [95:95] is the sub-list for extension extendee
+	0,   // [0:95] is the sub-list for field type_name
 }
 
 func init() { file_setpoint_v1_setpoint_proto_init() }
@@ -4462,7 +4491,7 @@ func file_setpoint_v1_setpoint_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_setpoint_v1_setpoint_proto_rawDesc), len(file_setpoint_v1_setpoint_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   61,
+			NumMessages:   62,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
