@@ -354,11 +354,11 @@ func TestLeaderElectionFailover(t *testing.T) {
 	createDeployment(t, ns, "web", 2)
 	runningPods(t, ns, "web", 2, "100m", "75m")
 	createAutoscaler(t, ns, "web", v1alpha1.AutoscalerSpec{ScaleTargetRef: deploymentRef("web"), MaxReplicas: 10, Metrics: cpuUtilization(50)})
-	a := startLeaderAgent(t, ns, "agent-a")
+	a := startLeaderAgent(t, ns, ns, "agent-a", agentConfig{})
 	waitFor(t, 10*time.Second, "agent-a leading", func() (bool, string) {
 		return holder(t, ns) == "agent-a", holder(t, ns)
 	})
-	b := startLeaderAgent(t, ns, "agent-b")
+	b := startLeaderAgent(t, ns, ns, "agent-b", agentConfig{})
 	waitReplicas(t, ns, "web", 3, 15*time.Second)
 	a.kill()
 	waitFor(t, 15*time.Second, "agent-b leading", func() (bool, string) {
@@ -373,6 +373,7 @@ func TestLeaderElectionFailover(t *testing.T) {
 }
 
 func holder(t *testing.T, ns string) string {
+	t.Helper()
 	l, err := env.kube.CoordinationV1().Leases(ns).Get(context.Background(), "setpoint-agent", metav1.GetOptions{})
 	if err != nil || l.Spec.HolderIdentity == nil {
 		return ""

@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -290,6 +291,8 @@ type agentConfig struct {
 	wrap func(agent.Service) agent.Service
 	// settings are sent in each request.
 	settings agent.Settings
+	// rest is the agent's identity; the cluster admin when nil.
+	rest *rest.Config
 }
 
 // testAgent is one agent run by a test.
@@ -310,7 +313,11 @@ func (a *testAgent) kill() {
 
 func agentOptions(t *testing.T, ns string, cfg agentConfig) (agent.Options, func()) {
 	t.Helper()
-	clients, err := agent.NewKubeClients(env.cluster.Config())
+	restCfg := cfg.rest
+	if restCfg == nil {
+		restCfg = env.cluster.Config()
+	}
+	clients, err := agent.NewKubeClients(restCfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,18 +367,18 @@ func startAgent(t *testing.T, ns string, cfg agentConfig) *testAgent {
 	return a
 }
 
-// startLeaderAgent runs an agent that reconciles only while it holds the
-// Lease ns/setpoint-agent.
-func startLeaderAgent(t *testing.T, ns, identity string) *testAgent {
+// startLeaderAgent runs an agent for namespace ns that reconciles only
+// while it holds the Lease leaseNS/setpoint-agent.
+func startLeaderAgent(t *testing.T, ns, leaseNS, identity string, cfg agentConfig) *testAgent {
 	t.Helper()
-	opts, cleanup := agentOptions(t, ns, agentConfig{})
+	opts, cleanup := agentOptions(t, ns, cfg)
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background().WithValues("ns", ns, "identity", identity)))
 	a := &testAgent{cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(a.done)
 		defer cleanup()
 		_ = agent.RunLeader(ctx, agent.LeaderElection{
-			Client: env.kube, Namespace: ns, Name: "setpoint-agent", Identity: identity,
+			Client: opts.Kube, Namespace: leaseNS, Name: "setpoint-agent", Identity: identity,
 			LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond,
 		}, func(ctx context.Context) {
 			c, err := agent.New(opts)
