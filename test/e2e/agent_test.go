@@ -395,3 +395,21 @@ func TestDeleteForgetsTarget(t *testing.T) {
 	}
 	waitFor(t, 10*time.Second, "target forgotten", func() (bool, string) { return !targetKnown(t, ns, "web"), "" })
 }
+
+// A spec the service rejects (minReplicas 0 without an Object or External
+// metric) gets ServiceAvailable=False/InvalidSpec with the field violation
+// and a Warning Event; the target is left alone.
+func TestInvalidSpec(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t, "invalid")
+	createDeployment(t, ns, "web", 2)
+	runningPods(t, ns, "web", 2, "100m", "75m")
+	createAutoscaler(t, ns, "web", v1alpha1.AutoscalerSpec{ScaleTargetRef: deploymentRef("web"), MinReplicas: ptr.To[int32](0), MaxReplicas: 10, Metrics: cpuUtilization(50)})
+	startAgent(t, ns, agentConfig{})
+	waitFor(t, 10*time.Second, "InvalidSpec", func() (bool, string) {
+		c := condition(autoscaler(t, ns, "web"), v1alpha1.ConditionServiceAvailable)
+		return c != nil && c.Status == corev1.ConditionFalse && c.Reason == v1alpha1.ReasonInvalidSpec && strings.Contains(c.Message, "min_replicas"), statusText(t, ns, "web")
+	})
+	waitEvent(t, ns, "web", "Warning InvalidSpec the Setpoint service rejected the request: spec.min_replicas")
+	holdsReplicas(t, ns, "web", 2, 2*syncPeriod)
+}
