@@ -1,0 +1,686 @@
+package store
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/setpointhq/setpoint/engine"
+)
+
+// Defaults of Options and Query.
+const (
+	// DefaultMaxEvents is the default bound of Record.Events.
+	DefaultMaxEvents = 64
+	// DefaultMaxHistory is the default bound of each list of
+	// Record.History.
+	DefaultMaxHistory = 4096
+	// DefaultMaxBatch is the default number of writes that share a commit.
+	DefaultMaxBatch = 1000
+	// DefaultLockTimeout is how long Open waits by default for another
+	// process to release the file.
+	DefaultLockTimeout = 10 * time.Second
+	// DefaultPageSize is the page size of a List whose Query.PageSize is 0.
+	DefaultPageSize = 100
+	// MaxPageSize is the largest page List returns; larger page sizes are
+	// lowered to it.
+	MaxPageSize = 1000
+)
+
+// Options configure a Bolt store. The zero value selects every default.
+type Options struct {
+	// MaxEvents bounds Record.Events: Update keeps the newest MaxEvents.
+	// 0 means DefaultMaxEvents.
+	MaxEvents int
+	// MaxHistory bounds each list of Record.History (recommendations,
+	// scale-up events, scale-down events): Update keeps the newest
+	// MaxHistory entries by time. The engine bounds the history itself, by
+	// its windows; this is a guard against a record growing without limit,
+	// reached only by a target decided more than MaxHistory times within
+	// its longest window (more often than every 0.9 s for the largest, one
+	// hour). Entries are never dropped by age: that would change decisions.
+	// 0 means DefaultMaxHistory.
+	MaxHistory int
+	// MaxBatch bounds how many writes share one commit. 0 means
+	// DefaultMaxBatch.
+	MaxBatch int
+	// LockTimeout is how long Open waits for another process holding the
+	// file to release it. 0 means DefaultLockTimeout.
+	LockTimeout time.Duration
+	// FileMode is the permission of a file Open creates. 0 means 0o600.
+	FileMode os.FileMode
+}
+
+// withDefaults returns o with zero fields set to their defaults, or an
+// error for a negative one.
+func (o Options) withDefaults() (Options, error) {
+	if o.MaxEvents < 0 || o.MaxHistory < 0 || o.MaxBatch < 0 || o.LockTimeout < 0 {
+		return o, fmt.Errorf("%w: negative option in %+v", ErrInvalid, o)
+	}
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&o.MaxEvents, DefaultMaxEvents)
+	def(&o.MaxHistory, DefaultMaxHistory)
+	def(&o.MaxBatch, DefaultMaxBatch)
+	if o.LockTimeout == 0 {
+		o.LockTimeout = DefaultLockTimeout
+	}
+	if o.FileMode == 0 {
+		o.FileMode = 0o600
+	}
+	return o, nil
+}
+
+// Stats are counters of a Bolt store since Open.
+type Stats struct {
+	// Commits counts the write transactions committed (each one fsync).
+	Commits uint64
+	// Writes counts the Update, Delete and Expire calls those commits
+	// carried, whether they changed anything or returned an error.
+	Writes uint64
+	// MaxBatch is the largest number of writes one commit carried.
+	MaxBatch uint64
+}
+
+// Bolt is the Store kept in one bbolt file. Create it with Open; it is safe
+// for concurrent use. Writes go through a single committer goroutine that
+// shares one commit among all writes queued while the previous commit was
+// being written (see the package documentation).
+type Bolt struct {
+	db   *bolt.DB
+	opts Options
+
+	mu      sync.Mutex
+	queue   []*request
+	closed  bool
+	wake    chan struct{} // one pending signal: the queue is not empty
+	closing chan struct{} // closed by Close
+	stopped chan struct{} // closed by the committer when it exits
+
+	commits, writes, maxBatch atomic.Uint64
+
+	// testHookBeforeCommit, when set, runs in the committer before each
+	// batch's transaction with the batch size. Set only by tests, before
+	// any write.
+	testHookBeforeCommit func(n int)
+}
+
+var _ Store = (*Bolt)(nil)
+
+// Open opens the store in the file at path, creating the file and its
+// layout when it does not exist (its directory must). It fails with
+// ErrSchemaVersion for a file of a newer schema version or a bbolt file that
+// is not a Setpoint store. The caller must Close the store.
+func Open(path string, opts Options) (*Bolt, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	db, err := bolt.Open(path, opts.FileMode, &bolt.Options{Timeout: opts.LockTimeout, NoSync: false})
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	if err := db.Update(initSchema); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	b := &Bolt{
+		db:      db,
+		opts:    opts,
+		wake:    make(chan struct{}, 1),
+		closing: make(chan struct{}),
+		stopped: make(chan struct{}),
+	}
+	go b.commitLoop()
+	return b, nil
+}
+
+// Path returns the file's path.
+func (b *Bolt) Path() string { return b.db.Path() }
+
+// Stats returns the store's counters.
+func (b *Bolt) Stats() Stats {
+	return Stats{Commits: b.commits.Load(), Writes: b.writes.Load(), MaxBatch: b.maxBatch.Load()}
+}
+
+// SchemaVersion returns the schema version stored in the file.
+func (b *Bolt) SchemaVersion() (uint64, error) {
+	var v uint64
+	err := b.view(func(tx *bolt.Tx) error {
+		var err error
+		v, err = storedVersion(tx)
+		return err
+	})
+	return v, err
+}
+
+// Close waits for the writes already queued to be committed and answered,
+// then closes the file. Later calls, Close included, return ErrClosed.
+func (b *Bolt) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return ErrClosed
+	}
+	b.closed = true
+	close(b.closing)
+	b.mu.Unlock()
+	<-b.stopped
+	if err := b.db.Close(); err != nil {
+		return fmt.Errorf("store: close: %w", err)
+	}
+	return nil
+}
+
+// Request states: a request is queued until the committer takes it or its
+// caller gives up; exactly one of the two wins.
+const (
+	stateQueued int32 = iota
+	stateTaken
+	stateAbandoned
+)
+
+// request is one write waiting for the committer.
+type request struct {
+	state atomic.Int32
+	// apply performs the write in tx. An error wrapped in abortError means
+	// tx is no longer usable (a bbolt write failed half-way); any other
+	// error fails only this request, and apply must then have written
+	// nothing.
+	apply func(tx *bolt.Tx) error
+	// err is apply's result, or the commit's error; read after done.
+	err error
+	// panicked holds the value and stack of a panic in the caller's fn,
+	// re-raised in the caller's goroutine.
+	panicked *fnPanic
+	done     chan struct{}
+}
+
+// fnPanic is a panic recovered from an update function.
+type fnPanic struct {
+	value any
+	stack []byte
+}
+
+// abortError marks a failure that leaves the transaction unusable.
+type abortError struct{ err error }
+
+func (e *abortError) Error() string { return e.err.Error() }
+func (e *abortError) Unwrap() error { return e.err }
+
+// write queues apply for the committer and waits for its result. When ctx
+// ends first, write returns ctx.Err(): if the committer had not taken the
+// request it never runs; otherwise it may still be committed.
+func (b *Bolt) write(ctx context.Context, apply func(tx *bolt.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	r := &request{apply: apply, done: make(chan struct{})}
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return ErrClosed
+	}
+	b.queue = append(b.queue, r)
+	b.mu.Unlock()
+	select {
+	case b.wake <- struct{}{}:
+	default: // a signal is already pending
+	}
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		r.state.CompareAndSwap(stateQueued, stateAbandoned)
+		return ctx.Err()
+	}
+	if r.panicked != nil {
+		panic(fmt.Sprintf("%v\n\nupdate function's goroutine stack:\n%s", r.panicked.value, r.panicked.stack))
+	}
+	return r.err
+}
+
+// commitLoop is the committer: it takes every queued write (up to MaxBatch),
+// applies them in one transaction, commits once and answers them, until the
+// store is closed and the queue is empty. It never waits for more writes to
+// arrive: a lone write is committed at once, and writes that arrive during a
+// commit form the next batch.
+func (b *Bolt) commitLoop() {
+	defer close(b.stopped)
+	for {
+		select {
+		case <-b.wake:
+		case <-b.closing:
+		}
+		for {
+			batch, closed := b.take()
+			if len(batch) > 0 {
+				b.commit(batch)
+				continue
+			}
+			if closed {
+				return
+			}
+			break
+		}
+	}
+}
+
+// take removes up to MaxBatch requests from the queue, keeping those whose
+// caller is still waiting. closed reports that the queue was empty and the
+// store closed: no request can arrive any more.
+func (b *Bolt) take() (batch []*request, closed bool) {
+	for {
+		b.mu.Lock()
+		n := min(len(b.queue), b.opts.MaxBatch)
+		taken := b.queue[:n:n]
+		b.queue = slices.Clone(b.queue[n:])
+		closed = b.closed && n == 0
+		b.mu.Unlock()
+		if n == 0 {
+			return nil, closed
+		}
+		for _, r := range taken {
+			if r.state.CompareAndSwap(stateQueued, stateTaken) {
+				batch = append(batch, r)
+			}
+		}
+		if len(batch) > 0 {
+			return batch, false
+		}
+	}
+}
+
+// commit applies batch in one transaction and answers every request. A
+// request whose apply fails alone is answered with its error while the
+// others proceed. If a write breaks the transaction, the transaction is
+// rolled back, that request answered with its error, and the rest of the
+// batch applied again from the start — so an update function may run more
+// than once.
+func (b *Bolt) commit(batch []*request) {
+	for len(batch) > 0 {
+		if b.testHookBeforeCommit != nil {
+			b.testHookBeforeCommit(len(batch))
+		}
+		broken := -1
+		err := b.db.Update(func(tx *bolt.Tx) error {
+			for i, r := range batch {
+				r.err, r.panicked = nil, nil
+				err := r.apply(tx)
+				var ab *abortError
+				if errors.As(err, &ab) {
+					broken = i
+					r.err = ab.err
+					return err
+				}
+				var fp *fnPanicError
+				if errors.As(err, &fp) {
+					r.panicked = &fp.p
+				}
+				r.err = err
+			}
+			return nil
+		})
+		if broken >= 0 {
+			close(batch[broken].done)
+			b.writes.Add(1)
+			batch = slices.Delete(batch, broken, broken+1)
+			continue
+		}
+		if err != nil {
+			err = fmt.Errorf("store: commit: %w", err)
+			for _, r := range batch {
+				if r.err == nil {
+					r.err = err
+				}
+			}
+		} else {
+			b.commits.Add(1)
+			for n := uint64(len(batch)); ; {
+				m := b.maxBatch.Load()
+				if n <= m || b.maxBatch.CompareAndSwap(m, n) {
+					break
+				}
+			}
+		}
+		b.writes.Add(uint64(len(batch)))
+		for _, r := range batch {
+			close(r.done)
+		}
+		return
+	}
+}
+
+// view runs fn in a read-only transaction, mapping a closed database to
+// ErrClosed.
+func (b *Bolt) view(fn func(tx *bolt.Tx) error) error {
+	b.mu.Lock()
+	closed := b.closed
+	b.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	err := b.db.View(fn)
+	if errors.Is(err, bolterrors.ErrDatabaseNotOpen) {
+		return ErrClosed
+	}
+	return err
+}
+
+// Update loads the record of key, runs fn on it and stores the result, in
+// the transaction of the next commit; see Store.Update. The Key fn leaves
+// is ignored; Events and History are bounded as Options say before the
+// record is stored and returned.
+//
+// Updates of the same key are applied in the order the committer takes
+// them, each seeing the record the previous one stored, also within one
+// commit. A record that cannot be decoded fails with a *CorruptError
+// without running fn; Delete clears it. A panic in fn is re-raised in the
+// caller's goroutine; nothing is stored for it.
+//
+// If ctx ends while the update waits, Update returns ctx.Err() at once. An
+// update not yet taken by the committer is then dropped and fn never runs;
+// one already taken may still be committed. The caller cannot tell which:
+// after a cancelled Update, Get says what is stored.
+func (b *Bolt) Update(ctx context.Context, key Key, fn func(rec *Record) error) (Record, error) {
+	rk, err := recordKey(key)
+	if err != nil {
+		return Record{}, err
+	}
+	var out Record
+	err = b.write(ctx, func(tx *bolt.Tx) error {
+		records, index := tx.Bucket(bucketRecords), tx.Bucket(bucketLastSeen)
+		rec := Record{Key: key}
+		var oldIndexKey []byte
+		if raw := records.Get(rk); raw != nil {
+			var err error
+			if rec, err = decodeRecord(key, raw); err != nil {
+				return err
+			}
+			oldIndexKey = lastSeenKey(rec.LastSeen, rk)
+		}
+		if err := runFn(fn, &rec); err != nil {
+			return err
+		}
+		rec.Key = key
+		b.bound(&rec)
+		val, err := encodeRecord(&rec)
+		if err != nil {
+			return err
+		}
+		newIndexKey := lastSeenKey(rec.LastSeen, rk)
+		if oldIndexKey != nil && !bytes.Equal(oldIndexKey, newIndexKey) {
+			if err := index.Delete(oldIndexKey); err != nil {
+				return &abortError{fmt.Errorf("store: update %s: %w", key, err)}
+			}
+		}
+		if err := index.Put(newIndexKey, []byte{}); err != nil {
+			return &abortError{fmt.Errorf("store: update %s: %w", key, err)}
+		}
+		if err := records.Put(rk, val); err != nil {
+			return &abortError{fmt.Errorf("store: update %s: %w", key, err)}
+		}
+		out = rec
+		return nil
+	})
+	if err != nil {
+		return Record{}, err
+	}
+	return out, nil
+}
+
+// errFnPanicked is the error of a request whose fn panicked.
+var errFnPanicked = errors.New("store: update function panicked")
+
+// runFn calls fn, turning a panic into errFnPanicked with the panic kept in
+// a *fnPanicError for the caller's goroutine.
+func runFn(fn func(*Record) error, rec *Record) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = &fnPanicError{fnPanic{value: p, stack: debug.Stack()}}
+		}
+	}()
+	return fn(rec)
+}
+
+// fnPanicError carries a recovered panic from apply to commit.
+type fnPanicError struct{ p fnPanic }
+
+func (e *fnPanicError) Error() string { return fmt.Sprintf("%v: %v", errFnPanicked, e.p.value) }
+func (e *fnPanicError) Unwrap() error { return errFnPanicked }
+
+// bound applies the Options' limits to rec.
+func (b *Bolt) bound(rec *Record) {
+	if n := len(rec.Events); n > b.opts.MaxEvents {
+		rec.Events = slices.Clone(rec.Events[n-b.opts.MaxEvents:])
+	}
+	h := &rec.History
+	h.Recommendations = newest(h.Recommendations, b.opts.MaxHistory, func(r engine.Recommendation) time.Time { return r.At })
+	h.ScaleUpEvents = newest(h.ScaleUpEvents, b.opts.MaxHistory, func(e engine.ScaleEvent) time.Time { return e.At })
+	h.ScaleDownEvents = newest(h.ScaleDownEvents, b.opts.MaxHistory, func(e engine.ScaleEvent) time.Time { return e.At })
+}
+
+// newest keeps the max entries of s with the latest times, in their order
+// in s. The engine overwrites entries in place, so s is not sorted by time.
+func newest[T any](s []T, max int, at func(T) time.Time) []T {
+	if len(s) <= max {
+		return s
+	}
+	idx := make([]int, len(s))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(i, j int) int { return at(s[j]).Compare(at(s[i])) }) // newest first
+	keep := idx[:max]
+	slices.Sort(keep)
+	out := make([]T, 0, max)
+	for _, i := range keep {
+		out = append(out, s[i])
+	}
+	return out
+}
+
+// Get returns the record of key, ErrNotFound, or a *CorruptError
+// (ErrCorrupt).
+func (b *Bolt) Get(ctx context.Context, key Key) (Record, error) {
+	if err := ctx.Err(); err != nil {
+		return Record{}, err
+	}
+	rk, err := recordKey(key)
+	if err != nil {
+		return Record{}, err
+	}
+	var rec Record
+	err = b.view(func(tx *bolt.Tx) error {
+		raw := tx.Bucket(bucketRecords).Get(rk)
+		if raw == nil {
+			return fmt.Errorf("%w: %s", ErrNotFound, key)
+		}
+		var err error
+		rec, err = decodeRecord(key, raw)
+		return err
+	})
+	if err != nil {
+		return Record{}, err
+	}
+	return rec, nil
+}
+
+// List returns up to one page of records in key order; see Store.List.
+//
+// Cluster, or Cluster and Namespace, select a key prefix. PageSize 0 means
+// DefaultPageSize; larger than MaxPageSize means MaxPageSize. The page
+// token is opaque: it is valid only with the same Cluster and Namespace.
+// Records created or removed between pages are seen or not as their keys
+// fall after the token or before it.
+//
+// A corrupt record never fails the page: List returns every record of the
+// page that decodes, the next page token, and an error that matches
+// ErrCorrupt and joins one *CorruptError per skipped record (walk them with
+// errors.As or the Unwrap() []error method). Any other error comes with no
+// records.
+func (b *Bolt) List(ctx context.Context, q Query) ([]Record, string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, "", err
+	}
+	var prefix []byte
+	switch {
+	case q.Namespace != "" && q.Cluster == "":
+		return nil, "", fmt.Errorf("%w: a namespace filter requires a cluster", ErrInvalid)
+	case q.Namespace != "":
+		prefix = namespacePrefix(q.Cluster, q.Namespace)
+	case q.Cluster != "":
+		prefix = clusterPrefix(q.Cluster)
+	}
+	size := cmp.Or(q.PageSize, DefaultPageSize)
+	if size < 0 {
+		return nil, "", fmt.Errorf("%w: negative page size %d", ErrInvalid, q.PageSize)
+	}
+	size = min(size, MaxPageSize)
+	var after []byte
+	if q.PageToken != "" {
+		var err error
+		after, err = base64.RawURLEncoding.DecodeString(q.PageToken)
+		if err != nil || !bytes.HasPrefix(after, prefix) {
+			return nil, "", fmt.Errorf("%w: page token %q does not belong to this query", ErrInvalid, q.PageToken)
+		}
+	}
+
+	var (
+		records []Record
+		corrupt []error
+		next    string
+	)
+	err := b.view(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketRecords).Cursor()
+		var k, v []byte
+		if after != nil {
+			k, v = c.Seek(after)
+			if bytes.Equal(k, after) {
+				k, v = c.Next()
+			}
+		} else {
+			k, v = c.Seek(prefix)
+		}
+		var last []byte
+		for ; k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			if len(records) == size {
+				next = base64.RawURLEncoding.EncodeToString(last)
+				return nil
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			last = k
+			key, err := parseRecordKey(k)
+			if err != nil {
+				corrupt = append(corrupt, &CorruptError{Err: err})
+				continue
+			}
+			rec, err := decodeRecord(key, v)
+			if err != nil {
+				corrupt = append(corrupt, err)
+				continue
+			}
+			records = append(records, rec)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	return records, next, errors.Join(corrupt...)
+}
+
+// Delete removes the record of key, also one that cannot be decoded.
+func (b *Bolt) Delete(ctx context.Context, key Key) error {
+	rk, err := recordKey(key)
+	if err != nil {
+		return err
+	}
+	err = b.write(ctx, func(tx *bolt.Tx) error {
+		records, index := tx.Bucket(bucketRecords), tx.Bucket(bucketLastSeen)
+		raw := records.Get(rk)
+		if raw == nil {
+			return fmt.Errorf("%w: %s", ErrNotFound, key)
+		}
+		var indexKeys [][]byte
+		if rec, err := decodeRecord(key, raw); err == nil {
+			indexKeys = append(indexKeys, lastSeenKey(rec.LastSeen, rk))
+		} else {
+			// The index entry's time is in the undecodable value: find the
+			// entry by its key suffix. Slow, and only for corrupt records.
+			c := index.Cursor()
+			for k, _ := c.First(); k != nil; k, _ = c.Next() {
+				if _, suffix, ok := splitLastSeenKey(k); ok && bytes.Equal(suffix, rk) {
+					indexKeys = append(indexKeys, bytes.Clone(k))
+				}
+			}
+		}
+		for _, ik := range indexKeys {
+			if err := index.Delete(ik); err != nil {
+				return &abortError{fmt.Errorf("store: delete %s: %w", key, err)}
+			}
+		}
+		if err := records.Delete(rk); err != nil {
+			return &abortError{fmt.Errorf("store: delete %s: %w", key, err)}
+		}
+		return nil
+	})
+	return err
+}
+
+// Expire removes the records whose LastSeen is before cutoff (a record
+// whose LastSeen was left zero is removed by any Expire) and returns how
+// many it removed. It walks the last-seen index from its start to cutoff,
+// so its cost follows the number of expired records, not the size of the
+// store. Corrupt records are removed by the time of their last write.
+func (b *Bolt) Expire(ctx context.Context, cutoff time.Time) (int, error) {
+	var removed int
+	err := b.write(ctx, func(tx *bolt.Tx) error {
+		removed = 0
+		records, index := tx.Bucket(bucketRecords), tx.Bucket(bucketLastSeen)
+		end := orderedTime(cutoff)
+		var expired [][]byte
+		c := index.Cursor()
+		for k, _ := c.First(); k != nil; k, _ = c.Next() {
+			ts, _, ok := splitLastSeenKey(k)
+			if ok && ts >= end {
+				break
+			}
+			expired = append(expired, bytes.Clone(k))
+		}
+		for _, ik := range expired {
+			if err := index.Delete(ik); err != nil {
+				return &abortError{fmt.Errorf("store: expire: %w", err)}
+			}
+			_, rk, ok := splitLastSeenKey(ik)
+			if !ok || records.Get(rk) == nil {
+				continue // a malformed or stale index entry: drop it alone
+			}
+			if err := records.Delete(rk); err != nil {
+				return &abortError{fmt.Errorf("store: expire: %w", err)}
+			}
+			removed++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return removed, nil
+}

@@ -1,0 +1,422 @@
+package store
+
+// The codec converts a Record to and from its storage message,
+// setpoint.storage.v1.Record (proto/setpoint/storage/v1/storage.proto).
+// Encoding fails on what could not be read back (a time outside the years
+// 1–9999, a string that is not UTF-8); decoding fails on anything that is
+// not a valid message, and never panics.
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/setpointhq/setpoint/engine"
+	pb "github.com/setpointhq/setpoint/proto/setpoint/storage/v1"
+)
+
+// encodeRecord returns the stored form of rec. rec.Key is not part of it:
+// the key is the bucket key.
+func encodeRecord(rec *Record) ([]byte, error) {
+	var e encoder
+	m := &pb.Record{
+		TargetRef: &pb.TargetRef{ApiVersion: rec.TargetRef.APIVersion, Kind: rec.TargetRef.Kind, Name: rec.TargetRef.Name},
+		Spec:      e.spec(rec.Spec),
+		Settings:  e.settings(rec.Settings),
+		Status:    e.status(rec.Status),
+		History:   e.history(rec.History),
+		Events:    mapSlice(rec.Events, e.event),
+		LastSeen:  e.time(rec.LastSeen),
+	}
+	if rec.Last != nil {
+		m.Last = &pb.LastDecision{Id: rec.Last.ID, At: e.time(rec.Last.At), Decision: e.decision(rec.Last.Decision), Before: e.status(rec.Last.Before)}
+	}
+	if e.err != nil {
+		return nil, fmt.Errorf("store: encode record %s: %w", rec.Key, e.err)
+	}
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("store: encode record %s: %w", rec.Key, err)
+	}
+	return b, nil
+}
+
+// decodeRecord parses the stored form of the record of k. Any failure is a
+// *CorruptError.
+func decodeRecord(k Key, b []byte) (rec Record, err error) {
+	defer func() {
+		// The decoder below only reads generated messages, which do not
+		// panic; this is the last line of the promise that bad bytes never
+		// take the process down.
+		if p := recover(); p != nil {
+			rec, err = Record{}, &CorruptError{Key: k, Err: fmt.Errorf("panic while decoding: %v", p)}
+		}
+	}()
+	var m pb.Record
+	if err := proto.Unmarshal(b, &m); err != nil {
+		return Record{}, &CorruptError{Key: k, Err: err}
+	}
+	var d decoder
+	rec = Record{
+		Key:       k,
+		TargetRef: TargetRef{APIVersion: m.GetTargetRef().GetApiVersion(), Kind: m.GetTargetRef().GetKind(), Name: m.GetTargetRef().GetName()},
+		Spec:      d.spec(m.GetSpec()),
+		Settings:  d.settings(m.GetSettings()),
+		Status:    d.status(m.GetStatus()),
+		History:   d.history(m.GetHistory()),
+		Events:    mapSlice(m.GetEvents(), d.event),
+		LastSeen:  d.time(m.GetLastSeen()),
+	}
+	if l := m.GetLast(); l != nil {
+		rec.Last = &LastDecision{ID: l.GetId(), At: d.time(l.GetAt()), Decision: d.decision(l.GetDecision()), Before: d.status(l.GetBefore())}
+	}
+	if d.err != nil {
+		return Record{}, &CorruptError{Key: k, Err: d.err}
+	}
+	return rec, nil
+}
+
+// mapSlice converts each element of in with f; empty gives nil.
+func mapSlice[In, Out any](in []In, f func(In) Out) []Out {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]Out, len(in))
+	for i, v := range in {
+		out[i] = f(v)
+	}
+	return out
+}
+
+// encoder converts engine values to storage messages, keeping the first
+// error.
+type encoder struct{ err error }
+
+// errTimeRange reports a time a Timestamp cannot hold.
+var errTimeRange = errors.New("time outside the years 1 to 9999")
+
+func (e *encoder) time(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	ts := timestamppb.New(t)
+	if err := ts.CheckValid(); err != nil && e.err == nil {
+		e.err = fmt.Errorf("%w: %v", errTimeRange, t)
+	}
+	return ts
+}
+
+func (e *encoder) duration(d time.Duration) *durationpb.Duration {
+	if d == 0 {
+		return nil
+	}
+	return durationpb.New(d)
+}
+
+func (e *encoder) event(v Event) *pb.Event {
+	return &pb.Event{Kind: string(v.Kind), From: v.From, To: v.To, At: e.time(v.At), DecisionId: v.DecisionID, Message: v.Message}
+}
+
+func (e *encoder) settings(v engine.Settings) *pb.Settings {
+	return &pb.Settings{
+		Tolerance:                    v.Tolerance,
+		CpuInitializationPeriod:      e.duration(v.CPUInitializationPeriod),
+		InitialReadinessDelay:        e.duration(v.InitialReadinessDelay),
+		DownscaleStabilizationWindow: e.duration(v.DownscaleStabilizationWindow),
+	}
+}
+
+func (e *encoder) spec(v engine.Spec) *pb.Spec {
+	m := &pb.Spec{MinReplicas: v.MinReplicas, MaxReplicas: v.MaxReplicas, Metrics: mapSlice(v.Metrics, e.metricSpec)}
+	if v.Behavior != nil {
+		m.Behavior = &pb.Behavior{ScaleUp: e.rules(v.Behavior.ScaleUp), ScaleDown: e.rules(v.Behavior.ScaleDown)}
+	}
+	return m
+}
+
+func (e *encoder) metricSpec(v engine.MetricSpec) *pb.MetricSpec {
+	return &pb.MetricSpec{
+		Type:            string(v.Type),
+		Resource:        v.Resource,
+		Container:       v.Container,
+		Metric:          e.metricIdentifier(v.Metric),
+		DescribedObject: e.objectReference(v.DescribedObject),
+		Target:          &pb.Target{Type: string(v.Target.Type), Milli: v.Target.Milli, Utilization: v.Target.Utilization},
+	}
+}
+
+func (e *encoder) metricIdentifier(v engine.MetricIdentifier) *pb.MetricIdentifier {
+	m := &pb.MetricIdentifier{Name: v.Name}
+	if s := v.Selector; s != nil {
+		m.Selector = &pb.LabelSelector{
+			MatchLabels: s.MatchLabels,
+			MatchExpressions: mapSlice(s.MatchExpressions, func(r engine.LabelSelectorRequirement) *pb.LabelSelectorRequirement {
+				return &pb.LabelSelectorRequirement{Key: r.Key, Operator: r.Operator, Values: r.Values}
+			}),
+		}
+	}
+	return m
+}
+
+func (e *encoder) objectReference(v engine.ObjectReference) *pb.ObjectReference {
+	return &pb.ObjectReference{ApiVersion: v.APIVersion, Kind: v.Kind, Name: v.Name}
+}
+
+func (e *encoder) rules(v engine.Rules) *pb.Rules {
+	return &pb.Rules{
+		StabilizationWindowSeconds: v.StabilizationWindowSeconds,
+		SelectPolicy:               string(v.SelectPolicy),
+		Policies: mapSlice(v.Policies, func(p engine.Policy) *pb.Policy {
+			return &pb.Policy{Type: string(p.Type), Value: p.Value, PeriodSeconds: p.PeriodSeconds}
+		}),
+		Tolerance: v.Tolerance,
+	}
+}
+
+func (e *encoder) status(v engine.Status) *pb.Status {
+	return &pb.Status{
+		CurrentReplicas: v.CurrentReplicas,
+		DesiredReplicas: v.DesiredReplicas,
+		LastScaleTime:   e.time(v.LastScaleTime),
+		CurrentMetrics:  mapSlice(v.CurrentMetrics, e.metricStatus),
+		Conditions: mapSlice(v.Conditions, func(c engine.Condition) *pb.Condition {
+			return &pb.Condition{Type: string(c.Type), Status: string(c.Status), Reason: c.Reason, Message: c.Message, LastTransitionTime: e.time(c.LastTransitionTime)}
+		}),
+	}
+}
+
+func (e *encoder) metricStatus(v engine.MetricStatus) *pb.MetricStatus {
+	return &pb.MetricStatus{
+		Type:               string(v.Type),
+		Resource:           v.Resource,
+		Container:          v.Container,
+		Metric:             e.metricIdentifier(v.Metric),
+		DescribedObject:    e.objectReference(v.DescribedObject),
+		Value:              e.quantity(v.Value),
+		AverageValue:       e.quantity(v.AverageValue),
+		AverageUtilization: v.AverageUtilization,
+	}
+}
+
+func (e *encoder) quantity(v *engine.Quantity) *pb.Quantity {
+	if v == nil {
+		return nil
+	}
+	return &pb.Quantity{Milli: v.Milli, Format: string(v.Format)}
+}
+
+func (e *encoder) history(v engine.History) *pb.History {
+	return &pb.History{
+		Recommendations: mapSlice(v.Recommendations, func(r engine.Recommendation) *pb.Recommendation {
+			return &pb.Recommendation{Replicas: r.Replicas, At: e.time(r.At)}
+		}),
+		ScaleUpEvents:   mapSlice(v.ScaleUpEvents, e.scaleEvent),
+		ScaleDownEvents: mapSlice(v.ScaleDownEvents, e.scaleEvent),
+	}
+}
+
+func (e *encoder) scaleEvent(v engine.ScaleEvent) *pb.ScaleEvent {
+	return &pb.ScaleEvent{Change: v.Change, At: e.time(v.At), Outdated: v.Outdated}
+}
+
+func (e *encoder) decision(v engine.Decision) *pb.Decision {
+	x := v.Explanation
+	return &pb.Decision{
+		DesiredReplicas: v.DesiredReplicas,
+		Rescale:         v.Rescale,
+		Error:           v.Error,
+		Status:          e.status(v.Status),
+		Explanation: &pb.Explanation{
+			CurrentReplicas: x.CurrentReplicas,
+			Metrics: mapSlice(x.Metrics, func(m engine.MetricExplanation) *pb.MetricExplanation {
+				return &pb.MetricExplanation{
+					Name: m.Name, Outcome: string(m.Outcome), Proposal: m.Proposal, Err: m.Err,
+					Current: m.Current, Target: m.Target, Ratio: m.Ratio, RebalancedRatio: m.RebalancedRatio,
+					ReadyPods: m.ReadyPods, UnreadyPods: m.UnreadyPods, MissingPods: m.MissingPods, IgnoredPods: m.IgnoredPods,
+				}
+			}),
+			Winner:   int64(x.Winner),
+			Proposal: x.Proposal,
+			Steps: mapSlice(x.Steps, func(s engine.Step) *pb.Step {
+				return &pb.Step{Kind: string(s.Kind), From: s.From, To: s.To, Reason: s.Reason, Message: s.Message}
+			}),
+		},
+		History: e.history(v.History),
+	}
+}
+
+// decoder converts storage messages to engine values, keeping the first
+// error. Absent messages decode as zero values.
+type decoder struct{ err error }
+
+func (d *decoder) time(ts *timestamppb.Timestamp) time.Time {
+	if ts == nil {
+		return time.Time{}
+	}
+	if err := ts.CheckValid(); err != nil {
+		if d.err == nil {
+			d.err = err
+		}
+		return time.Time{}
+	}
+	return ts.AsTime()
+}
+
+func (d *decoder) duration(v *durationpb.Duration) time.Duration {
+	if v == nil {
+		return 0
+	}
+	if err := v.CheckValid(); err != nil {
+		if d.err == nil {
+			d.err = err
+		}
+		return 0
+	}
+	return v.AsDuration()
+}
+
+func (d *decoder) event(m *pb.Event) Event {
+	return Event{Kind: EventKind(m.GetKind()), From: m.GetFrom(), To: m.GetTo(), At: d.time(m.GetAt()), DecisionID: m.GetDecisionId(), Message: m.GetMessage()}
+}
+
+func (d *decoder) settings(m *pb.Settings) engine.Settings {
+	return engine.Settings{
+		Tolerance:                    m.GetTolerance(),
+		CPUInitializationPeriod:      d.duration(m.GetCpuInitializationPeriod()),
+		InitialReadinessDelay:        d.duration(m.GetInitialReadinessDelay()),
+		DownscaleStabilizationWindow: d.duration(m.GetDownscaleStabilizationWindow()),
+	}
+}
+
+func (d *decoder) spec(m *pb.Spec) engine.Spec {
+	v := engine.Spec{MinReplicas: m.GetMinReplicas(), MaxReplicas: m.GetMaxReplicas(), Metrics: mapSlice(m.GetMetrics(), d.metricSpec)}
+	if b := m.GetBehavior(); b != nil {
+		v.Behavior = &engine.Behavior{ScaleUp: d.rules(b.GetScaleUp()), ScaleDown: d.rules(b.GetScaleDown())}
+	}
+	return v
+}
+
+func (d *decoder) metricSpec(m *pb.MetricSpec) engine.MetricSpec {
+	t := m.GetTarget()
+	return engine.MetricSpec{
+		Type:            engine.MetricSourceType(m.GetType()),
+		Resource:        m.GetResource(),
+		Container:       m.GetContainer(),
+		Metric:          d.metricIdentifier(m.GetMetric()),
+		DescribedObject: d.objectReference(m.GetDescribedObject()),
+		Target:          engine.Target{Type: engine.TargetType(t.GetType()), Milli: t.GetMilli(), Utilization: t.GetUtilization()},
+	}
+}
+
+func (d *decoder) metricIdentifier(m *pb.MetricIdentifier) engine.MetricIdentifier {
+	v := engine.MetricIdentifier{Name: m.GetName()}
+	if s := m.GetSelector(); s != nil {
+		v.Selector = &engine.LabelSelector{
+			MatchExpressions: mapSlice(s.GetMatchExpressions(), func(r *pb.LabelSelectorRequirement) engine.LabelSelectorRequirement {
+				return engine.LabelSelectorRequirement{Key: r.GetKey(), Operator: r.GetOperator(), Values: mapSlice(r.GetValues(), func(s string) string { return s })}
+			}),
+		}
+		if len(s.GetMatchLabels()) > 0 {
+			v.Selector.MatchLabels = s.GetMatchLabels()
+		}
+	}
+	return v
+}
+
+func (d *decoder) objectReference(m *pb.ObjectReference) engine.ObjectReference {
+	return engine.ObjectReference{APIVersion: m.GetApiVersion(), Kind: m.GetKind(), Name: m.GetName()}
+}
+
+func (d *decoder) rules(m *pb.Rules) engine.Rules {
+	return engine.Rules{
+		StabilizationWindowSeconds: m.GetStabilizationWindowSeconds(),
+		SelectPolicy:               engine.SelectPolicy(m.GetSelectPolicy()),
+		Policies: mapSlice(m.GetPolicies(), func(p *pb.Policy) engine.Policy {
+			return engine.Policy{Type: engine.PolicyType(p.GetType()), Value: p.GetValue(), PeriodSeconds: p.GetPeriodSeconds()}
+		}),
+		Tolerance: m.GetTolerance(),
+	}
+}
+
+func (d *decoder) status(m *pb.Status) engine.Status {
+	return engine.Status{
+		CurrentReplicas: m.GetCurrentReplicas(),
+		DesiredReplicas: m.GetDesiredReplicas(),
+		LastScaleTime:   d.time(m.GetLastScaleTime()),
+		CurrentMetrics:  mapSlice(m.GetCurrentMetrics(), d.metricStatus),
+		Conditions: mapSlice(m.GetConditions(), func(c *pb.Condition) engine.Condition {
+			return engine.Condition{
+				Type: engine.ConditionType(c.GetType()), Status: engine.ConditionStatus(c.GetStatus()),
+				Reason: c.GetReason(), Message: c.GetMessage(), LastTransitionTime: d.time(c.GetLastTransitionTime()),
+			}
+		}),
+	}
+}
+
+func (d *decoder) metricStatus(m *pb.MetricStatus) engine.MetricStatus {
+	v := engine.MetricStatus{
+		Type:            engine.MetricSourceType(m.GetType()),
+		Resource:        m.GetResource(),
+		Container:       m.GetContainer(),
+		Metric:          d.metricIdentifier(m.GetMetric()),
+		DescribedObject: d.objectReference(m.GetDescribedObject()),
+		Value:           d.quantity(m.GetValue()),
+		AverageValue:    d.quantity(m.GetAverageValue()),
+	}
+	if m.AverageUtilization != nil {
+		u := m.GetAverageUtilization()
+		v.AverageUtilization = &u
+	}
+	return v
+}
+
+func (d *decoder) quantity(m *pb.Quantity) *engine.Quantity {
+	if m == nil {
+		return nil
+	}
+	return &engine.Quantity{Milli: m.GetMilli(), Format: engine.QuantityFormat(m.GetFormat())}
+}
+
+func (d *decoder) history(m *pb.History) engine.History {
+	return engine.History{
+		Recommendations: mapSlice(m.GetRecommendations(), func(r *pb.Recommendation) engine.Recommendation {
+			return engine.Recommendation{Replicas: r.GetReplicas(), At: d.time(r.GetAt())}
+		}),
+		ScaleUpEvents:   mapSlice(m.GetScaleUpEvents(), d.scaleEvent),
+		ScaleDownEvents: mapSlice(m.GetScaleDownEvents(), d.scaleEvent),
+	}
+}
+
+func (d *decoder) scaleEvent(m *pb.ScaleEvent) engine.ScaleEvent {
+	return engine.ScaleEvent{Change: m.GetChange(), At: d.time(m.GetAt()), Outdated: m.GetOutdated()}
+}
+
+func (d *decoder) decision(m *pb.Decision) engine.Decision {
+	x := m.GetExplanation()
+	return engine.Decision{
+		DesiredReplicas: m.GetDesiredReplicas(),
+		Rescale:         m.GetRescale(),
+		Error:           m.GetError(),
+		Status:          d.status(m.GetStatus()),
+		Explanation: engine.Explanation{
+			CurrentReplicas: x.GetCurrentReplicas(),
+			Metrics: mapSlice(x.GetMetrics(), func(m *pb.MetricExplanation) engine.MetricExplanation {
+				return engine.MetricExplanation{
+					Name: m.GetName(), Outcome: engine.MetricOutcome(m.GetOutcome()), Proposal: m.GetProposal(), Err: m.GetErr(),
+					Current: m.GetCurrent(), Target: m.GetTarget(), Ratio: m.GetRatio(), RebalancedRatio: m.GetRebalancedRatio(),
+					ReadyPods: m.GetReadyPods(), UnreadyPods: m.GetUnreadyPods(), MissingPods: m.GetMissingPods(), IgnoredPods: m.GetIgnoredPods(),
+				}
+			}),
+			Winner:   int(x.GetWinner()),
+			Proposal: x.GetProposal(),
+			Steps: mapSlice(x.GetSteps(), func(s *pb.Step) engine.Step {
+				return engine.Step{Kind: engine.StepKind(s.GetKind()), From: s.GetFrom(), To: s.GetTo(), Reason: s.GetReason(), Message: s.GetMessage()}
+			}),
+		},
+		History: d.history(m.GetHistory()),
+	}
+}

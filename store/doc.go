@@ -1,0 +1,149 @@
+// Package store keeps what Setpoint remembers of each autoscaler target —
+// its engine history, last spec, status, decision and observed events —
+// durably, so that decisions survive restarts exactly as if the Kubernetes
+// controller had kept its in-memory state.
+//
+// Store is the contract the server codes against; Bolt, the embedded
+// default, implements it in a single bbolt file.
+//
+// # Opening
+//
+//	st, err := store.Open("/var/lib/setpoint/setpoint.db", store.Options{})
+//	if err != nil { ... }
+//	defer st.Close()
+//
+// The file and its layout are created on first start; its directory must
+// exist. Open waits up to Options.LockTimeout for another process holding
+// the file, and refuses a file whose schema version is newer than
+// SchemaVersion, or a bbolt file that is not a Setpoint store
+// (ErrSchemaVersion). Close waits for the writes already queued, then
+// closes the file; every call after it returns ErrClosed.
+//
+// # Writing: one transaction per decision
+//
+// A decision is one Update: load the target's record, run the caller's
+// function (the pure engine plus bookkeeping) on it, store the result.
+//
+//	rec, err := st.Update(ctx, key, func(rec *store.Record) error {
+//		d, err := engine.Decide(in, rec.History)
+//		if err != nil {
+//			return err // nothing is stored
+//		}
+//		rec.History, rec.Status, rec.LastSeen = d.History, d.Status, now
+//		return nil
+//	})
+//
+// Update returns only after the transaction is committed and fsynced (bbolt's
+// NoSync stays false): an answer built from rec describes durable state.
+//
+// The function must depend only on its argument and must not keep it: it
+// may run more than once (see below), and the record it receives is its own
+// copy. If it returns an error, nothing is stored for that call and the
+// error is returned; if it panics, the panic is re-raised in the caller's
+// goroutine. What it leaves in Key is ignored.
+//
+// # Group commit
+//
+// Every write (Update, Delete, Expire) is queued to one committer goroutine.
+// The committer takes everything queued — up to Options.MaxBatch — applies
+// the writes in queue order in ONE bbolt read-write transaction, commits
+// (one fsync), and answers each caller with its own result. It never waits
+// for company: a lone write is committed at once, and the writes that
+// arrive while a commit is being written make up the next batch. Under
+// load the cost of an fsync is shared by every decision waiting for it;
+// without load there is no added latency. (bbolt's own DB.Batch is not
+// used: it holds a lone caller for MaxBatchDelay.) Stats counts commits and
+// writes.
+//
+// Within a batch each write sees what the writes before it stored, so two
+// concurrent Updates of one target are serialized and neither loses the
+// other's history entry. A write's error (its function failed, its record
+// is corrupt) fails only that write. If a write leaves the transaction
+// unusable (a bbolt write error), the transaction is rolled back, that
+// write is answered with its error, and the rest of the batch is applied
+// again — hence "may run more than once". If the commit itself fails, every
+// write of the batch gets the error and nothing of it is stored.
+//
+// If a caller's context ends while it waits, Update (Delete, Expire)
+// returns ctx.Err() at once. If the committer had not yet taken the write,
+// it is dropped and its function never runs. If it had, the write may still
+// be committed: a cancelled Update does not say whether it happened, and a
+// caller that needs to know reads the record with Get.
+//
+// # Reading
+//
+// Get and List use read-only transactions, concurrently with the
+// committer; they see committed data only. List walks keys in order —
+// cluster, then namespace, then name, each compared as bytes — optionally
+// restricted to a cluster or to a namespace of a cluster, and returns pages
+// (default 100 records, at most 1000) with an opaque next-page token that
+// is empty after the last page.
+//
+// # Corrupt records
+//
+// A value that does not decode is an error for that target only: Get and
+// Update return a *CorruptError (errors.Is(err, ErrCorrupt)) naming the key,
+// other targets are unaffected, and nothing panics on bad bytes. List
+// returns the page's decodable records and its next-page token together
+// with an error joining one *CorruptError per skipped record, so one bad
+// record does not hide the rest. Delete removes a corrupt record (the next
+// Update starts afresh); Expire removes it by the time of its last write.
+//
+// # Bounds and retention
+//
+// Update keeps the newest Options.MaxEvents observed events (default 64).
+// The engine bounds History itself, overwriting entries that have left its
+// windows as the Kubernetes controller does; the store never trims it by
+// time, which would change decisions. It only caps each list at
+// Options.MaxHistory entries (default 4096, dropping the oldest) so that a
+// target decided more than 4096 times within a window cannot grow its
+// record without limit.
+//
+// Expire(cutoff) removes the targets whose LastSeen is before cutoff. It
+// walks a secondary index ordered by last-seen time, so a pass costs the
+// number of records it removes plus one seek, not a scan of the store. The
+// caller sets LastSeen in its Update function; a record left with a zero
+// LastSeen is removed by the next Expire. RunExpiry runs Expire
+// periodically:
+//
+//	go store.RunExpiry(ctx, st, store.ExpiryOptions{Every: time.Minute, MaxIdle: 24 * time.Hour, Now: now})
+//
+// # On-disk layout (schema version 1)
+//
+// schema.go holds every bucket name and key builder. The file has three
+// top-level buckets:
+//
+//	meta
+//	    "schema_version" → uint64, 8 bytes big-endian (1)
+//
+//	records
+//	    recordKey(cluster, namespace, name) → setpoint.storage.v1.Record
+//
+//	last_seen
+//	    uint64 big-endian(lastSeen) ‖ recordKey(...) → empty
+//
+// A record key is the cluster, the namespace and the name, each with every
+// 0x00 byte written as 0x00 0xFF and followed by the terminator 0x00 0x01.
+// Keys therefore sort by (cluster, namespace, name), and the encoding of a
+// cluster, or of a cluster and a namespace, is the prefix of exactly that
+// cluster's (namespace's) keys: List filters are prefix scans.
+//
+// In last_seen, the time is Unix nanoseconds with the sign bit flipped, so
+// that the bytes sort as the times do (the zero time, and times outside
+// 1678–2262, saturate at the ends). Each record has exactly one index entry,
+// for its current LastSeen; Update moves it and Delete and Expire remove it
+// in the record's transaction.
+//
+// Values are protobuf messages of proto/setpoint/storage/v1/storage.proto,
+// storage-only messages mirroring Record and the engine types, so that
+// `buf breaking` guards the disk format as it guards the API. Enumerations
+// are stored as their Kubernetes spelling in strings; an absent timestamp
+// is the zero time; times are read back in UTC; empty and absent lists and
+// maps are the same. Strings must be valid UTF-8 (the gRPC API guarantees
+// it); a record that could not be read back — an invalid string, a time
+// outside the years 1–9999 — is refused by Update, never stored.
+//
+// A change that an existing reader would misread needs a new SchemaVersion
+// and a migration step in schema.go; fields added to the storage messages
+// do not.
+package store

@@ -1,0 +1,25 @@
+package store
+
+// Hooks into the package's internals for the black-box tests of store_test.
+
+// SetBeforeCommitHook makes the committer call f with the batch size before
+// each batch's transaction. Call it before the store's first write.
+func SetBeforeCommitHook(b *Bolt, f func(n int)) { b.testHookBeforeCommit = f }
+
+// QueueLen is the number of writes queued and not yet taken by the
+// committer.
+func QueueLen(b *Bolt) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.queue)
+}
+
+// RecordKey is the records bucket key of k.
+func RecordKey(k Key) ([]byte, error) { return recordKey(k) }
+
+// Layout names, for tests that edit a file with bbolt directly.
+var (
+	BucketMeta           = bucketMeta
+	BucketRecords        = bucketRecords
+	KeyMetaSchemaVersion = keyMetaSchemaVersion
+)

@@ -1,0 +1,248 @@
+package store
+
+// This file is the whole on-disk layout: every bucket name, every key builder
+// and the schema version. Nothing else in the package names a bucket or
+// builds a key by hand. doc.go describes the same layout in prose; change
+// both together, and bump SchemaVersion (with a migration in migrate) when an
+// existing reader would misread what a new writer stores.
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// SchemaVersion is the version of the on-disk layout this package writes.
+// Open refuses a file whose stored version is larger.
+const SchemaVersion uint64 = 1
+
+// Bucket names. All buckets live at the top level of the file.
+var (
+	// bucketMeta holds the file's metadata: keyMetaSchemaVersion.
+	bucketMeta = []byte("meta")
+	// bucketRecords maps recordKey(key) to a storage.v1.Record.
+	bucketRecords = []byte("records")
+	// bucketLastSeen is the expiry index: lastSeenKey(t, recordKey(key))
+	// with an empty value, for each record, t being the record's LastSeen.
+	bucketLastSeen = []byte("last_seen")
+)
+
+// allBuckets lists every bucket of the layout, created together.
+var allBuckets = [][]byte{bucketMeta, bucketRecords, bucketLastSeen}
+
+// keyMetaSchemaVersion is the meta key whose value is the schema version as
+// an 8-byte big-endian integer.
+var keyMetaSchemaVersion = []byte("schema_version")
+
+// Key encoding.
+//
+// A record key is the concatenation of the escaped Cluster, Namespace and
+// Name, each followed by the terminator 0x00 0x01; inside a component each
+// 0x00 byte is written as 0x00 0xFF. The encoding has two properties the
+// store relies on:
+//
+//   - byte order is (Cluster, Namespace, Name) order, comparing each
+//     component as a byte string, so bbolt's cursor walks targets in key
+//     order;
+//   - the encoding of a cluster, or of a cluster and a namespace, is a
+//     prefix of exactly the keys of that cluster (namespace), so a List
+//     filter is a prefix scan.
+const (
+	escByte  = 0x00 // introduces an escape or a terminator
+	escNul   = 0xFF // escByte escNul: a 0x00 byte inside a component
+	escTerm  = 0x01 // escByte escTerm: end of a component
+	tsLength = 8    // bytes of the time prefix of a lastSeenKey
+)
+
+// maxRecordKeyLength bounds an encoded record key so that the index key
+// built on it still fits bbolt's key limit.
+const maxRecordKeyLength = bolt.MaxKeySize - tsLength
+
+// errBadKey reports a stored key that is not a valid record key.
+var errBadKey = errors.New("malformed key")
+
+// appendComponent appends the escaped s and its terminator to dst.
+func appendComponent(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if s[i] == escByte {
+			dst = append(dst, escByte, escNul)
+			continue
+		}
+		dst = append(dst, s[i])
+	}
+	return append(dst, escByte, escTerm)
+}
+
+// recordKey is the key of k's record in bucketRecords. It fails with
+// ErrInvalid when the key is too long for bbolt.
+func recordKey(k Key) ([]byte, error) {
+	b := make([]byte, 0, len(k.Cluster)+len(k.Namespace)+len(k.Name)+6)
+	b = appendComponent(b, k.Cluster)
+	b = appendComponent(b, k.Namespace)
+	b = appendComponent(b, k.Name)
+	if len(b) > maxRecordKeyLength {
+		return nil, fmt.Errorf("%w: key %s is %d bytes encoded, more than %d", ErrInvalid, k, len(b), maxRecordKeyLength)
+	}
+	return b, nil
+}
+
+// clusterPrefix is the common prefix of the record keys of cluster.
+func clusterPrefix(cluster string) []byte {
+	return appendComponent(nil, cluster)
+}
+
+// namespacePrefix is the common prefix of the record keys of one namespace
+// of cluster.
+func namespacePrefix(cluster, namespace string) []byte {
+	return appendComponent(appendComponent(nil, cluster), namespace)
+}
+
+// parseRecordKey is the inverse of recordKey.
+func parseRecordKey(b []byte) (Key, error) {
+	var parts [3]string
+	rest := b
+	for i := range parts {
+		var buf []byte
+		for {
+			j := bytes.IndexByte(rest, escByte)
+			if j < 0 || j+1 >= len(rest) {
+				return Key{}, fmt.Errorf("%w %q", errBadKey, b)
+			}
+			buf = append(buf, rest[:j]...)
+			switch rest[j+1] {
+			case escNul:
+				buf = append(buf, escByte)
+				rest = rest[j+2:]
+				continue
+			case escTerm:
+				rest = rest[j+2:]
+			default:
+				return Key{}, fmt.Errorf("%w %q", errBadKey, b)
+			}
+			break
+		}
+		parts[i] = string(buf)
+	}
+	if len(rest) != 0 {
+		return Key{}, fmt.Errorf("%w %q", errBadKey, b)
+	}
+	return Key{Cluster: parts[0], Namespace: parts[1], Name: parts[2]}, nil
+}
+
+// lastSeenKey is the key of a record's entry in bucketLastSeen: the 8-byte
+// big-endian order-preserving encoding of t (Unix nanoseconds with the sign
+// bit flipped, clamped to the int64 range, the zero time sorting first)
+// followed by the record key. Entries therefore sort by time, then by key.
+func lastSeenKey(t time.Time, rk []byte) []byte {
+	b := make([]byte, tsLength, tsLength+len(rk))
+	binary.BigEndian.PutUint64(b, orderedTime(t))
+	return append(b, rk...)
+}
+
+// orderedTime maps t to a uint64 whose order is t's order, saturating outside
+// the years 1678–2262 that Unix nanoseconds in an int64 can express.
+func orderedTime(t time.Time) uint64 {
+	var n int64
+	switch {
+	case t.IsZero(), t.Before(time.Unix(0, math.MinInt64)):
+		n = math.MinInt64
+	case t.After(time.Unix(0, math.MaxInt64)):
+		n = math.MaxInt64
+	default:
+		n = t.UnixNano()
+	}
+	return uint64(n) ^ (1 << 63)
+}
+
+// splitLastSeenKey returns the time prefix and the record key of an index
+// entry.
+func splitLastSeenKey(b []byte) (ts uint64, rk []byte, ok bool) {
+	if len(b) <= tsLength {
+		return 0, nil, false
+	}
+	return binary.BigEndian.Uint64(b[:tsLength]), b[tsLength:], true
+}
+
+// encodeVersion is the stored form of a schema version.
+func encodeVersion(v uint64) []byte {
+	return binary.BigEndian.AppendUint64(nil, v)
+}
+
+// initSchema creates the layout in a new file, or checks the version of an
+// existing one. A file without a meta bucket must be empty: Open will not
+// adopt a bbolt file written by something else.
+func initSchema(tx *bolt.Tx) error {
+	meta := tx.Bucket(bucketMeta)
+	if meta == nil {
+		var foreign []byte
+		if err := tx.ForEach(func(name []byte, _ *bolt.Bucket) error {
+			foreign = append([]byte(nil), name...)
+			return errStopIteration
+		}); err != nil && !errors.Is(err, errStopIteration) {
+			return err
+		}
+		if foreign != nil {
+			return fmt.Errorf("%w: the file has bucket %q but no %q bucket: not a setpoint store", ErrSchemaVersion, foreign, bucketMeta)
+		}
+		for _, name := range allBuckets {
+			if _, err := tx.CreateBucket(name); err != nil {
+				return fmt.Errorf("store: create bucket %q: %w", name, err)
+			}
+		}
+		return tx.Bucket(bucketMeta).Put(keyMetaSchemaVersion, encodeVersion(SchemaVersion))
+	}
+	raw := meta.Get(keyMetaSchemaVersion)
+	if len(raw) != 8 {
+		return fmt.Errorf("%w: stored schema version %x is not an 8-byte integer", ErrSchemaVersion, raw)
+	}
+	v := binary.BigEndian.Uint64(raw)
+	switch {
+	case v > SchemaVersion:
+		return fmt.Errorf("%w: the file has schema version %d, newer than %d, the latest this binary knows", ErrSchemaVersion, v, SchemaVersion)
+	case v == 0:
+		return fmt.Errorf("%w: the file has schema version 0", ErrSchemaVersion)
+	}
+	if err := migrate(tx, v); err != nil {
+		return err
+	}
+	for _, name := range allBuckets {
+		if tx.Bucket(name) == nil {
+			return fmt.Errorf("%w: bucket %q is missing", ErrSchemaVersion, name)
+		}
+	}
+	return nil
+}
+
+// migrate brings a file of schema version from up to SchemaVersion, inside
+// the opening transaction. Version 1 is the first; there is nothing to
+// migrate yet. A future version adds a case per step and rewrites the stored
+// version last.
+func migrate(_ *bolt.Tx, from uint64) error {
+	switch from {
+	case SchemaVersion:
+		return nil
+	default:
+		return fmt.Errorf("%w: no migration from schema version %d", ErrSchemaVersion, from)
+	}
+}
+
+// storedVersion reads the schema version of an open file.
+func storedVersion(tx *bolt.Tx) (uint64, error) {
+	meta := tx.Bucket(bucketMeta)
+	if meta == nil {
+		return 0, fmt.Errorf("%w: no %q bucket", ErrSchemaVersion, bucketMeta)
+	}
+	raw := meta.Get(keyMetaSchemaVersion)
+	if len(raw) != 8 {
+		return 0, fmt.Errorf("%w: stored schema version %x is not an 8-byte integer", ErrSchemaVersion, raw)
+	}
+	return binary.BigEndian.Uint64(raw), nil
+}
+
+// errStopIteration ends a ForEach early.
+var errStopIteration = errors.New("stop iteration")

@@ -1,0 +1,122 @@
+package store
+
+import (
+	"bytes"
+	"cmp"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	gocmp "github.com/google/go-cmp/cmp"
+)
+
+func TestRecordKeyOrderAndPrefixes(t *testing.T) {
+	keys := []Key{
+		{Cluster: "", Namespace: "", Name: ""},
+		{Cluster: "a", Namespace: "", Name: "x"},
+		{Cluster: "a", Namespace: "n", Name: ""},
+		{Cluster: "a", Namespace: "n", Name: "x"},
+		{Cluster: "a", Namespace: "n", Name: "x\x00"},
+		{Cluster: "a", Namespace: "n", Name: "x\x00\x01"},
+		{Cluster: "a", Namespace: "n", Name: "x\x01"},
+		{Cluster: "a", Namespace: "n\x00", Name: "a"},
+		{Cluster: "a", Namespace: "na", Name: ""},
+		{Cluster: "a\x00", Namespace: "", Name: ""},
+		{Cluster: "a\xff", Namespace: "\xff", Name: "\xff\x00"},
+		{Cluster: "ab", Namespace: "n", Name: "x"},
+		{Cluster: "b", Namespace: "a", Name: "a"},
+	}
+	byTuple := slices.Clone(keys)
+	slices.SortFunc(byTuple, func(x, y Key) int {
+		return cmp.Or(strings.Compare(x.Cluster, y.Cluster), strings.Compare(x.Namespace, y.Namespace), strings.Compare(x.Name, y.Name))
+	})
+	encoded := make(map[Key][]byte)
+	for _, k := range keys {
+		b, err := recordKey(k)
+		if err != nil {
+			t.Fatalf("recordKey(%q): %v", k, err)
+		}
+		encoded[k] = b
+		got, err := parseRecordKey(b)
+		if err != nil || got != k {
+			t.Errorf("parseRecordKey(recordKey(%q)) = %q, %v", k, got, err)
+		}
+	}
+	byBytes := slices.Clone(keys)
+	slices.SortFunc(byBytes, func(x, y Key) int { return bytes.Compare(encoded[x], encoded[y]) })
+	if diff := gocmp.Diff(byTuple, byBytes); diff != "" {
+		t.Errorf("byte order differs from (cluster, namespace, name) order (-tuple +bytes):\n%s", diff)
+	}
+	for _, k := range keys {
+		for _, other := range keys {
+			if got, want := bytes.HasPrefix(encoded[other], clusterPrefix(k.Cluster)), other.Cluster == k.Cluster; got != want {
+				t.Errorf("cluster prefix of %q matches %q: %v, want %v", k.Cluster, other, got, want)
+			}
+			sameNS := other.Cluster == k.Cluster && other.Namespace == k.Namespace
+			if got := bytes.HasPrefix(encoded[other], namespacePrefix(k.Cluster, k.Namespace)); got != sameNS {
+				t.Errorf("namespace prefix of %q/%q matches %q: %v, want %v", k.Cluster, k.Namespace, other, got, sameNS)
+			}
+		}
+	}
+}
+
+func TestRecordKeyTooLong(t *testing.T) {
+	_, err := recordKey(Key{Cluster: "c", Namespace: "n", Name: strings.Repeat("x", maxRecordKeyLength)})
+	if !errors.Is(err, ErrInvalid) {
+		t.Errorf("recordKey of a huge name: %v, want ErrInvalid", err)
+	}
+}
+
+func TestParseRecordKeyRejectsMalformed(t *testing.T) {
+	for _, b := range []string{"", "a", "a\x00\x01b\x00\x01", "a\x00\x01b\x00\x01c\x00\x01d", "a\x00\x02b\x00\x01c\x00\x01", "a\x00"} {
+		if k, err := parseRecordKey([]byte(b)); err == nil {
+			t.Errorf("parseRecordKey(%q) = %q, want an error", b, k)
+		}
+	}
+}
+
+func TestOrderedTime(t *testing.T) {
+	times := []time.Time{
+		{},
+		time.Date(1000, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(1969, 12, 31, 23, 59, 59, 999999999, time.UTC),
+		time.Unix(0, 0),
+		time.Unix(0, 1),
+		time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC),
+	}
+	for i := 1; i < len(times); i++ {
+		if a, b := orderedTime(times[i-1]), orderedTime(times[i]); a > b {
+			t.Errorf("orderedTime(%v) = %x > orderedTime(%v) = %x", times[i-1], a, times[i], b)
+		}
+	}
+}
+
+// FuzzDecodeRecord: any bytes decode to a record or a *CorruptError, never
+// a panic, and a decoded record encodes again.
+func FuzzDecodeRecord(f *testing.F) {
+	rec := Record{Key: Key{Name: "x"}, LastSeen: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), Events: []Event{{Kind: EventApplied, From: 1, To: 2}}}
+	seed, err := encodeRecord(&rec)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(seed)
+	f.Add([]byte{})
+	f.Add([]byte("\x42\x02\x08\x01"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		k := Key{Cluster: "c", Namespace: "n", Name: "x"}
+		got, err := decodeRecord(k, b)
+		if err != nil {
+			var ce *CorruptError
+			if !errors.As(err, &ce) || ce.Key != k || !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("decodeRecord error %v is not a *CorruptError for %s", err, k)
+			}
+			return
+		}
+		if _, err := encodeRecord(&got); err != nil {
+			t.Fatalf("a decoded record does not encode: %v", err)
+		}
+	})
+}

@@ -1,0 +1,769 @@
+package store_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/setpointhq/setpoint/engine"
+	"github.com/setpointhq/setpoint/store"
+)
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 123456789, time.UTC)
+
+// at is t0 plus s seconds.
+func at(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+
+// fullRecord has every field of Record, at every depth, set to a non-zero
+// value (TestFullRecordIsFull checks it), so a round trip proves the codec
+// carries every field.
+func fullRecord(key store.Key) store.Record {
+	util := int32(85)
+	selector := &engine.LabelSelector{
+		MatchLabels:      map[string]string{"app": "web", "tier": "front"},
+		MatchExpressions: []engine.LabelSelectorRequirement{{Key: "zone", Operator: "In", Values: []string{"a", "b"}}},
+	}
+	metric := engine.MetricIdentifier{Name: "requests_per_second", Selector: selector}
+	object := engine.ObjectReference{APIVersion: "networking.k8s.io/v1", Kind: "Ingress", Name: "main"}
+	status := engine.Status{
+		CurrentReplicas: 3,
+		DesiredReplicas: 5,
+		LastScaleTime:   at(-60),
+		CurrentMetrics: []engine.MetricStatus{{
+			Type:               engine.ContainerResourceSource,
+			Resource:           "cpu",
+			Container:          "app",
+			Metric:             metric,
+			DescribedObject:    object,
+			Value:              &engine.Quantity{Milli: 1500, Format: engine.DecimalSI},
+			AverageValue:       &engine.Quantity{Milli: 512 << 20, Format: engine.BinarySI},
+			AverageUtilization: &util,
+		}},
+		Conditions: []engine.Condition{{
+			Type: engine.AbleToScale, Status: engine.ConditionTrue, Reason: "ScaleUpLimit",
+			Message: "the desired replica count is increasing faster than the maximum scale rate", LastTransitionTime: at(-30),
+		}},
+	}
+	history := engine.History{
+		Recommendations: []engine.Recommendation{{Replicas: 4, At: at(-15)}, {Replicas: 5, At: at(0)}},
+		ScaleUpEvents:   []engine.ScaleEvent{{Change: 2, At: at(-60), Outdated: true}},
+		ScaleDownEvents: []engine.ScaleEvent{{Change: 1, At: at(-600), Outdated: true}},
+	}
+	rules := func(window int32, tol float64) engine.Rules {
+		return engine.Rules{
+			StabilizationWindowSeconds: window,
+			SelectPolicy:               engine.SelectMin,
+			Policies:                   []engine.Policy{{Type: engine.PercentPolicy, Value: 100, PeriodSeconds: 15}},
+			Tolerance:                  tol,
+		}
+	}
+	return store.Record{
+		Key:       key,
+		TargetRef: store.TargetRef{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"},
+		Spec: engine.Spec{
+			MinReplicas: 2,
+			MaxReplicas: 10,
+			Metrics: []engine.MetricSpec{{
+				Type:            engine.ObjectSource,
+				Resource:        "memory",
+				Container:       "sidecar",
+				Metric:          metric,
+				DescribedObject: object,
+				Target:          engine.Target{Type: engine.AverageValueTarget, Milli: 2000, Utilization: 70},
+			}},
+			Behavior: &engine.Behavior{ScaleUp: rules(30, 0.05), ScaleDown: rules(300, 0.2)},
+		},
+		Settings: engine.Settings{
+			Tolerance:                    0.1,
+			CPUInitializationPeriod:      5 * time.Minute,
+			InitialReadinessDelay:        30 * time.Second,
+			DownscaleStabilizationWindow: 5 * time.Minute,
+		},
+		Status:  status,
+		History: history,
+		Last: &store.LastDecision{
+			ID:     "d-42",
+			At:     at(0),
+			Before: engine.Status{CurrentReplicas: 3, DesiredReplicas: 3, LastScaleTime: at(-120), CurrentMetrics: status.CurrentMetrics, Conditions: status.Conditions},
+			Decision: engine.Decision{
+				DesiredReplicas: 5,
+				Rescale:         true,
+				Error:           "invalid metrics (1 invalid out of 2)",
+				Status:          status,
+				Explanation: engine.Explanation{
+					CurrentReplicas: 3,
+					Metrics: []engine.MetricExplanation{{
+						Name: "cpu resource utilization (percentage of request)", Outcome: engine.OutcomeRebalanced,
+						Proposal: 6, Err: "missing request for cpu", Current: 120, Target: 70, Ratio: 1.71, RebalancedRatio: 1.4,
+						ReadyPods: 3, UnreadyPods: 1, MissingPods: 2, IgnoredPods: 1,
+					}},
+					Winner:   1,
+					Proposal: 6,
+					Steps:    []engine.Step{{Kind: engine.StepLimited, From: 6, To: 5, Reason: "ScaleUpLimit", Message: "limited by policy"}},
+				},
+				History: history,
+			},
+		},
+		Events: []store.Event{{
+			Kind: store.EventFailed, From: 3, To: 5, At: at(1), DecisionID: "d-42", Message: "forbidden",
+		}},
+		LastSeen: at(1),
+	}
+}
+
+// TestFullRecordIsFull keeps fullRecord honest as the types grow.
+func TestFullRecordIsFull(t *testing.T) {
+	for _, path := range zeroFields(reflect.ValueOf(fullRecord(store.Key{Cluster: "c", Namespace: "n", Name: "x"})), "Record") {
+		t.Errorf("fullRecord leaves %s zero: set it so the round trip covers it", path)
+	}
+}
+
+// zeroFields lists the paths of zero values under v.
+func zeroFields(v reflect.Value, path string) []string {
+	if v.IsZero() {
+		return []string{path}
+	}
+	var out []string
+	switch v.Kind() {
+	case reflect.Pointer:
+		if v.Type() != reflect.TypeFor[*time.Location]() {
+			out = append(out, zeroFields(v.Elem(), path)...)
+		}
+	case reflect.Struct:
+		if v.Type() == reflect.TypeFor[time.Time]() {
+			return nil
+		}
+		for i := range v.NumField() {
+			out = append(out, zeroFields(v.Field(i), path+"."+v.Type().Field(i).Name)...)
+		}
+	case reflect.Slice:
+		for i := range v.Len() {
+			out = append(out, zeroFields(v.Index(i), fmt.Sprintf("%s[%d]", path, i))...)
+		}
+	case reflect.Map:
+		for _, k := range v.MapKeys() {
+			out = append(out, zeroFields(v.MapIndex(k), fmt.Sprintf("%s[%v]", path, k))...)
+		}
+	}
+	return out
+}
+
+// put stores rec as it is.
+func put(t testing.TB, st store.Store, rec store.Record) store.Record {
+	t.Helper()
+	got, err := st.Update(context.Background(), rec.Key, func(r *store.Record) error {
+		*r = rec
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Update(%s): %v", rec.Key, err)
+	}
+	return got
+}
+
+func TestOpenCreatesCurrentSchema(t *testing.T) {
+	path := newPath(t)
+	st := open(t, path, store.Options{})
+	got, err := st.SchemaVersion()
+	if err != nil || got != store.SchemaVersion {
+		t.Fatalf("SchemaVersion() = %d, %v; want %d", got, err, store.SchemaVersion)
+	}
+	if st.Path() != path {
+		t.Errorf("Path() = %q, want %q", st.Path(), path)
+	}
+}
+
+func TestOpenRefusesUnknownLayout(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(tx *bolt.Tx) error
+	}{
+		{"newer version", setVersion(binary.BigEndian.AppendUint64(nil, store.SchemaVersion+1))},
+		{"version 0", setVersion(binary.BigEndian.AppendUint64(nil, 0))},
+		{"malformed version", setVersion([]byte{1, 2, 3})},
+		{"missing version", func(tx *bolt.Tx) error { return tx.Bucket(store.BucketMeta).Delete(store.KeyMetaSchemaVersion) }},
+		{"missing bucket", func(tx *bolt.Tx) error { return tx.DeleteBucket(store.BucketRecords) }},
+		{"foreign file", func(tx *bolt.Tx) error {
+			if err := tx.DeleteBucket(store.BucketMeta); err != nil {
+				return err
+			}
+			_, err := tx.CreateBucket([]byte("someone-else"))
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := newPath(t)
+			st, err := store.Open(path, store.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := st.Close(); err != nil {
+				t.Fatal(err)
+			}
+			editFile(t, path, tc.edit)
+			st, err = store.Open(path, store.Options{})
+			if err == nil {
+				st.Close()
+				t.Fatal("Open succeeded, want ErrSchemaVersion")
+			}
+			if !errors.Is(err, store.ErrSchemaVersion) {
+				t.Fatalf("Open: %v, want ErrSchemaVersion", err)
+			}
+			checkFile(t, path)
+		})
+	}
+}
+
+// setVersion returns an edit that stores raw as the schema version.
+func setVersion(raw []byte) func(tx *bolt.Tx) error {
+	return func(tx *bolt.Tx) error { return tx.Bucket(store.BucketMeta).Put(store.KeyMetaSchemaVersion, raw) }
+}
+
+func TestOpenRejectsNegativeOptions(t *testing.T) {
+	_, err := store.Open(newPath(t), store.Options{MaxEvents: -1})
+	if !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("Open: %v, want ErrInvalid", err)
+	}
+}
+
+func TestRoundTripFullRecord(t *testing.T) {
+	path := newPath(t)
+	st := open(t, path, store.Options{})
+	key := store.Key{Cluster: "prod-eu", Namespace: "shop", Name: "web"}
+	want := fullRecord(key)
+
+	if got := put(t, st, want); !cmp.Equal(got, want) {
+		t.Errorf("Update returned a different record (-got +want):\n%s", cmp.Diff(got, want))
+	}
+	got, err := st.Get(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Get after Update (-want +got):\n%s", diff)
+	}
+
+	// The same after a restart.
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st = open(t, path, store.Options{})
+	got, err = st.Get(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Get after reopening (-want +got):\n%s", diff)
+	}
+}
+
+func TestUpdate(t *testing.T) {
+	ctx := context.Background()
+	key := store.Key{Cluster: "c", Namespace: "n", Name: "web"}
+	errBoom := errors.New("boom")
+	for _, tc := range []struct {
+		name    string
+		fn      func(*store.Record) error
+		wantErr error
+		want    *store.Record // nil: no record stored
+	}{
+		{
+			name: "new target starts from a zero record with its key",
+			fn: func(r *store.Record) error {
+				if !cmp.Equal(*r, store.Record{Key: key}) {
+					return fmt.Errorf("fn got %+v", *r)
+				}
+				r.LastSeen = at(0)
+				return nil
+			},
+			want: &store.Record{Key: key, LastSeen: at(0)},
+		},
+		{
+			name:    "fn error stores nothing",
+			fn:      func(r *store.Record) error { r.LastSeen = at(0); return errBoom },
+			wantErr: errBoom,
+		},
+		{
+			name: "the key fn leaves is ignored",
+			fn: func(r *store.Record) error {
+				r.Key = store.Key{Name: "other"}
+				r.LastSeen = at(0)
+				return nil
+			},
+			want: &store.Record{Key: key, LastSeen: at(0)},
+		},
+		{
+			name:    "a string that is not UTF-8 is refused",
+			fn:      func(r *store.Record) error { r.TargetRef.Name = "\xff"; return nil },
+			wantErr: errAny,
+		},
+		{
+			name:    "a time a timestamp cannot hold is refused",
+			fn:      func(r *store.Record) error { r.LastSeen = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC); return nil },
+			wantErr: errAny,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := open(t, newPath(t), store.Options{})
+			got, err := st.Update(ctx, key, tc.fn)
+			switch {
+			case tc.wantErr == errAny && err == nil, tc.wantErr != errAny && !errors.Is(err, tc.wantErr):
+				t.Fatalf("Update: %v, want %v", err, tc.wantErr)
+			case err == nil && !cmp.Equal(got, *tc.want):
+				t.Errorf("Update returned (-got +want):\n%s", cmp.Diff(got, *tc.want))
+			}
+			stored, err := st.Get(ctx, key)
+			if tc.want == nil {
+				if !errors.Is(err, store.ErrNotFound) {
+					t.Errorf("Get: %+v, %v; want ErrNotFound", stored, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(*tc.want, stored); diff != "" {
+				t.Errorf("stored (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// errAny in a test table accepts any non-nil error.
+var errAny = errors.New("any error")
+
+func TestUpdateBounds(t *testing.T) {
+	st := open(t, newPath(t), store.Options{MaxEvents: 3, MaxHistory: 3})
+	key := store.Key{Cluster: "c", Namespace: "n", Name: "web"}
+	var events []store.Event
+	for i := range 5 {
+		events = append(events, store.Event{Kind: store.EventApplied, From: int32(i), To: int32(i + 1), At: at(i)})
+	}
+	// The engine overwrites recommendations in place: the list is not in
+	// time order, and the newest three must survive in their order.
+	recs := []engine.Recommendation{{Replicas: 1, At: at(40)}, {Replicas: 2, At: at(10)}, {Replicas: 3, At: at(50)}, {Replicas: 4, At: at(20)}, {Replicas: 5, At: at(30)}}
+	got := put(t, st, store.Record{Key: key, Events: events, History: engine.History{Recommendations: recs}, LastSeen: at(0)})
+
+	want := store.Record{
+		Key:      key,
+		Events:   events[2:],
+		History:  engine.History{Recommendations: []engine.Recommendation{recs[0], recs[2], recs[4]}},
+		LastSeen: at(0),
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Update returned (-want +got):\n%s", diff)
+	}
+	stored, err := st.Get(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, stored); diff != "" {
+		t.Errorf("stored (-want +got):\n%s", diff)
+	}
+}
+
+func TestUpdatePanicIsRaisedInCaller(t *testing.T) {
+	st := open(t, newPath(t), store.Options{})
+	ctx := context.Background()
+	key := store.Key{Cluster: "c", Namespace: "n", Name: "web"}
+	func() {
+		defer func() {
+			if p := recover(); p == nil {
+				t.Error("Update did not panic")
+			}
+		}()
+		st.Update(ctx, key, func(*store.Record) error { panic("engine bug") })
+	}()
+	if _, err := st.Get(ctx, key); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Get after a panicking update: %v, want ErrNotFound", err)
+	}
+	put(t, st, store.Record{Key: key, LastSeen: at(0)}) // the committer survived
+}
+
+// appendRecommendation is an update function adding one recommendation.
+func appendRecommendation(replicas int32) func(*store.Record) error {
+	return func(r *store.Record) error {
+		r.History.Recommendations = append(r.History.Recommendations, engine.Recommendation{Replicas: replicas, At: at(int(replicas))})
+		r.LastSeen = at(int(replicas))
+		return nil
+	}
+}
+
+func TestConcurrentUpdatesOfOneKeyLoseNothing(t *testing.T) {
+	const callers = 50
+	st := open(t, newPath(t), store.Options{})
+	ctx := context.Background()
+	key := store.Key{Cluster: "c", Namespace: "n", Name: "web"}
+
+	var wg sync.WaitGroup
+	for i := range callers {
+		wg.Go(func() {
+			if _, err := st.Update(ctx, key, appendRecommendation(int32(i))); err != nil {
+				t.Errorf("Update %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+
+	rec, err := st.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int32
+	for _, r := range rec.History.Recommendations {
+		got = append(got, r.Replicas)
+	}
+	slices.Sort(got)
+	want := make([]int32, callers)
+	for i := range want {
+		want[i] = int32(i)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("recommendations kept (-want +got):\n%s", diff)
+	}
+	if s := st.Stats(); s.Writes != callers || s.Commits > callers {
+		t.Errorf("Stats() = %+v, want %d writes in at most as many commits", s, callers)
+	}
+}
+
+// holdFirstCommit makes st's committer stop before its first commit until
+// release is called; entered is closed when it stops there. The first
+// commit's batch is the first write alone. Call it before st's first write.
+func holdFirstCommit(t *testing.T, st *store.Bolt) (entered <-chan struct{}, release func()) {
+	t.Helper()
+	in, held := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	first := true
+	store.SetBeforeCommitHook(st, func(int) {
+		if first {
+			first = false
+			close(in)
+			<-held
+		}
+	})
+	release = func() { once.Do(func() { close(held) }) }
+	t.Cleanup(release)
+	return in, release
+}
+
+// waitQueued waits until n writes are queued behind the committer.
+func waitQueued(t *testing.T, st *store.Bolt, n int) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for store.QueueLen(st) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d writes queued after a minute, want %d", store.QueueLen(st), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestGroupCommitSharesOneCommit(t *testing.T) {
+	const callers = 50
+	st := open(t, newPath(t), store.Options{})
+	entered, release := holdFirstCommit(t, st)
+	ctx := context.Background()
+	key := store.Key{Cluster: "c", Namespace: "n", Name: "web"}
+
+	var wg sync.WaitGroup
+	update := func(i int) {
+		wg.Go(func() {
+			if _, err := st.Update(ctx, key, appendRecommendation(int32(i))); err != nil {
+				t.Errorf("Update %d: %v", i, err)
+			}
+		})
+	}
+	update(0)
+	<-entered // the committer holds the first write
+	for i := 1; i < callers; i++ {
+		update(i)
+	}
+	waitQueued(t, st, callers-1)
+	release()
+	wg.Wait()
+
+	want := store.Stats{Commits: 2, Writes: callers, MaxBatch: callers - 1}
+	if diff := cmp.Diff(want, st.Stats()); diff != "" {
+		t.Errorf("Stats() (-want +got):\n%s", diff)
+	}
+	rec, err := st.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(rec.History.Recommendations); n != callers {
+		t.Errorf("%d recommendations kept, want %d", n, callers)
+	}
+}
+
+func TestGroupCommitFailsOnlyTheFailingWrite(t *testing.T) {
+	st := open(t, newPath(t), store.Options{})
+	entered, release := holdFirstCommit(t, st)
+	ctx := context.Background()
+	a := store.Key{Cluster: "c", Namespace: "n", Name: "a"}
+	b := store.Key{Cluster: "c", Namespace: "n", Name: "b"}
+	errBoom := errors.New("boom")
+
+	results := make([]error, 4)
+	var wg sync.WaitGroup
+	wg.Go(func() { _, results[0] = st.Update(ctx, a, appendRecommendation(1)) })
+	<-entered
+	// One batch: a, a failing, b, a — each seeing the previous one's record.
+	for i, w := range []struct {
+		key store.Key
+		fn  func(*store.Record) error
+	}{
+		{a, func(*store.Record) error { return errBoom }},
+		{b, appendRecommendation(3)},
+		{a, appendRecommendation(4)},
+	} {
+		wg.Go(func() { _, results[i+1] = st.Update(ctx, w.key, w.fn) })
+		waitQueued(t, st, i+1)
+	}
+	release()
+	wg.Wait()
+
+	if diff := cmp.Diff([]error{nil, errBoom, nil, nil}, results, cmp.Comparer(func(x, y error) bool { return x == y })); diff != "" {
+		t.Errorf("results (-want +got):\n%s", diff)
+	}
+	rec, err := st.Get(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []engine.Recommendation{{Replicas: 1, At: at(1)}, {Replicas: 4, At: at(4)}}
+	if diff := cmp.Diff(want, rec.History.Recommendations); diff != "" {
+		t.Errorf("recommendations of a (-want +got):\n%s", diff)
+	}
+	if s := st.Stats(); s.Commits != 2 {
+		t.Errorf("Stats() = %+v, want 2 commits", s)
+	}
+}
+
+func TestUpdateCancelledWhileQueuedNeverRuns(t *testing.T) {
+	st := open(t, newPath(t), store.Options{})
+	entered, release := holdFirstCommit(t, st)
+	key := store.Key{Cluster: "c", Namespace: "n", Name: "web"}
+
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if _, err := st.Update(context.Background(), key, appendRecommendation(1)); err != nil {
+			t.Errorf("Update: %v", err)
+		}
+	})
+	<-entered
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := false
+	done := make(chan error)
+	go func() {
+		_, err := st.Update(ctx, key, func(r *store.Record) error { ran = true; return nil })
+		done <- err
+	}()
+	waitQueued(t, st, 1)
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled Update: %v, want context.Canceled", err)
+	}
+	release()
+	wg.Wait()
+	if _, err := st.Update(context.Background(), key, appendRecommendation(2)); err != nil {
+		t.Fatal(err)
+	}
+	if ran {
+		t.Error("the cancelled update's function ran")
+	}
+	if s := st.Stats(); s.Writes != 2 {
+		t.Errorf("Stats() = %+v, want 2 writes", s)
+	}
+}
+
+func TestUpdateWithDoneContextFailsAtOnce(t *testing.T) {
+	st := open(t, newPath(t), store.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := st.Update(ctx, store.Key{Name: "x"}, appendRecommendation(1))
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("Update: %v, want context.Canceled", err)
+	}
+}
+
+func TestCorruptRecordFailsOnlyItsTarget(t *testing.T) {
+	path := newPath(t)
+	ctx := context.Background()
+	good := store.Key{Cluster: "c", Namespace: "n", Name: "good"}
+	bad := store.Key{Cluster: "c", Namespace: "n", Name: "bad"}
+	st := open(t, path, store.Options{})
+	put(t, st, fullRecord(good))
+	put(t, st, fullRecord(bad))
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	editFile(t, path, func(tx *bolt.Tx) error {
+		k, err := store.RecordKey(bad)
+		if err != nil {
+			return err
+		}
+		return tx.Bucket(store.BucketRecords).Put(k, []byte("\x0a\xff\xff\xff\xffnot a protobuf"))
+	})
+	st = open(t, path, store.Options{})
+
+	isCorruptBad := func(op string, err error) {
+		t.Helper()
+		var ce *store.CorruptError
+		if !errors.Is(err, store.ErrCorrupt) || !errors.As(err, &ce) || ce.Key != bad {
+			t.Errorf("%s: %v, want a *CorruptError for %s", op, err, bad)
+		}
+	}
+	_, err := st.Get(ctx, bad)
+	isCorruptBad("Get(bad)", err)
+	ran := false
+	_, err = st.Update(ctx, bad, func(*store.Record) error { ran = true; return nil })
+	isCorruptBad("Update(bad)", err)
+	if ran {
+		t.Error("Update ran fn on a corrupt record")
+	}
+
+	if _, err := st.Get(ctx, good); err != nil {
+		t.Errorf("Get(good): %v", err)
+	}
+	if _, err := st.Update(ctx, good, appendRecommendation(9)); err != nil {
+		t.Errorf("Update(good): %v", err)
+	}
+	recs, next, err := st.List(ctx, store.Query{})
+	isCorruptBad("List", err)
+	if len(recs) != 1 || recs[0].Key != good || next != "" {
+		t.Errorf("List = %d records, next %q; want only %s and no next page", len(recs), next, good)
+	}
+
+	// Delete clears it; the target starts afresh.
+	if err := st.Delete(ctx, bad); err != nil {
+		t.Fatalf("Delete(bad): %v", err)
+	}
+	if _, err := st.Update(ctx, bad, appendRecommendation(1)); err != nil {
+		t.Errorf("Update(bad) after Delete: %v", err)
+	}
+	if n, err := st.Expire(ctx, at(3600)); err != nil || n != 2 {
+		t.Errorf("Expire = %d, %v; want both records gone, the index consistent", n, err)
+	}
+}
+
+func TestReopenKeepsData(t *testing.T) {
+	path := newPath(t)
+	ctx := context.Background()
+	st := open(t, path, store.Options{})
+	key := store.Key{Cluster: "c", Namespace: "n", Name: "web"}
+	for i := range 3 {
+		if _, err := st.Update(ctx, key, appendRecommendation(int32(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := st.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st = open(t, path, store.Options{})
+	got, err := st.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("after reopening (-want +got):\n%s", diff)
+	}
+	if n := len(got.History.Recommendations); n != 3 {
+		t.Errorf("%d recommendations, want 3", n)
+	}
+}
+
+func TestClose(t *testing.T) {
+	st := open(t, newPath(t), store.Options{})
+	ctx := context.Background()
+	key := store.Key{Cluster: "c", Namespace: "n", Name: "web"}
+	put(t, st, store.Record{Key: key, LastSeen: at(0)})
+	if err := st.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	for name, call := range map[string]func() error{
+		"Update": func() error { _, err := st.Update(ctx, key, appendRecommendation(1)); return err },
+		"Get":    func() error { _, err := st.Get(ctx, key); return err },
+		"List":   func() error { _, _, err := st.List(ctx, store.Query{}); return err },
+		"Delete": func() error { return st.Delete(ctx, key) },
+		"Expire": func() error { _, err := st.Expire(ctx, at(0)); return err },
+		"Close":  st.Close,
+		"SchemaVersion": func() error {
+			_, err := st.SchemaVersion()
+			return err
+		},
+	} {
+		if err := call(); !errors.Is(err, store.ErrClosed) {
+			t.Errorf("%s after Close: %v, want ErrClosed", name, err)
+		}
+	}
+}
+
+func TestCloseWaitsForQueuedWrites(t *testing.T) {
+	path := newPath(t)
+	st := open(t, path, store.Options{})
+	entered, release := holdFirstCommit(t, st)
+	ctx := context.Background()
+	key := store.Key{Cluster: "c", Namespace: "n", Name: "web"}
+
+	var wg sync.WaitGroup
+	update := func(i int) {
+		wg.Go(func() {
+			if _, err := st.Update(ctx, key, appendRecommendation(int32(i))); err != nil {
+				t.Errorf("Update %d: %v", i, err)
+			}
+		})
+	}
+	update(0)
+	<-entered
+	for i := 1; i < 5; i++ {
+		update(i)
+	}
+	waitQueued(t, st, 4)
+	closed := make(chan error)
+	go func() { closed <- st.Close() }()
+	release()
+	if err := <-closed; err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	wg.Wait()
+
+	st = open(t, path, store.Options{})
+	rec, err := st.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(rec.History.Recommendations); n != 5 {
+		t.Errorf("%d recommendations after Close, want 5", n)
+	}
+}
+
+func TestDelete(t *testing.T) {
+	st := open(t, newPath(t), store.Options{})
+	ctx := context.Background()
+	key := store.Key{Cluster: "c", Namespace: "n", Name: "web"}
+	if err := st.Delete(ctx, key); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Delete of a missing key: %v, want ErrNotFound", err)
+	}
+	put(t, st, store.Record{Key: key, LastSeen: at(0)})
+	if err := st.Delete(ctx, key); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if _, err := st.Get(ctx, key); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Get after Delete: %v, want ErrNotFound", err)
+	}
+	if n, err := st.Expire(ctx, at(3600)); err != nil || n != 0 {
+		t.Errorf("Expire after Delete = %d, %v; want 0 (no index entry left)", n, err)
+	}
+}
