@@ -164,8 +164,8 @@ func settingsOf(s Settings) *setpointv1.ControllerSettings {
 }
 
 // podOf keeps what the HPA reads of a pod: phase, deletion, start time,
-// readiness, and the requests of its containers, restartable init
-// containers and the pod itself.
+// readiness, the requests of its containers and init containers, its
+// pod-level requests and its overhead.
 func podOf(p *corev1.Pod) *setpointv1.Pod {
 	out := &setpointv1.Pod{
 		Name:     p.Name,
@@ -181,14 +181,17 @@ func podOf(p *corev1.Pod) *setpointv1.Pod {
 			break
 		}
 	}
-	for _, c := range p.Spec.InitContainers {
-		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
-			out.Containers = append(out.Containers, &setpointv1.Container{Name: c.Name, Requests: quantities(c.Resources.Requests), RestartableInit: true})
-		}
-	}
+	// Containers first, then init containers in spec order: sidecars
+	// (restartable) count like containers; the others matter only for
+	// the pod request aggregate used with pod-level requests.
 	for _, c := range p.Spec.Containers {
 		out.Containers = append(out.Containers, &setpointv1.Container{Name: c.Name, Requests: quantities(c.Resources.Requests)})
 	}
+	for _, c := range p.Spec.InitContainers {
+		sidecar := c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
+		out.Containers = append(out.Containers, &setpointv1.Container{Name: c.Name, Requests: quantities(c.Resources.Requests), RestartableInit: sidecar, Init: !sidecar})
+	}
+	out.Overhead = quantities(p.Spec.Overhead)
 	if p.Spec.Resources != nil {
 		out.Requests = quantities(p.Spec.Resources.Requests)
 	}

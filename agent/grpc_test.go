@@ -34,6 +34,7 @@ func TestRecommendRequest(t *testing.T) {
 			},
 			Containers: []corev1.Container{{Name: "app", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{"cpu": resource.MustParse("250m"), "memory": resource.MustParse("128Mi")}}}},
 			Resources:  &corev1.ResourceRequirements{Requests: corev1.ResourceList{"cpu": resource.MustParse("500m")}},
+			Overhead:   corev1.ResourceList{"cpu": resource.MustParse("10m")},
 		},
 		Status: corev1.PodStatus{
 			Phase:      corev1.PodRunning,
@@ -104,10 +105,12 @@ func TestRecommendRequest(t *testing.T) {
 			Name: "web-1", Phase: "Running", Deleting: true, StartTime: timestamppb.New(start.Time),
 			Ready: &setpointv1.PodReadyCondition{Status: "True", LastTransitionTime: timestamppb.New(ready.Time)},
 			Containers: []*setpointv1.Container{
-				{Name: "proxy", Requests: map[string]string{"cpu": "50m"}, RestartableInit: true},
 				{Name: "app", Requests: map[string]string{"cpu": "250m", "memory": "128Mi"}},
+				{Name: "setup", Requests: map[string]string{"cpu": "1"}, Init: true},
+				{Name: "proxy", Requests: map[string]string{"cpu": "50m"}, RestartableInit: true},
 			},
 			Requests: map[string]string{"cpu": "500m"},
+			Overhead: map[string]string{"cpu": "10m"},
 		}},
 		ResourceMetrics: &setpointv1.ResourceMetrics{Items: []*setpointv1.PodMetrics{{
 			Pod: "web-1", Timestamp: timestamppb.New(now), Window: durationpb.New(15 * time.Second),
