@@ -24,33 +24,45 @@ func Validate(in Input) error {
 // validator collects the first field error.
 type validator struct{ err error }
 
-// check records a field error when ok is false and none was recorded.
-func (v *validator) check(ok bool, field, format string, args ...any) {
-	if !ok && v.err == nil {
+// fail records a field error unless one was recorded. Callers test the
+// condition first, so that field paths are only built for invalid input.
+func (v *validator) fail(field, format string, args ...any) {
+	if v.err == nil {
 		v.err = &FieldError{Field: field, Reason: fmt.Sprintf(format, args...)}
 	}
 }
 
 func (v *validator) input(in *Input) {
-	v.check(!in.Now.IsZero(), "now", "must be set")
+	if in.Now.IsZero() {
+		v.fail("now", "must be set")
+	}
 	v.spec(&in.Spec)
 	v.settings(&in.Settings)
-	v.check(in.Scale.Replicas >= 0, "scale.replicas", "must be >= 0, got %d", in.Scale.Replicas)
-	v.check(in.Scale.StatusReplicas >= 0, "scale.statusReplicas", "must be >= 0, got %d", in.Scale.StatusReplicas)
+	if in.Scale.Replicas < 0 {
+		v.fail("scale.replicas", "must be >= 0, got %d", in.Scale.Replicas)
+	}
+	if in.Scale.StatusReplicas < 0 {
+		v.fail("scale.statusReplicas", "must be >= 0, got %d", in.Scale.StatusReplicas)
+	}
 	names := make(map[string]bool, len(in.Pods))
 	for i := range in.Pods {
 		v.pod(fmt.Sprintf("pods[%d]", i), &in.Pods[i], names)
 	}
 	for i, p := range in.ResourceMetrics.Pods {
 		f := fmt.Sprintf("resourceMetrics.pods[%d]", i)
-		v.check(p.Pod != "", f+".pod", "must name a pod")
-		v.check(p.Window >= 0, f+".window", "must be >= 0")
+		if p.Pod == "" {
+			v.fail(f+".pod", "must name a pod")
+		}
+		if p.Window < 0 {
+			v.fail(f+".window", "must be >= 0")
+		}
 		for j, c := range p.Containers {
 			v.quantities(fmt.Sprintf("%s.containers[%d].usage", f, j), c.Usage)
 		}
 	}
-	v.check(len(in.Observations) == len(in.Spec.Metrics), "observations",
-		"must have one entry per spec metric (%d), got %d", len(in.Spec.Metrics), len(in.Observations))
+	if len(in.Observations) != len(in.Spec.Metrics) {
+		v.fail("observations", "must have one entry per spec metric (%d), got %d", len(in.Spec.Metrics), len(in.Observations))
+	}
 	for i := range in.Observations {
 		if i >= len(in.Spec.Metrics) {
 			break
@@ -60,20 +72,32 @@ func (v *validator) input(in *Input) {
 		switch in.Spec.Metrics[i].Type {
 		case PodsSource:
 			for j, val := range obs.Values {
-				v.check(val.Pod != "", fmt.Sprintf("%s.values[%d].pod", f, j), "must name a pod")
+				if val.Pod == "" {
+					v.fail(fmt.Sprintf("%s.values[%d].pod", f, j), "must name a pod")
+				}
 			}
 		case ObjectSource:
-			v.check(len(obs.Values) <= 1, f+".values", "an Object metric has at most one value, got %d", len(obs.Values))
+			if len(obs.Values) > 1 {
+				v.fail(f+".values", "an Object metric has at most one value, got %d", len(obs.Values))
+			}
 		}
 	}
 	v.status(&in.Status)
 }
 
 func (v *validator) spec(s *Spec) {
-	v.check(s.MinReplicas >= 0, "spec.minReplicas", "must be >= 0, got %d", s.MinReplicas)
-	v.check(s.MaxReplicas >= 1, "spec.maxReplicas", "must be >= 1, got %d", s.MaxReplicas)
-	v.check(s.MinReplicas <= s.MaxReplicas, "spec.minReplicas", "must be <= spec.maxReplicas (%d), got %d", s.MaxReplicas, s.MinReplicas)
-	v.check(len(s.Metrics) > 0, "spec.metrics", "must have at least one metric")
+	if s.MinReplicas < 0 {
+		v.fail("spec.minReplicas", "must be >= 0, got %d", s.MinReplicas)
+	}
+	if s.MaxReplicas < 1 {
+		v.fail("spec.maxReplicas", "must be >= 1, got %d", s.MaxReplicas)
+	}
+	if s.MinReplicas > s.MaxReplicas {
+		v.fail("spec.minReplicas", "must be <= spec.maxReplicas (%d), got %d", s.MaxReplicas, s.MinReplicas)
+	}
+	if len(s.Metrics) == 0 {
+		v.fail("spec.metrics", "must have at least one metric")
+	}
 	hasObjectOrExternal := false
 	for i := range s.Metrics {
 		m := &s.Metrics[i]
@@ -82,8 +106,9 @@ func (v *validator) spec(s *Spec) {
 			hasObjectOrExternal = true
 		}
 	}
-	v.check(s.MinReplicas > 0 || hasObjectOrExternal || len(s.Metrics) == 0, "spec.minReplicas",
-		"may be 0 only with at least one Object or External metric")
+	if !(s.MinReplicas > 0 || hasObjectOrExternal || len(s.Metrics) == 0) {
+		v.fail("spec.minReplicas", "may be 0 only with at least one Object or External metric")
+	}
 	if b := s.Behavior; b != nil {
 		v.rules("spec.behavior.scaleUp", &b.ScaleUp)
 		v.rules("spec.behavior.scaleDown", &b.ScaleDown)
@@ -99,98 +124,151 @@ func (v *validator) metric(f string, m *MetricSpec) {
 		ExternalSource:          {ValueTarget, AverageValueTarget},
 	}
 	types, known := allowed[m.Type]
-	v.check(known, f+".type", "unknown metric source type %q", m.Type)
 	if !known {
+		v.fail(f+".type", "unknown metric source type %q", m.Type)
 		return
 	}
 	switch m.Type {
 	case ResourceSource, ContainerResourceSource:
-		v.check(m.Resource != "", f+".resource", "must name a resource")
-		v.check(m.Type == ResourceSource || m.Container != "", f+".container", "must name a container")
+		if m.Resource == "" {
+			v.fail(f+".resource", "must name a resource")
+		}
+		if !(m.Type == ResourceSource || m.Container != "") {
+			v.fail(f+".container", "must name a container")
+		}
 	default:
-		v.check(m.Metric.Name != "", f+".metric.name", "must name a metric")
+		if m.Metric.Name == "" {
+			v.fail(f+".metric.name", "must name a metric")
+		}
 	}
 	if m.Type == ObjectSource {
-		v.check(m.DescribedObject.Kind != "", f+".describedObject.kind", "must be set")
-		v.check(m.DescribedObject.Name != "", f+".describedObject.name", "must be set")
+		if m.DescribedObject.Kind == "" {
+			v.fail(f+".describedObject.kind", "must be set")
+		}
+		if m.DescribedObject.Name == "" {
+			v.fail(f+".describedObject.name", "must be set")
+		}
 	}
 	ok := false
 	for _, t := range types {
 		ok = ok || m.Target.Type == t
 	}
-	v.check(ok, f+".target.type", "%q is not allowed for a %s metric", m.Target.Type, m.Type)
+	if !ok {
+		v.fail(f+".target.type", "%q is not allowed for a %s metric", m.Target.Type, m.Type)
+	}
 	if m.Target.Type == UtilizationTarget {
-		v.check(m.Target.Utilization > 0, f+".target.utilization", "must be > 0, got %d", m.Target.Utilization)
+		if m.Target.Utilization <= 0 {
+			v.fail(f+".target.utilization", "must be > 0, got %d", m.Target.Utilization)
+		}
 	} else {
-		v.check(m.Target.Milli > 0, f+".target.milli", "must be > 0, got %d", m.Target.Milli)
+		if m.Target.Milli <= 0 {
+			v.fail(f+".target.milli", "must be > 0, got %d", m.Target.Milli)
+		}
 	}
 }
 
 func (v *validator) rules(f string, r *Rules) {
-	v.check(r.StabilizationWindowSeconds >= 0 && r.StabilizationWindowSeconds <= maxStabilizationWindowSeconds,
-		f+".stabilizationWindowSeconds", "must be within [0, %d], got %d", maxStabilizationWindowSeconds, r.StabilizationWindowSeconds)
+	if !(r.StabilizationWindowSeconds >= 0 && r.StabilizationWindowSeconds <= maxStabilizationWindowSeconds) {
+		v.fail(f+".stabilizationWindowSeconds", "must be within [0, %d], got %d", maxStabilizationWindowSeconds, r.StabilizationWindowSeconds)
+	}
 	switch r.SelectPolicy {
 	case SelectMax, SelectMin, SelectDisabled:
 	default:
-		v.check(false, f+".selectPolicy", "unknown select policy %q", r.SelectPolicy)
+		v.fail(f+".selectPolicy", "unknown select policy %q", r.SelectPolicy)
 	}
-	v.check(len(r.Policies) > 0, f+".policies", "must have at least one policy")
+	if len(r.Policies) == 0 {
+		v.fail(f+".policies", "must have at least one policy")
+	}
 	for i, p := range r.Policies {
 		pf := fmt.Sprintf("%s.policies[%d]", f, i)
-		v.check(p.Type == PodsPolicy || p.Type == PercentPolicy, pf+".type", "unknown policy type %q", p.Type)
-		v.check(p.Value > 0, pf+".value", "must be > 0, got %d", p.Value)
-		v.check(p.PeriodSeconds > 0 && p.PeriodSeconds <= maxPolicyPeriodSeconds, pf+".periodSeconds",
-			"must be within [1, %d], got %d", maxPolicyPeriodSeconds, p.PeriodSeconds)
+		if !(p.Type == PodsPolicy || p.Type == PercentPolicy) {
+			v.fail(pf+".type", "unknown policy type %q", p.Type)
+		}
+		if p.Value <= 0 {
+			v.fail(pf+".value", "must be > 0, got %d", p.Value)
+		}
+		if !(p.PeriodSeconds > 0 && p.PeriodSeconds <= maxPolicyPeriodSeconds) {
+			v.fail(pf+".periodSeconds", "must be within [1, %d], got %d", maxPolicyPeriodSeconds, p.PeriodSeconds)
+		}
 	}
 	v.tolerance(f+".tolerance", r.Tolerance)
 }
 
 func (v *validator) tolerance(f string, t float64) {
-	v.check(!math.IsNaN(t) && !math.IsInf(t, 0) && t >= 0, f, "must be a finite fraction >= 0, got %v", t)
+	if !(!math.IsNaN(t) && !math.IsInf(t, 0) && t >= 0) {
+		v.fail(f, "must be a finite fraction >= 0, got %v", t)
+	}
 }
 
 func (v *validator) settings(s *Settings) {
 	v.tolerance("settings.tolerance", s.Tolerance)
-	v.check(s.CPUInitializationPeriod >= 0, "settings.cpuInitializationPeriod", "must be >= 0")
-	v.check(s.InitialReadinessDelay >= 0, "settings.initialReadinessDelay", "must be >= 0")
-	v.check(s.DownscaleStabilizationWindow >= 0, "settings.downscaleStabilizationWindow", "must be >= 0")
+	if s.CPUInitializationPeriod < 0 {
+		v.fail("settings.cpuInitializationPeriod", "must be >= 0")
+	}
+	if s.InitialReadinessDelay < 0 {
+		v.fail("settings.initialReadinessDelay", "must be >= 0")
+	}
+	if s.DownscaleStabilizationWindow < 0 {
+		v.fail("settings.downscaleStabilizationWindow", "must be >= 0")
+	}
 }
 
 func (v *validator) pod(f string, p *Pod, names map[string]bool) {
-	v.check(p.Name != "", f+".name", "must be set")
-	v.check(!names[p.Name], f+".name", "duplicate pod name %q", p.Name)
+	if p.Name == "" {
+		v.fail(f+".name", "must be set")
+	}
+	if names[p.Name] {
+		v.fail(f+".name", "duplicate pod name %q", p.Name)
+	}
 	names[p.Name] = true
 	switch p.Phase {
 	case PodPending, PodRunning, PodSucceeded, PodFailed, PodUnknown:
 	default:
-		v.check(false, f+".phase", "unknown pod phase %q", p.Phase)
+		v.fail(f+".phase", "unknown pod phase %q", p.Phase)
 	}
 	if p.Ready != nil {
 		switch p.Ready.Status {
 		case ConditionTrue, ConditionFalse, ConditionUnknown:
 		default:
-			v.check(false, f+".ready.status", "unknown condition status %q", p.Ready.Status)
+			v.fail(f+".ready.status", "unknown condition status %q", p.Ready.Status)
 		}
 	}
 	v.quantities(f+".requests", p.Requests)
 	for i, c := range p.Containers {
 		cf := fmt.Sprintf("%s.containers[%d]", f, i)
-		v.check(c.Name != "", cf+".name", "must be set")
+		if c.Name == "" {
+			v.fail(cf+".name", "must be set")
+		}
 		v.quantities(cf+".requests", c.Requests)
 	}
 }
 
 func (v *validator) quantities(f string, q map[string]int64) {
+	valid := true
+	for name, milli := range q {
+		valid = valid && name != "" && milli >= 0
+	}
+	if valid {
+		return
+	}
 	// Sorted, so that the first error reported does not depend on map order.
 	for _, name := range slices.Sorted(maps.Keys(q)) {
-		v.check(name != "", f, "resource name must be set")
-		v.check(q[name] >= 0, f+"["+name+"]", "must be >= 0, got %d", q[name])
+		if name == "" {
+			v.fail(f, "resource name must be set")
+		}
+		if q[name] < 0 {
+			v.fail(f+"["+name+"]", "must be >= 0, got %d", q[name])
+		}
 	}
 }
 
 func (v *validator) status(s *Status) {
-	v.check(s.DesiredReplicas >= 0, "status.desiredReplicas", "must be >= 0, got %d", s.DesiredReplicas)
+	if s.DesiredReplicas < 0 {
+		v.fail("status.desiredReplicas", "must be >= 0, got %d", s.DesiredReplicas)
+	}
 	for i, c := range s.Conditions {
-		v.check(c.Type != "", fmt.Sprintf("status.conditions[%d].type", i), "must be set")
+		if c.Type == "" {
+			v.fail(fmt.Sprintf("status.conditions[%d].type", i), "must be set")
+		}
 	}
 }
