@@ -101,16 +101,13 @@ func selectorText(s *LabelSelector) string {
 
 // evaluateResource handles Resource and ContainerResource metrics.
 func (c *calculator) evaluateResource(spec *MetricSpec, obs Observation, current int32, r *metricResult) error {
-	if obs.Err != "" {
-		return fmt.Errorf("failed to get %s usage: unable to get metrics for resource %s: unable to fetch metrics from resource metrics API: %s", spec.Resource, spec.Resource, obs.Err)
-	}
 	format := DecimalSI
 	if spec.Resource == "memory" {
 		format = BinarySI
 	}
 	r.status = MetricStatus{Type: spec.Type, Resource: spec.Resource, Container: spec.Container}
 	if spec.Target.Type == AverageValueTarget {
-		items, err := c.resourceItems(spec.Resource)
+		items, err := c.resourceItems(spec.Resource, obs.Err)
 		if err != nil {
 			return fmt.Errorf("failed to get %s usage: %w", spec.Resource, err)
 		}
@@ -123,7 +120,7 @@ func (c *calculator) evaluateResource(spec *MetricSpec, obs Observation, current
 		r.status.AverageValue = &Quantity{Milli: average, Format: format}
 		return nil
 	}
-	proposal, utilization, rawAverage, err := c.resourceUtilization(current, spec.Target.Utilization, spec.Resource, spec.Container, &r.explain)
+	proposal, utilization, rawAverage, err := c.resourceUtilization(current, spec.Target.Utilization, spec.Resource, spec.Container, obs.Err, &r.explain)
 	if err != nil {
 		return fmt.Errorf("failed to get %s utilization: %w", spec.Resource, err)
 	}

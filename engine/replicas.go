@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -328,8 +329,8 @@ func countGroups(ex *MetricExplanation, g podGroups) {
 }
 
 // resourceUtilization is upstream's GetResourceReplicas.
-func (c *calculator) resourceUtilization(current, target int32, resource, container string, ex *MetricExplanation) (proposal, utilization int32, rawAverage int64, err error) {
-	items, err := c.resourceItems(resource)
+func (c *calculator) resourceUtilization(current, target int32, resource, container, metricErr string, ex *MetricExplanation) (proposal, utilization int32, rawAverage int64, err error) {
+	items, err := c.resourceItems(resource, metricErr)
 	if err != nil {
 		return 0, 0, 0, err
 	}
@@ -366,11 +367,12 @@ func (c *calculator) resourceUtilization(current, target int32, resource, contai
 }
 
 // resourceItems returns the resource metrics API's items, or upstream's
-// error for a failed or empty answer.
-func (c *calculator) resourceItems(resource string) ([]PodUsage, error) {
+// error for a failed or empty answer. metricErr is a fetch error reported
+// for this metric alone; it counts like a failure of the shared answer.
+func (c *calculator) resourceItems(resource, metricErr string) ([]PodUsage, error) {
 	rm := &c.in.ResourceMetrics
-	if rm.Err != "" {
-		return nil, fmt.Errorf("unable to get metrics for resource %s: unable to fetch metrics from resource metrics API: %s", resource, rm.Err)
+	if fetchErr := cmp.Or(rm.Err, metricErr); fetchErr != "" {
+		return nil, fmt.Errorf("unable to get metrics for resource %s: unable to fetch metrics from resource metrics API: %s", resource, fetchErr)
 	}
 	if len(rm.Pods) == 0 {
 		return nil, fmt.Errorf("unable to get metrics for resource %s: no metrics returned from resource metrics API", resource)

@@ -119,7 +119,7 @@ func Compare(want *Expect, got Outcome) *Mismatch {
 		return mm("currentReplicas", want.CurrentReplicas, got.CurrentReplicas)
 	}
 	if len(want.Conditions) != len(got.Conditions) {
-		return mm("conditions", conditionsText(want.Conditions), gotConditionsText(got.Conditions))
+		return mm("conditions", conditionsText(expected(want.Conditions)), conditionsText(got.Conditions))
 	}
 	for i, w := range want.Conditions {
 		g := got.Conditions[i]
@@ -146,18 +146,8 @@ func scaleText(s *int32) string {
 	return fmt.Sprint(*s)
 }
 
-func conditionsText(cs []ExpectCondition) string {
-	out := "["
-	for i, c := range cs {
-		if i > 0 {
-			out += " "
-		}
-		out += c.Type + "/" + c.Status + "/" + c.Reason
-	}
-	return out + "]"
-}
-
-func gotConditionsText(cs []engine.Condition) string {
+// conditionsText renders conditions as [type/status/reason ...].
+func conditionsText(cs []engine.Condition) string {
 	out := "["
 	for i, c := range cs {
 		if i > 0 {
@@ -166,6 +156,15 @@ func gotConditionsText(cs []engine.Condition) string {
 		out += string(c.Type) + "/" + string(c.Status) + "/" + c.Reason
 	}
 	return out + "]"
+}
+
+// expected reads recorded conditions as engine conditions.
+func expected(cs []ExpectCondition) []engine.Condition {
+	out := make([]engine.Condition, len(cs))
+	for i, c := range cs {
+		out[i] = engine.Condition{Type: engine.ConditionType(c.Type), Status: engine.ConditionStatus(c.Status), Reason: c.Reason}
+	}
+	return out
 }
 
 func metricText(m autoscalingv2.MetricStatus) string {
