@@ -3972,6 +3972,613 @@ func (x *Event) GetMessage() string {
 	return ""
 }
 
+// SimulateRequest is a what-if: an autoscaler spec and a series of inputs.
+type SimulateRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The simulated autoscaler's spec.
+	Spec *HorizontalPodAutoscalerSpec `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
+	// Controller settings; absent fields take Kubernetes' defaults.
+	Settings *ControllerSettings `protobuf:"bytes,2,opt,name=settings,proto3" json:"settings,omitempty"`
+	// When set, the simulation starts from this stored autoscaler's history
+	// and status (the caller must be allowed to read it); it is never
+	// written.
+	SeedFrom *TargetKey `protobuf:"bytes,3,opt,name=seed_from,json=seedFrom,proto3" json:"seed_from,omitempty"`
+	// The inputs, in strictly increasing time order; the server bounds their
+	// number.
+	Steps []*SimulateStep `protobuf:"bytes,4,rep,name=steps,proto3" json:"steps,omitempty"`
+	// When set, steps give metric values only and the pods, scale and metric
+	// API answers are synthesized from this model.
+	PodModel      *PodModel `protobuf:"bytes,5,opt,name=pod_model,json=podModel,proto3" json:"pod_model,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SimulateRequest) Reset() {
+	*x = SimulateRequest{}
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SimulateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SimulateRequest) ProtoMessage() {}
+
+func (x *SimulateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SimulateRequest.ProtoReflect.Descriptor instead.
+func (*SimulateRequest) Descriptor() ([]byte, []int) {
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *SimulateRequest) GetSpec() *HorizontalPodAutoscalerSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+func (x *SimulateRequest) GetSettings() *ControllerSettings {
+	if x != nil {
+		return x.Settings
+	}
+	return nil
+}
+
+func (x *SimulateRequest) GetSeedFrom() *TargetKey {
+	if x != nil {
+		return x.SeedFrom
+	}
+	return nil
+}
+
+func (x *SimulateRequest) GetSteps() []*SimulateStep {
+	if x != nil {
+		return x.Steps
+	}
+	return nil
+}
+
+func (x *SimulateRequest) GetPodModel() *PodModel {
+	if x != nil {
+		return x.PodModel
+	}
+	return nil
+}
+
+// SimulateStep is the input of one simulated decision.
+type SimulateStep struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The decision's time ("now").
+	Time *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=time,proto3" json:"time,omitempty"`
+	// The target's Scale subresource, as in RecommendRequest. Absent: the
+	// replica count the simulation has reached (the initial count of the
+	// pod model, or of the previous step's scale, plus every rescale since).
+	Scale *Scale `protobuf:"bytes,2,opt,name=scale,proto3" json:"scale,omitempty"`
+	// The pods, as in RecommendRequest (ignored with a pod model).
+	Pods []*Pod `protobuf:"bytes,3,rep,name=pods,proto3" json:"pods,omitempty"`
+	// The resource metrics API's answer, as in RecommendRequest (ignored
+	// with a pod model).
+	ResourceMetrics *ResourceMetrics `protobuf:"bytes,4,opt,name=resource_metrics,json=resourceMetrics,proto3" json:"resource_metrics,omitempty"`
+	// The custom and external metrics APIs' answers, index-aligned with
+	// spec.metrics, as in RecommendRequest (ignored with a pod model).
+	Observations []*MetricObservation `protobuf:"bytes,5,rep,name=observations,proto3" json:"observations,omitempty"`
+	// With a pod model: one quantity per spec metric, index-aligned: the
+	// per-pod usage for Resource, ContainerResource and Pods metrics ("400m"
+	// cpu, "200Mi" memory), the value for Object and External metrics. An
+	// empty string makes that metric's fetch fail.
+	MetricValues  []string `protobuf:"bytes,6,rep,name=metric_values,json=metricValues,proto3" json:"metric_values,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SimulateStep) Reset() {
+	*x = SimulateStep{}
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SimulateStep) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SimulateStep) ProtoMessage() {}
+
+func (x *SimulateStep) ProtoReflect() protoreflect.Message {
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SimulateStep.ProtoReflect.Descriptor instead.
+func (*SimulateStep) Descriptor() ([]byte, []int) {
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *SimulateStep) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *SimulateStep) GetScale() *Scale {
+	if x != nil {
+		return x.Scale
+	}
+	return nil
+}
+
+func (x *SimulateStep) GetPods() []*Pod {
+	if x != nil {
+		return x.Pods
+	}
+	return nil
+}
+
+func (x *SimulateStep) GetResourceMetrics() *ResourceMetrics {
+	if x != nil {
+		return x.ResourceMetrics
+	}
+	return nil
+}
+
+func (x *SimulateStep) GetObservations() []*MetricObservation {
+	if x != nil {
+		return x.Observations
+	}
+	return nil
+}
+
+func (x *SimulateStep) GetMetricValues() []string {
+	if x != nil {
+		return x.MetricValues
+	}
+	return nil
+}
+
+// PodModel synthesizes a target's pods from a replica count: identical pods
+// with one container, started and ready long before the first step, except
+// the pods a simulated scale-up adds.
+type PodModel struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Replica count before the first step, in replicas.
+	InitialReplicas int32 `protobuf:"varint,1,opt,name=initial_replicas,json=initialReplicas,proto3" json:"initial_replicas,omitempty"`
+	// Requests of each pod's container: resource name → quantity.
+	Requests map[string]string `protobuf:"bytes,2,rep,name=requests,proto3" json:"requests,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// How long a pod added by a scale-up stays not ready, a duration; absent
+	// means 0 (ready at once).
+	ReadyAfter    *durationpb.Duration `protobuf:"bytes,3,opt,name=ready_after,json=readyAfter,proto3" json:"ready_after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PodModel) Reset() {
+	*x = PodModel{}
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PodModel) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PodModel) ProtoMessage() {}
+
+func (x *PodModel) ProtoReflect() protoreflect.Message {
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PodModel.ProtoReflect.Descriptor instead.
+func (*PodModel) Descriptor() ([]byte, []int) {
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *PodModel) GetInitialReplicas() int32 {
+	if x != nil {
+		return x.InitialReplicas
+	}
+	return 0
+}
+
+func (x *PodModel) GetRequests() map[string]string {
+	if x != nil {
+		return x.Requests
+	}
+	return nil
+}
+
+func (x *PodModel) GetReadyAfter() *durationpb.Duration {
+	if x != nil {
+		return x.ReadyAfter
+	}
+	return nil
+}
+
+// SimulateResponse is the outcome of every simulated step.
+type SimulateResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One result per request step, in order.
+	Steps         []*SimulateStepResult `protobuf:"bytes,1,rep,name=steps,proto3" json:"steps,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SimulateResponse) Reset() {
+	*x = SimulateResponse{}
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SimulateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SimulateResponse) ProtoMessage() {}
+
+func (x *SimulateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SimulateResponse.ProtoReflect.Descriptor instead.
+func (*SimulateResponse) Descriptor() ([]byte, []int) {
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *SimulateResponse) GetSteps() []*SimulateStepResult {
+	if x != nil {
+		return x.Steps
+	}
+	return nil
+}
+
+// SimulateStepResult is one simulated decision.
+type SimulateStepResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The step's time.
+	Time *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=time,proto3" json:"time,omitempty"`
+	// The decision, with its conditions, metric statuses and explanation.
+	// Its decision_id is empty: simulated decisions are not recorded.
+	Decision *Decision `protobuf:"bytes,2,opt,name=decision,proto3" json:"decision,omitempty"`
+	// True when the decided count was applied before the next step (the
+	// decision asked for a rescale).
+	Applied       bool `protobuf:"varint,3,opt,name=applied,proto3" json:"applied,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SimulateStepResult) Reset() {
+	*x = SimulateStepResult{}
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SimulateStepResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SimulateStepResult) ProtoMessage() {}
+
+func (x *SimulateStepResult) ProtoReflect() protoreflect.Message {
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SimulateStepResult.ProtoReflect.Descriptor instead.
+func (*SimulateStepResult) Descriptor() ([]byte, []int) {
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *SimulateStepResult) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *SimulateStepResult) GetDecision() *Decision {
+	if x != nil {
+		return x.Decision
+	}
+	return nil
+}
+
+func (x *SimulateStepResult) GetApplied() bool {
+	if x != nil {
+		return x.Applied
+	}
+	return false
+}
+
+// WatchRequest selects the changes to stream.
+type WatchRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only this cluster's autoscalers, when set.
+	Cluster string `protobuf:"bytes,1,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	// Only this namespace's autoscalers, when set (requires cluster).
+	Namespace string `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// Only this autoscaler, when set (requires namespace).
+	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// Stream the changes after this revision (a WatchResponse.revision seen
+	// before); 0 streams only changes made after the call. A revision older
+	// than the oldest change still kept fails with OUT_OF_RANGE.
+	ResumeAfter   uint64 `protobuf:"varint,4,opt,name=resume_after,json=resumeAfter,proto3" json:"resume_after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchRequest) Reset() {
+	*x = WatchRequest{}
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchRequest) ProtoMessage() {}
+
+func (x *WatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
+func (*WatchRequest) Descriptor() ([]byte, []int) {
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *WatchRequest) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+func (x *WatchRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *WatchRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *WatchRequest) GetResumeAfter() uint64 {
+	if x != nil {
+		return x.ResumeAfter
+	}
+	return 0
+}
+
+// WatchResponse is one recorded change.
+type WatchResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The change's revision: increasing across the whole service; pass the
+	// last one seen as WatchRequest.resume_after to resume.
+	Revision uint64 `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
+	// The autoscaler changed.
+	Target *TargetKey `protobuf:"bytes,2,opt,name=target,proto3" json:"target,omitempty"`
+	// What was recorded.
+	//
+	// Types that are valid to be assigned to Change:
+	//
+	//	*WatchResponse_Decision
+	//	*WatchResponse_Observation
+	//	*WatchResponse_Deleted
+	Change        isWatchResponse_Change `protobuf_oneof:"change"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchResponse) Reset() {
+	*x = WatchResponse{}
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchResponse) ProtoMessage() {}
+
+func (x *WatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
+func (*WatchResponse) Descriptor() ([]byte, []int) {
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *WatchResponse) GetRevision() uint64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *WatchResponse) GetTarget() *TargetKey {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *WatchResponse) GetChange() isWatchResponse_Change {
+	if x != nil {
+		return x.Change
+	}
+	return nil
+}
+
+func (x *WatchResponse) GetDecision() *Decision {
+	if x != nil {
+		if x, ok := x.Change.(*WatchResponse_Decision); ok {
+			return x.Decision
+		}
+	}
+	return nil
+}
+
+func (x *WatchResponse) GetObservation() *Event {
+	if x != nil {
+		if x, ok := x.Change.(*WatchResponse_Observation); ok {
+			return x.Observation
+		}
+	}
+	return nil
+}
+
+func (x *WatchResponse) GetDeleted() *TargetDeleted {
+	if x != nil {
+		if x, ok := x.Change.(*WatchResponse_Deleted); ok {
+			return x.Deleted
+		}
+	}
+	return nil
+}
+
+type isWatchResponse_Change interface {
+	isWatchResponse_Change()
+}
+
+type WatchResponse_Decision struct {
+	// A decision was made (Recommend).
+	Decision *Decision `protobuf:"bytes,3,opt,name=decision,proto3,oneof"`
+}
+
+type WatchResponse_Observation struct {
+	// An observation was recorded (Observe).
+	Observation *Event `protobuf:"bytes,4,opt,name=observation,proto3,oneof"`
+}
+
+type WatchResponse_Deleted struct {
+	// The autoscaler was deleted (DeleteTarget or expiry).
+	Deleted *TargetDeleted `protobuf:"bytes,5,opt,name=deleted,proto3,oneof"`
+}
+
+func (*WatchResponse_Decision) isWatchResponse_Change() {}
+
+func (*WatchResponse_Observation) isWatchResponse_Change() {}
+
+func (*WatchResponse_Deleted) isWatchResponse_Change() {}
+
+// TargetDeleted marks an autoscaler forgotten by the service.
+type TargetDeleted struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// When it was deleted (server time).
+	Time          *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=time,proto3" json:"time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TargetDeleted) Reset() {
+	*x = TargetDeleted{}
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TargetDeleted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TargetDeleted) ProtoMessage() {}
+
+func (x *TargetDeleted) ProtoReflect() protoreflect.Message {
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TargetDeleted.ProtoReflect.Descriptor instead.
+func (*TargetDeleted) Descriptor() ([]byte, []int) {
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *TargetDeleted) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
 var File_setpoint_v1_setpoint_proto protoreflect.FileDescriptor
 
 const file_setpoint_v1_setpoint_proto_rawDesc = "" +
@@ -4269,13 +4876,56 @@ const file_setpoint_v1_setpoint_proto_rawDesc = "" +
 	"\x04time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x1f\n" +
 	"\vdecision_id\x18\x05 \x01(\tR\n" +
 	"decisionId\x12\x18\n" +
-	"\amessage\x18\x06 \x01(\tR\amessage2\x98\x03\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage\"\xa6\x02\n" +
+	"\x0fSimulateRequest\x12<\n" +
+	"\x04spec\x18\x01 \x01(\v2(.setpoint.v1.HorizontalPodAutoscalerSpecR\x04spec\x12;\n" +
+	"\bsettings\x18\x02 \x01(\v2\x1f.setpoint.v1.ControllerSettingsR\bsettings\x123\n" +
+	"\tseed_from\x18\x03 \x01(\v2\x16.setpoint.v1.TargetKeyR\bseedFrom\x12/\n" +
+	"\x05steps\x18\x04 \x03(\v2\x19.setpoint.v1.SimulateStepR\x05steps\x122\n" +
+	"\tpod_model\x18\x05 \x01(\v2\x15.setpoint.v1.PodModelR\bpodModel\"\xc0\x02\n" +
+	"\fSimulateStep\x12.\n" +
+	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12(\n" +
+	"\x05scale\x18\x02 \x01(\v2\x12.setpoint.v1.ScaleR\x05scale\x12$\n" +
+	"\x04pods\x18\x03 \x03(\v2\x10.setpoint.v1.PodR\x04pods\x12G\n" +
+	"\x10resource_metrics\x18\x04 \x01(\v2\x1c.setpoint.v1.ResourceMetricsR\x0fresourceMetrics\x12B\n" +
+	"\fobservations\x18\x05 \x03(\v2\x1e.setpoint.v1.MetricObservationR\fobservations\x12#\n" +
+	"\rmetric_values\x18\x06 \x03(\tR\fmetricValues\"\xef\x01\n" +
+	"\bPodModel\x12)\n" +
+	"\x10initial_replicas\x18\x01 \x01(\x05R\x0finitialReplicas\x12?\n" +
+	"\brequests\x18\x02 \x03(\v2#.setpoint.v1.PodModel.RequestsEntryR\brequests\x12:\n" +
+	"\vready_after\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"readyAfter\x1a;\n" +
+	"\rRequestsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"I\n" +
+	"\x10SimulateResponse\x125\n" +
+	"\x05steps\x18\x01 \x03(\v2\x1f.setpoint.v1.SimulateStepResultR\x05steps\"\x91\x01\n" +
+	"\x12SimulateStepResult\x12.\n" +
+	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x121\n" +
+	"\bdecision\x18\x02 \x01(\v2\x15.setpoint.v1.DecisionR\bdecision\x12\x18\n" +
+	"\aapplied\x18\x03 \x01(\bR\aapplied\"}\n" +
+	"\fWatchRequest\x12\x18\n" +
+	"\acluster\x18\x01 \x01(\tR\acluster\x12\x1c\n" +
+	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12!\n" +
+	"\fresume_after\x18\x04 \x01(\x04R\vresumeAfter\"\x8a\x02\n" +
+	"\rWatchResponse\x12\x1a\n" +
+	"\brevision\x18\x01 \x01(\x04R\brevision\x12.\n" +
+	"\x06target\x18\x02 \x01(\v2\x16.setpoint.v1.TargetKeyR\x06target\x123\n" +
+	"\bdecision\x18\x03 \x01(\v2\x15.setpoint.v1.DecisionH\x00R\bdecision\x126\n" +
+	"\vobservation\x18\x04 \x01(\v2\x12.setpoint.v1.EventH\x00R\vobservation\x126\n" +
+	"\adeleted\x18\x05 \x01(\v2\x1a.setpoint.v1.TargetDeletedH\x00R\adeletedB\b\n" +
+	"\x06change\"?\n" +
+	"\rTargetDeleted\x12.\n" +
+	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time2\xa3\x04\n" +
 	"\x11AutoscalerService\x12J\n" +
 	"\tRecommend\x12\x1d.setpoint.v1.RecommendRequest\x1a\x1e.setpoint.v1.RecommendResponse\x12D\n" +
 	"\aObserve\x12\x1b.setpoint.v1.ObserveRequest\x1a\x1c.setpoint.v1.ObserveResponse\x12J\n" +
 	"\tGetTarget\x12\x1d.setpoint.v1.GetTargetRequest\x1a\x1e.setpoint.v1.GetTargetResponse\x12P\n" +
 	"\vListTargets\x12\x1f.setpoint.v1.ListTargetsRequest\x1a .setpoint.v1.ListTargetsResponse\x12S\n" +
-	"\fDeleteTarget\x12 .setpoint.v1.DeleteTargetRequest\x1a!.setpoint.v1.DeleteTargetResponseB\xaa\x01\n" +
+	"\fDeleteTarget\x12 .setpoint.v1.DeleteTargetRequest\x1a!.setpoint.v1.DeleteTargetResponse\x12G\n" +
+	"\bSimulate\x12\x1c.setpoint.v1.SimulateRequest\x1a\x1d.setpoint.v1.SimulateResponse\x12@\n" +
+	"\x05Watch\x12\x19.setpoint.v1.WatchRequest\x1a\x1a.setpoint.v1.WatchResponse0\x01B\xaa\x01\n" +
 	"\x0fcom.setpoint.v1B\rSetpointProtoP\x01Z;github.com/setpointhq/setpoint/proto/setpoint/v1;setpointv1\xa2\x02\x03SXX\xaa\x02\vSetpoint.V1\xca\x02\vSetpoint\\V1\xe2\x02\x17Setpoint\\V1\\GPBMetadata\xea\x02\fSetpoint::V1b\x06proto3"
 
 var (
@@ -4290,7 +4940,7 @@ func file_setpoint_v1_setpoint_proto_rawDescGZIP() []byte {
 	return file_setpoint_v1_setpoint_proto_rawDescData
 }
 
-var file_setpoint_v1_setpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
+var file_setpoint_v1_setpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 71)
 var file_setpoint_v1_setpoint_proto_goTypes = []any{
 	(*TargetKey)(nil),                       // 0: setpoint.v1.TargetKey
 	(*CrossVersionObjectReference)(nil),     // 1: setpoint.v1.CrossVersionObjectReference
@@ -4349,13 +4999,22 @@ var file_setpoint_v1_setpoint_proto_goTypes = []any{
 	(*Recommendation)(nil),                  // 54: setpoint.v1.Recommendation
 	(*ScaleEvent)(nil),                      // 55: setpoint.v1.ScaleEvent
 	(*Event)(nil),                           // 56: setpoint.v1.Event
-	nil,                                     // 57: setpoint.v1.LabelSelector.MatchLabelsEntry
-	nil,                                     // 58: setpoint.v1.Pod.RequestsEntry
-	nil,                                     // 59: setpoint.v1.Pod.OverheadEntry
-	nil,                                     // 60: setpoint.v1.Container.RequestsEntry
-	nil,                                     // 61: setpoint.v1.ContainerMetrics.UsageEntry
-	(*durationpb.Duration)(nil),             // 62: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),           // 63: google.protobuf.Timestamp
+	(*SimulateRequest)(nil),                 // 57: setpoint.v1.SimulateRequest
+	(*SimulateStep)(nil),                    // 58: setpoint.v1.SimulateStep
+	(*PodModel)(nil),                        // 59: setpoint.v1.PodModel
+	(*SimulateResponse)(nil),                // 60: setpoint.v1.SimulateResponse
+	(*SimulateStepResult)(nil),              // 61: setpoint.v1.SimulateStepResult
+	(*WatchRequest)(nil),                    // 62: setpoint.v1.WatchRequest
+	(*WatchResponse)(nil),                   // 63: setpoint.v1.WatchResponse
+	(*TargetDeleted)(nil),                   // 64: setpoint.v1.TargetDeleted
+	nil,                                     // 65: setpoint.v1.LabelSelector.MatchLabelsEntry
+	nil,                                     // 66: setpoint.v1.Pod.RequestsEntry
+	nil,                                     // 67: setpoint.v1.Pod.OverheadEntry
+	nil,                                     // 68: setpoint.v1.Container.RequestsEntry
+	nil,                                     // 69: setpoint.v1.ContainerMetrics.UsageEntry
+	nil,                                     // 70: setpoint.v1.PodModel.RequestsEntry
+	(*durationpb.Duration)(nil),             // 71: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),           // 72: google.protobuf.Timestamp
 }
 var file_setpoint_v1_setpoint_proto_depIdxs = []int32{
 	1,   // 0: setpoint.v1.HorizontalPodAutoscalerSpec.scale_target_ref:type_name -> setpoint.v1.CrossVersionObjectReference
@@ -4376,29 +5035,29 @@ var file_setpoint_v1_setpoint_proto_depIdxs = []int32{
 	9,   // 15: setpoint.v1.ExternalMetricSource.metric:type_name -> setpoint.v1.MetricIdentifier
 	12,  // 16: setpoint.v1.ExternalMetricSource.target:type_name -> setpoint.v1.MetricTarget
 	10,  // 17: setpoint.v1.MetricIdentifier.selector:type_name -> setpoint.v1.LabelSelector
-	57,  // 18: setpoint.v1.LabelSelector.match_labels:type_name -> setpoint.v1.LabelSelector.MatchLabelsEntry
+	65,  // 18: setpoint.v1.LabelSelector.match_labels:type_name -> setpoint.v1.LabelSelector.MatchLabelsEntry
 	11,  // 19: setpoint.v1.LabelSelector.match_expressions:type_name -> setpoint.v1.LabelSelectorRequirement
 	14,  // 20: setpoint.v1.HorizontalPodAutoscalerBehavior.scale_up:type_name -> setpoint.v1.ScalingRules
 	14,  // 21: setpoint.v1.HorizontalPodAutoscalerBehavior.scale_down:type_name -> setpoint.v1.ScalingRules
 	15,  // 22: setpoint.v1.ScalingRules.policies:type_name -> setpoint.v1.ScalingPolicy
-	62,  // 23: setpoint.v1.ControllerSettings.cpu_initialization_period:type_name -> google.protobuf.Duration
-	62,  // 24: setpoint.v1.ControllerSettings.initial_readiness_delay:type_name -> google.protobuf.Duration
-	62,  // 25: setpoint.v1.ControllerSettings.downscale_stabilization_window:type_name -> google.protobuf.Duration
-	63,  // 26: setpoint.v1.Pod.start_time:type_name -> google.protobuf.Timestamp
+	71,  // 23: setpoint.v1.ControllerSettings.cpu_initialization_period:type_name -> google.protobuf.Duration
+	71,  // 24: setpoint.v1.ControllerSettings.initial_readiness_delay:type_name -> google.protobuf.Duration
+	71,  // 25: setpoint.v1.ControllerSettings.downscale_stabilization_window:type_name -> google.protobuf.Duration
+	72,  // 26: setpoint.v1.Pod.start_time:type_name -> google.protobuf.Timestamp
 	19,  // 27: setpoint.v1.Pod.ready:type_name -> setpoint.v1.PodReadyCondition
 	20,  // 28: setpoint.v1.Pod.containers:type_name -> setpoint.v1.Container
-	58,  // 29: setpoint.v1.Pod.requests:type_name -> setpoint.v1.Pod.RequestsEntry
-	59,  // 30: setpoint.v1.Pod.overhead:type_name -> setpoint.v1.Pod.OverheadEntry
-	63,  // 31: setpoint.v1.PodReadyCondition.last_transition_time:type_name -> google.protobuf.Timestamp
-	60,  // 32: setpoint.v1.Container.requests:type_name -> setpoint.v1.Container.RequestsEntry
+	66,  // 29: setpoint.v1.Pod.requests:type_name -> setpoint.v1.Pod.RequestsEntry
+	67,  // 30: setpoint.v1.Pod.overhead:type_name -> setpoint.v1.Pod.OverheadEntry
+	72,  // 31: setpoint.v1.PodReadyCondition.last_transition_time:type_name -> google.protobuf.Timestamp
+	68,  // 32: setpoint.v1.Container.requests:type_name -> setpoint.v1.Container.RequestsEntry
 	22,  // 33: setpoint.v1.ResourceMetrics.items:type_name -> setpoint.v1.PodMetrics
-	63,  // 34: setpoint.v1.PodMetrics.timestamp:type_name -> google.protobuf.Timestamp
-	62,  // 35: setpoint.v1.PodMetrics.window:type_name -> google.protobuf.Duration
+	72,  // 34: setpoint.v1.PodMetrics.timestamp:type_name -> google.protobuf.Timestamp
+	71,  // 35: setpoint.v1.PodMetrics.window:type_name -> google.protobuf.Duration
 	23,  // 36: setpoint.v1.PodMetrics.containers:type_name -> setpoint.v1.ContainerMetrics
-	61,  // 37: setpoint.v1.ContainerMetrics.usage:type_name -> setpoint.v1.ContainerMetrics.UsageEntry
+	69,  // 37: setpoint.v1.ContainerMetrics.usage:type_name -> setpoint.v1.ContainerMetrics.UsageEntry
 	25,  // 38: setpoint.v1.MetricObservation.values:type_name -> setpoint.v1.MetricValue
-	63,  // 39: setpoint.v1.MetricValue.timestamp:type_name -> google.protobuf.Timestamp
-	62,  // 40: setpoint.v1.MetricValue.window:type_name -> google.protobuf.Duration
+	72,  // 39: setpoint.v1.MetricValue.timestamp:type_name -> google.protobuf.Timestamp
+	71,  // 40: setpoint.v1.MetricValue.window:type_name -> google.protobuf.Duration
 	0,   // 41: setpoint.v1.RecommendRequest.target:type_name -> setpoint.v1.TargetKey
 	2,   // 42: setpoint.v1.RecommendRequest.spec:type_name -> setpoint.v1.HorizontalPodAutoscalerSpec
 	16,  // 43: setpoint.v1.RecommendRequest.settings:type_name -> setpoint.v1.ControllerSettings
@@ -4407,13 +5066,13 @@ var file_setpoint_v1_setpoint_proto_depIdxs = []int32{
 	21,  // 46: setpoint.v1.RecommendRequest.resource_metrics:type_name -> setpoint.v1.ResourceMetrics
 	24,  // 47: setpoint.v1.RecommendRequest.observations:type_name -> setpoint.v1.MetricObservation
 	28,  // 48: setpoint.v1.RecommendResponse.decision:type_name -> setpoint.v1.Decision
-	63,  // 49: setpoint.v1.Decision.decision_time:type_name -> google.protobuf.Timestamp
+	72,  // 49: setpoint.v1.Decision.decision_time:type_name -> google.protobuf.Timestamp
 	38,  // 50: setpoint.v1.Decision.explanation:type_name -> setpoint.v1.Explanation
 	29,  // 51: setpoint.v1.Decision.status:type_name -> setpoint.v1.HorizontalPodAutoscalerStatus
-	63,  // 52: setpoint.v1.HorizontalPodAutoscalerStatus.last_scale_time:type_name -> google.protobuf.Timestamp
+	72,  // 52: setpoint.v1.HorizontalPodAutoscalerStatus.last_scale_time:type_name -> google.protobuf.Timestamp
 	31,  // 53: setpoint.v1.HorizontalPodAutoscalerStatus.current_metrics:type_name -> setpoint.v1.MetricStatus
 	30,  // 54: setpoint.v1.HorizontalPodAutoscalerStatus.conditions:type_name -> setpoint.v1.Condition
-	63,  // 55: setpoint.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
+	72,  // 55: setpoint.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
 	32,  // 56: setpoint.v1.MetricStatus.resource:type_name -> setpoint.v1.ResourceMetricStatus
 	33,  // 57: setpoint.v1.MetricStatus.container_resource:type_name -> setpoint.v1.ContainerResourceMetricStatus
 	34,  // 58: setpoint.v1.MetricStatus.pods:type_name -> setpoint.v1.PodsMetricStatus
@@ -4446,28 +5105,52 @@ var file_setpoint_v1_setpoint_proto_depIdxs = []int32{
 	28,  // 85: setpoint.v1.Target.last_decision:type_name -> setpoint.v1.Decision
 	53,  // 86: setpoint.v1.Target.history:type_name -> setpoint.v1.History
 	56,  // 87: setpoint.v1.Target.events:type_name -> setpoint.v1.Event
-	63,  // 88: setpoint.v1.Target.last_seen:type_name -> google.protobuf.Timestamp
+	72,  // 88: setpoint.v1.Target.last_seen:type_name -> google.protobuf.Timestamp
 	54,  // 89: setpoint.v1.History.recommendations:type_name -> setpoint.v1.Recommendation
 	55,  // 90: setpoint.v1.History.scale_up_events:type_name -> setpoint.v1.ScaleEvent
 	55,  // 91: setpoint.v1.History.scale_down_events:type_name -> setpoint.v1.ScaleEvent
-	63,  // 92: setpoint.v1.Recommendation.time:type_name -> google.protobuf.Timestamp
-	63,  // 93: setpoint.v1.ScaleEvent.time:type_name -> google.protobuf.Timestamp
-	63,  // 94: setpoint.v1.Event.time:type_name -> google.protobuf.Timestamp
-	26,  // 95: setpoint.v1.AutoscalerService.Recommend:input_type -> setpoint.v1.RecommendRequest
-	41,  // 96: setpoint.v1.AutoscalerService.Observe:input_type -> setpoint.v1.ObserveRequest
-	46,  // 97: setpoint.v1.AutoscalerService.GetTarget:input_type -> setpoint.v1.GetTargetRequest
-	48,  // 98: setpoint.v1.AutoscalerService.ListTargets:input_type -> setpoint.v1.ListTargetsRequest
-	50,  // 99: setpoint.v1.AutoscalerService.DeleteTarget:input_type -> setpoint.v1.DeleteTargetRequest
-	27,  // 100: setpoint.v1.AutoscalerService.Recommend:output_type -> setpoint.v1.RecommendResponse
-	45,  // 101: setpoint.v1.AutoscalerService.Observe:output_type -> setpoint.v1.ObserveResponse
-	47,  // 102: setpoint.v1.AutoscalerService.GetTarget:output_type -> setpoint.v1.GetTargetResponse
-	49,  // 103: setpoint.v1.AutoscalerService.ListTargets:output_type -> setpoint.v1.ListTargetsResponse
-	51,  // 104: setpoint.v1.AutoscalerService.DeleteTarget:output_type -> setpoint.v1.DeleteTargetResponse
-	100, // [100:105] is the sub-list for method output_type
-	95,  // [95:100] is the sub-list for method input_type
-	95,  // [95:95] is the sub-list for extension type_name
-	95,  // [95:95] is the sub-list for extension extendee
-	0,   // [0:95] is the sub-list for field type_name
+	72,  // 92: setpoint.v1.Recommendation.time:type_name -> google.protobuf.Timestamp
+	72,  // 93: setpoint.v1.ScaleEvent.time:type_name -> google.protobuf.Timestamp
+	72,  // 94: setpoint.v1.Event.time:type_name -> google.protobuf.Timestamp
+	2,   // 95: setpoint.v1.SimulateRequest.spec:type_name -> setpoint.v1.HorizontalPodAutoscalerSpec
+	16,  // 96: setpoint.v1.SimulateRequest.settings:type_name -> setpoint.v1.ControllerSettings
+	0,   // 97: setpoint.v1.SimulateRequest.seed_from:type_name -> setpoint.v1.TargetKey
+	58,  // 98: setpoint.v1.SimulateRequest.steps:type_name -> setpoint.v1.SimulateStep
+	59,  // 99: setpoint.v1.SimulateRequest.pod_model:type_name -> setpoint.v1.PodModel
+	72,  // 100: setpoint.v1.SimulateStep.time:type_name -> google.protobuf.Timestamp
+	17,  // 101: setpoint.v1.SimulateStep.scale:type_name -> setpoint.v1.Scale
+	18,  // 102: setpoint.v1.SimulateStep.pods:type_name -> setpoint.v1.Pod
+	21,  // 103: setpoint.v1.SimulateStep.resource_metrics:type_name -> setpoint.v1.ResourceMetrics
+	24,  // 104: setpoint.v1.SimulateStep.observations:type_name -> setpoint.v1.MetricObservation
+	70,  // 105: setpoint.v1.PodModel.requests:type_name -> setpoint.v1.PodModel.RequestsEntry
+	71,  // 106: setpoint.v1.PodModel.ready_after:type_name -> google.protobuf.Duration
+	61,  // 107: setpoint.v1.SimulateResponse.steps:type_name -> setpoint.v1.SimulateStepResult
+	72,  // 108: setpoint.v1.SimulateStepResult.time:type_name -> google.protobuf.Timestamp
+	28,  // 109: setpoint.v1.SimulateStepResult.decision:type_name -> setpoint.v1.Decision
+	0,   // 110: setpoint.v1.WatchResponse.target:type_name -> setpoint.v1.TargetKey
+	28,  // 111: setpoint.v1.WatchResponse.decision:type_name -> setpoint.v1.Decision
+	56,  // 112: setpoint.v1.WatchResponse.observation:type_name -> setpoint.v1.Event
+	64,  // 113: setpoint.v1.WatchResponse.deleted:type_name -> setpoint.v1.TargetDeleted
+	72,  // 114: setpoint.v1.TargetDeleted.time:type_name -> google.protobuf.Timestamp
+	26,  // 115: setpoint.v1.AutoscalerService.Recommend:input_type -> setpoint.v1.RecommendRequest
+	41,  // 116: setpoint.v1.AutoscalerService.Observe:input_type -> setpoint.v1.ObserveRequest
+	46,  // 117: setpoint.v1.AutoscalerService.GetTarget:input_type -> setpoint.v1.GetTargetRequest
+	48,  // 118: setpoint.v1.AutoscalerService.ListTargets:input_type -> setpoint.v1.ListTargetsRequest
+	50,  // 119: setpoint.v1.AutoscalerService.DeleteTarget:input_type -> setpoint.v1.DeleteTargetRequest
+	57,  // 120: setpoint.v1.AutoscalerService.Simulate:input_type -> setpoint.v1.SimulateRequest
+	62,  // 121: setpoint.v1.AutoscalerService.Watch:input_type -> setpoint.v1.WatchRequest
+	27,  // 122: setpoint.v1.AutoscalerService.Recommend:output_type -> setpoint.v1.RecommendResponse
+	45,  // 123: setpoint.v1.AutoscalerService.Observe:output_type -> setpoint.v1.ObserveResponse
+	47,  // 124: setpoint.v1.AutoscalerService.GetTarget:output_type -> setpoint.v1.GetTargetResponse
+	49,  // 125: setpoint.v1.AutoscalerService.ListTargets:output_type -> setpoint.v1.ListTargetsResponse
+	51,  // 126: setpoint.v1.AutoscalerService.DeleteTarget:output_type -> setpoint.v1.DeleteTargetResponse
+	60,  // 127: setpoint.v1.AutoscalerService.Simulate:output_type -> setpoint.v1.SimulateResponse
+	63,  // 128: setpoint.v1.AutoscalerService.Watch:output_type -> setpoint.v1.WatchResponse
+	122, // [122:129] is the sub-list for method output_type
+	115, // [115:122] is the sub-list for method input_type
+	115, // [115:115] is the sub-list for extension type_name
+	115, // [115:115] is the sub-list for extension extendee
+	0,   // [0:115] is the sub-list for field type_name
 }
 
 func init() { file_setpoint_v1_setpoint_proto_init() }
@@ -4485,13 +5168,18 @@ func file_setpoint_v1_setpoint_proto_init() {
 		(*ObserveRequest_Failed)(nil),
 		(*ObserveRequest_External)(nil),
 	}
+	file_setpoint_v1_setpoint_proto_msgTypes[63].OneofWrappers = []any{
+		(*WatchResponse_Decision)(nil),
+		(*WatchResponse_Observation)(nil),
+		(*WatchResponse_Deleted)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_setpoint_v1_setpoint_proto_rawDesc), len(file_setpoint_v1_setpoint_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   62,
+			NumMessages:   71,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

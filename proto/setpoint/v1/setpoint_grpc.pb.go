@@ -31,6 +31,8 @@ const (
 	AutoscalerService_GetTarget_FullMethodName    = "/setpoint.v1.AutoscalerService/GetTarget"
 	AutoscalerService_ListTargets_FullMethodName  = "/setpoint.v1.AutoscalerService/ListTargets"
 	AutoscalerService_DeleteTarget_FullMethodName = "/setpoint.v1.AutoscalerService/DeleteTarget"
+	AutoscalerService_Simulate_FullMethodName     = "/setpoint.v1.AutoscalerService/Simulate"
+	AutoscalerService_Watch_FullMethodName        = "/setpoint.v1.AutoscalerService/Watch"
 )
 
 // AutoscalerServiceClient is the client API for AutoscalerService service.
@@ -52,6 +54,15 @@ type AutoscalerServiceClient interface {
 	ListTargets(ctx context.Context, in *ListTargetsRequest, opts ...grpc.CallOption) (*ListTargetsResponse, error)
 	// DeleteTarget forgets one autoscaler and its history.
 	DeleteTarget(ctx context.Context, in *DeleteTargetRequest, opts ...grpc.CallOption) (*DeleteTargetResponse, error)
+	// Simulate answers "what would the autoscaler do if…": it runs a series
+	// of inputs through the same decision engine with an in-memory history
+	// (optionally seeded from a stored target) and never changes stored
+	// state.
+	Simulate(ctx context.Context, in *SimulateRequest, opts ...grpc.CallOption) (*SimulateResponse, error)
+	// Watch streams decisions and observations as they are recorded, for the
+	// autoscalers the caller may read. A reconnecting client passes the last
+	// revision it saw and misses nothing the service still keeps.
+	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error)
 }
 
 type autoscalerServiceClient struct {
@@ -112,6 +123,35 @@ func (c *autoscalerServiceClient) DeleteTarget(ctx context.Context, in *DeleteTa
 	return out, nil
 }
 
+func (c *autoscalerServiceClient) Simulate(ctx context.Context, in *SimulateRequest, opts ...grpc.CallOption) (*SimulateResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SimulateResponse)
+	err := c.cc.Invoke(ctx, AutoscalerService_Simulate_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *autoscalerServiceClient) Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &AutoscalerService_ServiceDesc.Streams[0], AutoscalerService_Watch_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchRequest, WatchResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AutoscalerService_WatchClient = grpc.ServerStreamingClient[WatchResponse]
+
 // AutoscalerServiceServer is the server API for AutoscalerService service.
 // All implementations must embed UnimplementedAutoscalerServiceServer
 // for forward compatibility.
@@ -131,6 +171,15 @@ type AutoscalerServiceServer interface {
 	ListTargets(context.Context, *ListTargetsRequest) (*ListTargetsResponse, error)
 	// DeleteTarget forgets one autoscaler and its history.
 	DeleteTarget(context.Context, *DeleteTargetRequest) (*DeleteTargetResponse, error)
+	// Simulate answers "what would the autoscaler do if…": it runs a series
+	// of inputs through the same decision engine with an in-memory history
+	// (optionally seeded from a stored target) and never changes stored
+	// state.
+	Simulate(context.Context, *SimulateRequest) (*SimulateResponse, error)
+	// Watch streams decisions and observations as they are recorded, for the
+	// autoscalers the caller may read. A reconnecting client passes the last
+	// revision it saw and misses nothing the service still keeps.
+	Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error
 	mustEmbedUnimplementedAutoscalerServiceServer()
 }
 
@@ -155,6 +204,12 @@ func (UnimplementedAutoscalerServiceServer) ListTargets(context.Context, *ListTa
 }
 func (UnimplementedAutoscalerServiceServer) DeleteTarget(context.Context, *DeleteTargetRequest) (*DeleteTargetResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteTarget not implemented")
+}
+func (UnimplementedAutoscalerServiceServer) Simulate(context.Context, *SimulateRequest) (*SimulateResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Simulate not implemented")
+}
+func (UnimplementedAutoscalerServiceServer) Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error {
+	return status.Error(codes.Unimplemented, "method Watch not implemented")
 }
 func (UnimplementedAutoscalerServiceServer) mustEmbedUnimplementedAutoscalerServiceServer() {}
 func (UnimplementedAutoscalerServiceServer) testEmbeddedByValue()                           {}
@@ -267,6 +322,35 @@ func _AutoscalerService_DeleteTarget_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AutoscalerService_Simulate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SimulateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AutoscalerServiceServer).Simulate(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AutoscalerService_Simulate_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AutoscalerServiceServer).Simulate(ctx, req.(*SimulateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AutoscalerService_Watch_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(AutoscalerServiceServer).Watch(m, &grpc.GenericServerStream[WatchRequest, WatchResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AutoscalerService_WatchServer = grpc.ServerStreamingServer[WatchResponse]
+
 // AutoscalerService_ServiceDesc is the grpc.ServiceDesc for AutoscalerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -294,7 +378,17 @@ var AutoscalerService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "DeleteTarget",
 			Handler:    _AutoscalerService_DeleteTarget_Handler,
 		},
+		{
+			MethodName: "Simulate",
+			Handler:    _AutoscalerService_Simulate_Handler,
+		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Watch",
+			Handler:       _AutoscalerService_Watch_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "setpoint/v1/setpoint.proto",
 }
