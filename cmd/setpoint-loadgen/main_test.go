@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/setpointhq/setpoint/clients/setpointclient"
+	setpointclient "github.com/setpointhq/setpoint/clients/go"
 	"go.uber.org/goleak"
 )
 

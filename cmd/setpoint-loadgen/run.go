@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/setpointhq/setpoint/clients/setpointclient"
+	setpointclient "github.com/setpointhq/setpoint/clients/go"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server"
 	"github.com/setpointhq/setpoint/store"

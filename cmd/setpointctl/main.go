@@ -19,7 +19,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/setpointhq/setpoint/clients/setpointclient"
+	setpointclient "github.com/setpointhq/setpoint/clients/go"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"

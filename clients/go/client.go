@@ -1,14 +1,3 @@
-// Package setpointclient is the Go client of Setpoint's AutoscalerService,
-// for agents and other platforms: Dial an address with a bearer token and
-// optional TLS, then call the generated client's methods.
-//
-//	c, err := setpointclient.Dial("setpoint.example:7443", setpointclient.Options{
-//		Token: os.Getenv("SETPOINT_TOKEN"),
-//		TLS:   &tls.Config{MinVersion: tls.VersionTLS13},
-//	})
-//	if err != nil { … }
-//	defer c.Close()
-//	resp, err := c.Recommend(ctx, req)
 package setpointclient
 
 import (
@@ -24,38 +13,54 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
 // DefaultAddr is the address setpoint-server listens on by default.
 const DefaultAddr = "127.0.0.1:7443"
 
 // Options configure a connection. The zero value dials in plaintext
-// without a token.
+// without a token, for a development server on loopback.
 type Options struct {
 	// Token is the bearer token sent with every call; empty sends none.
 	Token string
-	// TLS, when set, secures the connection; nil dials in plaintext, which
-	// is allowed with a token only to a loopback address.
+	// TLS, when set, secures the connection (TLSFiles builds one from PEM
+	// files, with a client certificate for mutual TLS); nil dials in
+	// plaintext, which is allowed with a token only to a loopback address.
 	TLS *tls.Config
+	// ServiceConfig is the gRPC service config in JSON (retry policies,
+	// timeouts); empty means DefaultServiceConfig.
+	ServiceConfig string
 	// DialOptions are appended to the client's own.
 	DialOptions []grpc.DialOption
 }
 
 // Client is a connection to a Setpoint server; its embedded client has one
-// method per RPC. It is safe for concurrent use.
+// method per AutoscalerService RPC, Admin has AdminService's. It is safe
+// for concurrent use.
 type Client struct {
 	setpointv1.AutoscalerServiceClient
+	// Admin calls the operators' AdminService (admin principals only).
+	Admin setpointv1.AdminServiceClient
+	// Health is the standard gRPC health service of the server.
+	Health healthpb.HealthClient
+
 	conn *grpc.ClientConn
 }
 
-// Dial returns a client of the server at addr (host:port). The connection
-// is made lazily, by the first call.
+// Dial returns a client of the server at addr (host:port, or any gRPC
+// target such as dns:///setpoint.example:7443). The connection is made
+// lazily, by the first call.
 func Dial(addr string, o Options) (*Client, error) {
 	creds := insecure.NewCredentials()
 	if o.TLS != nil {
 		creds = credentials.NewTLS(o.TLS)
 	}
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
+	sc := o.ServiceConfig
+	if sc == "" {
+		sc = DefaultServiceConfig
+	}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds), grpc.WithDefaultServiceConfig(sc)}
 	if o.Token != "" {
 		if o.TLS == nil && !loopback(addr) {
 			return nil, fmt.Errorf("setpointclient: refusing to send a bearer token in plaintext to %s: configure TLS", addr)
@@ -66,13 +71,18 @@ func Dial(addr string, o Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("setpointclient: dial %s: %w", addr, err)
 	}
-	return &Client{AutoscalerServiceClient: setpointv1.NewAutoscalerServiceClient(conn), conn: conn}, nil
+	return &Client{
+		AutoscalerServiceClient: setpointv1.NewAutoscalerServiceClient(conn),
+		Admin:                   setpointv1.NewAdminServiceClient(conn),
+		Health:                  healthpb.NewHealthClient(conn),
+		conn:                    conn,
+	}, nil
 }
 
-// Conn returns the underlying connection, e.g. for the health service.
+// Conn returns the underlying connection.
 func (c *Client) Conn() *grpc.ClientConn { return c.conn }
 
-// Close closes the connection.
+// Close closes the connection; calls in flight fail with Canceled.
 func (c *Client) Close() error { return c.conn.Close() }
 
 // loopback reports whether addr's host is a loopback address or
@@ -110,7 +120,8 @@ type TLSFiles struct {
 	// Cert and Key are the client certificate and key for mutual TLS;
 	// both or neither.
 	Cert, Key string
-	// ServerName overrides the name verified in the server's certificate.
+	// ServerName overrides the name verified in the server's certificate
+	// (by default the host of the dialed address).
 	ServerName string
 }
 

@@ -1,0 +1,41 @@
+// Package setpointclient is the Go client of Setpoint's gRPC API, for
+// agents and other platforms (capacity planners, cost tools, dashboards,
+// deploy pipelines). Import it as
+//
+//	import setpointclient "github.com/setpointhq/setpoint/clients/go"
+//
+// # Connecting
+//
+// Dial takes an address and Options and returns a Client; the connection
+// is made by the first call. A production server speaks TLS: give the CA
+// that signed its certificate, and either a client certificate (mutual
+// TLS) or a bearer token, or both.
+//
+//	tc, err := setpointclient.TLSFiles{CA: "ca.pem", Cert: "client.pem", Key: "client-key.pem"}.Config()
+//	c, err := setpointclient.Dial("setpoint.example:7443", setpointclient.Options{TLS: tc, Token: token})
+//	defer c.Close()
+//
+// Without TLS the client speaks plaintext, meant for a development server
+// on loopback (setpoint-server -insecure-dev); Dial refuses to send a token
+// in plaintext to any other address.
+//
+// # Retries and deadlines
+//
+// Every call gets a deadline and the reads (GetTarget, ListTargets,
+// Simulate) are retried on UNAVAILABLE with exponential back-off, through
+// the gRPC service config in DefaultServiceConfig. A deadline already on
+// the caller's context wins when it is shorter. Recommend, Observe and
+// DeleteTarget are not retried: they change the target's history, and a
+// retry after a lost answer would record the change twice. Watch and
+// Backup are streams and have no deadline; Changes resumes a broken watch
+// by itself.
+//
+// # Calls
+//
+// Client embeds the generated AutoscalerServiceClient, so every RPC is a
+// method (c.Recommend, c.GetTarget, ...). The helpers cover what most
+// callers write by hand: Decide returns a Recommend's decision, Applied,
+// Failed and ExternalChange report what happened to it, Targets iterates
+// over every page of ListTargets, Changes follows Watch across
+// reconnections, and Backup copies a verified snapshot of the store.
+package setpointclient

@@ -1,0 +1,103 @@
+package setpointclient
+
+import (
+	"context"
+	"errors"
+	"io"
+	"iter"
+	"time"
+
+	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+// Back-off between Watch reconnections: doubling from the first to the
+// last, reset by every change received.
+const (
+	watchBackoffFirst = 100 * time.Millisecond
+	watchBackoffMax   = 5 * time.Second
+)
+
+// Changes follows Watch: it yields every change req selects, in revision
+// order, and when the stream breaks (the server restarts, the connection
+// drops: UNAVAILABLE, or the server ends the stream) it calls Watch again
+// with resume_after set to the last revision it yielded, so nothing the
+// service still keeps is missed or repeated. req.ResumeAfter is where the
+// first call starts (0: changes made after the call); req is not modified.
+//
+// The iteration ends when the caller stops it, or after yielding one error:
+// the context's error once ctx is done, or an error the server answered
+// that a retry cannot fix (PERMISSION_DENIED, INVALID_ARGUMENT, or
+// OUT_OF_RANGE when the resume point is older than the history kept).
+func (c *Client) Changes(ctx context.Context, req *setpointv1.WatchRequest) iter.Seq2[*setpointv1.WatchResponse, error] {
+	return func(yield func(*setpointv1.WatchResponse, error) bool) {
+		next := proto.CloneOf(req)
+		backoff := watchBackoffFirst
+		for {
+			received, err := c.watchOnce(ctx, next, yield)
+			if received {
+				backoff = watchBackoffFirst
+			}
+			switch {
+			case errors.Is(err, errStopped):
+				return
+			case ctx.Err() != nil:
+				yield(nil, ctx.Err())
+				return
+			case !resumable(err):
+				yield(nil, err)
+				return
+			}
+			select {
+			case <-ctx.Done():
+				yield(nil, ctx.Err())
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, watchBackoffMax)
+		}
+	}
+}
+
+// errStopped marks an iteration the caller stopped.
+var errStopped = errors.New("setpointclient: iteration stopped")
+
+// watchOnce runs one Watch call, yielding its changes and advancing
+// req.ResumeAfter past each; it returns whether any change arrived and the
+// error that ended the stream (io.EOF when the server ended it).
+func (c *Client) watchOnce(ctx context.Context, req *setpointv1.WatchRequest, yield func(*setpointv1.WatchResponse, error) bool) (received bool, err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := c.Watch(ctx, req)
+	if err != nil {
+		return false, err
+	}
+	for {
+		ch, err := stream.Recv()
+		if err != nil {
+			return received, err
+		}
+		received = true
+		if ch.GetRevision() > req.ResumeAfter {
+			req.ResumeAfter = ch.GetRevision()
+		}
+		if !yield(ch, nil) {
+			return received, errStopped
+		}
+	}
+}
+
+// resumable reports whether a Watch that ended with err is worth calling
+// again.
+func resumable(err error) bool {
+	if errors.Is(err, io.EOF) {
+		return true
+	}
+	switch status.Code(err) {
+	case codes.Unavailable, codes.Aborted, codes.ResourceExhausted, codes.Internal:
+		return true
+	}
+	return false
+}
