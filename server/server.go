@@ -65,6 +65,13 @@ type Options struct {
 	ShutdownTimeout time.Duration
 	// NewID returns a new decision ID; 16 random bytes in hex when nil.
 	NewID func() string
+	// MaxSimulateSteps bounds the steps of one Simulate call; more fail
+	// with InvalidArgument naming steps. 0 means DefaultMaxSimulateSteps.
+	MaxSimulateSteps int
+	// MaxSimulatePods bounds the pods a Simulate pod model synthesizes
+	// (spec.max_replicas, initial and step replica counts). 0 means
+	// DefaultMaxSimulatePods.
+	MaxSimulatePods int
 }
 
 // Server is Setpoint's gRPC server: the AutoscalerService, the standard
@@ -104,7 +111,11 @@ func New(st store.Store, o Options) *Server {
 		log:      o.Logger,
 		opts:     o,
 	}
-	setpointv1.RegisterAutoscalerServiceServer(s.grpc, &service{store: st, now: o.Now, newID: o.NewID, log: o.Logger})
+	setpointv1.RegisterAutoscalerServiceServer(s.grpc, &service{
+		store: st, now: o.Now, newID: o.NewID, log: o.Logger,
+		authenticated: o.Tokens != nil,
+		limits:        simulateLimits{maxSteps: o.MaxSimulateSteps, maxPods: o.MaxSimulatePods},
+	})
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)
 	metrics.InitializeMetrics(s.grpc)
@@ -136,6 +147,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ShutdownTimeout <= 0 {
 		o.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if o.MaxSimulateSteps <= 0 {
+		o.MaxSimulateSteps = DefaultMaxSimulateSteps
+	}
+	if o.MaxSimulatePods <= 0 {
+		o.MaxSimulatePods = DefaultMaxSimulatePods
 	}
 	if o.NewID == nil {
 		o.NewID = randomID

@@ -20,6 +20,12 @@ type service struct {
 	now   func() time.Time
 	newID func() string
 	log   *slog.Logger
+
+	// authenticated says callers are authenticated: a call without a
+	// principal is refused by the handlers that filter by permission.
+	authenticated bool
+	// limits bound Simulate calls.
+	limits simulateLimits
 }
 
 // defaultPageSize is ListTargets' page size when the request sets none.

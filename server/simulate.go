@@ -1,0 +1,460 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/setpointhq/setpoint/engine"
+	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"github.com/setpointhq/setpoint/server/convert"
+	"github.com/setpointhq/setpoint/store"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// Defaults of the Simulate limits in Options.
+const (
+	// DefaultMaxSimulateSteps is the most steps one Simulate call runs.
+	DefaultMaxSimulateSteps = 1000
+	// DefaultMaxSimulatePods is the most pods a pod model synthesizes: it
+	// bounds spec.max_replicas, pod_model.initial_replicas and every step's
+	// scale.replicas of a Simulate call with a pod model.
+	DefaultMaxSimulatePods = 1000
+)
+
+// Pod model constants: what the synthesized pods and samples look like.
+const (
+	// simContainer is the container of a synthesized pod, unless a
+	// ContainerResource metric names another.
+	simContainer = "app"
+	// simSelector is the scale selector of a synthesized target.
+	simSelector = "app=simulated"
+	// simMetricWindow is the window of a synthesized sample.
+	simMetricWindow = 15 * time.Second
+	// simLongAgo is how long before the first step the initial pods of a
+	// pod model started (and became ready): long enough that neither the
+	// CPU initialization period nor the readiness delay applies.
+	simLongAgo = 24 * time.Hour
+)
+
+// Simulate runs a what-if through the engine with an in-memory history. It
+// never writes the store; with seed_from it reads one record.
+func (s *service) Simulate(ctx context.Context, req *setpointv1.SimulateRequest) (*setpointv1.SimulateResponse, error) {
+	sim, err := newSimulation(req, s.limits)
+	if err != nil {
+		return nil, toStatus(ctx, s.log, err)
+	}
+	if seed := req.GetSeedFrom(); seed != nil {
+		if err := s.mayRead(ctx, seed.GetCluster()); err != nil {
+			return nil, err
+		}
+		rec, err := s.store.Get(ctx, convert.Key(seed))
+		if err != nil {
+			return nil, toStatus(ctx, s.log, err)
+		}
+		if err := sim.seed(rec); err != nil {
+			return nil, toStatus(ctx, s.log, err)
+		}
+	}
+	resp, err := sim.run(ctx)
+	if err != nil {
+		return nil, toStatus(ctx, s.log, err)
+	}
+	return resp, nil
+}
+
+// simulateLimits bound one Simulate call.
+type simulateLimits struct {
+	maxSteps, maxPods int
+}
+
+// simulation is one Simulate call: the converted spec and settings, the
+// steps' inputs, and the state carried between steps.
+type simulation struct {
+	req      *setpointv1.SimulateRequest
+	spec     engine.Spec
+	settings engine.Settings
+	model    *podModel // nil without a pod model
+	steps    []simStep
+
+	status   engine.Status
+	history  engine.History
+	replicas int32  // the count reached: used by steps without a scale
+	selector string // the last scale selector seen
+}
+
+// simStep is one step's converted input: a full engine input without a pod
+// model, or the parsed metric values with one.
+type simStep struct {
+	at     time.Time
+	in     engine.Input // without a pod model; Status is set when run
+	scale  *engine.Scale
+	values []*int64 // with a pod model: one per spec metric, nil when empty
+}
+
+// newSimulation validates and converts req. Every violation is reported at
+// once, as a *setpointv1.ValidationError naming the request's fields.
+func newSimulation(req *setpointv1.SimulateRequest, lim simulateLimits) (*simulation, error) {
+	verr := &setpointv1.ValidationError{}
+	steps := req.GetSteps()
+	switch {
+	case req.GetSpec() == nil:
+		verr.Add("spec", "must be set")
+	case len(steps) == 0:
+		verr.Add("steps", "must have at least one step")
+	case len(steps) > lim.maxSteps:
+		verr.Add("steps", "must have at most %d steps, got %d", lim.maxSteps, len(steps))
+	}
+	if seed := req.GetSeedFrom(); seed != nil {
+		probe := &setpointv1.GetTargetRequest{Target: seed}
+		if err := probe.Validate(); err != nil {
+			addAll(verr, "seed_from", err)
+		}
+	}
+	if err := verr.Err(); err != nil {
+		return nil, err
+	}
+	// The spec and settings, converted once with an otherwise empty input.
+	nMetrics := len(req.GetSpec().GetMetrics())
+	in, err := convert.Input(&setpointv1.RecommendRequest{
+		Spec: req.GetSpec(), Settings: req.GetSettings(), Scale: &setpointv1.Scale{},
+		Observations: make([]*setpointv1.MetricObservation, nMetrics),
+	}, time.Time{})
+	if err != nil {
+		return nil, err
+	}
+	sim := &simulation{req: req, spec: in.Spec, settings: in.Settings, selector: simSelector}
+	if pm := req.GetPodModel(); pm != nil {
+		sim.model = newPodModel(verr, pm, in.Spec, lim.maxPods)
+		sim.replicas = pm.GetInitialReplicas()
+	}
+	var prev time.Time
+	for i, st := range steps {
+		f := fmt.Sprintf("steps[%d]", i)
+		var at time.Time
+		switch {
+		case st.GetTime() == nil:
+			verr.Add(f+".time", "must be set")
+		case st.GetTime().CheckValid() != nil:
+			verr.Add(f+".time", "must be a valid timestamp: %v", st.GetTime().CheckValid())
+		default:
+			at = st.GetTime().AsTime()
+			if i > 0 && !prev.IsZero() && !at.After(prev) {
+				verr.Add(f+".time", "must be after steps[%d].time (%s), got %s", i-1, prev.Format(time.RFC3339Nano), at.Format(time.RFC3339Nano))
+			}
+			prev = at
+		}
+		step := simStep{at: at}
+		if sim.model != nil {
+			step.values = sim.model.values(verr, f, st, in.Spec)
+			if sc := st.GetScale(); sc != nil {
+				if sc.GetReplicas() < 0 || int(sc.GetReplicas()) > lim.maxPods {
+					verr.Add(f+".scale.replicas", "must be within [0, %d] with a pod model, got %d", lim.maxPods, sc.GetReplicas())
+				}
+				step.scale = &engine.Scale{Replicas: sc.GetReplicas(), StatusReplicas: sc.GetStatusReplicas(), Selector: sc.GetSelector()}
+			}
+		} else {
+			if i == 0 && st.GetScale() == nil {
+				verr.Add(f+".scale", "must be set in the first step without a pod model")
+			}
+			if len(st.GetMetricValues()) > 0 {
+				verr.Add(f+".metric_values", "requires a pod model")
+			}
+			scale := st.GetScale()
+			if scale == nil {
+				scale = &setpointv1.Scale{} // the count reached, set when run
+			}
+			stepIn, err := convert.Input(&setpointv1.RecommendRequest{
+				Spec: req.GetSpec(), Settings: req.GetSettings(), Scale: scale,
+				Pods: st.GetPods(), ResourceMetrics: st.GetResourceMetrics(), Observations: st.GetObservations(),
+			}, at)
+			if err != nil {
+				addAll(verr, f, err)
+			}
+			step.in = stepIn
+			if st.GetScale() != nil {
+				step.scale = &stepIn.Scale
+			}
+		}
+		sim.steps = append(sim.steps, step)
+	}
+	if err := verr.Err(); err != nil {
+		return nil, err
+	}
+	return sim, nil
+}
+
+// addAll adds the violations of err (a *setpointv1.ValidationError) under
+// prefix; any other error is added as a violation of prefix itself.
+func addAll(verr *setpointv1.ValidationError, prefix string, err error) {
+	var ve *setpointv1.ValidationError
+	if !errors.As(err, &ve) {
+		verr.Add(prefix, "%v", err)
+		return
+	}
+	for _, v := range ve.Violations {
+		verr.Add(prefix+"."+v.Field, "%s", v.Description)
+	}
+}
+
+// seed starts the simulation from a stored target's status and history.
+// The first step may not be before the target's last decision.
+func (sim *simulation) seed(rec store.Record) error {
+	if rec.Last != nil && len(sim.steps) > 0 && sim.steps[0].at.Before(rec.Last.At) {
+		verr := &setpointv1.ValidationError{}
+		verr.Add("steps[0].time", "must not be before the seed target's last decision at %s", rec.Last.At.Format(time.RFC3339Nano))
+		return verr
+	}
+	sim.status, sim.history = rec.Status, rec.History
+	return nil
+}
+
+// run decides every step in order. A decision asking for a rescale is
+// applied before the next step, recorded as an applied Observe records it.
+func (sim *simulation) run(ctx context.Context) (*setpointv1.SimulateResponse, error) {
+	resp := &setpointv1.SimulateResponse{Steps: make([]*setpointv1.SimulateStepResult, 0, len(sim.steps))}
+	for i := range sim.steps {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		step := &sim.steps[i]
+		if step.scale != nil {
+			sim.replicas = step.scale.Replicas
+			if step.scale.Selector != "" {
+				sim.selector = step.scale.Selector
+			}
+		}
+		in := sim.input(step)
+		in.Status = sim.status
+		d, err := engine.Decide(in, sim.history)
+		if err != nil {
+			return nil, stepError(i, err)
+		}
+		sim.status, sim.history = d.Status, d.History
+		d.History = engine.History{}
+		result := &setpointv1.SimulateStepResult{
+			Time:     timestamppb.New(step.at),
+			Decision: convert.Decision(store.LastDecision{At: step.at, Decision: d}),
+		}
+		if d.Rescale {
+			sim.history = engine.RecordScale(sim.history, sim.spec.Behavior, in.Scale.Replicas, d.DesiredReplicas, step.at)
+			if sim.model != nil {
+				sim.model.resize(d.DesiredReplicas, step.at)
+			}
+			sim.replicas = d.DesiredReplicas
+			result.Applied = true
+		}
+		resp.Steps = append(resp.Steps, result)
+	}
+	return resp, nil
+}
+
+// input returns the engine input of step, Status unset.
+func (sim *simulation) input(step *simStep) engine.Input {
+	if sim.model == nil {
+		in := step.in
+		if step.scale == nil {
+			in.Scale = engine.Scale{Replicas: sim.replicas, StatusReplicas: sim.replicas, Selector: sim.selector}
+		}
+		return in
+	}
+	scale := engine.Scale{Replicas: sim.replicas, StatusReplicas: sim.replicas, Selector: sim.selector}
+	if step.scale != nil {
+		scale = *step.scale
+		if scale.Selector == "" {
+			scale.Selector = sim.selector
+		}
+	}
+	sim.model.resize(scale.Replicas, step.at)
+	return sim.model.input(sim.spec, sim.settings, scale, step)
+}
+
+// stepError names the step of an engine validation error.
+func stepError(i int, err error) error {
+	var fe *engine.FieldError
+	if !errors.As(err, &fe) {
+		return err
+	}
+	field := apiField(fe.Field)
+	if !strings.HasPrefix(field, "spec") && !strings.HasPrefix(field, "settings") {
+		field = fmt.Sprintf("steps[%d].%s", i, field)
+	}
+	verr := &setpointv1.ValidationError{}
+	verr.Add(field, "%s", fe.Reason)
+	return verr
+}
+
+// podModel synthesizes identical pods from a replica count. The pods
+// present before the first step started long before it; a scale-up adds
+// pods that start at the step's time and become ready readyAfter later; a
+// scale-down removes the newest pods.
+type podModel struct {
+	requests   map[string]int64
+	readyAfter time.Duration
+	container  string
+	started    []time.Time // one per pod, oldest first; zero: an initial pod
+	firstStep  time.Time
+}
+
+// newPodModel validates pm against spec and returns the model.
+func newPodModel(verr *setpointv1.ValidationError, pm *setpointv1.PodModel, spec engine.Spec, maxPods int) *podModel {
+	m := &podModel{requests: map[string]int64{}, container: simContainer}
+	if n := pm.GetInitialReplicas(); n < 0 || int(n) > maxPods {
+		verr.Add("pod_model.initial_replicas", "must be within [0, %d], got %d", maxPods, n)
+	}
+	if int(spec.MaxReplicas) > maxPods {
+		verr.Add("spec.max_replicas", "must be at most %d with a pod model, got %d", maxPods, spec.MaxReplicas)
+	}
+	for name, q := range pm.GetRequests() {
+		v, err := resource.ParseQuantity(q)
+		if err != nil || v.Sign() < 0 {
+			verr.Add(fmt.Sprintf("pod_model.requests[%q]", name), "must be a quantity >= 0, got %q", q)
+			continue
+		}
+		m.requests[name] = v.MilliValue()
+	}
+	if d := pm.GetReadyAfter(); d != nil {
+		if err := d.CheckValid(); err != nil || d.AsDuration() < 0 {
+			verr.Add("pod_model.ready_after", "must be a duration >= 0")
+		} else {
+			m.readyAfter = d.AsDuration()
+		}
+	}
+	for i, ms := range spec.Metrics {
+		if ms.Type != engine.ContainerResourceSource {
+			continue
+		}
+		switch {
+		case m.container == simContainer && ms.Container != "":
+			m.container = ms.Container
+		case ms.Container != m.container:
+			verr.Add(fmt.Sprintf("spec.metrics[%d].container_resource.container", i), "a pod model's pods have one container, %q; got %q", m.container, ms.Container)
+		}
+	}
+	if n := pm.GetInitialReplicas(); n > 0 && int(n) <= maxPods {
+		m.started = make([]time.Time, n)
+	}
+	return m
+}
+
+// values parses the metric values of one step.
+func (m *podModel) values(verr *setpointv1.ValidationError, f string, st *setpointv1.SimulateStep, spec engine.Spec) []*int64 {
+	if len(st.GetPods()) > 0 || st.GetResourceMetrics() != nil || len(st.GetObservations()) > 0 {
+		verr.Add(f, "pods, resource_metrics and observations are synthesized by the pod model; give metric_values")
+	}
+	vals := st.GetMetricValues()
+	if len(vals) != len(spec.Metrics) {
+		verr.Add(f+".metric_values", "must have one value per spec metric (%d), got %d", len(spec.Metrics), len(vals))
+		return nil
+	}
+	out := make([]*int64, len(vals))
+	for i, s := range vals {
+		if s == "" {
+			continue
+		}
+		q, err := resource.ParseQuantity(s)
+		if err != nil || q.Sign() < 0 {
+			verr.Add(fmt.Sprintf("%s.metric_values[%d]", f, i), "must be a quantity >= 0 or empty, got %q", s)
+			continue
+		}
+		v := q.MilliValue()
+		out[i] = &v
+	}
+	return out
+}
+
+// resize brings the pods to n at time at.
+func (m *podModel) resize(n int32, at time.Time) {
+	for int32(len(m.started)) < n {
+		m.started = append(m.started, at)
+	}
+	m.started = m.started[:n]
+}
+
+// input synthesizes the engine input of one step at scale.
+func (m *podModel) input(spec engine.Spec, settings engine.Settings, scale engine.Scale, step *simStep) engine.Input {
+	now := step.at
+	if m.firstStep.IsZero() {
+		m.firstStep = now
+	}
+	in := engine.Input{Now: now, Spec: spec, Settings: settings, Scale: scale, Observations: make([]engine.Observation, len(spec.Metrics))}
+	usage := map[string]int64{}
+	for i, ms := range spec.Metrics {
+		v := step.values[i]
+		if v == nil {
+			in.Observations[i].Err = "no value given for this step"
+			continue
+		}
+		switch ms.Type {
+		case engine.ResourceSource, engine.ContainerResourceSource:
+			usage[ms.Resource] = *v
+		case engine.PodsSource:
+			for j := range m.started {
+				in.Observations[i].Values = append(in.Observations[i].Values, engine.MetricValue{Pod: podName(j), Milli: *v, Timestamp: now, Window: time.Minute})
+			}
+		case engine.ObjectSource, engine.ExternalSource:
+			in.Observations[i].Values = []engine.MetricValue{{Milli: *v, Timestamp: now}}
+		}
+	}
+	for j, started := range m.started {
+		name := podName(j)
+		pod := engine.Pod{
+			Name: name, Phase: engine.PodRunning,
+			Containers: []engine.Container{{Name: m.container, Requests: m.requests}},
+		}
+		if started.IsZero() {
+			pod.StartTime = m.firstStep.Add(-simLongAgo)
+			pod.Ready = &engine.PodReadiness{Status: engine.ConditionTrue, LastTransitionTime: pod.StartTime}
+		} else {
+			pod.StartTime = started
+			readyAt := started.Add(m.readyAfter)
+			if now.Before(readyAt) {
+				pod.Ready = &engine.PodReadiness{Status: engine.ConditionFalse, LastTransitionTime: started}
+			} else {
+				pod.Ready = &engine.PodReadiness{Status: engine.ConditionTrue, LastTransitionTime: readyAt}
+			}
+		}
+		in.Pods = append(in.Pods, pod)
+		if len(usage) > 0 {
+			in.ResourceMetrics.Pods = append(in.ResourceMetrics.Pods, engine.PodUsage{
+				Pod: name, Timestamp: now, Window: simMetricWindow,
+				Containers: []engine.ContainerUsage{{Name: m.container, Usage: usage}},
+			})
+		}
+	}
+	return in
+}
+
+// podName names the i-th synthesized pod.
+func podName(i int) string { return fmt.Sprintf("pod-%d", i) }
+
+// mayRead returns nil when the caller may read the targets of cluster, a
+// PermissionDenied or Unauthenticated status otherwise. Without
+// authentication everyone may read everything.
+func (s *service) mayRead(ctx context.Context, cluster string) error {
+	if !s.authenticated {
+		return nil
+	}
+	p, ok := PrincipalFrom(ctx)
+	if !ok {
+		return status.Error(codes.Unauthenticated, "not authenticated")
+	}
+	if !canRead(p, cluster) {
+		return status.Errorf(codes.PermissionDenied, "%s may not read cluster %q", p.Name, cluster)
+	}
+	return nil
+}
+
+// canRead reports whether p may read the targets of cluster.
+//
+// TODO(security): replace by p.CanRead(cluster) once the security work
+// lands it.
+func canRead(p Principal, cluster string) bool {
+	return p.Role == RoleAdmin || slices.Contains(p.Clusters, AllClusters) || slices.Contains(p.Clusters, cluster)
+}
