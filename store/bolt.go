@@ -61,12 +61,17 @@ type Options struct {
 	LockTimeout time.Duration
 	// FileMode is the permission of a file Open creates. 0 means 0o600.
 	FileMode os.FileMode
+	// MaxChanges bounds the change feed (feed.go): the newest MaxChanges
+	// changes are kept for Changes. 0 means DefaultMaxChanges.
+	MaxChanges int
+	// Now stamps deletions in the change feed; time.Now when nil.
+	Now func() time.Time
 }
 
 // withDefaults returns o with zero fields set to their defaults, or an
 // error for a negative one.
 func (o Options) withDefaults() (Options, error) {
-	if o.MaxEvents < 0 || o.MaxHistory < 0 || o.MaxBatch < 0 || o.LockTimeout < 0 {
+	if o.MaxEvents < 0 || o.MaxHistory < 0 || o.MaxBatch < 0 || o.LockTimeout < 0 || o.MaxChanges < 0 {
 		return o, fmt.Errorf("%w: negative option in %+v", ErrInvalid, o)
 	}
 	def := func(v *int, d int) {
@@ -77,6 +82,10 @@ func (o Options) withDefaults() (Options, error) {
 	def(&o.MaxEvents, DefaultMaxEvents)
 	def(&o.MaxHistory, DefaultMaxHistory)
 	def(&o.MaxBatch, DefaultMaxBatch)
+	def(&o.MaxChanges, DefaultMaxChanges)
+	if o.Now == nil {
+		o.Now = time.Now
+	}
 	if o.LockTimeout == 0 {
 		o.LockTimeout = DefaultLockTimeout
 	}
@@ -113,6 +122,13 @@ type Bolt struct {
 	stopped chan struct{} // closed by the committer when it exits
 
 	commits, writes, maxBatch atomic.Uint64
+
+	// pending are the changes of the transaction being built, published
+	// after its commit (committer goroutine only).
+	pending []Change
+	// followers receive the changes of each commit (Follow).
+	followMu  sync.Mutex
+	followers map[*int]func([]Change)
 
 	// testHookBeforeCommit, when set, runs in the committer before each
 	// batch's transaction with the batch size. Set only by tests, before
@@ -318,6 +334,7 @@ func (b *Bolt) commit(batch []*request) {
 		}
 		broken := -1
 		err := b.db.Update(func(tx *bolt.Tx) error {
+			b.pending = nil
 			for i, r := range batch {
 				r.err, r.panicked = nil, nil
 				err := r.apply(tx)
@@ -361,6 +378,10 @@ func (b *Bolt) commit(batch []*request) {
 		for _, r := range batch {
 			close(r.done)
 		}
+		if err == nil {
+			b.publish(b.pending)
+		}
+		b.pending = nil
 		return
 	}
 }
@@ -413,9 +434,11 @@ func (b *Bolt) Update(ctx context.Context, key Key, fn func(rec *Record) error) 
 			}
 			oldIndexKey = lastSeenKey(rec.LastSeen, rk)
 		}
+		before := feedMark(&rec)
 		if err := runFn(fn, &rec); err != nil {
 			return err
 		}
+		changes := before.changes(key, &rec)
 		rec.Key = key
 		b.bound(&rec)
 		val, err := encodeRecord(&rec)
@@ -433,6 +456,9 @@ func (b *Bolt) Update(ctx context.Context, key Key, fn func(rec *Record) error) 
 		}
 		if err := records.Put(rk, val); err != nil {
 			return &abortError{fmt.Errorf("store: update %s: %w", key, err)}
+		}
+		if err := b.appendChanges(tx, changes); err != nil {
+			return &abortError{err}
 		}
 		out = rec
 		return nil
@@ -639,6 +665,9 @@ func (b *Bolt) Delete(ctx context.Context, key Key) error {
 		if err := records.Delete(rk); err != nil {
 			return &abortError{fmt.Errorf("store: delete %s: %w", key, err)}
 		}
+		if err := b.appendChanges(tx, []Change{b.deletion(key)}); err != nil {
+			return &abortError{err}
+		}
 		return nil
 	})
 	return err
@@ -674,6 +703,11 @@ func (b *Bolt) Expire(ctx context.Context, cutoff time.Time) (int, error) {
 			}
 			if err := records.Delete(rk); err != nil {
 				return &abortError{fmt.Errorf("store: expire: %w", err)}
+			}
+			if key, err := parseRecordKey(rk); err == nil {
+				if err := b.appendChanges(tx, []Change{b.deletion(key)}); err != nil {
+					return &abortError{err}
+				}
 			}
 			removed++
 		}

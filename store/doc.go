@@ -110,7 +110,7 @@
 //
 // # On-disk layout (schema version 1)
 //
-// schema.go holds every bucket name and key builder. The file has three
+// schema.go holds every bucket name and key builder. The file has four
 // top-level buckets:
 //
 //	meta
@@ -121,6 +121,9 @@
 //
 //	last_seen
 //	    uint64 big-endian(lastSeen) ‖ recordKey(...) → empty
+//
+//	changes
+//	    uint64 big-endian(revision) → setpoint.storage.v1.Change
 //
 // A record key is the cluster, the namespace and the name, each with every
 // 0x00 byte written as 0x00 0xFF and followed by the terminator 0x00 0x01.
@@ -142,6 +145,22 @@
 // maps are the same. Strings must be valid UTF-8 (the gRPC API guarantees
 // it); a record that could not be read back — an invalid string, a time
 // outside the years 1–9999 — is refused by Update, never stored.
+//
+// The changes bucket is the change feed (feed.go). Every write that records
+// something for a target appends, in its own transaction, one Change per
+// thing recorded: a decision (Record.Last has a new ID), an observed event
+// (Record.Events grew), a deletion (Delete, Expire). Changes are numbered by
+// a revision that increases across the whole file and is never reused —
+// the next revision is the last key plus one, so it survives restarts —
+// and only the newest Options.MaxChanges (default 10,000) are kept, the
+// oldest being removed in the transaction that appends past the bound. At
+// about 1 KiB per decision the default costs some 10 MiB of file. Changes
+// reads them from a revision on (ErrOutOfRange when that revision is no
+// longer kept, or beyond the latest); Follow hands each commit's changes to
+// a callback right after the commit, in revision order, which is how the
+// server's Watch streams them live. The bucket was added without a new
+// schema version: a reader that does not know it ignores it, and Open
+// creates it in a file that lacks it.
 //
 // A change that an existing reader would misread needs a new SchemaVersion
 // and a migration step in schema.go; fields added to the storage messages

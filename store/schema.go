@@ -30,10 +30,15 @@ var (
 	// bucketLastSeen is the expiry index: lastSeenKey(t, recordKey(key))
 	// with an empty value, for each record, t being the record's LastSeen.
 	bucketLastSeen = []byte("last_seen")
+	// bucketChanges is the change feed (feed.go): revisionKey(rev) →
+	// setpoint.storage.v1.Change. Added without a version bump: readers
+	// that do not know it ignore it, and Open creates it in a file that
+	// lacks it.
+	bucketChanges = []byte("changes")
 )
 
 // allBuckets lists every bucket of the layout, created together.
-var allBuckets = [][]byte{bucketMeta, bucketRecords, bucketLastSeen}
+var allBuckets = [][]byte{bucketMeta, bucketRecords, bucketLastSeen, bucketChanges}
 
 // keyMetaSchemaVersion is the meta key whose value is the schema version as
 // an 8-byte big-endian integer.
@@ -168,6 +173,10 @@ func splitLastSeenKey(b []byte) (ts uint64, rk []byte, ok bool) {
 	return binary.BigEndian.Uint64(b[:tsLength]), b[tsLength:], true
 }
 
+// revisionKey is the key of a change in bucketChanges: the revision,
+// 8 bytes big-endian, so keys sort by revision.
+func revisionKey(rev uint64) []byte { return binary.BigEndian.AppendUint64(nil, rev) }
+
 // encodeVersion is the stored form of a schema version.
 func encodeVersion(v uint64) []byte {
 	return binary.BigEndian.AppendUint64(nil, v)
@@ -209,6 +218,9 @@ func initSchema(tx *bolt.Tx) error {
 	}
 	if err := migrate(tx, v); err != nil {
 		return err
+	}
+	if _, err := tx.CreateBucketIfNotExists(bucketChanges); err != nil {
+		return fmt.Errorf("store: create bucket %q: %w", bucketChanges, err)
 	}
 	for _, name := range allBuckets {
 		if tx.Bucket(name) == nil {

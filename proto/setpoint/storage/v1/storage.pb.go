@@ -2024,6 +2024,139 @@ func (x *Step) GetMessage() string {
 	return ""
 }
 
+// Change is one entry of the change feed: the value of the changes bucket,
+// whose key is the change's revision. It records what one write recorded
+// for one target, for Watch.
+type Change struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The target's cluster.
+	Cluster string `protobuf:"bytes,1,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	// The target's namespace.
+	Namespace string `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// The target's name.
+	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// What was recorded.
+	//
+	// Types that are valid to be assigned to Kind:
+	//
+	//	*Change_Decision
+	//	*Change_Observation
+	//	*Change_Deleted
+	Kind          isChange_Kind `protobuf_oneof:"kind"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Change) Reset() {
+	*x = Change{}
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Change) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Change) ProtoMessage() {}
+
+func (x *Change) ProtoReflect() protoreflect.Message {
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Change.ProtoReflect.Descriptor instead.
+func (*Change) Descriptor() ([]byte, []int) {
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *Change) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+func (x *Change) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *Change) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Change) GetKind() isChange_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *Change) GetDecision() *LastDecision {
+	if x != nil {
+		if x, ok := x.Kind.(*Change_Decision); ok {
+			return x.Decision
+		}
+	}
+	return nil
+}
+
+func (x *Change) GetObservation() *Event {
+	if x != nil {
+		if x, ok := x.Kind.(*Change_Observation); ok {
+			return x.Observation
+		}
+	}
+	return nil
+}
+
+func (x *Change) GetDeleted() *timestamppb.Timestamp {
+	if x != nil {
+		if x, ok := x.Kind.(*Change_Deleted); ok {
+			return x.Deleted
+		}
+	}
+	return nil
+}
+
+type isChange_Kind interface {
+	isChange_Kind()
+}
+
+type Change_Decision struct {
+	// A decision (its history left empty).
+	Decision *LastDecision `protobuf:"bytes,4,opt,name=decision,proto3,oneof"`
+}
+
+type Change_Observation struct {
+	// An observed event.
+	Observation *Event `protobuf:"bytes,5,opt,name=observation,proto3,oneof"`
+}
+
+type Change_Deleted struct {
+	// The target was removed, at this time (the store's clock).
+	Deleted *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=deleted,proto3,oneof"`
+}
+
+func (*Change_Decision) isChange_Kind() {}
+
+func (*Change_Observation) isChange_Kind() {}
+
+func (*Change_Deleted) isChange_Kind() {}
+
 var File_setpoint_storage_v1_storage_proto protoreflect.FileDescriptor
 
 const file_setpoint_storage_v1_storage_proto_rawDesc = "" +
@@ -2182,7 +2315,15 @@ const file_setpoint_storage_v1_storage_proto_rawDesc = "" +
 	"\x04from\x18\x02 \x01(\x05R\x04from\x12\x0e\n" +
 	"\x02to\x18\x03 \x01(\x05R\x02to\x12\x16\n" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x18\n" +
-	"\amessage\x18\x05 \x01(\tR\amessageB\xd9\x01\n" +
+	"\amessage\x18\x05 \x01(\tR\amessage\"\x95\x02\n" +
+	"\x06Change\x12\x18\n" +
+	"\acluster\x18\x01 \x01(\tR\acluster\x12\x1c\n" +
+	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12?\n" +
+	"\bdecision\x18\x04 \x01(\v2!.setpoint.storage.v1.LastDecisionH\x00R\bdecision\x12>\n" +
+	"\vobservation\x18\x05 \x01(\v2\x1a.setpoint.storage.v1.EventH\x00R\vobservation\x126\n" +
+	"\adeleted\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampH\x00R\adeletedB\x06\n" +
+	"\x04kindB\xd9\x01\n" +
 	"\x17com.setpoint.storage.v1B\fStorageProtoP\x01ZBgithub.com/setpointhq/setpoint/proto/setpoint/storage/v1;storagev1\xa2\x02\x03SSX\xaa\x02\x13Setpoint.Storage.V1\xca\x02\x13Setpoint\\Storage\\V1\xe2\x02\x1fSetpoint\\Storage\\V1\\GPBMetadata\xea\x02\x15Setpoint::Storage::V1b\x06proto3"
 
 var (
@@ -2197,7 +2338,7 @@ func file_setpoint_storage_v1_storage_proto_rawDescGZIP() []byte {
 	return file_setpoint_storage_v1_storage_proto_rawDescData
 }
 
-var file_setpoint_storage_v1_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_setpoint_storage_v1_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_setpoint_storage_v1_storage_proto_goTypes = []any{
 	(*Record)(nil),                   // 0: setpoint.storage.v1.Record
 	(*TargetRef)(nil),                // 1: setpoint.storage.v1.TargetRef
@@ -2225,9 +2366,10 @@ var file_setpoint_storage_v1_storage_proto_goTypes = []any{
 	(*Explanation)(nil),              // 23: setpoint.storage.v1.Explanation
 	(*MetricExplanation)(nil),        // 24: setpoint.storage.v1.MetricExplanation
 	(*Step)(nil),                     // 25: setpoint.storage.v1.Step
-	nil,                              // 26: setpoint.storage.v1.LabelSelector.MatchLabelsEntry
-	(*timestamppb.Timestamp)(nil),    // 27: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),      // 28: google.protobuf.Duration
+	(*Change)(nil),                   // 26: setpoint.storage.v1.Change
+	nil,                              // 27: setpoint.storage.v1.LabelSelector.MatchLabelsEntry
+	(*timestamppb.Timestamp)(nil),    // 28: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),      // 29: google.protobuf.Duration
 }
 var file_setpoint_storage_v1_storage_proto_depIdxs = []int32{
 	1,  // 0: setpoint.storage.v1.Record.target_ref:type_name -> setpoint.storage.v1.TargetRef
@@ -2237,29 +2379,29 @@ var file_setpoint_storage_v1_storage_proto_depIdxs = []int32{
 	19, // 4: setpoint.storage.v1.Record.history:type_name -> setpoint.storage.v1.History
 	3,  // 5: setpoint.storage.v1.Record.last:type_name -> setpoint.storage.v1.LastDecision
 	2,  // 6: setpoint.storage.v1.Record.events:type_name -> setpoint.storage.v1.Event
-	27, // 7: setpoint.storage.v1.Record.last_seen:type_name -> google.protobuf.Timestamp
-	27, // 8: setpoint.storage.v1.Event.at:type_name -> google.protobuf.Timestamp
-	27, // 9: setpoint.storage.v1.LastDecision.at:type_name -> google.protobuf.Timestamp
+	28, // 7: setpoint.storage.v1.Record.last_seen:type_name -> google.protobuf.Timestamp
+	28, // 8: setpoint.storage.v1.Event.at:type_name -> google.protobuf.Timestamp
+	28, // 9: setpoint.storage.v1.LastDecision.at:type_name -> google.protobuf.Timestamp
 	22, // 10: setpoint.storage.v1.LastDecision.decision:type_name -> setpoint.storage.v1.Decision
 	15, // 11: setpoint.storage.v1.LastDecision.before:type_name -> setpoint.storage.v1.Status
-	28, // 12: setpoint.storage.v1.Settings.cpu_initialization_period:type_name -> google.protobuf.Duration
-	28, // 13: setpoint.storage.v1.Settings.initial_readiness_delay:type_name -> google.protobuf.Duration
-	28, // 14: setpoint.storage.v1.Settings.downscale_stabilization_window:type_name -> google.protobuf.Duration
+	29, // 12: setpoint.storage.v1.Settings.cpu_initialization_period:type_name -> google.protobuf.Duration
+	29, // 13: setpoint.storage.v1.Settings.initial_readiness_delay:type_name -> google.protobuf.Duration
+	29, // 14: setpoint.storage.v1.Settings.downscale_stabilization_window:type_name -> google.protobuf.Duration
 	6,  // 15: setpoint.storage.v1.Spec.metrics:type_name -> setpoint.storage.v1.MetricSpec
 	12, // 16: setpoint.storage.v1.Spec.behavior:type_name -> setpoint.storage.v1.Behavior
 	7,  // 17: setpoint.storage.v1.MetricSpec.metric:type_name -> setpoint.storage.v1.MetricIdentifier
 	10, // 18: setpoint.storage.v1.MetricSpec.described_object:type_name -> setpoint.storage.v1.ObjectReference
 	11, // 19: setpoint.storage.v1.MetricSpec.target:type_name -> setpoint.storage.v1.Target
 	8,  // 20: setpoint.storage.v1.MetricIdentifier.selector:type_name -> setpoint.storage.v1.LabelSelector
-	26, // 21: setpoint.storage.v1.LabelSelector.match_labels:type_name -> setpoint.storage.v1.LabelSelector.MatchLabelsEntry
+	27, // 21: setpoint.storage.v1.LabelSelector.match_labels:type_name -> setpoint.storage.v1.LabelSelector.MatchLabelsEntry
 	9,  // 22: setpoint.storage.v1.LabelSelector.match_expressions:type_name -> setpoint.storage.v1.LabelSelectorRequirement
 	13, // 23: setpoint.storage.v1.Behavior.scale_up:type_name -> setpoint.storage.v1.Rules
 	13, // 24: setpoint.storage.v1.Behavior.scale_down:type_name -> setpoint.storage.v1.Rules
 	14, // 25: setpoint.storage.v1.Rules.policies:type_name -> setpoint.storage.v1.Policy
-	27, // 26: setpoint.storage.v1.Status.last_scale_time:type_name -> google.protobuf.Timestamp
+	28, // 26: setpoint.storage.v1.Status.last_scale_time:type_name -> google.protobuf.Timestamp
 	18, // 27: setpoint.storage.v1.Status.current_metrics:type_name -> setpoint.storage.v1.MetricStatus
 	16, // 28: setpoint.storage.v1.Status.conditions:type_name -> setpoint.storage.v1.Condition
-	27, // 29: setpoint.storage.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
+	28, // 29: setpoint.storage.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
 	7,  // 30: setpoint.storage.v1.MetricStatus.metric:type_name -> setpoint.storage.v1.MetricIdentifier
 	10, // 31: setpoint.storage.v1.MetricStatus.described_object:type_name -> setpoint.storage.v1.ObjectReference
 	17, // 32: setpoint.storage.v1.MetricStatus.value:type_name -> setpoint.storage.v1.Quantity
@@ -2267,18 +2409,21 @@ var file_setpoint_storage_v1_storage_proto_depIdxs = []int32{
 	20, // 34: setpoint.storage.v1.History.recommendations:type_name -> setpoint.storage.v1.Recommendation
 	21, // 35: setpoint.storage.v1.History.scale_up_events:type_name -> setpoint.storage.v1.ScaleEvent
 	21, // 36: setpoint.storage.v1.History.scale_down_events:type_name -> setpoint.storage.v1.ScaleEvent
-	27, // 37: setpoint.storage.v1.Recommendation.at:type_name -> google.protobuf.Timestamp
-	27, // 38: setpoint.storage.v1.ScaleEvent.at:type_name -> google.protobuf.Timestamp
+	28, // 37: setpoint.storage.v1.Recommendation.at:type_name -> google.protobuf.Timestamp
+	28, // 38: setpoint.storage.v1.ScaleEvent.at:type_name -> google.protobuf.Timestamp
 	15, // 39: setpoint.storage.v1.Decision.status:type_name -> setpoint.storage.v1.Status
 	23, // 40: setpoint.storage.v1.Decision.explanation:type_name -> setpoint.storage.v1.Explanation
 	19, // 41: setpoint.storage.v1.Decision.history:type_name -> setpoint.storage.v1.History
 	24, // 42: setpoint.storage.v1.Explanation.metrics:type_name -> setpoint.storage.v1.MetricExplanation
 	25, // 43: setpoint.storage.v1.Explanation.steps:type_name -> setpoint.storage.v1.Step
-	44, // [44:44] is the sub-list for method output_type
-	44, // [44:44] is the sub-list for method input_type
-	44, // [44:44] is the sub-list for extension type_name
-	44, // [44:44] is the sub-list for extension extendee
-	0,  // [0:44] is the sub-list for field type_name
+	3,  // 44: setpoint.storage.v1.Change.decision:type_name -> setpoint.storage.v1.LastDecision
+	2,  // 45: setpoint.storage.v1.Change.observation:type_name -> setpoint.storage.v1.Event
+	28, // 46: setpoint.storage.v1.Change.deleted:type_name -> google.protobuf.Timestamp
+	47, // [47:47] is the sub-list for method output_type
+	47, // [47:47] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_setpoint_storage_v1_storage_proto_init() }
@@ -2287,13 +2432,18 @@ func file_setpoint_storage_v1_storage_proto_init() {
 		return
 	}
 	file_setpoint_storage_v1_storage_proto_msgTypes[18].OneofWrappers = []any{}
+	file_setpoint_storage_v1_storage_proto_msgTypes[26].OneofWrappers = []any{
+		(*Change_Decision)(nil),
+		(*Change_Observation)(nil),
+		(*Change_Deleted)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_setpoint_storage_v1_storage_proto_rawDesc), len(file_setpoint_storage_v1_storage_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   27,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

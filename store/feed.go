@@ -1,0 +1,299 @@
+package store
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/setpointhq/setpoint/proto/setpoint/storage/v1"
+)
+
+// This file is the change feed: every write that changes what a target
+// records — a new decision, an observed event, a deletion — also appends a
+// Change, numbered by a revision, to the changes bucket, in the same
+// transaction. The server's Watch reads it to resume a stream and follows
+// it for live changes.
+
+// DefaultMaxChanges is the default number of changes kept for Changes.
+const DefaultMaxChanges = 10000
+
+// ErrOutOfRange: a revision is older than the oldest change still kept, or
+// newer than the latest change.
+var ErrOutOfRange = errors.New("store: revision out of range")
+
+// ChangeKind says what a Change records.
+type ChangeKind string
+
+// The kinds of changes.
+const (
+	// ChangeDecision: a decision was recorded (Record.Last changed).
+	ChangeDecision ChangeKind = "Decision"
+	// ChangeObservation: an event was recorded (Record.Events grew).
+	ChangeObservation ChangeKind = "Observation"
+	// ChangeDeleted: the record was removed by Delete or Expire.
+	ChangeDeleted ChangeKind = "Deleted"
+)
+
+// Change is one recorded change of one target.
+type Change struct {
+	// Revision numbers the change: increasing across the whole store,
+	// starting at 1, never reused (also across restarts).
+	Revision uint64
+	// Key is the target changed.
+	Key Key
+	// Kind says what was recorded.
+	Kind ChangeKind
+	// Decision is the decision recorded (ChangeDecision); its
+	// Decision.History is empty.
+	Decision *LastDecision
+	// Event is the event recorded (ChangeObservation).
+	Event *Event
+	// At is when the record was removed (ChangeDeleted), by the store's
+	// clock (Options.Now).
+	At time.Time
+}
+
+// Feed is the change feed of a store. Bolt implements it; the Store
+// interface does not require it.
+type Feed interface {
+	// Revision returns the revision of the latest change, 0 before the
+	// first.
+	Revision(ctx context.Context) (uint64, error)
+	// Changes returns the changes after revision `after`, oldest first, at
+	// most limit of them. It fails with ErrOutOfRange when some change
+	// after `after` is no longer kept, or `after` is beyond the latest
+	// revision.
+	Changes(ctx context.Context, after uint64, limit int) ([]Change, error)
+	// Follow calls fn with the changes of each commit, in revision order,
+	// from the committer goroutine, right after the commit, until stop is
+	// called. fn must not block and must not call stop; it may keep the
+	// slice but not modify it. After stop returns fn is not called again.
+	Follow(fn func([]Change)) (stop func())
+}
+
+var _ Feed = (*Bolt)(nil)
+
+// mark is what the change feed needs of a record before an Update's
+// function runs.
+type mark struct {
+	hadLast bool
+	lastID  string
+	events  int
+}
+
+// feedMark marks rec before an Update's function runs.
+func feedMark(rec *Record) mark {
+	m := mark{events: len(rec.Events)}
+	if rec.Last != nil {
+		m.hadLast, m.lastID = true, rec.Last.ID
+	}
+	return m
+}
+
+// changes returns the changes an Update of key made to rec since m: a
+// decision when the record's last decision is a new one, an observation per
+// event added. Writers only append events (the store trims the oldest after
+// the function), so a record left with more events than it had holds the
+// new ones at the end.
+func (m mark) changes(key Key, rec *Record) []Change {
+	var out []Change
+	if rec.Last != nil && (!m.hadLast || rec.Last.ID != m.lastID) {
+		d := *rec.Last
+		out = append(out, Change{Key: key, Kind: ChangeDecision, Decision: &d})
+	}
+	if len(rec.Events) > m.events {
+		for _, e := range rec.Events[m.events:] {
+			out = append(out, Change{Key: key, Kind: ChangeObservation, Event: &e})
+		}
+	}
+	return out
+}
+
+// deletion is the change recording that key was removed now.
+func (b *Bolt) deletion(key Key) Change {
+	return Change{Key: key, Kind: ChangeDeleted, At: b.opts.Now().UTC()}
+}
+
+// appendChanges numbers cs, stores them in tx's changes bucket, drops the
+// changes beyond Options.MaxChanges, and queues cs to be published after
+// the commit. Its error leaves tx unusable.
+func (b *Bolt) appendChanges(tx *bolt.Tx, cs []Change) error {
+	if len(cs) == 0 {
+		return nil
+	}
+	bucket := tx.Bucket(bucketChanges)
+	c := bucket.Cursor()
+	var rev uint64
+	if k, _ := c.Last(); k != nil {
+		rev = binary.BigEndian.Uint64(k)
+	}
+	for i := range cs {
+		rev++
+		cs[i].Revision = rev
+		val, err := encodeChange(&cs[i])
+		if err != nil {
+			return err
+		}
+		if err := bucket.Put(revisionKey(rev), val); err != nil {
+			return fmt.Errorf("store: append change: %w", err)
+		}
+	}
+	if rev > uint64(b.opts.MaxChanges) {
+		cutoff := rev - uint64(b.opts.MaxChanges)
+		var old [][]byte
+		for k, _ := c.First(); k != nil && binary.BigEndian.Uint64(k) <= cutoff; k, _ = c.Next() {
+			old = append(old, k)
+		}
+		for _, k := range old {
+			if err := bucket.Delete(k); err != nil {
+				return fmt.Errorf("store: trim changes: %w", err)
+			}
+		}
+	}
+	b.pending = append(b.pending, cs...)
+	return nil
+}
+
+// publish hands the changes of a commit to the followers.
+func (b *Bolt) publish(cs []Change) {
+	if len(cs) == 0 {
+		return
+	}
+	b.followMu.Lock()
+	defer b.followMu.Unlock()
+	for _, f := range b.followers {
+		f(cs)
+	}
+}
+
+// Follow implements Feed.
+func (b *Bolt) Follow(fn func([]Change)) (stop func()) {
+	b.followMu.Lock()
+	defer b.followMu.Unlock()
+	if b.followers == nil {
+		b.followers = map[*int]func([]Change){}
+	}
+	id := new(int)
+	b.followers[id] = fn
+	return func() {
+		b.followMu.Lock()
+		defer b.followMu.Unlock()
+		delete(b.followers, id)
+	}
+}
+
+// Revision implements Feed.
+func (b *Bolt) Revision(ctx context.Context) (uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	var rev uint64
+	err := b.view(func(tx *bolt.Tx) error {
+		if k, _ := tx.Bucket(bucketChanges).Cursor().Last(); k != nil {
+			rev = binary.BigEndian.Uint64(k)
+		}
+		return nil
+	})
+	return rev, err
+}
+
+// Changes implements Feed.
+func (b *Bolt) Changes(ctx context.Context, after uint64, limit int) ([]Change, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		return nil, fmt.Errorf("%w: limit %d", ErrInvalid, limit)
+	}
+	var out []Change
+	err := b.view(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketChanges).Cursor()
+		var oldest, latest uint64
+		if k, _ := c.Last(); k != nil {
+			latest = binary.BigEndian.Uint64(k)
+		}
+		if k, _ := c.First(); k != nil {
+			oldest = binary.BigEndian.Uint64(k)
+		} else {
+			oldest = latest + 1
+		}
+		switch {
+		case after > latest:
+			return fmt.Errorf("%w: revision %d is newer than the latest, %d", ErrOutOfRange, after, latest)
+		case after+1 < oldest:
+			return fmt.Errorf("%w: changes after revision %d are no longer kept (the oldest kept is %d)", ErrOutOfRange, after, oldest)
+		}
+		for k, v := c.Seek(revisionKey(after + 1)); k != nil && len(out) < limit; k, v = c.Next() {
+			ch, err := decodeChange(binary.BigEndian.Uint64(k), v)
+			if err != nil {
+				return err
+			}
+			out = append(out, ch)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// encodeChange returns the stored form of c (setpoint.storage.v1.Change);
+// the revision is the bucket key.
+func encodeChange(c *Change) ([]byte, error) {
+	var e encoder
+	m := &pb.Change{Cluster: c.Key.Cluster, Namespace: c.Key.Namespace, Name: c.Key.Name}
+	switch c.Kind {
+	case ChangeDecision:
+		d := c.Decision
+		m.Kind = &pb.Change_Decision{Decision: &pb.LastDecision{Id: d.ID, At: e.time(d.At), Decision: e.decision(d.Decision), Before: e.status(d.Before)}}
+	case ChangeObservation:
+		m.Kind = &pb.Change_Observation{Observation: e.event(*c.Event)}
+	case ChangeDeleted:
+		m.Kind = &pb.Change_Deleted{Deleted: e.time(c.At)}
+	}
+	if e.err != nil {
+		return nil, fmt.Errorf("store: encode change of %s: %w", c.Key, e.err)
+	}
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("store: encode change of %s: %w", c.Key, err)
+	}
+	return b, nil
+}
+
+// decodeChange parses the stored change of revision rev.
+func decodeChange(rev uint64, b []byte) (c Change, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			c, err = Change{}, fmt.Errorf("%w: change %d: panic while decoding: %v", ErrCorrupt, rev, p)
+		}
+	}()
+	var m pb.Change
+	if err := proto.Unmarshal(b, &m); err != nil {
+		return Change{}, fmt.Errorf("%w: change %d: %v", ErrCorrupt, rev, err)
+	}
+	var d decoder
+	c = Change{Revision: rev, Key: Key{Cluster: m.GetCluster(), Namespace: m.GetNamespace(), Name: m.GetName()}}
+	switch k := m.GetKind().(type) {
+	case *pb.Change_Decision:
+		l := k.Decision
+		c.Kind, c.Decision = ChangeDecision, &LastDecision{ID: l.GetId(), At: d.time(l.GetAt()), Decision: d.decision(l.GetDecision()), Before: d.status(l.GetBefore())}
+	case *pb.Change_Observation:
+		e := d.event(k.Observation)
+		c.Kind, c.Event = ChangeObservation, &e
+	case *pb.Change_Deleted:
+		c.Kind, c.At = ChangeDeleted, d.time(k.Deleted)
+	default:
+		return Change{}, fmt.Errorf("%w: change %d: no kind", ErrCorrupt, rev)
+	}
+	if d.err != nil {
+		return Change{}, fmt.Errorf("%w: change %d: %v", ErrCorrupt, rev, d.err)
+	}
+	return c, nil
+}

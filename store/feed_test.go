@@ -1,0 +1,208 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/setpointhq/setpoint/store"
+)
+
+// decideFn records a decision with id, as the server's Recommend does.
+func decideFn(id string) func(*store.Record) error {
+	return func(rec *store.Record) error {
+		rec.Last = &store.LastDecision{ID: id, At: at(0)}
+		rec.Status.DesiredReplicas++
+		rec.LastSeen = at(0)
+		return nil
+	}
+}
+
+// observeFn appends an applied event for id, as Observe does.
+func observeFn(id string) func(*store.Record) error {
+	return func(rec *store.Record) error {
+		rec.Events = append(rec.Events, store.Event{Kind: store.EventApplied, From: 1, To: 2, At: at(1), DecisionID: id})
+		rec.LastSeen = at(1)
+		return nil
+	}
+}
+
+// summary is what a test compares of a change.
+type summary struct {
+	Rev  uint64
+	Name string
+	Kind store.ChangeKind
+	ID   string // decision id, or the event's decision id
+}
+
+func summarize(cs []store.Change) []summary {
+	var out []summary
+	for _, c := range cs {
+		s := summary{Rev: c.Revision, Name: c.Key.Name, Kind: c.Kind}
+		switch c.Kind {
+		case store.ChangeDecision:
+			s.ID = c.Decision.ID
+		case store.ChangeObservation:
+			s.ID = c.Event.DecisionID
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func TestFeedRecordsEveryChange(t *testing.T) {
+	ctx := context.Background()
+	path := newPath(t)
+	st := open(t, path, store.Options{Now: func() time.Time { return at(99) }})
+	var (
+		mu       sync.Mutex
+		followed []store.Change
+	)
+	stop := st.Follow(func(cs []store.Change) {
+		mu.Lock()
+		followed = append(followed, cs...)
+		mu.Unlock()
+	})
+	web, api := store.Key{Cluster: "eu1", Namespace: "shop", Name: "web"}, store.Key{Cluster: "eu1", Namespace: "shop", Name: "api"}
+
+	must := func(_ store.Record, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(st.Update(ctx, web, decideFn("d1")))
+	must(st.Update(ctx, web, observeFn("d1")))
+	must(st.Update(ctx, web, func(rec *store.Record) error { rec.LastSeen = at(2); return nil })) // changes nothing recorded
+	if _, err := st.Update(ctx, api, func(*store.Record) error { return errors.New("refused") }); err == nil {
+		t.Fatal("failing update succeeded")
+	}
+	must(st.Update(ctx, api, decideFn("d2")))
+	if err := st.Delete(ctx, web); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := st.Expire(ctx, at(100)); err != nil || n != 1 {
+		t.Fatalf("Expire = %d, %v", n, err)
+	}
+	want := []summary{
+		{1, "web", store.ChangeDecision, "d1"},
+		{2, "web", store.ChangeObservation, "d1"},
+		{3, "api", store.ChangeDecision, "d2"},
+		{4, "web", store.ChangeDeleted, ""},
+		{5, "api", store.ChangeDeleted, ""},
+	}
+	got, err := st.Changes(ctx, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(want, summarize(got)); d != "" {
+		t.Errorf("Changes (-want +got):\n%s", d)
+	}
+	if !got[3].At.Equal(at(99)) {
+		t.Errorf("deletion at %v, want the store clock's %v", got[3].At, at(99))
+	}
+	stop()
+	mu.Lock()
+	if d := cmp.Diff(want, summarize(followed)); d != "" {
+		t.Errorf("followed (-want +got):\n%s", d)
+	}
+	mu.Unlock()
+	// After stop, nothing more is followed.
+	must(st.Update(ctx, api, decideFn("d3")))
+	mu.Lock()
+	if len(followed) != len(want) {
+		t.Errorf("followed %d changes after stop", len(followed)-len(want))
+	}
+	mu.Unlock()
+
+	// Pages, the latest revision, and revisions kept across a reopen.
+	page, err := st.Changes(ctx, 2, 2)
+	if err != nil || len(page) != 2 || page[0].Revision != 3 {
+		t.Errorf("Changes(2, 2) = %v, %v", summarize(page), err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st = open(t, path, store.Options{})
+	if rev, err := st.Revision(ctx); err != nil || rev != 6 {
+		t.Fatalf("Revision after reopen = %d, %v; want 6", rev, err)
+	}
+	must(st.Update(ctx, web, decideFn("d4")))
+	if cs, err := st.Changes(ctx, 6, 10); err != nil || len(cs) != 1 || cs[0].Revision != 7 || cs[0].Decision.ID != "d4" {
+		t.Errorf("after reopen: %v, %v; want revision 7 for d4", summarize(cs), err)
+	}
+	if _, err := st.Changes(ctx, 8, 10); !errors.Is(err, store.ErrOutOfRange) {
+		t.Errorf("Changes beyond the latest: %v, want ErrOutOfRange", err)
+	}
+	if cs, err := st.Changes(ctx, 7, 10); err != nil || len(cs) != 0 {
+		t.Errorf("Changes at the latest = %v, %v; want none", cs, err)
+	}
+}
+
+func TestFeedKeepsMaxChanges(t *testing.T) {
+	ctx := context.Background()
+	st := open(t, newPath(t), store.Options{MaxChanges: 3})
+	k := store.Key{Cluster: "eu1", Namespace: "shop", Name: "web"}
+	for i := range 5 {
+		if _, err := st.Update(ctx, k, decideFn(string(rune('a'+i)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Revisions 3, 4 and 5 are kept: resuming after 2 works, after 1 not.
+	if cs, err := st.Changes(ctx, 2, 10); err != nil || len(cs) != 3 || cs[0].Revision != 3 {
+		t.Errorf("Changes(2) = %v, %v; want revisions 3..5", summarize(cs), err)
+	}
+	if _, err := st.Changes(ctx, 1, 10); !errors.Is(err, store.ErrOutOfRange) {
+		t.Errorf("Changes(1) = %v, want ErrOutOfRange", err)
+	}
+	if _, err := st.Changes(ctx, 0, 10); !errors.Is(err, store.ErrOutOfRange) {
+		t.Errorf("Changes(0) = %v, want ErrOutOfRange", err)
+	}
+}
+
+// TestFeedConcurrentWritesAreOrdered: under concurrent writes sharing
+// commits, followers see every revision once, in order, without gaps.
+func TestFeedConcurrentWritesAreOrdered(t *testing.T) {
+	ctx := context.Background()
+	st := open(t, newPath(t), store.Options{})
+	var (
+		mu   sync.Mutex
+		revs []uint64
+	)
+	defer st.Follow(func(cs []store.Change) {
+		mu.Lock()
+		for _, c := range cs {
+			revs = append(revs, c.Revision)
+		}
+		mu.Unlock()
+	})()
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			k := store.Key{Cluster: "eu1", Namespace: "shop", Name: string(rune('a' + w))}
+			for i := range 25 {
+				if _, err := st.Update(ctx, k, decideFn(string(rune('a'+i)))); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(revs) != 200 {
+		t.Fatalf("followed %d changes, want 200", len(revs))
+	}
+	for i, r := range revs {
+		if r != uint64(i+1) {
+			t.Fatalf("change %d has revision %d", i, r)
+		}
+	}
+	if st.Stats().Commits >= 200 {
+		t.Logf("no commit was shared (%d commits)", st.Stats().Commits)
+	}
+}
