@@ -29,6 +29,15 @@
 // protovalidate was not used because its rules (buf/validate/validate.proto)
 // are fetched from the buf registry, which this project does not use.
 //
+// Streams (Watch) pass metrics, logging, authentication and recovery; Watch
+// filters what it sends by the principal's clusters itself. It is fed by
+// the store's change feed (store.Feed) through a hub that never blocks the
+// store's committer: each stream has a bounded buffer and is ended with
+// Aborted, to resume, when it falls behind.
+//
+// Simulate runs the engine over a series of inputs with an in-memory
+// history and writes nothing.
+//
 // Serve runs the server on a listener until its context ends, then shuts
 // down gracefully: health turns NOT_SERVING, GracefulStop waits for calls in
 // flight (Stop after Options.ShutdownTimeout). The caller closes the store

@@ -67,6 +67,8 @@ type setup struct {
 	wrap func(store.Store) store.Store
 	// path is the store file; a new one in t.TempDir() when empty.
 	path string
+	// storeOpts configure the bbolt store.
+	storeOpts store.Options
 }
 
 // start runs a server until the test ends (or stop is called).
@@ -75,7 +77,7 @@ func start(t testing.TB, su setup) *testServer {
 	if su.path == "" {
 		su.path = filepath.Join(t.TempDir(), "setpoint.db")
 	}
-	bolt, err := store.Open(su.path, store.Options{})
+	bolt, err := store.Open(su.path, su.storeOpts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,8 +46,12 @@ func chain(metrics *grpcprom.ServerMetrics, log *slog.Logger, tokens *Tokens, in
 	stream := []grpc.StreamServerInterceptor{
 		metrics.StreamServerInterceptor(),
 		logging.StreamServerInterceptor(logger, logOpts...),
-		recovery.StreamServerInterceptor(recoverOpts...),
 	}
+	if tokens != nil {
+		// Streams are authenticated; Watch filters by the principal's clusters itself.
+		stream = append(stream, selector.StreamServerInterceptor(auth.StreamServerInterceptor(tokens.authenticate), selector.MatchFunc(ownService)))
+	}
+	stream = append(stream, recovery.StreamServerInterceptor(recoverOpts...))
 	return []grpc.ServerOption{grpc.ChainUnaryInterceptor(unary...), grpc.ChainStreamInterceptor(stream...)}
 }
 

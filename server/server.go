@@ -68,6 +68,10 @@ type Options struct {
 	// MaxSimulateSteps bounds the steps of one Simulate call; more fail
 	// with InvalidArgument naming steps. 0 means DefaultMaxSimulateSteps.
 	MaxSimulateSteps int
+	// WatchBuffer is the number of changes buffered for one Watch stream;
+	// a stream that falls further behind is ended with Aborted and resumes.
+	// 0 means DefaultWatchBuffer.
+	WatchBuffer int
 	// MaxSimulatePods bounds the pods a Simulate pod model synthesizes
 	// (spec.max_replicas, initial and step replica counts). 0 means
 	// DefaultMaxSimulatePods.
@@ -82,6 +86,7 @@ type Server struct {
 	health   *health.Server
 	registry *prometheus.Registry
 	store    store.Store
+	hub      *hub
 	now      func() time.Time
 	log      *slog.Logger
 	opts     Options
@@ -111,10 +116,18 @@ func New(st store.Store, o Options) *Server {
 		log:      o.Logger,
 		opts:     o,
 	}
+	if feed, ok := st.(store.Feed); ok {
+		h, err := newHub(context.Background(), feed, o.WatchBuffer)
+		if err != nil {
+			o.Logger.Error("watch: cannot follow the store's change feed; Watch is unavailable", "err", err)
+		}
+		s.hub = h
+	}
 	setpointv1.RegisterAutoscalerServiceServer(s.grpc, &service{
 		store: st, now: o.Now, newID: o.NewID, log: o.Logger,
 		authenticated: o.Tokens != nil,
 		limits:        simulateLimits{maxSteps: o.MaxSimulateSteps, maxPods: o.MaxSimulatePods},
+		hub:           s.hub,
 	})
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)
@@ -147,6 +160,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ShutdownTimeout <= 0 {
 		o.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if o.WatchBuffer <= 0 {
+		o.WatchBuffer = DefaultWatchBuffer
 	}
 	if o.MaxSimulateSteps <= 0 {
 		o.MaxSimulateSteps = DefaultMaxSimulateSteps
@@ -188,6 +204,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	select {
 	case err := <-served:
 		s.health.Shutdown()
+		s.closeWatches()
 		if errors.Is(err, grpc.ErrServerStopped) {
 			return nil
 		}
@@ -202,6 +219,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 // for at most Options.ShutdownTimeout.
 func (s *Server) shutdown() {
 	s.health.Shutdown()
+	s.closeWatches() // Watch streams never end by themselves
 	done := make(chan struct{})
 	go func() { s.grpc.GracefulStop(); close(done) }()
 	t := time.NewTimer(s.opts.ShutdownTimeout)
@@ -212,6 +230,14 @@ func (s *Server) shutdown() {
 		s.log.Warn("graceful stop timed out; closing connections", "timeout", s.opts.ShutdownTimeout)
 		s.grpc.Stop()
 		<-done
+	}
+}
+
+// closeWatches ends every Watch stream (Unavailable: resume elsewhere or
+// later) and stops following the store.
+func (s *Server) closeWatches() {
+	if s.hub != nil {
+		s.hub.close()
 	}
 }
 

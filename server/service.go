@@ -26,6 +26,9 @@ type service struct {
 	authenticated bool
 	// limits bound Simulate calls.
 	limits simulateLimits
+	// hub fans the store's change feed out to Watch streams; nil when the
+	// store keeps no feed.
+	hub *hub
 }
 
 // defaultPageSize is ListTargets' page size when the request sets none.

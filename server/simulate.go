@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -449,12 +448,4 @@ func (s *service) mayRead(ctx context.Context, cluster string) error {
 		return status.Errorf(codes.PermissionDenied, "%s may not read cluster %q", p.Name, cluster)
 	}
 	return nil
-}
-
-// canRead reports whether p may read the targets of cluster.
-//
-// TODO(security): replace by p.CanRead(cluster) once the security work
-// lands it.
-func canRead(p Principal, cluster string) bool {
-	return p.Role == RoleAdmin || slices.Contains(p.Clusters, AllClusters) || slices.Contains(p.Clusters, cluster)
 }

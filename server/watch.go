@@ -1,0 +1,275 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+
+	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"github.com/setpointhq/setpoint/server/convert"
+	"github.com/setpointhq/setpoint/store"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// DefaultWatchBuffer is the default number of changes buffered for one
+// Watch stream before it is ended as too slow.
+const DefaultWatchBuffer = 1024
+
+// RevisionHeader is the response header of a Watch stream giving the
+// revision the stream starts after: a client that has received no change
+// yet resumes from it.
+const RevisionHeader = "setpoint-revision"
+
+// watchPage is how many stored changes a resuming Watch reads at once.
+const watchPage = 256
+
+// hub fans the store's change feed out to Watch streams. It never blocks
+// the store's committer: each stream has a bounded buffer, and a stream
+// whose buffer is full is cut off (told to resume) instead of waited for.
+type hub struct {
+	feed   store.Feed
+	buffer int
+	stop   func()
+
+	mu       sync.Mutex
+	latest   uint64 // revision of the latest change published
+	closed   bool
+	watchers map[*watcher]struct{}
+}
+
+// watcher is one Watch stream's subscription.
+type watcher struct {
+	match func(store.Key) bool
+	ch    chan store.Change
+	// ended is closed when the hub drops the watcher: cut is true when it
+	// fell behind, false when the server is shutting down.
+	ended chan struct{}
+	cut   bool
+}
+
+// newHub follows feed; close stops it.
+func newHub(ctx context.Context, feed store.Feed, buffer int) (*hub, error) {
+	h := &hub{feed: feed, buffer: buffer, watchers: map[*watcher]struct{}{}}
+	h.stop = feed.Follow(h.publish)
+	rev, err := feed.Revision(ctx)
+	if err != nil {
+		h.stop()
+		return nil, err
+	}
+	h.mu.Lock()
+	h.latest = max(h.latest, rev)
+	h.mu.Unlock()
+	return h, nil
+}
+
+// publish is the store's Follow callback: it queues each change to the
+// watchers it matches, cutting off those whose buffer is full.
+func (h *hub) publish(cs []store.Change) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.latest = max(h.latest, cs[len(cs)-1].Revision)
+	for w := range h.watchers {
+		for _, c := range cs {
+			if !w.match(c.Key) {
+				continue
+			}
+			select {
+			case w.ch <- c:
+				continue
+			default:
+			}
+			w.cut = true
+			h.drop(w)
+			break
+		}
+	}
+}
+
+// drop ends w; h.mu is held.
+func (h *hub) drop(w *watcher) {
+	delete(h.watchers, w)
+	close(w.ended)
+}
+
+// subscribe registers a watcher of the changes whose key match accepts and
+// returns it with the latest revision published before it: every later
+// change it matches is queued to it.
+func (h *hub) subscribe(match func(store.Key) bool) (*watcher, uint64, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil, 0, store.ErrClosed
+	}
+	w := &watcher{match: match, ch: make(chan store.Change, h.buffer), ended: make(chan struct{})}
+	h.watchers[w] = struct{}{}
+	return w, h.latest, nil
+}
+
+// unsubscribe removes w, when still registered.
+func (h *hub) unsubscribe(w *watcher) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.watchers[w]; ok {
+		h.drop(w)
+	}
+}
+
+// close stops following the store and ends every watcher (its stream
+// answers Unavailable). Later subscriptions fail.
+func (h *hub) close() {
+	h.stop()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.closed = true
+	for w := range h.watchers {
+		h.drop(w)
+	}
+}
+
+// Watch streams the changes recorded after the request's resume point
+// that match its filter and that the caller may read.
+func (s *service) Watch(req *setpointv1.WatchRequest, stream grpc.ServerStreamingServer[setpointv1.WatchResponse]) error {
+	ctx := stream.Context()
+	if err := validateWatch(req); err != nil {
+		return toStatus(ctx, s.log, err)
+	}
+	if s.hub == nil {
+		return status.Error(codes.Unimplemented, "this server's store keeps no change feed")
+	}
+	match, err := s.watchFilter(ctx, req)
+	if err != nil {
+		return err
+	}
+	w, latest, err := s.hub.subscribe(match)
+	if err != nil {
+		return toStatus(ctx, s.log, err)
+	}
+	defer s.hub.unsubscribe(w)
+
+	last := latest
+	if after := req.GetResumeAfter(); after > 0 {
+		if after > latest {
+			return status.Errorf(codes.OutOfRange, "revision %d is newer than the latest, %d", after, latest)
+		}
+		last = after
+	}
+	if err := stream.SendHeader(metadata.Pairs(RevisionHeader, strconv.FormatUint(last, 10))); err != nil {
+		return err
+	}
+	// Catch up from the store up to the revision the subscription started
+	// after; the watcher's buffer holds everything later.
+	for last < latest {
+		cs, err := s.hub.feed.Changes(ctx, last, watchPage)
+		if errors.Is(err, store.ErrOutOfRange) {
+			return status.Error(codes.OutOfRange, err.Error())
+		} else if err != nil {
+			return toStatus(ctx, s.log, err)
+		}
+		if len(cs) == 0 {
+			break
+		}
+		for _, c := range cs {
+			if match(c.Key) {
+				if err := stream.Send(watchResponse(c)); err != nil {
+					return err
+				}
+			}
+			last = c.Revision
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return status.FromContextError(ctx.Err()).Err()
+		case <-w.ended:
+			if w.cut {
+				return status.Errorf(codes.Aborted, "watch: the stream fell behind by more than %d changes and was ended; resume with resume_after=%d", s.hub.buffer, last)
+			}
+			return status.Errorf(codes.Unavailable, "watch: the server is shutting down; resume with resume_after=%d", last)
+		case c := <-w.ch:
+			if c.Revision <= last {
+				continue // already sent while catching up
+			}
+			if err := stream.Send(watchResponse(c)); err != nil {
+				return err
+			}
+			last = c.Revision
+		}
+	}
+}
+
+// validateWatch checks the filter: a namespace needs a cluster, a name a
+// namespace.
+func validateWatch(req *setpointv1.WatchRequest) error {
+	e := &setpointv1.ValidationError{}
+	if req.GetNamespace() != "" && req.GetCluster() == "" {
+		e.Add("namespace", "requires cluster")
+	}
+	if req.GetName() != "" && req.GetNamespace() == "" {
+		e.Add("name", "requires namespace")
+	}
+	return e.Err()
+}
+
+// watchFilter returns the filter of a Watch: the request's cluster,
+// namespace and name, and the clusters the caller may read. A cluster the
+// caller may not read is PermissionDenied.
+func (s *service) watchFilter(ctx context.Context, req *setpointv1.WatchRequest) (func(store.Key) bool, error) {
+	cluster, namespace, name := req.GetCluster(), req.GetNamespace(), req.GetName()
+	if cluster != "" {
+		if err := s.mayRead(ctx, cluster); err != nil {
+			return nil, err
+		}
+	}
+	may := func(string) bool { return true }
+	if s.authenticated {
+		p, ok := PrincipalFrom(ctx)
+		if !ok {
+			return nil, status.Error(codes.Unauthenticated, "not authenticated")
+		}
+		may = func(c string) bool { return canRead(p, c) }
+	}
+	return func(k store.Key) bool {
+		return (cluster == "" || k.Cluster == cluster) &&
+			(namespace == "" || k.Namespace == namespace) &&
+			(name == "" || k.Name == name) &&
+			may(k.Cluster)
+	}, nil
+}
+
+// watchResponse is the API form of a change.
+func watchResponse(c store.Change) *setpointv1.WatchResponse {
+	out := &setpointv1.WatchResponse{
+		Revision: c.Revision,
+		Target:   &setpointv1.TargetKey{Cluster: c.Key.Cluster, Namespace: c.Key.Namespace, Name: c.Key.Name},
+	}
+	switch c.Kind {
+	case store.ChangeDecision:
+		out.Change = &setpointv1.WatchResponse_Decision{Decision: convert.Decision(*c.Decision)}
+	case store.ChangeObservation:
+		e := c.Event
+		out.Change = &setpointv1.WatchResponse_Observation{Observation: &setpointv1.Event{
+			Kind: string(e.Kind), From: e.From, To: e.To, Time: timestamppb.New(e.At), DecisionId: e.DecisionID, Message: e.Message,
+		}}
+	case store.ChangeDeleted:
+		out.Change = &setpointv1.WatchResponse_Deleted{Deleted: &setpointv1.TargetDeleted{Time: timestamppb.New(c.At)}}
+	default:
+		panic(fmt.Sprintf("server: change of unknown kind %q", c.Kind))
+	}
+	return out
+}
+
+// canRead reports whether p may read the targets of cluster.
+//
+// TODO(security): replace by p.CanRead(cluster) once the security work
+// lands it.
+func canRead(p Principal, cluster string) bool {
+	return p.Role == RoleAdmin || slices.Contains(p.Clusters, AllClusters) || slices.Contains(p.Clusters, cluster)
+}
