@@ -29,14 +29,20 @@ type target struct {
 	req   *setpointv1.RecommendRequest
 }
 
+// keyOf returns the key of target j: cluster j mod clusters.
+func keyOf(j, clusters int) *setpointv1.TargetKey {
+	return &setpointv1.TargetKey{Cluster: fmt.Sprintf("cluster-%d", j%clusters), Namespace: fmt.Sprintf("team-%d", j%7), Name: fmt.Sprintf("app-%07d", j)}
+}
+
 // newTarget returns target j of cfg: cluster j mod cfg.Clusters, cfg.Pods
-// pods started an hour before start; every fourth target has one pod still
-// starting (not ready).
+// pods started an hour before start, cfg.Metrics metrics (cpu, then
+// External); every fourth target has one pod still starting (not ready).
 func newTarget(j int, cfg Config, start time.Time) *target {
-	name := fmt.Sprintf("app-%04d", j)
+	key := keyOf(j, cfg.Clusters)
+	name := key.Name
 	ptr := func(v int32) *int32 { return &v }
 	req := &setpointv1.RecommendRequest{
-		Target: &setpointv1.TargetKey{Cluster: fmt.Sprintf("cluster-%d", j%cfg.Clusters), Namespace: fmt.Sprintf("team-%d", j%7), Name: name},
+		Target: key,
 		Spec: &setpointv1.HorizontalPodAutoscalerSpec{
 			ScaleTargetRef: &setpointv1.CrossVersionObjectReference{ApiVersion: "apps/v1", Kind: "Deployment", Name: name},
 			MinReplicas:    ptr(2),
@@ -44,10 +50,6 @@ func newTarget(j int, cfg Config, start time.Time) *target {
 			Metrics: []*setpointv1.MetricSpec{
 				{Type: "Resource", Resource: &setpointv1.ResourceMetricSource{Name: "cpu",
 					Target: &setpointv1.MetricTarget{Type: "Utilization", AverageUtilization: ptr(60)}}},
-				{Type: "External", External: &setpointv1.ExternalMetricSource{
-					Metric: &setpointv1.MetricIdentifier{Name: "queue_messages_ready",
-						Selector: &setpointv1.LabelSelector{MatchLabels: map[string]string{"queue": name}}},
-					Target: &setpointv1.MetricTarget{Type: "AverageValue", AverageValue: fmt.Sprint(queueTarget)}}},
 			},
 			Behavior: &setpointv1.HorizontalPodAutoscalerBehavior{
 				ScaleUp: &setpointv1.ScalingRules{StabilizationWindowSeconds: ptr(0), SelectPolicy: "Max", Policies: []*setpointv1.ScalingPolicy{
@@ -58,7 +60,14 @@ func newTarget(j int, cfg Config, start time.Time) *target {
 		},
 		Scale:           &setpointv1.Scale{Replicas: int32(cfg.Pods), StatusReplicas: int32(cfg.Pods), Selector: "app=" + name},
 		ResourceMetrics: &setpointv1.ResourceMetrics{},
-		Observations:    []*setpointv1.MetricObservation{{}, {Values: []*setpointv1.MetricValue{{}}}},
+		Observations:    []*setpointv1.MetricObservation{{}},
+	}
+	for m := 1; m < cfg.Metrics; m++ {
+		req.Spec.Metrics = append(req.Spec.Metrics, &setpointv1.MetricSpec{Type: "External", External: &setpointv1.ExternalMetricSource{
+			Metric: &setpointv1.MetricIdentifier{Name: fmt.Sprintf("queue_messages_ready_%d", m),
+				Selector: &setpointv1.LabelSelector{MatchLabels: map[string]string{"queue": name}}},
+			Target: &setpointv1.MetricTarget{Type: "AverageValue", AverageValue: fmt.Sprint(queueTarget)}}})
+		req.Observations = append(req.Observations, &setpointv1.MetricObservation{Values: []*setpointv1.MetricValue{{}}})
 	}
 	started := timestamppb.New(start.Add(-time.Hour))
 	for i := range cfg.Pods {
@@ -96,8 +105,8 @@ func (t *target) load(now time.Time) float64 {
 
 // request returns the target's request as of now: pod metrics scraped 15 s
 // before now with usage around the wave's value (±5% per pod), and the
-// external metric's value, observed 10 s before now, at the wave's value
-// with a phase of its own. The result is the target's template: valid until
+// external metrics' values, observed 10 s before now, at the wave's value
+// with a phase of their own. The result is the target's template: valid until
 // the next call.
 func (t *target) request(now time.Time, rng *rand.Rand) *setpointv1.RecommendRequest {
 	cpu := t.load(now)
@@ -110,9 +119,12 @@ func (t *target) request(now time.Time, rng *rand.Rand) *setpointv1.RecommendReq
 		m.Containers[0].Usage["cpu"] = fmt.Sprintf("%dm", usage)
 		m.Containers[0].Usage["memory"] = fmt.Sprintf("%dMi", 200+usage/4)
 	}
-	queue := t.load(now.Add(wavePeriod/4)) * queueTarget * float64(len(t.req.Pods))
-	v := t.req.Observations[1].Values[0]
-	v.Value = fmt.Sprint(int(queue))
-	v.Timestamp = timestamppb.New(now.Add(-10 * time.Second))
+	observed := timestamppb.New(now.Add(-10 * time.Second))
+	for i, o := range t.req.Observations[1:] {
+		queue := t.load(now.Add(wavePeriod/4+time.Duration(i)*time.Second)) * queueTarget * float64(len(t.req.Pods))
+		v := o.Values[0]
+		v.Value = fmt.Sprint(int(queue))
+		v.Timestamp = observed
+	}
 	return t.req
 }

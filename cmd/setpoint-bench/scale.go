@@ -1,0 +1,253 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"github.com/setpointhq/setpoint/server"
+	"github.com/setpointhq/setpoint/server/convert"
+	"github.com/setpointhq/setpoint/store"
+)
+
+// seedSteps and seedEvery make the template record: a target decided every
+// 15 s for ten minutes has every history window at its steady state.
+const (
+	seedSteps = 40
+	seedEvery = 15 * time.Second
+	// fillWorkers is how many Updates the fill keeps in flight, so that
+	// commits carry many records each.
+	fillWorkers = 512
+)
+
+// ScaleResult is what scale mode measured.
+type ScaleResult struct {
+	// Targets is the number of targets in the store.
+	Targets int `json:"targets"`
+	// Reused says the store file was already filled by an earlier run
+	// (-dir) and not written again.
+	Reused bool `json:"reused"`
+	// FillSeconds is how long filling took.
+	FillSeconds float64 `json:"fill_seconds"`
+	// HistoryEntriesPerTarget counts the template record's history
+	// entries (recommendations and scale events).
+	HistoryEntriesPerTarget int `json:"history_entries_per_target"`
+	// FileBytes is the store file's size after filling.
+	FileBytes int64 `json:"file_bytes"`
+	// BytesPerTarget and BytesPerHistoryEntry divide FileBytes: the whole
+	// file, everything a record holds besides its history included.
+	BytesPerTarget       float64 `json:"bytes_per_target"`
+	BytesPerHistoryEntry float64 `json:"bytes_per_history_entry"`
+	// OpenSeconds is how long store.Open took; ServingSeconds the time from
+	// the start of Open to the first answered Recommend over gRPC.
+	OpenSeconds    float64 `json:"open_seconds"`
+	ServingSeconds float64 `json:"serving_seconds"`
+	// Before and Serving are this process's memory before opening the store
+	// and after its first answer; IdleBytesPerTarget is the growth of RSS
+	// (anonymous and mapped file) divided by Targets.
+	Before             *RSS    `json:"rss_before_open"`
+	Serving            *RSS    `json:"rss_serving"`
+	IdleBytesPerTarget float64 `json:"idle_bytes_per_target"`
+}
+
+func (s *ScaleResult) table() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nscale: %d targets of %d history entries each", s.Targets, s.HistoryEntriesPerTarget)
+	if s.Reused {
+		b.WriteString(" (file reused)")
+	} else {
+		fmt.Fprintf(&b, ", filled in %.1f s", s.FillSeconds)
+	}
+	fmt.Fprintf(&b, "\nfile %.1f MiB: %.0f bytes per target, %.1f bytes per history entry\n", mib(s.FileBytes), s.BytesPerTarget, s.BytesPerHistoryEntry)
+	fmt.Fprintf(&b, "open %.3f s; start to first Recommend answered %.3f s\n", s.OpenSeconds, s.ServingSeconds)
+	if s.Before != nil && s.Serving != nil {
+		fmt.Fprintf(&b, "RSS before open %.0f MiB (anon %.0f), serving %.0f MiB (anon %.0f, files %.0f): %.1f bytes per idle target\n",
+			mib(s.Before.Current), mib(s.Before.Anon), mib(s.Serving.Current), mib(s.Serving.Anon), mib(s.Serving.File), s.IdleBytesPerTarget)
+	}
+	return b.String()
+}
+
+// fillAndServe fills the store file in cfg.Dir (a temporary directory
+// when empty) with cfg.Fill targets, closes it, and measures opening it
+// again and serving the first Recommend.
+func fillAndServe(ctx context.Context, cfg Config, logf func(string, ...any)) (*embedded, *ScaleResult, error) {
+	dir, temp, err := openDir(cfg.Dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	cleanup := func() {
+		if temp {
+			os.RemoveAll(dir)
+		}
+	}
+	path := filepath.Join(dir, "setpoint.db")
+	res := &ScaleResult{Targets: cfg.Fill}
+
+	logf("seeding the template record: %d decisions %s apart", seedSteps, seedEvery)
+	tmpl, err := seedRecord(ctx, cfg)
+	if err != nil {
+		cleanup()
+		return nil, nil, fmt.Errorf("seed: %w", err)
+	}
+	h := tmpl.History
+	res.HistoryEntriesPerTarget = len(h.Recommendations) + len(h.ScaleUpEvents) + len(h.ScaleDownEvents)
+
+	if _, err := os.Stat(path); err == nil && !temp {
+		res.Reused = true
+		logf("reusing %s (filled by an earlier run with -fill %d, it is assumed)", path, cfg.Fill)
+	} else {
+		begin := time.Now()
+		if err := fill(ctx, path, tmpl, cfg, logf); err != nil {
+			cleanup()
+			return nil, nil, err
+		}
+		res.FillSeconds = time.Since(begin).Seconds()
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	res.FileBytes = fi.Size()
+	res.BytesPerTarget = float64(res.FileBytes) / float64(cfg.Fill)
+	res.BytesPerHistoryEntry = res.BytesPerTarget / float64(max(res.HistoryEntriesPerTarget, 1))
+
+	tmpl = store.Record{}
+	runtime.GC()
+	debug.FreeOSMemory()
+	res.Before = readRSS()
+	logf("opening %s (%.0f MiB) and serving", path, mib(res.FileBytes))
+	begin := time.Now()
+	st, err := store.Open(path, store.Options{})
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	res.OpenSeconds = time.Since(begin).Seconds()
+	e, err := serveStore(st, server.Options{})
+	if err != nil {
+		st.Close()
+		cleanup()
+		return nil, nil, err
+	}
+	e.dir, e.temp = dir, temp
+	conns, err := dialAll(e.addr, Config{Clusters: 1, Concurrency: 1})
+	if err != nil {
+		e.stop()
+		return nil, nil, err
+	}
+	defer closeAll(conns)
+	t := newTarget(0, cfg, time.Now())
+	req := t.request(time.Now(), rand.New(rand.NewPCG(1, 1)))
+	req.Target = keyOf(cfg.Fill/2, cfg.Clusters)
+	c := setpointv1.NewAutoscalerServiceClient(conns[0])
+	for {
+		_, err := call(ctx, func(ctx context.Context) (*setpointv1.RecommendResponse, error) { return c.Recommend(ctx, req) })
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil || time.Since(begin) > time.Minute {
+			e.stop()
+			return nil, nil, fmt.Errorf("first Recommend: %w", err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	res.ServingSeconds = time.Since(begin).Seconds()
+	res.Serving = readRSS()
+	if res.Before != nil && res.Serving != nil {
+		res.IdleBytesPerTarget = float64(res.Serving.Current-res.Before.Current) / float64(cfg.Fill)
+	}
+	return e, res, nil
+}
+
+// seedRecord returns the record of target 0 after seedSteps decisions
+// seedEvery apart (each rescale observed as applied), made through a real
+// server with a stepped clock that ends now.
+func seedRecord(ctx context.Context, cfg Config) (store.Record, error) {
+	t0 := time.Now().Add(-seedSteps * seedEvery)
+	var step atomic.Int64
+	now := func() time.Time { return t0.Add(time.Duration(step.Load()) * seedEvery) }
+	e, err := startEmbedded("", server.Options{Now: now})
+	if err != nil {
+		return store.Record{}, err
+	}
+	defer e.stop()
+	conns, err := dialAll(e.addr, Config{Clusters: 1, Concurrency: 1})
+	if err != nil {
+		return store.Record{}, err
+	}
+	defer closeAll(conns)
+	c := setpointv1.NewAutoscalerServiceClient(conns[0])
+	tg := newTarget(0, cfg, t0)
+	rng := rand.New(rand.NewPCG(2, 2))
+	for i := range seedSteps {
+		step.Store(int64(i))
+		req := tg.request(now(), rng)
+		resp, err := c.Recommend(ctx, req)
+		if err != nil {
+			return store.Record{}, err
+		}
+		if resp.GetDecision().GetRescale() {
+			if _, err := c.Observe(ctx, observeRequest(req, resp)); err != nil {
+				return store.Record{}, err
+			}
+			tg.req.Scale.Replicas = resp.GetDecision().GetDesiredReplicas()
+		}
+	}
+	return e.store.Get(ctx, convert.Key(tg.req.GetTarget()))
+}
+
+// fill writes cfg.Fill copies of tmpl, keyed as keyOf says, into a new
+// store at path, in key order with many writes per commit.
+func fill(ctx context.Context, path string, tmpl store.Record, cfg Config, logf func(string, ...any)) error {
+	st, err := store.Open(path, store.Options{})
+	if err != nil {
+		return err
+	}
+	keys := make(chan int, fillWorkers)
+	var (
+		wg       sync.WaitGroup
+		errOnce  sync.Once
+		firstErr error
+		done     atomic.Int64
+	)
+	for range fillWorkers {
+		wg.Go(func() {
+			for j := range keys {
+				key := convert.Key(keyOf(j, cfg.Clusters))
+				_, err := st.Update(ctx, key, func(rec *store.Record) error {
+					*rec = tmpl // shared slices are only read: the store encodes rec
+					rec.Key = key
+					return nil
+				})
+				if err != nil {
+					errOnce.Do(func() { firstErr = err })
+				}
+				if n := done.Add(1); n%100_000 == 0 {
+					logf("filled %d of %d targets", n, cfg.Fill)
+				}
+			}
+		})
+	}
+	for j := 0; j < cfg.Fill && ctx.Err() == nil; j++ {
+		keys <- j
+	}
+	close(keys)
+	wg.Wait()
+	if err := st.Close(); err != nil && firstErr == nil {
+		firstErr = err
+	}
+	if firstErr == nil {
+		firstErr = ctx.Err()
+	}
+	return firstErr
+}
