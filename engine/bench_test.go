@@ -12,6 +12,21 @@ import (
 // metric and an External metric, a behavior with several policies, and a
 // history of 40 recommendations and 20 scale events each way.
 func benchInput(n int) (engine.Input, engine.History) {
+	return benchInputMetrics(n, 3)
+}
+
+// benchInputMetrics is benchInput with the first metrics of its three:
+// 2 is a cpu utilization metric and the External metric.
+func benchInputMetrics(n, metrics int) (engine.Input, engine.History) {
+	in, h := benchInputAll(n)
+	if metrics == 2 {
+		in.Spec.Metrics = []engine.MetricSpec{in.Spec.Metrics[0], in.Spec.Metrics[2]}
+		in.Observations = []engine.Observation{in.Observations[0], in.Observations[2]}
+	}
+	return in, h
+}
+
+func benchInputAll(n int) (engine.Input, engine.History) {
 	in := input(int32(n), cpuUtilization(60), podsMetric("qps", 100), externalMetric("queue", engine.AverageValueTarget, 500))
 	in.Spec.MaxReplicas = int32(4 * n)
 	in.Spec.Behavior = behavior()
@@ -43,10 +58,18 @@ func benchInput(n int) (engine.Input, engine.History) {
 	return in, h
 }
 
+// BenchmarkDecide decides targets of 10, 100 and 1000 pods with three
+// metrics, and the yardstick: 100 pods with two metrics (cpu and
+// External).
 func BenchmarkDecide(b *testing.B) {
-	for _, n := range []int{10, 100, 1000} {
-		b.Run(fmt.Sprintf("pods=%d", n), func(b *testing.B) {
-			in, h := benchInput(n)
+	cases := []struct{ pods, metrics int }{{10, 3}, {100, 3}, {1000, 3}, {100, 2}}
+	for _, c := range cases {
+		name := fmt.Sprintf("pods=%d", c.pods)
+		if c.metrics != 3 {
+			name += fmt.Sprintf("/metrics=%d", c.metrics)
+		}
+		b.Run(name, func(b *testing.B) {
+			in, h := benchInputMetrics(c.pods, c.metrics)
 			if _, err := engine.Decide(in, h); err != nil {
 				b.Fatal(err)
 			}

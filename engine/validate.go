@@ -46,18 +46,20 @@ func (v *validator) input(in *Input) {
 	}
 	names := make(map[string]bool, len(in.Pods))
 	for i := range in.Pods {
-		v.pod(fmt.Sprintf("pods[%d]", i), &in.Pods[i], names)
+		v.pod(i, &in.Pods[i], names)
 	}
 	for i, p := range in.ResourceMetrics.Pods {
-		f := fmt.Sprintf("resourceMetrics.pods[%d]", i)
+		// Field paths are built only for a failure: a valid input of many
+		// pods costs no formatting.
+		f := func() string { return fmt.Sprintf("resourceMetrics.pods[%d]", i) }
 		if p.Pod == "" {
-			v.fail(f+".pod", "must name a pod")
+			v.fail(f()+".pod", "must name a pod")
 		}
 		if p.Window < 0 {
-			v.fail(f+".window", "must be >= 0")
+			v.fail(f()+".window", "must be >= 0")
 		}
 		for j, c := range p.Containers {
-			v.quantities(fmt.Sprintf("%s.containers[%d].usage", f, j), c.Usage)
+			v.quantities(func() string { return fmt.Sprintf("%s.containers[%d].usage", f(), j) }, c.Usage)
 		}
 	}
 	if len(in.Observations) != len(in.Spec.Metrics) {
@@ -115,15 +117,17 @@ func (v *validator) spec(s *Spec) {
 	}
 }
 
+// allowedTargets are the target types each metric source type accepts.
+var allowedTargets = map[MetricSourceType][]TargetType{
+	ResourceSource:          {UtilizationTarget, AverageValueTarget},
+	ContainerResourceSource: {UtilizationTarget, AverageValueTarget},
+	PodsSource:              {AverageValueTarget},
+	ObjectSource:            {ValueTarget, AverageValueTarget},
+	ExternalSource:          {ValueTarget, AverageValueTarget},
+}
+
 func (v *validator) metric(f string, m *MetricSpec) {
-	allowed := map[MetricSourceType][]TargetType{
-		ResourceSource:          {UtilizationTarget, AverageValueTarget},
-		ContainerResourceSource: {UtilizationTarget, AverageValueTarget},
-		PodsSource:              {AverageValueTarget},
-		ObjectSource:            {ValueTarget, AverageValueTarget},
-		ExternalSource:          {ValueTarget, AverageValueTarget},
-	}
-	types, known := allowed[m.Type]
+	types, known := allowedTargets[m.Type]
 	if !known {
 		v.fail(f+".type", "unknown metric source type %q", m.Type)
 		return
@@ -180,15 +184,15 @@ func (v *validator) rules(f string, r *Rules) {
 		v.fail(f+".policies", "must have at least one policy")
 	}
 	for i, p := range r.Policies {
-		pf := fmt.Sprintf("%s.policies[%d]", f, i)
+		pf := func() string { return fmt.Sprintf("%s.policies[%d]", f, i) }
 		if !(p.Type == PodsPolicy || p.Type == PercentPolicy) {
-			v.fail(pf+".type", "unknown policy type %q", p.Type)
+			v.fail(pf()+".type", "unknown policy type %q", p.Type)
 		}
 		if p.Value <= 0 {
-			v.fail(pf+".value", "must be > 0, got %d", p.Value)
+			v.fail(pf()+".value", "must be > 0, got %d", p.Value)
 		}
 		if !(p.PeriodSeconds > 0 && p.PeriodSeconds <= maxPolicyPeriodSeconds) {
-			v.fail(pf+".periodSeconds", "must be within [1, %d], got %d", maxPolicyPeriodSeconds, p.PeriodSeconds)
+			v.fail(pf()+".periodSeconds", "must be within [1, %d], got %d", maxPolicyPeriodSeconds, p.PeriodSeconds)
 		}
 	}
 	v.tolerance(f+".tolerance", r.Tolerance)
@@ -213,37 +217,41 @@ func (v *validator) settings(s *Settings) {
 	}
 }
 
-func (v *validator) pod(f string, p *Pod, names map[string]bool) {
+// pod validates pods[i]; its field paths are built only for a failure.
+func (v *validator) pod(i int, p *Pod, names map[string]bool) {
+	f := func() string { return fmt.Sprintf("pods[%d]", i) }
 	if p.Name == "" {
-		v.fail(f+".name", "must be set")
+		v.fail(f()+".name", "must be set")
 	}
 	if names[p.Name] {
-		v.fail(f+".name", "duplicate pod name %q", p.Name)
+		v.fail(f()+".name", "duplicate pod name %q", p.Name)
 	}
 	names[p.Name] = true
 	switch p.Phase {
 	case PodPending, PodRunning, PodSucceeded, PodFailed, PodUnknown:
 	default:
-		v.fail(f+".phase", "unknown pod phase %q", p.Phase)
+		v.fail(f()+".phase", "unknown pod phase %q", p.Phase)
 	}
 	if p.Ready != nil {
 		switch p.Ready.Status {
 		case ConditionTrue, ConditionFalse, ConditionUnknown:
 		default:
-			v.fail(f+".ready.status", "unknown condition status %q", p.Ready.Status)
+			v.fail(f()+".ready.status", "unknown condition status %q", p.Ready.Status)
 		}
 	}
-	v.quantities(f+".requests", p.Requests)
-	for i, c := range p.Containers {
-		cf := fmt.Sprintf("%s.containers[%d]", f, i)
+	v.quantities(func() string { return f() + ".requests" }, p.Requests)
+	for j, c := range p.Containers {
+		cf := func() string { return fmt.Sprintf("%s.containers[%d]", f(), j) }
 		if c.Name == "" {
-			v.fail(cf+".name", "must be set")
+			v.fail(cf()+".name", "must be set")
 		}
-		v.quantities(cf+".requests", c.Requests)
+		v.quantities(func() string { return cf() + ".requests" }, c.Requests)
 	}
 }
 
-func (v *validator) quantities(f string, q map[string]int64) {
+// quantities validates a resource list; path returns its field path and
+// is called only for a failure.
+func (v *validator) quantities(path func() string, q map[string]int64) {
 	valid := true
 	for name, milli := range q {
 		valid = valid && name != "" && milli >= 0
@@ -252,6 +260,7 @@ func (v *validator) quantities(f string, q map[string]int64) {
 		return
 	}
 	// Sorted, so that the first error reported does not depend on map order.
+	f := path()
 	for _, name := range slices.Sorted(maps.Keys(q)) {
 		if name == "" {
 			v.fail(f, "resource name must be set")

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/setpointhq/setpoint/engine"
@@ -63,7 +64,19 @@ func TargetRef(r *setpointv1.CrossVersionObjectReference) store.TargetRef {
 // the target's stored status, set by the caller. Errors are
 // *setpointv1.ValidationError.
 func Input(req *setpointv1.RecommendRequest, now time.Time) (engine.Input, error) {
-	c := &converter{err: &setpointv1.ValidationError{}}
+	// The first pass builds no field paths of pods, containers and values:
+	// a valid request of many pods costs no formatting. Only a request
+	// with violations is converted again, with every path, to report them.
+	in, err := input(req, now, true)
+	if err != nil {
+		in, err = input(req, now, false)
+	}
+	return in, err
+}
+
+// input is Input; quiet leaves the per-item field paths empty.
+func input(req *setpointv1.RecommendRequest, now time.Time, quiet bool) (engine.Input, error) {
+	c := &converter{err: &setpointv1.ValidationError{}, quiet: quiet}
 	in := engine.Input{Now: now}
 	in.Settings = c.settings(req.GetSettings())
 	in.Spec = c.spec(req.GetSpec(), in.Settings)
@@ -85,7 +98,28 @@ func Settings(s *setpointv1.ControllerSettings) (engine.Settings, error) {
 }
 
 // converter accumulates the violations found while converting a request.
-type converter struct{ err *setpointv1.ValidationError }
+type converter struct {
+	err *setpointv1.ValidationError
+	// quiet: indexed and keyed return "" — the violations are only
+	// counted, not reported (see Input).
+	quiet bool
+}
+
+// indexed returns the field path prefix[i], or "" when quiet.
+func (c *converter) indexed(prefix string, i int) string {
+	if c.quiet {
+		return ""
+	}
+	return prefix + "[" + strconv.Itoa(i) + "]"
+}
+
+// keyed returns the field path prefix["key"], or "" when quiet.
+func (c *converter) keyed(prefix, key string) string {
+	if c.quiet {
+		return ""
+	}
+	return prefix + "[" + strconv.Quote(key) + "]"
+}
 
 func (c *converter) settings(s *setpointv1.ControllerSettings) engine.Settings {
 	out := engine.Settings{
@@ -158,7 +192,7 @@ func (c *converter) quantities(field string, m map[string]string) map[string]int
 	// Sorted, so that violations come in a stable order.
 	for _, name := range slices.Sorted(maps.Keys(m)) {
 		s := m[name]
-		f := fmt.Sprintf("%s[%q]", field, name)
+		f := c.keyed(field, name)
 		if name == "" {
 			c.err.Add(field, "resource name must be set")
 			continue
@@ -451,7 +485,7 @@ func (c *converter) pods(ps []*setpointv1.Pod) []engine.Pod {
 	out := make([]engine.Pod, 0, len(ps))
 	seen := make(map[string]bool, len(ps))
 	for i, p := range ps {
-		f := fmt.Sprintf("pods[%d]", i)
+		f := c.indexed("pods", i)
 		switch {
 		case p.GetName() == "":
 			c.err.Add(f+".name", "must be set")
@@ -480,7 +514,7 @@ func (c *converter) pods(ps []*setpointv1.Pod) []engine.Pod {
 			c.conditionStatus(f+".ready.status", pod.Ready.Status)
 		}
 		for j, ct := range p.GetContainers() {
-			cf := fmt.Sprintf("%s.containers[%d]", f, j)
+			cf := c.indexed(f+".containers", j)
 			c.nonEmpty(cf+".name", ct.GetName())
 			if ct.GetRestartableInit() && ct.GetInit() {
 				c.err.Add(cf, "restartable_init and init are exclusive")
@@ -503,12 +537,12 @@ func (c *converter) conditionStatus(field string, s engine.ConditionStatus) {
 func (c *converter) resourceMetrics(r *setpointv1.ResourceMetrics) engine.ResourceMetrics {
 	out := engine.ResourceMetrics{Err: r.GetError()}
 	for i, it := range r.GetItems() {
-		f := fmt.Sprintf("resource_metrics.items[%d]", i)
+		f := c.indexed("resource_metrics.items", i)
 		c.nonEmpty(f+".pod", it.GetPod())
 		u := engine.PodUsage{Pod: it.GetPod(), Timestamp: c.timestamp(f+".timestamp", it.GetTimestamp())}
 		c.duration(f+".window", it.GetWindow(), &u.Window)
 		for j, ct := range it.GetContainers() {
-			cf := fmt.Sprintf("%s.containers[%d]", f, j)
+			cf := c.indexed(f+".containers", j)
 			u.Containers = append(u.Containers, engine.ContainerUsage{Name: ct.GetName(), Usage: c.quantities(cf+".usage", ct.GetUsage())})
 		}
 		out.Pods = append(out.Pods, u)
@@ -526,14 +560,14 @@ func (c *converter) observations(obs []*setpointv1.MetricObservation, metrics []
 	}
 	out := make([]engine.Observation, len(obs))
 	for i, o := range obs {
-		f := fmt.Sprintf("observations[%d]", i)
+		f := c.indexed("observations", i)
 		out[i].Err = o.GetError()
 		pods := metrics[i].Type == engine.PodsSource
 		if metrics[i].Type == engine.ObjectSource && len(o.GetValues()) > 1 {
 			c.err.Add(f+".values", "an Object metric has at most one value, got %d", len(o.GetValues()))
 		}
 		for j, v := range o.GetValues() {
-			vf := fmt.Sprintf("%s.values[%d]", f, j)
+			vf := c.indexed(f+".values", j)
 			mv := engine.MetricValue{Pod: v.GetPod(), Timestamp: c.timestamp(vf+".timestamp", v.GetTimestamp())}
 			mv.Milli, _ = c.quantity(vf+".value", v.GetValue())
 			if pods {
