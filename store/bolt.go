@@ -375,13 +375,15 @@ func (b *Bolt) commit(batch []*request) {
 			}
 		}
 		b.writes.Add(uint64(len(batch)))
-		for _, r := range batch {
-			close(r.done)
-		}
+		// Followers see a commit's changes before its writers return, so a
+		// caller that has its answer never races ahead of the feed.
 		if err == nil {
 			b.publish(b.pending)
 		}
 		b.pending = nil
+		for _, r := range batch {
+			close(r.done)
+		}
 		return
 	}
 }
