@@ -129,6 +129,7 @@ func New(st store.Store, o Options) *Server {
 		limits:        simulateLimits{maxSteps: o.MaxSimulateSteps, maxPods: o.MaxSimulatePods},
 		hub:           s.hub,
 	})
+	setpointv1.RegisterAdminServiceServer(s.grpc, &admin{store: st, authRequired: o.Tokens != nil, log: o.Logger})
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)
 	metrics.InitializeMetrics(s.grpc)
