@@ -5,7 +5,7 @@ GO       ?= go
 BUF      ?= $(GO) run github.com/bufbuild/buf/cmd/buf@v1.73.0
 CORPUS   ?= testdata/conformance/scenarios
 
-.PHONY: help run generate lint check-generated vet kube-binaries test conformance bench fuzz
+.PHONY: help run generate lint check-generated vet kube-binaries test conformance bench fuzz fuzz-short
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -33,6 +33,7 @@ kube-binaries: ## build (once, cached in ~/.cache/setpoint) the kube-apiserver a
 test: check-generated lint kube-binaries ## everything CI runs: generated code fresh, lint, all tests, the conformance corpus over gRPC
 	$(GO) test -count=1 -timeout 30m ./...
 	$(GO) run ./cmd/setpoint-conformance $(CORPUS)
+	$(MAKE) fuzz-short
 
 conformance: ## replay the conformance corpus through a real server over gRPC
 	$(GO) run ./cmd/setpoint-conformance $(CORPUS)
@@ -40,5 +41,17 @@ conformance: ## replay the conformance corpus through a real server over gRPC
 bench: ## Go benchmarks of the engine, the store and the server
 	$(GO) test -run '^$$' -bench . -benchmem ./engine ./store ./server
 
-fuzz: ## fuzz the engine's invariants for a minute
-	$(GO) test ./engine -run '^$$' -fuzz FuzzDecide -fuzztime 60s
+# Every fuzz target, as package:Target. `make fuzz` runs each for FUZZTIME;
+# CI runs each for FUZZTIME_SHORT (see docs/reliability.md).
+FUZZ_TARGETS   = ./engine:FuzzDecide ./server/convert:FuzzRecommendRequest ./server/convert:FuzzRoundTrip \
+                 ./store:FuzzRecordCodec ./store:FuzzDecodeRecord ./store:FuzzRecordKey
+FUZZTIME       ?= 60s
+FUZZTIME_SHORT ?= 3s
+
+fuzz: ## run every fuzz target for FUZZTIME each (default 60s; e.g. make fuzz FUZZTIME=30m)
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  echo "fuzz $${t%%:*} $${t##*:} for $(FUZZTIME)"; \
+	  $(GO) test $${t%%:*} -run '^$$' -fuzz "^$${t##*:}\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 100x; done
+
+fuzz-short: ## what CI runs: every fuzz target for FUZZTIME_SHORT each
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_SHORT)
