@@ -31,6 +31,7 @@ func chain(metrics *grpcprom.ServerMetrics, log *slog.Logger, tokens *Tokens, in
 	unary := []grpc.UnaryServerInterceptor{
 		metrics.UnaryServerInterceptor(),
 		logging.UnaryServerInterceptor(logger, logOpts...),
+		rejectUndecodable, // codec.go: before anything that may end a call
 	}
 	if tokens != nil {
 		unary = append(unary,
@@ -46,6 +47,7 @@ func chain(metrics *grpcprom.ServerMetrics, log *slog.Logger, tokens *Tokens, in
 	stream := []grpc.StreamServerInterceptor{
 		metrics.StreamServerInterceptor(),
 		logging.StreamServerInterceptor(logger, logOpts...),
+		rejectUndecodableStream, // codec.go: before anything that may end a call
 	}
 	if tokens != nil {
 		// Streams are authenticated; Watch filters by the principal's clusters itself.

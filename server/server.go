@@ -103,6 +103,7 @@ func New(st store.Store, o Options) *Server {
 	opts := append(chain(metrics, o.Logger, o.Tokens, make(chan struct{}, o.MaxInFlightRecommends)),
 		grpc.MaxRecvMsgSize(o.MaxRecvMsgSize),
 		grpc.MaxConcurrentStreams(o.MaxConcurrentStreams),
+		grpc.ForceServerCodecV2(newRequestCodec()), // codec.go: undecodable requests are InvalidArgument
 	)
 	if o.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(o.TLS)))

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"time"
@@ -83,6 +84,13 @@ func (s *service) ListTargets(ctx context.Context, req *setpointv1.ListTargetsRe
 		q.PageSize = defaultPageSize
 	}
 	recs, next, err := s.store.List(ctx, q)
+	if errors.Is(err, store.ErrInvalid) && q.PageToken != "" {
+		// The only invalid argument Validate cannot see: a page token that
+		// is not one this query handed out.
+		ve := &setpointv1.ValidationError{}
+		ve.Add("page_token", "is not a token of this query's pages")
+		err = ve
+	}
 	if err != nil && len(recs) == 0 {
 		return nil, toStatus(ctx, s.log, err)
 	} else if err != nil {

@@ -179,8 +179,20 @@ func (c *converter) quantity(field, s string) (milli int64, ok bool) {
 		c.err.Add(field, "must be a quantity: %v", err)
 		return 0, false
 	}
+	// MilliValue saturates: a quantity beyond the int64 milli-value range
+	// would silently become another number.
+	if q.Cmp(*maxMilliQuantity) > 0 || q.Cmp(*minMilliQuantity) < 0 {
+		c.err.Add(field, "must be within ±%s, got %q", maxMilliQuantity.String(), s)
+		return 0, false
+	}
 	return q.MilliValue(), true
 }
+
+// The quantities whose milli-values an int64 holds.
+var (
+	maxMilliQuantity = resource.NewMilliQuantity(math.MaxInt64, resource.DecimalSI)
+	minMilliQuantity = resource.NewMilliQuantity(-math.MaxInt64, resource.DecimalSI)
+)
 
 // quantities converts a resource name → quantity map; values must be >= 0.
 // An empty map gives nil.
