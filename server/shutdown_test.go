@@ -1,0 +1,116 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"github.com/setpointhq/setpoint/server"
+	"github.com/setpointhq/setpoint/store"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+)
+
+// TestGracefulShutdown: calls in flight when shutdown begins finish and are
+// stored; health turns NOT_SERVING; new calls are refused with
+// Unavailable, on the existing connection and on a new one; after the
+// restart every acknowledged decision is there.
+func TestGracefulShutdown(t *testing.T) {
+	const inFlight = 5
+	fs := &faultStore{entered: make(chan struct{}), release: make(chan struct{})}
+	ts := start(t, setup{wrap: func(s store.Store) store.Store { fs.Store = s; return fs }})
+	conn := dial(t, ts.addr)
+	c := setpointv1.NewAutoscalerServiceClient(conn)
+
+	// Health is watched from before the shutdown.
+	watchCtx, stopWatch := context.WithCancel(t.Context())
+	defer stopWatch()
+	watch, err := healthpb.NewHealthClient(conn).Watch(watchCtx, &healthpb.HealthCheckRequest{Service: setpointv1.AutoscalerService_ServiceDesc.ServiceName})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h, err := watch.Recv(); err != nil || h.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health before shutdown: %v, %v", h, err)
+	}
+
+	results := make(chan error, inFlight)
+	for i := range inFlight {
+		go func() {
+			_, err := c.Recommend(context.Background(), request(fmt.Sprintf("inflight-%d", i), 2, t0))
+			results <- err
+		}()
+	}
+	for range inFlight {
+		<-fs.entered // every call is inside the store, waiting
+	}
+
+	stopped := make(chan struct{})
+	go func() { ts.stop(); close(stopped) }()
+
+	if h, err := watch.Recv(); err != nil || h.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Fatalf("health after shutdown began: %v, %v; want NOT_SERVING", h, err)
+	}
+	stopWatch() // a watcher would otherwise hold GracefulStop until its timeout
+
+	// New calls are refused, cleanly: Unavailable, which clients retry.
+	if _, err := c.Recommend(t.Context(), request("late", 2, t0)); status.Code(err) != codes.Unavailable {
+		t.Errorf("Recommend on the old connection during shutdown: %v, want Unavailable", err)
+	}
+	fresh := ts.client(t)
+	if _, err := fresh.Recommend(t.Context(), request("late", 2, t0)); status.Code(err) != codes.Unavailable {
+		t.Errorf("Recommend on a new connection during shutdown: %v, want Unavailable", err)
+	}
+	select {
+	case <-stopped:
+		t.Fatal("the server stopped with calls in flight")
+	default:
+	}
+
+	close(fs.release)
+	for range inFlight {
+		if err := <-results; err != nil {
+			t.Errorf("a call in flight at shutdown failed: %v", err)
+		}
+	}
+	<-stopped
+
+	again := start(t, setup{path: ts.path})
+	ac := again.client(t)
+	for i := range inFlight {
+		if _, err := ac.GetTarget(t.Context(), &setpointv1.GetTargetRequest{Target: key(fmt.Sprintf("inflight-%d", i))}); err != nil {
+			t.Errorf("inflight-%d after restart: %v", i, err)
+		}
+	}
+	if _, err := ac.GetTarget(t.Context(), &setpointv1.GetTargetRequest{Target: key("late")}); status.Code(err) != codes.NotFound {
+		t.Errorf("a refused call was stored: %v", err)
+	}
+}
+
+// TestShutdownTimeout: a call that does not finish within
+// Options.ShutdownTimeout is cut off, Serve returns, and the store closes
+// cleanly; the cut-off call was never acknowledged.
+func TestShutdownTimeout(t *testing.T) {
+	fs := &faultStore{entered: make(chan struct{}), release: make(chan struct{})}
+	ts := start(t, setup{opts: server.Options{ShutdownTimeout: 100 * time.Millisecond}, wrap: func(s store.Store) store.Store { fs.Store = s; return fs }})
+	c := ts.client(t)
+	result := make(chan error, 1)
+	go func() {
+		_, err := c.Recommend(context.Background(), request("stuck", 2, t0))
+		result <- err
+	}()
+	<-fs.entered
+	stopped := make(chan struct{})
+	began := time.Now()
+	go func() { ts.stop(); close(stopped) }()
+	if err := <-result; status.Code(err) != codes.Unavailable && status.Code(err) != codes.Canceled {
+		t.Errorf("the stuck call: %v, want Unavailable or Canceled", err)
+	}
+	close(fs.release) // the handler goroutine finishes; its write may or may not land
+	<-stopped
+	if took := time.Since(began); took > 5*time.Second {
+		t.Errorf("shutdown took %v with a 100ms timeout", took)
+	}
+}
