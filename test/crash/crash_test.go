@@ -156,6 +156,44 @@ func TestCrash(t *testing.T) {
 	}
 }
 
+// TestSIGTERMUnderLoad: SIGTERM while callers keep calling; the server
+// exits 0 within its shutdown timeout, and after a restart every
+// acknowledged call is there.
+func TestSIGTERMUnderLoad(t *testing.T) {
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithConnectParams(fastReconnect))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := setpointv1.NewAutoscalerServiceClient(conn)
+	var (
+		led  ledger
+		wg   sync.WaitGroup
+		stop = make(chan struct{})
+	)
+	proc, _ := startServer(t, dir, addr, client)
+	for w := range *workers {
+		wg.Go(func() { work(client, w, stop, &led) })
+	}
+	time.Sleep(300 * time.Millisecond)
+	began := time.Now()
+	if err := proc.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := proc.Wait(); err != nil {
+		t.Errorf("server after SIGTERM: %v, want exit 0", err)
+	}
+	t.Logf("stopped %v after SIGTERM", time.Since(began))
+	close(stop)
+	wg.Wait()
+	checkFile(t, filepath.Join(dir, "setpoint.db"))
+	proc, _ = startServer(t, dir, addr, client)
+	defer func() { _ = proc.Process.Signal(syscall.SIGTERM); _ = proc.Wait() }()
+	verify(t, client, &led)
+}
+
 // fastReconnect keeps the client's reconnect back-off short, so that the
 // load resumes as soon as the server is back.
 var fastReconnect = grpc.ConnectParams{MinConnectTimeout: time.Second}
