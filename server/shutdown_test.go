@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/setpointhq/setpoint/server"
 	"github.com/setpointhq/setpoint/store"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 )
@@ -20,7 +22,9 @@ import (
 // restart every acknowledged decision is there.
 func TestGracefulShutdown(t *testing.T) {
 	const inFlight = 5
-	fs := &faultStore{entered: make(chan struct{}), release: make(chan struct{})}
+	// entered has room for unexpected calls, so that one the server
+	// wrongly admits fails the test instead of hanging it.
+	fs := &faultStore{entered: make(chan struct{}, 100), release: make(chan struct{})}
 	ts := start(t, setup{wrap: func(s store.Store) store.Store { fs.Store = s; return fs }})
 	conn := dial(t, ts.addr)
 	c := setpointv1.NewAutoscalerServiceClient(conn)
@@ -56,11 +60,20 @@ func TestGracefulShutdown(t *testing.T) {
 	stopWatch() // a watcher would otherwise hold GracefulStop until its timeout
 
 	// New calls are refused, cleanly: Unavailable, which clients retry.
+	// Once GracefulStop has begun, the listener is closed (a new
+	// connection fails) and the old connection has been told to go away.
+	waitFor(t, "the listener to close", func() bool {
+		c, err := net.Dial("tcp", ts.addr)
+		if err == nil {
+			c.Close()
+		}
+		return err != nil
+	})
+	waitFor(t, "the old connection to be told to go away", func() bool { return conn.GetState() != connectivity.Ready })
 	if _, err := c.Recommend(t.Context(), request("late", 2, t0)); status.Code(err) != codes.Unavailable {
 		t.Errorf("Recommend on the old connection during shutdown: %v, want Unavailable", err)
 	}
-	fresh := ts.client(t)
-	if _, err := fresh.Recommend(t.Context(), request("late", 2, t0)); status.Code(err) != codes.Unavailable {
+	if _, err := ts.client(t).Recommend(t.Context(), request("late", 2, t0)); status.Code(err) != codes.Unavailable {
 		t.Errorf("Recommend on a new connection during shutdown: %v, want Unavailable", err)
 	}
 	select {
@@ -69,6 +82,9 @@ func TestGracefulShutdown(t *testing.T) {
 	default:
 	}
 
+	if n := len(fs.entered); n > 0 {
+		t.Errorf("%d calls made after the shutdown began reached the store", n)
+	}
 	close(fs.release)
 	for range inFlight {
 		if err := <-results; err != nil {
@@ -87,6 +103,17 @@ func TestGracefulShutdown(t *testing.T) {
 	if _, err := ac.GetTarget(t.Context(), &setpointv1.GetTargetRequest{Target: key("late")}); status.Code(err) != codes.NotFound {
 		t.Errorf("a refused call was stored: %v", err)
 	}
+}
+
+// waitFor polls cond for up to 5 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
 }
 
 // TestShutdownTimeout: a call that does not finish within
