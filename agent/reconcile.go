@@ -276,15 +276,17 @@ func (r *run) serviceFailed(ctx context.Context, err error) (string, error) {
 		if ctx.Err() != nil {
 			return resultError, ctx.Err()
 		}
-		r.status.Conditions = setCondition(r.status.Conditions, v1alpha1.ConditionServiceAvailable, corev1.ConditionFalse, v1alpha1.ReasonServiceUnavailable,
-			fmt.Sprintf("the Setpoint service did not answer (%s): %s; the target is left unchanged", code, msg), r.now)
+		text := fmt.Sprintf("the Setpoint service did not answer (%s): %s; the target is left unchanged", code, msg)
+		r.status.Conditions = setCondition(r.status.Conditions, v1alpha1.ConditionServiceAvailable, corev1.ConditionFalse, v1alpha1.ReasonServiceUnavailable, text, r.now)
+		r.event(corev1.EventTypeWarning, v1alpha1.ReasonServiceUnavailable, actionRecommend, "%s", text)
 		if serr := r.writeStatus(ctx); serr != nil {
 			logger.Error(serr, "agent: update status")
 		}
 		return resultServiceUnavailable, fmt.Errorf("agent: recommend: %w", err)
 	default:
-		r.status.Conditions = setCondition(r.status.Conditions, v1alpha1.ConditionServiceAvailable, corev1.ConditionFalse, v1alpha1.ReasonServiceError,
-			fmt.Sprintf("the Setpoint service failed (%s): %s; the target is left unchanged", code, msg), r.now)
+		text := fmt.Sprintf("the Setpoint service failed (%s): %s; the target is left unchanged", code, msg)
+		r.status.Conditions = setCondition(r.status.Conditions, v1alpha1.ConditionServiceAvailable, corev1.ConditionFalse, v1alpha1.ReasonServiceError, text, r.now)
+		r.event(corev1.EventTypeWarning, v1alpha1.ReasonServiceError, actionRecommend, "%s", text)
 		if serr := r.writeStatus(ctx); serr != nil {
 			logger.Error(serr, "agent: update status")
 		}

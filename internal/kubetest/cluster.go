@@ -83,6 +83,12 @@ type Cluster struct {
 
 	etcd      *process
 	apiserver *process
+	// apiserverPath and apiserverArgs start the kube-apiserver again on
+	// the same port (RestartAPIServer); restarts counts those restarts.
+	apiserverPath string
+	apiserverArgs []string
+	restarts      int
+	mu            sync.Mutex // guards apiserver and restarts during RestartAPIServer
 
 	stopOnce sync.Once
 	stopErr  error
@@ -306,7 +312,7 @@ func (c *Cluster) startAPIServer(ctx context.Context, path string, credentialArg
 		if err != nil {
 			return err
 		}
-		c.apiserver = p
+		c.apiserver, c.apiserverPath, c.apiserverArgs = p, path, args
 		c.host = "https://127.0.0.1:" + strconv.Itoa(ports[0])
 		c.admin.Host = c.host
 		if c.client, err = kubernetes.NewForConfig(c.admin); err != nil {
@@ -320,6 +326,35 @@ func (c *Cluster) startAPIServer(ctx context.Context, path string, credentialArg
 			continue
 		}
 		return err
+	}
+}
+
+// RestartAPIServer kills the kube-apiserver with SIGKILL, as a crash
+// would, starts it again with the same flags on the same port, and waits
+// until it is ready. etcd, and so every object, is kept; clients keep
+// their configuration and reconnect.
+func (c *Cluster) RestartAPIServer(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.apiserver.kill(30 * time.Second); err != nil {
+		return err
+	}
+	c.restarts++
+	logPath := filepath.Join(c.dir, fmt.Sprintf("kube-apiserver.restart-%d.log", c.restarts))
+	// The port was the old process's until a moment ago: retry briefly
+	// while the kernel releases it.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		p, err := startProcess("kube-apiserver", c.apiserverPath, c.apiserverArgs, logPath)
+		if err != nil {
+			return err
+		}
+		c.apiserver = p
+		err = waitReady(ctx, p, c.ready)
+		if err == nil || !p.exited() || !p.logContains("address already in use") || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 
