@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"path/filepath"
 	"strings"
@@ -74,7 +76,9 @@ func startFaultyServer(t *testing.T) (*faultyStore, string) {
 		t.Fatal(err)
 	}
 	fs := &faultyStore{Store: st}
-	srv := server.New(fs, server.Options{ShutdownTimeout: time.Second, ExpireAfter: -1})
+	// The injected failures are logged as internal errors: not here.
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv := server.New(fs, server.Options{ShutdownTimeout: time.Second, ExpireAfter: -1, Logger: quiet})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, lis) }()
