@@ -5,7 +5,7 @@ GO       ?= go
 BUF      ?= $(GO) run github.com/bufbuild/buf/cmd/buf@v1.73.0
 CORPUS   ?= testdata/conformance/scenarios
 
-.PHONY: help run generate lint check-generated vet kube-binaries test conformance bench fuzz fuzz-short
+.PHONY: help run generate lint check-generated vet kube-binaries test conformance bench fuzz fuzz-short crash
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -52,6 +52,11 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 60s; e.g. make fuzz FU
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  echo "fuzz $${t%%:*} $${t##*:} for $(FUZZTIME)"; \
 	  $(GO) test $${t%%:*} -run '^$$' -fuzz "^$${t##*:}\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 100x; done
+
+KILLS ?= 200
+
+crash: ## the crash test with KILLS SIGKILLs (default 200; CI runs 20)
+	$(GO) test ./test/crash -count=1 -v -timeout 30m -crash.kills $(KILLS)
 
 fuzz-short: ## what CI runs: every fuzz target for FUZZTIME_SHORT each
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_SHORT)
