@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -139,5 +140,34 @@ func TestShutdownTimeout(t *testing.T) {
 	<-stopped
 	if took := time.Since(began); took > 5*time.Second {
 		t.Errorf("shutdown took %v with a 100ms timeout", took)
+	}
+}
+
+// TestShutdownEndsWatches: a Watch stream, which never ends by itself,
+// does not hold the graceful shutdown until its timeout; the watcher is
+// told Unavailable with where to resume.
+func TestShutdownEndsWatches(t *testing.T) {
+	ts := start(t, setup{opts: server.Options{ShutdownTimeout: time.Minute}})
+	c := ts.client(t)
+	if _, err := c.Recommend(t.Context(), request("web", 2, t0)); err != nil {
+		t.Fatal(err)
+	}
+	watch, err := c.Watch(t.Context(), &setpointv1.WatchRequest{Cluster: "eu1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := watch.Header(); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	stopped := make(chan struct{})
+	go func() { ts.stop(); close(stopped) }()
+	_, err = watch.Recv()
+	if status.Code(err) != codes.Unavailable || !strings.Contains(status.Convert(err).Message(), "resume_after") {
+		t.Errorf("watch at shutdown: %v, want Unavailable saying where to resume", err)
+	}
+	<-stopped
+	if took := time.Since(began); took > 10*time.Second {
+		t.Errorf("shutdown with a watcher took %v", took)
 	}
 }
