@@ -66,6 +66,32 @@ func observeWith(r *setpointv1.ObserveRequest) func(context.Context, *hostileCli
 	return func(ctx context.Context, h *hostileClient) (proto.Message, error) { return h.c.Observe(ctx, r) }
 }
 
+// simulateWith sends a Simulate request of one step made from the
+// well-formed Recommend request and changed by edit.
+func simulateWith(edit func(r *setpointv1.SimulateRequest)) func(context.Context, *hostileClient) (proto.Message, error) {
+	return func(ctx context.Context, h *hostileClient) (proto.Message, error) {
+		rr := request("web", 3, t0)
+		r := &setpointv1.SimulateRequest{Spec: rr.Spec, Steps: []*setpointv1.SimulateStep{{
+			Time: timestamppb.New(t0), Scale: rr.Scale, Pods: rr.Pods, ResourceMetrics: rr.ResourceMetrics, Observations: rr.Observations,
+		}}}
+		edit(r)
+		return h.c.Simulate(ctx, r)
+	}
+}
+
+// watchWith opens a Watch and returns the error of its first message.
+func watchWith(r *setpointv1.WatchRequest) func(context.Context, *hostileClient) (proto.Message, error) {
+	return func(ctx context.Context, h *hostileClient) (proto.Message, error) {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		stream, err := h.c.Watch(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		return stream.Recv()
+	}
+}
+
 // wantDesired checks a RecommendResponse's decided replica count.
 func wantDesired(n int32) func(*testing.T, proto.Message) {
 	return func(t *testing.T, m proto.Message) {
@@ -275,6 +301,23 @@ func catalogue() []hostile {
 			}
 			return h.c.Observe(ctx, &setpointv1.ObserveRequest{Target: key("stale"), DecisionId: "not-the-last", Change: &setpointv1.ObserveRequest_Failed{Failed: &setpointv1.FailedChange{To: 3, Message: "forbidden"}}})
 		}, code: codes.FailedPrecondition},
+		// Simulate and Watch.
+		{name: "simulate without spec", call: simulateWith(func(r *setpointv1.SimulateRequest) { r.Spec = nil }), code: codes.InvalidArgument, field: "spec"},
+		{name: "simulate without steps", call: simulateWith(func(r *setpointv1.SimulateRequest) { r.Steps = nil }), code: codes.InvalidArgument, field: "steps"},
+		{name: "simulate with 100k steps", call: simulateWith(func(r *setpointv1.SimulateRequest) {
+			for i := range 100_000 {
+				r.Steps = append(r.Steps, &setpointv1.SimulateStep{Time: timestamppb.New(t0.Add(time.Duration(i+1) * time.Second))})
+			}
+		}), code: codes.InvalidArgument, field: "steps"},
+		{name: "simulate steps out of order", call: simulateWith(func(r *setpointv1.SimulateRequest) {
+			r.Steps = append(r.Steps, &setpointv1.SimulateStep{Time: timestamppb.New(t0.Add(-time.Minute))})
+		}), code: codes.InvalidArgument, field: "steps[1].time"},
+		{name: "simulate a pod model of a million pods", call: simulateWith(func(r *setpointv1.SimulateRequest) {
+			r.PodModel = &setpointv1.PodModel{InitialReplicas: 2, Requests: map[string]string{"cpu": "100m"}}
+			r.Steps[0] = &setpointv1.SimulateStep{Time: r.Steps[0].Time, Scale: &setpointv1.Scale{Replicas: 1_000_000}, MetricValues: []string{"1"}}
+		}), code: codes.InvalidArgument, field: "steps[0].scale.replicas"},
+		{name: "watch a name without namespace", call: watchWith(&setpointv1.WatchRequest{Cluster: "eu1", Name: "web"}), code: codes.InvalidArgument, field: "name"},
+		{name: "watch resuming after a future revision", call: watchWith(&setpointv1.WatchRequest{ResumeAfter: math.MaxUint64}), code: codes.OutOfRange},
 		// Reads.
 		{name: "get without target", call: func(ctx context.Context, h *hostileClient) (proto.Message, error) {
 			return h.c.GetTarget(ctx, &setpointv1.GetTargetRequest{})
