@@ -43,7 +43,7 @@ bench: ## Go benchmarks of the engine, the store and the server
 
 # Every fuzz target, as package:Target. `make fuzz` runs each for FUZZTIME;
 # CI runs each for FUZZTIME_SHORT (see docs/reliability.md).
-FUZZ_TARGETS   = ./engine:FuzzDecide ./server/convert:FuzzRecommendRequest ./server/convert:FuzzRoundTrip \
+FUZZ_TARGETS   = ./engine:FuzzDecide ./server/convert:FuzzRecommendRequest ./server/convert:FuzzRoundTrip ./server:FuzzObserve \
                  ./store:FuzzRecordCodec ./store:FuzzDecodeRecord ./store:FuzzRecordKey
 FUZZTIME       ?= 60s
 FUZZTIME_SHORT ?= 3s
