@@ -4,8 +4,10 @@
 GO       ?= go
 BUF      ?= $(GO) run github.com/bufbuild/buf/cmd/buf@v1.73.0
 CORPUS   ?= testdata/conformance/scenarios
+NPM      ?= npm
+TS       := clients/ts
 
-.PHONY: help run generate lint check-generated vet kube-binaries test conformance bench fuzz fuzz-short crash
+.PHONY: help run generate lint check-generated vet kube-binaries ts-deps test test-ts conformance bench fuzz fuzz-short crash
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -13,16 +15,19 @@ help: ## list the targets
 run: ## start the server on its embedded default (./setpoint-data, 127.0.0.1:7443)
 	$(GO) run ./cmd/setpoint-server
 
-generate: ## regenerate the Go code of proto/ with buf and the local plugins
+generate: ts-deps ## regenerate from proto/ with buf and local plugins: Go code, the TypeScript client's code, docs/api
 	$(BUF) generate
+	$(BUF) generate --template $(TS)/buf.gen.yaml
 
 lint: ## buf lint and go vet
 	$(BUF) lint
 	$(GO) vet ./...
 
+GENERATED := proto $(TS)/src/gen docs/api
+
 check-generated: generate ## fail when the committed generated code is stale
-	@git diff --exit-code -- proto || { echo "generated code is stale: run 'make generate' and commit"; exit 1; }
-	@test -z "$$(git status --porcelain -- proto)" || { git status --porcelain -- proto; echo "untracked generated files: run 'make generate' and commit"; exit 1; }
+	@git diff --exit-code -- $(GENERATED) || { echo "generated code is stale: run 'make generate' and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- $(GENERATED))" || { git status --porcelain -- $(GENERATED); echo "untracked generated files: run 'make generate' and commit"; exit 1; }
 
 vet:
 	$(GO) vet ./...
@@ -30,8 +35,19 @@ vet:
 kube-binaries: ## build (once, cached in ~/.cache/setpoint) the kube-apiserver and etcd the agent's e2e tests run
 	./hack/kube-binaries.sh
 
-test: check-generated lint kube-binaries ## everything CI runs: generated code fresh, lint, all tests, the conformance corpus over gRPC
+# npm ci only when package-lock.json changed; it installs from the npm cache
+# (~/.npm) when that is warm.
+$(TS)/node_modules/.package-lock.json: $(TS)/package-lock.json $(TS)/package.json
+	cd $(TS) && $(NPM) ci --prefer-offline --no-audit --no-fund
+
+ts-deps: $(TS)/node_modules/.package-lock.json ## install the TypeScript client's npm packages (npm ci)
+
+test-ts: ts-deps ## the TypeScript client's tests, under node, against real servers on loopback
+	cd $(TS) && $(NPM) test
+
+test: check-generated lint kube-binaries ## everything CI runs: generated code fresh, lint, all tests (Go and TypeScript), the conformance corpus over gRPC
 	$(GO) test -count=1 -timeout 30m ./...
+	$(MAKE) test-ts
 	$(GO) run ./cmd/setpoint-conformance $(CORPUS)
 	$(MAKE) fuzz-short
 

@@ -2,6 +2,9 @@ module github.com/setpointhq/setpoint
 
 go 1.26.0
 
+// The TypeScript client's npm packages are not Go code.
+ignore ./clients/ts/node_modules
+
 require (
 	github.com/google/go-cmp v0.7.0
 	github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus v1.1.1

@@ -1,0 +1,168 @@
+/**
+ * TypeScript client of Setpoint's gRPC API for Node.js: the generated
+ * message types and services (from proto/ by protoc-gen-es) and a client
+ * that speaks the gRPC protocol over HTTP/2 with @connectrpc/connect-node.
+ *
+ *     const sp = createSetpointClient({ baseUrl: "https://setpoint.example:7443", token, ca });
+ *     const { decision } = await sp.autoscaler.recommend(request);
+ *
+ * Like the Go client, every call gets a default deadline, the reads
+ * (getTarget, listTargets, simulate) are retried on UNAVAILABLE with
+ * back-off, and a bearer token is never sent in plaintext except to a
+ * loopback address.
+ */
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
+import { Code, ConnectError, createClient, type Client, type Interceptor } from "@connectrpc/connect";
+import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
+import { AdminService } from "./gen/setpoint/v1/admin_pb.js";
+import {
+  AutoscalerService,
+  ListTargetsRequestSchema,
+  WatchRequestSchema,
+  type Decision,
+  RecommendRequestSchema,
+  type Target,
+  type WatchResponse,
+} from "./gen/setpoint/v1/setpoint_pb.js";
+
+export * from "./gen/setpoint/v1/setpoint_pb.js";
+export * from "./gen/setpoint/v1/admin_pb.js";
+
+/** Options of createSetpointClient. */
+export interface SetpointClientOptions {
+  /** The server: "http://127.0.0.1:7443" (plaintext, development) or "https://host:7443". */
+  baseUrl: string;
+  /** Bearer token sent with every call; refused over http:// except to loopback. */
+  token?: string;
+  /** PEM of the CA that verifies the server's certificate; default: Node's roots. */
+  ca?: string | Buffer;
+  /** PEM client certificate and key, for mutual TLS; both or neither. */
+  cert?: string | Buffer;
+  key?: string | Buffer;
+  /** Name verified in the server's certificate, when not the host of baseUrl. */
+  serverName?: string;
+  /** Deadline of each unary call in milliseconds; default 10 000. Streams have none. */
+  timeoutMs?: number;
+  /** Attempts of a read answered UNAVAILABLE; default 4 (1 disables retries). */
+  maxAttempts?: number;
+}
+
+/** The reads retried on UNAVAILABLE: they change nothing on the server. */
+const retriedMethods = new Set(["GetTarget", "ListTargets", "Simulate"]);
+
+/** A client of one Setpoint server. close() releases its HTTP/2 session. */
+export interface SetpointClient {
+  /** AutoscalerService: recommend, observe, getTarget, listTargets, deleteTarget, simulate, watch. */
+  readonly autoscaler: Client<typeof AutoscalerService>;
+  /** AdminService (admin principals only): backup. */
+  readonly admin: Client<typeof AdminService>;
+  /** Calls Recommend and returns its decision. */
+  decide(req: MessageInitShape<typeof RecommendRequestSchema>): Promise<Decision>;
+  /** Every target the request selects, page after page. */
+  targets(req?: MessageInitShape<typeof ListTargetsRequestSchema>): AsyncGenerator<Target>;
+  /**
+   * Follows Watch: yields every change, and when the stream breaks
+   * (UNAVAILABLE, or the server ends it) watches again from the last
+   * revision seen, so nothing the service keeps is missed or repeated. Ends
+   * when signal aborts or with an error a retry cannot fix.
+   */
+  changes(req?: MessageInitShape<typeof WatchRequestSchema>, signal?: AbortSignal): AsyncGenerator<WatchResponse>;
+  /** Closes the connection. */
+  close(): void;
+}
+
+/** Creates a client; the connection is made by the first call. */
+export function createSetpointClient(o: SetpointClientOptions): SetpointClient {
+  const url = new URL(o.baseUrl);
+  const loopback = ["localhost", "127.0.0.1", "[::1]"].includes(url.hostname);
+  if (o.token && url.protocol !== "https:" && !loopback) {
+    throw new Error(`setpoint: refusing to send a bearer token in plaintext to ${url.host}: use https://`);
+  }
+  if ((o.cert === undefined) !== (o.key === undefined)) {
+    throw new Error("setpoint: client certificate and key must be given together");
+  }
+  const interceptors: Interceptor[] = [retryReads(o.maxAttempts ?? 4)];
+  if (o.token) {
+    const token = o.token;
+    interceptors.push((next) => (req) => {
+      req.header.set("authorization", `Bearer ${token}`);
+      return next(req);
+    });
+  }
+  const sessionManager = new Http2SessionManager(o.baseUrl, { idleConnectionTimeoutMs: 60_000 }, {
+    ca: o.ca, cert: o.cert, key: o.key, servername: o.serverName,
+  });
+  const transport = createGrpcTransport({
+    baseUrl: o.baseUrl,
+    defaultTimeoutMs: o.timeoutMs ?? 10_000,
+    interceptors,
+    sessionManager,
+  });
+  const autoscaler = createClient(AutoscalerService, transport);
+  const admin = createClient(AdminService, transport);
+  return {
+    autoscaler,
+    admin,
+    async decide(req) {
+      const resp = await autoscaler.recommend(req);
+      if (!resp.decision) throw new ConnectError("recommend answered no decision", Code.Internal);
+      return resp.decision;
+    },
+    async *targets(req = {}) {
+      const page = create(ListTargetsRequestSchema, req);
+      for (;;) {
+        const resp = await autoscaler.listTargets(page);
+        yield* resp.targets;
+        if (!resp.nextPageToken) return;
+        page.pageToken = resp.nextPageToken;
+      }
+    },
+    async *changes(req = {}, signal) {
+      const next = create(WatchRequestSchema, req);
+      let backoff = 100;
+      for (;;) {
+        try {
+          for await (const ch of autoscaler.watch(next, { signal, timeoutMs: 0 })) {
+            backoff = 100;
+            if (ch.revision > next.resumeAfter) next.resumeAfter = ch.revision;
+            yield ch;
+          }
+        } catch (err) {
+          if (signal?.aborted) return;
+          const code = ConnectError.from(err).code;
+          if (![Code.Unavailable, Code.Aborted, Code.ResourceExhausted, Code.Internal].includes(code)) throw err;
+        }
+        if (signal?.aborted) return;
+        await sleep(backoff, signal);
+        backoff = Math.min(2 * backoff, 5_000);
+      }
+    },
+    close() {
+      sessionManager.abort();
+    },
+  };
+}
+
+/** retryReads retries the idempotent unary reads answered UNAVAILABLE. */
+function retryReads(maxAttempts: number): Interceptor {
+  return (next) => async (req) => {
+    if (req.stream || !retriedMethods.has(req.method.name)) return next(req);
+    let backoff = 100;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await next(req);
+      } catch (err) {
+        if (attempt >= maxAttempts || ConnectError.from(err).code !== Code.Unavailable || req.signal.aborted) throw err;
+      }
+      await sleep(backoff * (0.8 + 0.4 * Math.random()), req.signal);
+      backoff = Math.min(2 * backoff, 2_000);
+    }
+  };
+}
+
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const t = setTimeout(resolve, ms);
+    signal?.addEventListener("abort", () => { clearTimeout(t); resolve(); }, { once: true });
+  });
+}
