@@ -1,12 +1,25 @@
-// Command setpointctl talks to a Setpoint server.
+// Command setpointctl is the command line of Setpoint: it reads what the
+// service keeps (targets, their last decision in words, their history), follows
+// decisions as they happen, asks what-if questions, backs the store up, and
+// creates the agent's Autoscaler objects in a cluster.
 //
-//	setpointctl [flags] recommend -f request.json   # a protojson RecommendRequest; prints the decision
-//	setpointctl [flags] get CLUSTER/NAMESPACE/NAME
-//	setpointctl [flags] list [-cluster C] [-namespace N]
+//	setpointctl [flags] list [--cluster C] [--namespace N] [-o table|wide|json|yaml]
+//	setpointctl [flags] get CLUSTER/NAMESPACE/NAME [-o table|wide|json|yaml]
+//	setpointctl [flags] explain CLUSTER/NAMESPACE/NAME
+//	setpointctl [flags] history CLUSTER/NAMESPACE/NAME [-o table|json|yaml]
+//	setpointctl [flags] watch [--cluster C] [--namespace N] [--name NAME] [--resume-after REV] [--count N] [-o table|json]
+//	setpointctl [flags] simulate -f FILE [-o table|wide|json|yaml]
+//	setpointctl [flags] recommend -f FILE
 //	setpointctl [flags] delete CLUSTER/NAMESPACE/NAME
+//	setpointctl [flags] backup -o FILE
+//	setpointctl autoscale KIND/NAME --max N [--min N] [--cpu-percent P] [-n NS] [--name NAME] [--dry-run]
+//	setpointctl import-hpa [NAME...] [-n NS | -A] [-f FILE] [--apply]
 //
-// Flags: -addr (default 127.0.0.1:7443), -token (default $SETPOINT_TOKEN),
-// -tls, -ca, -cert, -key, -server-name. Output is protojson.
+// Connection flags (before the command): -addr (default 127.0.0.1:7443),
+// -token (default $SETPOINT_TOKEN), -tls, -ca, -cert, -key, -server-name.
+// autoscale and import-hpa talk to a Kubernetes cluster instead, through
+// --kubeconfig (default $KUBECONFIG or ~/.kube/config) and --context.
+// Command flags may come before or after the command's arguments.
 package main
 
 import (
@@ -16,19 +29,20 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	setpointclient "github.com/setpointhq/setpoint/clients/go"
-	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
 )
 
 func main() {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	cancel()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	c := &cli{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, now: time.Now}
+	err := c.run(ctx, os.Args[1:])
+	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "setpointctl:", err)
 		os.Exit(1)
@@ -69,19 +83,85 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-const usage = `usage: setpointctl [flags] COMMAND
-commands:
-  recommend -f FILE                 send a RecommendRequest (protojson; "-" reads stdin)
-  get CLUSTER/NAMESPACE/NAME        show a target
-  list [-cluster C] [-namespace N]  list targets
-  delete CLUSTER/NAMESPACE/NAME     forget a target`
+// Dial connects to the configured server.
+func (c *Config) Dial() (*setpointclient.Client, error) {
+	opts := setpointclient.Options{Token: c.Token}
+	if c.TLS || c.Files.CA != "" || c.Files.Cert != "" {
+		tc, err := c.Files.Config()
+		if err != nil {
+			return nil, err
+		}
+		opts.TLS = tc
+	}
+	return setpointclient.Dial(c.Addr, opts)
+}
+
+const usage = `usage: setpointctl [connection flags] COMMAND [ARGS]
+
+Reading the service:
+  list [--cluster C] [--namespace N]      list targets (-o table|wide|json|yaml)
+  get CLUSTER/NAMESPACE/NAME              show one target (-o table|wide|json|yaml)
+  explain CLUSTER/NAMESPACE/NAME          the target's last decision, in words
+  history CLUSTER/NAMESPACE/NAME          recommendations, scale events, observed events
+  watch [--cluster C] [--namespace N] [--name NAME] [--resume-after REV] [--count N]
+                                          follow decisions and observations as they happen
+Asking it:
+  simulate -f FILE                        what-if: run a SimulateRequest (JSON or YAML), print each step
+  recommend -f FILE                       send a RecommendRequest (protojson; "-" reads stdin)
+  delete CLUSTER/NAMESPACE/NAME           forget a target
+  backup -o FILE                          copy a consistent snapshot of the store (admins)
+In a cluster (kubeconfig):
+  autoscale KIND/NAME --max N [--min N] [--cpu-percent P] [-n NS] [--name NAME] [--dry-run]
+                                          create an Autoscaler for a workload, like kubectl autoscale
+  import-hpa [NAME...] [-n NS | -A] [-f FILE] [--apply]
+                                          turn HorizontalPodAutoscalers into Autoscalers (print, or apply)
+
+Connection flags:`
+
+// cli is one invocation's environment.
+type cli struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	// now is the clock ages are computed from.
+	now func() time.Time
+}
+
+// command is one subcommand: it registers its flags on fs and runs with
+// the positional arguments.
+type command struct {
+	// server is true when the command calls the Setpoint server.
+	server bool
+	// min and max bound the number of positional arguments (max < 0: any).
+	min, max int
+	flags    func(fs *flag.FlagSet) func(ctx context.Context, env *env, args []string) error
+}
+
+// env is what a command runs with.
+type env struct {
+	*cli
+	client *setpointclient.Client
+}
+
+var commands = map[string]command{
+	"list":       {server: true, min: 0, max: 0, flags: listCmd},
+	"get":        {server: true, min: 1, max: 1, flags: getCmd},
+	"explain":    {server: true, min: 1, max: 1, flags: explainCmd},
+	"history":    {server: true, min: 1, max: 1, flags: historyCmd},
+	"watch":      {server: true, min: 0, max: 0, flags: watchCmd},
+	"simulate":   {server: true, min: 0, max: 0, flags: simulateCmd},
+	"recommend":  {server: true, min: 0, max: 0, flags: recommendCmd},
+	"delete":     {server: true, min: 1, max: 1, flags: deleteCmd},
+	"backup":     {server: true, min: 0, max: 0, flags: backupCmd},
+	"autoscale":  {min: 1, max: 1, flags: autoscaleCmd},
+	"import-hpa": {min: 0, max: -1, flags: importHPACmd},
+}
 
 // run executes one command line.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func (c *cli) run(ctx context.Context, args []string) error {
 	var cfg Config
 	fs := flag.NewFlagSet("setpointctl", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprintln(stderr, usage); fs.PrintDefaults() }
+	fs.SetOutput(c.stderr)
+	fs.Usage = func() { fmt.Fprintln(c.stderr, usage); fs.PrintDefaults() }
 	cfg.RegisterFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -93,101 +173,55 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fs.Usage()
 		return errors.New("no command")
 	}
-	opts := setpointclient.Options{Token: cfg.Token}
-	if cfg.TLS || cfg.Files.CA != "" || cfg.Files.Cert != "" {
-		tc, err := cfg.Files.Config()
-		if err != nil {
+	name := fs.Arg(0)
+	cmd, ok := commands[name]
+	if !ok {
+		return fmt.Errorf("unknown command %q (setpointctl -h lists them)", name)
+	}
+	cfs := flag.NewFlagSet(name, flag.ContinueOnError)
+	cfs.SetOutput(c.stderr)
+	runCmd := cmd.flags(cfs)
+	pos, err := parseInterspersed(cfs, fs.Args()[1:])
+	if err != nil {
+		return err
+	}
+	if len(pos) < cmd.min || (cmd.max >= 0 && len(pos) > cmd.max) {
+		return fmt.Errorf("%s: wrong number of arguments (%d); see setpointctl -h", name, len(pos))
+	}
+	e := &env{cli: c}
+	if cmd.server {
+		if e.client, err = cfg.Dial(); err != nil {
 			return err
 		}
-		opts.TLS = tc
+		defer e.client.Close()
 	}
-	c, err := setpointclient.Dial(cfg.Addr, opts)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	resp, err := command(ctx, c, fs.Arg(0), fs.Args()[1:], stderr)
-	if err != nil {
-		return err
-	}
-	out, err := protojson.MarshalOptions{Multiline: true}.Marshal(resp)
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintln(stdout, string(out))
-	return err
+	return runCmd(ctx, e, pos)
 }
 
-// command runs one command and returns the response to print.
-func command(ctx context.Context, c *setpointclient.Client, name string, args []string, stderr io.Writer) (proto.Message, error) {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	switch name {
-	case "recommend":
-		file := fs.String("f", "", "RecommendRequest in protojson; - reads stdin")
+// parseInterspersed parses flags wherever they appear among the
+// positional arguments (as kubectl does) and returns the positional ones;
+// "--" ends the flags.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var rest []string
+	if i := slices.Index(args, "--"); i >= 0 {
+		args, rest = args[:i], args[i+1:]
+	}
+	var pos []string
+	for {
 		if err := fs.Parse(args); err != nil {
 			return nil, err
 		}
-		req, err := ReadRequest(*file)
-		if err != nil {
-			return nil, err
+		if args = fs.Args(); len(args) == 0 {
+			return append(pos, rest...), nil
 		}
-		return c.Recommend(ctx, req)
-	case "get", "delete":
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		key, err := parseKey(fs.Arg(0))
-		if err != nil {
-			return nil, err
-		}
-		if name == "get" {
-			return c.GetTarget(ctx, &setpointv1.GetTargetRequest{Target: key})
-		}
-		return c.DeleteTarget(ctx, &setpointv1.DeleteTargetRequest{Target: key})
-	case "list":
-		req := &setpointv1.ListTargetsRequest{}
-		fs.StringVar(&req.Cluster, "cluster", "", "only this cluster")
-		fs.StringVar(&req.Namespace, "namespace", "", "only this namespace (requires -cluster)")
-		fs.StringVar(&req.PageToken, "page-token", "", "continue a previous list")
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		return c.ListTargets(ctx, req)
-	default:
-		return nil, fmt.Errorf("unknown command %q\n%s", name, usage)
+		pos = append(pos, args[0])
+		args = args[1:]
 	}
 }
 
-// ReadRequest reads a protojson RecommendRequest from path ("-": stdin).
-func ReadRequest(path string) (*setpointv1.RecommendRequest, error) {
-	var (
-		b   []byte
-		err error
-	)
-	switch path {
-	case "":
-		return nil, errors.New("recommend: -f FILE is required")
-	case "-":
-		b, err = io.ReadAll(os.Stdin)
-	default:
-		b, err = os.ReadFile(path)
-	}
-	if err != nil {
-		return nil, err
-	}
-	req := &setpointv1.RecommendRequest{}
-	if err := protojson.Unmarshal(b, req); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return req, nil
-}
-
-// parseKey parses CLUSTER/NAMESPACE/NAME.
-func parseKey(s string) (*setpointv1.TargetKey, error) {
-	parts := strings.Split(s, "/")
-	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
-		return nil, fmt.Errorf("want CLUSTER/NAMESPACE/NAME, got %q", s)
-	}
-	return &setpointv1.TargetKey{Cluster: parts[0], Namespace: parts[1], Name: parts[2]}, nil
+// outputFlag registers -o with the formats allowed.
+func outputFlag(fs *flag.FlagSet, formats ...string) *string {
+	o := fs.String("o", formats[0], "output format: "+strings.Join(formats, ", "))
+	fs.StringVar(o, "output", formats[0], "same as -o")
+	return o
 }

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+)
+
+func simulateCmd(fs *flag.FlagSet) func(context.Context, *env, []string) error {
+	file := fs.String("f", "", "SimulateRequest in protojson or YAML; - reads stdin")
+	out := outputFlag(fs, "table", "wide", "json", "yaml")
+	return func(ctx context.Context, e *env, _ []string) error {
+		if err := checkFormat(*out, "table", "wide", "json", "yaml"); err != nil {
+			return err
+		}
+		req := &setpointv1.SimulateRequest{}
+		if err := readMessage(e.stdin, *file, req); err != nil {
+			return err
+		}
+		resp, err := e.client.Simulate(ctx, req)
+		if err != nil {
+			return err
+		}
+		if *out == "json" || *out == "yaml" {
+			return printMessage(e.stdout, *out, resp)
+		}
+		steps := make([]simStep, len(resp.GetSteps()))
+		for i, r := range resp.GetSteps() {
+			steps[i] = simStepOf(r)
+		}
+		return printSimulation(e.stdout, steps, *out == "wide")
+	}
+}
+
+// simStep is one simulated step as the table shows it: the fields the
+// conformance corpus records, plus (wide) how the decision was reached.
+type simStep struct {
+	Time             time.Time
+	Current, Desired int32
+	// Scale is the count written, nil when nothing is.
+	Scale *int32
+	// Failed is true when the decision carries an error.
+	Failed     bool
+	Conditions []simCondition
+	// Proposal and Why explain the decision (wide only).
+	Proposal int32
+	Why      string
+}
+
+// simCondition is one condition's type, status and reason.
+type simCondition struct{ Type, Status, Reason string }
+
+func simStepOf(r *setpointv1.SimulateStepResult) simStep {
+	d := r.GetDecision()
+	st := d.GetStatus()
+	s := simStep{
+		Time:     r.GetTime().AsTime().UTC(),
+		Current:  st.GetCurrentReplicas(),
+		Desired:  st.GetDesiredReplicas(),
+		Failed:   d.GetError() != "",
+		Proposal: d.GetExplanation().GetProposal(),
+	}
+	if d.GetRescale() {
+		n := d.GetDesiredReplicas()
+		s.Scale = &n
+	}
+	for _, c := range st.GetConditions() {
+		s.Conditions = append(s.Conditions, simCondition{c.GetType(), c.GetStatus(), c.GetReason()})
+	}
+	var why []string
+	for _, step := range d.GetExplanation().GetSteps() {
+		why = append(why, fmt.Sprintf("%s %d→%d (%s)", step.GetKind(), step.GetFrom(), step.GetTo(), step.GetReason()))
+	}
+	if d.GetError() != "" {
+		why = append(why, "error: "+d.GetError())
+	}
+	s.Why = strings.Join(why, "; ")
+	return s
+}
+
+// conditionOrder are the condition columns, in the order the controller
+// sets them.
+var conditionOrder = []string{"AbleToScale", "ScalingActive", "ScalingLimited", "ScaledToZero"}
+
+// printSimulation writes the step table: one row per step with the
+// replica counts, the rescale and each condition as Status/Reason.
+// Columns that no step uses (ScaledToZero, ERROR) are left out.
+func printSimulation(w io.Writer, steps []simStep, wide bool) error {
+	used := map[string]bool{}
+	failed := false
+	for _, s := range steps {
+		for _, c := range s.Conditions {
+			used[c.Type] = true
+		}
+		failed = failed || s.Failed
+	}
+	var conds []string
+	for _, c := range conditionOrder {
+		if used[c] || c != "ScaledToZero" {
+			conds = append(conds, c)
+		}
+	}
+	header := []string{"STEP", "TIME", "CURRENT", "DESIRED", "SCALE"}
+	header = append(header, upper(conds)...)
+	if failed {
+		header = append(header, "ERROR")
+	}
+	if wide {
+		header = append(header, "PROPOSAL", "WHY")
+	}
+	t := newTable(w, header...)
+	for i, s := range steps {
+		row := []string{fmt.Sprint(i), s.Time.Format(timeFormat), fmt.Sprint(s.Current), fmt.Sprint(s.Desired), ""}
+		if s.Scale != nil {
+			row[4] = fmt.Sprintf("→ %d", *s.Scale)
+		}
+		for _, typ := range conds {
+			cell := ""
+			if j := slices.IndexFunc(s.Conditions, func(c simCondition) bool { return c.Type == typ }); j >= 0 {
+				cell = s.Conditions[j].Status + "/" + s.Conditions[j].Reason
+			}
+			row = append(row, cell)
+		}
+		if failed {
+			row = append(row, map[bool]string{true: "yes", false: ""}[s.Failed])
+		}
+		if wide {
+			row = append(row, fmt.Sprint(s.Proposal), s.Why)
+		}
+		t.row(row...)
+	}
+	return t.flush()
+}
+
+func upper(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = strings.ToUpper(s)
+	}
+	return out
+}
