@@ -10,6 +10,8 @@ import (
 	setpointclient "github.com/setpointhq/setpoint/clients/go"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // readRequest reads the README's example RecommendRequest.
@@ -81,4 +83,46 @@ func ExampleClient_Targets() {
 	// staging/shop/api 3
 	// staging/shop/web 3
 	// staging/shop/worker 3
+}
+
+// A capacity planner asks what the autoscaler would do if load doubled,
+// without touching any stored target.
+func ExampleClient_simulate() {
+	ctx := context.Background()
+	c, err := setpointclient.Dial(addr, setpointclient.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	req := &setpointv1.SimulateRequest{
+		Spec: &setpointv1.HorizontalPodAutoscalerSpec{
+			ScaleTargetRef: &setpointv1.CrossVersionObjectReference{ApiVersion: "apps/v1", Kind: "Deployment", Name: "web"},
+			MaxReplicas:    20,
+			Metrics: []*setpointv1.MetricSpec{{Type: "Resource", Resource: &setpointv1.ResourceMetricSource{
+				Name: "cpu", Target: &setpointv1.MetricTarget{Type: "Utilization", AverageUtilization: proto.Int32(50)},
+			}}},
+		},
+		PodModel: &setpointv1.PodModel{InitialReplicas: 4, Requests: map[string]string{"cpu": "1"}},
+	}
+	for i, usage := range []string{"500m", "1", "1", "750m"} { // per pod, of 1 cpu requested
+		req.Steps = append(req.Steps, &setpointv1.SimulateStep{
+			Time:         timestamppb.New(t0.Add(time.Duration(i) * time.Minute)),
+			MetricValues: []string{usage},
+		})
+	}
+	resp, err := c.Simulate(ctx, req)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for i, s := range resp.GetSteps() {
+		d := s.GetDecision()
+		fmt.Printf("step %d: %d → %d\n", i, d.GetExplanation().GetCurrentReplicas(), d.GetDesiredReplicas())
+	}
+	// Output:
+	// step 0: 4 → 4
+	// step 1: 4 → 8
+	// step 2: 8 → 16
+	// step 3: 16 → 20
 }

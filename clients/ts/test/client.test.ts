@@ -72,6 +72,24 @@ describe("plaintext with a bearer token", () => {
     assert.deepEqual(names, ["a", "b", "c"]);
   });
 
+  it("simulates a what-if with a pod model, touching no target", async () => {
+    const count = async () => { let n = 0; for await (const _ of sp.targets()) n++; return n; };
+    const before = await count();
+    const t0 = Date.UTC(2026, 2, 1, 12) / 1000;
+    const resp = await sp.autoscaler.simulate({
+      spec: {
+        scaleTargetRef: { apiVersion: "apps/v1", kind: "Deployment", name: "web" },
+        maxReplicas: 20,
+        metrics: [{ type: "Resource", resource: { name: "cpu", target: { type: "Utilization", averageUtilization: 50 } } }],
+      },
+      podModel: { initialReplicas: 4, requests: { cpu: "1" } },
+      steps: ["500m", "1", "1", "750m"].map((usage, i) => ({ time: { seconds: BigInt(t0 + 60 * i) }, metricValues: [usage] })),
+    });
+    assert.deepEqual(resp.steps.map((s) => s.decision?.desiredReplicas), [4, 8, 16, 20]);
+    assert.deepEqual(resp.steps.map((s) => s.applied), [false, true, true, true]);
+    assert.equal(await count(), before);
+  });
+
   it("gets INVALID_ARGUMENT for an invalid spec", async () => {
     const req = example("bad");
     req.spec!.maxReplicas = 0;
