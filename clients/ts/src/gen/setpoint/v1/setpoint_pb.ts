@@ -2647,6 +2647,14 @@ export const AutoscalerService: GenService<{
    * autoscalers the caller may read. A reconnecting client passes the last
    * revision it saw and misses nothing the service still keeps.
    *
+   * The response header "setpoint-revision" is the revision the stream
+   * starts after (resume_after, or the latest revision when it is 0): a
+   * client that has received no change yet resumes from it. A stream that
+   * falls behind (its client reads slower than changes are made and the
+   * server's buffer for it is full) ends with ABORTED, and a server that
+   * shuts down ends its streams with UNAVAILABLE; both messages name the
+   * resume_after to use. A resume point no longer kept is OUT_OF_RANGE.
+   *
    * @generated from rpc setpoint.v1.AutoscalerService.Watch
    */
   watch: {
