@@ -126,3 +126,56 @@ func ExampleClient_simulate() {
 	// step 2: 8 → 16
 	// step 3: 16 → 20
 }
+
+// A dashboard follows every rescale of a cluster as it is decided, over
+// mutual TLS. The README shows this example.
+func ExampleClient_Changes() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go decideEvery(ctx, "prod", 20*time.Millisecond) // an agent in cluster prod
+
+	tc, err := setpointclient.TLSFiles{CA: caFile, Cert: certFile, Key: keyFile}.Config()
+	if err != nil {
+		log.Fatal(err)
+	}
+	c, err := setpointclient.Dial(serverAddr, setpointclient.Options{TLS: tc}) // Token: for a bearer token
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	for ch, err := range c.Changes(ctx, &setpointv1.WatchRequest{Cluster: "prod"}) { // resumes by itself
+		if err != nil {
+			log.Fatal(err) // the server refused the watch, or ctx ended
+		}
+		if d := ch.GetDecision(); d.GetRescale() {
+			fmt.Printf("%s: %d → %d replicas\n", setpointclient.KeyString(ch.GetTarget()), d.GetStatus().GetCurrentReplicas(), d.GetDesiredReplicas())
+			break // an example stops after one
+		}
+	}
+	// Output:
+	// prod/shop/web: 2 → 3 replicas
+}
+
+// decideEvery asks the TLS server for the README example's decision in
+// cluster every interval until ctx ends.
+func decideEvery(ctx context.Context, cluster string, interval time.Duration) {
+	tc, err := setpointclient.TLSFiles{CA: caFile, Cert: certFile, Key: keyFile}.Config()
+	if err != nil {
+		log.Fatal(err)
+	}
+	c, err := setpointclient.Dial(serverAddr, setpointclient.Options{TLS: tc})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	req := readRequest()
+	req.Target.Cluster = cluster
+	for {
+		c.Decide(ctx, req)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(interval):
+		}
+	}
+}

@@ -2,6 +2,7 @@ package setpointclient_test
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/setpointhq/setpoint/internal/kubetest/pki"
 	"github.com/setpointhq/setpoint/server"
 	"github.com/setpointhq/setpoint/store"
 	"go.uber.org/goleak"
@@ -18,7 +20,10 @@ import (
 
 // addr is the address of the real server the examples call; its clock is
 // fixed at exampleNow, the instant of testdata/examples/recommend.json.
-var addr string
+// serverAddr is a second one, over its own store, that requires mutual TLS:
+// caFile verifies its certificate (for 127.0.0.1), certFile and keyFile
+// are a client certificate.
+var addr, serverAddr, caFile, certFile, keyFile string
 
 var exampleNow = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
@@ -34,10 +39,25 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	tc, err := writePKI(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	tlsDir := filepath.Join(dir, "tls")
+	os.Mkdir(tlsDir, 0o700)
+	var stopTLS func() error
+	serverAddr, stopTLS, err = serve(tlsDir, server.Options{Now: func() time.Time { return exampleNow }, TLS: tc}, nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	code := m.Run()
-	if err := stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stop:", err)
-		code = 1
+	for _, stop := range []func() error{stop, stopTLS} {
+		if err := stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stop:", err)
+			code = 1
+		}
 	}
 	os.RemoveAll(dir)
 	if code == 0 {
@@ -77,6 +97,36 @@ func serve(dir string, o server.Options, lis net.Listener) (addr string, stop fu
 		}
 		return err
 	}, nil
+}
+
+// writePKI writes a CA and a client certificate into dir (setting caFile,
+// certFile, keyFile) and returns a server configuration that requires
+// certificates of that CA.
+func writePKI(dir string) (*tls.Config, error) {
+	ca, err := pki.NewCA("setpoint-example-ca")
+	if err != nil {
+		return nil, err
+	}
+	caFile = filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(caFile, ca.CertPEM(), 0o600); err != nil {
+		return nil, err
+	}
+	client, err := ca.ClientCert("platform")
+	if err != nil {
+		return nil, err
+	}
+	if certFile, keyFile, err = client.WriteFiles(dir, "platform"); err != nil {
+		return nil, err
+	}
+	serving, err := ca.ServingCert("setpoint", nil, []net.IP{net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		return nil, err
+	}
+	cert, err := serving.TLSCertificate()
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: ca.Pool()}, nil
 }
 
 // startServer runs a real server for the test's duration.

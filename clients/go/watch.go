@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"iter"
+	"strconv"
 	"time"
 
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
@@ -12,6 +13,10 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
+
+// revisionHeader is the Watch response header that gives the revision
+// the stream starts after (server.RevisionHeader).
+const revisionHeader = "setpoint-revision"
 
 // Back-off between Watch reconnections: doubling from the first to the
 // last, reset by every change received.
@@ -25,7 +30,9 @@ const (
 // drops: UNAVAILABLE, or the server ends the stream) it calls Watch again
 // with resume_after set to the last revision it yielded, so nothing the
 // service still keeps is missed or repeated. req.ResumeAfter is where the
-// first call starts (0: changes made after the call); req is not modified.
+// first call starts (0: changes made after the call, and a reconnection
+// resumes from the revision the server said the stream started after); req
+// is not modified.
 //
 // The iteration ends when the caller stops it, or after yielding one error:
 // the context's error once ctx is done, or an error the server answered
@@ -73,6 +80,15 @@ func (c *Client) watchOnce(ctx context.Context, req *setpointv1.WatchRequest, yi
 	stream, err := c.Watch(ctx, req)
 	if err != nil {
 		return false, err
+	}
+	// The server names the revision the stream starts after; from then on
+	// a reconnection resumes there, even before any change arrived.
+	if md, err := stream.Header(); err == nil && req.ResumeAfter == 0 {
+		if v := md.Get(revisionHeader); len(v) == 1 {
+			if rev, err := strconv.ParseUint(v[0], 10, 64); err == nil {
+				req.ResumeAfter = rev
+			}
+		}
 	}
 	for {
 		ch, err := stream.Recv()

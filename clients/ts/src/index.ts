@@ -122,7 +122,14 @@ export function createSetpointClient(o: SetpointClientOptions): SetpointClient {
       let backoff = 100;
       for (;;) {
         try {
-          for await (const ch of autoscaler.watch(next, { signal, timeoutMs: 0 })) {
+          // The server names the revision the stream starts after (header
+          // setpoint-revision): a reconnection resumes there even before any
+          // change arrived.
+          const onHeader = (h: Headers) => {
+            const rev = h.get("setpoint-revision");
+            if (rev !== null && next.resumeAfter === 0n) next.resumeAfter = BigInt(rev);
+          };
+          for await (const ch of autoscaler.watch(next, { signal, timeoutMs: 0, onHeader })) {
             backoff = 100;
             if (ch.revision > next.resumeAfter) next.resumeAfter = ch.revision;
             yield ch;
@@ -130,7 +137,9 @@ export function createSetpointClient(o: SetpointClientOptions): SetpointClient {
         } catch (err) {
           if (signal?.aborted) return;
           const code = ConnectError.from(err).code;
-          if (![Code.Unavailable, Code.Aborted, Code.ResourceExhausted, Code.Internal].includes(code)) throw err;
+          // A dropped connection surfaces as UNAVAILABLE, or as CANCELED
+          // when HTTP/2 resets the stream; the caller did not cancel here.
+          if (![Code.Unavailable, Code.Canceled, Code.Aborted, Code.ResourceExhausted, Code.Internal].includes(code)) throw err;
         }
         if (signal?.aborted) return;
         await sleep(backoff, signal);

@@ -7,9 +7,11 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
+import { createConnection, createServer, type AddressInfo, type Server, type Socket } from "node:net";
 import { fromJson, type JsonValue } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { createSetpointClient, RecommendRequestSchema, type SetpointClient } from "../src/index.js";
+import { followRescales } from "./readme.js";
 
 const repo = join(import.meta.dirname, "..", "..", "..", ".."); // dist/test → repository root
 const token = "s3cret";
@@ -115,6 +117,79 @@ describe("plaintext with a bearer token", () => {
   });
 });
 
+/** A TCP proxy to the server that can drop every connection and refuse new ones. */
+async function startProxy(target: string) {
+  const [host, port] = [target.slice(0, target.lastIndexOf(":")), Number(target.slice(target.lastIndexOf(":") + 1))];
+  const sockets = new Set<Socket>();
+  let down = false;
+  const server: Server = createServer((inbound) => {
+    if (down) return inbound.destroy();
+    const outbound = createConnection({ host, port });
+    for (const s of [inbound, outbound]) {
+      sockets.add(s);
+      s.on("close", () => sockets.delete(s));
+      s.on("error", () => {});
+    }
+    inbound.pipe(outbound).pipe(inbound);
+    inbound.on("close", () => outbound.destroy());
+    outbound.on("close", () => inbound.destroy());
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    addr: `127.0.0.1:${(server.address() as AddressInfo).port}`,
+    partition(on: boolean) {
+      down = on;
+      if (on) for (const s of sockets) s.destroy();
+    },
+    close() {
+      this.partition(true);
+      server.close();
+    },
+  };
+}
+
+describe("watch", () => {
+  it("follows decisions and resumes across a partition without missing one", async () => {
+    const proxy = await startProxy(servers.plaintext);
+    const watcher = createSetpointClient({ baseUrl: `http://${proxy.addr}`, token });
+    const abort = new AbortController();
+    const seen: { rev: bigint; id: string }[] = [];
+    const follow = (async () => {
+      for await (const ch of watcher.changes({ cluster: "live" }, abort.signal)) {
+        if (ch.change.case === "decision") seen.push({ rev: ch.revision, id: ch.change.value.decisionId });
+      }
+    })();
+    const until = async (cond: () => boolean, what: string) => {
+      for (let i = 0; i < 300 && !cond(); i++) await new Promise((r) => setTimeout(r, 20));
+      assert.ok(cond(), `timed out waiting for ${what}; seen ${JSON.stringify(seen.map((s) => s.id))}`);
+    };
+    try {
+      // Until the watch is up, decisions pass unseen: decide until one is seen.
+      for (let i = 0; i < 100 && seen.length === 0; i++) {
+        await sp.decide(example("web", "live"));
+        await new Promise((r) => setTimeout(r, 30));
+      }
+      await until(() => seen.length > 0, "the first change");
+      await new Promise((r) => setTimeout(r, 200));
+      const before = seen.length;
+
+      proxy.partition(true);
+      const missed = [(await sp.decide(example("api", "live"))).decisionId, (await sp.decide(example("worker", "live"))).decisionId];
+      await new Promise((r) => setTimeout(r, 300));
+      proxy.partition(false);
+
+      await until(() => seen.length >= before + 2, "the decisions made during the partition");
+      assert.deepEqual(seen.slice(before).map((s) => s.id), missed);
+      for (let i = 1; i < seen.length; i++) assert.ok(seen[i].rev > seen[i - 1].rev, "revisions increase");
+    } finally {
+      abort.abort();
+      watcher.close();
+      proxy.close();
+    }
+    await follow; // ends without an error once aborted
+  });
+});
+
 describe("mutual TLS", () => {
   const tlsClient = (withCert: boolean) => createSetpointClient({
     baseUrl: `https://${servers.tls}`,
@@ -123,6 +198,41 @@ describe("mutual TLS", () => {
     ca: readFileSync(join(servers.dir, "ca.pem")),
     ...(withCert ? { cert: readFileSync(join(servers.dir, "client.crt")), key: readFileSync(join(servers.dir, "client.key")) } : {}),
     maxAttempts: 1,
+  });
+
+  it("runs the README integration", async () => {
+    const agent = tlsClient(true);
+    const abort = new AbortController();
+    const lines: string[] = [];
+    try {
+      await agent.decide(example("api", "prod"));
+      const follow = followRescales(`https://${servers.tls}`, token, join(servers.dir, "ca.pem"),
+        join(servers.dir, "client.crt"), join(servers.dir, "client.key"), abort.signal, (l) => {
+          lines.push(l);
+          if (l.startsWith("web:")) abort.abort();
+        });
+      for (let i = 0; i < 200 && !abort.signal.aborted; i++) { // an agent in cluster prod, until a rescale is seen
+        await agent.decide(example("web", "prod"));
+        await new Promise((r) => setTimeout(r, 30));
+      }
+      await follow;
+    } finally {
+      abort.abort();
+      agent.close();
+    }
+    assert.deepEqual(lines, ["shop/api: 3 replicas", "web: → 3 replicas"]);
+  });
+
+  it("shows in the README only lines the test runs", () => {
+    const readme = readFileSync(join(repo, "README.md"), "utf8");
+    const block = /```ts\n([\s\S]*?)```/.exec(readme)?.[1];
+    assert.ok(block, "the README has a ts block");
+    const source = new Set(readFileSync(join(repo, "clients/ts/test/readme.ts"), "utf8").split("\n").map((l) => l.trim()));
+    const imports = /^import .* from "@setpointhq\/setpoint-client";$/;
+    for (const line of block.split("\n").map((l) => l.trim()).filter((l) => l !== "")) {
+      assert.ok(source.has(line) || imports.test(line), `README line not in clients/ts/test/readme.ts: ${line}`);
+    }
+    assert.ok(block.split("\n").length < 20, "the README integration is under 20 lines");
   });
 
   it("calls with a client certificate", async () => {

@@ -9,7 +9,7 @@
 //	{"plaintext": "127.0.0.1:PORT", "tls": "127.0.0.1:PORT", "dir": "…"}
 //
 // where dir holds ca.pem, client.crt and client.key for the TLS server
-// (whose certificate is for "setpoint.test"), and serves until its
+// (whose certificate is for "setpoint.test" and 127.0.0.1), and serves until its
 // standard input closes, so it never outlives the test that started it.
 package main
 
@@ -112,7 +112,7 @@ func writePKI(dir string) (*tls.Config, error) {
 	if _, _, err := client.WriteFiles(dir, "client"); err != nil {
 		return nil, err
 	}
-	serving, err := ca.ServingCert("setpoint", []string{"setpoint.test"}, nil)
+	serving, err := ca.ServingCert("setpoint", []string{"setpoint.test"}, []net.IP{net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		return nil, err
 	}

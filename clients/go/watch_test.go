@@ -1,0 +1,189 @@
+package setpointclient_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	setpointclient "github.com/setpointhq/setpoint/clients/go"
+	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"github.com/setpointhq/setpoint/server"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+)
+
+// proxy forwards TCP connections to a server and can drop them all and
+// refuse new ones, like a network partition.
+type proxy struct {
+	lis    net.Listener
+	target string
+	mu     sync.Mutex
+	down   bool
+	conns  []net.Conn
+	wg     sync.WaitGroup
+}
+
+func startProxy(t *testing.T, target string) *proxy {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{lis: lis, target: target}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(func() {
+		lis.Close()
+		p.partition(true)
+		p.wg.Wait()
+	})
+	return p
+}
+
+func (p *proxy) accept() {
+	defer p.wg.Done()
+	for {
+		in, err := p.lis.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		if p.down {
+			p.mu.Unlock()
+			in.Close()
+			continue
+		}
+		out, err := net.Dial("tcp", p.target)
+		if err != nil {
+			p.mu.Unlock()
+			in.Close()
+			continue
+		}
+		p.conns = append(p.conns, in, out)
+		p.wg.Add(2)
+		p.mu.Unlock()
+		go func() { defer p.wg.Done(); io.Copy(out, in); out.Close() }()
+		go func() { defer p.wg.Done(); io.Copy(in, out); in.Close() }()
+	}
+}
+
+// partition drops every connection and, while down, refuses new ones.
+func (p *proxy) partition(down bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = down
+	if down {
+		for _, c := range p.conns {
+			c.Close()
+		}
+		p.conns = nil
+	}
+}
+
+// TestChangesResumes: a watch broken by a partition resumes from the last
+// revision it saw, so the decisions made meanwhile arrive, once, in order.
+func TestChangesResumes(t *testing.T) {
+	srvAddr := startServer(t, server.Options{Now: func() time.Time { return exampleNow }})
+	px := startProxy(t, srvAddr)
+	fast := grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.2, MaxDelay: 200 * time.Millisecond}, MinConnectTimeout: time.Second})
+	watcher, err := setpointclient.Dial(px.lis.Addr().String(), setpointclient.Options{DialOptions: []grpc.DialOption{fast}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watcher.Close()
+	direct, err := setpointclient.Dial(srvAddr, setpointclient.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+	defer cancel()
+	type change struct {
+		rev      uint64
+		decision string
+	}
+	changes := make(chan change)
+	errs := make(chan error, 1)
+	go func() {
+		for ch, err := range watcher.Changes(ctx, &setpointv1.WatchRequest{Cluster: "dev"}) {
+			if err != nil {
+				errs <- err
+				return
+			}
+			select {
+			case changes <- change{ch.GetRevision(), ch.GetDecision().GetDecisionId()}:
+			case <-ctx.Done():
+			}
+		}
+	}()
+	decide := func(name string) string {
+		t.Helper()
+		req := readRequest()
+		req.Target.Name = name
+		d, err := direct.Decide(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.GetDecisionId()
+	}
+	next := func() change {
+		t.Helper()
+		select {
+		case ch := <-changes:
+			return ch
+		case err := <-errs:
+			t.Fatalf("watch ended: %v", err)
+		case <-ctx.Done():
+			t.Fatal("no change arrived")
+		}
+		return change{}
+	}
+
+	// Until the watch is up, decisions pass unseen: decide until one is seen.
+	var first change
+	for first.decision == "" {
+		id := decide("web")
+		select {
+		case first = <-changes:
+			if first.decision != id {
+				t.Fatalf("first change is decision %q, want %q", first.decision, id)
+			}
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	// Drain what the warm-up loop may have left.
+	for drained := false; !drained; {
+		select {
+		case ch := <-changes:
+			first = ch
+		case <-time.After(200 * time.Millisecond):
+			drained = true
+		}
+	}
+
+	px.partition(true)
+	missed := []string{decide("api"), decide("worker")}
+	time.Sleep(300 * time.Millisecond) // the watcher fails to reconnect meanwhile
+	px.partition(false)
+
+	last := first.rev
+	for i, want := range missed {
+		ch := next()
+		if ch.decision != want || ch.rev <= last {
+			t.Fatalf("change %d after the partition: decision %q revision %d, want decision %q after revision %d", i, ch.decision, ch.rev, want, last)
+		}
+		last = ch.rev
+	}
+	after := decide("web")
+	if ch := next(); ch.decision != after {
+		t.Errorf("change after resuming: %q, want %q", ch.decision, after)
+	}
+	cancel()
+	if err := <-errs; err != context.Canceled {
+		t.Errorf("watch ended with %v, want context.Canceled", err)
+	}
+}
