@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"github.com/setpointhq/setpoint/store"
 	"google.golang.org/grpc"
 )
 
@@ -77,5 +78,30 @@ func TestBackupFile(t *testing.T) {
 				t.Errorf("left files behind: %v", entries)
 			}
 		})
+	}
+}
+
+// TestBackupRealServer: backup -o from a real server writes a store file
+// that opens and holds the target recorded before.
+func TestBackupRealServer(t *testing.T) {
+	addr := startServer(t)
+	if _, err := ctl(t.Context(), addr, "recommend", "-f", example); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "backup.db")
+	out, err := ctl(t.Context(), addr, "backup", "-o", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "SHA-256 verified") {
+		t.Errorf("printed %q", out)
+	}
+	st, err := store.Open(file, store.Options{})
+	if err != nil {
+		t.Fatalf("the backup does not open as a store: %v", err)
+	}
+	defer st.Close()
+	if _, err := st.Get(t.Context(), store.Key{Cluster: "dev", Namespace: "shop", Name: "web"}); err != nil {
+		t.Fatalf("the backup lacks dev/shop/web: %v", err)
 	}
 }
