@@ -211,6 +211,7 @@ describe("mutual TLS", () => {
           lines.push(l);
           if (l.startsWith("web:")) abort.abort();
         });
+      for (let i = 0; i < 200 && lines.length === 0; i++) await new Promise((r) => setTimeout(r, 10)); // the listing is done
       for (let i = 0; i < 200 && !abort.signal.aborted; i++) { // an agent in cluster prod, until a rescale is seen
         await agent.decide(example("web", "prod"));
         await new Promise((r) => setTimeout(r, 30));
