@@ -436,7 +436,7 @@ func (b *Bolt) Update(ctx context.Context, key Key, fn func(rec *Record) error) 
 			}
 			oldIndexKey = lastSeenKey(rec.LastSeen, rk)
 		}
-		before := feedMark(&rec)
+		before := feedMark(&rec, oldIndexKey != nil)
 		if err := runFn(fn, &rec); err != nil {
 			return err
 		}

@@ -56,6 +56,9 @@ type Change struct {
 	// At is when the record was removed (ChangeDeleted), by the store's
 	// clock (Options.Now).
 	At time.Time
+	// Created is true on the first change of a record the write created:
+	// with the deletions it keeps a count of targets (Count) current.
+	Created bool
 }
 
 // Feed is the change feed of a store. Bolt implements it; the Store
@@ -81,14 +84,16 @@ var _ Feed = (*Bolt)(nil)
 // mark is what the change feed needs of a record before an Update's
 // function runs.
 type mark struct {
+	existed bool
 	hadLast bool
 	lastID  string
 	events  int
 }
 
-// feedMark marks rec before an Update's function runs.
-func feedMark(rec *Record) mark {
-	m := mark{events: len(rec.Events)}
+// feedMark marks rec before an Update's function runs; existed says the
+// record was stored.
+func feedMark(rec *Record, existed bool) mark {
+	m := mark{existed: existed, events: len(rec.Events)}
 	if rec.Last != nil {
 		m.hadLast, m.lastID = true, rec.Last.ID
 	}
@@ -110,6 +115,9 @@ func (m mark) changes(key Key, rec *Record) []Change {
 		for _, e := range rec.Events[m.events:] {
 			out = append(out, Change{Key: key, Kind: ChangeObservation, Event: &e})
 		}
+	}
+	if len(out) > 0 && !m.existed {
+		out[0].Created = true
 	}
 	return out
 }
@@ -202,6 +210,24 @@ func (b *Bolt) Revision(ctx context.Context) (uint64, error) {
 	return rev, err
 }
 
+// Count returns the number of records and, read in the same transaction,
+// the latest revision: the count is exact as of that revision, and the
+// changes after it (Created, ChangeDeleted) keep it current. It reads
+// every page of the records bucket.
+func (b *Bolt) Count(ctx context.Context) (n int, rev uint64, err error) {
+	if err := ctx.Err(); err != nil {
+		return 0, 0, err
+	}
+	err = b.view(func(tx *bolt.Tx) error {
+		n = tx.Bucket(bucketRecords).Stats().KeyN
+		if k, _ := tx.Bucket(bucketChanges).Cursor().Last(); k != nil {
+			rev = binary.BigEndian.Uint64(k)
+		}
+		return nil
+	})
+	return n, rev, err
+}
+
 // Changes implements Feed.
 func (b *Bolt) Changes(ctx context.Context, after uint64, limit int) ([]Change, error) {
 	if err := ctx.Err(); err != nil {
@@ -247,7 +273,7 @@ func (b *Bolt) Changes(ctx context.Context, after uint64, limit int) ([]Change, 
 // the revision is the bucket key.
 func encodeChange(c *Change) ([]byte, error) {
 	var e encoder
-	m := &pb.Change{Cluster: c.Key.Cluster, Namespace: c.Key.Namespace, Name: c.Key.Name}
+	m := &pb.Change{Cluster: c.Key.Cluster, Namespace: c.Key.Namespace, Name: c.Key.Name, Created: c.Created}
 	switch c.Kind {
 	case ChangeDecision:
 		d := c.Decision
@@ -279,7 +305,7 @@ func decodeChange(rev uint64, b []byte) (c Change, err error) {
 		return Change{}, fmt.Errorf("%w: change %d: %v", ErrCorrupt, rev, err)
 	}
 	var d decoder
-	c = Change{Revision: rev, Key: Key{Cluster: m.GetCluster(), Namespace: m.GetNamespace(), Name: m.GetName()}}
+	c = Change{Revision: rev, Key: Key{Cluster: m.GetCluster(), Namespace: m.GetNamespace(), Name: m.GetName()}, Created: m.GetCreated()}
 	switch k := m.GetKind().(type) {
 	case *pb.Change_Decision:
 		l := k.Decision

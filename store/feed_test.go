@@ -206,3 +206,44 @@ func TestFeedConcurrentWritesAreOrdered(t *testing.T) {
 		t.Logf("no commit was shared (%d commits)", st.Stats().Commits)
 	}
 }
+
+// TestFeedCountsTargets: Count is exact at its revision, and the changes
+// after it (Created, deletions) keep a count current.
+func TestFeedCountsTargets(t *testing.T) {
+	ctx := context.Background()
+	st := open(t, newPath(t), store.Options{})
+	k := func(n string) store.Key { return store.Key{Cluster: "eu1", Namespace: "shop", Name: n} }
+	for _, n := range []string{"a", "b", "c"} {
+		if _, err := st.Update(ctx, k(n), decideFn("d")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, rev, err := st.Count(ctx)
+	if err != nil || n != 3 || rev != 3 {
+		t.Fatalf("Count = %d, %d, %v; want 3 targets at revision 3", n, rev, err)
+	}
+	if _, err := st.Update(ctx, k("a"), decideFn("d2")); err != nil { // not a new target
+		t.Fatal(err)
+	}
+	if _, err := st.Update(ctx, k("d"), decideFn("d")); err != nil { // new
+		t.Fatal(err)
+	}
+	if err := st.Delete(ctx, k("b")); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := st.Changes(ctx, rev, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cs {
+		switch {
+		case c.Created:
+			n++
+		case c.Kind == store.ChangeDeleted:
+			n--
+		}
+	}
+	if got, _, _ := st.Count(ctx); n != 3 || got != 3 {
+		t.Errorf("count kept from the changes = %d, Count = %d; want 3", n, got)
+	}
+}

@@ -2042,7 +2042,9 @@ type Change struct {
 	//	*Change_Decision
 	//	*Change_Observation
 	//	*Change_Deleted
-	Kind          isChange_Kind `protobuf_oneof:"kind"`
+	Kind isChange_Kind `protobuf_oneof:"kind"`
+	// The write created the target's record (its first decision).
+	Created       bool `protobuf:"varint,7,opt,name=created,proto3" json:"created,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2130,6 +2132,13 @@ func (x *Change) GetDeleted() *timestamppb.Timestamp {
 		}
 	}
 	return nil
+}
+
+func (x *Change) GetCreated() bool {
+	if x != nil {
+		return x.Created
+	}
+	return false
 }
 
 type isChange_Kind interface {
@@ -2315,14 +2324,15 @@ const file_setpoint_storage_v1_storage_proto_rawDesc = "" +
 	"\x04from\x18\x02 \x01(\x05R\x04from\x12\x0e\n" +
 	"\x02to\x18\x03 \x01(\x05R\x02to\x12\x16\n" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x18\n" +
-	"\amessage\x18\x05 \x01(\tR\amessage\"\x95\x02\n" +
+	"\amessage\x18\x05 \x01(\tR\amessage\"\xaf\x02\n" +
 	"\x06Change\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12?\n" +
 	"\bdecision\x18\x04 \x01(\v2!.setpoint.storage.v1.LastDecisionH\x00R\bdecision\x12>\n" +
 	"\vobservation\x18\x05 \x01(\v2\x1a.setpoint.storage.v1.EventH\x00R\vobservation\x126\n" +
-	"\adeleted\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampH\x00R\adeletedB\x06\n" +
+	"\adeleted\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampH\x00R\adeleted\x12\x18\n" +
+	"\acreated\x18\a \x01(\bR\acreatedB\x06\n" +
 	"\x04kindB\xd9\x01\n" +
 	"\x17com.setpoint.storage.v1B\fStorageProtoP\x01ZBgithub.com/setpointhq/setpoint/proto/setpoint/storage/v1;storagev1\xa2\x02\x03SSX\xaa\x02\x13Setpoint.Storage.V1\xca\x02\x13Setpoint\\Storage\\V1\xe2\x02\x1fSetpoint\\Storage\\V1\\GPBMetadata\xea\x02\x15Setpoint::Storage::V1b\x06proto3"
 
