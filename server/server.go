@@ -117,18 +117,22 @@ func New(st store.Store, o Options) *Server {
 		log:      o.Logger,
 		opts:     o,
 	}
+	svcMetrics := newMetrics(registry)
 	if feed, ok := st.(store.Feed); ok {
-		h, err := newHub(context.Background(), feed, o.WatchBuffer)
+		h, err := newHub(context.Background(), feed, o.WatchBuffer, svcMetrics.watchCutoffs.Inc)
 		if err != nil {
 			o.Logger.Error("watch: cannot follow the store's change feed; Watch is unavailable", "err", err)
+		} else {
+			registerFeedMetrics(registry, h, st)
+			s.hub = h
 		}
-		s.hub = h
 	}
 	setpointv1.RegisterAutoscalerServiceServer(s.grpc, &service{
 		store: st, now: o.Now, newID: o.NewID, log: o.Logger,
 		authenticated: o.Tokens != nil,
 		limits:        simulateLimits{maxSteps: o.MaxSimulateSteps, maxPods: o.MaxSimulatePods},
 		hub:           s.hub,
+		metrics:       svcMetrics,
 	})
 	setpointv1.RegisterAdminServiceServer(s.grpc, &admin{store: st, authRequired: o.Tokens != nil, log: o.Logger})
 	healthpb.RegisterHealthServer(s.grpc, s.health)
@@ -184,6 +188,10 @@ func randomID() string {
 	_, _ = rand.Read(b[:]) // never fails
 	return hex.EncodeToString(b[:])
 }
+
+// Collector returns the server's Prometheus metrics (gRPC, service, Go
+// and process), e.g. to describe them or to register them elsewhere.
+func (s *Server) Collector() prometheus.Collector { return s.registry }
 
 // MetricsHandler serves the server's Prometheus metrics.
 func (s *Server) MetricsHandler() http.Handler {

@@ -30,6 +30,8 @@ type service struct {
 	// hub fans the store's change feed out to Watch streams; nil when the
 	// store keeps no feed.
 	hub *hub
+	// metrics are the service's Prometheus metrics.
+	metrics *metrics
 }
 
 // defaultPageSize is ListTargets' page size when the request sets none.
@@ -37,8 +39,10 @@ const defaultPageSize = 100
 
 // Recommend decides and records one decision.
 func (s *service) Recommend(ctx context.Context, req *setpointv1.RecommendRequest) (*setpointv1.RecommendResponse, error) {
+	start := time.Now()
 	in, err := convert.Input(req, s.now())
 	if err != nil {
+		s.metrics.decided(nil, in.Spec, err, time.Since(start))
 		return nil, toStatus(ctx, s.log, err)
 	}
 	id, ref := s.newID(), convert.TargetRef(req.GetSpec().GetScaleTargetRef())
@@ -46,8 +50,10 @@ func (s *service) Recommend(ctx context.Context, req *setpointv1.RecommendReques
 		return decide(rec, in, ref, id)
 	})
 	if err != nil {
+		s.metrics.decided(nil, in.Spec, err, time.Since(start))
 		return nil, toStatus(ctx, s.log, err)
 	}
+	s.metrics.decided(&rec.Last.Decision, rec.Spec, nil, time.Since(start))
 	return &setpointv1.RecommendResponse{Decision: convert.Decision(*rec.Last)}, nil
 }
 
@@ -59,6 +65,9 @@ func (s *service) Observe(ctx context.Context, req *setpointv1.ObserveRequest) (
 	})
 	if err != nil {
 		return nil, toStatus(ctx, s.log, err)
+	}
+	if n := len(rec.Events); n > 0 {
+		s.metrics.observations.WithLabelValues(string(rec.Events[n-1].Kind)).Inc()
 	}
 	return &setpointv1.ObserveResponse{Status: convert.Status(rec.Status)}, nil
 }

@@ -38,10 +38,14 @@ type hub struct {
 	buffer int
 	stop   func()
 
-	mu       sync.Mutex
-	latest   uint64 // revision of the latest change published
-	closed   bool
-	watchers map[*watcher]struct{}
+	// cutoff, when set, is called (under mu) for each watcher cut off.
+	cutoff func() // set before following, never changed
+
+	mu        sync.Mutex
+	latest    uint64 // revision of the latest change published
+	closed    bool
+	watchers  map[*watcher]struct{}
+	observers []func([]store.Change)
 }
 
 // watcher is one Watch stream's subscription.
@@ -54,9 +58,10 @@ type watcher struct {
 	cut   bool
 }
 
-// newHub follows feed; close stops it.
-func newHub(ctx context.Context, feed store.Feed, buffer int) (*hub, error) {
-	h := &hub{feed: feed, buffer: buffer, watchers: map[*watcher]struct{}{}}
+// newHub follows feed; close stops it. cutoff, when not nil, is called for
+// each stream cut off.
+func newHub(ctx context.Context, feed store.Feed, buffer int, cutoff func()) (*hub, error) {
+	h := &hub{feed: feed, buffer: buffer, cutoff: cutoff, watchers: map[*watcher]struct{}{}}
 	h.stop = feed.Follow(h.publish)
 	rev, err := feed.Revision(ctx)
 	if err != nil {
@@ -75,6 +80,9 @@ func (h *hub) publish(cs []store.Change) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.latest = max(h.latest, cs[len(cs)-1].Revision)
+	for _, o := range h.observers {
+		o(cs)
+	}
 	for w := range h.watchers {
 		for _, c := range cs {
 			if !w.match(c.Key) {
@@ -87,9 +95,27 @@ func (h *hub) publish(cs []store.Change) {
 			}
 			w.cut = true
 			h.drop(w)
+			if h.cutoff != nil {
+				h.cutoff()
+			}
 			break
 		}
 	}
+}
+
+// observe makes fn see every commit's changes, like the watchers, from
+// the store's committer; fn must not block.
+func (h *hub) observe(fn func([]store.Change)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.observers = append(h.observers, fn)
+}
+
+// revision returns the revision of the latest change published.
+func (h *hub) revision() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.latest
 }
 
 // drop ends w; h.mu is held.
@@ -152,6 +178,8 @@ func (s *service) Watch(req *setpointv1.WatchRequest, stream grpc.ServerStreamin
 		return toStatus(ctx, s.log, err)
 	}
 	defer s.hub.unsubscribe(w)
+	s.metrics.watchStreams.Inc()
+	defer s.metrics.watchStreams.Dec()
 
 	last := latest
 	if after := req.GetResumeAfter(); after > 0 {

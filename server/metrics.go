@@ -1,0 +1,242 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/setpointhq/setpoint/engine"
+	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"github.com/setpointhq/setpoint/store"
+)
+
+// The label values of action and error, as the Kubernetes HPA controller
+// spells them (pkg/controller/podautoscaler/monitor).
+const (
+	actionScaleUp   = "scale_up"
+	actionScaleDown = "scale_down"
+	actionNone      = "none"
+	errorNone       = "none"
+	errorSpec       = "spec"
+	errorInternal   = "internal"
+)
+
+// metrics are the service's own Prometheus metrics (the gRPC ones come
+// from grpcprom). The server is shared by many clusters, so no metric has
+// a per-target label: per-target series (desired replicas, each metric's
+// proposal) are the agent's, which sees only its own cluster. docs/metrics.md
+// lists them all.
+type metrics struct {
+	reconciliations   *prometheus.CounterVec
+	reconcileDuration *prometheus.HistogramVec
+	computations      *prometheus.CounterVec
+	outcomes          *prometheus.CounterVec
+	proposed          *prometheus.HistogramVec
+	desired           *prometheus.HistogramVec
+	steps             *prometheus.CounterVec
+	observations      *prometheus.CounterVec
+	watchStreams      prometheus.Gauge
+	watchCutoffs      prometheus.Counter
+}
+
+// replicaBuckets are the buckets of replica-count histograms.
+var replicaBuckets = []float64{0, 1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 233, 377, 610, 1000}
+
+// newMetrics creates the service's metrics and registers them with reg.
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		reconciliations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "setpoint", Subsystem: "server", Name: "reconciliations_total",
+			Help: "Decisions made (Recommend calls reaching the engine), by action (scale_up, scale_down, none) and error (none, spec, internal), as the HPA controller's reconciliations_total.",
+		}, []string{"action", "error"}),
+		reconcileDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "setpoint", Subsystem: "server", Name: "reconciliation_duration_seconds",
+			Help:    "Time to decide and durably record one decision, by action and error, as the HPA controller's reconciliation_duration_seconds.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}, []string{"action", "error"}),
+		computations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "setpoint", Subsystem: "server", Name: "metric_computation_total",
+			Help: "Metric computations of decisions, by action the metric proposed, error and metric_type, as the HPA controller's metric_computation_total.",
+		}, []string{"action", "error", "metric_type"}),
+		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "setpoint", Subsystem: "server", Name: "metric_outcomes_total",
+			Help: "Metric computations by metric_type and outcome (Scaled, WithinTolerance, Rebalanced, RebalanceHeld, FromZero, Failed).",
+		}, []string{"metric_type", "outcome"}),
+		proposed: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "setpoint", Subsystem: "server", Name: "metric_proposed_replicas",
+			Help:    "Replica count each metric proposed, by metric_type (failed metrics are not observed).",
+			Buckets: replicaBuckets,
+		}, []string{"metric_type"}),
+		desired: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "setpoint", Subsystem: "server", Name: "desired_replicas",
+			Help:    "Replica count of each decision, by action.",
+			Buckets: replicaBuckets,
+		}, []string{"action"}),
+		steps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "setpoint", Subsystem: "server", Name: "decision_limits_total",
+			Help: "Steps that moved a decision away from the metrics' proposal, by kind (Stabilized, Limited, CurrentAboveMax, CurrentBelowMin, MinFromZero, ScalingDisabled) and reason (ScaleUpStabilized, ScaleDownLimit, TooManyReplicas, ...): which limit held decisions back.",
+		}, []string{"kind", "reason"}),
+		observations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "setpoint", Subsystem: "server", Name: "observations_total",
+			Help: "Observations recorded (Observe), by kind (Applied, Failed, External).",
+		}, []string{"kind"}),
+		watchStreams: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "setpoint", Subsystem: "server", Name: "watch_streams",
+			Help: "Watch streams open.",
+		}),
+		watchCutoffs: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "setpoint", Subsystem: "server", Name: "watch_cutoffs_total",
+			Help: "Watch streams ended because they fell behind (their buffer was full).",
+		}),
+	}
+	reg.MustRegister(m.reconciliations, m.reconcileDuration, m.computations, m.outcomes, m.proposed, m.desired, m.steps, m.observations, m.watchStreams, m.watchCutoffs)
+	for _, a := range []string{actionScaleUp, actionScaleDown, actionNone} {
+		m.reconciliations.WithLabelValues(a, errorNone)
+	}
+	return m
+}
+
+// decided records one Recommend call that reached the handler: d is the
+// decision (nil when none was made), spec the resolved spec, err the
+// call's error.
+func (m *metrics) decided(d *engine.Decision, spec engine.Spec, err error, took time.Duration) {
+	action, errLabel := actionNone, errorNone
+	var ve *setpointv1.ValidationError
+	var fe *engine.FieldError
+	switch {
+	case errors.As(err, &ve), errors.As(err, &fe):
+		errLabel = errorSpec
+	case err != nil:
+		errLabel = errorInternal
+	case d != nil && d.Error != "":
+		errLabel = errorInternal
+	}
+	if d != nil && err == nil {
+		action = actionOf(d.Rescale, d.DesiredReplicas, d.Explanation.CurrentReplicas)
+		m.desired.WithLabelValues(action).Observe(float64(d.DesiredReplicas))
+		current := d.Explanation.CurrentReplicas
+		for i, x := range d.Explanation.Metrics {
+			typ := "Unknown"
+			if i < len(spec.Metrics) {
+				typ = string(spec.Metrics[i].Type)
+			}
+			mAction, mErr := actionOf(true, x.Proposal, current), errorNone
+			if x.Outcome == engine.OutcomeFailed {
+				mAction, mErr = actionNone, errorInternal
+			} else {
+				m.proposed.WithLabelValues(typ).Observe(float64(x.Proposal))
+			}
+			m.computations.WithLabelValues(mAction, mErr, typ).Inc()
+			m.outcomes.WithLabelValues(typ, string(x.Outcome)).Inc()
+		}
+		for _, s := range d.Explanation.Steps {
+			m.steps.WithLabelValues(string(s.Kind), s.Reason).Inc()
+		}
+	}
+	m.reconciliations.WithLabelValues(action, errLabel).Inc()
+	m.reconcileDuration.WithLabelValues(action, errLabel).Observe(took.Seconds())
+}
+
+// actionOf is the action label of a change from current to desired.
+func actionOf(rescale bool, desired, current int32) string {
+	switch {
+	case !rescale || desired == current:
+		return actionNone
+	case desired > current:
+		return actionScaleUp
+	default:
+		return actionScaleDown
+	}
+}
+
+// targetCount keeps the number of targets in the store from its change
+// feed: counted once (at the first scrape), then moved by each created and
+// deleted target.
+type targetCount struct {
+	count func(ctx context.Context) (int, uint64, error)
+
+	countMu sync.Mutex // serializes the first count
+
+	mu       sync.Mutex
+	counted  bool
+	counting bool
+	n        int
+	pending  []store.Change // changes published while counting
+}
+
+// observe follows the feed (called by the hub with each commit's changes).
+func (t *targetCount) observe(cs []store.Change) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case t.counted:
+		t.n += delta(cs, 0)
+	case t.counting:
+		t.pending = append(t.pending, cs...)
+	}
+}
+
+// delta is the change of the target count made by the changes after rev.
+func delta(cs []store.Change, rev uint64) int {
+	n := 0
+	for _, c := range cs {
+		switch {
+		case c.Revision <= rev:
+		case c.Created:
+			n++
+		case c.Kind == store.ChangeDeleted:
+			n--
+		}
+	}
+	return n
+}
+
+// value returns the count, counting the store the first time.
+func (t *targetCount) value() float64 {
+	t.countMu.Lock()
+	defer t.countMu.Unlock()
+	t.mu.Lock()
+	if t.counted {
+		defer t.mu.Unlock()
+		return float64(t.n)
+	}
+	t.counting, t.pending = true, nil
+	t.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n, rev, err := t.count(ctx)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.counting = false
+	if err != nil {
+		t.pending = nil
+		return -1
+	}
+	t.n, t.counted = n+delta(t.pending, rev), true
+	t.pending = nil
+	return float64(t.n)
+}
+
+// registerFeedMetrics registers the metrics kept from the store's change
+// feed: the number of targets (when the store can count them) and the
+// latest revision.
+func registerFeedMetrics(reg prometheus.Registerer, h *hub, st store.Store) {
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "setpoint", Subsystem: "server", Name: "feed_revision",
+		Help: "Revision of the latest change recorded (Watch resume points are revisions).",
+	}, func() float64 { return float64(h.revision()) }))
+	c, ok := st.(interface {
+		Count(ctx context.Context) (int, uint64, error)
+	})
+	if !ok {
+		return
+	}
+	t := &targetCount{count: c.Count}
+	h.observe(t.observe)
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "setpoint", Subsystem: "server", Name: "autoscalers",
+		Help: "Targets (autoscalers) the service keeps, across clusters, as the HPA controller's num_horizontal_pod_autoscalers; -1 when they could not be counted.",
+	}, t.value))
+}
