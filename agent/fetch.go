@@ -3,6 +3,8 @@ package agent
 import (
 	"context"
 	"fmt"
+	"time"
+
 	"github.com/setpointhq/setpoint/agent/api/v1alpha1"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -51,12 +53,17 @@ func needsResourceMetrics(spec *v1alpha1.AutoscalerSpec) bool {
 // fetchMetrics reads every metric of spec for the pods matched by selector
 // in namespace. It never fails as a whole: each error is recorded with the
 // metric it belongs to, and returned as failures for Events.
-func (c MetricsClients) fetchMetrics(ctx context.Context, namespace string, spec *v1alpha1.AutoscalerSpec, selector labels.Selector) (ResourceMetrics, []MetricValues, []fetchFailure) {
+func (c MetricsClients) fetchMetrics(ctx context.Context, namespace string, spec *v1alpha1.AutoscalerSpec, selector labels.Selector) (ResourceMetrics, []MetricValues, []fetchFailure, []time.Duration) {
 	var (
 		rm       ResourceMetrics
 		failures []fetchFailure
+		// took is each metric's fetch time; Resource and ContainerResource
+		// metrics share the one resource metrics fetch.
+		took         = make([]time.Duration, len(spec.Metrics))
+		resourceTook time.Duration
 	)
 	if needsResourceMetrics(spec) {
+		start := time.Now()
 		rm.Fetched = true
 		if c.Resource == nil {
 			rm.Err = fmt.Errorf("no client for the resource metrics API")
@@ -68,6 +75,7 @@ func (c MetricsClients) fetchMetrics(ctx context.Context, namespace string, spec
 				rm.Items = list.Items
 			}
 		}
+		resourceTook = time.Since(start)
 		if rm.Err != nil {
 			failures = append(failures, fetchFailure{reason: "FailedGetResourceMetric", err: rm.Err})
 		}
@@ -76,6 +84,7 @@ func (c MetricsClients) fetchMetrics(ctx context.Context, namespace string, spec
 	for i := range spec.Metrics {
 		m := &spec.Metrics[i]
 		var reason string
+		start := time.Now()
 		switch m.Type {
 		case autoscalingv2.PodsMetricSourceType:
 			reason = "FailedGetPodsMetric"
@@ -87,13 +96,15 @@ func (c MetricsClients) fetchMetrics(ctx context.Context, namespace string, spec
 			reason = "FailedGetExternalMetric"
 			values[i] = c.externalMetric(namespace, m.External)
 		default:
+			took[i] = resourceTook
 			continue
 		}
+		took[i] = time.Since(start)
 		if values[i].Err != nil {
 			failures = append(failures, fetchFailure{reason: reason, err: fmt.Errorf("spec.metrics[%d]: %w", i, values[i].Err)})
 		}
 	}
-	return rm, values, failures
+	return rm, values, failures, took
 }
 
 func (c MetricsClients) podsMetric(namespace string, src *autoscalingv2.PodsMetricSource, selector labels.Selector) MetricValues {

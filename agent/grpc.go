@@ -296,6 +296,9 @@ func recommendationOf(d *setpointv1.Decision) *Recommendation {
 		rec.CurrentMetrics = append(rec.CurrentMetrics, metricStatusOf(m))
 	}
 	rec.Explanation, rec.Reason = explain(d.GetExplanation(), d.GetDesiredReplicas())
+	for _, m := range d.GetExplanation().GetMetrics() {
+		rec.Metrics = append(rec.Metrics, MetricProposal{Proposal: m.GetProposal(), Failed: m.GetOutcome() == "Failed"})
+	}
 	return rec
 }
 

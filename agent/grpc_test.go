@@ -161,6 +161,7 @@ func TestRecommendationOf(t *testing.T) {
 			Proposal: 5,
 			Steps:    []v1alpha1.ExplanationStep{{Kind: "Limited", From: 5, To: 4, Reason: "ScaleUpLimit", Message: "limited by policy"}},
 		},
+		Metrics: []MetricProposal{{Proposal: 5}},
 	}
 	if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 })); diff != "" {
 		t.Errorf("recommendationOf (-want +got):\n%s", diff)

@@ -66,10 +66,13 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 		c.opts.Prometheus.reconciled(resultError)
 		return fmt.Errorf("%w: %v", errTerminal, err)
 	}
-	r := &run{c: c, u: u, a: a, target: target, now: metav1.NewTime(c.opts.Clock.Now()), key: key}
+	start := time.Now()
+	r := &run{c: c, u: u, a: a, target: target, now: metav1.NewTime(c.opts.Clock.Now()), key: key, action: actionNone}
 	r.status = *a.Status.DeepCopy()
+	c.opts.Prometheus.present(namespace, name)
 	result, err := r.reconcile(ctx)
 	c.opts.Prometheus.reconciled(result)
+	c.opts.Prometheus.reconciliation(r.action, r.errorLabel(result), time.Since(start))
 	return err
 }
 
@@ -86,6 +89,7 @@ func (c *Controller) deleted(ctx context.Context, key string, target Target) err
 	}
 	klog.FromContext(ctx).V(2).Info("agent: target deleted from the service")
 	c.opts.Prometheus.reconciled(resultDeleted)
+	c.opts.Prometheus.gone(target.Namespace, target.Name)
 	return nil
 }
 
@@ -99,6 +103,24 @@ type run struct {
 	now    metav1.Time
 	// status is the status being built, from a copy of the current one.
 	status v1alpha1.AutoscalerStatus
+	// action is the reconcile's action label: the rescale attempted.
+	action string
+	// failedMetrics is true when the decision carried an error (some
+	// metric could not be computed).
+	failedMetrics bool
+}
+
+// errorLabel is the reconcile's error label for its result, as the HPA
+// controller's: a spec the service rejects is spec, any other failure
+// (metrics included) internal.
+func (r *run) errorLabel(result string) string {
+	switch {
+	case result == resultInvalid:
+		return errorSpec
+	case result == resultError, result == resultServiceUnavailable, r.failedMetrics:
+		return errorInternal
+	}
+	return errorNone
 }
 
 func (r *run) event(eventtype, reason, action, note string, args ...any) {
@@ -144,7 +166,7 @@ func (r *run) reconcile(ctx context.Context) (string, error) {
 	if selector == nil {
 		selector = labels.Nothing()
 	}
-	rm, values, failures := r.c.opts.Metrics.fetchMetrics(ctx, r.a.Namespace, spec, selector)
+	rm, values, failures, took := r.c.opts.Metrics.fetchMetrics(ctx, r.a.Namespace, spec, selector)
 	for _, f := range failures {
 		r.event(corev1.EventTypeWarning, f.reason, actionGetMetric, "%s", f.err.Error())
 	}
@@ -167,7 +189,12 @@ func (r *run) reconcile(ctx context.Context) (string, error) {
 	r.status.Conditions = setCondition(r.status.Conditions, v1alpha1.ConditionServiceAvailable, corev1.ConditionTrue, v1alpha1.ReasonServiceAvailable,
 		"the Setpoint service answered the last request", r.now)
 	if rec.Error != "" {
+		r.failedMetrics = true
 		r.event(corev1.EventTypeWarning, "FailedComputeMetricsReplicas", actionCompute, "%s", rec.Error)
+	}
+	r.c.opts.Prometheus.decided(r.a.Namespace, r.a.Name, spec.Metrics, current, rec, took)
+	if !spec.DryRun {
+		r.action = actionOf(rec.Rescale, rec.DesiredReplicas, current)
 	}
 
 	r.status.DesiredReplicas = rec.DesiredReplicas

@@ -144,6 +144,17 @@ type Recommendation struct {
 	LastScaleTime *metav1.Time
 	// Explanation says how the decision was reached.
 	Explanation v1alpha1.Explanation
+	// Metrics are what each spec metric proposed, index-aligned with the
+	// spec's metrics (empty when the metrics were not used).
+	Metrics []MetricProposal
+}
+
+// MetricProposal is what one metric proposed for a decision.
+type MetricProposal struct {
+	// Proposal is the replica count the metric proposed.
+	Proposal int32
+	// Failed is true when the metric could not be computed.
+	Failed bool
 }
 
 // ObservationKind says what became of a target's replica count.
