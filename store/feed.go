@@ -73,8 +73,9 @@ type Feed interface {
 	// revision.
 	Changes(ctx context.Context, after uint64, limit int) ([]Change, error)
 	// Follow calls fn with the changes of each commit, in revision order,
-	// from the committer goroutine, right after the commit, until stop is
-	// called. fn must not block and must not call stop; it may keep the
+	// from the committer goroutine, right after the commit and before the
+	// commit's writers are answered (so a caller holding its answer never
+	// races ahead of the feed), until stop is called. fn must not block and must not call stop; it may keep the
 	// slice but not modify it. After stop returns fn is not called again.
 	Follow(fn func([]Change)) (stop func())
 }
