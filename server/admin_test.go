@@ -17,6 +17,7 @@ import (
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server"
 	bolt "go.etcd.io/bbolt"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -138,19 +139,25 @@ func TestBackupWhileServingAndRestore(t *testing.T) {
 }
 
 // TestBackupNeedsAdmin: with authentication on, Backup is refused to
-// anyone but an admin principal; without a token it never streams data.
+// anyone but an admin principal; it never streams data to them.
 func TestBackupNeedsAdmin(t *testing.T) {
-	tokens, err := server.ParseTokens([]byte(`{"principals": [{"name": "a", "role": "agent", "clusters": ["eu1"], "token": "agent-token"}]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := start(t, setup{opts: server.Options{Tokens: tokens}})
-	stream, err := setpointv1.NewAdminServiceClient(dial(t, ts.addr)).Backup(t.Context(), &setpointv1.BackupRequest{})
-	if err == nil {
-		_, err = stream.Recv()
-	}
-	if c := status.Code(err); c != codes.PermissionDenied && c != codes.Unauthenticated {
-		t.Fatalf("Backup without a token: %v, want PermissionDenied or Unauthenticated", err)
+	auth := authFromFile(t, `{"principals": [{"name": "a", "role": "cluster:eu1", "token_sha256": ["`+sha256hex("agent-token")+`"]}]}`)
+	ts := start(t, setup{opts: server.Options{Auth: auth}})
+	for _, tt := range []struct {
+		token string
+		want  codes.Code
+	}{{"", codes.Unauthenticated}, {"agent-token", codes.PermissionDenied}} {
+		opts := []grpc.DialOption{grpc.WithTransportCredentials(insecureCreds())}
+		if tt.token != "" {
+			opts = append(opts, grpc.WithPerRPCCredentials(bearer(tt.token)))
+		}
+		stream, err := setpointv1.NewAdminServiceClient(dial(t, ts.addr, opts...)).Backup(t.Context(), &setpointv1.BackupRequest{})
+		if err == nil {
+			_, err = stream.Recv()
+		}
+		if status.Code(err) != tt.want {
+			t.Errorf("Backup with token %q: %v, want %v", tt.token, err, tt.want)
+		}
 	}
 }
 

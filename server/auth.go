@@ -3,166 +3,251 @@ package server
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
-	"os"
 	"slices"
+	"strings"
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
-	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"sigs.k8s.io/yaml"
 )
 
-// Role says which methods a principal may call.
+// Role says what a principal may do.
 type Role string
 
-// The roles.
+// The roles besides the per-cluster ones (see ClusterRole).
 const (
-	// RoleAgent may call Recommend and Observe for its clusters.
-	RoleAgent Role = "agent"
-	// RoleReader may call GetTarget and ListTargets for its clusters.
-	RoleReader Role = "reader"
-	// RoleAdmin may call everything, for every cluster.
+	// RolePlatform may read (GetTarget, ListTargets, Watch, Simulate
+	// seeded from a target) the targets of the clusters it is granted.
+	RolePlatform Role = "platform"
+	// RoleAdmin may call everything, for every cluster, including the
+	// AdminService.
 	RoleAdmin Role = "admin"
 )
 
-// AllClusters in a principal's clusters admits every cluster.
+// clusterRolePrefix starts the role of a cluster's agent.
+const clusterRolePrefix = "cluster:"
+
+// AllClusters in a platform principal's clusters grants every cluster.
 const AllClusters = "*"
 
-// Principal is who a bearer token authenticates.
+// ClusterRole is the role of the agent of cluster name ("cluster:<name>"):
+// it may decide for (Recommend, Observe, DeleteTarget) and read the targets
+// of that cluster only.
+func ClusterRole(name string) Role { return Role(clusterRolePrefix + name) }
+
+// Cluster returns the cluster of a cluster role, and whether r is one.
+func (r Role) Cluster() (string, bool) {
+	name, ok := strings.CutPrefix(string(r), clusterRolePrefix)
+	return name, ok && name != ""
+}
+
+// Principal is an authenticated caller.
 type Principal struct {
-	// Name identifies the principal in logs.
-	Name string `json:"name"`
-	// Role says which methods it may call.
-	Role Role `json:"role"`
-	// Clusters are the clusters it may act on ("*" for all); ignored for
-	// admins.
-	Clusters []string `json:"clusters"`
+	// Name identifies the principal in logs and audit records.
+	Name string
+	// Role says what it may do.
+	Role Role
+	// Clusters are the clusters a platform principal may read
+	// (AllClusters for all); unused by the other roles.
+	Clusters []string
 }
 
-// Tokens maps bearer tokens to principals. Load it with LoadTokens.
-type Tokens struct {
-	bySum map[[sha256.Size]byte]Principal
-}
-
-// tokenFile is the token file's format.
-type tokenFile struct {
-	Principals []struct {
-		Principal
-		// Token is the bearer token in clear; or
-		Token string `json:"token"`
-		// TokenSHA256 is the hex SHA-256 of the bearer token.
-		TokenSHA256 string `json:"token_sha256"`
-	} `json:"principals"`
-}
-
-// LoadTokens reads a token file: JSON of the form
-//
-//	{"principals": [
-//	  {"name": "agent-eu1", "role": "agent",  "clusters": ["eu1"], "token": "…"},
-//	  {"name": "dashboard", "role": "reader", "clusters": ["*"], "token_sha256": "<hex sha256 of the token>"},
-//	  {"name": "ops",       "role": "admin",  "token": "…"}
-//	]}
-func LoadTokens(path string) (*Tokens, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("server: token file: %w", err)
+// CanRead reports whether p may read the targets of cluster. The empty
+// cluster stands for every cluster: only admins and platform principals
+// granted AllClusters may read it.
+func (p Principal) CanRead(cluster string) bool {
+	switch p.Role {
+	case RoleAdmin:
+		return true
+	case RolePlatform:
+		return slices.Contains(p.Clusters, AllClusters) || (cluster != "" && slices.Contains(p.Clusters, cluster))
 	}
-	return ParseTokens(b)
+	own, ok := p.Role.Cluster()
+	return ok && cluster == own
 }
 
-// ParseTokens parses the content of a token file (see LoadTokens).
-func ParseTokens(b []byte) (*Tokens, error) {
-	var f tokenFile
-	if err := json.Unmarshal(b, &f); err != nil {
-		return nil, fmt.Errorf("server: token file: %w", err)
+// CanWrite reports whether p may decide for, observe or delete the targets
+// of cluster: admins everywhere, a cluster's agent in its own cluster.
+func (p Principal) CanWrite(cluster string) bool {
+	if p.Role == RoleAdmin {
+		return true
 	}
-	t := &Tokens{bySum: make(map[[sha256.Size]byte]Principal)}
-	for i, p := range f.Principals {
-		var sum [sha256.Size]byte
-		switch {
-		case p.Token != "" && p.TokenSHA256 == "":
-			sum = sha256.Sum256([]byte(p.Token))
-		case p.Token == "" && p.TokenSHA256 != "":
-			raw, err := hex.DecodeString(p.TokenSHA256)
-			if err != nil || len(raw) != sha256.Size {
-				return nil, fmt.Errorf("server: token file: principals[%d].token_sha256: not a hex SHA-256", i)
-			}
-			copy(sum[:], raw)
-		default:
-			return nil, fmt.Errorf("server: token file: principals[%d]: exactly one of token and token_sha256 must be set", i)
-		}
-		switch p.Role {
-		case RoleAgent, RoleReader, RoleAdmin:
-		default:
-			return nil, fmt.Errorf("server: token file: principals[%d].role: %q is not agent, reader or admin", i, p.Role)
-		}
-		if p.Name == "" {
-			return nil, fmt.Errorf("server: token file: principals[%d].name: must be set", i)
-		}
-		if _, dup := t.bySum[sum]; dup {
-			return nil, fmt.Errorf("server: token file: principals[%d]: duplicate token", i)
-		}
-		t.bySum[sum] = p.Principal
-	}
-	return t, nil
+	own, ok := p.Role.Cluster()
+	return ok && cluster != "" && cluster == own
 }
 
 // principalKey is the context key of the authenticated principal.
 type principalKey struct{}
 
-// PrincipalFrom returns the principal authenticated for ctx.
+// PrincipalFrom returns the principal authenticated for ctx; false when
+// the server runs without authentication.
 func PrincipalFrom(ctx context.Context) (Principal, bool) {
 	p, ok := ctx.Value(principalKey{}).(Principal)
 	return p, ok
 }
 
-// authenticate is the auth.AuthFunc: the bearer token names a principal.
-func (t *Tokens) authenticate(ctx context.Context) (context.Context, error) {
-	token, err := auth.AuthFromMD(ctx, "bearer")
+// withPrincipal returns ctx carrying p.
+func withPrincipal(ctx context.Context, p Principal) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
+// AuthConfig maps credentials to principals: client certificate
+// identities and SHA-256 digests of bearer tokens. Parse it with
+// ParseAuthConfig; the server reloads it with NewAuthenticator.
+type AuthConfig struct {
+	byIdentity map[string]Principal
+	byToken    map[[sha256.Size]byte]Principal
+}
+
+// authFile is the principals file's format; see docs/security.md.
+type authFile struct {
+	Principals []struct {
+		Name         string   `json:"name"`
+		Role         Role     `json:"role"`
+		Clusters     []string `json:"clusters,omitempty"`
+		Certificates []string `json:"certificates,omitempty"`
+		TokenSHA256  []string `json:"token_sha256,omitempty"`
+	} `json:"principals"`
+}
+
+// ParseAuthConfig parses a principals file (JSON or YAML; unknown fields
+// are errors):
+//
+//	{"principals": [
+//	  {"name": "agent-eu1", "role": "cluster:eu1",
+//	   "certificates": ["spiffe://setpoint.example/cluster/eu1"]},
+//	  {"name": "dashboard", "role": "platform", "clusters": ["eu1", "us1"],
+//	   "token_sha256": ["<hex SHA-256 of the token>"]},
+//	  {"name": "ops", "role": "admin", "certificates": ["ops.example"]}
+//	]}
+//
+// A certificate identity is a URI SAN of the client certificate (a SPIFFE
+// ID) or, for a certificate without URI SANs, its subject common name.
+// Tokens are stored only as their hex SHA-256.
+func ParseAuthConfig(b []byte) (*AuthConfig, error) {
+	var f authFile
+	if err := yaml.UnmarshalStrict(b, &f); err != nil {
+		return nil, fmt.Errorf("server: principals file: %w", err)
+	}
+	c := &AuthConfig{byIdentity: map[string]Principal{}, byToken: map[[sha256.Size]byte]Principal{}}
+	names := map[string]bool{}
+	for i, e := range f.Principals {
+		at := func(field string) string { return fmt.Sprintf("server: principals file: principals[%d]%s", i, field) }
+		if e.Name == "" || names[e.Name] {
+			return nil, fmt.Errorf("%s: must be set and unique", at(".name"))
+		}
+		names[e.Name] = true
+		_, isCluster := e.Role.Cluster()
+		switch {
+		case e.Role == RolePlatform && len(e.Clusters) == 0:
+			return nil, fmt.Errorf("%s: a platform principal needs its clusters (%q for all)", at(".clusters"), AllClusters)
+		case e.Role != RolePlatform && len(e.Clusters) > 0:
+			return nil, fmt.Errorf("%s: only platform principals take clusters", at(".clusters"))
+		case e.Role != RolePlatform && e.Role != RoleAdmin && !isCluster:
+			return nil, fmt.Errorf("%s: %q is not cluster:<name>, platform or admin", at(".role"), e.Role)
+		case len(e.Certificates) == 0 && len(e.TokenSHA256) == 0:
+			return nil, fmt.Errorf("%s: needs certificates or token_sha256", at(""))
+		}
+		p := Principal{Name: e.Name, Role: e.Role, Clusters: slices.Clone(e.Clusters)}
+		for j, id := range e.Certificates {
+			if _, dup := c.byIdentity[id]; dup || id == "" {
+				return nil, fmt.Errorf("%s: empty or listed twice", at(fmt.Sprintf(".certificates[%d]", j)))
+			}
+			c.byIdentity[id] = p
+		}
+		for j, h := range e.TokenSHA256 {
+			raw, err := hex.DecodeString(h)
+			if err != nil || len(raw) != sha256.Size {
+				return nil, fmt.Errorf("%s: not a hex SHA-256", at(fmt.Sprintf(".token_sha256[%d]", j)))
+			}
+			sum := [sha256.Size]byte(raw)
+			if _, dup := c.byToken[sum]; dup {
+				return nil, fmt.Errorf("%s: listed twice", at(fmt.Sprintf(".token_sha256[%d]", j)))
+			}
+			c.byToken[sum] = p
+		}
+	}
+	return c, nil
+}
+
+// Authenticator authenticates callers with a principals file it reloads
+// when the file changes (see ParseAuthConfig and ReloadOptions).
+type Authenticator struct {
+	r *reloader[*AuthConfig]
+}
+
+// NewAuthenticator loads the principals file at path; it must parse now.
+// Later a changed file is picked up within o.Interval; a file that no
+// longer parses keeps the previous principals (and is logged).
+func NewAuthenticator(path string, o ReloadOptions) (*Authenticator, error) {
+	r, err := newReloader("principals file", []string{path}, func(b [][]byte) (*AuthConfig, error) { return ParseAuthConfig(b[0]) }, o)
 	if err != nil {
 		return nil, err
 	}
-	p, ok := t.bySum[sha256.Sum256([]byte(token))]
-	if !ok {
-		return nil, status.Error(codes.Unauthenticated, "unknown bearer token")
-	}
-	return context.WithValue(ctx, principalKey{}, p), nil
+	return &Authenticator{r: r}, nil
 }
 
-// methodRoles lists the roles, besides admin, allowed to call each method.
-var methodRoles = map[string]Role{
-	setpointv1.AutoscalerService_Recommend_FullMethodName:   RoleAgent,
-	setpointv1.AutoscalerService_Observe_FullMethodName:     RoleAgent,
-	setpointv1.AutoscalerService_GetTarget_FullMethodName:   RoleReader,
-	setpointv1.AutoscalerService_ListTargets_FullMethodName: RoleReader,
+// errUnauthenticated is the one answer to missing or unknown credentials.
+var errUnauthenticated = status.Error(codes.Unauthenticated, "authentication required: a client certificate or bearer token of a known principal")
+
+// authenticate finds the caller's principal: the identity of a verified
+// client certificate when the principals file lists it, else the bearer
+// token's. Neither is Unauthenticated.
+func (a *Authenticator) authenticate(ctx context.Context) (Principal, string, error) {
+	c := a.r.current()
+	var presented string
+	if leaf := verifiedClientCert(ctx); leaf != nil {
+		for _, id := range certIdentities(leaf) {
+			if p, ok := c.byIdentity[id]; ok {
+				return p, "certificate " + id, nil
+			}
+			presented = "certificate " + id
+		}
+	}
+	token, err := auth.AuthFromMD(ctx, "bearer")
+	if err != nil {
+		return Principal{}, presented, errUnauthenticated
+	}
+	// Looking the digest up in a map is safe from timing attacks: what
+	// the lookup's timing could reveal is about the digest, not the token.
+	if p, ok := c.byToken[sha256.Sum256([]byte(token))]; ok {
+		return p, "token", nil
+	}
+	return Principal{}, "unknown token", errUnauthenticated
 }
 
-// authorize admits a call when the principal's role allows the method and
-// its clusters the request's cluster.
-func authorize(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	p, ok := PrincipalFrom(ctx)
+// verifiedClientCert returns the client certificate of ctx's connection
+// when the TLS handshake verified it against the client CA; nil otherwise.
+func verifiedClientCert(ctx context.Context) *x509.Certificate {
+	p, ok := peer.FromContext(ctx)
 	if !ok {
-		return nil, status.Error(codes.Unauthenticated, "not authenticated")
+		return nil
 	}
-	if p.Role == RoleAdmin {
-		return handler(ctx, req)
+	info, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok || len(info.State.VerifiedChains) == 0 || len(info.State.VerifiedChains[0]) == 0 {
+		return nil
 	}
-	if methodRoles[info.FullMethod] != p.Role {
-		return nil, status.Errorf(codes.PermissionDenied, "%s (role %s) may not call %s", p.Name, p.Role, info.FullMethod)
+	return info.State.VerifiedChains[0][0]
+}
+
+// certIdentities returns a certificate's identities: its URI SANs (SPIFFE
+// IDs), or its subject common name when it has none.
+func certIdentities(c *x509.Certificate) []string {
+	if len(c.URIs) > 0 {
+		ids := make([]string, len(c.URIs))
+		for i, u := range c.URIs {
+			ids[i] = u.String()
+		}
+		return ids
 	}
-	var cluster string
-	switch r := req.(type) {
-	case interface{ GetTarget() *setpointv1.TargetKey }:
-		cluster = r.GetTarget().GetCluster()
-	case *setpointv1.ListTargetsRequest:
-		cluster = r.GetCluster()
+	if c.Subject.CommonName != "" {
+		return []string{c.Subject.CommonName}
 	}
-	if !slices.Contains(p.Clusters, AllClusters) && (cluster == "" || !slices.Contains(p.Clusters, cluster)) {
-		return nil, status.Errorf(codes.PermissionDenied, "%s may not act on cluster %q", p.Name, cluster)
-	}
-	return handler(ctx, req)
+	return nil
 }

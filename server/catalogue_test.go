@@ -12,6 +12,7 @@ import (
 	"time"
 
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"github.com/setpointhq/setpoint/server"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -249,12 +250,18 @@ func catalogue() []hostile {
 			r.Observations = []*setpointv1.MetricObservation{{Values: []*setpointv1.MetricValue{{Value: "30", Timestamp: timestamppb.New(t0)}}}}
 		}), code: codes.OK, check: wantDesired(7)},
 		// Size.
-		{name: "100k pods", call: recommendWith(func(r *setpointv1.RecommendRequest) {
+		{name: "10k pods (-max-pods-per-request's default)", call: recommendWith(func(r *setpointv1.RecommendRequest) {
+			big := request("web", server.DefaultMaxPodsPerRequest, t0)
+			r.Pods, r.ResourceMetrics = big.Pods, big.ResourceMetrics
+			r.Spec.MaxReplicas = 1_000_000
+			r.Scale.Replicas, r.Scale.StatusReplicas = server.DefaultMaxPodsPerRequest, server.DefaultMaxPodsPerRequest
+		}), code: codes.OK, check: wantDesired(16_000)},
+		{name: "100k pods (over -max-pods-per-request)", call: recommendWith(func(r *setpointv1.RecommendRequest) {
 			big := request("web", 100_000, t0)
 			r.Pods, r.ResourceMetrics = big.Pods, big.ResourceMetrics
 			r.Spec.MaxReplicas = 1_000_000
 			r.Scale.Replicas, r.Scale.StatusReplicas = 100_000, 100_000
-		}), code: codes.OK, check: wantDesired(160_000)},
+		}), code: codes.InvalidArgument, field: "pods"},
 		{name: "oversized message (17 MiB)", call: recommendWith(func(r *setpointv1.RecommendRequest) {
 			r.Scale.Selector = "app=" + strings.Repeat("x", 17<<20)
 		}), code: codes.ResourceExhausted},

@@ -7,21 +7,37 @@
 // toStatus. The server clock is a field (Options.Now), so tests and the
 // conformance runner can step it.
 //
-// Every unary call passes one explicit interceptor chain, outermost first:
+// Every call passes one explicit interceptor chain, outermost first:
 //
 //  1. Prometheus metrics (grpc_server_handled_total, handling-time
 //     histograms), exposed by MetricsHandler on /metrics;
 //  2. logging (log/slog) of every finished call;
-//  3. authentication: a bearer token from the token file (Tokens) names a
-//     principal, else Unauthenticated; health and reflection need none;
-//  4. authorization: the principal's role admits the method and its
-//     clusters admit the request's cluster, else PermissionDenied;
-//  5. validation: the request's Validate method (hand-written next to the
+//  3. authentication (with an Authenticator): a verified client
+//     certificate's identity (URI SAN, else subject CN) or a bearer token's
+//     SHA-256 names a Principal from the principals file, else
+//     Unauthenticated; health and reflection need none;
+//  4. the per-principal rate limit (token bucket): ResourceExhausted with a
+//     google.rpc.RetryInfo;
+//  5. authorization: the target (or cluster) inside the request against
+//     the principal's role — one policy table for every method of
+//     AutoscalerService and AdminService, admin-only by default — else
+//     PermissionDenied with a message that names nothing;
+//  6. request limits: pods and metrics per request, answered as
+//     InvalidArgument with a google.rpc.BadRequest;
+//  7. the audit of decisions that changed replicas (denials are audited
+//     where they happen);
+//  8. validation: the request's Validate method (hand-written next to the
 //     generated types), answered as InvalidArgument with a
 //     google.rpc.BadRequest detail;
-//  6. the in-flight bound on Recommend: ResourceExhausted when full;
-//  7. recovery, last: a panic answers Internal with a generic message and
+//  9. the in-flight bound on Recommend: ResourceExhausted when full;
+//  10. recovery, last: a panic answers Internal with a generic message and
 //     its stack is logged.
+//
+// Server streams pass the same steps: their request is checked as the
+// handler receives it. Transport limits (message size, streams per
+// connection, keepalive enforcement) are gRPC server options. TLS comes
+// from NewTLSConfig, which reloads rotated files; docs/security.md has the
+// threat model and the operator's view.
 //
 // Validation is a small interceptor of this package rather than
 // go-grpc-middleware's validator: that one answers with the error's text

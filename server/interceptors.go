@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"runtime/debug"
-	"strings"
 
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
@@ -18,49 +17,72 @@ import (
 	"google.golang.org/grpc/status"
 )
 
+// chainConfig is what the interceptor chain needs.
+type chainConfig struct {
+	metrics  *grpcprom.ServerMetrics
+	log      *slog.Logger
+	guard    *guard
+	limits   requestLimits
+	inFlight chan struct{}
+}
+
 // chain returns the server options installing the interceptor chain, in
-// order: metrics, logging, authentication and authorization (when tokens
-// are configured), validation, the Recommend in-flight bound, recovery.
-func chain(metrics *grpcprom.ServerMetrics, log *slog.Logger, tokens *Tokens, inFlight chan struct{}) []grpc.ServerOption {
-	logger := slogAdapter(log)
+// order: metrics, logging, then for the guarded services authentication,
+// the per-principal rate limit and authorization (when an Authenticator is
+// configured; the rate limit when one is set), then request limits, the
+// audit of decisions, validation, the Recommend in-flight bound, recovery.
+// Streams pass the same steps; their requests are checked as the handler
+// receives them.
+func chain(c chainConfig) []grpc.ServerOption {
+	logger := slogAdapter(c.log)
 	logOpts := []logging.Option{logging.WithLogOnEvents(logging.FinishCall)}
 	recoverOpts := []recovery.Option{recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
-		log.ErrorContext(ctx, "panic in handler", "panic", p, "stack", string(debug.Stack()))
+		c.log.ErrorContext(ctx, "panic in handler", "panic", p, "stack", string(debug.Stack()))
 		return status.Error(codes.Internal, "internal error")
 	})}
+	guarded := selector.MatchFunc(guardedService)
 	unary := []grpc.UnaryServerInterceptor{
-		metrics.UnaryServerInterceptor(),
+		c.metrics.UnaryServerInterceptor(),
 		logging.UnaryServerInterceptor(logger, logOpts...),
 		rejectUndecodable, // codec.go: before anything that may end a call
 	}
-	if tokens != nil {
-		unary = append(unary,
-			selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(tokens.authenticate), selector.MatchFunc(ownService)),
-			selector.UnaryServerInterceptor(authorize, selector.MatchFunc(ownService)),
-		)
-	}
-	unary = append(unary,
-		validate(log),
-		limitRecommends(inFlight),
-		recovery.UnaryServerInterceptor(recoverOpts...),
-	)
 	stream := []grpc.StreamServerInterceptor{
-		metrics.StreamServerInterceptor(),
+		c.metrics.StreamServerInterceptor(),
 		logging.StreamServerInterceptor(logger, logOpts...),
 		rejectUndecodableStream, // codec.go: before anything that may end a call
 	}
-	if tokens != nil {
-		// Streams are authenticated; Watch filters by the principal's clusters itself.
-		stream = append(stream, selector.StreamServerInterceptor(auth.StreamServerInterceptor(tokens.authenticate), selector.MatchFunc(ownService)))
+	g := c.guard
+	if g.auth != nil {
+		unary = append(unary, selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(g.authenticate), guarded))
+		stream = append(stream, selector.StreamServerInterceptor(auth.StreamServerInterceptor(g.authenticate), guarded))
 	}
-	stream = append(stream, recovery.StreamServerInterceptor(recoverOpts...))
+	if g.rates != nil {
+		unary = append(unary, selector.UnaryServerInterceptor(g.rates.unary, guarded))
+		stream = append(stream, selector.StreamServerInterceptor(g.rates.stream, guarded))
+	}
+	if g.auth != nil {
+		unary = append(unary, selector.UnaryServerInterceptor(g.unaryAuthorize, guarded))
+		stream = append(stream, selector.StreamServerInterceptor(g.streamAuthorize, guarded))
+	}
+	unary = append(unary,
+		c.limits.unary,
+		g.audit.decisions,
+		validate(c.log),
+		limitRecommends(c.inFlight),
+		recovery.UnaryServerInterceptor(recoverOpts...),
+	)
+	stream = append(stream,
+		c.limits.stream,
+		recovery.StreamServerInterceptor(recoverOpts...),
+	)
 	return []grpc.ServerOption{grpc.ChainUnaryInterceptor(unary...), grpc.ChainStreamInterceptor(stream...)}
 }
 
-// ownService matches the methods of AutoscalerService; health and
-// reflection are open to everyone.
-func ownService(_ context.Context, c interceptors.CallMeta) bool {
-	return strings.HasPrefix(c.FullMethod(), "/"+setpointv1.AutoscalerService_ServiceDesc.ServiceName+"/")
+// guardedService matches the methods of AutoscalerService and
+// AdminService; health and reflection are open to everyone.
+func guardedService(_ context.Context, c interceptors.CallMeta) bool {
+	return c.Service == setpointv1.AutoscalerService_ServiceDesc.ServiceName ||
+		c.Service == setpointv1.AdminService_ServiceDesc.ServiceName
 }
 
 // slogAdapter makes a logging.Logger of an slog.Logger.

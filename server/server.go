@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 )
 
@@ -30,6 +31,11 @@ const (
 	DefaultMaxRecvMsgSize        = 16 << 20
 	DefaultMaxConcurrentStreams  = 1024
 	DefaultMaxInFlightRecommends = 256
+	DefaultMaxPodsPerRequest     = 10000
+	DefaultMaxMetricsPerRequest  = 50
+	DefaultKeepaliveMinTime      = 10 * time.Second
+	DefaultKeepaliveTime         = time.Minute
+	DefaultKeepaliveTimeout      = 20 * time.Second
 	DefaultExpireAfter           = 168 * time.Hour
 	DefaultExpireInterval        = time.Hour
 	DefaultShutdownTimeout       = 30 * time.Second
@@ -42,16 +48,39 @@ type Options struct {
 	Now func() time.Time
 	// Logger receives the server's logs; slog.Default() when nil.
 	Logger *slog.Logger
-	// Tokens authenticate callers; nil disables authentication and
-	// authorization (every caller may call everything).
-	Tokens *Tokens
-	// TLS, when set, serves TLS (with client certificates when it asks for
-	// them).
+	// Auth authenticates callers (client certificates and bearer tokens)
+	// and enables authorization; nil disables both (every caller may call
+	// everything): a development and in-process test mode.
+	Auth *Authenticator
+	// TLS, when set, serves TLS (see NewTLSConfig for a configuration
+	// that reloads rotated certificates); nil serves plaintext.
 	TLS *tls.Config
+	// RateLimit is each principal's sustained rate of calls, per second;
+	// 0 disables rate limiting. Calls without a principal (no Auth) are
+	// never limited.
+	RateLimit float64
+	// RateBurst is how many calls a principal may make at once above the
+	// rate; max(1, RateLimit) when zero.
+	RateBurst int
 	// MaxRecvMsgSize is the largest request accepted, in bytes.
 	MaxRecvMsgSize int
+	// MaxPodsPerRequest bounds the pods, pod metrics and per-pod metric
+	// values of one request (per step for Simulate).
+	MaxPodsPerRequest int
+	// MaxMetricsPerRequest bounds the spec metrics and metric observations
+	// of one request (per step for Simulate).
+	MaxMetricsPerRequest int
 	// MaxConcurrentStreams bounds the concurrent calls of one connection.
 	MaxConcurrentStreams uint32
+	// KeepaliveMinTime is the shortest interval between a client's
+	// keepalive pings the server tolerates (also without calls in flight);
+	// a client pinging more often is disconnected (GOAWAY
+	// ENHANCE_YOUR_CALM, "too_many_pings").
+	KeepaliveMinTime time.Duration
+	// KeepaliveTime is how long a connection may be idle before the server
+	// pings the client; KeepaliveTimeout is how long it waits for the
+	// answer before closing the connection.
+	KeepaliveTime, KeepaliveTimeout time.Duration
 	// MaxInFlightRecommends bounds the Recommend calls in flight; more
 	// fail with ResourceExhausted.
 	MaxInFlightRecommends int
@@ -100,10 +129,22 @@ func New(st store.Store, o Options) *Server {
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(metrics, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	opts := append(chain(metrics, o.Logger, o.Tokens, make(chan struct{}, o.MaxInFlightRecommends)),
+	g := &guard{auth: o.Auth, audit: auditor{log: o.Logger}}
+	if o.RateLimit > 0 {
+		g.rates = newRateLimiter(o.RateLimit, o.RateBurst, o.Now, g.audit)
+	}
+	opts := append(chain(chainConfig{
+		metrics:  metrics,
+		log:      o.Logger,
+		guard:    g,
+		limits:   requestLimits{maxPods: o.MaxPodsPerRequest, maxMetrics: o.MaxMetricsPerRequest},
+		inFlight: make(chan struct{}, o.MaxInFlightRecommends),
+	}),
 		grpc.MaxRecvMsgSize(o.MaxRecvMsgSize),
 		grpc.MaxConcurrentStreams(o.MaxConcurrentStreams),
 		grpc.ForceServerCodecV2(newRequestCodec()), // codec.go: undecodable requests are InvalidArgument
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: o.KeepaliveMinTime, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: o.KeepaliveTime, Timeout: o.KeepaliveTimeout}),
 	)
 	if o.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(o.TLS)))
@@ -129,12 +170,12 @@ func New(st store.Store, o Options) *Server {
 	}
 	setpointv1.RegisterAutoscalerServiceServer(s.grpc, &service{
 		store: st, now: o.Now, newID: o.NewID, log: o.Logger,
-		authenticated: o.Tokens != nil,
+		authenticated: o.Auth != nil,
 		limits:        simulateLimits{maxSteps: o.MaxSimulateSteps, maxPods: o.MaxSimulatePods},
 		hub:           s.hub,
 		metrics:       svcMetrics,
 	})
-	setpointv1.RegisterAdminServiceServer(s.grpc, &admin{store: st, authRequired: o.Tokens != nil, log: o.Logger})
+	setpointv1.RegisterAdminServiceServer(s.grpc, &admin{store: st, authRequired: o.Auth != nil, log: o.Logger})
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)
 	metrics.InitializeMetrics(s.grpc)
@@ -151,6 +192,24 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxRecvMsgSize <= 0 {
 		o.MaxRecvMsgSize = DefaultMaxRecvMsgSize
+	}
+	if o.RateBurst <= 0 {
+		o.RateBurst = max(1, int(o.RateLimit))
+	}
+	if o.MaxPodsPerRequest <= 0 {
+		o.MaxPodsPerRequest = DefaultMaxPodsPerRequest
+	}
+	if o.MaxMetricsPerRequest <= 0 {
+		o.MaxMetricsPerRequest = DefaultMaxMetricsPerRequest
+	}
+	if o.KeepaliveMinTime <= 0 {
+		o.KeepaliveMinTime = DefaultKeepaliveMinTime
+	}
+	if o.KeepaliveTime <= 0 {
+		o.KeepaliveTime = DefaultKeepaliveTime
+	}
+	if o.KeepaliveTimeout <= 0 {
+		o.KeepaliveTimeout = DefaultKeepaliveTimeout
 	}
 	if o.MaxConcurrentStreams == 0 {
 		o.MaxConcurrentStreams = DefaultMaxConcurrentStreams

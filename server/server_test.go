@@ -2,15 +2,7 @@ package server_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"io"
-	"math/big"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -22,7 +14,6 @@ import (
 	"github.com/setpointhq/setpoint/server"
 	"github.com/setpointhq/setpoint/store"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
@@ -171,79 +162,6 @@ func TestInvalidArgumentNamesTheField(t *testing.T) {
 			}
 			t.Fatalf("no BadRequest detail in %v", err)
 		})
-	}
-}
-
-// tokens: an agent of eu1, a reader of every cluster, an admin.
-const tokens = `{"principals": [
-  {"name": "agent-eu1", "role": "agent", "clusters": ["eu1"], "token": "agent-token"},
-  {"name": "dashboard", "role": "reader", "clusters": ["*"], "token": "reader-token"},
-  {"name": "ops", "role": "admin", "token_sha256": "` + adminSum + `"}
-]}`
-
-// adminSum is the SHA-256 of "admin-token".
-const adminSum = "5db9c2a7a8f6a4b6f1e7d2cf2d0c5e3a3b0a1ef9b4f5dc4bb44e4b0b1c2f0e3d"
-
-func TestAuth(t *testing.T) {
-	tok, err := server.ParseTokens([]byte(strings.Replace(tokens, adminSum, sha256hex("admin-token"), 1)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := start(t, setup{opts: server.Options{Tokens: tok}})
-	recommend := func(ctx context.Context, c setpointv1.AutoscalerServiceClient, cluster string) error {
-		req := request("web", 2, t0)
-		req.Target.Cluster = cluster
-		_, err := c.Recommend(ctx, req)
-		return err
-	}
-	tests := []struct {
-		name  string
-		token string
-		call  func(context.Context, setpointv1.AutoscalerServiceClient) error
-		want  codes.Code
-	}{
-		{"no token", "", func(ctx context.Context, c setpointv1.AutoscalerServiceClient) error { return recommend(ctx, c, "eu1") }, codes.Unauthenticated},
-		{"unknown token", "guess", func(ctx context.Context, c setpointv1.AutoscalerServiceClient) error { return recommend(ctx, c, "eu1") }, codes.Unauthenticated},
-		{"agent in its cluster", "agent-token", func(ctx context.Context, c setpointv1.AutoscalerServiceClient) error { return recommend(ctx, c, "eu1") }, codes.OK},
-		{"agent in another cluster", "agent-token", func(ctx context.Context, c setpointv1.AutoscalerServiceClient) error { return recommend(ctx, c, "us1") }, codes.PermissionDenied},
-		{"agent reads", "agent-token", func(ctx context.Context, c setpointv1.AutoscalerServiceClient) error {
-			_, err := c.GetTarget(ctx, &setpointv1.GetTargetRequest{Target: key("web")})
-			return err
-		}, codes.PermissionDenied},
-		{"reader reads", "reader-token", func(ctx context.Context, c setpointv1.AutoscalerServiceClient) error {
-			_, err := c.GetTarget(ctx, &setpointv1.GetTargetRequest{Target: key("web")})
-			return err
-		}, codes.OK},
-		{"reader lists", "reader-token", func(ctx context.Context, c setpointv1.AutoscalerServiceClient) error {
-			_, err := c.ListTargets(ctx, &setpointv1.ListTargetsRequest{})
-			return err
-		}, codes.OK},
-		{"reader recommends", "reader-token", func(ctx context.Context, c setpointv1.AutoscalerServiceClient) error { return recommend(ctx, c, "eu1") }, codes.PermissionDenied},
-		{"reader deletes", "reader-token", func(ctx context.Context, c setpointv1.AutoscalerServiceClient) error {
-			_, err := c.DeleteTarget(ctx, &setpointv1.DeleteTargetRequest{Target: key("web")})
-			return err
-		}, codes.PermissionDenied},
-		{"admin recommends anywhere", "admin-token", func(ctx context.Context, c setpointv1.AutoscalerServiceClient) error { return recommend(ctx, c, "us1") }, codes.OK},
-		{"admin deletes", "admin-token", func(ctx context.Context, c setpointv1.AutoscalerServiceClient) error {
-			_, err := c.DeleteTarget(ctx, &setpointv1.DeleteTargetRequest{Target: key("web")})
-			return err
-		}, codes.OK},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			opts := []grpc.DialOption{grpc.WithTransportCredentials(insecureCreds())}
-			if tt.token != "" {
-				opts = append(opts, grpc.WithPerRPCCredentials(bearer(tt.token)))
-			}
-			if err := tt.call(t.Context(), ts.client(t, opts...)); status.Code(err) != tt.want {
-				t.Errorf("err = %v, want %v", err, tt.want)
-			}
-		})
-	}
-	// Health needs no token.
-	h := healthpb.NewHealthClient(dial(t, ts.addr))
-	if _, err := h.Check(t.Context(), &healthpb.HealthCheckRequest{}); err != nil {
-		t.Errorf("health without a token: %v", err)
 	}
 }
 
@@ -415,62 +333,4 @@ func TestMetricsEndpoint(t *testing.T) {
 	if !strings.Contains(string(b), `grpc_server_handled_total{grpc_code="OK",grpc_method="Recommend",grpc_service="setpoint.v1.AutoscalerService",grpc_type="unary"} 1`) {
 		t.Errorf("metrics lack grpc_server_handled_total for Recommend:\n%.2000s", b)
 	}
-}
-
-func TestTLS(t *testing.T) {
-	ca, serverCert, clientCert := testPKI(t)
-	pool := x509.NewCertPool()
-	pool.AddCert(ca)
-	ts := start(t, setup{opts: server.Options{TLS: &tls.Config{
-		Certificates: []tls.Certificate{serverCert}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS13,
-	}}})
-	c := ts.client(t, withTLS(&tls.Config{RootCAs: pool, Certificates: []tls.Certificate{clientCert}, ServerName: "localhost", MinVersion: tls.VersionTLS13}))
-	if _, err := c.Recommend(t.Context(), request("web", 2, t0)); err != nil {
-		t.Errorf("Recommend over mTLS: %v", err)
-	}
-	noCert := ts.client(t, withTLS(&tls.Config{RootCAs: pool, ServerName: "localhost", MinVersion: tls.VersionTLS13}))
-	if _, err := noCert.Recommend(t.Context(), request("web", 2, t0)); status.Code(err) != codes.Unavailable {
-		t.Errorf("Recommend without a client certificate: %v, want Unavailable", err)
-	}
-}
-
-// testPKI returns a throwaway CA, a server certificate for localhost and
-// 127.0.0.1, and a client certificate, all signed by the CA.
-func testPKI(t *testing.T) (*x509.Certificate, tls.Certificate, tls.Certificate) {
-	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf := func(serial int64, usage x509.ExtKeyUsage) tls.Certificate {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tmpl := &x509.Certificate{
-			SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "localhost"},
-			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-			DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-	}
-	return ca, leaf(2, x509.ExtKeyUsageServerAuth), leaf(3, x509.ExtKeyUsageClientAuth)
 }

@@ -444,8 +444,8 @@ func (s *service) mayRead(ctx context.Context, cluster string) error {
 	if !ok {
 		return status.Error(codes.Unauthenticated, "not authenticated")
 	}
-	if !canRead(p, cluster) {
-		return status.Errorf(codes.PermissionDenied, "%s may not read cluster %q", p.Name, cluster)
+	if !p.CanRead(cluster) {
+		return errPermissionDenied
 	}
 	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"sync"
 
@@ -262,7 +261,7 @@ func (s *service) watchFilter(ctx context.Context, req *setpointv1.WatchRequest)
 		if !ok {
 			return nil, status.Error(codes.Unauthenticated, "not authenticated")
 		}
-		may = func(c string) bool { return canRead(p, c) }
+		may = p.CanRead
 	}
 	return func(k store.Key) bool {
 		return (cluster == "" || k.Cluster == cluster) &&
@@ -292,12 +291,4 @@ func watchResponse(c store.Change) *setpointv1.WatchResponse {
 		panic(fmt.Sprintf("server: change of unknown kind %q", c.Kind))
 	}
 	return out
-}
-
-// canRead reports whether p may read the targets of cluster.
-//
-// TODO(security): replace by p.CanRead(cluster) once the security work
-// lands it.
-func canRead(p Principal, cluster string) bool {
-	return p.Role == RoleAdmin || slices.Contains(p.Clusters, AllClusters) || slices.Contains(p.Clusters, cluster)
 }

@@ -287,14 +287,11 @@ func TestWatchSlowConsumerIsCutOff(t *testing.T) {
 }
 
 func TestWatchPermissions(t *testing.T) {
-	tok, err := server.ParseTokens([]byte(`{"principals": [
-	  {"name": "dash-eu1", "role": "reader", "clusters": ["eu1"], "token": "eu1-reader"},
-	  {"name": "ops", "role": "admin", "token": "admin"}
-	]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := start(t, setup{opts: server.Options{Tokens: tok}})
+	auth := authFromFile(t, `{"principals": [
+	  {"name": "dash-eu1", "role": "platform", "clusters": ["eu1"], "token_sha256": ["`+sha256hex("eu1-reader")+`"]},
+	  {"name": "ops", "role": "admin", "token_sha256": ["`+sha256hex("admin")+`"]}
+	]}`)
+	ts := start(t, setup{opts: server.Options{Auth: auth}})
 	as := func(token string) setpointv1.AutoscalerServiceClient {
 		return ts.client(t, grpc.WithTransportCredentials(insecureCreds()), grpc.WithPerRPCCredentials(bearer(token)))
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"net"
@@ -185,11 +186,16 @@ func TestMutualTLSAndToken(t *testing.T) {
 	if err := os.WriteFile(caFile, ca.CertPEM(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	tokens, err := server.ParseTokens([]byte(`{"principals": [{"name": "ops", "role": "admin", "token": "s3cret"}]}`))
+	principals := filepath.Join(dir, "principals.json")
+	sum := sha256.Sum256([]byte("s3cret"))
+	if err := os.WriteFile(principals, []byte(`{"principals": [{"name": "ops", "role": "admin", "token_sha256": ["`+hex.EncodeToString(sum[:])+`"]}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	auth, err := server.NewAuthenticator(principals, server.ReloadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := startServer(t, server.Options{Tokens: tokens, TLS: &tls.Config{
+	addr := startServer(t, server.Options{Auth: auth, TLS: &tls.Config{
 		MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{servingCert},
 		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: ca.Pool(),
 	}})

@@ -15,7 +15,9 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -75,7 +77,12 @@ func serve(ctx context.Context, path string, tc *tls.Config) (addr string, stop 
 	if err != nil {
 		return "", nil, err
 	}
-	tokens, err := server.ParseTokens([]byte(`{"principals": [{"name": "ops", "role": "admin", "token": "` + Token + `"}]}`))
+	sum := sha256.Sum256([]byte(Token))
+	principals := path + ".principals.json"
+	if err := os.WriteFile(principals, []byte(`{"principals": [{"name": "ops", "role": "admin", "token_sha256": ["`+hex.EncodeToString(sum[:])+`"]}]}`), 0o600); err != nil {
+		return "", nil, errors.Join(err, st.Close())
+	}
+	auth, err := server.NewAuthenticator(principals, server.ReloadOptions{})
 	if err != nil {
 		return "", nil, errors.Join(err, st.Close())
 	}
@@ -87,7 +94,7 @@ func serve(ctx context.Context, path string, tc *tls.Config) (addr string, stop 
 	srv := server.New(st, server.Options{
 		Now:    func() time.Time { return now },
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		Tokens: tokens,
+		Auth:   auth,
 		TLS:    tc,
 	})
 	done := make(chan error, 1)

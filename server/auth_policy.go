@@ -1,0 +1,232 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+
+	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+)
+
+// access is what a method needs of the caller's principal, checked against
+// the target named inside the request.
+type access int
+
+// The kinds of access. The zero value, accessAdmin, is what a method
+// missing from methodAccess needs: unknown methods are denied by default.
+const (
+	// accessAdmin: the admin role.
+	accessAdmin access = iota
+	// accessWrite: write access to the request target's cluster.
+	accessWrite
+	// accessRead: read access to the request target's cluster.
+	accessRead
+	// accessList: read access to the request's cluster ("": every one).
+	accessList
+	// accessSimulate: any principal; read access to seed_from's cluster
+	// when set.
+	accessSimulate
+	// accessWatch: any principal; read access to the request's cluster
+	// when set (the handler filters the rest with CanRead).
+	accessWatch
+)
+
+// methodAccess is the authorization policy: what each method needs.
+var methodAccess = map[string]access{
+	setpointv1.AutoscalerService_Recommend_FullMethodName:    accessWrite,
+	setpointv1.AutoscalerService_Observe_FullMethodName:      accessWrite,
+	setpointv1.AutoscalerService_DeleteTarget_FullMethodName: accessWrite,
+	setpointv1.AutoscalerService_GetTarget_FullMethodName:    accessRead,
+	setpointv1.AutoscalerService_ListTargets_FullMethodName:  accessList,
+	setpointv1.AutoscalerService_Simulate_FullMethodName:     accessSimulate,
+	setpointv1.AutoscalerService_Watch_FullMethodName:        accessWatch,
+	setpointv1.AdminService_Backup_FullMethodName:            accessAdmin,
+}
+
+// allowed reports whether p may call method with req. A request of an
+// unexpected type is denied.
+func allowed(p Principal, method string, req any) bool {
+	if p.Role == RoleAdmin {
+		return true
+	}
+	switch methodAccess[method] {
+	case accessWrite:
+		r, ok := req.(interface{ GetTarget() *setpointv1.TargetKey })
+		return ok && p.CanWrite(r.GetTarget().GetCluster())
+	case accessRead:
+		r, ok := req.(interface{ GetTarget() *setpointv1.TargetKey })
+		return ok && p.CanRead(r.GetTarget().GetCluster())
+	case accessList:
+		r, ok := req.(*setpointv1.ListTargetsRequest)
+		return ok && p.CanRead(r.GetCluster())
+	case accessSimulate:
+		r, ok := req.(*setpointv1.SimulateRequest)
+		return ok && (r.GetSeedFrom() == nil || p.CanRead(r.GetSeedFrom().GetCluster()))
+	case accessWatch:
+		r, ok := req.(*setpointv1.WatchRequest)
+		return ok && (r.GetCluster() == "" || p.CanRead(r.GetCluster()))
+	default:
+		return false
+	}
+}
+
+// errPermissionDenied is the one answer to a call the principal may not
+// make. It names nothing, so it cannot tell whether another tenant's
+// target exists.
+var errPermissionDenied = status.Error(codes.PermissionDenied, "permission denied")
+
+// guard authenticates, rate-limits and authorizes the calls of the guarded
+// services, and writes the audit log.
+type guard struct {
+	auth  *Authenticator // nil: no authentication nor authorization
+	rates *rateLimiter   // nil: no rate limit
+	audit auditor
+}
+
+// authenticate is the auth.AuthFunc of the chain.
+func (g *guard) authenticate(ctx context.Context) (context.Context, error) {
+	p, presented, err := g.auth.authenticate(ctx)
+	if err != nil {
+		if presented == "" {
+			presented = "no credentials"
+		}
+		g.audit.denied(ctx, "", presented, "", codes.Unauthenticated)
+		return nil, err
+	}
+	return withPrincipal(ctx, p), nil
+}
+
+// authorize checks the request against the principal of ctx.
+func (g *guard) authorize(ctx context.Context, method string, req any) error {
+	p, ok := PrincipalFrom(ctx)
+	if !ok {
+		return errUnauthenticated
+	}
+	if allowed(p, method, req) {
+		return nil
+	}
+	g.audit.denied(ctx, p.Name, "role "+string(p.Role), describeTarget(req), codes.PermissionDenied)
+	return errPermissionDenied
+}
+
+// unaryAuthorize is the unary authorization interceptor.
+func (g *guard) unaryAuthorize(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if err := g.authorize(ctx, info.FullMethod, req); err != nil {
+		return nil, err
+	}
+	return handler(ctx, req)
+}
+
+// streamAuthorize is the stream authorization interceptor: every message
+// the handler receives is checked before the handler sees it.
+func (g *guard) streamAuthorize(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	return handler(srv, &checkedStream{ServerStream: ss, check: func(m any) error { return g.authorize(ss.Context(), info.FullMethod, m) }})
+}
+
+// checkedStream checks each received message with check.
+type checkedStream struct {
+	grpc.ServerStream
+	check func(m any) error
+}
+
+// RecvMsg receives a message and checks it.
+func (s *checkedStream) RecvMsg(m any) error {
+	if err := s.ServerStream.RecvMsg(m); err != nil {
+		return err
+	}
+	return s.check(m)
+}
+
+// auditor writes the audit log: structured records with message "audit".
+type auditor struct {
+	log *slog.Logger
+}
+
+// denied records a refused call: who (principal name, or the presented
+// credentials when unauthenticated), what, and the code answered.
+func (a auditor) denied(ctx context.Context, principal, reason, target string, code codes.Code) {
+	method, _ := grpc.Method(ctx)
+	attrs := []slog.Attr{
+		slog.String("event", "denied"),
+		slog.String("principal", principal),
+		slog.String("method", method),
+		slog.String("target", target),
+		slog.String("outcome", code.String()),
+		slog.String("reason", reason),
+	}
+	if p, ok := peer.FromContext(ctx); ok {
+		attrs = append(attrs, slog.String("peer", p.Addr.String()))
+	}
+	a.log.LogAttrs(ctx, slog.LevelWarn, "audit", attrs...)
+}
+
+// decisions is the interceptor recording every decision that changed
+// replicas and every deleted target.
+func (a auditor) decisions(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	resp, err := handler(ctx, req)
+	if err != nil {
+		return resp, err
+	}
+	principal := "anonymous"
+	if p, ok := PrincipalFrom(ctx); ok {
+		principal = p.Name
+	}
+	switch r := resp.(type) {
+	case *setpointv1.RecommendResponse:
+		if d := r.GetDecision(); d.GetRescale() {
+			a.log.LogAttrs(ctx, slog.LevelInfo, "audit",
+				slog.String("event", "decision"),
+				slog.String("principal", principal),
+				slog.String("method", info.FullMethod),
+				slog.String("target", describeTarget(req)),
+				slog.String("outcome", "rescale"),
+				slog.Int("from", int(req.(*setpointv1.RecommendRequest).GetScale().GetReplicas())),
+				slog.Int("to", int(d.GetDesiredReplicas())),
+				slog.String("decision_id", d.GetDecisionId()),
+			)
+		}
+	case *setpointv1.DeleteTargetResponse:
+		a.log.LogAttrs(ctx, slog.LevelInfo, "audit",
+			slog.String("event", "delete"),
+			slog.String("principal", principal),
+			slog.String("method", info.FullMethod),
+			slog.String("target", describeTarget(req)),
+			slog.String("outcome", "deleted"),
+		)
+	}
+	return resp, err
+}
+
+// describeTarget names the target (or cluster/namespace selection) of a
+// request for the audit log.
+func describeTarget(req any) string {
+	join := func(parts ...string) string {
+		s := ""
+		for i, p := range parts {
+			if p == "" {
+				break
+			}
+			if i > 0 {
+				s += "/"
+			}
+			s += p
+		}
+		return s
+	}
+	switch r := req.(type) {
+	case interface{ GetTarget() *setpointv1.TargetKey }:
+		k := r.GetTarget()
+		return join(k.GetCluster(), k.GetNamespace(), k.GetName())
+	case *setpointv1.ListTargetsRequest:
+		return join(r.GetCluster(), r.GetNamespace())
+	case *setpointv1.WatchRequest:
+		return join(r.GetCluster(), r.GetNamespace(), r.GetName())
+	case *setpointv1.SimulateRequest:
+		k := r.GetSeedFrom()
+		return join(k.GetCluster(), k.GetNamespace(), k.GetName())
+	}
+	return ""
+}

@@ -1,0 +1,147 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"golang.org/x/time/rate"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// rateLimiter is a token bucket per principal. A bucket is made on a
+// principal's first call; principals come from the principals file, so
+// their number is bounded by it.
+type rateLimiter struct {
+	limit rate.Limit
+	burst int
+	now   func() time.Time
+	audit auditor
+
+	mu      sync.Mutex
+	buckets map[string]*rate.Limiter
+}
+
+func newRateLimiter(perSecond float64, burst int, now func() time.Time, a auditor) *rateLimiter {
+	return &rateLimiter{limit: rate.Limit(perSecond), burst: burst, now: now, audit: a, buckets: map[string]*rate.Limiter{}}
+}
+
+// take takes a token of name's bucket; when none is left it returns false
+// and how long until one will be.
+func (l *rateLimiter) take(name string) (time.Duration, bool) {
+	l.mu.Lock()
+	b, ok := l.buckets[name]
+	if !ok {
+		b = rate.NewLimiter(l.limit, l.burst)
+		l.buckets[name] = b
+	}
+	l.mu.Unlock()
+	now := l.now()
+	r := b.ReserveN(now, 1)
+	if !r.OK() {
+		return time.Second, false
+	}
+	if d := r.DelayFrom(now); d > 0 {
+		r.CancelAt(now)
+		return d, false
+	}
+	return 0, true
+}
+
+// check admits a call of ctx's principal, or answers ResourceExhausted
+// with a google.rpc.RetryInfo saying when to retry. Calls without a
+// principal (a server without authentication) are not limited.
+func (l *rateLimiter) check(ctx context.Context) error {
+	p, ok := PrincipalFrom(ctx)
+	if !ok {
+		return nil
+	}
+	wait, ok := l.take(p.Name)
+	if ok {
+		return nil
+	}
+	l.audit.denied(ctx, p.Name, "rate limit", "", codes.ResourceExhausted)
+	st := status.New(codes.ResourceExhausted, "rate limit exceeded; retry later")
+	if d, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(wait)}); err == nil {
+		st = d
+	}
+	return st.Err()
+}
+
+// unary is the unary rate-limiting interceptor.
+func (l *rateLimiter) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if err := l.check(ctx); err != nil {
+		return nil, err
+	}
+	return handler(ctx, req)
+}
+
+// stream is the stream rate-limiting interceptor: opening a stream takes a
+// token.
+func (l *rateLimiter) stream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if err := l.check(ss.Context()); err != nil {
+		return err
+	}
+	return handler(srv, ss)
+}
+
+// requestLimits bound the lists of one request.
+type requestLimits struct {
+	maxPods, maxMetrics int
+}
+
+// check returns InvalidArgument with a google.rpc.BadRequest naming every
+// list of req longer than its limit: pods, pod metrics and per-pod metric
+// values by maxPods; spec metrics, observations and metric values by
+// maxMetrics.
+func (l requestLimits) check(req any) error {
+	var vs []setpointv1.FieldViolation
+	bound := func(field string, n, max int, what string) {
+		if n > max {
+			vs = append(vs, setpointv1.FieldViolation{Field: field, Description: fmt.Sprintf("%d %s: at most %d per request", n, what, max)})
+		}
+	}
+	step := func(prefix string, pods []*setpointv1.Pod, rm *setpointv1.ResourceMetrics, obs []*setpointv1.MetricObservation) {
+		bound(prefix+"pods", len(pods), l.maxPods, "pods")
+		bound(prefix+"resource_metrics.items", len(rm.GetItems()), l.maxPods, "pod metrics")
+		bound(prefix+"observations", len(obs), l.maxMetrics, "metrics")
+		for i, o := range obs {
+			bound(fmt.Sprintf("%sobservations[%d].values", prefix, i), len(o.GetValues()), l.maxPods, "pod values")
+		}
+	}
+	switch r := req.(type) {
+	case *setpointv1.RecommendRequest:
+		bound("spec.metrics", len(r.GetSpec().GetMetrics()), l.maxMetrics, "metrics")
+		step("", r.GetPods(), r.GetResourceMetrics(), r.GetObservations())
+	case *setpointv1.SimulateRequest:
+		bound("spec.metrics", len(r.GetSpec().GetMetrics()), l.maxMetrics, "metrics")
+		for i, s := range r.GetSteps() {
+			prefix := fmt.Sprintf("steps[%d].", i)
+			step(prefix, s.GetPods(), s.GetResourceMetrics(), s.GetObservations())
+			bound(prefix+"metric_values", len(s.GetMetricValues()), l.maxMetrics, "metric values")
+		}
+	}
+	if len(vs) == 0 {
+		return nil
+	}
+	return badRequest(vs)
+}
+
+// unary is the unary request-limits interceptor.
+func (l requestLimits) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if err := l.check(req); err != nil {
+		return nil, err
+	}
+	return handler(ctx, req)
+}
+
+// stream is the stream request-limits interceptor.
+func (l requestLimits) stream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	return handler(srv, &checkedStream{ServerStream: ss, check: l.check})
+}
