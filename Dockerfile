@@ -3,8 +3,11 @@
 # on a distroless base, running as a non-root user.
 #
 #   docker build -t setpoint .
-#   docker run -p 7443:7443 -v setpoint-data:/var/lib/setpoint setpoint \
-#     -listen 0.0.0.0:7443 -token-file /etc/setpoint/tokens.json
+#   docker run -p 7443:7443 -v setpoint-data:/var/lib/setpoint -v $PWD/pki:/etc/setpoint:ro setpoint \
+#     -listen 0.0.0.0:7443 -tls-cert /etc/setpoint/tls.crt -tls-key /etc/setpoint/tls.key \
+#     -tls-client-ca /etc/setpoint/clients-ca.crt -auth-config /etc/setpoint/principals.yaml
+#
+# (docs/security.md says how to make those files.)
 #
 # The agent runs from the same image: --entrypoint /setpoint-agent.
 

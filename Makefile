@@ -12,8 +12,8 @@ TS       := clients/ts
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
-run: ## start the server on its embedded default (./setpoint-data, 127.0.0.1:7443)
-	$(GO) run ./cmd/setpoint-server
+run: ## start the server in its development mode (plaintext, no auth; ./setpoint-data, 127.0.0.1:7443)
+	$(GO) run ./cmd/setpoint-server -insecure-dev
 
 generate: ts-deps ## regenerate from proto/ with buf and local plugins: Go code, the TypeScript client's code, docs/api
 	$(BUF) generate

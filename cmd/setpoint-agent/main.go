@@ -5,7 +5,8 @@
 //
 // Usage:
 //
-//	setpoint-agent -service-address setpoint-server.setpoint-system.svc:7443 -insecure
+//	setpoint-agent -service-address setpoint-server.setpoint-system.svc:7443 \
+//	    -tls-ca-file ca.crt -tls-cert-file tls.crt -tls-key-file tls.key
 //
 // Run with -help for every flag.
 package main
@@ -33,6 +34,7 @@ import (
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -213,6 +215,9 @@ func dial(cfg *Config) (*grpc.ClientConn, error) {
 		Backoff:           backoff.Config{BaseDelay: time.Second, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 10 * time.Second},
 		MinConnectTimeout: 5 * time.Second,
 	}))
+	// Ping an idle connection every 30 s (the server tolerates pings every
+	// 10 s or more, its -keepalive-min-time), so a dead one is noticed.
+	opts = append(opts, grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}))
 	conn, err := grpc.NewClient(cfg.ServiceAddress, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("setpoint-agent: dial %s: %w", cfg.ServiceAddress, err)

@@ -1,22 +1,26 @@
 // Command setpoint-server runs Setpoint's gRPC service.
 //
-// With no flags it listens on 127.0.0.1:7443 (gRPC, plaintext, no
-// authentication: loopback only) and 127.0.0.1:7444 (/metrics), and keeps
-// its data in ./setpoint-data/setpoint.db, created on first start:
+// It serves TLS and authenticates every caller: -tls-cert and -tls-key
+// are required, -tls-client-ca verifies agents' client certificates
+// (mutual TLS), and -auth-config names the principals file mapping
+// certificate identities and bearer-token digests to principals. All three
+// are reloaded when they change. Without them it refuses to start, unless
+// -insecure-dev asks for the development mode: plaintext and, without
+// -auth-config, no authentication; it says so loudly in its log.
 //
-//	go run ./cmd/setpoint-server
+//	go run ./cmd/setpoint-server -insecure-dev          # a developer's machine
+//	setpoint-server -listen :7443 -tls-cert tls.crt -tls-key tls.key \
+//	    -tls-client-ca clients-ca.crt -auth-config principals.yaml
 //
-// Off loopback, authentication is required: -token-file names a JSON file
-// mapping bearer tokens to principals (see server.LoadTokens), unless
-// -allow-unauthenticated says otherwise. -tls-cert and -tls-key serve TLS;
-// -tls-client-ca also requires client certificates (mutual TLS).
-// SIGTERM or SIGINT shuts it down gracefully.
+// By default it listens on 127.0.0.1:7443 (gRPC) and 127.0.0.1:7444
+// (/metrics) and keeps its data in ./setpoint-data/setpoint.db, created on
+// first start. Limits (per-principal rate, message size, pods and metrics
+// per request, streams per connection, keepalive) are flags; see
+// docs/security.md. SIGTERM or SIGINT shuts it down gracefully.
 package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -42,20 +46,38 @@ type Config struct {
 	MetricsListen string
 	// DataDir holds the store file, setpoint.db; created when missing.
 	DataDir string
-	// TokenFile enables authentication with the tokens it lists.
-	TokenFile string
-	// AllowUnauthenticated permits serving without TokenFile off loopback.
-	AllowUnauthenticated bool
-	// TLSCert and TLSKey are the server's certificate and key (PEM).
+	// InsecureDev serves plaintext gRPC, without authentication unless
+	// AuthConfig is set: a development mode, announced loudly.
+	InsecureDev bool
+	// TLSCert and TLSKey are the server's certificate and key (PEM),
+	// required unless InsecureDev.
 	TLSCert, TLSKey string
-	// TLSClientCA, when set, requires client certificates signed by it.
+	// TLSClientCA verifies client certificates (mutual TLS).
 	TLSClientCA string
+	// TLSRequireClientCert refuses clients without a certificate.
+	TLSRequireClientCert bool
+	// AuthConfig is the principals file, required unless InsecureDev.
+	AuthConfig string
+	// ReloadInterval is how often the certificate and principals files
+	// are checked for changes.
+	ReloadInterval time.Duration
+	// RateLimit is each principal's sustained rate, in calls per second
+	// (0: unlimited); RateBurst the calls it may make at once.
+	RateLimit float64
+	RateBurst int
 	// MaxRecvMsgSize is the largest request accepted, in bytes.
 	MaxRecvMsgSize int
+	// MaxPodsPerRequest and MaxMetricsPerRequest bound the pods and the
+	// metrics of one request.
+	MaxPodsPerRequest, MaxMetricsPerRequest int
 	// MaxConcurrentStreams bounds the concurrent calls per connection.
 	MaxConcurrentStreams uint
 	// MaxInFlightRecommends bounds the Recommend calls in flight.
 	MaxInFlightRecommends int
+	// KeepaliveMinTime is the shortest ping interval tolerated from a
+	// client; KeepaliveTime and KeepaliveTimeout time the server's pings
+	// of idle connections.
+	KeepaliveMinTime, KeepaliveTime, KeepaliveTimeout time.Duration
 	// ExpireAfter is how long a target not seen is kept.
 	ExpireAfter time.Duration
 	// ExpireInterval is how often expired targets are removed.
@@ -64,20 +86,35 @@ type Config struct {
 	ShutdownTimeout time.Duration
 }
 
+// Defaults of the flags that have none in package server.
+const (
+	defaultRateLimit = 100
+	defaultRateBurst = 200
+)
+
 // RegisterFlags registers the configuration's flags, with their defaults,
 // on fs.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:7443", "gRPC listen address (host:port)")
 	fs.StringVar(&c.MetricsListen, "metrics-listen", "127.0.0.1:7444", "Prometheus /metrics listen address; empty disables it")
 	fs.StringVar(&c.DataDir, "data-dir", "setpoint-data", "directory of the store file setpoint.db (created when missing)")
-	fs.StringVar(&c.TokenFile, "token-file", "", "JSON file of bearer tokens and principals; enables authentication")
-	fs.BoolVar(&c.AllowUnauthenticated, "allow-unauthenticated", false, "serve without -token-file on a non-loopback address")
-	fs.StringVar(&c.TLSCert, "tls-cert", "", "server certificate (PEM); with -tls-key enables TLS")
-	fs.StringVar(&c.TLSKey, "tls-key", "", "server private key (PEM)")
-	fs.StringVar(&c.TLSClientCA, "tls-client-ca", "", "CA (PEM) of required client certificates (mutual TLS)")
+	fs.BoolVar(&c.InsecureDev, "insecure-dev", false, "DEVELOPMENT ONLY: serve plaintext gRPC, without authentication unless -auth-config is set")
+	fs.StringVar(&c.TLSCert, "tls-cert", "", "server certificate (PEM); required unless -insecure-dev; reloaded when it changes")
+	fs.StringVar(&c.TLSKey, "tls-key", "", "server private key (PEM); reloaded when it changes")
+	fs.StringVar(&c.TLSClientCA, "tls-client-ca", "", "CA bundle (PEM) verifying client certificates (mutual TLS); reloaded when it changes")
+	fs.BoolVar(&c.TLSRequireClientCert, "tls-require-client-cert", false, "refuse clients without a certificate (no bearer-token-only callers)")
+	fs.StringVar(&c.AuthConfig, "auth-config", "", "principals file (docs/security.md); required unless -insecure-dev; reloaded when it changes")
+	fs.DurationVar(&c.ReloadInterval, "reload-interval", server.DefaultReloadInterval, "how often certificate and principals files are checked for changes")
+	fs.Float64Var(&c.RateLimit, "rate-limit", defaultRateLimit, "calls per second each principal may sustain; 0 disables")
+	fs.IntVar(&c.RateBurst, "rate-burst", defaultRateBurst, "calls a principal may make at once above -rate-limit")
 	fs.IntVar(&c.MaxRecvMsgSize, "max-recv-msg-size", server.DefaultMaxRecvMsgSize, "largest request accepted, in bytes")
+	fs.IntVar(&c.MaxPodsPerRequest, "max-pods-per-request", server.DefaultMaxPodsPerRequest, "pods (and pod metrics) one request may carry")
+	fs.IntVar(&c.MaxMetricsPerRequest, "max-metrics-per-request", server.DefaultMaxMetricsPerRequest, "metrics (spec metrics, observations) one request may carry")
 	fs.UintVar(&c.MaxConcurrentStreams, "max-concurrent-streams", server.DefaultMaxConcurrentStreams, "concurrent calls per connection")
 	fs.IntVar(&c.MaxInFlightRecommends, "max-inflight-recommends", server.DefaultMaxInFlightRecommends, "Recommend calls in flight before ResourceExhausted")
+	fs.DurationVar(&c.KeepaliveMinTime, "keepalive-min-time", server.DefaultKeepaliveMinTime, "clients pinging more often are disconnected (too_many_pings)")
+	fs.DurationVar(&c.KeepaliveTime, "keepalive-time", server.DefaultKeepaliveTime, "ping a client after its connection is idle this long")
+	fs.DurationVar(&c.KeepaliveTimeout, "keepalive-timeout", server.DefaultKeepaliveTimeout, "close a connection whose ping is not answered within this")
 	fs.DurationVar(&c.ExpireAfter, "expire-after", server.DefaultExpireAfter, "forget targets not seen for this long")
 	fs.DurationVar(&c.ExpireInterval, "expire-interval", server.DefaultExpireInterval, "how often to forget expired targets")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "how long to wait for calls in flight at shutdown")
@@ -86,8 +123,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 // Validate checks the configuration's values.
 func (c *Config) Validate() error {
 	var errs []error
-	host, _, err := net.SplitHostPort(c.Listen)
-	if err != nil {
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		errs = append(errs, fmt.Errorf("-listen: %w", err))
 	}
 	if c.MetricsListen != "" {
@@ -98,17 +134,29 @@ func (c *Config) Validate() error {
 	if c.DataDir == "" {
 		errs = append(errs, errors.New("-data-dir: must be set"))
 	}
-	if err == nil && c.TokenFile == "" && !c.AllowUnauthenticated && !loopback(host) {
-		errs = append(errs, fmt.Errorf("-listen %s is not loopback: set -token-file (or -allow-unauthenticated)", c.Listen))
+	tlsSet := c.TLSCert != "" || c.TLSKey != "" || c.TLSClientCA != "" || c.TLSRequireClientCert
+	switch {
+	case c.InsecureDev && tlsSet:
+		errs = append(errs, errors.New("-insecure-dev serves plaintext: drop the -tls-* flags"))
+	case !c.InsecureDev && (c.TLSCert == "" || c.TLSKey == ""):
+		errs = append(errs, errors.New("-tls-cert and -tls-key are required (or -insecure-dev, for development only)"))
+	case c.TLSRequireClientCert && c.TLSClientCA == "":
+		errs = append(errs, errors.New("-tls-require-client-cert needs -tls-client-ca"))
 	}
-	if (c.TLSCert == "") != (c.TLSKey == "") {
-		errs = append(errs, errors.New("-tls-cert and -tls-key must be set together"))
+	if !c.InsecureDev && c.AuthConfig == "" {
+		errs = append(errs, errors.New("-auth-config is required (or -insecure-dev, for development only)"))
 	}
-	if c.TLSClientCA != "" && c.TLSCert == "" {
-		errs = append(errs, errors.New("-tls-client-ca requires -tls-cert and -tls-key"))
+	if c.ReloadInterval <= 0 {
+		errs = append(errs, errors.New("-reload-interval must be > 0"))
 	}
-	if c.MaxRecvMsgSize <= 0 || c.MaxConcurrentStreams == 0 || c.MaxConcurrentStreams > 1<<31 || c.MaxInFlightRecommends <= 0 {
-		errs = append(errs, errors.New("-max-recv-msg-size, -max-concurrent-streams and -max-inflight-recommends must be > 0"))
+	if c.RateLimit < 0 || c.RateBurst < 0 || (c.RateLimit > 0 && c.RateBurst == 0) {
+		errs = append(errs, errors.New("-rate-limit must be >= 0 (0 disables) and -rate-burst > 0"))
+	}
+	if c.MaxRecvMsgSize <= 0 || c.MaxPodsPerRequest <= 0 || c.MaxMetricsPerRequest <= 0 || c.MaxConcurrentStreams == 0 || c.MaxConcurrentStreams > 1<<31 || c.MaxInFlightRecommends <= 0 {
+		errs = append(errs, errors.New("-max-recv-msg-size, -max-pods-per-request, -max-metrics-per-request, -max-concurrent-streams and -max-inflight-recommends must be > 0"))
+	}
+	if c.KeepaliveMinTime <= 0 || c.KeepaliveTime <= 0 || c.KeepaliveTimeout <= 0 {
+		errs = append(errs, errors.New("-keepalive-min-time, -keepalive-time and -keepalive-timeout must be > 0"))
 	}
 	if c.ExpireAfter <= 0 || c.ExpireInterval <= 0 || c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("-expire-after, -expire-interval and -shutdown-timeout must be > 0"))
@@ -148,20 +196,37 @@ func main() {
 func run(ctx context.Context, cfg Config, log *slog.Logger, ready chan<- string) (err error) {
 	opts := server.Options{
 		Logger:                log,
+		RateLimit:             cfg.RateLimit,
+		RateBurst:             cfg.RateBurst,
 		MaxRecvMsgSize:        cfg.MaxRecvMsgSize,
+		MaxPodsPerRequest:     cfg.MaxPodsPerRequest,
+		MaxMetricsPerRequest:  cfg.MaxMetricsPerRequest,
 		MaxConcurrentStreams:  uint32(cfg.MaxConcurrentStreams),
 		MaxInFlightRecommends: cfg.MaxInFlightRecommends,
+		KeepaliveMinTime:      cfg.KeepaliveMinTime,
+		KeepaliveTime:         cfg.KeepaliveTime,
+		KeepaliveTimeout:      cfg.KeepaliveTimeout,
 		ExpireAfter:           cfg.ExpireAfter,
 		ExpireInterval:        cfg.ExpireInterval,
 		ShutdownTimeout:       cfg.ShutdownTimeout,
 	}
-	if cfg.TokenFile != "" {
-		if opts.Tokens, err = server.LoadTokens(cfg.TokenFile); err != nil {
+	reload := server.ReloadOptions{Interval: cfg.ReloadInterval, Logger: log}
+	if cfg.AuthConfig != "" {
+		if opts.Auth, err = server.NewAuthenticator(cfg.AuthConfig, reload); err != nil {
 			return err
 		}
 	}
-	if opts.TLS, err = tlsConfig(cfg); err != nil {
-		return err
+	if !cfg.InsecureDev {
+		opts.TLS, err = server.NewTLSConfig(server.TLSFiles{Cert: cfg.TLSCert, Key: cfg.TLSKey, ClientCA: cfg.TLSClientCA, RequireClientCert: cfg.TLSRequireClientCert}, reload)
+		if err != nil {
+			return err
+		}
+	} else {
+		log.Warn("INSECURE DEVELOPMENT MODE (-insecure-dev): gRPC is plaintext; never use this outside a developer's machine",
+			"insecure", true, "authentication", opts.Auth != nil, "listen", cfg.Listen)
+		if host, _, _ := net.SplitHostPort(cfg.Listen); !loopback(host) {
+			log.Warn("INSECURE DEVELOPMENT MODE on a non-loopback address: other machines can reach this plaintext server", "insecure", true, "listen", cfg.Listen)
+		}
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data directory: %w", err)
@@ -196,35 +261,11 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, ready chan<- string)
 	}
 	abs, _ := filepath.Abs(path)
 	log.Info("setpoint-server listening", "addr", lis.Addr().String(), "tls", opts.TLS != nil,
-		"auth", opts.Tokens != nil, "data", abs)
+		"mutual_tls", cfg.TLSClientCA != "", "auth", opts.Auth != nil, "data", abs)
 	if ready != nil {
 		ready <- lis.Addr().String()
 	}
 	err = srv.Serve(ctx, lis)
 	log.Info("setpoint-server stopped")
 	return err
-}
-
-// tlsConfig returns the server's TLS configuration; nil without TLS.
-func tlsConfig(cfg Config) (*tls.Config, error) {
-	if cfg.TLSCert == "" {
-		return nil, nil
-	}
-	cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
-	if err != nil {
-		return nil, fmt.Errorf("TLS certificate: %w", err)
-	}
-	tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	if cfg.TLSClientCA != "" {
-		pem, err := os.ReadFile(cfg.TLSClientCA)
-		if err != nil {
-			return nil, fmt.Errorf("TLS client CA: %w", err)
-		}
-		tc.ClientCAs = x509.NewCertPool()
-		if !tc.ClientCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("TLS client CA %s: no PEM certificate", cfg.TLSClientCA)
-		}
-		tc.ClientAuth = tls.RequireAndVerifyClientCert
-	}
-	return tc, nil
 }
