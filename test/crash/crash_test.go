@@ -37,7 +37,9 @@ var (
 // serverArgs are the arguments the test runs setpoint-server with. They are
 // here, in one place, so that a change of the binary's flags is one edit.
 func serverArgs(addr, dataDir string) []string {
-	return []string{"-listen", addr, "-metrics-listen=", "-data-dir", dataDir, "-shutdown-timeout", "1s"}
+	// -insecure-dev: plaintext without authentication on loopback, the
+	// binary's development mode; the crash test is about the store.
+	return []string{"-insecure-dev", "-listen", addr, "-metrics-listen=", "-data-dir", dataDir, "-shutdown-timeout", "1s"}
 }
 
 // serveWithin is how soon a restarted server must answer a Recommend.
