@@ -8,7 +8,7 @@
 //	setpointctl [flags] explain CLUSTER/NAMESPACE/NAME
 //	setpointctl [flags] history CLUSTER/NAMESPACE/NAME [-o table|json|yaml]
 //	setpointctl [flags] watch [--cluster C] [--namespace N] [--name NAME] [--resume-after REV] [--count N] [-o table|json]
-//	setpointctl [flags] simulate -f FILE [-o table|wide|json|yaml]
+//	setpointctl [flags] simulate -f FILE [--seed-from CLUSTER/NAMESPACE/NAME] [-o table|wide|json|yaml]
 //	setpointctl [flags] recommend -f FILE
 //	setpointctl [flags] delete CLUSTER/NAMESPACE/NAME
 //	setpointctl [flags] backup -o FILE
@@ -106,7 +106,7 @@ Reading the service:
   watch [--cluster C] [--namespace N] [--name NAME] [--resume-after REV] [--count N]
                                           follow decisions and observations as they happen
 Asking it:
-  simulate -f FILE                        what-if: run a SimulateRequest (JSON or YAML), print each step
+  simulate -f FILE [--seed-from KEY]      what-if: run a SimulateRequest (JSON or YAML), print each step
   recommend -f FILE                       send a RecommendRequest (protojson; "-" reads stdin)
   delete CLUSTER/NAMESPACE/NAME           forget a target
   backup -o FILE                          copy a consistent snapshot of the store (admins)

@@ -9,11 +9,13 @@ import (
 	"strings"
 	"time"
 
+	setpointclient "github.com/setpointhq/setpoint/clients/go"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 )
 
 func simulateCmd(fs *flag.FlagSet) func(context.Context, *env, []string) error {
 	file := fs.String("f", "", "SimulateRequest in protojson or YAML; - reads stdin")
+	seed := fs.String("seed-from", "", "start from this stored target's history and status (CLUSTER/NAMESPACE/NAME; replaces the file's seedFrom)")
 	out := outputFlag(fs, "table", "wide", "json", "yaml")
 	return func(ctx context.Context, e *env, _ []string) error {
 		if err := checkFormat(*out, "table", "wide", "json", "yaml"); err != nil {
@@ -22,6 +24,13 @@ func simulateCmd(fs *flag.FlagSet) func(context.Context, *env, []string) error {
 		req := &setpointv1.SimulateRequest{}
 		if err := readMessage(e.stdin, *file, req); err != nil {
 			return err
+		}
+		if *seed != "" {
+			k, err := setpointclient.ParseKey(*seed)
+			if err != nil {
+				return err
+			}
+			req.SeedFrom = k
 		}
 		resp, err := e.client.Simulate(ctx, req)
 		if err != nil {

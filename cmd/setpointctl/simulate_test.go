@@ -136,3 +136,38 @@ func TestSimulatePodModel(t *testing.T) {
 		t.Errorf("no step was held by the stabilization window:\n%s", out)
 	}
 }
+
+// TestSimulateSeedFrom: --seed-from starts from a stored target's status
+// (here: the conditions of its last decision, ScaledToZero among them) and
+// fails for a target the service does not keep.
+func TestSimulateSeedFrom(t *testing.T) {
+	addr := startServer(t)
+	if _, err := ctl(t.Context(), addr, "recommend", "-f", example); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "what-if.yaml")
+	if err := os.WriteFile(file, []byte(`
+spec:
+  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: web}
+  maxReplicas: 10
+  metrics: [{type: Resource, resource: {name: cpu, target: {type: Utilization, averageUtilization: 60}}}]
+podModel: {initialReplicas: 3, requests: {cpu: 500m}}
+steps: [{time: "2026-03-01T12:01:00Z", metricValues: ["100m"]}]
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := ctl(t.Context(), addr, "simulate", "-f", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seeded, err := ctl(t.Context(), addr, "simulate", "-f", file, "--seed-from", "dev/shop/web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(fresh, "SCALEDTOZERO") || !strings.Contains(seeded, "False/NotScaledToZero") {
+		t.Errorf("seeding did not carry the stored status over:\nfresh:\n%s\nseeded:\n%s", fresh, seeded)
+	}
+	if _, err := ctl(t.Context(), addr, "simulate", "-f", file, "--seed-from", "dev/shop/nope"); err == nil {
+		t.Error("--seed-from a missing target succeeded")
+	}
+}
