@@ -302,3 +302,11 @@ func TestBackupVerifies(t *testing.T) {
 		})
 	}
 }
+
+func TestFieldViolationsOfOtherErrors(t *testing.T) {
+	for _, err := range []error{nil, status.Error(codes.NotFound, "no"), status.Error(codes.InvalidArgument, "no details"), errors.New("plain")} {
+		if v := setpointclient.FieldViolations(err); v != nil {
+			t.Errorf("FieldViolations(%v) = %v, want nil", err, v)
+		}
+	}
+}

@@ -35,7 +35,8 @@
 // Client embeds the generated AutoscalerServiceClient, so every RPC is a
 // method (c.Recommend, c.GetTarget, ...). The helpers cover what most
 // callers write by hand: Decide returns a Recommend's decision, Applied,
-// Failed and ExternalChange report what happened to it, Targets iterates
+// Failed and ExternalChange report what happened to it, FieldViolations
+// reads which fields an INVALID_ARGUMENT names, Targets iterates
 // over every page of ListTargets, Changes follows Watch across
 // reconnections, and Backup copies a verified snapshot of the store.
 package setpointclient

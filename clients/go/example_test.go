@@ -179,3 +179,21 @@ func decideEvery(ctx context.Context, cluster string, interval time.Duration) {
 		}
 	}
 }
+
+// A deploy pipeline checks an autoscaler spec before shipping it: the
+// service names each invalid field.
+func ExampleFieldViolations() {
+	c, err := setpointclient.Dial(addr, setpointclient.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	req := readRequest()
+	req.Spec.MaxReplicas = 0
+	_, err = c.Decide(context.Background(), req)
+	for field, why := range setpointclient.FieldViolations(err) {
+		fmt.Printf("%s: %s\n", field, why)
+	}
+	// Output:
+	// spec.max_replicas: must be >= 1, got 0
+}

@@ -7,6 +7,9 @@ import (
 	"strings"
 
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // Key returns the key of the autoscaler name in namespace of cluster.
@@ -103,4 +106,29 @@ func (c *Client) Targets(ctx context.Context, req *setpointv1.ListTargetsRequest
 			page.PageToken = resp.GetNextPageToken()
 		}
 	}
+}
+
+// FieldViolations returns what an INVALID_ARGUMENT error says of each
+// invalid field of the request (field path, e.g.
+// "spec.metrics[0].resource.target.average_utilization" → description),
+// read from its google.rpc.BadRequest detail; nil for any other error.
+func FieldViolations(err error) map[string]string {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.InvalidArgument {
+		return nil
+	}
+	var out map[string]string
+	for _, d := range st.Details() {
+		br, ok := d.(*errdetails.BadRequest)
+		if !ok {
+			continue
+		}
+		for _, v := range br.GetFieldViolations() {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[v.GetField()] = v.GetDescription()
+		}
+	}
+	return out
 }

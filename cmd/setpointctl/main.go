@@ -28,6 +28,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"slices"
@@ -45,7 +46,17 @@ func main() {
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "setpointctl:", err)
+		printViolations(os.Stderr, err)
 		os.Exit(1)
+	}
+}
+
+// printViolations lists the invalid fields an INVALID_ARGUMENT names, in
+// field order.
+func printViolations(w io.Writer, err error) {
+	v := setpointclient.FieldViolations(err)
+	for _, f := range slices.Sorted(maps.Keys(v)) {
+		fmt.Fprintf(w, "  %s: %s\n", f, v[f])
 	}
 }
 

@@ -199,3 +199,19 @@ func TestParseInterspersed(t *testing.T) {
 		}
 	}
 }
+
+func TestPrintViolations(t *testing.T) {
+	addr := startServer(t)
+	req := readExample(t)
+	req.Spec.MaxReplicas = 0
+	req.Spec.Metrics[0].Resource.Target.AverageUtilization = new(int32(-5))
+	b, _ := protojson.Marshal(req)
+	c := &cli{stdin: bytes.NewReader(b), stdout: io.Discard, stderr: io.Discard, now: time.Now}
+	err := c.run(t.Context(), []string{"-addr", addr, "recommend", "-f", "-"})
+	var out bytes.Buffer
+	printViolations(&out, err)
+	want := "  spec.max_replicas: must be >= 1, got 0\n  spec.metrics[0].resource.target.average_utilization:"
+	if !strings.HasPrefix(out.String(), want) {
+		t.Errorf("printed\n%s\nwant it to start with\n%s", out.String(), want)
+	}
+}
