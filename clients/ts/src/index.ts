@@ -12,6 +12,7 @@
  * loopback address.
  */
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
+import { BinaryReader, WireType } from "@bufbuild/protobuf/wire";
 import { Code, ConnectError, createClient, type Client, type Interceptor } from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { AdminService } from "./gen/setpoint/v1/admin_pb.js";
@@ -174,4 +175,34 @@ function sleep(ms: number, signal?: AbortSignal): Promise<void> {
     const t = setTimeout(resolve, ms);
     signal?.addEventListener("abort", () => { clearTimeout(t); resolve(); }, { once: true });
   });
+}
+
+/**
+ * The invalid fields an INVALID_ARGUMENT error names (field path →
+ * description), read from its google.rpc.BadRequest detail; undefined for
+ * any other error.
+ */
+export function fieldViolations(err: unknown): Map<string, string> | undefined {
+  if (!(err instanceof ConnectError) || err.code !== Code.InvalidArgument) return undefined;
+  let out: Map<string, string> | undefined;
+  for (const d of err.details) {
+    if (!("type" in d) || d.type !== "google.rpc.BadRequest" || !(d.value instanceof Uint8Array)) continue;
+    // BadRequest { repeated FieldViolation field_violations = 1; }
+    // FieldViolation { string field = 1; string description = 2; }
+    const r = new BinaryReader(d.value);
+    while (r.pos < r.len) {
+      const [no, wt] = r.tag();
+      if (no !== 1 || wt !== WireType.LengthDelimited) { r.skip(wt); continue; }
+      const v = new BinaryReader(r.bytes());
+      let field = "", description = "";
+      while (v.pos < v.len) {
+        const [n, w] = v.tag();
+        if (n === 1 && w === WireType.LengthDelimited) field = v.string();
+        else if (n === 2 && w === WireType.LengthDelimited) description = v.string();
+        else v.skip(w);
+      }
+      (out ??= new Map()).set(field, description);
+    }
+  }
+  return out;
 }

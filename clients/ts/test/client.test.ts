@@ -10,7 +10,7 @@ import { createInterface } from "node:readline";
 import { createConnection, createServer, type AddressInfo, type Server, type Socket } from "node:net";
 import { fromJson, type JsonValue } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { createSetpointClient, RecommendRequestSchema, type SetpointClient } from "../src/index.js";
+import { createSetpointClient, fieldViolations, RecommendRequestSchema, type SetpointClient } from "../src/index.js";
 import { followRescales } from "./readme.js";
 
 const repo = join(import.meta.dirname, "..", "..", "..", ".."); // dist/test → repository root
@@ -92,10 +92,15 @@ describe("plaintext with a bearer token", () => {
     assert.equal(await count(), before);
   });
 
-  it("gets INVALID_ARGUMENT for an invalid spec", async () => {
+  it("gets INVALID_ARGUMENT naming each invalid field", async () => {
     const req = example("bad");
     req.spec!.maxReplicas = 0;
-    await assert.rejects(sp.decide(req), (err) => ConnectError.from(err).code === Code.InvalidArgument);
+    await assert.rejects(sp.decide(req), (err) => {
+      assert.equal(ConnectError.from(err).code, Code.InvalidArgument);
+      assert.deepEqual(fieldViolations(err), new Map([["spec.max_replicas", "must be >= 1, got 0"]]));
+      return true;
+    });
+    assert.equal(fieldViolations(new ConnectError("gone", Code.NotFound)), undefined);
   });
 
   it("gets NOT_FOUND for an unknown target", async () => {
