@@ -281,7 +281,12 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	case <-ctx.Done():
 	}
 	s.shutdown()
-	return <-served
+	// A shutdown that wins the race with grpc.Serve's start makes Serve
+	// report ErrServerStopped: that is a clean stop too.
+	if err := <-served; !errors.Is(err, grpc.ErrServerStopped) {
+		return err
+	}
+	return nil
 }
 
 // shutdown turns health NOT_SERVING and stops the gRPC server, gracefully

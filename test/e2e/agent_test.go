@@ -255,9 +255,11 @@ func TestPaused(t *testing.T) {
 	}
 	updateAutoscaler(t, ns, "web", func(s *v1alpha1.AutoscalerSpec) { s.Paused = false })
 	waitReplicas(t, ns, "web", 3, 10*time.Second)
-	if c := condition(autoscaler(t, ns, "web"), v1alpha1.ConditionPaused); c != nil {
-		t.Errorf("Paused condition left after unpausing: %+v", c)
-	}
+	// The agent writes the status after the scale: wait for it rather than
+	// reading it the moment the replicas changed.
+	waitFor(t, 10*time.Second, "Paused condition removed after unpausing", func() (bool, string) {
+		return condition(autoscaler(t, ns, "web"), v1alpha1.ConditionPaused) == nil, statusText(t, ns, "web")
+	})
 }
 
 // The service goes down: the target is left alone and the condition says
