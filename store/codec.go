@@ -9,6 +9,8 @@ package store
 import (
 	"errors"
 	"fmt"
+	"reflect"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -32,8 +34,20 @@ func encodeRecord(rec *Record) ([]byte, error) {
 		Events:    mapSlice(rec.Events, e.event),
 		LastSeen:  e.time(rec.LastSeen),
 	}
-	if rec.Last != nil {
-		m.Last = &pb.LastDecision{Id: rec.Last.ID, At: e.time(rec.Last.At), Decision: e.decision(rec.Last.Decision), Before: e.status(rec.Last.Before)}
+	if l := rec.Last; l != nil {
+		// Schema version 2: equal statuses are stored once. The decision's
+		// status is the record's until an observation changes the latter,
+		// and the status before the decision shares most conditions with it.
+		same := statusEqual(l.Decision.Status, rec.Status)
+		d := l.Decision
+		if same {
+			d.Status = engine.Status{}
+		}
+		m.Last = &pb.LastDecision{Id: l.ID, At: e.time(l.At), Decision: e.decision(d), Before: e.statusRefs(l.Before, rec.Status.Conditions)}
+		if same {
+			m.Last.Decision.Status = nil
+			m.Last.DecisionStatusIsRecordStatus = true
+		}
 	}
 	if e.err != nil {
 		return nil, fmt.Errorf("store: encode record %s: %w", rec.Key, e.err)
@@ -72,7 +86,10 @@ func decodeRecord(k Key, b []byte) (rec Record, err error) {
 		LastSeen:  d.time(m.GetLastSeen()),
 	}
 	if l := m.GetLast(); l != nil {
-		rec.Last = &LastDecision{ID: l.GetId(), At: d.time(l.GetAt()), Decision: d.decision(l.GetDecision()), Before: d.status(l.GetBefore())}
+		rec.Last = &LastDecision{ID: l.GetId(), At: d.time(l.GetAt()), Decision: d.decision(l.GetDecision()), Before: d.statusRefs(l.GetBefore(), m.GetStatus())}
+		if l.GetDecisionStatusIsRecordStatus() {
+			rec.Last.Decision.Status = d.status(m.GetStatus()) // a copy of its own
+		}
 	}
 	if d.err != nil {
 		return Record{}, &CorruptError{Key: k, Err: d.err}
@@ -187,6 +204,42 @@ func (e *encoder) status(v engine.Status) *pb.Status {
 			return &pb.Condition{Type: string(c.Type), Status: string(c.Status), Reason: c.Reason, Message: c.Message, LastTransitionTime: e.time(c.LastTransitionTime)}
 		}),
 	}
+}
+
+// statusRefs is status for LastDecision.Before: each condition equal to
+// one of record (the record's status conditions) is stored as a reference
+// to it (Status.condition_refs); without any such condition it is status.
+func (e *encoder) statusRefs(v engine.Status, record []engine.Condition) *pb.Status {
+	var refs []int32
+	var own []engine.Condition
+	for _, c := range v.Conditions {
+		i := slices.IndexFunc(record, func(r engine.Condition) bool { return conditionEqual(r, c) })
+		if i < 0 {
+			own = append(own, c)
+		}
+		refs = append(refs, int32(i))
+	}
+	if len(own) == len(v.Conditions) {
+		return e.status(v)
+	}
+	v.Conditions = own
+	m := e.status(v)
+	m.ConditionRefs = refs
+	return m
+}
+
+// statusEqual reports whether a and b are stored alike.
+func statusEqual(a, b engine.Status) bool {
+	return a.CurrentReplicas == b.CurrentReplicas && a.DesiredReplicas == b.DesiredReplicas &&
+		a.LastScaleTime.Equal(b.LastScaleTime) &&
+		slices.EqualFunc(a.Conditions, b.Conditions, conditionEqual) &&
+		slices.EqualFunc(a.CurrentMetrics, b.CurrentMetrics, func(x, y engine.MetricStatus) bool { return reflect.DeepEqual(x, y) })
+}
+
+// conditionEqual reports whether a and b are stored alike.
+func conditionEqual(a, b engine.Condition) bool {
+	return a.Type == b.Type && a.Status == b.Status && a.Reason == b.Reason && a.Message == b.Message &&
+		a.LastTransitionTime.Equal(b.LastTransitionTime)
 }
 
 func (e *encoder) metricStatus(v engine.MetricStatus) *pb.MetricStatus {
@@ -348,12 +401,48 @@ func (d *decoder) status(m *pb.Status) engine.Status {
 		DesiredReplicas: m.GetDesiredReplicas(),
 		LastScaleTime:   d.time(m.GetLastScaleTime()),
 		CurrentMetrics:  mapSlice(m.GetCurrentMetrics(), d.metricStatus),
-		Conditions: mapSlice(m.GetConditions(), func(c *pb.Condition) engine.Condition {
-			return engine.Condition{
-				Type: engine.ConditionType(c.GetType()), Status: engine.ConditionStatus(c.GetStatus()),
-				Reason: c.GetReason(), Message: c.GetMessage(), LastTransitionTime: d.time(c.GetLastTransitionTime()),
+		Conditions:      mapSlice(m.GetConditions(), d.condition),
+	}
+}
+
+// errConditionRefs reports Status.condition_refs that do not match the
+// conditions they refer to.
+var errConditionRefs = errors.New("condition references out of range")
+
+// statusRefs decodes LastDecision.Before, whose condition_refs refer to
+// the conditions of record (the record's status).
+func (d *decoder) statusRefs(m *pb.Status, record *pb.Status) engine.Status {
+	v := d.status(m)
+	refs := m.GetConditionRefs()
+	if len(refs) == 0 {
+		return v
+	}
+	own, recs := v.Conditions, record.GetConditions()
+	v.Conditions = make([]engine.Condition, 0, len(refs))
+	for _, r := range refs {
+		switch {
+		case r == -1 && len(own) > 0:
+			v.Conditions = append(v.Conditions, own[0])
+			own = own[1:]
+		case r >= 0 && int(r) < len(recs):
+			v.Conditions = append(v.Conditions, d.condition(recs[r]))
+		default:
+			if d.err == nil {
+				d.err = errConditionRefs
 			}
-		}),
+			return engine.Status{}
+		}
+	}
+	if len(own) > 0 && d.err == nil {
+		d.err = errConditionRefs
+	}
+	return v
+}
+
+func (d *decoder) condition(c *pb.Condition) engine.Condition {
+	return engine.Condition{
+		Type: engine.ConditionType(c.GetType()), Status: engine.ConditionStatus(c.GetStatus()),
+		Reason: c.GetReason(), Message: c.GetMessage(), LastTransitionTime: d.time(c.GetLastTransitionTime()),
 	}
 }
 

@@ -108,13 +108,13 @@
 //
 //	go store.RunExpiry(ctx, st, store.ExpiryOptions{Every: time.Minute, MaxIdle: 24 * time.Hour, Now: now})
 //
-// # On-disk layout (schema version 1)
+// # On-disk layout (schema version 2)
 //
 // schema.go holds every bucket name and key builder. The file has four
 // top-level buckets:
 //
 //	meta
-//	    "schema_version" → uint64, 8 bytes big-endian (1)
+//	    "schema_version" → uint64, 8 bytes big-endian (2)
 //
 //	records
 //	    recordKey(cluster, namespace, name) → setpoint.storage.v1.Record
@@ -144,8 +144,18 @@
 // is the zero time; times are read back in UTC; empty and absent lists and
 // maps are the same. Strings must be valid UTF-8 (the gRPC API guarantees
 // it); a record that could not be read back — an invalid string, a time
-// outside the years 1–9999 — is refused by Update, never stored.
+// outside the years 1–9999 — is refused by Update, never stored.//
+// Version 2 stores equal statuses once, since statuses are most of a
+// record: Record.Last.Decision.Status is left out, with
+// LastDecision.decision_status_is_record_status set, when it equals
+// Record.Status (as it does until an observation changes the status); and
+// each condition of Record.Last.Before equal to one of Record.Status is
+// stored as its index in Status.condition_refs (-1 for the next condition
+// Before stores itself). A version 2 reader reads version 1 records as
+// they are; Open migrates a version 1 file by rewriting its version. About
+// 3.1 KB of a two-metric target's record becomes 1.8 KB.
 //
+
 // The changes bucket is the change feed (feed.go). Every write that records
 // something for a target appends, in its own transaction, one Change per
 // thing recorded: a decision (Record.Last has a new ID), an observed event

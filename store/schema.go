@@ -19,7 +19,12 @@ import (
 
 // SchemaVersion is the version of the on-disk layout this package writes.
 // Open refuses a file whose stored version is larger.
-const SchemaVersion uint64 = 1
+//
+// Version 2 stores a record's statuses once where they are equal (see
+// doc.go); version 1 records read the same under it, so the migration from
+// 1 rewrites only the version, but a version 1 reader would misread a
+// version 2 record.
+const SchemaVersion uint64 = 2
 
 // Bucket names. All buckets live at the top level of the file.
 var (
@@ -231,13 +236,16 @@ func initSchema(tx *bolt.Tx) error {
 }
 
 // migrate brings a file of schema version from up to SchemaVersion, inside
-// the opening transaction. Version 1 is the first; there is nothing to
-// migrate yet. A future version adds a case per step and rewrites the stored
-// version last.
-func migrate(_ *bolt.Tx, from uint64) error {
+// the opening transaction: a case per step, the stored version rewritten
+// last.
+func migrate(tx *bolt.Tx, from uint64) error {
 	switch from {
 	case SchemaVersion:
 		return nil
+	case 1:
+		// Version 2 only adds ways to leave equal statuses out of a record;
+		// every version 1 record is a valid version 2 record.
+		return tx.Bucket(bucketMeta).Put(keyMetaSchemaVersion, encodeVersion(SchemaVersion))
 	default:
 		return fmt.Errorf("%w: no migration from schema version %d", ErrSchemaVersion, from)
 	}

@@ -47,6 +47,13 @@ type ScaleResult struct {
 	// file, everything a record holds besides its history included.
 	BytesPerTarget       float64 `json:"bytes_per_target"`
 	BytesPerHistoryEntry float64 `json:"bytes_per_history_entry"`
+	// Usage is what the file holds, by bucket, once serving.
+	Usage store.Usage `json:"usage"`
+	// RecordBytesPerTarget and RecordBytesPerHistoryEntry divide the bytes
+	// the records bucket uses (keys, values, page headers; not the free
+	// space of its pages, the expiry index or the change feed).
+	RecordBytesPerTarget       float64 `json:"record_bytes_per_target"`
+	RecordBytesPerHistoryEntry float64 `json:"record_bytes_per_history_entry"`
 	// OpenSeconds is how long store.Open took; ServingSeconds the time from
 	// the start of Open to the first answered Recommend over gRPC.
 	OpenSeconds    float64 `json:"open_seconds"`
@@ -68,6 +75,10 @@ func (s *ScaleResult) table() string {
 		fmt.Fprintf(&b, ", filled in %.1f s", s.FillSeconds)
 	}
 	fmt.Fprintf(&b, "\nfile %.1f MiB: %.0f bytes per target, %.1f bytes per history entry\n", mib(s.FileBytes), s.BytesPerTarget, s.BytesPerHistoryEntry)
+	u := s.Usage
+	fmt.Fprintf(&b, "records bucket %.1f MiB in use (%.1f allocated): %.0f bytes per target, %.1f bytes per history entry; expiry index %.1f MiB, change feed %.1f MiB (%d changes); %d free pages\n",
+		mib(int64(u.Records.InUse)), mib(int64(u.Records.Allocated)), s.RecordBytesPerTarget, s.RecordBytesPerHistoryEntry,
+		mib(int64(u.LastSeen.InUse)), mib(int64(u.Changes.InUse)), u.Changes.Keys, u.FreePages)
 	fmt.Fprintf(&b, "open %.3f s; start to first Recommend answered %.3f s\n", s.OpenSeconds, s.ServingSeconds)
 	if s.Before != nil && s.Serving != nil {
 		fmt.Fprintf(&b, "RSS before open %.0f MiB (anon %.0f), serving %.0f MiB (anon %.0f, files %.0f): %.1f bytes per idle target\n",
@@ -166,6 +177,12 @@ func fillAndServe(ctx context.Context, cfg Config, logf func(string, ...any)) (*
 	if res.Before != nil && res.Serving != nil {
 		res.IdleBytesPerTarget = float64(res.Serving.Current-res.Before.Current) / float64(cfg.Fill)
 	}
+	if res.Usage, err = e.store.Usage(ctx); err != nil {
+		e.stop()
+		return nil, nil, err
+	}
+	res.RecordBytesPerTarget = float64(res.Usage.Records.InUse) / float64(max(res.Usage.Records.Keys, 1))
+	res.RecordBytesPerHistoryEntry = res.RecordBytesPerTarget / float64(max(res.HistoryEntriesPerTarget, 1))
 	return e, res, nil
 }
 

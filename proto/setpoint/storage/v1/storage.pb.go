@@ -317,9 +317,12 @@ type LastDecision struct {
 	// The engine's outcome.
 	Decision *Decision `protobuf:"bytes,3,opt,name=decision,proto3" json:"decision,omitempty"`
 	// The status the decision started from, for undoing a failed rescale.
-	Before        *Status `protobuf:"bytes,4,opt,name=before,proto3" json:"before,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Before *Status `protobuf:"bytes,4,opt,name=before,proto3" json:"before,omitempty"`
+	// Schema version 2: decision.status is absent because it equals
+	// Record.status (as it does until an observation changes the status).
+	DecisionStatusIsRecordStatus bool `protobuf:"varint,5,opt,name=decision_status_is_record_status,json=decisionStatusIsRecordStatus,proto3" json:"decision_status_is_record_status,omitempty"`
+	unknownFields                protoimpl.UnknownFields
+	sizeCache                    protoimpl.SizeCache
 }
 
 func (x *LastDecision) Reset() {
@@ -378,6 +381,13 @@ func (x *LastDecision) GetBefore() *Status {
 		return x.Before
 	}
 	return nil
+}
+
+func (x *LastDecision) GetDecisionStatusIsRecordStatus() bool {
+	if x != nil {
+		return x.DecisionStatusIsRecordStatus
+	}
+	return false
 }
 
 // Settings mirrors engine.Settings.
@@ -1125,7 +1135,12 @@ type Status struct {
 	// Current metric values, one per spec metric.
 	CurrentMetrics []*MetricStatus `protobuf:"bytes,4,rep,name=current_metrics,json=currentMetrics,proto3" json:"current_metrics,omitempty"`
 	// Conditions, in the order they were first set.
-	Conditions    []*Condition `protobuf:"bytes,5,rep,name=conditions,proto3" json:"conditions,omitempty"`
+	Conditions []*Condition `protobuf:"bytes,5,rep,name=conditions,proto3" json:"conditions,omitempty"`
+	// Schema version 2, only in LastDecision.before: when not empty, the
+	// conditions are rebuilt in this order, an entry i >= 0 standing for
+	// Record.status.conditions[i] (an equal condition stored once) and an
+	// entry -1 for the next element of conditions.
+	ConditionRefs []int32 `protobuf:"varint,6,rep,packed,name=condition_refs,json=conditionRefs,proto3" json:"condition_refs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1191,6 +1206,13 @@ func (x *Status) GetCurrentMetrics() []*MetricStatus {
 func (x *Status) GetConditions() []*Condition {
 	if x != nil {
 		return x.Conditions
+	}
+	return nil
+}
+
+func (x *Status) GetConditionRefs() []int32 {
+	if x != nil {
+		return x.ConditionRefs
 	}
 	return nil
 }
@@ -2193,12 +2215,13 @@ const file_setpoint_storage_v1_storage_proto_rawDesc = "" +
 	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x1f\n" +
 	"\vdecision_id\x18\x05 \x01(\tR\n" +
 	"decisionId\x12\x18\n" +
-	"\amessage\x18\x06 \x01(\tR\amessage\"\xba\x01\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage\"\x82\x02\n" +
 	"\fLastDecision\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12*\n" +
 	"\x02at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x129\n" +
 	"\bdecision\x18\x03 \x01(\v2\x1d.setpoint.storage.v1.DecisionR\bdecision\x123\n" +
-	"\x06before\x18\x04 \x01(\v2\x1b.setpoint.storage.v1.StatusR\x06before\"\xb3\x02\n" +
+	"\x06before\x18\x04 \x01(\v2\x1b.setpoint.storage.v1.StatusR\x06before\x12F\n" +
+	" decision_status_is_record_status\x18\x05 \x01(\bR\x1cdecisionStatusIsRecordStatus\"\xb3\x02\n" +
 	"\bSettings\x12\x1c\n" +
 	"\ttolerance\x18\x01 \x01(\x01R\ttolerance\x12U\n" +
 	"\x19cpu_initialization_period\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x17cpuInitializationPeriod\x12Q\n" +
@@ -2251,7 +2274,7 @@ const file_setpoint_storage_v1_storage_proto_rawDesc = "" +
 	"\x06Policy\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x05R\x05value\x12%\n" +
-	"\x0eperiod_seconds\x18\x03 \x01(\x05R\rperiodSeconds\"\xae\x02\n" +
+	"\x0eperiod_seconds\x18\x03 \x01(\x05R\rperiodSeconds\"\xd5\x02\n" +
 	"\x06Status\x12)\n" +
 	"\x10current_replicas\x18\x01 \x01(\x05R\x0fcurrentReplicas\x12)\n" +
 	"\x10desired_replicas\x18\x02 \x01(\x05R\x0fdesiredReplicas\x12B\n" +
@@ -2259,7 +2282,8 @@ const file_setpoint_storage_v1_storage_proto_rawDesc = "" +
 	"\x0fcurrent_metrics\x18\x04 \x03(\v2!.setpoint.storage.v1.MetricStatusR\x0ecurrentMetrics\x12>\n" +
 	"\n" +
 	"conditions\x18\x05 \x03(\v2\x1e.setpoint.storage.v1.ConditionR\n" +
-	"conditions\"\xb7\x01\n" +
+	"conditions\x12%\n" +
+	"\x0econdition_refs\x18\x06 \x03(\x05R\rconditionRefs\"\xb7\x01\n" +
 	"\tCondition\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12\x16\n" +

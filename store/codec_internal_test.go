@@ -1,0 +1,128 @@
+package store
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/setpointhq/setpoint/engine"
+	pb "github.com/setpointhq/setpoint/proto/setpoint/storage/v1"
+)
+
+// statusRecord returns a record whose statuses are built from conditions
+// a, b and c as each case needs.
+func statusRecord() (Record, [3]engine.Condition) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	conds := [3]engine.Condition{
+		{Type: engine.AbleToScale, Status: engine.ConditionTrue, Reason: "SucceededRescale", Message: "able", LastTransitionTime: t0},
+		{Type: engine.ScalingActive, Status: engine.ConditionTrue, Reason: "ValidMetricFound", Message: "valid", LastTransitionTime: t0.Add(time.Second)},
+		{Type: engine.ScalingLimited, Status: engine.ConditionFalse, Reason: "DesiredWithinRange", Message: "within", LastTransitionTime: t0.Add(2 * time.Second)},
+	}
+	st := engine.Status{CurrentReplicas: 3, DesiredReplicas: 4, LastScaleTime: t0, Conditions: []engine.Condition{conds[0], conds[1], conds[2]}}
+	return Record{
+		Key:    Key{Cluster: "c", Namespace: "n", Name: "web"},
+		Status: st,
+		Last: &LastDecision{ID: "d1", At: t0, Decision: engine.Decision{DesiredReplicas: 4, Rescale: true, Status: st},
+			Before: engine.Status{CurrentReplicas: 3, DesiredReplicas: 3, Conditions: []engine.Condition{conds[0], conds[1]}}},
+		LastSeen: t0,
+	}, conds
+}
+
+// TestCodecStoresEqualStatusesOnce checks schema version 2's sharing of
+// equal statuses and conditions: every case reads back exactly as written.
+func TestCodecStoresEqualStatusesOnce(t *testing.T) {
+	other := engine.Condition{Type: engine.ScaledToZero, Status: engine.ConditionFalse, Reason: "NotScaledToZero", Message: "no"}
+	tests := []struct {
+		name       string
+		edit       func(rec *Record, c [3]engine.Condition)
+		wantShared bool    // decision status left out
+		wantRefs   []int32 // Before's condition_refs
+	}{
+		{name: "as decided", wantShared: true, wantRefs: []int32{0, 1}},
+		{name: "status changed by an observation", edit: func(rec *Record, c [3]engine.Condition) {
+			rec.Status.Conditions = []engine.Condition{c[1], c[0], c[2]}
+		}, wantRefs: []int32{1, 0}},
+		{name: "before interleaves its own conditions", edit: func(rec *Record, c [3]engine.Condition) {
+			changed := c[1]
+			changed.Message = "changed"
+			rec.Last.Before.Conditions = []engine.Condition{other, c[2], changed, c[0]}
+		}, wantShared: true, wantRefs: []int32{-1, 2, -1, 0}},
+		{name: "before shares nothing", edit: func(rec *Record, c [3]engine.Condition) {
+			rec.Last.Before.Conditions = []engine.Condition{other}
+		}, wantShared: true},
+		{name: "a transition time differs", edit: func(rec *Record, c [3]engine.Condition) {
+			rec.Last.Decision.Status.Conditions = []engine.Condition{c[0], c[1], c[2]}
+			rec.Last.Decision.Status.Conditions[2].LastTransitionTime = time.Time{}
+		}, wantRefs: []int32{0, 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec, c := statusRecord()
+			if tt.edit != nil {
+				tt.edit(&rec, c)
+			}
+			raw, err := encodeRecord(&rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var m pb.Record
+			if err := proto.Unmarshal(raw, &m); err != nil {
+				t.Fatal(err)
+			}
+			if got := m.GetLast().GetDecisionStatusIsRecordStatus(); got != tt.wantShared || (got && m.GetLast().GetDecision().Status != nil) {
+				t.Errorf("decision status shared %v (status %v), want shared %v", got, m.GetLast().GetDecision().GetStatus(), tt.wantShared)
+			}
+			if diff := cmp.Diff(tt.wantRefs, m.GetLast().GetBefore().GetConditionRefs()); diff != "" {
+				t.Errorf("condition refs (-want +got):\n%s", diff)
+			}
+			got, err := decodeRecord(rec.Key, raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(rec, got); diff != "" {
+				t.Errorf("round trip (-want +got):\n%s", diff)
+			}
+			// The decision's status is a copy: changing one leaves the other.
+			if len(got.Status.Conditions) > 0 && len(got.Last.Decision.Status.Conditions) > 0 {
+				got.Status.Conditions[0].Message = "edited"
+				if got.Last.Decision.Status.Conditions[0].Message == "edited" {
+					t.Error("the decoded decision status shares memory with the record's status")
+				}
+			}
+		})
+	}
+}
+
+func TestCodecRejectsBadConditionRefs(t *testing.T) {
+	for name, refs := range map[string][]int32{
+		"beyond the record's conditions":  {0, 7},
+		"more own conditions than stored": {-1, -1},
+		"own conditions left over":        {0},
+		"below -1":                        {-2},
+	} {
+		t.Run(name, func(t *testing.T) {
+			rec, _ := statusRecord()
+			rec.Last.Before.Conditions = rec.Last.Before.Conditions[:1]
+			rec.Last.Before.Conditions[0].Message = "own"
+			raw, err := encodeRecord(&rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var m pb.Record
+			if err := proto.Unmarshal(raw, &m); err != nil {
+				t.Fatal(err)
+			}
+			m.Last.Before.ConditionRefs = refs
+			raw, err = proto.Marshal(&m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := decodeRecord(rec.Key, raw); !errors.Is(err, ErrCorrupt) {
+				t.Errorf("decodeRecord: %v, want ErrCorrupt", err)
+			}
+		})
+	}
+}
