@@ -56,7 +56,7 @@ func encodeRecord(rec *Record) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: encode record %s: %w", rec.Key, err)
 	}
-	return b, nil
+	return compressValue(b), nil
 }
 
 // decodeRecord parses the stored form of the record of k. Any failure is a
@@ -70,6 +70,10 @@ func decodeRecord(k Key, b []byte) (rec Record, err error) {
 			rec, err = Record{}, &CorruptError{Key: k, Err: fmt.Errorf("panic while decoding: %v", p)}
 		}
 	}()
+	b, err = decompressValue(b)
+	if err != nil {
+		return Record{}, &CorruptError{Key: k, Err: err}
+	}
 	var m pb.Record
 	if err := proto.Unmarshal(b, &m); err != nil {
 		return Record{}, &CorruptError{Key: k, Err: err}

@@ -68,8 +68,12 @@ func TestCodecStoresEqualStatusesOnce(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			msg, err := decompressValue(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
 			var m pb.Record
-			if err := proto.Unmarshal(raw, &m); err != nil {
+			if err := proto.Unmarshal(msg, &m); err != nil {
 				t.Fatal(err)
 			}
 			if got := m.GetLast().GetDecisionStatusIsRecordStatus(); got != tt.wantShared || (got && m.GetLast().GetDecision().Status != nil) {
@@ -96,6 +100,46 @@ func TestCodecStoresEqualStatusesOnce(t *testing.T) {
 	}
 }
 
+// TestCodecCompresses checks that a large record is stored compressed and
+// a small one as it is, and that both read back; and that a corrupt
+// compressed value is a CorruptError.
+func TestCodecCompresses(t *testing.T) {
+	small := Record{Key: Key{Name: "s"}, TargetRef: TargetRef{Kind: "Deployment"}}
+	large, _ := statusRecord()
+	for i := range 20 {
+		large.Events = append(large.Events, Event{Kind: EventApplied, From: int32(i), To: int32(i + 1), DecisionID: "decision", Message: "applied"})
+	}
+	for _, tc := range []struct {
+		name           string
+		rec            Record
+		wantCompressed bool
+	}{{"small", small, false}, {"large", large, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			raw, err := encodeRecord(&tc.rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := raw[0] == compressedValue; got != tc.wantCompressed {
+				t.Errorf("compressed %v, want %v (%d bytes)", got, tc.wantCompressed, len(raw))
+			}
+			got, err := decodeRecord(tc.rec.Key, raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.rec, got); diff != "" {
+				t.Errorf("round trip (-want +got):\n%s", diff)
+			}
+			if tc.wantCompressed {
+				for _, bad := range [][]byte{raw[:len(raw)/2], append([]byte{compressedValue, 0xff}, raw[1:]...), {compressedValue}} {
+					if _, err := decodeRecord(tc.rec.Key, bad); !errors.Is(err, ErrCorrupt) {
+						t.Errorf("decodeRecord(% x...): %v, want ErrCorrupt", bad[:2], err)
+					}
+				}
+			}
+		})
+	}
+}
+
 func TestCodecRejectsBadConditionRefs(t *testing.T) {
 	for name, refs := range map[string][]int32{
 		"beyond the record's conditions":  {0, 7},
@@ -111,8 +155,12 @@ func TestCodecRejectsBadConditionRefs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			msg, err := decompressValue(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
 			var m pb.Record
-			if err := proto.Unmarshal(raw, &m); err != nil {
+			if err := proto.Unmarshal(msg, &m); err != nil {
 				t.Fatal(err)
 			}
 			m.Last.Before.ConditionRefs = refs
