@@ -62,8 +62,9 @@ type Config struct {
 	// are checked for changes.
 	ReloadInterval time.Duration
 	// RateLimit is each principal's sustained rate, in calls per second
-	// (0: unlimited); RateBurst the calls it may make at once.
+	// (0: unlimited).
 	RateLimit float64
+	// RateBurst is how many calls a principal may make at once.
 	RateBurst int
 	// MaxRecvMsgSize is the largest request accepted, in bytes.
 	MaxRecvMsgSize int
