@@ -93,10 +93,22 @@ func (g *guard) authenticate(ctx context.Context) (context.Context, error) {
 		if presented == "" {
 			presented = "no credentials"
 		}
-		g.audit.denied(ctx, "", presented, "", codes.Unauthenticated)
+		target, _ := ctx.Value(targetKey{}).(string)
+		g.audit.denied(ctx, "", presented, target, codes.Unauthenticated)
 		return nil, err
 	}
 	return withPrincipal(ctx, p), nil
+}
+
+// targetKey is the context key of the request's target, for the audit of
+// an unauthenticated unary call (a stream's request is not received yet).
+type targetKey struct{}
+
+// withTarget runs next with the request's target in the context.
+func withTarget(next grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		return next(context.WithValue(ctx, targetKey{}, describeTarget(req)), req, info, handler)
+	}
 }
 
 // authorize checks the request against the principal of ctx.

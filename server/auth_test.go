@@ -266,6 +266,7 @@ func TestAuthorizationOverMutualTLS(t *testing.T) {
 			{"event": "denied", "principal": "agent-a", "target": "b/shop/web", "outcome": "PermissionDenied", "method": setpointv1.AutoscalerService_Recommend_FullMethodName},
 			{"event": "denied", "principal": "dashboard", "target": "a/shop/web", "outcome": "PermissionDenied", "method": setpointv1.AutoscalerService_DeleteTarget_FullMethodName},
 			{"event": "denied", "principal": "", "outcome": "Unauthenticated", "method": setpointv1.AutoscalerService_Watch_FullMethodName},
+			{"event": "denied", "principal": "", "target": "a/shop/web", "outcome": "Unauthenticated", "reason": "unknown token", "method": setpointv1.AutoscalerService_GetTarget_FullMethodName},
 			{"event": "decision", "principal": "agent-a", "target": "a/shop/web", "outcome": "rescale"},
 			{"event": "decision", "principal": "ops", "target": "b/shop/web", "outcome": "rescale"},
 			{"event": "delete", "principal": "ops", "target": "b/shop/web", "outcome": "deleted"},

@@ -53,7 +53,7 @@ func chain(c chainConfig) []grpc.ServerOption {
 	}
 	g := c.guard
 	if g.auth != nil {
-		unary = append(unary, selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(g.authenticate), guarded))
+		unary = append(unary, selector.UnaryServerInterceptor(withTarget(auth.UnaryServerInterceptor(g.authenticate)), guarded))
 		stream = append(stream, selector.StreamServerInterceptor(auth.StreamServerInterceptor(g.authenticate), guarded))
 	}
 	if g.rates != nil {
