@@ -175,7 +175,7 @@ func New(st store.Store, o Options) *Server {
 		hub:           s.hub,
 		metrics:       svcMetrics,
 	})
-	setpointv1.RegisterAdminServiceServer(s.grpc, &admin{store: st, authRequired: o.Auth != nil, log: o.Logger})
+	setpointv1.RegisterAdminServiceServer(s.grpc, &admin{store: st, log: o.Logger})
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)
 	metrics.InitializeMetrics(s.grpc)

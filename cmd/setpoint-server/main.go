@@ -85,6 +85,15 @@ type Config struct {
 	ExpireInterval time.Duration
 	// ShutdownTimeout bounds the graceful shutdown.
 	ShutdownTimeout time.Duration
+	// MaxSimulateSteps bounds the steps of one Simulate call, and
+	// MaxSimulatePods the pods its pod model may synthesize.
+	MaxSimulateSteps, MaxSimulatePods int
+	// WatchBuffer is how many changes one Watch stream may fall behind
+	// before it is ended with where to resume.
+	WatchBuffer int
+	// MaxChanges is how many recent changes the store keeps for Watch
+	// streams to resume from.
+	MaxChanges int
 }
 
 // Defaults of the flags that have none in package server.
@@ -119,6 +128,10 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ExpireAfter, "expire-after", server.DefaultExpireAfter, "forget targets not seen for this long")
 	fs.DurationVar(&c.ExpireInterval, "expire-interval", server.DefaultExpireInterval, "how often to forget expired targets")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "how long to wait for calls in flight at shutdown")
+	fs.IntVar(&c.MaxSimulateSteps, "max-simulate-steps", server.DefaultMaxSimulateSteps, "steps one Simulate call may carry")
+	fs.IntVar(&c.MaxSimulatePods, "max-simulate-pods", server.DefaultMaxSimulatePods, "pods a Simulate pod model may synthesize (bounds max_replicas)")
+	fs.IntVar(&c.WatchBuffer, "watch-buffer", server.DefaultWatchBuffer, "changes a Watch stream may fall behind before it is ended with where to resume")
+	fs.IntVar(&c.MaxChanges, "max-changes", store.DefaultMaxChanges, "recent changes kept on disk for Watch streams to resume from")
 }
 
 // Validate checks the configuration's values.
@@ -158,6 +171,9 @@ func (c *Config) Validate() error {
 	}
 	if c.KeepaliveMinTime <= 0 || c.KeepaliveTime <= 0 || c.KeepaliveTimeout <= 0 {
 		errs = append(errs, errors.New("-keepalive-min-time, -keepalive-time and -keepalive-timeout must be > 0"))
+	}
+	if c.MaxSimulateSteps <= 0 || c.MaxSimulatePods <= 0 || c.WatchBuffer <= 0 || c.MaxChanges <= 0 {
+		errs = append(errs, errors.New("-max-simulate-steps, -max-simulate-pods, -watch-buffer and -max-changes must be > 0"))
 	}
 	if c.ExpireAfter <= 0 || c.ExpireInterval <= 0 || c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("-expire-after, -expire-interval and -shutdown-timeout must be > 0"))
@@ -210,6 +226,9 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, ready chan<- string)
 		ExpireAfter:           cfg.ExpireAfter,
 		ExpireInterval:        cfg.ExpireInterval,
 		ShutdownTimeout:       cfg.ShutdownTimeout,
+		MaxSimulateSteps:      cfg.MaxSimulateSteps,
+		MaxSimulatePods:       cfg.MaxSimulatePods,
+		WatchBuffer:           cfg.WatchBuffer,
 	}
 	reload := server.ReloadOptions{Interval: cfg.ReloadInterval, Logger: log}
 	if cfg.AuthConfig != "" {
@@ -233,7 +252,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, ready chan<- string)
 		return fmt.Errorf("data directory: %w", err)
 	}
 	path := filepath.Join(cfg.DataDir, "setpoint.db")
-	st, err := store.Open(path, store.Options{})
+	st, err := store.Open(path, store.Options{MaxChanges: cfg.MaxChanges})
 	if err != nil {
 		return err
 	}

@@ -65,6 +65,11 @@ func TestValidate(t *testing.T) {
 		{"zero metrics per request", with("-max-metrics-per-request", "0"), false},
 		{"zero keepalive", with("-keepalive-min-time", "0s"), false},
 		{"zero reload interval", with("-reload-interval", "0s"), false},
+		{"zero simulate steps", with("-max-simulate-steps", "0"), false},
+		{"zero simulate pods", with("-max-simulate-pods", "0"), false},
+		{"zero watch buffer", with("-watch-buffer", "0"), false},
+		{"zero kept changes", with("-max-changes", "0"), false},
+		{"larger limits", with("-max-simulate-steps", "5000", "-watch-buffer", "4096", "-max-changes", "100000"), true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
