@@ -7,7 +7,7 @@ CORPUS   ?= testdata/conformance/scenarios
 NPM      ?= npm
 TS       := clients/ts
 
-.PHONY: help run generate lint check-generated vet kube-binaries ts-deps test test-ts conformance bench fuzz fuzz-short crash
+.PHONY: load help run generate lint check-generated vet kube-binaries ts-deps test test-ts conformance bench fuzz fuzz-short crash
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -56,6 +56,9 @@ conformance: ## replay the conformance corpus through a real server over gRPC
 
 bench: ## Go benchmarks of the engine, the store and the server
 	$(GO) test -run '^$$' -bench . -benchmem ./engine ./store ./server
+
+load: ## setpoint-bench: 64 in flight over gRPC against the no-op baseline, 3 rounds of 5 s (docs/benchmarks.md)
+	$(GO) run ./cmd/setpoint-bench -concurrency 64 -duration 5s -rounds 3 -baseline
 
 # Every fuzz target, as package:Target:executions. `make fuzz` runs each for
 # FUZZTIME; CI (`make fuzz-short`) runs each for its count of executions,

@@ -132,6 +132,11 @@ func run(ctx context.Context, cfg Config, logw io.Writer) (rep *Report, err erro
 			realRes.Store.FileBytes = fi.Size()
 		}
 		rep.RSS = readRSS()
+		if rep.Scale != nil {
+			if err := rep.Scale.addUsage(ctx, real.store); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return rep, nil
 }

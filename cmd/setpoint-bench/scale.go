@@ -177,13 +177,20 @@ func fillAndServe(ctx context.Context, cfg Config, logf func(string, ...any)) (*
 	if res.Before != nil && res.Serving != nil {
 		res.IdleBytesPerTarget = float64(res.Serving.Current-res.Before.Current) / float64(cfg.Fill)
 	}
-	if res.Usage, err = e.store.Usage(ctx); err != nil {
-		e.stop()
-		return nil, nil, err
-	}
-	res.RecordBytesPerTarget = float64(res.Usage.Records.InUse) / float64(max(res.Usage.Records.Keys, 1))
-	res.RecordBytesPerHistoryEntry = res.RecordBytesPerTarget / float64(max(res.HistoryEntriesPerTarget, 1))
 	return e, res, nil
+}
+
+// addUsage walks st's file for the space each bucket takes. It reads every
+// page, so it runs after every other measurement.
+func (s *ScaleResult) addUsage(ctx context.Context, st *store.Bolt) error {
+	u, err := st.Usage(ctx)
+	if err != nil {
+		return err
+	}
+	s.Usage = u
+	s.RecordBytesPerTarget = float64(u.Records.InUse) / float64(max(u.Records.Keys, 1))
+	s.RecordBytesPerHistoryEntry = s.RecordBytesPerTarget / float64(max(s.HistoryEntriesPerTarget, 1))
+	return nil
 }
 
 // seedRecord returns the record of target 0 after seedSteps decisions
