@@ -6,9 +6,9 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 
+	"github.com/setpointhq/setpoint/internal/netaddr"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -62,7 +62,7 @@ func Dial(addr string, o Options) (*Client, error) {
 	}
 	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds), grpc.WithDefaultServiceConfig(sc)}
 	if o.Token != "" {
-		if o.TLS == nil && !loopback(addr) {
+		if o.TLS == nil && !netaddr.Loopback(addr) {
 			return nil, fmt.Errorf("setpointclient: refusing to send a bearer token in plaintext to %s: configure TLS", addr)
 		}
 		opts = append(opts, grpc.WithPerRPCCredentials(bearer{token: o.Token, requireTLS: o.TLS != nil}))
@@ -84,20 +84,6 @@ func (c *Client) Conn() *grpc.ClientConn { return c.conn }
 
 // Close closes the connection; calls in flight fail with Canceled.
 func (c *Client) Close() error { return c.conn.Close() }
-
-// loopback reports whether addr's host is a loopback address or
-// "localhost".
-func loopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
 
 // bearer sends a bearer token with every call.
 type bearer struct {

@@ -46,11 +46,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/setpointhq/setpoint/internal/netaddr"
 )
 
 // MaxDuration bounds -duration: the bench never runs unattended for long.
@@ -125,7 +126,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 // Validate checks the configuration's values.
 func (c *Config) Validate() error {
 	var errs []error
-	if c.Addr != "" && !loopback(c.Addr) {
+	if c.Addr != "" && !netaddr.Loopback(c.Addr) {
 		errs = append(errs, fmt.Errorf("-addr %q: must be a loopback address (host:port)", c.Addr))
 	}
 	if c.Targets <= 0 || c.Clusters <= 0 || c.Concurrency <= 0 || c.Pods <= 0 || c.Metrics <= 0 || c.Rounds <= 0 {
@@ -150,19 +151,6 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("-observe-ratio must be within 0..1"))
 	}
 	return errors.Join(errs...)
-}
-
-// loopback reports whether addr is host:port with a loopback host.
-func loopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 func main() {

@@ -33,6 +33,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/setpointhq/setpoint/internal/netaddr"
 	"github.com/setpointhq/setpoint/server"
 	"github.com/setpointhq/setpoint/store"
 )
@@ -181,15 +182,6 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// loopback reports whether host is a loopback address or "localhost".
-func loopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
 func main() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	var cfg Config
@@ -244,7 +236,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, ready chan<- string)
 	} else {
 		log.Warn("INSECURE DEVELOPMENT MODE (-insecure-dev): gRPC is plaintext; never use this outside a developer's machine",
 			"insecure", true, "authentication", opts.Auth != nil, "listen", cfg.Listen)
-		if host, _, _ := net.SplitHostPort(cfg.Listen); !loopback(host) {
+		if host, _, _ := net.SplitHostPort(cfg.Listen); !netaddr.LoopbackHost(host) {
 			log.Warn("INSECURE DEVELOPMENT MODE on a non-loopback address: other machines can reach this plaintext server", "insecure", true, "listen", cfg.Listen)
 		}
 	}
