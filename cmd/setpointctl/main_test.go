@@ -5,16 +5,13 @@ import (
 	"context"
 	"flag"
 	"io"
-	"log/slog"
-	"net"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/setpointhq/setpoint/internal/servertest"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server"
-	"github.com/setpointhq/setpoint/store"
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/encoding/protojson"
 	"sigs.k8s.io/yaml"
@@ -37,27 +34,7 @@ func startServer(t *testing.T) string {
 
 func startServerOpts(t *testing.T, o server.Options) string {
 	t.Helper()
-	st, err := store.Open(filepath.Join(t.TempDir(), "setpoint.db"), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv := server.New(st, o)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, lis) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-		st.Close()
-	})
-	return lis.Addr().String()
+	return servertest.Start(t, t.TempDir(), o)
 }
 
 // ctl runs setpointctl against addr and returns what it printed.

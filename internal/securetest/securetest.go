@@ -5,18 +5,16 @@
 package securetest
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
 	"log/slog"
-	"net"
 	"path/filepath"
 	"testing"
 
+	"github.com/setpointhq/setpoint/internal/servertest"
 	"github.com/setpointhq/setpoint/internal/testpki"
 	"github.com/setpointhq/setpoint/server"
-	"github.com/setpointhq/setpoint/store"
 )
 
 // Server is a running server and what its clients need.
@@ -48,28 +46,7 @@ func Start(t testing.TB, principals string) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.Open(filepath.Join(s.Dir, "setpoint.db"), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := server.New(st, server.Options{TLS: tc, Auth: auth, Logger: log})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, lis) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-		if err := st.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	s.Addr = lis.Addr().String()
+	s.Addr = servertest.Start(t, s.Dir, server.Options{TLS: tc, Auth: auth, Logger: log})
 	return s
 }
 
