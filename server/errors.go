@@ -10,6 +10,7 @@ import (
 	"github.com/setpointhq/setpoint/engine"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/target"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -17,9 +18,6 @@ import (
 
 // Errors of the service, mapped by toStatus.
 var (
-	// errStaleDecision: a failed rescale was reported for a decision that
-	// is no longer the target's last one.
-	errStaleDecision = errors.New("server: decision is not the target's last decision")
 	// errOverloaded: too many Recommend calls are in flight.
 	errOverloaded = errors.New("server: too many recommendations in flight")
 )
@@ -38,11 +36,11 @@ func toStatus(ctx context.Context, log *slog.Logger, err error) error {
 		return badRequest(ve.Violations)
 	case errors.As(err, &fe):
 		return badRequest([]setpointv1.FieldViolation{{Field: apiField(fe.Field), Description: fe.Reason}})
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, target.ErrNoDecision):
 		return status.Error(codes.NotFound, "target not found")
 	case errors.Is(err, store.ErrInvalid):
 		return status.Error(codes.InvalidArgument, err.Error())
-	case errors.Is(err, errStaleDecision):
+	case errors.Is(err, target.ErrStaleDecision):
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, errOverloaded):
 		return status.Error(codes.ResourceExhausted, err.Error())

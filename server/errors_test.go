@@ -12,6 +12,7 @@ import (
 	"github.com/setpointhq/setpoint/engine"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/target"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -29,7 +30,7 @@ func TestToStatus(t *testing.T) {
 		{"not found", fmt.Errorf("get: %w", store.ErrNotFound), codes.NotFound, ""},
 		{"corrupt", &store.CorruptError{Err: errors.New("secret detail")}, codes.DataLoss, ""},
 		{"closed", store.ErrClosed, codes.Unavailable, ""},
-		{"stale", errStaleDecision, codes.FailedPrecondition, ""},
+		{"stale", target.ErrStaleDecision, codes.FailedPrecondition, ""},
 		{"deadline", context.DeadlineExceeded, codes.DeadlineExceeded, ""},
 		{"anything else", errors.New("secret detail"), codes.Internal, ""},
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server/convert"
-	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/target"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -54,7 +54,7 @@ func FuzzObserve(f *testing.F) {
 		}
 		rec := fuzzDecided(t) // its own copy: observe changes it
 		now := base.LastSeen.Add(time.Second)
-		err := observe(&rec, req, now)
+		err := target.Observe(&rec, convert.Observation(req), now)
 		if err != nil {
 			if c := status.Code(toStatus(context.Background(), quiet, err)); c == codes.Internal || c == codes.Unknown {
 				t.Fatalf("observe: %v answers %v", err, c)
@@ -66,8 +66,8 @@ func FuzzObserve(f *testing.F) {
 		}
 		if _, ok := req.GetChange().(*setpointv1.ObserveRequest_Applied); ok {
 			again := rec
-			again.Events = append([]store.Event(nil), rec.Events...)
-			if err := observe(&again, req, now.Add(time.Second)); err != nil {
+			again.Events = append([]target.Event(nil), rec.Events...)
+			if err := target.Observe(&again, convert.Observation(req), now.Add(time.Second)); err != nil {
 				t.Fatalf("the same applied change observed again: %v", err)
 			}
 			if diff := cmp.Diff(rec.History, again.History, cmpopts.EquateEmpty()); diff != "" {
@@ -81,7 +81,7 @@ var fuzzKey = &setpointv1.TargetKey{Cluster: "eu1", Namespace: "shop", Name: "we
 
 // fuzzDecided returns the record of a target after one decision, "d1", to
 // scale 2 pods at 80% of a 50% target up to 4.
-func fuzzDecided(tb testing.TB) store.Record {
+func fuzzDecided(tb testing.TB) target.Record {
 	tb.Helper()
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	util := int32(50)
@@ -105,8 +105,8 @@ func fuzzDecided(tb testing.TB) store.Record {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	var rec store.Record
-	if err := decide(&rec, in, convert.TargetRef(nil), "d1"); err != nil {
+	var rec target.Record
+	if err := target.Decide(&rec, target.Input{Engine: in}, "d1", now); err != nil {
 		tb.Fatal(err)
 	}
 	return rec

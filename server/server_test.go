@@ -13,6 +13,7 @@ import (
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server"
 	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/target"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -174,7 +175,7 @@ type faultStore struct {
 	panics  bool
 }
 
-func (f *faultStore) Update(ctx context.Context, k store.Key, fn func(*store.Record) error) (store.Record, error) {
+func (f *faultStore) Update(ctx context.Context, k target.Key, fn func(*target.Record) error) (target.Record, error) {
 	if f.release != nil {
 		f.entered <- struct{}{}
 		<-f.release
@@ -182,7 +183,7 @@ func (f *faultStore) Update(ctx context.Context, k store.Key, fn func(*store.Rec
 	return f.Store.Update(ctx, k, fn)
 }
 
-func (f *faultStore) Get(ctx context.Context, k store.Key) (store.Record, error) {
+func (f *faultStore) Get(ctx context.Context, k target.Key) (target.Record, error) {
 	if f.panics {
 		panic("secret panic text")
 	}

@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"slices"
 	"time"
 
-	"github.com/setpointhq/setpoint/engine"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server/convert"
 	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/target"
 )
 
 // service implements setpointv1.AutoscalerServiceServer.
@@ -45,9 +44,10 @@ func (s *service) Recommend(ctx context.Context, req *setpointv1.RecommendReques
 		s.metrics.decided(nil, in.Spec, err, time.Since(start))
 		return nil, toStatus(ctx, s.log, err)
 	}
-	id, ref := s.newID(), convert.TargetRef(req.GetSpec().GetScaleTargetRef())
-	rec, err := s.store.Update(ctx, convert.Key(req.GetTarget()), func(rec *store.Record) error {
-		return decide(rec, in, ref, id)
+	id, now := s.newID(), in.Now
+	tin := target.Input{Ref: convert.TargetRef(req.GetSpec().GetScaleTargetRef()), Engine: in}
+	rec, err := s.store.Update(ctx, convert.Key(req.GetTarget()), func(rec *target.Record) error {
+		return target.Decide(rec, tin, id, now)
 	})
 	if err != nil {
 		s.metrics.decided(nil, in.Spec, err, time.Since(start))
@@ -59,9 +59,9 @@ func (s *service) Recommend(ctx context.Context, req *setpointv1.RecommendReques
 
 // Observe records what happened after a decision.
 func (s *service) Observe(ctx context.Context, req *setpointv1.ObserveRequest) (*setpointv1.ObserveResponse, error) {
-	now := s.now()
-	rec, err := s.store.Update(ctx, convert.Key(req.GetTarget()), func(rec *store.Record) error {
-		return observe(rec, req, now)
+	now, o := s.now(), convert.Observation(req)
+	rec, err := s.store.Update(ctx, convert.Key(req.GetTarget()), func(rec *target.Record) error {
+		return target.Observe(rec, o, now)
 	})
 	if err != nil {
 		return nil, toStatus(ctx, s.log, err)
@@ -122,51 +122,4 @@ func (s *service) DeleteTarget(ctx context.Context, req *setpointv1.DeleteTarget
 		return nil, toStatus(ctx, s.log, err)
 	}
 	return &setpointv1.DeleteTargetResponse{}, nil
-}
-
-// decide runs the engine on in from the record's status and history and
-// records the outcome in rec. It depends only on its arguments, as
-// store.Update requires.
-func decide(rec *store.Record, in engine.Input, ref store.TargetRef, id string) error {
-	in.Status = rec.Status
-	d, err := engine.Decide(in, rec.History)
-	if err != nil {
-		return err
-	}
-	rec.TargetRef, rec.Spec, rec.Settings = ref, in.Spec, in.Settings
-	rec.History, d.History = d.History, engine.History{}
-	rec.Last = &store.LastDecision{ID: id, At: in.Now, Decision: d, Before: rec.Status}
-	rec.Status = d.Status
-	rec.LastSeen = in.Now
-	return nil
-}
-
-// observe records an observation in rec at now: an applied rescale is
-// added to the history (once per decision, so retries are harmless), a
-// failed one restores the status the decision started from, an external
-// change is only an event. An unknown target is store.ErrNotFound.
-func observe(rec *store.Record, req *setpointv1.ObserveRequest, now time.Time) error {
-	if rec.Last == nil {
-		return store.ErrNotFound
-	}
-	ev := store.Event{At: now, DecisionID: req.GetDecisionId()}
-	switch c := req.GetChange().(type) {
-	case *setpointv1.ObserveRequest_Applied:
-		ev.Kind, ev.From, ev.To = store.EventApplied, c.Applied.GetFrom(), c.Applied.GetTo()
-		if slices.ContainsFunc(rec.Events, func(e store.Event) bool { return e.Kind == store.EventApplied && e.DecisionID == ev.DecisionID }) {
-			return nil
-		}
-		rec.History = engine.RecordScale(rec.History, rec.Spec.Behavior, ev.From, ev.To, now)
-	case *setpointv1.ObserveRequest_Failed:
-		if req.GetDecisionId() != rec.Last.ID {
-			return errStaleDecision
-		}
-		ev.Kind, ev.From, ev.To, ev.Message = store.EventFailed, rec.Last.Decision.Explanation.CurrentReplicas, c.Failed.GetTo(), c.Failed.GetMessage()
-		rec.Status = engine.RescaleFailed(rec.Last.Before, rec.Last.Decision, now, ev.Message)
-	case *setpointv1.ObserveRequest_External:
-		ev.Kind, ev.From, ev.To = store.EventExternal, c.External.GetFrom(), c.External.GetTo()
-	}
-	rec.Events = append(rec.Events, ev)
-	rec.LastSeen = now
-	return nil
 }

@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/setpointhq/setpoint/engine"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server/convert"
-	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/target"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -82,8 +83,10 @@ type simulation struct {
 	model    *podModel // nil without a pod model
 	steps    []simStep
 
-	status   engine.Status
-	history  engine.History
+	// rec is the simulated target: its status and history carry from
+	// step to step through target.Decide and target.Observe, as a stored
+	// target's do.
+	rec      target.Record
 	replicas int32  // the count reached: used by steps without a scale
 	selector string // the last scale selector seen
 }
@@ -204,13 +207,13 @@ func addAll(verr *setpointv1.ValidationError, prefix string, err error) {
 
 // seed starts the simulation from a stored target's status and history.
 // The first step may not be before the target's last decision.
-func (sim *simulation) seed(rec store.Record) error {
+func (sim *simulation) seed(rec target.Record) error {
 	if rec.Last != nil && len(sim.steps) > 0 && sim.steps[0].at.Before(rec.Last.At) {
 		verr := &setpointv1.ValidationError{}
 		verr.Add("steps[0].time", "must not be before the seed target's last decision at %s", rec.Last.At.Format(time.RFC3339Nano))
 		return verr
 	}
-	sim.status, sim.history = rec.Status, rec.History
+	sim.rec.Status, sim.rec.History = rec.Status, rec.History
 	return nil
 }
 
@@ -230,19 +233,23 @@ func (sim *simulation) run(ctx context.Context) (*setpointv1.SimulateResponse, e
 			}
 		}
 		in := sim.input(step)
-		in.Status = sim.status
-		d, err := engine.Decide(in, sim.history)
-		if err != nil {
+		// Each step's decision has an id of its own, so that applying it
+		// is recorded once; the ids are not part of the answer.
+		id := strconv.Itoa(i)
+		if err := target.Decide(&sim.rec, target.Input{Engine: in}, id, step.at); err != nil {
 			return nil, stepError(i, err)
 		}
-		sim.status, sim.history = d.Status, d.History
-		d.History = engine.History{}
+		d := sim.rec.Last.Decision
 		result := &setpointv1.SimulateStepResult{
 			Time:     timestamppb.New(step.at),
-			Decision: convert.Decision(store.LastDecision{At: step.at, Decision: d}),
+			Decision: convert.Decision(target.LastDecision{At: step.at, Decision: d}),
 		}
 		if d.Rescale {
-			sim.history = engine.RecordScale(sim.history, sim.spec.Behavior, in.Scale.Replicas, d.DesiredReplicas, step.at)
+			applied := target.Observation{Kind: target.EventApplied, DecisionID: id, From: in.Scale.Replicas, To: d.DesiredReplicas}
+			if err := target.Observe(&sim.rec, applied, step.at); err != nil {
+				return nil, err
+			}
+			sim.rec.Events = nil // a simulation answers with decisions, not events
 			if sim.model != nil {
 				sim.model.resize(d.DesiredReplicas, step.at)
 			}

@@ -10,6 +10,7 @@ import (
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server/convert"
 	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/target"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -49,7 +50,7 @@ type hub struct {
 
 // watcher is one Watch stream's subscription.
 type watcher struct {
-	match func(store.Key) bool
+	match func(target.Key) bool
 	ch    chan store.Change
 	// ended is closed when the hub drops the watcher: cut is true when it
 	// fell behind, false when the server is shutting down.
@@ -126,7 +127,7 @@ func (h *hub) drop(w *watcher) {
 // subscribe registers a watcher of the changes whose key match accepts and
 // returns it with the latest revision published before it: every later
 // change it matches is queued to it.
-func (h *hub) subscribe(match func(store.Key) bool) (*watcher, uint64, error) {
+func (h *hub) subscribe(match func(target.Key) bool) (*watcher, uint64, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
@@ -248,7 +249,7 @@ func validateWatch(req *setpointv1.WatchRequest) error {
 // watchFilter returns the filter of a Watch: the request's cluster,
 // namespace and name, and the clusters the caller may read. A cluster the
 // caller may not read is PermissionDenied.
-func (s *service) watchFilter(ctx context.Context, req *setpointv1.WatchRequest) (func(store.Key) bool, error) {
+func (s *service) watchFilter(ctx context.Context, req *setpointv1.WatchRequest) (func(target.Key) bool, error) {
 	cluster, namespace, name := req.GetCluster(), req.GetNamespace(), req.GetName()
 	if cluster != "" {
 		if err := s.mayRead(ctx, cluster); err != nil {
@@ -263,7 +264,7 @@ func (s *service) watchFilter(ctx context.Context, req *setpointv1.WatchRequest)
 		}
 		may = p.CanRead
 	}
-	return func(k store.Key) bool {
+	return func(k target.Key) bool {
 		return (cluster == "" || k.Cluster == cluster) &&
 			(namespace == "" || k.Namespace == namespace) &&
 			(name == "" || k.Name == name) &&

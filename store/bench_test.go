@@ -8,6 +8,7 @@ import (
 
 	"github.com/setpointhq/setpoint/engine"
 	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/target"
 )
 
 // BenchmarkUpdate measures decisions per second on a real file, fsync
@@ -26,11 +27,11 @@ func BenchmarkUpdate(b *testing.B) {
 				if c < b.N%callers {
 					n++
 				}
-				key := store.Key{Cluster: "bench", Namespace: "ns", Name: fmt.Sprintf("target-%03d", c)}
+				key := target.Key{Cluster: "bench", Namespace: "ns", Name: fmt.Sprintf("target-%03d", c)}
 				base := fullRecord(key)
 				wg.Go(func() {
 					for i := range n {
-						_, err := st.Update(ctx, key, func(r *store.Record) error {
+						_, err := st.Update(ctx, key, func(r *target.Record) error {
 							if r.LastSeen.IsZero() {
 								*r = base
 							}

@@ -18,6 +18,7 @@ import (
 	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/setpointhq/setpoint/engine"
+	"github.com/setpointhq/setpoint/target"
 )
 
 // recordsFillPercent is how full bbolt leaves the records bucket's pages
@@ -26,10 +27,10 @@ const recordsFillPercent = 0.9
 
 // Defaults of Options and Query.
 const (
-	// DefaultMaxEvents is the default bound of Record.Events.
+	// DefaultMaxEvents is the default bound of target.Record.Events.
 	DefaultMaxEvents = 64
 	// DefaultMaxHistory is the default bound of each list of
-	// Record.History.
+	// target.Record.History.
 	DefaultMaxHistory = 4096
 	// DefaultMaxBatch is the default number of writes that share a commit.
 	DefaultMaxBatch = 1000
@@ -45,10 +46,10 @@ const (
 
 // Options configure a Bolt store. The zero value selects every default.
 type Options struct {
-	// MaxEvents bounds Record.Events: Update keeps the newest MaxEvents.
+	// MaxEvents bounds target.Record.Events: Update keeps the newest MaxEvents.
 	// 0 means DefaultMaxEvents.
 	MaxEvents int
-	// MaxHistory bounds each list of Record.History (recommendations,
+	// MaxHistory bounds each list of target.Record.History (recommendations,
 	// scale-up events, scale-down events): Update keeps the newest
 	// MaxHistory entries by time. The engine bounds the history itself, by
 	// its windows; this is a guard against a record growing without limit,
@@ -423,12 +424,12 @@ func (b *Bolt) view(fn func(tx *bolt.Tx) error) error {
 // update not yet taken by the committer is then dropped and fn never runs;
 // one already taken may still be committed. The caller cannot tell which:
 // after a cancelled Update, Get says what is stored.
-func (b *Bolt) Update(ctx context.Context, key Key, fn func(rec *Record) error) (Record, error) {
+func (b *Bolt) Update(ctx context.Context, key target.Key, fn func(rec *target.Record) error) (target.Record, error) {
 	rk, err := recordKey(key)
 	if err != nil {
-		return Record{}, err
+		return target.Record{}, err
 	}
-	var out Record
+	var out target.Record
 	err = b.write(ctx, func(tx *bolt.Tx) error {
 		records, index := tx.Bucket(bucketRecords), tx.Bucket(bucketLastSeen)
 		// A page split leaves pages this full instead of bbolt's half:
@@ -436,7 +437,7 @@ func (b *Bolt) Update(ctx context.Context, key Key, fn func(rec *Record) error) 
 		// next, so full pages are rarely split again, and the file is about
 		// a third smaller.
 		records.FillPercent = recordsFillPercent
-		rec := Record{Key: key}
+		rec := target.Record{Key: key}
 		var oldIndexKey []byte
 		if raw := records.Get(rk); raw != nil {
 			var err error
@@ -475,7 +476,7 @@ func (b *Bolt) Update(ctx context.Context, key Key, fn func(rec *Record) error) 
 		return nil
 	})
 	if err != nil {
-		return Record{}, err
+		return target.Record{}, err
 	}
 	return out, nil
 }
@@ -485,7 +486,7 @@ var errFnPanicked = errors.New("store: update function panicked")
 
 // runFn calls fn, turning a panic into errFnPanicked with the panic kept in
 // a *fnPanicError for the caller's goroutine.
-func runFn(fn func(*Record) error, rec *Record) (err error) {
+func runFn(fn func(*target.Record) error, rec *target.Record) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = &fnPanicError{fnPanic{value: p, stack: debug.Stack()}}
@@ -501,7 +502,7 @@ func (e *fnPanicError) Error() string { return fmt.Sprintf("%v: %v", errFnPanick
 func (e *fnPanicError) Unwrap() error { return errFnPanicked }
 
 // bound applies the Options' limits to rec.
-func (b *Bolt) bound(rec *Record) {
+func (b *Bolt) bound(rec *target.Record) {
 	if n := len(rec.Events); n > b.opts.MaxEvents {
 		rec.Events = slices.Clone(rec.Events[n-b.opts.MaxEvents:])
 	}
@@ -533,15 +534,15 @@ func newest[T any](s []T, max int, at func(T) time.Time) []T {
 
 // Get returns the record of key, ErrNotFound, or a *CorruptError
 // (ErrCorrupt).
-func (b *Bolt) Get(ctx context.Context, key Key) (Record, error) {
+func (b *Bolt) Get(ctx context.Context, key target.Key) (target.Record, error) {
 	if err := ctx.Err(); err != nil {
-		return Record{}, err
+		return target.Record{}, err
 	}
 	rk, err := recordKey(key)
 	if err != nil {
-		return Record{}, err
+		return target.Record{}, err
 	}
-	var rec Record
+	var rec target.Record
 	err = b.view(func(tx *bolt.Tx) error {
 		raw := tx.Bucket(bucketRecords).Get(rk)
 		if raw == nil {
@@ -552,7 +553,7 @@ func (b *Bolt) Get(ctx context.Context, key Key) (Record, error) {
 		return err
 	})
 	if err != nil {
-		return Record{}, err
+		return target.Record{}, err
 	}
 	return rec, nil
 }
@@ -570,7 +571,7 @@ func (b *Bolt) Get(ctx context.Context, key Key) (Record, error) {
 // ErrCorrupt and joins one *CorruptError per skipped record (walk them with
 // errors.As or the Unwrap() []error method). Any other error comes with no
 // records.
-func (b *Bolt) List(ctx context.Context, q Query) ([]Record, string, error) {
+func (b *Bolt) List(ctx context.Context, q Query) ([]target.Record, string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, "", err
 	}
@@ -598,7 +599,7 @@ func (b *Bolt) List(ctx context.Context, q Query) ([]Record, string, error) {
 	}
 
 	var (
-		records []Record
+		records []target.Record
 		corrupt []error
 		next    string
 	)
@@ -644,7 +645,7 @@ func (b *Bolt) List(ctx context.Context, q Query) ([]Record, string, error) {
 }
 
 // Delete removes the record of key, also one that cannot be decoded.
-func (b *Bolt) Delete(ctx context.Context, key Key) error {
+func (b *Bolt) Delete(ctx context.Context, key target.Key) error {
 	rk, err := recordKey(key)
 	if err != nil {
 		return err

@@ -1,6 +1,6 @@
 package store
 
-// The codec converts a Record to and from its storage message,
+// The codec converts a target.Record to and from its storage message,
 // setpoint.storage.v1.Record (proto/setpoint/storage/v1/storage.proto).
 // Encoding fails on what could not be read back (a time outside the years
 // 1–9999, a string that is not UTF-8); decoding fails on anything that is
@@ -19,14 +19,15 @@ import (
 
 	"github.com/setpointhq/setpoint/engine"
 	pb "github.com/setpointhq/setpoint/proto/setpoint/storage/v1"
+	"github.com/setpointhq/setpoint/target"
 )
 
 // encodeRecord returns the stored form of rec. rec.Key is not part of it:
 // the key is the bucket key.
-func encodeRecord(rec *Record) ([]byte, error) {
+func encodeRecord(rec *target.Record) ([]byte, error) {
 	var e encoder
 	m := &pb.Record{
-		TargetRef: &pb.TargetRef{ApiVersion: rec.TargetRef.APIVersion, Kind: rec.TargetRef.Kind, Name: rec.TargetRef.Name},
+		TargetRef: &pb.TargetRef{ApiVersion: rec.Ref.APIVersion, Kind: rec.Ref.Kind, Name: rec.Ref.Name},
 		Spec:      e.spec(rec.Spec),
 		Settings:  e.settings(rec.Settings),
 		Status:    e.status(rec.Status),
@@ -43,7 +44,7 @@ func encodeRecord(rec *Record) ([]byte, error) {
 		if same {
 			d.Status = engine.Status{}
 		}
-		m.Last = &pb.LastDecision{Id: l.ID, At: e.time(l.At), Decision: e.decision(d), Before: e.statusRefs(l.Before, rec.Status.Conditions)}
+		m.Last = &pb.LastDecision{Id: l.ID, At: e.time(l.At), Decision: e.decision(d), Before: e.statusRefs(l.Before, rec.Status.Conditions), From: &l.From}
 		if same {
 			m.Last.Decision.Status = nil
 			m.Last.DecisionStatusIsRecordStatus = true
@@ -61,42 +62,42 @@ func encodeRecord(rec *Record) ([]byte, error) {
 
 // decodeRecord parses the stored form of the record of k. Any failure is a
 // *CorruptError.
-func decodeRecord(k Key, b []byte) (rec Record, err error) {
+func decodeRecord(k target.Key, b []byte) (rec target.Record, err error) {
 	defer func() {
 		// The decoder below only reads generated messages, which do not
 		// panic; this is the last line of the promise that bad bytes never
 		// take the process down.
 		if p := recover(); p != nil {
-			rec, err = Record{}, &CorruptError{Key: k, Err: fmt.Errorf("panic while decoding: %v", p)}
+			rec, err = target.Record{}, &CorruptError{Key: k, Err: fmt.Errorf("panic while decoding: %v", p)}
 		}
 	}()
 	b, err = decompressValue(b)
 	if err != nil {
-		return Record{}, &CorruptError{Key: k, Err: err}
+		return target.Record{}, &CorruptError{Key: k, Err: err}
 	}
 	var m pb.Record
 	if err := proto.Unmarshal(b, &m); err != nil {
-		return Record{}, &CorruptError{Key: k, Err: err}
+		return target.Record{}, &CorruptError{Key: k, Err: err}
 	}
 	var d decoder
-	rec = Record{
-		Key:       k,
-		TargetRef: TargetRef{APIVersion: m.GetTargetRef().GetApiVersion(), Kind: m.GetTargetRef().GetKind(), Name: m.GetTargetRef().GetName()},
-		Spec:      d.spec(m.GetSpec()),
-		Settings:  d.settings(m.GetSettings()),
-		Status:    d.status(m.GetStatus()),
-		History:   d.history(m.GetHistory()),
-		Events:    mapSlice(m.GetEvents(), d.event),
-		LastSeen:  d.time(m.GetLastSeen()),
+	rec = target.Record{
+		Key:      k,
+		Ref:      target.Ref{APIVersion: m.GetTargetRef().GetApiVersion(), Kind: m.GetTargetRef().GetKind(), Name: m.GetTargetRef().GetName()},
+		Spec:     d.spec(m.GetSpec()),
+		Settings: d.settings(m.GetSettings()),
+		Status:   d.status(m.GetStatus()),
+		History:  d.history(m.GetHistory()),
+		Events:   mapSlice(m.GetEvents(), d.event),
+		LastSeen: d.time(m.GetLastSeen()),
 	}
 	if l := m.GetLast(); l != nil {
-		rec.Last = &LastDecision{ID: l.GetId(), At: d.time(l.GetAt()), Decision: d.decision(l.GetDecision()), Before: d.statusRefs(l.GetBefore(), m.GetStatus())}
+		rec.Last = &target.LastDecision{ID: l.GetId(), At: d.time(l.GetAt()), Decision: d.decision(l.GetDecision()), Before: d.statusRefs(l.GetBefore(), m.GetStatus()), From: lastFrom(l)}
 		if l.GetDecisionStatusIsRecordStatus() {
 			rec.Last.Decision.Status = d.status(m.GetStatus()) // a copy of its own
 		}
 	}
 	if d.err != nil {
-		return Record{}, &CorruptError{Key: k, Err: d.err}
+		return target.Record{}, &CorruptError{Key: k, Err: d.err}
 	}
 	return rec, nil
 }
@@ -111,6 +112,16 @@ func mapSlice[In, Out any](in []In, f func(In) Out) []Out {
 		out[i] = f(v)
 	}
 	return out
+}
+
+// lastFrom is the replica count a stored decision started from. Records
+// written before LastDecision.from was added hold the same count in the
+// decision's explanation.
+func lastFrom(l *pb.LastDecision) int32 {
+	if l.From != nil {
+		return l.GetFrom()
+	}
+	return l.GetDecision().GetExplanation().GetCurrentReplicas()
 }
 
 // encoder converts engine values to storage messages, keeping the first
@@ -138,7 +149,7 @@ func (e *encoder) duration(d time.Duration) *durationpb.Duration {
 	return durationpb.New(d)
 }
 
-func (e *encoder) event(v Event) *pb.Event {
+func (e *encoder) event(v target.Event) *pb.Event {
 	return &pb.Event{Kind: string(v.Kind), From: v.From, To: v.To, At: e.time(v.At), DecisionId: v.DecisionID, Message: v.Message}
 }
 
@@ -210,7 +221,7 @@ func (e *encoder) status(v engine.Status) *pb.Status {
 	}
 }
 
-// statusRefs is status for LastDecision.Before: each condition equal to
+// statusRefs is status for target.LastDecision.Before: each condition equal to
 // one of record (the record's status conditions) is stored as a reference
 // to it (Status.condition_refs); without any such condition it is status.
 func (e *encoder) statusRefs(v engine.Status, record []engine.Condition) *pb.Status {
@@ -336,8 +347,8 @@ func (d *decoder) duration(v *durationpb.Duration) time.Duration {
 	return v.AsDuration()
 }
 
-func (d *decoder) event(m *pb.Event) Event {
-	return Event{Kind: EventKind(m.GetKind()), From: m.GetFrom(), To: m.GetTo(), At: d.time(m.GetAt()), DecisionID: m.GetDecisionId(), Message: m.GetMessage()}
+func (d *decoder) event(m *pb.Event) target.Event {
+	return target.Event{Kind: target.EventKind(m.GetKind()), From: m.GetFrom(), To: m.GetTo(), At: d.time(m.GetAt()), DecisionID: m.GetDecisionId(), Message: m.GetMessage()}
 }
 
 func (d *decoder) settings(m *pb.Settings) engine.Settings {
@@ -413,7 +424,7 @@ func (d *decoder) status(m *pb.Status) engine.Status {
 // conditions they refer to.
 var errConditionRefs = errors.New("condition references out of range")
 
-// statusRefs decodes LastDecision.Before, whose condition_refs refer to
+// statusRefs decodes target.LastDecision.Before, whose condition_refs refer to
 // the conditions of record (the record's status).
 func (d *decoder) statusRefs(m *pb.Status, record *pb.Status) engine.Status {
 	v := d.status(m)

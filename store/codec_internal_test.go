@@ -10,11 +10,12 @@ import (
 
 	"github.com/setpointhq/setpoint/engine"
 	pb "github.com/setpointhq/setpoint/proto/setpoint/storage/v1"
+	"github.com/setpointhq/setpoint/target"
 )
 
 // statusRecord returns a record whose statuses are built from conditions
 // a, b and c as each case needs.
-func statusRecord() (Record, [3]engine.Condition) {
+func statusRecord() (target.Record, [3]engine.Condition) {
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	conds := [3]engine.Condition{
 		{Type: engine.AbleToScale, Status: engine.ConditionTrue, Reason: "SucceededRescale", Message: "able", LastTransitionTime: t0},
@@ -22,10 +23,10 @@ func statusRecord() (Record, [3]engine.Condition) {
 		{Type: engine.ScalingLimited, Status: engine.ConditionFalse, Reason: "DesiredWithinRange", Message: "within", LastTransitionTime: t0.Add(2 * time.Second)},
 	}
 	st := engine.Status{CurrentReplicas: 3, DesiredReplicas: 4, LastScaleTime: t0, Conditions: []engine.Condition{conds[0], conds[1], conds[2]}}
-	return Record{
-		Key:    Key{Cluster: "c", Namespace: "n", Name: "web"},
+	return target.Record{
+		Key:    target.Key{Cluster: "c", Namespace: "n", Name: "web"},
 		Status: st,
-		Last: &LastDecision{ID: "d1", At: t0, Decision: engine.Decision{DesiredReplicas: 4, Rescale: true, Status: st},
+		Last: &target.LastDecision{ID: "d1", At: t0, Decision: engine.Decision{DesiredReplicas: 4, Rescale: true, Status: st},
 			Before: engine.Status{CurrentReplicas: 3, DesiredReplicas: 3, Conditions: []engine.Condition{conds[0], conds[1]}}},
 		LastSeen: t0,
 	}, conds
@@ -37,23 +38,23 @@ func TestCodecStoresEqualStatusesOnce(t *testing.T) {
 	other := engine.Condition{Type: engine.ScaledToZero, Status: engine.ConditionFalse, Reason: "NotScaledToZero", Message: "no"}
 	tests := []struct {
 		name       string
-		edit       func(rec *Record, c [3]engine.Condition)
+		edit       func(rec *target.Record, c [3]engine.Condition)
 		wantShared bool    // decision status left out
 		wantRefs   []int32 // Before's condition_refs
 	}{
 		{name: "as decided", wantShared: true, wantRefs: []int32{0, 1}},
-		{name: "status changed by an observation", edit: func(rec *Record, c [3]engine.Condition) {
+		{name: "status changed by an observation", edit: func(rec *target.Record, c [3]engine.Condition) {
 			rec.Status.Conditions = []engine.Condition{c[1], c[0], c[2]}
 		}, wantRefs: []int32{1, 0}},
-		{name: "before interleaves its own conditions", edit: func(rec *Record, c [3]engine.Condition) {
+		{name: "before interleaves its own conditions", edit: func(rec *target.Record, c [3]engine.Condition) {
 			changed := c[1]
 			changed.Message = "changed"
 			rec.Last.Before.Conditions = []engine.Condition{other, c[2], changed, c[0]}
 		}, wantShared: true, wantRefs: []int32{-1, 2, -1, 0}},
-		{name: "before shares nothing", edit: func(rec *Record, c [3]engine.Condition) {
+		{name: "before shares nothing", edit: func(rec *target.Record, c [3]engine.Condition) {
 			rec.Last.Before.Conditions = []engine.Condition{other}
 		}, wantShared: true},
-		{name: "a transition time differs", edit: func(rec *Record, c [3]engine.Condition) {
+		{name: "a transition time differs", edit: func(rec *target.Record, c [3]engine.Condition) {
 			rec.Last.Decision.Status.Conditions = []engine.Condition{c[0], c[1], c[2]}
 			rec.Last.Decision.Status.Conditions[2].LastTransitionTime = time.Time{}
 		}, wantRefs: []int32{0, 1}},
@@ -104,14 +105,14 @@ func TestCodecStoresEqualStatusesOnce(t *testing.T) {
 // a small one as it is, and that both read back; and that a corrupt
 // compressed value is a CorruptError.
 func TestCodecCompresses(t *testing.T) {
-	small := Record{Key: Key{Name: "s"}, TargetRef: TargetRef{Kind: "Deployment"}}
+	small := target.Record{Key: target.Key{Name: "s"}, Ref: target.Ref{Kind: "Deployment"}}
 	large, _ := statusRecord()
 	for i := range 20 {
-		large.Events = append(large.Events, Event{Kind: EventApplied, From: int32(i), To: int32(i + 1), DecisionID: "decision", Message: "applied"})
+		large.Events = append(large.Events, target.Event{Kind: target.EventApplied, From: int32(i), To: int32(i + 1), DecisionID: "decision", Message: "applied"})
 	}
 	for _, tc := range []struct {
 		name           string
-		rec            Record
+		rec            target.Record
 		wantCompressed bool
 	}{{"small", small, false}, {"large", large, true}} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -170,6 +171,50 @@ func TestCodecRejectsBadConditionRefs(t *testing.T) {
 			}
 			if _, err := decodeRecord(rec.Key, raw); !errors.Is(err, ErrCorrupt) {
 				t.Errorf("decodeRecord: %v, want ErrCorrupt", err)
+			}
+		})
+	}
+}
+
+// TestCodecReadsFromOfOlderRecords: a record written before
+// LastDecision.from existed reads its decision's starting replica count
+// from the stored explanation, which held the same count; a record with the
+// field reads it, also when it is 0.
+func TestCodecReadsFromOfOlderRecords(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		from *int32
+		want int32
+	}{
+		{"without the field", nil, 3},
+		{"with the field", proto.Int32(7), 7},
+		{"with the field at 0", proto.Int32(0), 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rec, _ := statusRecord()
+			rec.Last.Decision.Explanation.CurrentReplicas = 3
+			raw, err := encodeRecord(&rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			msg, err := decompressValue(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var m pb.Record
+			if err := proto.Unmarshal(msg, &m); err != nil {
+				t.Fatal(err)
+			}
+			m.Last.From = tt.from
+			if raw, err = proto.Marshal(&m); err != nil {
+				t.Fatal(err)
+			}
+			got, err := decodeRecord(rec.Key, raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Last.From != tt.want {
+				t.Errorf("Last.From = %d, want %d", got.Last.From, tt.want)
 			}
 		})
 	}

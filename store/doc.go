@@ -21,16 +21,13 @@
 //
 // # Writing: one transaction per decision
 //
-// A decision is one Update: load the target's record, run the caller's
-// function (the pure engine plus bookkeeping) on it, store the result.
+// A decision is one Update: load the target's record (a target.Record),
+// run the caller's function — a transition of package target — on it,
+// store the result. The store knows what a record holds, not how it
+// changes.
 //
-//	rec, err := st.Update(ctx, key, func(rec *store.Record) error {
-//		d, err := engine.Decide(in, rec.History)
-//		if err != nil {
-//			return err // nothing is stored
-//		}
-//		rec.History, rec.Status, rec.LastSeen = d.History, d.Status, now
-//		return nil
+//	rec, err := st.Update(ctx, key, func(rec *target.Record) error {
+//		return target.Decide(rec, in, id, now) // an error: nothing is stored
 //	})
 //
 // Update returns only after the transaction is committed and fsynced (bbolt's
@@ -138,13 +135,14 @@
 // in the record's transaction.
 //
 // Values are protobuf messages of proto/setpoint/storage/v1/storage.proto,
-// storage-only messages mirroring Record and the engine types, so that
+// storage-only messages mirroring target.Record and the engine types, so that
 // `buf breaking` guards the disk format as it guards the API. Enumerations
 // are stored as their Kubernetes spelling in strings; an absent timestamp
 // is the zero time; times are read back in UTC; empty and absent lists and
 // maps are the same. Strings must be valid UTF-8 (the gRPC API guarantees
 // it); a record that could not be read back — an invalid string, a time
-// outside the years 1–9999 — is refused by Update, never stored.//
+// outside the years 1–9999 — is refused by Update, never stored.
+//
 // Version 2 stores equal statuses once, since statuses are most of a
 // record: Record.Last.Decision.Status is left out, with
 // LastDecision.decision_status_is_record_status set, when it equals
@@ -160,7 +158,12 @@
 // statuses and about 1 KB compressed, so that three or four share a 4 KiB
 // page instead of one filling it.
 //
-
+// LastDecision.from (the replica count the decision started from, which a
+// failed rescale is recorded from) was added within version 2: a record
+// without it reads the count from the stored explanation's
+// current_replicas, which always held the same number, so no migration
+// rewrites the file.
+//
 // The changes bucket is the change feed (feed.go). Every write that records
 // something for a target appends, in its own transaction, one Change per
 // thing recorded: a decision (Record.Last has a new ID), an observed event

@@ -1,5 +1,7 @@
 package store
 
+import "github.com/setpointhq/setpoint/target"
+
 // Hooks into the package's internals for the black-box tests of store_test.
 
 // SetBeforeCommitHook makes the committer call f with the batch size before
@@ -15,7 +17,7 @@ func QueueLen(b *Bolt) int {
 }
 
 // RecordKey is the records bucket key of k.
-func RecordKey(k Key) ([]byte, error) { return recordKey(k) }
+func RecordKey(k target.Key) ([]byte, error) { return recordKey(k) }
 
 // Layout names, for tests that edit a file with bbolt directly.
 var (

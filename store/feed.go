@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/setpointhq/setpoint/proto/setpoint/storage/v1"
+	"github.com/setpointhq/setpoint/target"
 )
 
 // This file is the change feed: every write that changes what a target
@@ -31,9 +32,9 @@ type ChangeKind string
 
 // The kinds of changes.
 const (
-	// ChangeDecision: a decision was recorded (Record.Last changed).
+	// ChangeDecision: a decision was recorded (target.Record.Last changed).
 	ChangeDecision ChangeKind = "Decision"
-	// ChangeObservation: an event was recorded (Record.Events grew).
+	// ChangeObservation: an event was recorded (target.Record.Events grew).
 	ChangeObservation ChangeKind = "Observation"
 	// ChangeDeleted: the record was removed by Delete or Expire.
 	ChangeDeleted ChangeKind = "Deleted"
@@ -45,14 +46,14 @@ type Change struct {
 	// starting at 1, never reused (also across restarts).
 	Revision uint64
 	// Key is the target changed.
-	Key Key
+	Key target.Key
 	// Kind says what was recorded.
 	Kind ChangeKind
 	// Decision is the decision recorded (ChangeDecision); its
 	// Decision.History is empty.
-	Decision *LastDecision
+	Decision *target.LastDecision
 	// Event is the event recorded (ChangeObservation).
-	Event *Event
+	Event *target.Event
 	// At is when the record was removed (ChangeDeleted), by the store's
 	// clock (Options.Now).
 	At time.Time
@@ -93,7 +94,7 @@ type mark struct {
 
 // feedMark marks rec before an Update's function runs; existed says the
 // record was stored.
-func feedMark(rec *Record, existed bool) mark {
+func feedMark(rec *target.Record, existed bool) mark {
 	m := mark{existed: existed, events: len(rec.Events)}
 	if rec.Last != nil {
 		m.hadLast, m.lastID = true, rec.Last.ID
@@ -106,7 +107,7 @@ func feedMark(rec *Record, existed bool) mark {
 // event added. Writers only append events (the store trims the oldest after
 // the function), so a record left with more events than it had holds the
 // new ones at the end.
-func (m mark) changes(key Key, rec *Record) []Change {
+func (m mark) changes(key target.Key, rec *target.Record) []Change {
 	var out []Change
 	if rec.Last != nil && (!m.hadLast || rec.Last.ID != m.lastID) {
 		d := *rec.Last
@@ -124,7 +125,7 @@ func (m mark) changes(key Key, rec *Record) []Change {
 }
 
 // deletion is the change recording that key was removed now.
-func (b *Bolt) deletion(key Key) Change {
+func (b *Bolt) deletion(key target.Key) Change {
 	return Change{Key: key, Kind: ChangeDeleted, At: b.opts.Now().UTC()}
 }
 
@@ -278,7 +279,7 @@ func encodeChange(c *Change) ([]byte, error) {
 	switch c.Kind {
 	case ChangeDecision:
 		d := c.Decision
-		m.Kind = &pb.Change_Decision{Decision: &pb.LastDecision{Id: d.ID, At: e.time(d.At), Decision: e.decision(d.Decision), Before: e.status(d.Before)}}
+		m.Kind = &pb.Change_Decision{Decision: &pb.LastDecision{Id: d.ID, At: e.time(d.At), Decision: e.decision(d.Decision), Before: e.status(d.Before), From: &d.From}}
 	case ChangeObservation:
 		m.Kind = &pb.Change_Observation{Observation: e.event(*c.Event)}
 	case ChangeDeleted:
@@ -306,11 +307,11 @@ func decodeChange(rev uint64, b []byte) (c Change, err error) {
 		return Change{}, fmt.Errorf("%w: change %d: %v", ErrCorrupt, rev, err)
 	}
 	var d decoder
-	c = Change{Revision: rev, Key: Key{Cluster: m.GetCluster(), Namespace: m.GetNamespace(), Name: m.GetName()}, Created: m.GetCreated()}
+	c = Change{Revision: rev, Key: target.Key{Cluster: m.GetCluster(), Namespace: m.GetNamespace(), Name: m.GetName()}, Created: m.GetCreated()}
 	switch k := m.GetKind().(type) {
 	case *pb.Change_Decision:
 		l := k.Decision
-		c.Kind, c.Decision = ChangeDecision, &LastDecision{ID: l.GetId(), At: d.time(l.GetAt()), Decision: d.decision(l.GetDecision()), Before: d.status(l.GetBefore())}
+		c.Kind, c.Decision = ChangeDecision, &target.LastDecision{ID: l.GetId(), At: d.time(l.GetAt()), Decision: d.decision(l.GetDecision()), Before: d.status(l.GetBefore()), From: lastFrom(l)}
 	case *pb.Change_Observation:
 		e := d.event(k.Observation)
 		c.Kind, c.Event = ChangeObservation, &e

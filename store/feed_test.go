@@ -10,12 +10,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/target"
 )
 
 // decideFn records a decision with id, as the server's Recommend does.
-func decideFn(id string) func(*store.Record) error {
-	return func(rec *store.Record) error {
-		rec.Last = &store.LastDecision{ID: id, At: at(0)}
+func decideFn(id string) func(*target.Record) error {
+	return func(rec *target.Record) error {
+		rec.Last = &target.LastDecision{ID: id, At: at(0)}
 		rec.Status.DesiredReplicas++
 		rec.LastSeen = at(0)
 		return nil
@@ -23,9 +24,9 @@ func decideFn(id string) func(*store.Record) error {
 }
 
 // observeFn appends an applied event for id, as Observe does.
-func observeFn(id string) func(*store.Record) error {
-	return func(rec *store.Record) error {
-		rec.Events = append(rec.Events, store.Event{Kind: store.EventApplied, From: 1, To: 2, At: at(1), DecisionID: id})
+func observeFn(id string) func(*target.Record) error {
+	return func(rec *target.Record) error {
+		rec.Events = append(rec.Events, target.Event{Kind: target.EventApplied, From: 1, To: 2, At: at(1), DecisionID: id})
 		rec.LastSeen = at(1)
 		return nil
 	}
@@ -67,9 +68,9 @@ func TestFeedRecordsEveryChange(t *testing.T) {
 		followed = append(followed, cs...)
 		mu.Unlock()
 	})
-	web, api := store.Key{Cluster: "eu1", Namespace: "shop", Name: "web"}, store.Key{Cluster: "eu1", Namespace: "shop", Name: "api"}
+	web, api := target.Key{Cluster: "eu1", Namespace: "shop", Name: "web"}, target.Key{Cluster: "eu1", Namespace: "shop", Name: "api"}
 
-	must := func(_ store.Record, err error) {
+	must := func(_ target.Record, err error) {
 		t.Helper()
 		if err != nil {
 			t.Fatal(err)
@@ -77,8 +78,8 @@ func TestFeedRecordsEveryChange(t *testing.T) {
 	}
 	must(st.Update(ctx, web, decideFn("d1")))
 	must(st.Update(ctx, web, observeFn("d1")))
-	must(st.Update(ctx, web, func(rec *store.Record) error { rec.LastSeen = at(2); return nil })) // changes nothing recorded
-	if _, err := st.Update(ctx, api, func(*store.Record) error { return errors.New("refused") }); err == nil {
+	must(st.Update(ctx, web, func(rec *target.Record) error { rec.LastSeen = at(2); return nil })) // changes nothing recorded
+	if _, err := st.Update(ctx, api, func(*target.Record) error { return errors.New("refused") }); err == nil {
 		t.Fatal("failing update succeeded")
 	}
 	must(st.Update(ctx, api, decideFn("d2")))
@@ -146,7 +147,7 @@ func TestFeedRecordsEveryChange(t *testing.T) {
 func TestFeedKeepsMaxChanges(t *testing.T) {
 	ctx := context.Background()
 	st := open(t, newPath(t), store.Options{MaxChanges: 3})
-	k := store.Key{Cluster: "eu1", Namespace: "shop", Name: "web"}
+	k := target.Key{Cluster: "eu1", Namespace: "shop", Name: "web"}
 	for i := range 5 {
 		if _, err := st.Update(ctx, k, decideFn(string(rune('a'+i)))); err != nil {
 			t.Fatal(err)
@@ -183,7 +184,7 @@ func TestFeedConcurrentWritesAreOrdered(t *testing.T) {
 	var wg sync.WaitGroup
 	for w := range 8 {
 		wg.Go(func() {
-			k := store.Key{Cluster: "eu1", Namespace: "shop", Name: string(rune('a' + w))}
+			k := target.Key{Cluster: "eu1", Namespace: "shop", Name: string(rune('a' + w))}
 			for i := range 25 {
 				if _, err := st.Update(ctx, k, decideFn(string(rune('a'+i)))); err != nil {
 					t.Error(err)
@@ -212,7 +213,7 @@ func TestFeedConcurrentWritesAreOrdered(t *testing.T) {
 func TestFeedCountsTargets(t *testing.T) {
 	ctx := context.Background()
 	st := open(t, newPath(t), store.Options{})
-	k := func(n string) store.Key { return store.Key{Cluster: "eu1", Namespace: "shop", Name: n} }
+	k := func(n string) target.Key { return target.Key{Cluster: "eu1", Namespace: "shop", Name: n} }
 	for _, n := range []string{"a", "b", "c"} {
 		if _, err := st.Update(ctx, k(n), decideFn("d")); err != nil {
 			t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/target"
 )
 
 // FuzzRecordCodec feeds arbitrary bytes to the decoder of stored records,
@@ -17,9 +18,9 @@ import (
 // last-resort recover counts as a failure, and a record it accepts must
 // encode again and decode to itself (the codec has a fixed point).
 func FuzzRecordCodec(f *testing.F) {
-	k := store.Key{Cluster: "eu1", Namespace: "shop", Name: "web"}
+	k := target.Key{Cluster: "eu1", Namespace: "shop", Name: "web"}
 	full := fullRecord(k)
-	for _, rec := range []store.Record{{Key: k}, full} {
+	for _, rec := range []target.Record{{Key: k}, full} {
 		b, err := store.EncodeRecord(&rec)
 		if err != nil {
 			f.Fatal(err)
@@ -59,7 +60,7 @@ func FuzzRecordKey(f *testing.F) {
 	f.Add("eu1", "shop", "web", []byte("eu1\x00\x01shop\x00\x01web\x00\x01"))
 	f.Add("a\x00", "\x00\xff", "", []byte("\x00\x00\x01"))
 	f.Fuzz(func(t *testing.T, cluster, namespace, name string, raw []byte) {
-		k := store.Key{Cluster: cluster, Namespace: namespace, Name: name}
+		k := target.Key{Cluster: cluster, Namespace: namespace, Name: name}
 		if rk, err := store.RecordKey(k); err == nil {
 			got, err := store.ParseRecordKey(rk)
 			if err != nil || got != k {

@@ -10,11 +10,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/target"
 )
 
 // listAll pages through q with page size size and returns the keys seen
 // and how many pages it took.
-func listAll(t *testing.T, st store.Store, q store.Query, size int) (keys []store.Key, pages int) {
+func listAll(t *testing.T, st store.Store, q store.Query, size int) (keys []target.Key, pages int) {
 	t.Helper()
 	q.PageSize = size
 	for {
@@ -40,7 +41,7 @@ func TestList(t *testing.T) {
 	st := open(t, newPath(t), store.Options{})
 	// Stored out of order; "c" is a prefix of "c1" as a string but not as a
 	// cluster, and a NUL byte sorts before every other byte.
-	all := []store.Key{
+	all := []target.Key{
 		{Cluster: "c", Namespace: "a", Name: "x"},
 		{Cluster: "c", Namespace: "b", Name: "x"},
 		{Cluster: "c\x00", Namespace: "a", Name: "x"},
@@ -51,14 +52,14 @@ func TestList(t *testing.T) {
 		{Cluster: "c2", Namespace: "a", Name: "x"},
 	}
 	for _, i := range []int{5, 0, 7, 2, 4, 1, 6, 3} {
-		put(t, st, store.Record{Key: all[i], LastSeen: at(i)})
+		put(t, st, target.Record{Key: all[i], LastSeen: at(i)})
 	}
 
 	for _, tc := range []struct {
 		name  string
 		q     store.Query
 		size  int
-		want  []store.Key
+		want  []target.Key
 		pages int
 	}{
 		{"everything, default page", store.Query{}, 0, all, 1},
@@ -87,7 +88,7 @@ func TestList(t *testing.T) {
 func TestListRejectsBadQueries(t *testing.T) {
 	st := open(t, newPath(t), store.Options{})
 	for _, k := range []string{"a", "b", "c"} {
-		put(t, st, store.Record{Key: store.Key{Cluster: k, Namespace: "n", Name: "x"}, LastSeen: at(0)})
+		put(t, st, target.Record{Key: target.Key{Cluster: k, Namespace: "n", Name: "x"}, LastSeen: at(0)})
 	}
 	_, tokenOfAll, err := st.List(context.Background(), store.Query{PageSize: 1})
 	if err != nil || tokenOfAll == "" {
@@ -114,13 +115,13 @@ func TestListRejectsBadQueries(t *testing.T) {
 func TestExpire(t *testing.T) {
 	st := open(t, newPath(t), store.Options{})
 	ctx := context.Background()
-	key := func(i int) store.Key { return store.Key{Cluster: "c", Namespace: "n", Name: string(rune('a' + i))} }
+	key := func(i int) target.Key { return target.Key{Cluster: "c", Namespace: "n", Name: string(rune('a' + i))} }
 	for i := range 5 {
-		put(t, st, store.Record{Key: key(i), LastSeen: at(i * 60)})
+		put(t, st, target.Record{Key: key(i), LastSeen: at(i * 60)})
 	}
-	put(t, st, store.Record{Key: key(5)}) // LastSeen never set
+	put(t, st, target.Record{Key: key(5)}) // LastSeen never set
 	// Seen again: its index entry moves from 0 to 600.
-	if _, err := st.Update(ctx, key(0), func(r *store.Record) error { r.LastSeen = at(600); return nil }); err != nil {
+	if _, err := st.Update(ctx, key(0), func(r *target.Record) error { r.LastSeen = at(600); return nil }); err != nil {
 		t.Fatal(err)
 	}
 
@@ -140,7 +141,7 @@ func TestExpire(t *testing.T) {
 			t.Errorf("Expire(%v) = %d, %v; want %d", tc.cutoff, n, err, tc.want)
 		}
 		got, _ := listAll(t, st, store.Query{}, 0)
-		var want []store.Key
+		var want []target.Key
 		for _, i := range tc.left {
 			want = append(want, key(i))
 		}
@@ -152,8 +153,8 @@ func TestExpire(t *testing.T) {
 
 func TestRunExpiry(t *testing.T) {
 	st := open(t, newPath(t), store.Options{})
-	put(t, st, store.Record{Key: store.Key{Cluster: "c", Namespace: "n", Name: "old"}, LastSeen: at(0)})
-	put(t, st, store.Record{Key: store.Key{Cluster: "c", Namespace: "n", Name: "new"}, LastSeen: at(3600)})
+	put(t, st, target.Record{Key: target.Key{Cluster: "c", Namespace: "n", Name: "old"}, LastSeen: at(0)})
+	put(t, st, target.Record{Key: target.Key{Cluster: "c", Namespace: "n", Name: "new"}, LastSeen: at(3600)})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	type pass struct {
@@ -177,7 +178,7 @@ func TestRunExpiry(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Errorf("RunExpiry after cancel: %v, want nil", err)
 	}
-	if _, err := st.Get(context.Background(), store.Key{Cluster: "c", Namespace: "n", Name: "new"}); err != nil {
+	if _, err := st.Get(context.Background(), target.Key{Cluster: "c", Namespace: "n", Name: "new"}); err != nil {
 		t.Errorf("Get(new): %v", err)
 	}
 
@@ -203,7 +204,7 @@ func TestLoneUpdateDoesNotWait(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer st.Close()
-		key := store.Key{Cluster: "c", Namespace: "n", Name: "web"}
+		key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
 		start := time.Now()
 		for i := range 3 {
 			if _, err := st.Update(context.Background(), key, appendRecommendation(int32(i))); err != nil {

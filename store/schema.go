@@ -14,6 +14,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/setpointhq/setpoint/target"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -90,7 +91,7 @@ func appendComponent(dst []byte, s string) []byte {
 
 // recordKey is the key of k's record in bucketRecords. It fails with
 // ErrInvalid when the key is too long for bbolt.
-func recordKey(k Key) ([]byte, error) {
+func recordKey(k target.Key) ([]byte, error) {
 	b := make([]byte, 0, len(k.Cluster)+len(k.Namespace)+len(k.Name)+6)
 	b = appendComponent(b, k.Cluster)
 	b = appendComponent(b, k.Namespace)
@@ -113,7 +114,7 @@ func namespacePrefix(cluster, namespace string) []byte {
 }
 
 // parseRecordKey is the inverse of recordKey.
-func parseRecordKey(b []byte) (Key, error) {
+func parseRecordKey(b []byte) (target.Key, error) {
 	var parts [3]string
 	rest := b
 	for i := range parts {
@@ -121,7 +122,7 @@ func parseRecordKey(b []byte) (Key, error) {
 		for {
 			j := bytes.IndexByte(rest, escByte)
 			if j < 0 || j+1 >= len(rest) {
-				return Key{}, fmt.Errorf("%w %q", errBadKey, b)
+				return target.Key{}, fmt.Errorf("%w %q", errBadKey, b)
 			}
 			buf = append(buf, rest[:j]...)
 			switch rest[j+1] {
@@ -132,16 +133,16 @@ func parseRecordKey(b []byte) (Key, error) {
 			case escTerm:
 				rest = rest[j+2:]
 			default:
-				return Key{}, fmt.Errorf("%w %q", errBadKey, b)
+				return target.Key{}, fmt.Errorf("%w %q", errBadKey, b)
 			}
 			break
 		}
 		parts[i] = string(buf)
 	}
 	if len(rest) != 0 {
-		return Key{}, fmt.Errorf("%w %q", errBadKey, b)
+		return target.Key{}, fmt.Errorf("%w %q", errBadKey, b)
 	}
-	return Key{Cluster: parts[0], Namespace: parts[1], Name: parts[2]}, nil
+	return target.Key{Cluster: parts[0], Namespace: parts[1], Name: parts[2]}, nil
 }
 
 // lastSeenKey is the key of a record's entry in bucketLastSeen: the 8-byte

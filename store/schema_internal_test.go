@@ -10,10 +10,11 @@ import (
 	"time"
 
 	gocmp "github.com/google/go-cmp/cmp"
+	"github.com/setpointhq/setpoint/target"
 )
 
 func TestRecordKeyOrderAndPrefixes(t *testing.T) {
-	keys := []Key{
+	keys := []target.Key{
 		{Cluster: "", Namespace: "", Name: ""},
 		{Cluster: "a", Namespace: "", Name: "x"},
 		{Cluster: "a", Namespace: "n", Name: ""},
@@ -29,10 +30,10 @@ func TestRecordKeyOrderAndPrefixes(t *testing.T) {
 		{Cluster: "b", Namespace: "a", Name: "a"},
 	}
 	byTuple := slices.Clone(keys)
-	slices.SortFunc(byTuple, func(x, y Key) int {
+	slices.SortFunc(byTuple, func(x, y target.Key) int {
 		return cmp.Or(strings.Compare(x.Cluster, y.Cluster), strings.Compare(x.Namespace, y.Namespace), strings.Compare(x.Name, y.Name))
 	})
-	encoded := make(map[Key][]byte)
+	encoded := make(map[target.Key][]byte)
 	for _, k := range keys {
 		b, err := recordKey(k)
 		if err != nil {
@@ -45,7 +46,7 @@ func TestRecordKeyOrderAndPrefixes(t *testing.T) {
 		}
 	}
 	byBytes := slices.Clone(keys)
-	slices.SortFunc(byBytes, func(x, y Key) int { return bytes.Compare(encoded[x], encoded[y]) })
+	slices.SortFunc(byBytes, func(x, y target.Key) int { return bytes.Compare(encoded[x], encoded[y]) })
 	if diff := gocmp.Diff(byTuple, byBytes); diff != "" {
 		t.Errorf("byte order differs from (cluster, namespace, name) order (-tuple +bytes):\n%s", diff)
 	}
@@ -63,7 +64,7 @@ func TestRecordKeyOrderAndPrefixes(t *testing.T) {
 }
 
 func TestRecordKeyTooLong(t *testing.T) {
-	_, err := recordKey(Key{Cluster: "c", Namespace: "n", Name: strings.Repeat("x", maxRecordKeyLength)})
+	_, err := recordKey(target.Key{Cluster: "c", Namespace: "n", Name: strings.Repeat("x", maxRecordKeyLength)})
 	if !errors.Is(err, ErrInvalid) {
 		t.Errorf("recordKey of a huge name: %v, want ErrInvalid", err)
 	}
@@ -97,7 +98,7 @@ func TestOrderedTime(t *testing.T) {
 // FuzzDecodeRecord: any bytes decode to a record or a *CorruptError, never
 // a panic, and a decoded record encodes again.
 func FuzzDecodeRecord(f *testing.F) {
-	rec := Record{Key: Key{Name: "x"}, LastSeen: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), Events: []Event{{Kind: EventApplied, From: 1, To: 2}}}
+	rec := target.Record{Key: target.Key{Name: "x"}, LastSeen: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), Events: []target.Event{{Kind: target.EventApplied, From: 1, To: 2}}}
 	seed, err := encodeRecord(&rec)
 	if err != nil {
 		f.Fatal(err)
@@ -106,7 +107,7 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte("\x42\x02\x08\x01"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		k := Key{Cluster: "c", Namespace: "n", Name: "x"}
+		k := target.Key{Cluster: "c", Namespace: "n", Name: "x"}
 		got, err := decodeRecord(k, b)
 		if err != nil {
 			var ce *CorruptError

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/target"
 )
 
 // TestOpenMigratesVersion1 opens a file of schema version 1: it becomes
@@ -15,7 +16,7 @@ import (
 func TestOpenMigratesVersion1(t *testing.T) {
 	path := newPath(t)
 	st := open(t, path, store.Options{})
-	key := store.Key{Cluster: "c", Namespace: "n", Name: "web"}
+	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
 	want := put(t, st, fullRecord(key))
 	if err := st.Close(); err != nil {
 		t.Fatal(err)

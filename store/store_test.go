@@ -16,6 +16,7 @@ import (
 
 	"github.com/setpointhq/setpoint/engine"
 	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/target"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 123456789, time.UTC)
@@ -26,7 +27,7 @@ func at(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
 // fullRecord has every field of Record, at every depth, set to a non-zero
 // value (TestFullRecordIsFull checks it), so a round trip proves the codec
 // carries every field.
-func fullRecord(key store.Key) store.Record {
+func fullRecord(key target.Key) target.Record {
 	util := int32(85)
 	selector := &engine.LabelSelector{
 		MatchLabels:      map[string]string{"app": "web", "tier": "front"},
@@ -66,9 +67,9 @@ func fullRecord(key store.Key) store.Record {
 			Tolerance:                  tol,
 		}
 	}
-	return store.Record{
-		Key:       key,
-		TargetRef: store.TargetRef{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"},
+	return target.Record{
+		Key: key,
+		Ref: target.Ref{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"},
 		Spec: engine.Spec{
 			MinReplicas: 2,
 			MaxReplicas: 10,
@@ -90,10 +91,11 @@ func fullRecord(key store.Key) store.Record {
 		},
 		Status:  status,
 		History: history,
-		Last: &store.LastDecision{
+		Last: &target.LastDecision{
 			ID:     "d-42",
 			At:     at(0),
 			Before: engine.Status{CurrentReplicas: 3, DesiredReplicas: 3, LastScaleTime: at(-120), CurrentMetrics: status.CurrentMetrics, Conditions: status.Conditions},
+			From:   3,
 			Decision: engine.Decision{
 				DesiredReplicas: 5,
 				Rescale:         true,
@@ -113,8 +115,8 @@ func fullRecord(key store.Key) store.Record {
 				History: history,
 			},
 		},
-		Events: []store.Event{{
-			Kind: store.EventFailed, From: 3, To: 5, At: at(1), DecisionID: "d-42", Message: "forbidden",
+		Events: []target.Event{{
+			Kind: target.EventFailed, From: 3, To: 5, At: at(1), DecisionID: "d-42", Message: "forbidden",
 		}},
 		LastSeen: at(1),
 	}
@@ -122,7 +124,7 @@ func fullRecord(key store.Key) store.Record {
 
 // TestFullRecordIsFull keeps fullRecord honest as the types grow.
 func TestFullRecordIsFull(t *testing.T) {
-	for _, path := range zeroFields(reflect.ValueOf(fullRecord(store.Key{Cluster: "c", Namespace: "n", Name: "x"})), "Record") {
+	for _, path := range zeroFields(reflect.ValueOf(fullRecord(target.Key{Cluster: "c", Namespace: "n", Name: "x"})), "Record") {
 		t.Errorf("fullRecord leaves %s zero: set it so the round trip covers it", path)
 	}
 }
@@ -158,9 +160,9 @@ func zeroFields(v reflect.Value, path string) []string {
 }
 
 // put stores rec as it is.
-func put(t testing.TB, st store.Store, rec store.Record) store.Record {
+func put(t testing.TB, st store.Store, rec target.Record) target.Record {
 	t.Helper()
-	got, err := st.Update(context.Background(), rec.Key, func(r *store.Record) error {
+	got, err := st.Update(context.Background(), rec.Key, func(r *target.Record) error {
 		*r = rec
 		return nil
 	})
@@ -238,7 +240,7 @@ func TestOpenRejectsNegativeOptions(t *testing.T) {
 func TestRoundTripFullRecord(t *testing.T) {
 	path := newPath(t)
 	st := open(t, path, store.Options{})
-	key := store.Key{Cluster: "prod-eu", Namespace: "shop", Name: "web"}
+	key := target.Key{Cluster: "prod-eu", Namespace: "shop", Name: "web"}
 	want := fullRecord(key)
 
 	if got := put(t, st, want); !cmp.Equal(got, want) {
@@ -268,47 +270,47 @@ func TestRoundTripFullRecord(t *testing.T) {
 
 func TestUpdate(t *testing.T) {
 	ctx := context.Background()
-	key := store.Key{Cluster: "c", Namespace: "n", Name: "web"}
+	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
 	errBoom := errors.New("boom")
 	for _, tc := range []struct {
 		name    string
-		fn      func(*store.Record) error
+		fn      func(*target.Record) error
 		wantErr error
-		want    *store.Record // nil: no record stored
+		want    *target.Record // nil: no record stored
 	}{
 		{
 			name: "new target starts from a zero record with its key",
-			fn: func(r *store.Record) error {
-				if !cmp.Equal(*r, store.Record{Key: key}) {
+			fn: func(r *target.Record) error {
+				if !cmp.Equal(*r, target.Record{Key: key}) {
 					return fmt.Errorf("fn got %+v", *r)
 				}
 				r.LastSeen = at(0)
 				return nil
 			},
-			want: &store.Record{Key: key, LastSeen: at(0)},
+			want: &target.Record{Key: key, LastSeen: at(0)},
 		},
 		{
 			name:    "fn error stores nothing",
-			fn:      func(r *store.Record) error { r.LastSeen = at(0); return errBoom },
+			fn:      func(r *target.Record) error { r.LastSeen = at(0); return errBoom },
 			wantErr: errBoom,
 		},
 		{
 			name: "the key fn leaves is ignored",
-			fn: func(r *store.Record) error {
-				r.Key = store.Key{Name: "other"}
+			fn: func(r *target.Record) error {
+				r.Key = target.Key{Name: "other"}
 				r.LastSeen = at(0)
 				return nil
 			},
-			want: &store.Record{Key: key, LastSeen: at(0)},
+			want: &target.Record{Key: key, LastSeen: at(0)},
 		},
 		{
 			name:    "a string that is not UTF-8 is refused",
-			fn:      func(r *store.Record) error { r.TargetRef.Name = "\xff"; return nil },
+			fn:      func(r *target.Record) error { r.Ref.Name = "\xff"; return nil },
 			wantErr: errAny,
 		},
 		{
 			name:    "a time a timestamp cannot hold is refused",
-			fn:      func(r *store.Record) error { r.LastSeen = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC); return nil },
+			fn:      func(r *target.Record) error { r.LastSeen = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC); return nil },
 			wantErr: errAny,
 		},
 	} {
@@ -343,17 +345,17 @@ var errAny = errors.New("any error")
 
 func TestUpdateBounds(t *testing.T) {
 	st := open(t, newPath(t), store.Options{MaxEvents: 3, MaxHistory: 3})
-	key := store.Key{Cluster: "c", Namespace: "n", Name: "web"}
-	var events []store.Event
+	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
+	var events []target.Event
 	for i := range 5 {
-		events = append(events, store.Event{Kind: store.EventApplied, From: int32(i), To: int32(i + 1), At: at(i)})
+		events = append(events, target.Event{Kind: target.EventApplied, From: int32(i), To: int32(i + 1), At: at(i)})
 	}
 	// The engine overwrites recommendations in place: the list is not in
 	// time order, and the newest three must survive in their order.
 	recs := []engine.Recommendation{{Replicas: 1, At: at(40)}, {Replicas: 2, At: at(10)}, {Replicas: 3, At: at(50)}, {Replicas: 4, At: at(20)}, {Replicas: 5, At: at(30)}}
-	got := put(t, st, store.Record{Key: key, Events: events, History: engine.History{Recommendations: recs}, LastSeen: at(0)})
+	got := put(t, st, target.Record{Key: key, Events: events, History: engine.History{Recommendations: recs}, LastSeen: at(0)})
 
-	want := store.Record{
+	want := target.Record{
 		Key:      key,
 		Events:   events[2:],
 		History:  engine.History{Recommendations: []engine.Recommendation{recs[0], recs[2], recs[4]}},
@@ -374,24 +376,24 @@ func TestUpdateBounds(t *testing.T) {
 func TestUpdatePanicIsRaisedInCaller(t *testing.T) {
 	st := open(t, newPath(t), store.Options{})
 	ctx := context.Background()
-	key := store.Key{Cluster: "c", Namespace: "n", Name: "web"}
+	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
 	func() {
 		defer func() {
 			if p := recover(); p == nil {
 				t.Error("Update did not panic")
 			}
 		}()
-		st.Update(ctx, key, func(*store.Record) error { panic("engine bug") })
+		st.Update(ctx, key, func(*target.Record) error { panic("engine bug") })
 	}()
 	if _, err := st.Get(ctx, key); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("Get after a panicking update: %v, want ErrNotFound", err)
 	}
-	put(t, st, store.Record{Key: key, LastSeen: at(0)}) // the committer survived
+	put(t, st, target.Record{Key: key, LastSeen: at(0)}) // the committer survived
 }
 
 // appendRecommendation is an update function adding one recommendation.
-func appendRecommendation(replicas int32) func(*store.Record) error {
-	return func(r *store.Record) error {
+func appendRecommendation(replicas int32) func(*target.Record) error {
+	return func(r *target.Record) error {
 		r.History.Recommendations = append(r.History.Recommendations, engine.Recommendation{Replicas: replicas, At: at(int(replicas))})
 		r.LastSeen = at(int(replicas))
 		return nil
@@ -402,7 +404,7 @@ func TestConcurrentUpdatesOfOneKeyLoseNothing(t *testing.T) {
 	const callers = 50
 	st := open(t, newPath(t), store.Options{})
 	ctx := context.Background()
-	key := store.Key{Cluster: "c", Namespace: "n", Name: "web"}
+	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
 
 	var wg sync.WaitGroup
 	for i := range callers {
@@ -472,7 +474,7 @@ func TestGroupCommitSharesOneCommit(t *testing.T) {
 	st := open(t, newPath(t), store.Options{})
 	entered, release := holdFirstCommit(t, st)
 	ctx := context.Background()
-	key := store.Key{Cluster: "c", Namespace: "n", Name: "web"}
+	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
 
 	var wg sync.WaitGroup
 	update := func(i int) {
@@ -508,8 +510,8 @@ func TestGroupCommitFailsOnlyTheFailingWrite(t *testing.T) {
 	st := open(t, newPath(t), store.Options{})
 	entered, release := holdFirstCommit(t, st)
 	ctx := context.Background()
-	a := store.Key{Cluster: "c", Namespace: "n", Name: "a"}
-	b := store.Key{Cluster: "c", Namespace: "n", Name: "b"}
+	a := target.Key{Cluster: "c", Namespace: "n", Name: "a"}
+	b := target.Key{Cluster: "c", Namespace: "n", Name: "b"}
 	errBoom := errors.New("boom")
 
 	results := make([]error, 4)
@@ -518,10 +520,10 @@ func TestGroupCommitFailsOnlyTheFailingWrite(t *testing.T) {
 	<-entered
 	// One batch: a, a failing, b, a — each seeing the previous one's record.
 	for i, w := range []struct {
-		key store.Key
-		fn  func(*store.Record) error
+		key target.Key
+		fn  func(*target.Record) error
 	}{
-		{a, func(*store.Record) error { return errBoom }},
+		{a, func(*target.Record) error { return errBoom }},
 		{b, appendRecommendation(3)},
 		{a, appendRecommendation(4)},
 	} {
@@ -550,7 +552,7 @@ func TestGroupCommitFailsOnlyTheFailingWrite(t *testing.T) {
 func TestUpdateCancelledWhileQueuedNeverRuns(t *testing.T) {
 	st := open(t, newPath(t), store.Options{})
 	entered, release := holdFirstCommit(t, st)
-	key := store.Key{Cluster: "c", Namespace: "n", Name: "web"}
+	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
 
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -563,7 +565,7 @@ func TestUpdateCancelledWhileQueuedNeverRuns(t *testing.T) {
 	ran := false
 	done := make(chan error)
 	go func() {
-		_, err := st.Update(ctx, key, func(r *store.Record) error { ran = true; return nil })
+		_, err := st.Update(ctx, key, func(r *target.Record) error { ran = true; return nil })
 		done <- err
 	}()
 	waitQueued(t, st, 1)
@@ -588,7 +590,7 @@ func TestUpdateWithDoneContextFailsAtOnce(t *testing.T) {
 	st := open(t, newPath(t), store.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := st.Update(ctx, store.Key{Name: "x"}, appendRecommendation(1))
+	_, err := st.Update(ctx, target.Key{Name: "x"}, appendRecommendation(1))
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("Update: %v, want context.Canceled", err)
 	}
@@ -597,8 +599,8 @@ func TestUpdateWithDoneContextFailsAtOnce(t *testing.T) {
 func TestCorruptRecordFailsOnlyItsTarget(t *testing.T) {
 	path := newPath(t)
 	ctx := context.Background()
-	good := store.Key{Cluster: "c", Namespace: "n", Name: "good"}
-	bad := store.Key{Cluster: "c", Namespace: "n", Name: "bad"}
+	good := target.Key{Cluster: "c", Namespace: "n", Name: "good"}
+	bad := target.Key{Cluster: "c", Namespace: "n", Name: "bad"}
 	st := open(t, path, store.Options{})
 	put(t, st, fullRecord(good))
 	put(t, st, fullRecord(bad))
@@ -624,7 +626,7 @@ func TestCorruptRecordFailsOnlyItsTarget(t *testing.T) {
 	_, err := st.Get(ctx, bad)
 	isCorruptBad("Get(bad)", err)
 	ran := false
-	_, err = st.Update(ctx, bad, func(*store.Record) error { ran = true; return nil })
+	_, err = st.Update(ctx, bad, func(*target.Record) error { ran = true; return nil })
 	isCorruptBad("Update(bad)", err)
 	if ran {
 		t.Error("Update ran fn on a corrupt record")
@@ -658,7 +660,7 @@ func TestReopenKeepsData(t *testing.T) {
 	path := newPath(t)
 	ctx := context.Background()
 	st := open(t, path, store.Options{})
-	key := store.Key{Cluster: "c", Namespace: "n", Name: "web"}
+	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
 	for i := range 3 {
 		if _, err := st.Update(ctx, key, appendRecommendation(int32(i))); err != nil {
 			t.Fatal(err)
@@ -687,8 +689,8 @@ func TestReopenKeepsData(t *testing.T) {
 func TestClose(t *testing.T) {
 	st := open(t, newPath(t), store.Options{})
 	ctx := context.Background()
-	key := store.Key{Cluster: "c", Namespace: "n", Name: "web"}
-	put(t, st, store.Record{Key: key, LastSeen: at(0)})
+	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
+	put(t, st, target.Record{Key: key, LastSeen: at(0)})
 	if err := st.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
@@ -715,7 +717,7 @@ func TestCloseWaitsForQueuedWrites(t *testing.T) {
 	st := open(t, path, store.Options{})
 	entered, release := holdFirstCommit(t, st)
 	ctx := context.Background()
-	key := store.Key{Cluster: "c", Namespace: "n", Name: "web"}
+	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
 
 	var wg sync.WaitGroup
 	update := func(i int) {
@@ -752,11 +754,11 @@ func TestCloseWaitsForQueuedWrites(t *testing.T) {
 func TestDelete(t *testing.T) {
 	st := open(t, newPath(t), store.Options{})
 	ctx := context.Background()
-	key := store.Key{Cluster: "c", Namespace: "n", Name: "web"}
+	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
 	if err := st.Delete(ctx, key); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("Delete of a missing key: %v, want ErrNotFound", err)
 	}
-	put(t, st, store.Record{Key: key, LastSeen: at(0)})
+	put(t, st, target.Record{Key: key, LastSeen: at(0)})
 	if err := st.Delete(ctx, key); err != nil {
 		t.Fatalf("Delete: %v", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/target"
 )
 
 func TestUsageCountsEachBucket(t *testing.T) {
@@ -13,7 +14,7 @@ func TestUsageCountsEachBucket(t *testing.T) {
 	ctx := context.Background()
 	const n = 50
 	for i := range n {
-		key := store.Key{Cluster: "c", Namespace: "n", Name: fmt.Sprintf("t-%02d", i)}
+		key := target.Key{Cluster: "c", Namespace: "n", Name: fmt.Sprintf("t-%02d", i)}
 		if _, err := st.Update(ctx, key, appendRecommendation(int32(i))); err != nil {
 			t.Fatal(err)
 		}

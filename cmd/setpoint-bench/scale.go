@@ -17,6 +17,7 @@ import (
 	"github.com/setpointhq/setpoint/server"
 	"github.com/setpointhq/setpoint/server/convert"
 	"github.com/setpointhq/setpoint/store"
+	tgt "github.com/setpointhq/setpoint/target"
 )
 
 // seedSteps and seedEvery make the template record: a target decided every
@@ -132,7 +133,7 @@ func fillAndServe(ctx context.Context, cfg Config, logf func(string, ...any)) (*
 	res.BytesPerTarget = float64(res.FileBytes) / float64(cfg.Fill)
 	res.BytesPerHistoryEntry = res.BytesPerTarget / float64(max(res.HistoryEntriesPerTarget, 1))
 
-	tmpl = store.Record{}
+	tmpl = tgt.Record{}
 	runtime.GC()
 	debug.FreeOSMemory()
 	res.Before = readRSS()
@@ -196,18 +197,18 @@ func (s *ScaleResult) addUsage(ctx context.Context, st *store.Bolt) error {
 // seedRecord returns the record of target 0 after seedSteps decisions
 // seedEvery apart (each rescale observed as applied), made through a real
 // server with a stepped clock that ends now.
-func seedRecord(ctx context.Context, cfg Config) (store.Record, error) {
+func seedRecord(ctx context.Context, cfg Config) (tgt.Record, error) {
 	t0 := time.Now().Add(-seedSteps * seedEvery)
 	var step atomic.Int64
 	now := func() time.Time { return t0.Add(time.Duration(step.Load()) * seedEvery) }
 	e, err := startEmbedded("", server.Options{Now: now})
 	if err != nil {
-		return store.Record{}, err
+		return tgt.Record{}, err
 	}
 	defer e.stop()
 	conns, err := dialAll(e.addr, Config{Clusters: 1, Concurrency: 1})
 	if err != nil {
-		return store.Record{}, err
+		return tgt.Record{}, err
 	}
 	defer closeAll(conns)
 	c := setpointv1.NewAutoscalerServiceClient(conns[0])
@@ -218,11 +219,11 @@ func seedRecord(ctx context.Context, cfg Config) (store.Record, error) {
 		req := tg.request(now(), rng)
 		resp, err := c.Recommend(ctx, req)
 		if err != nil {
-			return store.Record{}, err
+			return tgt.Record{}, err
 		}
 		if resp.GetDecision().GetRescale() {
 			if _, err := c.Observe(ctx, observeRequest(req, resp)); err != nil {
-				return store.Record{}, err
+				return tgt.Record{}, err
 			}
 			tg.req.Scale.Replicas = resp.GetDecision().GetDesiredReplicas()
 		}
@@ -232,7 +233,7 @@ func seedRecord(ctx context.Context, cfg Config) (store.Record, error) {
 
 // fill writes cfg.Fill copies of tmpl, keyed as keyOf says, into a new
 // store at path, in key order with many writes per commit.
-func fill(ctx context.Context, path string, tmpl store.Record, cfg Config, logf func(string, ...any)) error {
+func fill(ctx context.Context, path string, tmpl tgt.Record, cfg Config, logf func(string, ...any)) error {
 	st, err := store.Open(path, store.Options{})
 	if err != nil {
 		return err
@@ -248,7 +249,7 @@ func fill(ctx context.Context, path string, tmpl store.Record, cfg Config, logf 
 		wg.Go(func() {
 			for j := range keys {
 				key := convert.Key(keyOf(j, cfg.Clusters))
-				_, err := st.Update(ctx, key, func(rec *store.Record) error {
+				_, err := st.Update(ctx, key, func(rec *tgt.Record) error {
 					*rec = tmpl // shared slices are only read: the store encodes rec
 					rec.Key = key
 					return nil

@@ -10,6 +10,7 @@ import (
 
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/store"
+	tgt "github.com/setpointhq/setpoint/target"
 	"google.golang.org/grpc"
 )
 
@@ -101,7 +102,7 @@ func TestBackupRealServer(t *testing.T) {
 		t.Fatalf("the backup does not open as a store: %v", err)
 	}
 	defer st.Close()
-	if _, err := st.Get(t.Context(), store.Key{Cluster: "dev", Namespace: "shop", Name: "web"}); err != nil {
+	if _, err := st.Get(t.Context(), tgt.Key{Cluster: "dev", Namespace: "shop", Name: "web"}); err != nil {
 		t.Fatalf("the backup lacks dev/shop/web: %v", err)
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/setpointhq/setpoint/internal/scenario"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server/convert"
-	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/target"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
@@ -41,7 +41,7 @@ type grpcDriver struct {
 	client   setpointv1.AutoscalerServiceClient
 	clock    *Clock
 	key      *setpointv1.TargetKey
-	ref      store.TargetRef
+	ref      target.Ref
 	decision string // id of the last decision
 }
 

@@ -7,7 +7,7 @@ import (
 	"github.com/setpointhq/setpoint/internal/scenario"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server/convert"
-	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/target"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -16,7 +16,7 @@ import (
 // that step's scale, pods and metrics API answers, built as the gRPC
 // replay builds its Recommend requests.
 func SimulateRequest(sc *scenario.Scenario) (*setpointv1.SimulateRequest, error) {
-	ref := store.TargetRef{APIVersion: sc.HPA.Spec.ScaleTargetRef.APIVersion, Kind: sc.HPA.Spec.ScaleTargetRef.Kind, Name: sc.HPA.Spec.ScaleTargetRef.Name}
+	ref := target.Ref{APIVersion: sc.HPA.Spec.ScaleTargetRef.APIVersion, Kind: sc.HPA.Spec.ScaleTargetRef.Kind, Name: sc.HPA.Spec.ScaleTargetRef.Name}
 	out := &setpointv1.SimulateRequest{}
 	for i := range sc.Steps {
 		in, err := sc.Input(i)

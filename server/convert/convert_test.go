@@ -13,7 +13,7 @@ import (
 	"github.com/setpointhq/setpoint/engine"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server/convert"
-	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/target"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -22,7 +22,7 @@ import (
 var (
 	t0     = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	key    = &setpointv1.TargetKey{Cluster: "eu1", Namespace: "shop", Name: "web"}
-	ref    = store.TargetRef{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"}
+	ref    = target.Ref{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"}
 	cmpOpt = cmp.Options{cmpopts.EquateEmpty()}
 )
 

@@ -10,7 +10,7 @@ import (
 	"github.com/setpointhq/setpoint/engine"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server/convert"
-	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/target"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 )
@@ -77,7 +77,7 @@ func invalidArgument(t *testing.T, step string, err error) {
 // response, as gRPC would.
 func respond(t *testing.T, d engine.Decision) {
 	t.Helper()
-	resp := &setpointv1.RecommendResponse{Decision: convert.Decision(store.LastDecision{ID: "id", At: t0, Decision: d})}
+	resp := &setpointv1.RecommendResponse{Decision: convert.Decision(target.LastDecision{ID: "id", At: t0, Decision: d})}
 	if _, err := proto.Marshal(resp); err != nil {
 		t.Fatalf("response cannot be marshalled: %v", err)
 	}

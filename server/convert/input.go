@@ -10,7 +10,7 @@ import (
 
 	"github.com/setpointhq/setpoint/engine"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
-	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/target"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -49,14 +49,29 @@ var (
 	}
 )
 
-// Key returns the store key of a target key.
-func Key(k *setpointv1.TargetKey) store.Key {
-	return store.Key{Cluster: k.GetCluster(), Namespace: k.GetNamespace(), Name: k.GetName()}
+// Key returns the target key of an API target key.
+func Key(k *setpointv1.TargetKey) target.Key {
+	return target.Key{Cluster: k.GetCluster(), Namespace: k.GetNamespace(), Name: k.GetName()}
 }
 
-// TargetRef returns the store form of a scale target reference.
-func TargetRef(r *setpointv1.CrossVersionObjectReference) store.TargetRef {
-	return store.TargetRef{APIVersion: r.GetApiVersion(), Kind: r.GetKind(), Name: r.GetName()}
+// TargetRef returns the target's form of a scale target reference.
+func TargetRef(r *setpointv1.CrossVersionObjectReference) target.Ref {
+	return target.Ref{APIVersion: r.GetApiVersion(), Kind: r.GetKind(), Name: r.GetName()}
+}
+
+// Observation returns what an ObserveRequest reports, for target.Observe.
+// A request without a change has no kind, which target.Observe rejects.
+func Observation(req *setpointv1.ObserveRequest) target.Observation {
+	o := target.Observation{DecisionID: req.GetDecisionId()}
+	switch c := req.GetChange().(type) {
+	case *setpointv1.ObserveRequest_Applied:
+		o.Kind, o.From, o.To = target.EventApplied, c.Applied.GetFrom(), c.Applied.GetTo()
+	case *setpointv1.ObserveRequest_Failed:
+		o.Kind, o.To, o.Message = target.EventFailed, c.Failed.GetTo(), c.Failed.GetMessage()
+	case *setpointv1.ObserveRequest_External:
+		o.Kind, o.From, o.To = target.EventExternal, c.External.GetFrom(), c.External.GetTo()
+	}
+	return o
 }
 
 // Input converts and validates a RecommendRequest, resolving every default,

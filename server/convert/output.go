@@ -8,7 +8,7 @@ import (
 
 	"github.com/setpointhq/setpoint/engine"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
-	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/target"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -19,7 +19,7 @@ import (
 // supplies). Every default is explicit in the request. It fails only when a
 // behavior tolerance has no quantity whose approximate float64 is exactly
 // the tolerance.
-func Request(target *setpointv1.TargetKey, ref store.TargetRef, in engine.Input) (*setpointv1.RecommendRequest, error) {
+func Request(target *setpointv1.TargetKey, ref target.Ref, in engine.Input) (*setpointv1.RecommendRequest, error) {
 	spec, err := Spec(in.Spec, ref)
 	if err != nil {
 		return nil, err
@@ -69,7 +69,7 @@ func ControllerSettings(s engine.Settings) *setpointv1.ControllerSettings {
 
 // Spec returns a resolved spec, with its scale target reference, in the
 // API's form with every default explicit.
-func Spec(s engine.Spec, ref store.TargetRef) (*setpointv1.HorizontalPodAutoscalerSpec, error) {
+func Spec(s engine.Spec, ref target.Ref) (*setpointv1.HorizontalPodAutoscalerSpec, error) {
 	out := &setpointv1.HorizontalPodAutoscalerSpec{
 		ScaleTargetRef: &setpointv1.CrossVersionObjectReference{ApiVersion: ref.APIVersion, Kind: ref.Kind, Name: ref.Name},
 		MinReplicas:    &s.MinReplicas,
@@ -291,7 +291,7 @@ func Explanation(e engine.Explanation) *setpointv1.Explanation {
 }
 
 // Decision returns a recorded decision in the API's form.
-func Decision(d store.LastDecision) *setpointv1.Decision {
+func Decision(d target.LastDecision) *setpointv1.Decision {
 	return &setpointv1.Decision{
 		DecisionId:      d.ID,
 		DecisionTime:    timestamp(d.At),
@@ -322,8 +322,8 @@ func History(h engine.History) *setpointv1.History {
 }
 
 // Target returns everything kept for a target in the API's form.
-func Target(rec store.Record) (*setpointv1.Target, error) {
-	spec, err := Spec(rec.Spec, rec.TargetRef)
+func Target(rec target.Record) (*setpointv1.Target, error) {
+	spec, err := Spec(rec.Spec, rec.Ref)
 	if err != nil {
 		return nil, err
 	}

@@ -27,6 +27,7 @@ import (
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server"
 	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/target"
 )
 
 // The faults around the agent (issue 7): each case breaks one thing the
@@ -49,16 +50,16 @@ type faultyStore struct {
 	mode atomic.Int32
 }
 
-func (f *faultyStore) Update(ctx context.Context, k store.Key, fn func(*store.Record) error) (store.Record, error) {
+func (f *faultyStore) Update(ctx context.Context, k target.Key, fn func(*target.Record) error) (target.Record, error) {
 	switch f.mode.Load() {
 	case storeSlow:
 		select {
 		case <-time.After(5 * time.Second):
 		case <-ctx.Done():
-			return store.Record{}, ctx.Err()
+			return target.Record{}, ctx.Err()
 		}
 	case storeFailing:
-		return store.Record{}, errors.New("e2e: injected store failure")
+		return target.Record{}, errors.New("e2e: injected store failure")
 	}
 	return f.Store.Update(ctx, k, fn)
 }

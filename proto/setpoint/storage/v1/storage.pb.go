@@ -1,7 +1,7 @@
 // Storage-only messages: the values Setpoint's store writes to disk.
 //
 // These messages are not part of the gRPC API. They mirror the engine's value
-// types (package engine) and store.Record field by field so that the on-disk
+// types (package engine) and target.Record field by field so that the on-disk
 // format is described by a schema that `buf breaking` guards: a field may be
 // added, never renumbered, retyped or reused. Renaming a Go field does not
 // change the disk format; changing the meaning of a field does, and needs a
@@ -26,13 +26,14 @@
 package storagev1
 
 import (
+	reflect "reflect"
+	sync "sync"
+	unsafe "unsafe"
+
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
-	reflect "reflect"
-	sync "sync"
-	unsafe "unsafe"
 )
 
 const (
@@ -321,8 +322,12 @@ type LastDecision struct {
 	// Schema version 2: decision.status is absent because it equals
 	// Record.status (as it does until an observation changes the status).
 	DecisionStatusIsRecordStatus bool `protobuf:"varint,5,opt,name=decision_status_is_record_status,json=decisionStatusIsRecordStatus,proto3" json:"decision_status_is_record_status,omitempty"`
-	unknownFields                protoimpl.UnknownFields
-	sizeCache                    protoimpl.SizeCache
+	// The replica count of the scale the decision started from. Absent in
+	// records written before it was added: the reader then takes
+	// decision.explanation.current_replicas, which held the same count.
+	From          *int32 `protobuf:"varint,6,opt,name=from,proto3,oneof" json:"from,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LastDecision) Reset() {
@@ -388,6 +393,13 @@ func (x *LastDecision) GetDecisionStatusIsRecordStatus() bool {
 		return x.DecisionStatusIsRecordStatus
 	}
 	return false
+}
+
+func (x *LastDecision) GetFrom() int32 {
+	if x != nil && x.From != nil {
+		return *x.From
+	}
+	return 0
 }
 
 // Settings mirrors engine.Settings.
@@ -2215,13 +2227,15 @@ const file_setpoint_storage_v1_storage_proto_rawDesc = "" +
 	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x1f\n" +
 	"\vdecision_id\x18\x05 \x01(\tR\n" +
 	"decisionId\x12\x18\n" +
-	"\amessage\x18\x06 \x01(\tR\amessage\"\x82\x02\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage\"\xa4\x02\n" +
 	"\fLastDecision\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12*\n" +
 	"\x02at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x129\n" +
 	"\bdecision\x18\x03 \x01(\v2\x1d.setpoint.storage.v1.DecisionR\bdecision\x123\n" +
 	"\x06before\x18\x04 \x01(\v2\x1b.setpoint.storage.v1.StatusR\x06before\x12F\n" +
-	" decision_status_is_record_status\x18\x05 \x01(\bR\x1cdecisionStatusIsRecordStatus\"\xb3\x02\n" +
+	" decision_status_is_record_status\x18\x05 \x01(\bR\x1cdecisionStatusIsRecordStatus\x12\x17\n" +
+	"\x04from\x18\x06 \x01(\x05H\x00R\x04from\x88\x01\x01B\a\n" +
+	"\x05_from\"\xb3\x02\n" +
 	"\bSettings\x12\x1c\n" +
 	"\ttolerance\x18\x01 \x01(\x01R\ttolerance\x12U\n" +
 	"\x19cpu_initialization_period\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x17cpuInitializationPeriod\x12Q\n" +
@@ -2465,6 +2479,7 @@ func file_setpoint_storage_v1_storage_proto_init() {
 	if File_setpoint_storage_v1_storage_proto != nil {
 		return
 	}
+	file_setpoint_storage_v1_storage_proto_msgTypes[3].OneofWrappers = []any{}
 	file_setpoint_storage_v1_storage_proto_msgTypes[18].OneofWrappers = []any{}
 	file_setpoint_storage_v1_storage_proto_msgTypes[26].OneofWrappers = []any{
 		(*Change_Decision)(nil),

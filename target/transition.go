@@ -1,0 +1,106 @@
+package target
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/setpointhq/setpoint/engine"
+)
+
+// Errors of the transitions. Callers test them with errors.Is.
+var (
+	// ErrNoDecision: an observation was reported for a target that has no
+	// decision yet.
+	ErrNoDecision = errors.New("target: no decision made yet")
+	// ErrStaleDecision: a failed rescale was reported for a decision that
+	// is no longer the target's last one.
+	ErrStaleDecision = errors.New("target: decision is not the target's last decision")
+	// ErrInvalidObservation: an observation of an unknown kind.
+	ErrInvalidObservation = errors.New("target: invalid observation")
+)
+
+// Input is what one decision is made from.
+type Input struct {
+	// Ref is the scale target reference received with the spec.
+	Ref Ref
+	// Engine is the engine's input: the resolved spec and settings, the
+	// scale, pods and metrics. Its Now and Status are set by Decide.
+	Engine engine.Input
+}
+
+// Decide makes the decision of in at now for the target in rec and records
+// it as decision id: rec's Ref, Spec and Settings become in's, the engine
+// runs from rec.Status and rec.History, and rec.Last, rec.Status,
+// rec.History and rec.LastSeen take the outcome.
+//
+// Decide is pure: equal arguments give equal records. When the engine
+// rejects the input (an *engine.FieldError) Decide returns that error and
+// leaves rec unchanged.
+func Decide(rec *Record, in Input, id string, now time.Time) error {
+	e := in.Engine
+	e.Now, e.Status = now, rec.Status
+	d, err := engine.Decide(e, rec.History)
+	if err != nil {
+		return err
+	}
+	rec.Ref, rec.Spec, rec.Settings = in.Ref, e.Spec, e.Settings
+	rec.History, d.History = d.History, engine.History{}
+	rec.Last = &LastDecision{ID: id, At: now, Decision: d, Before: rec.Status, From: e.Scale.Replicas}
+	rec.Status = d.Status
+	rec.LastSeen = now
+	return nil
+}
+
+// Observation is what a caller reports about a decision.
+type Observation struct {
+	// Kind says what happened.
+	Kind EventKind
+	// DecisionID is the decision the change concerns; required for
+	// EventApplied (it makes a retried report harmless) and EventFailed
+	// (it must be the last decision).
+	DecisionID string
+	// From and To are the replica counts before and after the change
+	// (EventApplied, EventExternal). For EventFailed, To is the count that
+	// could not be applied and From is taken from the decision.
+	From, To int32
+	// Message is the caller's error text for EventFailed.
+	Message string
+}
+
+// Observe records o at now in rec and appends it to rec.Events:
+//   - EventApplied adds a scale event From → To to the history, once per
+//     decision: a second report of the same decision changes nothing.
+//   - EventFailed restores, in rec.Status, what the last decision started
+//     from (engine.RescaleFailed); it must name the last decision
+//     (ErrStaleDecision otherwise).
+//   - EventExternal is only recorded as an event.
+//
+// A target without a decision is ErrNoDecision. Observe is pure; on an
+// error it leaves rec unchanged.
+func Observe(rec *Record, o Observation, now time.Time) error {
+	if rec.Last == nil {
+		return ErrNoDecision
+	}
+	ev := Event{Kind: o.Kind, From: o.From, To: o.To, At: now, DecisionID: o.DecisionID}
+	switch o.Kind {
+	case EventApplied:
+		if slices.ContainsFunc(rec.Events, func(e Event) bool { return e.Kind == EventApplied && e.DecisionID == o.DecisionID }) {
+			return nil
+		}
+		rec.History = engine.RecordScale(rec.History, rec.Spec.Behavior, o.From, o.To, now)
+	case EventFailed:
+		if o.DecisionID != rec.Last.ID {
+			return ErrStaleDecision
+		}
+		ev.From, ev.Message = rec.Last.From, o.Message
+		rec.Status = engine.RescaleFailed(rec.Last.Before, rec.Last.Decision, now, o.Message)
+	case EventExternal:
+	default:
+		return fmt.Errorf("%w: kind %q", ErrInvalidObservation, o.Kind)
+	}
+	rec.Events = append(rec.Events, ev)
+	rec.LastSeen = now
+	return nil
+}
