@@ -8,8 +8,6 @@ import (
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/store"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 // backupChunk is the most snapshot bytes one BackupResponse carries: well
@@ -24,17 +22,13 @@ type admin struct {
 	log   *slog.Logger
 }
 
-// Backup streams a consistent snapshot of the store (store.Backuper):
+// Backup streams a consistent snapshot of the store (Store.Backup):
 // the first message carries the size, the last the SHA-256 of the whole,
 // and the data in between is a store file setpoint-server can start from.
 func (a *admin) Backup(_ *setpointv1.BackupRequest, stream grpc.ServerStreamingServer[setpointv1.BackupResponse]) error {
 	ctx := stream.Context()
-	b, ok := a.store.(store.Backuper)
-	if !ok {
-		return status.Error(codes.Unimplemented, "backup: this store cannot take backups")
-	}
 	w := &backupWriter{stream: stream, sum: sha256.New(), next: &setpointv1.BackupResponse{}}
-	if _, err := b.Backup(ctx, w.size, w); err != nil {
+	if _, err := a.store.Backup(ctx, w.size, w); err != nil {
 		return toStatus(ctx, a.log, err)
 	}
 	w.next.Sha256 = w.sum.Sum(nil)

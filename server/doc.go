@@ -47,12 +47,15 @@
 //
 // Streams (Watch) pass metrics, logging, authentication and recovery; Watch
 // filters what it sends by the principal's clusters itself. It is fed by
-// the store's change feed (store.Feed) through a hub that never blocks the
+// the store's change feed (store.Store embeds store.Feed; New fails when it
+// cannot be followed) through a hub that never blocks the
 // store's committer: each stream has a bounded buffer and is ended with
 // Aborted, to resume, when it falls behind.
 //
-// Simulate runs the engine over a series of inputs with an in-memory
-// history and writes nothing.
+// Recommend and Observe run a target's transitions (target.Decide,
+// target.Observe) inside one store.Update each. Simulate runs the same
+// transitions over a series of inputs on a target record kept in memory
+// and writes nothing.
 //
 // Serve runs the server on a listener until its context ends, then shuts
 // down gracefully: health turns NOT_SERVING, GracefulStop waits for calls in

@@ -92,7 +92,10 @@ func start(t testing.TB, su setup) *testServer {
 	if su.opts.Logger == nil {
 		su.opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	srv := server.New(st, su.opts)
+	srv, err := server.New(st, su.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -220,20 +220,13 @@ func (t *targetCount) value() float64 {
 }
 
 // registerFeedMetrics registers the metrics kept from the store's change
-// feed: the number of targets (when the store can count them) and the
-// latest revision.
+// feed: the number of targets and the latest revision.
 func registerFeedMetrics(reg prometheus.Registerer, h *hub, st store.Store) {
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "setpoint", Subsystem: "server", Name: "feed_revision",
 		Help: "Revision of the latest change recorded (Watch resume points are revisions).",
 	}, func() float64 { return float64(h.revision()) }))
-	c, ok := st.(interface {
-		Count(ctx context.Context) (int, uint64, error)
-	})
-	if !ok {
-		return
-	}
-	t := &targetCount{count: c.Count}
+	t := &targetCount{count: st.Count}
 	h.observe(t.observe)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "setpoint", Subsystem: "server", Name: "autoscalers",

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -121,9 +122,13 @@ type Server struct {
 	opts     Options
 }
 
-// New returns a server over st. The caller keeps ownership of st and
-// closes it after Serve returns.
-func New(st store.Store, o Options) *Server {
+// New returns a server over st. It fails when st is nil or its change feed
+// cannot be followed (Watch and the feed metrics need it). The caller keeps
+// ownership of st and closes it after Serve returns.
+func New(st store.Store, o Options) (*Server, error) {
+	if st == nil {
+		return nil, errors.New("server: no store")
+	}
 	o = o.withDefaults()
 	metrics := grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram())
 	registry := prometheus.NewRegistry()
@@ -159,15 +164,12 @@ func New(st store.Store, o Options) *Server {
 		opts:     o,
 	}
 	svcMetrics := newMetrics(registry)
-	if feed, ok := st.(store.Feed); ok {
-		h, err := newHub(context.Background(), feed, o.WatchBuffer, svcMetrics.watchCutoffs.Inc)
-		if err != nil {
-			o.Logger.Error("watch: cannot follow the store's change feed; Watch is unavailable", "err", err)
-		} else {
-			registerFeedMetrics(registry, h, st)
-			s.hub = h
-		}
+	h, err := newHub(context.Background(), st, o.WatchBuffer, svcMetrics.watchCutoffs.Inc)
+	if err != nil {
+		return nil, fmt.Errorf("server: follow the store's change feed: %w", err)
 	}
+	registerFeedMetrics(registry, h, st)
+	s.hub = h
 	setpointv1.RegisterAutoscalerServiceServer(s.grpc, &service{
 		store: st, now: o.Now, newID: o.NewID, log: o.Logger,
 		authenticated: o.Auth != nil,
@@ -180,7 +182,7 @@ func New(st store.Store, o Options) *Server {
 	reflection.Register(s.grpc)
 	metrics.InitializeMetrics(s.grpc)
 	s.health.SetServingStatus(setpointv1.AutoscalerService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
-	return s
+	return s, nil
 }
 
 func (o Options) withDefaults() Options {
@@ -310,9 +312,7 @@ func (s *Server) shutdown() {
 // closeWatches ends every Watch stream (Unavailable: resume elsewhere or
 // later) and stops following the store.
 func (s *Server) closeWatches() {
-	if s.hub != nil {
-		s.hub.close()
-	}
+	s.hub.close()
 }
 
 // expireLoop removes targets not seen for Options.ExpireAfter, every

@@ -2,9 +2,11 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -333,5 +335,31 @@ func TestMetricsEndpoint(t *testing.T) {
 	b, _ := io.ReadAll(resp.Body)
 	if !strings.Contains(string(b), `grpc_server_handled_total{grpc_code="OK",grpc_method="Recommend",grpc_service="setpoint.v1.AutoscalerService",grpc_type="unary"} 1`) {
 		t.Errorf("metrics lack grpc_server_handled_total for Recommend:\n%.2000s", b)
+	}
+}
+
+// brokenFeed is a store whose change feed cannot be read.
+type brokenFeed struct{ store.Store }
+
+func (brokenFeed) Revision(context.Context) (uint64, error) {
+	return 0, errors.New("feed unavailable")
+}
+
+// TestNewNeedsAFollowableStore: a server without a store, or over a store
+// whose change feed cannot be followed, is a construction error, not a
+// server whose Watch and feed metrics are silently missing.
+func TestNewNeedsAFollowableStore(t *testing.T) {
+	st, err := store.Open(filepath.Join(t.TempDir(), "s.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for name, s := range map[string]store.Store{"nil": nil, "broken feed": brokenFeed{st}} {
+		if srv, err := server.New(s, server.Options{}); err == nil || srv != nil {
+			t.Errorf("New(%s) = %v, %v; want an error", name, srv, err)
+		}
+	}
+	if _, err := server.New(st, server.Options{}); err != nil {
+		t.Errorf("New over a Bolt store: %v", err)
 	}
 }

@@ -26,8 +26,7 @@ type service struct {
 	authenticated bool
 	// limits bound Simulate calls.
 	limits simulateLimits
-	// hub fans the store's change feed out to Watch streams; nil when the
-	// store keeps no feed.
+	// hub fans the store's change feed out to Watch streams.
 	hub *hub
 	// metrics are the service's Prometheus metrics.
 	metrics *metrics

@@ -8,20 +8,8 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// Backuper is a Store that can write a consistent copy of itself while it
-// keeps serving. The server's AdminService.Backup uses it.
-type Backuper interface {
-	// Backup writes a consistent snapshot of the whole store to w. It calls
-	// size with the snapshot's length in bytes before the first write, and
-	// returns the number of bytes written. The snapshot is a store file:
-	// Open accepts it as it is.
-	Backup(ctx context.Context, size func(int64) error, w io.Writer) (int64, error)
-}
-
-var _ Backuper = (*Bolt)(nil)
-
 // Backup writes a consistent snapshot of the store file to w; see
-// Backuper. The snapshot is taken in one read-only transaction, so it holds
+// Store.Backup. The snapshot is taken in one read-only transaction, so it holds
 // exactly the writes committed before Backup began, and writes go on
 // committing while it is written (bbolt keeps the pages the snapshot
 // reads until it ends). A slow w therefore holds on to old pages and the

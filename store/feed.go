@@ -62,8 +62,7 @@ type Change struct {
 	Created bool
 }
 
-// Feed is the change feed of a store. Bolt implements it; the Store
-// interface does not require it.
+// Feed is the change feed of a store, part of every Store.
 type Feed interface {
 	// Revision returns the revision of the latest change, 0 before the
 	// first.
@@ -80,8 +79,6 @@ type Feed interface {
 	// slice but not modify it. After stop returns fn is not called again.
 	Follow(fn func([]Change)) (stop func())
 }
-
-var _ Feed = (*Bolt)(nil)
 
 // mark is what the change feed needs of a record before an Update's
 // function runs.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/setpointhq/setpoint/target"
@@ -61,8 +62,10 @@ type Query struct {
 	PageToken string
 }
 
-// Store keeps per-target records durably. Implementations are safe for
-// concurrent use.
+// Store keeps per-target records durably, with a change feed, a count
+// and backups: every capability the server uses is part of the interface,
+// so a wrapper that embeds a Store keeps them all. Implementations are safe
+// for concurrent use.
 type Store interface {
 	// Update loads the record for key (a zero target.Record with only target.Key set when
 	// none exists), passes it to fn, and stores what fn leaves in it, all in
@@ -87,4 +90,20 @@ type Store interface {
 	Expire(ctx context.Context, cutoff time.Time) (int, error)
 	// Close releases the store; later calls return ErrClosed.
 	Close() error
+
+	// Feed is the change feed: every decision, observation and deletion,
+	// numbered by a revision. The server's Watch and its feed metrics
+	// follow it.
+	Feed
+	// Count returns the number of records and, read at the same moment,
+	// the latest revision of the feed: the count is exact as of that
+	// revision, and the feed's changes after it (Change.Created,
+	// ChangeDeleted) keep it current.
+	Count(ctx context.Context) (n int, rev uint64, err error)
+	// Backup writes a consistent snapshot of the whole store to w while
+	// the store keeps serving. It calls size with the snapshot's length in
+	// bytes before the first write, and returns the number of bytes
+	// written. The snapshot is a store of the same kind: Open accepts a
+	// Bolt snapshot as it is.
+	Backup(ctx context.Context, size func(int64) error, w io.Writer) (int64, error)
 }

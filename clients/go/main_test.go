@@ -85,7 +85,12 @@ func serve(dir string, o server.Options, lis net.Listener) (addr string, stop fu
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	srv := server.New(st, o)
+	srv, err := server.New(st, o)
+	if err != nil {
+		lis.Close()
+		st.Close()
+		return "", nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, lis) }()

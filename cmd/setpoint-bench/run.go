@@ -384,7 +384,12 @@ func serveStore(st *store.Bolt, o server.Options) (*embedded, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	srv := server.New(st, o)
+	srv, err := server.New(st, o)
+	if err != nil {
+		lis.Close()
+		st.Close()
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	e := &embedded{addr: lis.Addr().String(), store: st, cancel: cancel, served: make(chan error, 1)}
 	go func() { e.served <- srv.Serve(ctx, lis) }()

@@ -253,7 +253,10 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, ready chan<- string)
 			err = cerr
 		}
 	}()
-	srv := server.New(st, opts)
+	srv, err := server.New(st, opts)
+	if err != nil {
+		return err
+	}
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return err

@@ -29,7 +29,10 @@ func registered(t *testing.T) map[string]bool {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	srv := server.New(st, server.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	srv, err := server.New(st, server.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
 	reg := prometheus.NewRegistry()
 	agent.NewMetrics(reg)
 	names := map[string]bool{}

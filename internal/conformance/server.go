@@ -42,11 +42,16 @@ func Start(dir string) (*Harness, error) {
 		return nil, err
 	}
 	h := &Harness{Clock: &Clock{}, store: st, served: make(chan error, 1)}
-	srv := server.New(st, server.Options{
+	srv, err := server.New(st, server.Options{
 		Now:         h.Clock.Now,
 		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
 		ExpireAfter: -1, // scenario times are far from each other; nothing expires
 	})
+	if err != nil {
+		lis.Close()
+		st.Close()
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
 	go func() { h.served <- srv.Serve(ctx, lis) }()

@@ -27,7 +27,11 @@ func Start(t testing.TB, dir string, o server.Options) string {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	srv := server.New(st, o)
+	srv, err := server.New(st, o)
+	if err != nil {
+		st.Close()
+		t.Fatal(err)
+	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		st.Close()

@@ -79,7 +79,10 @@ func startFaultyServer(t *testing.T) (*faultyStore, string) {
 	fs := &faultyStore{Store: st}
 	// The injected failures are logged as internal errors: not here.
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv := server.New(fs, server.Options{ShutdownTimeout: time.Second, ExpireAfter: -1, Logger: quiet})
+	srv, err := server.New(fs, server.Options{ShutdownTimeout: time.Second, ExpireAfter: -1, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, lis) }()

@@ -254,7 +254,12 @@ func startServer(addr, path string) (*setpointServer, error) {
 		lis.Close()
 		return nil, err
 	}
-	srv := server.New(st, server.Options{ShutdownTimeout: time.Second, ExpireAfter: -1})
+	srv, err := server.New(st, server.Options{ShutdownTimeout: time.Second, ExpireAfter: -1})
+	if err != nil {
+		lis.Close()
+		st.Close()
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &setpointServer{addr: lis.Addr().String(), path: path, cancel: cancel, done: make(chan error, 1), st: st}
 	go func() { s.done <- srv.Serve(ctx, lis) }()

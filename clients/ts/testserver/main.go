@@ -91,12 +91,15 @@ func serve(ctx context.Context, path string, tc *tls.Config) (addr string, stop 
 		return "", nil, errors.Join(err, st.Close())
 	}
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	srv := server.New(st, server.Options{
+	srv, err := server.New(st, server.Options{
 		Now:    func() time.Time { return now },
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Auth:   auth,
 		TLS:    tc,
 	})
+	if err != nil {
+		return "", nil, errors.Join(err, st.Close())
+	}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, lis) }()
 	return lis.Addr().String(), func() error { return errors.Join(<-done, st.Close()) }, nil
