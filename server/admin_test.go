@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/setpointhq/setpoint/internal/testkit"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server"
 	bolt "go.etcd.io/bbolt"
@@ -105,9 +106,12 @@ func TestBackupWhileServingAndRestore(t *testing.T) {
 			}
 		})
 	}
-	for during.Load() < 20 {
-		time.Sleep(time.Millisecond)
-	}
+	testkit.Eventually(t, time.Minute, "20 decisions during the load", func() error {
+		if n := during.Load(); n < 20 {
+			return fmt.Errorf("%d decisions", n)
+		}
+		return nil
+	})
 	snap := backup(t, ts.addr)
 	close(stop)
 	wg.Wait()

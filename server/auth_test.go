@@ -47,7 +47,7 @@ var principalsJSON = `{"principals": [
 
 func newPKI(t *testing.T) *pkiFixture {
 	t.Helper()
-	f := &pkiFixture{dir: t.TempDir(), serverCA: testpki.NewCA(t, "server CA"), clientCA: testpki.NewCA(t, "client CA")}
+	f := &pkiFixture{dir: t.TempDir(), serverCA: testpki.TestCA(t, "server CA"), clientCA: testpki.TestCA(t, "client CA")}
 	f.serverFiles = testpki.Write(t, f.dir, f.clientCA, f.serverCA.Issue(t, testpki.Leaf{CommonName: "localhost", Server: true}))
 	f.principals = filepath.Join(f.dir, "principals.json")
 	testpki.WriteFile(t, f.principals, []byte(principalsJSON))
@@ -176,7 +176,7 @@ func TestAuthorizationOverMutualTLS(t *testing.T) {
 	expired := f.clientCA.Issue(t, testpki.Leaf{CommonName: "agent", URI: "spiffe://setpoint.test/cluster/a", NotAfter: time.Now().Add(-time.Minute)})
 	// A CA of the same name, so the client sends the certificate (Go's
 	// client sends only certificates of the CAs the server asks for).
-	forged := testpki.NewCA(t, "client CA").Issue(t, testpki.Leaf{CommonName: "ops"})
+	forged := testpki.TestCA(t, "client CA").Issue(t, testpki.Leaf{CommonName: "ops"})
 
 	// The admin creates a target in each cluster.
 	admin := f.client(t, ts.addr, creds{cert: &ops.Cert})
@@ -371,7 +371,7 @@ func TestRotation(t *testing.T) {
 	})
 
 	t.Run("client CA", func(t *testing.T) {
-		newCA := testpki.NewCA(t, "next client CA")
+		newCA := testpki.TestCA(t, "next client CA")
 		agent := newCA.Issue(t, testpki.Leaf{URI: "spiffe://setpoint.test/cluster/a"})
 		// Go's client does not even send a certificate the server's
 		// acceptable CAs do not cover: refused either way.
@@ -466,7 +466,7 @@ func TestPrincipalAccess(t *testing.T) {
 
 func TestNewTLSConfigRefusesBadFiles(t *testing.T) {
 	dir := t.TempDir()
-	ca := testpki.NewCA(t, "ca")
+	ca := testpki.TestCA(t, "ca")
 	files := testpki.Write(t, dir, ca, ca.Issue(t, testpki.Leaf{CommonName: "localhost", Server: true}))
 	garbage := filepath.Join(dir, "garbage.pem")
 	if err := os.WriteFile(garbage, []byte("not PEM"), 0o600); err != nil {

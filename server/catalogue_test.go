@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/setpointhq/setpoint/internal/testkit"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -133,11 +134,14 @@ func catalogue() []hostile {
 		{name: "no metrics", call: recommendWith(func(r *setpointv1.RecommendRequest) { r.Spec.Metrics = nil }), code: codes.InvalidArgument, field: "spec.metrics"},
 		{name: "observations fewer than metrics", call: recommendWith(func(r *setpointv1.RecommendRequest) { r.Observations = nil }), code: codes.InvalidArgument, field: "observations"},
 		// Replica bounds.
-		{name: "min > max", call: recommendWith(func(r *setpointv1.RecommendRequest) { r.Spec.MinReplicas = ptr[int32](10); r.Spec.MaxReplicas = 5 }), code: codes.InvalidArgument, field: "spec.min_replicas"},
+		{name: "min > max", call: recommendWith(func(r *setpointv1.RecommendRequest) {
+			r.Spec.MinReplicas = testkit.Ptr[int32](10)
+			r.Spec.MaxReplicas = 5
+		}), code: codes.InvalidArgument, field: "spec.min_replicas"},
 		{name: "max 0", call: recommendWith(func(r *setpointv1.RecommendRequest) { r.Spec.MaxReplicas = 0 }), code: codes.InvalidArgument, field: "spec.max_replicas"},
 		{name: "negative max", call: recommendWith(func(r *setpointv1.RecommendRequest) { r.Spec.MaxReplicas = math.MinInt32 }), code: codes.InvalidArgument, field: "spec.max_replicas"},
-		{name: "negative min", call: recommendWith(func(r *setpointv1.RecommendRequest) { r.Spec.MinReplicas = ptr[int32](-1) }), code: codes.InvalidArgument, field: "spec.min_replicas"},
-		{name: "min 0 without object or external metric", call: recommendWith(func(r *setpointv1.RecommendRequest) { r.Spec.MinReplicas = ptr[int32](0) }), code: codes.InvalidArgument, field: "spec.min_replicas"},
+		{name: "negative min", call: recommendWith(func(r *setpointv1.RecommendRequest) { r.Spec.MinReplicas = testkit.Ptr[int32](-1) }), code: codes.InvalidArgument, field: "spec.min_replicas"},
+		{name: "min 0 without object or external metric", call: recommendWith(func(r *setpointv1.RecommendRequest) { r.Spec.MinReplicas = testkit.Ptr[int32](0) }), code: codes.InvalidArgument, field: "spec.min_replicas"},
 		{name: "negative scale replicas", call: recommendWith(func(r *setpointv1.RecommendRequest) { r.Scale.Replicas = -3 }), code: codes.InvalidArgument, field: "scale.replicas"},
 		{name: "negative status replicas", call: recommendWith(func(r *setpointv1.RecommendRequest) { r.Scale.StatusReplicas = math.MinInt32 }), code: codes.InvalidArgument, field: "scale.status_replicas"},
 		// Huge but valid counts: clamped to max as the controller does.
@@ -146,8 +150,8 @@ func catalogue() []hostile {
 		// Metric specs.
 		{name: "unknown metric type", call: recommendWith(func(r *setpointv1.RecommendRequest) { r.Spec.Metrics[0].Type = "Bogus" }), code: codes.InvalidArgument, field: "spec.metrics[0].type"},
 		{name: "unknown target type", call: recommendWith(func(r *setpointv1.RecommendRequest) { cpu(r).Type = "Bogus" }), code: codes.InvalidArgument, field: "spec.metrics[0].resource.target.type"},
-		{name: "utilization 0", call: recommendWith(func(r *setpointv1.RecommendRequest) { cpu(r).AverageUtilization = ptr[int32](0) }), code: codes.InvalidArgument, field: "spec.metrics[0].resource.target.average_utilization"},
-		{name: "negative utilization", call: recommendWith(func(r *setpointv1.RecommendRequest) { cpu(r).AverageUtilization = ptr[int32](math.MinInt32) }), code: codes.InvalidArgument, field: "spec.metrics[0].resource.target.average_utilization"},
+		{name: "utilization 0", call: recommendWith(func(r *setpointv1.RecommendRequest) { cpu(r).AverageUtilization = testkit.Ptr[int32](0) }), code: codes.InvalidArgument, field: "spec.metrics[0].resource.target.average_utilization"},
+		{name: "negative utilization", call: recommendWith(func(r *setpointv1.RecommendRequest) { cpu(r).AverageUtilization = testkit.Ptr[int32](math.MinInt32) }), code: codes.InvalidArgument, field: "spec.metrics[0].resource.target.average_utilization"},
 		{name: "resource metric without name", call: recommendWith(func(r *setpointv1.RecommendRequest) { r.Spec.Metrics[0].Resource.Name = "" }), code: codes.InvalidArgument, field: "spec.metrics[0].resource.name"},
 		{name: "resource metric without source", call: recommendWith(func(r *setpointv1.RecommendRequest) { r.Spec.Metrics[0].Resource = nil }), code: codes.InvalidArgument, field: "spec.metrics[0].resource"},
 		{name: "external metric without name", call: recommendWith(func(r *setpointv1.RecommendRequest) {
@@ -177,20 +181,20 @@ func catalogue() []hostile {
 		{name: "empty resource name", call: recommendWith(func(r *setpointv1.RecommendRequest) { r.Pods[0].Containers[0].Requests[""] = "1" }), code: codes.InvalidArgument, field: "pods[0].containers[0].requests"},
 		// Floating point.
 		{name: "tolerance NaN", call: recommendWith(func(r *setpointv1.RecommendRequest) {
-			r.Settings = &setpointv1.ControllerSettings{Tolerance: ptr(math.NaN())}
+			r.Settings = &setpointv1.ControllerSettings{Tolerance: testkit.Ptr(math.NaN())}
 		}), code: codes.InvalidArgument, field: "settings.tolerance"},
 		{name: "tolerance +Inf", call: recommendWith(func(r *setpointv1.RecommendRequest) {
-			r.Settings = &setpointv1.ControllerSettings{Tolerance: ptr(math.Inf(1))}
+			r.Settings = &setpointv1.ControllerSettings{Tolerance: testkit.Ptr(math.Inf(1))}
 		}), code: codes.InvalidArgument, field: "settings.tolerance"},
 		{name: "tolerance negative", call: recommendWith(func(r *setpointv1.RecommendRequest) {
-			r.Settings = &setpointv1.ControllerSettings{Tolerance: ptr(-0.1)}
+			r.Settings = &setpointv1.ControllerSettings{Tolerance: testkit.Ptr(-0.1)}
 		}), code: codes.InvalidArgument, field: "settings.tolerance"},
 		{name: "behavior tolerance NaN", call: recommendWith(func(r *setpointv1.RecommendRequest) { behavior(r).Tolerance = "NaN" }), code: codes.InvalidArgument, field: "spec.behavior.scale_up.tolerance"},
 		{name: "behavior tolerance negative", call: recommendWith(func(r *setpointv1.RecommendRequest) { behavior(r).Tolerance = "-1" }), code: codes.InvalidArgument, field: "spec.behavior.scale_up.tolerance"},
 		// Behavior.
-		{name: "stabilization window negative", call: recommendWith(func(r *setpointv1.RecommendRequest) { behavior(r).StabilizationWindowSeconds = ptr[int32](-1) }), code: codes.InvalidArgument, field: "spec.behavior.scale_up.stabilization_window_seconds"},
+		{name: "stabilization window negative", call: recommendWith(func(r *setpointv1.RecommendRequest) { behavior(r).StabilizationWindowSeconds = testkit.Ptr[int32](-1) }), code: codes.InvalidArgument, field: "spec.behavior.scale_up.stabilization_window_seconds"},
 		{name: "stabilization window over an hour", call: recommendWith(func(r *setpointv1.RecommendRequest) {
-			behavior(r).StabilizationWindowSeconds = ptr[int32](math.MaxInt32)
+			behavior(r).StabilizationWindowSeconds = testkit.Ptr[int32](math.MaxInt32)
 		}), code: codes.InvalidArgument, field: "spec.behavior.scale_up.stabilization_window_seconds"},
 		{name: "unknown select policy", call: recommendWith(func(r *setpointv1.RecommendRequest) { behavior(r).SelectPolicy = "Sometimes" }), code: codes.InvalidArgument, field: "spec.behavior.scale_up.select_policy"},
 		{name: "unknown policy type", call: recommendWith(func(r *setpointv1.RecommendRequest) { behavior(r).Policies[0].Type = "Bogus" }), code: codes.InvalidArgument, field: "spec.behavior.scale_up.policies[0].type"},

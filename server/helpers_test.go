@@ -6,14 +6,11 @@ import (
 	"crypto/tls"
 	"encoding/hex"
 	"fmt"
-	"io"
-	"log/slog"
-	"net"
-	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/setpointhq/setpoint/internal/servertest"
+	"github.com/setpointhq/setpoint/internal/testkit"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server"
 	"github.com/setpointhq/setpoint/store"
@@ -27,37 +24,24 @@ import (
 // t0 is the test clock's start.
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-// clock is a server clock the test steps.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *clock { return &clock{now: t0} }
-
-// Now returns the clock's time.
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// Step moves the clock forward by d.
-func (c *clock) Step(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // testServer is a running server on a real TCP listener over a real bbolt
-// file.
+// file, with a clock the test steps (unless setup set Options.Now).
 type testServer struct {
+	*servertest.Server
 	addr  string
 	path  string
 	store store.Store
-	clock *clock
+	clock *testkit.Clock
 	srv   *server.Server
-	stop  func()
+}
+
+// stop shuts the server down and closes its store, failing the test on an
+// error; it is also done when the test ends.
+func (ts *testServer) stop(t testing.TB) {
+	t.Helper()
+	if err := ts.Stop(); err != nil {
+		t.Error(err)
+	}
 }
 
 // setup configures a test server before it starts.
@@ -74,50 +58,12 @@ type setup struct {
 // start runs a server until the test ends (or stop is called).
 func start(t testing.TB, su setup) *testServer {
 	t.Helper()
-	if su.path == "" {
-		su.path = filepath.Join(t.TempDir(), "setpoint.db")
-	}
-	bolt, err := store.Open(su.path, su.storeOpts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var st store.Store = bolt
-	if su.wrap != nil {
-		st = su.wrap(bolt)
-	}
-	c := newClock()
+	c := testkit.NewClock(t0)
 	if su.opts.Now == nil {
 		su.opts.Now = c.Now
 	}
-	if su.opts.Logger == nil {
-		su.opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	srv, err := server.New(st, su.opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, lis) }()
-	var once sync.Once
-	ts := &testServer{addr: lis.Addr().String(), path: su.path, store: bolt, clock: c, srv: srv}
-	ts.stop = func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("Serve: %v", err)
-			}
-			if err := bolt.Close(); err != nil {
-				t.Errorf("close store: %v", err)
-			}
-		})
-	}
-	t.Cleanup(ts.stop)
-	return ts
+	s := servertest.Start(t, servertest.Config{Path: su.path, Store: su.storeOpts, Wrap: su.wrap, Options: su.opts})
+	return &testServer{Server: s, addr: s.Addr, path: s.Path, store: s.Store, clock: c, srv: s.Server}
 }
 
 // dial returns a client of the server, closed when the test ends.
@@ -152,8 +98,6 @@ func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]strin
 }
 func (bearer) RequireTransportSecurity() bool { return false }
 
-func ptr[T any](v T) *T { return &v }
-
 // key is the target key of name in cluster eu1.
 func key(name string) *setpointv1.TargetKey {
 	return &setpointv1.TargetKey{Cluster: "eu1", Namespace: "shop", Name: name}
@@ -167,10 +111,10 @@ func request(name string, n int, now time.Time) *setpointv1.RecommendRequest {
 		Target: key(name),
 		Spec: &setpointv1.HorizontalPodAutoscalerSpec{
 			ScaleTargetRef: &setpointv1.CrossVersionObjectReference{ApiVersion: "apps/v1", Kind: "Deployment", Name: name},
-			MinReplicas:    ptr[int32](1),
+			MinReplicas:    testkit.Ptr[int32](1),
 			MaxReplicas:    100,
 			Metrics: []*setpointv1.MetricSpec{{Type: "Resource", Resource: &setpointv1.ResourceMetricSource{
-				Name: "cpu", Target: &setpointv1.MetricTarget{Type: "Utilization", AverageUtilization: ptr[int32](50)}}}},
+				Name: "cpu", Target: &setpointv1.MetricTarget{Type: "Utilization", AverageUtilization: testkit.Ptr[int32](50)}}}},
 			Behavior: &setpointv1.HorizontalPodAutoscalerBehavior{},
 		},
 		Scale:           &setpointv1.Scale{Replicas: int32(n), StatusReplicas: int32(n), Selector: "app=" + name},

@@ -3,6 +3,7 @@ package server_test
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"maps"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/setpointhq/setpoint/internal/testkit"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 )
 
@@ -103,7 +105,7 @@ func TestServiceMetrics(t *testing.T) {
 	}
 	// An invalid spec: error spec.
 	req = request("bad", 2, t0)
-	req.Spec.Metrics[0].Resource.Target.AverageUtilization = ptr[int32](-5)
+	req.Spec.Metrics[0].Resource.Target.AverageUtilization = testkit.Ptr[int32](-5)
 	if _, err := c.Recommend(ctx, req); err == nil {
 		t.Fatal("invalid spec accepted")
 	}
@@ -146,14 +148,13 @@ func TestServiceMetrics(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.Eventually(t, 10*time.Second, "the closed stream to be uncounted", func() error {
 		got = scrape(t, metricsURL.URL)
-		if got[`setpoint_server_watch_streams`] == 0 || time.Now().After(deadline) {
-			break
+		if n := got[`setpoint_server_watch_streams`]; n != 0 {
+			return fmt.Errorf("setpoint_server_watch_streams %v", n)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	wantSamples(t, got, map[string]float64{
 		`setpoint_server_autoscalers`:   2,
 		`setpoint_server_feed_revision`: 7,

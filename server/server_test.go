@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/setpointhq/setpoint/internal/testkit"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server"
 	"github.com/setpointhq/setpoint/store"
@@ -263,7 +265,7 @@ func TestRestartKeepsHistory(t *testing.T) {
 			t.Fatalf("Recommend %d: %v", i, err)
 		}
 	}
-	ts.stop()
+	ts.stop(t)
 	again := start(t, setup{path: ts.path})
 	got, err := again.client(t).GetTarget(t.Context(), &setpointv1.GetTargetRequest{Target: key("web")})
 	if err != nil {
@@ -309,15 +311,13 @@ func TestExpiry(t *testing.T) {
 		t.Fatal(err)
 	}
 	ts.clock.Step(2 * time.Hour)
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
+	testkit.Eventually(t, 5*time.Second, "the target to expire", func() error {
 		_, err := c.GetTarget(t.Context(), &setpointv1.GetTargetRequest{Target: key("web")})
 		if status.Code(err) == codes.NotFound {
-			return
+			return nil
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Error("target not expired")
+		return fmt.Errorf("GetTarget: %v", err)
+	})
 }
 
 func TestMetricsEndpoint(t *testing.T) {

@@ -2,12 +2,14 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/setpointhq/setpoint/internal/testkit"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server"
 	"github.com/setpointhq/setpoint/store"
@@ -53,7 +55,7 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 
 	stopped := make(chan struct{})
-	go func() { ts.stop(); close(stopped) }()
+	go func() { ts.stop(t); close(stopped) }()
 
 	if h, err := watch.Recv(); err != nil || h.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
 		t.Fatalf("health after shutdown began: %v, %v; want NOT_SERVING", h, err)
@@ -63,14 +65,20 @@ func TestGracefulShutdown(t *testing.T) {
 	// New calls are refused, cleanly: Unavailable, which clients retry.
 	// Once GracefulStop has begun, the listener is closed (a new
 	// connection fails) and the old connection has been told to go away.
-	waitFor(t, "the listener to close", func() bool {
+	testkit.Eventually(t, 5*time.Second, "the listener to close", func() error {
 		c, err := net.Dial("tcp", ts.addr)
-		if err == nil {
-			c.Close()
+		if err != nil {
+			return nil
 		}
-		return err != nil
+		c.Close()
+		return errors.New("a new connection is accepted")
 	})
-	waitFor(t, "the old connection to be told to go away", func() bool { return conn.GetState() != connectivity.Ready })
+	testkit.Eventually(t, 5*time.Second, "the old connection to be told to go away", func() error {
+		if s := conn.GetState(); s == connectivity.Ready {
+			return fmt.Errorf("connection %v", s)
+		}
+		return nil
+	})
 	if _, err := c.Recommend(t.Context(), request("late", 2, t0)); status.Code(err) != codes.Unavailable {
 		t.Errorf("Recommend on the old connection during shutdown: %v, want Unavailable", err)
 	}
@@ -106,17 +114,6 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 }
 
-// waitFor polls cond for up to 5 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting for %s", what)
-}
-
 // TestShutdownTimeout: a call that does not finish within
 // Options.ShutdownTimeout is cut off, Serve returns, and the store closes
 // cleanly; the cut-off call was never acknowledged.
@@ -132,7 +129,7 @@ func TestShutdownTimeout(t *testing.T) {
 	<-fs.entered
 	stopped := make(chan struct{})
 	began := time.Now()
-	go func() { ts.stop(); close(stopped) }()
+	go func() { ts.stop(t); close(stopped) }()
 	if err := <-result; status.Code(err) != codes.Unavailable && status.Code(err) != codes.Canceled {
 		t.Errorf("the stuck call: %v, want Unavailable or Canceled", err)
 	}
@@ -161,7 +158,7 @@ func TestShutdownEndsWatches(t *testing.T) {
 	}
 	began := time.Now()
 	stopped := make(chan struct{})
-	go func() { ts.stop(); close(stopped) }()
+	go func() { ts.stop(t); close(stopped) }()
 	_, err = watch.Recv()
 	if status.Code(err) != codes.Unavailable || !strings.Contains(status.Convert(err).Message(), "resume_after") {
 		t.Errorf("watch at shutdown: %v, want Unavailable saying where to resume", err)

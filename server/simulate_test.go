@@ -7,6 +7,7 @@ import (
 
 	"github.com/setpointhq/setpoint/internal/conformance"
 	"github.com/setpointhq/setpoint/internal/scenario"
+	"github.com/setpointhq/setpoint/internal/testkit"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server"
 	"github.com/setpointhq/setpoint/store"
@@ -224,7 +225,7 @@ func TestSimulateLimits(t *testing.T) {
 		}(), "steps[1].pods[0].phase"},
 		{"bad spec", func() *setpointv1.SimulateRequest {
 			spec := legacySpec("web")
-			spec.Metrics[0].Resource.Target.AverageUtilization = ptr[int32](-1)
+			spec.Metrics[0].Resource.Target.AverageUtilization = testkit.Ptr[int32](-1)
 			return &setpointv1.SimulateRequest{Spec: spec, Steps: steps(1)}
 		}(), "spec.metrics[0].resource.target.average_utilization"},
 		{"bad seed", &setpointv1.SimulateRequest{Spec: legacySpec("web"), Steps: steps(1), SeedFrom: &setpointv1.TargetKey{Cluster: "eu1"}}, "seed_from.target.namespace"},

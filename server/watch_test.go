@@ -193,7 +193,7 @@ func TestWatchResumeMissesNothing(t *testing.T) {
 	}
 
 	// The revision survives a restart: resume from a new server on the file.
-	ts.stop()
+	ts.stop(t)
 	ts2 := start(t, setup{path: ts.path})
 	c2 := ts2.client(t)
 	recommendIn(t, c2, "eu1", "api", 1)
@@ -336,7 +336,7 @@ func TestWatchPermissions(t *testing.T) {
 func TestWatchEndsAtShutdown(t *testing.T) {
 	ts := start(t, setup{opts: server.Options{ShutdownTimeout: time.Hour}})
 	s, _ := watch(t, t.Context(), ts.client(t), &setpointv1.WatchRequest{})
-	ts.stop()
+	ts.stop(t)
 	if _, err := s.Recv(); status.Code(err) != codes.Unavailable {
 		t.Errorf("Recv after shutdown: %v, want Unavailable", err)
 	}

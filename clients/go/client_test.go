@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/setpointhq/setpoint/internal/kubetest/pki"
+	"github.com/setpointhq/setpoint/internal/testpki"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server"
 	"google.golang.org/grpc"
@@ -162,19 +162,16 @@ func TestServiceConfigNames(t *testing.T) {
 // certificate and a bearer token.
 func TestMutualTLSAndToken(t *testing.T) {
 	dir := t.TempDir()
-	ca, err := pki.NewCA("setpoint-test-ca")
+	ca, err := testpki.NewCA("setpoint-test-ca")
 	if err != nil {
 		t.Fatal(err)
 	}
-	serving, err := ca.ServingCert("setpoint", []string{"setpoint.test"}, []net.IP{net.IPv4(127, 0, 0, 1)})
+	serving, err := ca.Sign(testpki.Leaf{CommonName: "setpoint", Server: true, DNSNames: []string{"setpoint.test"}, IPs: []net.IP{net.IPv4(127, 0, 0, 1)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	servingCert, err := serving.TLSCertificate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := ca.ClientCert("platform")
+	servingCert := serving.Cert
+	client, err := ca.Sign(testpki.Leaf{CommonName: "platform"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +180,7 @@ func TestMutualTLSAndToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	caFile := filepath.Join(dir, "ca.pem")
-	if err := os.WriteFile(caFile, ca.CertPEM(), 0o600); err != nil {
+	if err := os.WriteFile(caFile, ca.PEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	principals := filepath.Join(dir, "principals.json")

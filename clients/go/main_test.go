@@ -1,20 +1,17 @@
 package setpointclient_test
 
 import (
-	"context"
 	"crypto/tls"
 	"fmt"
-	"io"
-	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/setpointhq/setpoint/internal/kubetest/pki"
+	"github.com/setpointhq/setpoint/internal/servertest"
+	"github.com/setpointhq/setpoint/internal/testpki"
 	"github.com/setpointhq/setpoint/server"
-	"github.com/setpointhq/setpoint/store"
 	"go.uber.org/goleak"
 )
 
@@ -34,7 +31,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	var stop func() error
-	addr, stop, err = serve(dir, server.Options{Now: func() time.Time { return exampleNow }}, nil)
+	addr, stop, err = serve(dir, server.Options{Now: func() time.Time { return exampleNow }})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -47,7 +44,7 @@ func TestMain(m *testing.M) {
 	tlsDir := filepath.Join(dir, "tls")
 	os.Mkdir(tlsDir, 0o700)
 	var stopTLS func() error
-	serverAddr, stopTLS, err = serve(tlsDir, server.Options{Now: func() time.Time { return exampleNow }, TLS: tc}, nil)
+	serverAddr, stopTLS, err = serve(tlsDir, server.Options{Now: func() time.Time { return exampleNow }, TLS: tc})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -69,82 +66,45 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// serve runs a real server over a new bbolt store in dir, on lis or a new
-// loopback listener; stop shuts it down and closes the store.
-func serve(dir string, o server.Options, lis net.Listener) (addr string, stop func() error, err error) {
-	st, err := store.Open(filepath.Join(dir, "setpoint.db"), store.Options{})
+// serve runs a real server over a new bbolt store in dir; stop shuts it
+// down and closes the store.
+func serve(dir string, o server.Options) (addr string, stop func() error, err error) {
+	srv, err := servertest.Run(servertest.Config{Dir: dir, Options: o})
 	if err != nil {
 		return "", nil, err
 	}
-	if lis == nil {
-		if lis, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
-			st.Close()
-			return "", nil, err
-		}
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	srv, err := server.New(st, o)
-	if err != nil {
-		lis.Close()
-		st.Close()
-		return "", nil, err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, lis) }()
-	return lis.Addr().String(), func() error {
-		cancel()
-		err := <-done
-		if cerr := st.Close(); err == nil {
-			err = cerr
-		}
-		return err
-	}, nil
+	return srv.Addr, srv.Stop, nil
 }
 
 // writePKI writes a CA and a client certificate into dir (setting caFile,
 // certFile, keyFile) and returns a server configuration that requires
 // certificates of that CA.
 func writePKI(dir string) (*tls.Config, error) {
-	ca, err := pki.NewCA("setpoint-example-ca")
+	ca, err := testpki.NewCA("setpoint-example-ca")
 	if err != nil {
 		return nil, err
 	}
 	caFile = filepath.Join(dir, "ca.pem")
-	if err := os.WriteFile(caFile, ca.CertPEM(), 0o600); err != nil {
+	if err := os.WriteFile(caFile, ca.PEM, 0o600); err != nil {
 		return nil, err
 	}
-	client, err := ca.ClientCert("platform")
+	client, err := ca.Sign(testpki.Leaf{CommonName: "platform"})
 	if err != nil {
 		return nil, err
 	}
 	if certFile, keyFile, err = client.WriteFiles(dir, "platform"); err != nil {
 		return nil, err
 	}
-	serving, err := ca.ServingCert("setpoint", nil, []net.IP{net.IPv4(127, 0, 0, 1)})
+	serving, err := ca.Sign(testpki.Leaf{CommonName: "setpoint", Server: true, IPs: []net.IP{net.IPv4(127, 0, 0, 1)}})
 	if err != nil {
 		return nil, err
 	}
-	cert, err := serving.TLSCertificate()
-	if err != nil {
-		return nil, err
-	}
+	cert := serving.Cert
 	return &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: ca.Pool()}, nil
 }
 
 // startServer runs a real server for the test's duration.
 func startServer(t *testing.T, o server.Options) string {
 	t.Helper()
-	addr, stop, err := serve(t.TempDir(), o, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	return addr
+	return servertest.Start(t, servertest.Config{Options: o}).Addr
 }

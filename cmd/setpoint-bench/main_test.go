@@ -197,7 +197,7 @@ func TestRequestDecides(t *testing.T) {
 		}
 	}()
 	cfg := defaults(t, "-metrics", "3")
-	conns, err := dialAll(e.addr, cfg)
+	conns, err := dialAll(e.Addr, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,17 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/rand/v2"
 	"net"
 	"os"
-	"path/filepath"
 	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/setpointhq/setpoint/internal/servertest"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server"
 	"github.com/setpointhq/setpoint/store"
@@ -56,7 +55,7 @@ func run(ctx context.Context, cfg Config, logw io.Writer) (rep *Report, err erro
 				err = serr
 			}
 		}()
-		addr = real.addr
+		addr = real.Addr
 	}
 
 	targets := make([]*target, cfg.Targets)
@@ -95,7 +94,7 @@ func run(ctx context.Context, cfg Config, logw io.Writer) (rep *Report, err erro
 		}
 		var before store.Stats
 		if real != nil {
-			before = real.store.Stats()
+			before = real.Store.Stats()
 		}
 		profile := cfg.CPUProfile != "" && round == 0
 		if profile {
@@ -111,7 +110,7 @@ func run(ctx context.Context, cfg Config, logw io.Writer) (rep *Report, err erro
 			pprof.StopCPUProfile()
 		}
 		if real != nil {
-			realRes.addStore(before, real.store.Stats())
+			realRes.addStore(before, real.Store.Stats())
 		}
 		if cfg.Baseline && ctx.Err() == nil {
 			logf("round %d/%d: %s", round+1, cfg.Rounds, phaseBaseline)
@@ -128,12 +127,12 @@ func run(ctx context.Context, cfg Config, logw io.Writer) (rep *Report, err erro
 		}
 	}
 	if real != nil {
-		if fi, err := os.Stat(real.store.Path()); err == nil {
+		if fi, err := os.Stat(real.Store.Path()); err == nil {
 			realRes.Store.FileBytes = fi.Size()
 		}
 		rep.RSS = readRSS()
 		if rep.Scale != nil {
-			if err := rep.Scale.addUsage(ctx, real.store); err != nil {
+			if err := rep.Scale.addUsage(ctx, real.Store); err != nil {
 				return nil, err
 			}
 		}
@@ -328,15 +327,12 @@ func call[T any](ctx context.Context, fn func(context.Context) (T, error)) (T, e
 	return fn(ctx)
 }
 
-// embedded is an in-process server over a bbolt file.
+// embedded is the real server setpoint-bench measures, over a store file
+// in dir.
 type embedded struct {
-	addr    string
-	store   *store.Bolt
-	dir     string // removed by stop when temporary
-	temp    bool
-	cancel  context.CancelFunc
-	served  chan error
-	stopped bool
+	*servertest.Server
+	dir  string // removed by stop when temporary
+	temp bool
 }
 
 // openDir returns dir, or a new temporary directory (temp true) when dir
@@ -356,59 +352,20 @@ func startEmbedded(dir string, o server.Options) (*embedded, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := store.Open(filepath.Join(dir, "setpoint.db"), store.Options{})
+	srv, err := servertest.Run(servertest.Config{Dir: dir, Options: o})
 	if err != nil {
 		if temp {
 			os.RemoveAll(dir)
 		}
 		return nil, err
 	}
-	e, err := serveStore(st, o)
-	if err != nil {
-		st.Close()
-		if temp {
-			os.RemoveAll(dir)
-		}
-		return nil, err
-	}
-	e.dir, e.temp = dir, temp
-	return e, nil
-}
-
-// serveStore serves st on a loopback port; stop closes st.
-func serveStore(st *store.Bolt, o server.Options) (*embedded, error) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	srv, err := server.New(st, o)
-	if err != nil {
-		lis.Close()
-		st.Close()
-		return nil, err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	e := &embedded{addr: lis.Addr().String(), store: st, cancel: cancel, served: make(chan error, 1)}
-	go func() { e.served <- srv.Serve(ctx, lis) }()
-	return e, nil
+	return &embedded{Server: srv, dir: dir, temp: temp}, nil
 }
 
 // stop shuts the server down, closes the store and removes a temporary
-// directory.
+// directory. Later calls return the first one's error.
 func (e *embedded) stop() error {
-	if e.stopped {
-		return nil
-	}
-	e.stopped = true
-	e.cancel()
-	var errs []error
-	if err := <-e.served; err != nil {
-		errs = append(errs, fmt.Errorf("serve: %w", err))
-	}
-	errs = append(errs, e.store.Close())
+	errs := []error{e.Stop()}
 	if e.temp {
 		errs = append(errs, os.RemoveAll(e.dir))
 	}

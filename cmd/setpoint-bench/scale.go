@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/setpointhq/setpoint/internal/servertest"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server"
 	"github.com/setpointhq/setpoint/server/convert"
@@ -145,14 +146,13 @@ func fillAndServe(ctx context.Context, cfg Config, logf func(string, ...any)) (*
 		return nil, nil, err
 	}
 	res.OpenSeconds = time.Since(begin).Seconds()
-	e, err := serveStore(st, server.Options{})
+	srv, err := servertest.Run(servertest.Config{Open: st})
 	if err != nil {
-		st.Close()
 		cleanup()
 		return nil, nil, err
 	}
-	e.dir, e.temp = dir, temp
-	conns, err := dialAll(e.addr, Config{Clusters: 1, Concurrency: 1})
+	e := &embedded{Server: srv, dir: dir, temp: temp}
+	conns, err := dialAll(e.Addr, Config{Clusters: 1, Concurrency: 1})
 	if err != nil {
 		e.stop()
 		return nil, nil, err
@@ -206,7 +206,7 @@ func seedRecord(ctx context.Context, cfg Config) (tgt.Record, error) {
 		return tgt.Record{}, err
 	}
 	defer e.stop()
-	conns, err := dialAll(e.addr, Config{Clusters: 1, Concurrency: 1})
+	conns, err := dialAll(e.Addr, Config{Clusters: 1, Concurrency: 1})
 	if err != nil {
 		return tgt.Record{}, err
 	}
@@ -228,7 +228,7 @@ func seedRecord(ctx context.Context, cfg Config) (tgt.Record, error) {
 			tg.req.Scale.Replicas = resp.GetDecision().GetDesiredReplicas()
 		}
 	}
-	return e.store.Get(ctx, convert.Key(tg.req.GetTarget()))
+	return e.Store.Get(ctx, convert.Key(tg.req.GetTarget()))
 }
 
 // fill writes cfg.Fill copies of tmpl, keyed as keyOf says, into a new

@@ -131,7 +131,7 @@ func hasRecord(t *testing.T, log []byte, level, attr string) bool {
 // client certificates and a principals file, certificates generated here.
 func TestRunServesMutualTLS(t *testing.T) {
 	dir := t.TempDir()
-	serverCA, clientCA := testpki.NewCA(t, "server CA"), testpki.NewCA(t, "client CA")
+	serverCA, clientCA := testpki.TestCA(t, "server CA"), testpki.TestCA(t, "client CA")
 	files := testpki.Write(t, dir, clientCA, serverCA.Issue(t, testpki.Leaf{CommonName: "localhost", Server: true}))
 	principals := filepath.Join(dir, "principals.yaml")
 	testpki.WriteFile(t, principals, []byte("principals:\n- name: agent-a\n  role: cluster:a\n  certificates: [spiffe://setpoint.test/cluster/a]\n"))

@@ -34,7 +34,7 @@ func startServer(t *testing.T) string {
 
 func startServerOpts(t *testing.T, o server.Options) string {
 	t.Helper()
-	return servertest.Start(t, t.TempDir(), o)
+	return servertest.Start(t, servertest.Config{Options: o}).Addr
 }
 
 // ctl runs setpointctl against addr and returns what it printed.

@@ -3,7 +3,6 @@ package conformance
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/setpointhq/setpoint/engine"
@@ -13,27 +12,6 @@ import (
 	"github.com/setpointhq/setpoint/target"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
-
-// Clock is the server's injected clock: the runner moves it to each step's
-// time before calling the server.
-type Clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-// Now returns the clock's time.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-// Set moves the clock to t.
-func (c *Clock) Set(t time.Time) {
-	c.mu.Lock()
-	c.t = t
-	c.mu.Unlock()
-}
 
 // grpcDriver replays one scenario through a Setpoint server: Recommend for
 // each step, Observe when the controller scaled.

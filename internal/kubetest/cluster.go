@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/setpointhq/setpoint/internal/kubetest/pki"
+	"github.com/setpointhq/setpoint/internal/testpki"
 )
 
 // Defaults for Options.
@@ -76,8 +76,8 @@ type Cluster struct {
 	etcdURL      string
 	host         string
 	caPEM        []byte
-	clientCA     *pki.CA
-	frontProxyCA *pki.CA
+	clientCA     *testpki.CA
+	frontProxyCA *testpki.CA
 	admin        *rest.Config
 	client       kubernetes.Interface
 
@@ -163,21 +163,23 @@ func (c *Cluster) writeCredentials() ([]string, error) {
 	if err := os.Mkdir(pkiDir, 0o700); err != nil {
 		return nil, fmt.Errorf("kubetest: %w", err)
 	}
-	serverCA, err := pki.NewCA("setpoint-kubetest-ca")
+	serverCA, err := testpki.NewCA("setpoint-kubetest-ca")
 	if err != nil {
 		return nil, err
 	}
-	if c.clientCA, err = pki.NewCA("setpoint-kubetest-client-ca"); err != nil {
+	if c.clientCA, err = testpki.NewCA("setpoint-kubetest-client-ca"); err != nil {
 		return nil, err
 	}
-	if c.frontProxyCA, err = pki.NewCA("setpoint-kubetest-front-proxy-ca"); err != nil {
+	if c.frontProxyCA, err = testpki.NewCA("setpoint-kubetest-front-proxy-ca"); err != nil {
 		return nil, err
 	}
-	c.caPEM = serverCA.CertPEM()
+	c.caPEM = serverCA.PEM
 
-	serving, err := serverCA.ServingCert("kube-apiserver",
-		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
-		[]net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback, net.ParseIP("10.96.0.1")})
+	serving, err := serverCA.Sign(testpki.Leaf{
+		CommonName: "kube-apiserver", Server: true,
+		DNSNames: []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
+		IPs:      []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback, net.ParseIP("10.96.0.1")},
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -185,7 +187,7 @@ func (c *Cluster) writeCredentials() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	proxyClient, err := c.frontProxyCA.ClientCert(FrontProxyClientName)
+	proxyClient, err := c.frontProxyCA.Sign(testpki.Leaf{CommonName: FrontProxyClientName})
 	if err != nil {
 		return nil, err
 	}
@@ -193,13 +195,13 @@ func (c *Cluster) writeCredentials() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	saPrivate, saPublic, err := pki.NewSigningKey()
+	saPrivate, saPublic, err := testpki.NewSigningKey()
 	if err != nil {
 		return nil, err
 	}
 	files := map[string][]byte{
-		"client-ca.crt":      c.clientCA.CertPEM(),
-		"front-proxy-ca.crt": c.frontProxyCA.CertPEM(),
+		"client-ca.crt":      c.clientCA.PEM,
+		"front-proxy-ca.crt": c.frontProxyCA.PEM,
 		"sa.key":             saPrivate,
 		"sa.pub":             saPublic,
 	}
@@ -209,7 +211,7 @@ func (c *Cluster) writeCredentials() ([]string, error) {
 		}
 	}
 
-	admin, err := c.clientCA.ClientCert(AdminUser, "system:masters")
+	admin, err := c.clientCA.Sign(testpki.Leaf{CommonName: AdminUser, Groups: []string{"system:masters"}})
 	if err != nil {
 		return nil, err
 	}
@@ -463,7 +465,7 @@ func (c *Cluster) CAPEM() []byte { return append([]byte(nil), c.caPEM...) }
 // FrontProxyCAPEM returns the certificate authority of the client
 // certificate (common name FrontProxyClientName) the apiserver presents when
 // it proxies to an aggregated API server.
-func (c *Cluster) FrontProxyCAPEM() []byte { return c.frontProxyCA.CertPEM() }
+func (c *Cluster) FrontProxyCAPEM() []byte { return c.frontProxyCA.PEM }
 
 // Dir returns the cluster's temporary directory: certificates, etcd data and
 // the etcd.log and kube-apiserver.log files. Stop removes it.
@@ -473,7 +475,7 @@ func (c *Cluster) Dir() string { return c.dir }
 // groups with a client certificate. RBAC gives such a user no rights beyond
 // those of system:authenticated until the test binds roles to it.
 func (c *Cluster) UserConfig(user string, groups ...string) (*rest.Config, error) {
-	cert, err := c.clientCA.ClientCert(user, groups...)
+	cert, err := c.clientCA.Sign(testpki.Leaf{CommonName: user, Groups: groups})
 	if err != nil {
 		return nil, err
 	}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/setpointhq/setpoint/internal/kubetest"
 	"github.com/setpointhq/setpoint/internal/kubetest/metricsserver"
+	"github.com/setpointhq/setpoint/internal/testkit"
 )
 
 // TestCluster is the harness's smoke test: it starts a real kube-apiserver
@@ -149,7 +150,7 @@ func TestCluster(t *testing.T) {
 		// The RBAC authorizer reads bindings from an informer, so a new
 		// binding takes effect a moment after it is created.
 		saClient := mustClient(t, sa)
-		err = poll(5*time.Second, func() error {
+		err = testkit.Poll(t.Context(), 5*time.Second, func() error {
 			_, err := saClient.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 			return err
 		})
@@ -284,7 +285,7 @@ func TestCluster(t *testing.T) {
 		if _, err := client.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("create cluster role binding: %v", err)
 		}
-		err = poll(5*time.Second, func() error {
+		err = testkit.Poll(t.Context(), 5*time.Second, func() error {
 			_, err := reader.MetricsV1beta1().PodMetricses(ns).List(ctx, metav1.ListOptions{})
 			return err
 		})
@@ -309,16 +310,4 @@ func mustClient(t *testing.T, cfg *rest.Config) *kubernetes.Clientset {
 		t.Fatal(err)
 	}
 	return client
-}
-
-// poll calls f until it succeeds or timeout passes, and returns its last error.
-func poll(timeout time.Duration, f func() error) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil || time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }

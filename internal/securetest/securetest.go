@@ -33,7 +33,7 @@ type Server struct {
 // principals file content principals (YAML or JSON).
 func Start(t testing.TB, principals string) *Server {
 	t.Helper()
-	s := &Server{Dir: t.TempDir(), ServerCA: testpki.NewCA(t, "server CA"), ClientCA: testpki.NewCA(t, "client CA")}
+	s := &Server{Dir: t.TempDir(), ServerCA: testpki.TestCA(t, "server CA"), ClientCA: testpki.TestCA(t, "client CA")}
 	files := testpki.Write(t, filepath.Join(s.Dir, "server"), s.ClientCA, s.ServerCA.Issue(t, testpki.Leaf{CommonName: "localhost", Server: true}))
 	path := filepath.Join(s.Dir, "principals.yaml")
 	testpki.WriteFile(t, path, []byte(principals))
@@ -46,7 +46,7 @@ func Start(t testing.TB, principals string) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Addr = servertest.Start(t, s.Dir, server.Options{TLS: tc, Auth: auth, Logger: log})
+	s.Addr = servertest.Start(t, servertest.Config{Dir: s.Dir, Options: server.Options{TLS: tc, Auth: auth, Logger: log}}).Addr
 	return s
 }
 

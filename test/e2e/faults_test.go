@@ -4,10 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
-	"net"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -24,6 +20,7 @@ import (
 	"github.com/setpointhq/setpoint/agent"
 	"github.com/setpointhq/setpoint/agent/api/v1alpha1"
 	"github.com/setpointhq/setpoint/internal/kubetest/metricsserver"
+	"github.com/setpointhq/setpoint/internal/servertest"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server"
 	"github.com/setpointhq/setpoint/store"
@@ -68,30 +65,14 @@ func (f *faultyStore) Update(ctx context.Context, k target.Key, fn func(*target.
 // store the test can make slow or failing.
 func startFaultyServer(t *testing.T) (*faultyStore, string) {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.Open(filepath.Join(t.TempDir(), "setpoint.db"), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fs := &faultyStore{Store: st}
-	// The injected failures are logged as internal errors: not here.
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv, err := server.New(fs, server.Options{ShutdownTimeout: time.Second, ExpireAfter: -1, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, lis) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		st.Close()
+	fs := &faultyStore{}
+	srv := servertest.Start(t, servertest.Config{
+		Wrap: func(st store.Store) store.Store { fs.Store = st; return fs },
+		// The injected failures are logged as internal errors (the
+		// harness discards the server's logs).
+		Options: server.Options{ShutdownTimeout: time.Second, ExpireAfter: -1},
 	})
-	return fs, lis.Addr().String()
+	return fs, srv.Addr
 }
 
 func setUsage(ns, app string, n int, usage string) {

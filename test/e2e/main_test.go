@@ -10,7 +10,9 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log"
 	"net"
 	"os"
 	"path/filepath"
@@ -43,9 +45,10 @@ import (
 	"github.com/setpointhq/setpoint/agent/api/v1alpha1"
 	"github.com/setpointhq/setpoint/internal/kubetest"
 	"github.com/setpointhq/setpoint/internal/kubetest/metricsserver"
+	"github.com/setpointhq/setpoint/internal/servertest"
+	"github.com/setpointhq/setpoint/internal/testkit"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server"
-	"github.com/setpointhq/setpoint/store"
 )
 
 // env is what every case shares.
@@ -147,28 +150,28 @@ func installCRDs(ctx context.Context) error {
 		if _, err := res.Create(ctx, u, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("create CRD %s: %w", u.GetName(), err)
 		}
-		if err := poll(ctx, 30*time.Second, func() (bool, error) {
+		if err := testkit.Poll(ctx, 30*time.Second, func() error {
 			got, err := res.Get(ctx, u.GetName(), metav1.GetOptions{})
 			if err != nil {
-				return false, err
+				return err
 			}
 			conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
 			for _, c := range conds {
 				m, _ := c.(map[string]any)
 				if m["type"] == "Established" && m["status"] == "True" {
-					return true, nil
+					return nil
 				}
 			}
-			return false, nil
+			return fmt.Errorf("conditions %v", conds)
 		}); err != nil {
 			return fmt.Errorf("CRD %s not established: %w", u.GetName(), err)
 		}
 	}
 	// Discovery must show the new resources before agents start.
-	return poll(ctx, 30*time.Second, func() (bool, error) {
+	return testkit.Poll(ctx, 30*time.Second, func() error {
 		_, err1 := env.kube.Discovery().ServerResourcesForGroupVersion("setpoint.dev/v1alpha1")
 		_, err2 := env.kube.Discovery().ServerResourcesForGroupVersion("e2e.setpoint.dev/v1")
-		return err1 == nil && err2 == nil, nil
+		return errors.Join(err1, err2)
 	})
 }
 
@@ -206,70 +209,39 @@ spec:
               selector: {type: string}
 `
 
-func poll(ctx context.Context, timeout time.Duration, f func() (bool, error)) error {
-	deadline := time.Now().Add(timeout)
-	var last error
-	for time.Now().Before(deadline) {
-		ok, err := f()
-		if ok {
-			return nil
-		}
-		last = err
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	return fmt.Errorf("timed out after %v (last error: %v)", timeout, last)
-}
-
 // setpointServer is the real Setpoint server, in-process over TCP with a
 // bbolt file.
 type setpointServer struct {
-	addr   string
-	path   string
-	cancel context.CancelFunc
-	done   chan error
-	st     *store.Bolt
+	*servertest.Server
+	addr string
+	path string
 }
 
 // startServer serves the Setpoint API on addr ("127.0.0.1:0" picks a port)
 // with the store file at path.
 func startServer(addr, path string) (*setpointServer, error) {
 	var lis net.Listener
-	var err error
 	// The port of a stopped server may linger briefly.
-	for range 50 {
-		if lis, err = net.Listen("tcp", addr); err == nil {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	err := testkit.Poll(context.Background(), 5*time.Second, func() (err error) {
+		lis, err = net.Listen("tcp", addr)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	st, err := store.Open(path, store.Options{})
+	srv, err := servertest.Run(servertest.Config{Path: path, Listener: lis,
+		Options: server.Options{ShutdownTimeout: time.Second, ExpireAfter: -1}})
 	if err != nil {
-		lis.Close()
 		return nil, err
 	}
-	srv, err := server.New(st, server.Options{ShutdownTimeout: time.Second, ExpireAfter: -1})
-	if err != nil {
-		lis.Close()
-		st.Close()
-		return nil, err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	s := &setpointServer{addr: lis.Addr().String(), path: path, cancel: cancel, done: make(chan error, 1), st: st}
-	go func() { s.done <- srv.Serve(ctx, lis) }()
-	return s, nil
+	return &setpointServer{Server: srv, addr: srv.Addr, path: srv.Path}, nil
 }
 
+// stop shuts the server down and closes its store.
 func (s *setpointServer) stop() {
-	s.cancel()
-	<-s.done
-	s.st.Close()
+	if err := s.Stop(); err != nil {
+		log.Printf("e2e: stop the server: %v", err)
+	}
 }
 
 // dial connects to a Setpoint server, reconnecting quickly.
@@ -506,19 +478,16 @@ func autoscaler(t *testing.T, ns, name string) *v1alpha1.Autoscaler {
 func updateAutoscaler(t *testing.T, ns, name string, mutate func(*v1alpha1.AutoscalerSpec)) {
 	t.Helper()
 	res := env.dyn.Resource(v1alpha1.AutoscalerResource).Namespace(ns)
-	err := poll(t.Context(), 10*time.Second, func() (bool, error) {
+	testkit.Eventually(t, 10*time.Second, "the autoscaler updated", func() error {
 		a := autoscaler(t, ns, name)
 		mutate(&a.Spec)
 		u, err := v1alpha1.ToUnstructured(a)
 		if err != nil {
-			return false, err
+			return err
 		}
 		_, err = res.Update(t.Context(), u, metav1.UpdateOptions{})
-		return err == nil, err
+		return err
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 func deploymentReplicas(t *testing.T, ns, name string) int32 {
@@ -530,21 +499,16 @@ func deploymentReplicas(t *testing.T, ns, name string) int32 {
 	return *d.Spec.Replicas
 }
 
-// waitFor polls cond until it holds, failing the test with its last
-// description after timeout.
+// waitFor polls cond until it holds (testkit.Eventually), failing the test
+// with its last description after timeout.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var last string
-	for time.Now().Before(deadline) {
-		ok, desc := cond()
-		if ok {
-			return
+	testkit.Eventually(t, timeout, what, func() error {
+		if ok, desc := cond(); !ok {
+			return errors.New(desc)
 		}
-		last = desc
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %v waiting for %s; last: %s", timeout, what, last)
+		return nil
+	})
 }
 
 func waitReplicas(t *testing.T, ns, name string, want int32, timeout time.Duration) {

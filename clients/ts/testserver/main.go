@@ -14,7 +14,6 @@
 package main
 
 import (
-	"context"
 	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
@@ -28,9 +27,9 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/setpointhq/setpoint/internal/kubetest/pki"
+	"github.com/setpointhq/setpoint/internal/servertest"
+	"github.com/setpointhq/setpoint/internal/testpki"
 	"github.com/setpointhq/setpoint/server"
-	"github.com/setpointhq/setpoint/store"
 )
 
 // Token is the admin bearer token both servers accept.
@@ -53,83 +52,65 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	plain, stopPlain, err := serve(ctx, filepath.Join(dir, "plain.db"), nil)
+	plain, stopPlain, err := serve(filepath.Join(dir, "plain.db"), nil)
 	if err != nil {
 		return err
 	}
-	secure, stopSecure, err := serve(ctx, filepath.Join(dir, "tls.db"), tc)
+	secure, stopSecure, err := serve(filepath.Join(dir, "tls.db"), tc)
 	if err != nil {
 		return errors.Join(err, stopPlain())
 	}
 	line, _ := json.Marshal(map[string]string{"plaintext": plain, "tls": secure, "dir": dir})
 	fmt.Println(string(line))
 	io.Copy(io.Discard, os.Stdin) // until the test closes stdin or exits
-	cancel()
 	return errors.Join(stopPlain(), stopSecure())
 }
 
-// serve runs a server over a new store at path until ctx ends; stop waits
-// for it and closes the store.
-func serve(ctx context.Context, path string, tc *tls.Config) (addr string, stop func() error, err error) {
-	st, err := store.Open(path, store.Options{})
-	if err != nil {
-		return "", nil, err
-	}
+// serve runs a server over a new store at path (servertest.Run); stop
+// shuts it down and closes the store.
+func serve(path string, tc *tls.Config) (addr string, stop func() error, err error) {
 	sum := sha256.Sum256([]byte(Token))
 	principals := path + ".principals.json"
 	if err := os.WriteFile(principals, []byte(`{"principals": [{"name": "ops", "role": "admin", "token_sha256": ["`+hex.EncodeToString(sum[:])+`"]}]}`), 0o600); err != nil {
-		return "", nil, errors.Join(err, st.Close())
+		return "", nil, err
 	}
-	auth, err := server.NewAuthenticator(principals, server.ReloadOptions{})
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	auth, err := server.NewAuthenticator(principals, server.ReloadOptions{Logger: log})
 	if err != nil {
-		return "", nil, errors.Join(err, st.Close())
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, errors.Join(err, st.Close())
+		return "", nil, err
 	}
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	srv, err := server.New(st, server.Options{
-		Now:    func() time.Time { return now },
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		Auth:   auth,
-		TLS:    tc,
-	})
+	srv, err := servertest.Run(servertest.Config{Path: path, Options: server.Options{
+		Now: func() time.Time { return now }, Logger: log, Auth: auth, TLS: tc,
+	}})
 	if err != nil {
-		return "", nil, errors.Join(err, st.Close())
+		return "", nil, err
 	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, lis) }()
-	return lis.Addr().String(), func() error { return errors.Join(<-done, st.Close()) }, nil
+	return srv.Addr, srv.Stop, nil
 }
 
 // writePKI writes a CA and a client certificate into dir and returns the
 // TLS server configuration requiring certificates of that CA.
 func writePKI(dir string) (*tls.Config, error) {
-	ca, err := pki.NewCA("setpoint-ts-test-ca")
+	ca, err := testpki.NewCA("setpoint-ts-test-ca")
 	if err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "ca.pem"), ca.CertPEM(), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "ca.pem"), ca.PEM, 0o600); err != nil {
 		return nil, err
 	}
-	client, err := ca.ClientCert("platform")
+	client, err := ca.Sign(testpki.Leaf{CommonName: "platform"})
 	if err != nil {
 		return nil, err
 	}
 	if _, _, err := client.WriteFiles(dir, "client"); err != nil {
 		return nil, err
 	}
-	serving, err := ca.ServingCert("setpoint", []string{"setpoint.test"}, []net.IP{net.IPv4(127, 0, 0, 1)})
+	serving, err := ca.Sign(testpki.Leaf{CommonName: "setpoint", Server: true, DNSNames: []string{"setpoint.test"}, IPs: []net.IP{net.IPv4(127, 0, 0, 1)}})
 	if err != nil {
 		return nil, err
 	}
-	cert, err := serving.TLSCertificate()
-	if err != nil {
-		return nil, err
-	}
+	cert := serving.Cert
 	return &tls.Config{
 		MinVersion:   tls.VersionTLS12,
 		Certificates: []tls.Certificate{cert},

@@ -45,7 +45,7 @@ import (
 	externalmetricsv1beta1 "k8s.io/metrics/pkg/apis/external_metrics/v1beta1"
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 
-	"github.com/setpointhq/setpoint/internal/kubetest/pki"
+	"github.com/setpointhq/setpoint/internal/testpki"
 )
 
 // API names one of the three metrics APIs by its group.
@@ -223,19 +223,16 @@ func Start(opts Options) (*Server, error) {
 	if opts.Window == 0 {
 		opts.Window = DefaultWindow
 	}
-	ca, err := pki.NewCA("kubetest-metrics-ca")
+	ca, err := testpki.NewCA("kubetest-metrics-ca")
 	if err != nil {
 		return nil, err
 	}
 	svc := opts.ServiceName + "." + opts.ServiceNamespace + ".svc"
-	serving, err := ca.ServingCert(svc, []string{svc, svc + ".cluster.local", "localhost"}, []net.IP{net.IPv4(127, 0, 0, 1)})
+	serving, err := ca.Sign(testpki.Leaf{CommonName: svc, Server: true, DNSNames: []string{svc, svc + ".cluster.local", "localhost"}, IPs: []net.IP{net.IPv4(127, 0, 0, 1)}})
 	if err != nil {
 		return nil, err
 	}
-	cert, err := serving.TLSCertificate()
-	if err != nil {
-		return nil, fmt.Errorf("metricsserver: %w", err)
-	}
+	cert := serving.Cert
 	tlsConfig := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	if len(opts.ClientCA) > 0 {
 		pool, err := certPool(opts.ClientCA)
@@ -251,7 +248,7 @@ func Start(opts Options) (*Server, error) {
 	}
 	s := &Server{
 		opts:        opts,
-		caPEM:       ca.CertPEM(),
+		caPEM:       ca.PEM,
 		listener:    l,
 		served:      make(chan struct{}),
 		pods:        map[objectKey]metricsv1beta1.PodMetrics{},
