@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/setpointhq/setpoint/engine"
+	"github.com/setpointhq/setpoint/internal/testkit"
 )
 
 // Expectations follow upstream's reconcileAutoscaler,
@@ -452,7 +453,7 @@ func TestExplanation(t *testing.T) {
 	}
 	wantStatus := engine.Status{CurrentReplicas: 3, DesiredReplicas: 6, LastScaleTime: now,
 		CurrentMetrics: []engine.MetricStatus{{Type: engine.ResourceSource, Resource: "cpu",
-			AverageUtilization: ptr[int32](90), AverageValue: &engine.Quantity{Milli: 453, Format: engine.DecimalSI}}},
+			AverageUtilization: testkit.Ptr[int32](90), AverageValue: &engine.Quantity{Milli: 453, Format: engine.DecimalSI}}},
 		Conditions: []engine.Condition{
 			{Type: engine.AbleToScale, Status: engine.ConditionTrue, Reason: "SucceededRescale",
 				Message: "the HPA controller was able to update the target scale to 6", LastTransitionTime: now},

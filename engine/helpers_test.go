@@ -231,5 +231,3 @@ var ignoreMessages = cmp.Options{
 	cmpopts.IgnoreFields(engine.Step{}, "Message"),
 	cmpopts.IgnoreFields(engine.Condition{}, "Message"),
 }
-
-func ptr[T any](v T) *T { return &v }

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/setpointhq/setpoint/engine"
+	"github.com/setpointhq/setpoint/internal/testkit"
 )
 
 // The expectations below are derived by hand from upstream's
@@ -88,7 +89,7 @@ func TestResourceUtilization(t *testing.T) {
 			want: engine.MetricExplanation{Name: cpuName, Outcome: engine.OutcomeScaled, Proposal: 5,
 				Current: 90, Target: 60, Ratio: 1.5, RebalancedRatio: 1.5, ReadyPods: 3},
 			wantStatus: &engine.MetricStatus{Type: engine.ResourceSource, Resource: "cpu",
-				AverageUtilization: ptr[int32](90), AverageValue: &engine.Quantity{Milli: 1360 / 3, Format: engine.DecimalSI}},
+				AverageUtilization: testkit.Ptr[int32](90), AverageValue: &engine.Quantity{Milli: 1360 / 3, Format: engine.DecimalSI}},
 		},
 		{
 			// 2000·100/3000 = 66.67, truncated to 66; 66/60 = 1.1 is within
@@ -99,7 +100,7 @@ func TestResourceUtilization(t *testing.T) {
 			want: engine.MetricExplanation{Name: cpuName, Outcome: engine.OutcomeWithinTolerance, Proposal: 3,
 				Current: 66, Target: 60, Ratio: 66.0 / 60, RebalancedRatio: 66.0 / 60, ReadyPods: 3},
 			wantStatus: &engine.MetricStatus{Type: engine.ResourceSource, Resource: "cpu",
-				AverageUtilization: ptr[int32](66), AverageValue: &engine.Quantity{Milli: 666, Format: engine.DecimalSI}},
+				AverageUtilization: testkit.Ptr[int32](66), AverageValue: &engine.Quantity{Milli: 666, Format: engine.DecimalSI}},
 		},
 		{
 			// 55/50 = 1.1 = 1 + tolerance: inclusive bound, no change.
@@ -172,7 +173,7 @@ func TestResourceUtilization(t *testing.T) {
 			want: engine.MetricExplanation{Name: cpuName, Outcome: engine.OutcomeRebalanced, Proposal: 3,
 				Current: 10, Target: 50, Ratio: 0.2, RebalancedRatio: 0.64, ReadyPods: 3, MissingPods: 1},
 			wantStatus: &engine.MetricStatus{Type: engine.ResourceSource, Resource: "cpu",
-				AverageUtilization: ptr[int32](10), AverageValue: &engine.Quantity{Milli: 100, Format: engine.DecimalSI}},
+				AverageUtilization: testkit.Ptr[int32](10), AverageValue: &engine.Quantity{Milli: 100, Format: engine.DecimalSI}},
 		},
 		{
 			// target 200%: missing pods count at 200% of 1000m.
@@ -253,7 +254,7 @@ func TestResourceUtilization(t *testing.T) {
 			want: engine.MetricExplanation{Name: cpuName, Outcome: engine.OutcomeScaled, Proposal: 2,
 				Current: 100, Target: 50, Ratio: 2, RebalancedRatio: 2, ReadyPods: 1},
 			wantStatus: &engine.MetricStatus{Type: engine.ResourceSource, Resource: "cpu",
-				AverageUtilization: ptr[int32](100), AverageValue: &engine.Quantity{Milli: 1000, Format: engine.DecimalSI}},
+				AverageUtilization: testkit.Ptr[int32](100), AverageValue: &engine.Quantity{Milli: 1000, Format: engine.DecimalSI}},
 		},
 		{
 			// b has no Ready condition and no start time: for memory that
@@ -270,7 +271,7 @@ func TestResourceUtilization(t *testing.T) {
 			want: engine.MetricExplanation{Name: memName, Outcome: engine.OutcomeScaled, Proposal: 4,
 				Current: 100, Target: 50, Ratio: 2, RebalancedRatio: 2, ReadyPods: 2},
 			wantStatus: &engine.MetricStatus{Type: engine.ResourceSource, Resource: "memory",
-				AverageUtilization: ptr[int32](100), AverageValue: &engine.Quantity{Milli: 1000, Format: engine.BinarySI}},
+				AverageUtilization: testkit.Ptr[int32](100), AverageValue: &engine.Quantity{Milli: 1000, Format: engine.BinarySI}},
 		},
 		{
 			// Request 300m + sidecar 200m = 500m; usage 500m: 100%; 2;
@@ -305,7 +306,7 @@ func TestResourceUtilization(t *testing.T) {
 			want: engine.MetricExplanation{Name: "cpu container resource utilization (percentage of request)",
 				Outcome: engine.OutcomeScaled, Proposal: 4, Current: 200, Target: 50, Ratio: 4, RebalancedRatio: 4, ReadyPods: 1},
 			wantStatus: &engine.MetricStatus{Type: engine.ContainerResourceSource, Resource: "cpu", Container: "app",
-				AverageUtilization: ptr[int32](200), AverageValue: &engine.Quantity{Milli: 1000, Format: engine.DecimalSI}},
+				AverageUtilization: testkit.Ptr[int32](200), AverageValue: &engine.Quantity{Milli: 1000, Format: engine.DecimalSI}},
 		},
 		{
 			// Pod-level requests of a resource Kubernetes does not support

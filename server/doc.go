@@ -2,7 +2,8 @@
 // proto/setpoint/v1 over the engine and a store.Store.
 //
 // Handlers are thin: validate and convert the request (package convert,
-// where every Kubernetes default is resolved), run the pure engine inside
+// where every Kubernetes default is resolved), run a target transition
+// (package target: the pure engine plus the record's bookkeeping) inside
 // one store transaction, convert the outcome back, and map errors with one
 // toStatus. The server clock is a field (Options.Now), so tests and the
 // conformance runner can step it.
@@ -12,25 +13,28 @@
 //  1. Prometheus metrics (grpc_server_handled_total, handling-time
 //     histograms), exposed by MetricsHandler on /metrics;
 //  2. logging (log/slog) of every finished call;
-//  3. authentication (with an Authenticator): a verified client
+//  3. the rejection of undecodable requests (codec.go): a request the
+//     codec could not unmarshal is InvalidArgument, before anything else
+//     may end the call;
+//  4. authentication (with an Authenticator): a verified client
 //     certificate's identity (URI SAN, else subject CN) or a bearer token's
 //     SHA-256 names a Principal from the principals file, else
 //     Unauthenticated; health and reflection need none;
-//  4. the per-principal rate limit (token bucket): ResourceExhausted with a
+//  5. the per-principal rate limit (token bucket): ResourceExhausted with a
 //     google.rpc.RetryInfo;
-//  5. authorization: the target (or cluster) inside the request against
+//  6. authorization: the target (or cluster) inside the request against
 //     the principal's role — one policy table for every method of
 //     AutoscalerService and AdminService, admin-only by default — else
 //     PermissionDenied with a message that names nothing;
-//  6. request limits: pods and metrics per request, answered as
+//  7. request limits: pods and metrics per request, answered as
 //     InvalidArgument with a google.rpc.BadRequest;
-//  7. the audit of decisions that changed replicas (denials are audited
+//  8. the audit of decisions that changed replicas (denials are audited
 //     where they happen);
-//  8. validation: the request's Validate method (hand-written next to the
+//  9. validation: the request's Validate method (hand-written next to the
 //     generated types), answered as InvalidArgument with a
 //     google.rpc.BadRequest detail;
-//  9. the in-flight bound on Recommend: ResourceExhausted when full;
-//  10. recovery, last: a panic answers Internal with a generic message and
+//  10. the in-flight bound on Recommend: ResourceExhausted when full;
+//  11. recovery, last: a panic answers Internal with a generic message and
 //     its stack is logged.
 //
 // Server streams pass the same steps: their request is checked as the

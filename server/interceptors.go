@@ -27,10 +27,11 @@ type chainConfig struct {
 }
 
 // chain returns the server options installing the interceptor chain, in
-// order: metrics, logging, then for the guarded services authentication,
-// the per-principal rate limit and authorization (when an Authenticator is
-// configured; the rate limit when one is set), then request limits, the
-// audit of decisions, validation, the Recommend in-flight bound, recovery.
+// order: metrics, logging, the rejection of undecodable requests, then for
+// the guarded services authentication, the per-principal rate limit and
+// authorization (when an Authenticator is configured; the rate limit when
+// one is set), then request limits, the audit of decisions, validation,
+// the Recommend in-flight bound, recovery.
 // Streams pass the same steps; their requests are checked as the handler
 // receives them.
 func chain(c chainConfig) []grpc.ServerOption {

@@ -15,6 +15,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/setpointhq/setpoint/engine"
+	"github.com/setpointhq/setpoint/internal/testkit"
 	"github.com/setpointhq/setpoint/store"
 	"github.com/setpointhq/setpoint/target"
 )
@@ -460,13 +461,12 @@ func holdFirstCommit(t *testing.T, st *store.Bolt) (entered <-chan struct{}, rel
 // waitQueued waits until n writes are queued behind the committer.
 func waitQueued(t *testing.T, st *store.Bolt, n int) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for store.QueueLen(st) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d writes queued after a minute, want %d", store.QueueLen(st), n)
+	testkit.Eventually(t, time.Minute, fmt.Sprintf("%d writes queued", n), func() error {
+		if q := store.QueueLen(st); q < n {
+			return fmt.Errorf("%d queued", q)
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func TestGroupCommitSharesOneCommit(t *testing.T) {

@@ -2,6 +2,7 @@ package setpointclient_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	setpointclient "github.com/setpointhq/setpoint/clients/go"
+	"github.com/setpointhq/setpoint/internal/testkit"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server"
 	"google.golang.org/grpc"
@@ -22,8 +24,10 @@ type proxy struct {
 	target string
 	mu     sync.Mutex
 	down   bool
-	conns  []net.Conn
-	wg     sync.WaitGroup
+	// refused counts the connections refused while down.
+	refused int
+	conns   []net.Conn
+	wg      sync.WaitGroup
 }
 
 func startProxy(t *testing.T, target string) *proxy {
@@ -52,6 +56,7 @@ func (p *proxy) accept() {
 		}
 		p.mu.Lock()
 		if p.down {
+			p.refused++
 			p.mu.Unlock()
 			in.Close()
 			continue
@@ -167,7 +172,14 @@ func TestChangesResumes(t *testing.T) {
 
 	px.partition(true)
 	missed := []string{decide("api"), decide("worker")}
-	time.Sleep(300 * time.Millisecond) // the watcher fails to reconnect meanwhile
+	testkit.Eventually(t, 10*time.Second, "the watcher to be refused a reconnection", func() error {
+		px.mu.Lock()
+		defer px.mu.Unlock()
+		if px.refused == 0 {
+			return errors.New("no connection attempt refused yet")
+		}
+		return nil
+	})
 	px.partition(false)
 
 	last := first.rev

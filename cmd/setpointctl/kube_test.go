@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/setpointhq/setpoint/agent/api/v1alpha1"
 	"github.com/setpointhq/setpoint/internal/kubetest"
+	"github.com/setpointhq/setpoint/internal/testkit"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
@@ -256,17 +257,10 @@ func installCRD(t *testing.T, c *kubetest.Cluster, dyn dynamic.Interface) {
 	if _, err := crds.Create(t.Context(), &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testkit.Eventually(t, 30*time.Second, "the Autoscaler CRD to be served", func() error {
 		_, err := c.Client().Discovery().ServerResourcesForGroupVersion(v1alpha1.Group + "/" + v1alpha1.Version)
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the Autoscaler CRD is not served: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err
+	})
 }
 
 // writeKubeconfig writes a kubeconfig for the cluster's admin whose

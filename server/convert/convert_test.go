@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/setpointhq/setpoint/engine"
+	"github.com/setpointhq/setpoint/internal/testkit"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server/convert"
 	"github.com/setpointhq/setpoint/target"
@@ -25,8 +26,6 @@ var (
 	ref    = target.Ref{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"}
 	cmpOpt = cmp.Options{cmpopts.EquateEmpty()}
 )
-
-func ptr[T any](v T) *T { return &v }
 
 // richInput uses every field of the engine's input.
 func richInput() engine.Input {
@@ -248,7 +247,7 @@ func minimalRequest() *setpointv1.RecommendRequest {
 	return &setpointv1.RecommendRequest{
 		Target: key,
 		Spec: &setpointv1.HorizontalPodAutoscalerSpec{MaxReplicas: 10, Metrics: []*setpointv1.MetricSpec{{
-			Type: "Resource", Resource: &setpointv1.ResourceMetricSource{Name: "cpu", Target: &setpointv1.MetricTarget{Type: "Utilization", AverageUtilization: ptr[int32](50)}},
+			Type: "Resource", Resource: &setpointv1.ResourceMetricSource{Name: "cpu", Target: &setpointv1.MetricTarget{Type: "Utilization", AverageUtilization: testkit.Ptr[int32](50)}},
 		}}},
 		Scale:        &setpointv1.Scale{Replicas: 2, StatusReplicas: 2, Selector: "app=web"},
 		Observations: []*setpointv1.MetricObservation{{}},
@@ -273,7 +272,7 @@ func TestDefaults(t *testing.T) {
 			}
 		}},
 		{"scale-down window from settings, tolerance from quantity", func(r *setpointv1.RecommendRequest) {
-			r.Settings = &setpointv1.ControllerSettings{DownscaleStabilizationWindow: durationpb.New(90 * time.Second), Tolerance: ptr(0.2)}
+			r.Settings = &setpointv1.ControllerSettings{DownscaleStabilizationWindow: durationpb.New(90 * time.Second), Tolerance: testkit.Ptr(0.2)}
 			r.Spec.Behavior = &setpointv1.HorizontalPodAutoscalerBehavior{ScaleUp: &setpointv1.ScalingRules{Tolerance: "50m", SelectPolicy: "Min"}, ScaleDown: &setpointv1.ScalingRules{}}
 		}, func(in *engine.Input) {
 			in.Settings.DownscaleStabilizationWindow, in.Settings.Tolerance = 90*time.Second, 0.2
@@ -345,20 +344,20 @@ func TestValidation(t *testing.T) {
 		}, "spec.metrics[2].external.target.average_value"},
 		{"zero target", func(r *setpointv1.RecommendRequest) { r.Spec.Metrics[0].Resource.Target.AverageValue = "0" }, "spec.metrics[0].resource.target.average_value"},
 		{"zero utilization", func(r *setpointv1.RecommendRequest) {
-			r.Spec.Metrics[0].Resource.Target.AverageUtilization = ptr[int32](0)
+			r.Spec.Metrics[0].Resource.Target.AverageUtilization = testkit.Ptr[int32](0)
 		}, "spec.metrics[0].resource.target.average_utilization"},
 		{"unknown metric type", func(r *setpointv1.RecommendRequest) { r.Spec.Metrics[0].Type = "Custom" }, "spec.metrics[0].type"},
 		{"type without source", func(r *setpointv1.RecommendRequest) { r.Spec.Metrics[0].Type = "Pods" }, "spec.metrics[0].pods"},
 		{"unknown target type", func(r *setpointv1.RecommendRequest) { r.Spec.Metrics[0].Resource.Target.Type = "Average" }, "spec.metrics[0].resource.target.type"},
 		{"negative replicas", func(r *setpointv1.RecommendRequest) { r.Scale.Replicas = -1 }, "scale.replicas"},
-		{"min above max", func(r *setpointv1.RecommendRequest) { r.Spec.MinReplicas = ptr[int32](11) }, "spec.min_replicas"},
+		{"min above max", func(r *setpointv1.RecommendRequest) { r.Spec.MinReplicas = testkit.Ptr[int32](11) }, "spec.min_replicas"},
 		{"max below one", func(r *setpointv1.RecommendRequest) { r.Spec.MaxReplicas = 0 }, "spec.max_replicas"},
-		{"scale to zero without object metric", func(r *setpointv1.RecommendRequest) { r.Spec.MinReplicas = ptr[int32](0) }, "spec.min_replicas"},
+		{"scale to zero without object metric", func(r *setpointv1.RecommendRequest) { r.Spec.MinReplicas = testkit.Ptr[int32](0) }, "spec.min_replicas"},
 		{"NaN tolerance", func(r *setpointv1.RecommendRequest) {
-			r.Settings = &setpointv1.ControllerSettings{Tolerance: ptr(math.NaN())}
+			r.Settings = &setpointv1.ControllerSettings{Tolerance: testkit.Ptr(math.NaN())}
 		}, "settings.tolerance"},
 		{"negative tolerance", func(r *setpointv1.RecommendRequest) {
-			r.Settings = &setpointv1.ControllerSettings{Tolerance: ptr(-0.1)}
+			r.Settings = &setpointv1.ControllerSettings{Tolerance: testkit.Ptr(-0.1)}
 		}, "settings.tolerance"},
 		{"negative rule tolerance", func(r *setpointv1.RecommendRequest) {
 			r.Spec.Behavior = &setpointv1.HorizontalPodAutoscalerBehavior{ScaleDown: &setpointv1.ScalingRules{Tolerance: "-1"}}
@@ -370,7 +369,7 @@ func TestValidation(t *testing.T) {
 			r.Spec.Behavior = &setpointv1.HorizontalPodAutoscalerBehavior{ScaleUp: &setpointv1.ScalingRules{SelectPolicy: "Average"}}
 		}, "spec.behavior.scale_up.select_policy"},
 		{"window too long", func(r *setpointv1.RecommendRequest) {
-			r.Spec.Behavior = &setpointv1.HorizontalPodAutoscalerBehavior{ScaleDown: &setpointv1.ScalingRules{StabilizationWindowSeconds: ptr[int32](3601)}}
+			r.Spec.Behavior = &setpointv1.HorizontalPodAutoscalerBehavior{ScaleDown: &setpointv1.ScalingRules{StabilizationWindowSeconds: testkit.Ptr[int32](3601)}}
 		}, "spec.behavior.scale_down.stabilization_window_seconds"},
 		{"empty pod name", func(r *setpointv1.RecommendRequest) { r.Pods = []*setpointv1.Pod{{Phase: "Running"}} }, "pods[0].name"},
 		{"duplicate pod name", func(r *setpointv1.RecommendRequest) {

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/setpointhq/setpoint/internal/testkit"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	bolt "go.etcd.io/bbolt"
 	"google.golang.org/grpc"
@@ -368,8 +369,6 @@ func key(name string) *setpointv1.TargetKey {
 	return &setpointv1.TargetKey{Cluster: "crash", Namespace: "ns", Name: name}
 }
 
-func ptr[T any](v T) *T { return &v }
-
 // recommend is a valid Recommend request for target with n running pods at
 // 80% of their cpu request against a 50% target.
 func recommend(target string, n int, now time.Time) *setpointv1.RecommendRequest {
@@ -377,10 +376,10 @@ func recommend(target string, n int, now time.Time) *setpointv1.RecommendRequest
 		Target: key(target),
 		Spec: &setpointv1.HorizontalPodAutoscalerSpec{
 			ScaleTargetRef: &setpointv1.CrossVersionObjectReference{ApiVersion: "apps/v1", Kind: "Deployment", Name: target},
-			MinReplicas:    ptr[int32](1),
+			MinReplicas:    testkit.Ptr[int32](1),
 			MaxReplicas:    50,
 			Metrics: []*setpointv1.MetricSpec{{Type: "Resource", Resource: &setpointv1.ResourceMetricSource{
-				Name: "cpu", Target: &setpointv1.MetricTarget{Type: "Utilization", AverageUtilization: ptr[int32](50)}}}},
+				Name: "cpu", Target: &setpointv1.MetricTarget{Type: "Utilization", AverageUtilization: testkit.Ptr[int32](50)}}}},
 		},
 		// Recommendations are kept for the stabilization window: an hour
 		// keeps every one of even a long run.
