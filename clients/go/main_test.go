@@ -30,8 +30,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	var stop func() error
-	addr, stop, err = serve(dir, server.Options{Now: func() time.Time { return exampleNow }})
+	plain, err := servertest.Run(servertest.Config{Dir: dir, Options: server.Options{Now: func() time.Time { return exampleNow }}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -43,14 +42,14 @@ func TestMain(m *testing.M) {
 	}
 	tlsDir := filepath.Join(dir, "tls")
 	os.Mkdir(tlsDir, 0o700)
-	var stopTLS func() error
-	serverAddr, stopTLS, err = serve(tlsDir, server.Options{Now: func() time.Time { return exampleNow }, TLS: tc})
+	secure, err := servertest.Run(servertest.Config{Dir: tlsDir, Options: server.Options{Now: func() time.Time { return exampleNow }, TLS: tc}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	addr, serverAddr = plain.Addr, secure.Addr
 	code := m.Run()
-	for _, stop := range []func() error{stop, stopTLS} {
+	for _, stop := range []func() error{plain.Stop, secure.Stop} {
 		if err := stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "stop:", err)
 			code = 1
@@ -64,16 +63,6 @@ func TestMain(m *testing.M) {
 		}
 	}
 	os.Exit(code)
-}
-
-// serve runs a real server over a new bbolt store in dir; stop shuts it
-// down and closes the store.
-func serve(dir string, o server.Options) (addr string, stop func() error, err error) {
-	srv, err := servertest.Run(servertest.Config{Dir: dir, Options: o})
-	if err != nil {
-		return "", nil, err
-	}
-	return srv.Addr, srv.Stop, nil
 }
 
 // writePKI writes a CA and a client certificate into dir (setting caFile,

@@ -19,6 +19,7 @@ type pkg struct {
 	Dir        string
 	Doc        string
 	GoFiles    []string
+	Deps       []string
 }
 
 // packages lists the module's packages with go list.
@@ -110,4 +111,38 @@ func buildConstraint(c *ast.CommentGroup) bool {
 		}
 	}
 	return true
+}
+
+const module = "github.com/setpointhq/setpoint"
+
+// TestImportsPointInward checks the import rules of STYLE.md's layout that
+// engine/deps_test.go and agent/imports_test.go do not: the target package
+// knows the engine alone of this module; the API conversion and the engine
+// know nothing of the store; the store knows nothing of the server.
+func TestImportsPointInward(t *testing.T) {
+	rules := []struct {
+		pkg     string
+		allowed func(dep string) bool
+	}{
+		{"target", func(dep string) bool { return dep == "engine" }},
+		{"server/convert", func(dep string) bool { return dep != "store" && !strings.HasPrefix(dep, "store/") }},
+		{"store", func(dep string) bool { return dep != "server" && !strings.HasPrefix(dep, "server/") }},
+	}
+	pkgs := map[string]pkg{}
+	for _, p := range packages(t) {
+		pkgs[strings.TrimPrefix(p.ImportPath, module+"/")] = p
+	}
+	for _, r := range rules {
+		p, ok := pkgs[r.pkg]
+		if !ok {
+			t.Errorf("package %s not found", r.pkg)
+			continue
+		}
+		for _, dep := range p.Deps {
+			rel, ours := strings.CutPrefix(dep, module+"/")
+			if ours && !r.allowed(rel) {
+				t.Errorf("%s depends on %s", r.pkg, rel)
+			}
+		}
+	}
 }
