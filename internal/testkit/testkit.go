@@ -44,25 +44,30 @@ func (c *Clock) Step(d time.Duration) {
 }
 
 // Poll calls cond until it returns nil, and returns nil; or, when timeout
-// passes or ctx ends first, an error wrapping cond's last error. It waits
-// 5 ms after the first call, doubling to at most 100 ms.
+// passes or ctx ends first, an error wrapping cond's last error. A timeout
+// of 0 polls until ctx ends. It waits 5 ms after the first call, doubling
+// to at most 200 ms.
 func Poll(ctx context.Context, timeout time.Duration, cond func() error) error {
-	deadline := time.Now().Add(timeout)
+	var deadline <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		deadline = t.C
+	}
 	wait := 5 * time.Millisecond
 	for {
 		err := cond()
 		if err == nil {
 			return nil
 		}
-		if !time.Now().Before(deadline) {
-			return fmt.Errorf("not reached after %v: %w", timeout, err)
-		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%w (last: %w)", ctx.Err(), err)
-		case <-time.After(min(wait, time.Until(deadline))):
+		case <-deadline:
+			return fmt.Errorf("not reached after %v: %w", timeout, err)
+		case <-time.After(wait):
 		}
-		wait = min(2*wait, 100*time.Millisecond)
+		wait = min(2*wait, 200*time.Millisecond)
 	}
 }
 

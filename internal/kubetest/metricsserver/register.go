@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/setpointhq/setpoint/internal/testkit"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -155,17 +156,10 @@ func (s *Server) applyAPIService(ctx context.Context, dyn dynamic.Interface, api
 // waitRegistered polls until every APIService reports Available=True and
 // the apiserver's discovery lists every group.
 func (s *Server) waitRegistered(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface) error {
-	var last error
-	for {
-		if last = s.registered(ctx, client, dyn); last == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("metricsserver: not available: %w (last: %v)", ctx.Err(), last)
-		case <-time.After(200 * time.Millisecond):
-		}
+	if err := testkit.Poll(ctx, 0, func() error { return s.registered(ctx, client, dyn) }); err != nil {
+		return fmt.Errorf("metricsserver: not available: %w", err)
 	}
+	return nil
 }
 
 func (s *Server) registered(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface) error {
