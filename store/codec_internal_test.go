@@ -65,23 +65,16 @@ func TestCodecStoresEqualStatusesOnce(t *testing.T) {
 			if tt.edit != nil {
 				tt.edit(&rec, c)
 			}
-			raw, err := encodeRecord(&rec)
-			if err != nil {
-				t.Fatal(err)
-			}
-			msg, err := decompressValue(raw)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var m pb.Record
-			if err := proto.Unmarshal(msg, &m); err != nil {
-				t.Fatal(err)
-			}
+			m := storedMessage(t, &rec)
 			if got := m.GetLast().GetDecisionStatusIsRecordStatus(); got != tt.wantShared || (got && m.GetLast().GetDecision().Status != nil) {
 				t.Errorf("decision status shared %v (status %v), want shared %v", got, m.GetLast().GetDecision().GetStatus(), tt.wantShared)
 			}
 			if diff := cmp.Diff(tt.wantRefs, m.GetLast().GetBefore().GetConditionRefs()); diff != "" {
 				t.Errorf("condition refs (-want +got):\n%s", diff)
+			}
+			raw, err := encodeRecord(&rec)
+			if err != nil {
+				t.Fatal(err)
 			}
 			got, err := decodeRecord(rec.Key, raw)
 			if err != nil {
@@ -152,20 +145,9 @@ func TestCodecRejectsBadConditionRefs(t *testing.T) {
 			rec, _ := statusRecord()
 			rec.Last.Before.Conditions = rec.Last.Before.Conditions[:1]
 			rec.Last.Before.Conditions[0].Message = "own"
-			raw, err := encodeRecord(&rec)
-			if err != nil {
-				t.Fatal(err)
-			}
-			msg, err := decompressValue(raw)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var m pb.Record
-			if err := proto.Unmarshal(msg, &m); err != nil {
-				t.Fatal(err)
-			}
+			m := storedMessage(t, &rec)
 			m.Last.Before.ConditionRefs = refs
-			raw, err = proto.Marshal(&m)
+			raw, err := proto.Marshal(m)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -193,20 +175,10 @@ func TestCodecReadsFromOfOlderRecords(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			rec, _ := statusRecord()
 			rec.Last.Decision.Explanation.CurrentReplicas = 3
-			raw, err := encodeRecord(&rec)
-			if err != nil {
-				t.Fatal(err)
-			}
-			msg, err := decompressValue(raw)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var m pb.Record
-			if err := proto.Unmarshal(msg, &m); err != nil {
-				t.Fatal(err)
-			}
+			m := storedMessage(t, &rec)
 			m.Last.From = tt.from
-			if raw, err = proto.Marshal(&m); err != nil {
+			raw, err := proto.Marshal(m)
+			if err != nil {
 				t.Fatal(err)
 			}
 			got, err := decodeRecord(rec.Key, raw)
@@ -218,4 +190,22 @@ func TestCodecReadsFromOfOlderRecords(t *testing.T) {
 			}
 		})
 	}
+}
+
+// storedMessage returns the storage message rec is encoded as.
+func storedMessage(t *testing.T, rec *target.Record) *pb.Record {
+	t.Helper()
+	raw, err := encodeRecord(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := decompressValue(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m pb.Record
+	if err := proto.Unmarshal(msg, &m); err != nil {
+		t.Fatal(err)
+	}
+	return &m
 }
