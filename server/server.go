@@ -123,8 +123,9 @@ type Server struct {
 }
 
 // New returns a server over st. It fails when st is nil or its change feed
-// cannot be followed (Watch and the feed metrics need it). The caller keeps
-// ownership of st and closes it after Serve returns.
+// cannot be followed (Watch and the feed metrics need it). The server
+// follows the feed from New on and stops when Serve returns. The caller
+// keeps ownership of st and closes it after Serve returns.
 func New(st store.Store, o Options) (*Server, error) {
 	if st == nil {
 		return nil, errors.New("server: no store")
