@@ -42,7 +42,8 @@
 //   - Record.Last.Before and Record.Last.From are the status and replica
 //     count the last decision started from; Observe needs nothing else.
 //   - Record.Events only grow at the end (a store may trim the oldest).
-//   - Record.LastSeen is the time of the last successful transition.
+//   - Record.LastSeen is the time of the last transition that changed the
+//     record (a retried applied report changes nothing).
 //   - A transition that returns an error leaves the record unchanged.
 //
 // The package imports the engine and the standard library only; it knows
