@@ -1,7 +1,11 @@
 package agent
 
 import (
+	"context"
 	"fmt"
+	"net/http"
+	"sync"
+	"time"
 
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
@@ -10,10 +14,43 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/scale"
+	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/klog/v2"
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 	"k8s.io/metrics/pkg/client/custom_metrics"
 	"k8s.io/metrics/pkg/client/external_metrics"
 )
+
+// Defaults of KubeClientOptions. An unchanged reconcile makes 2 requests
+// (the Scale and the pod metrics), a changed one 3 or more (status, Scale
+// update, Events): 500 requests/s serve about 170–250 reconciles/s, that
+// is 2,500–3,750 Autoscalers at the 15 s sync period, more than one
+// 2-core agent reconciles (docs/benchmarks.md, "Agent at scale").
+const (
+	// DefaultKubeQPS is the agent's sustained rate of requests to the
+	// Kubernetes API, all clients together, per second.
+	DefaultKubeQPS = 500
+	// DefaultKubeBurst is how many requests may go at once above
+	// DefaultKubeQPS.
+	DefaultKubeBurst = 1000
+)
+
+// throttleLogInterval is how often at most the agent logs that the
+// client-side rate limit delayed requests.
+const throttleLogInterval = 30 * time.Second
+
+// KubeClientOptions configure NewKubeClients.
+type KubeClientOptions struct {
+	// QPS is the sustained rate of requests to the Kubernetes API, per
+	// second, shared by all the clients (DefaultKubeQPS when zero).
+	QPS float32
+	// Burst is how many requests may go at once above QPS
+	// (DefaultKubeBurst when zero).
+	Burst int
+	// Prometheus counts the requests and the time the rate limit made
+	// them wait; nil counts nothing.
+	Prometheus *Metrics
+}
 
 // KubeClients are the Kubernetes clients a Controller uses, built from one
 // rest.Config.
@@ -32,8 +69,31 @@ type KubeClients struct {
 	customAPIs custom_metrics.AvailableAPIsGetter
 }
 
-// NewKubeClients builds the clients from cfg.
-func NewKubeClients(cfg *rest.Config) (*KubeClients, error) {
+// NewKubeClients builds the clients from cfg, whose own QPS, Burst and
+// RateLimiter are replaced: every client shares one limit, opts.QPS and
+// opts.Burst, and a log line says when that limit is what delays requests.
+func NewKubeClients(cfg *rest.Config, opts KubeClientOptions) (*KubeClients, error) {
+	if opts.QPS <= 0 {
+		opts.QPS = DefaultKubeQPS
+	}
+	if opts.Burst <= 0 {
+		opts.Burst = DefaultKubeBurst
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = opts.QPS, opts.Burst
+	cfg.RateLimiter = &loggedLimiter{
+		RateLimiter: flowcontrol.NewTokenBucketRateLimiter(opts.QPS, opts.Burst),
+		burst:       opts.Burst,
+		prometheus:  opts.Prometheus,
+	}
+	if m := opts.Prometheus; m != nil {
+		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+			return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+				m.kubeRequest(req.Method)
+				return rt.RoundTrip(req)
+			})
+		})
+	}
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("agent: kubernetes client: %w", err)
@@ -91,4 +151,52 @@ func (k *KubeClients) Options() Options {
 		Metrics:    k.Metrics,
 		Invalidate: k.Invalidate,
 	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// throttleThreshold is the wait for a token above which a request counts
+// as delayed by the client-side rate limit.
+const throttleThreshold = 10 * time.Millisecond
+
+// loggedLimiter is the clients' shared token bucket; it counts the time
+// requests wait for a token and logs, at most every throttleLogInterval,
+// when they waited, so a limit too low for the work is visible.
+type loggedLimiter struct {
+	flowcontrol.RateLimiter
+	burst      int
+	prometheus *Metrics
+
+	mu      sync.Mutex
+	delayed int
+	waited  time.Duration
+	logged  time.Time
+}
+
+// Wait implements flowcontrol.RateLimiter.
+func (l *loggedLimiter) Wait(ctx context.Context) error {
+	start := time.Now()
+	err := l.RateLimiter.Wait(ctx)
+	if d := time.Since(start); d > throttleThreshold {
+		l.prometheus.throttled(d)
+		l.note(klog.FromContext(ctx), start.Add(d), d)
+	}
+	return err
+}
+
+func (l *loggedLimiter) note(logger klog.Logger, now time.Time, d time.Duration) {
+	l.mu.Lock()
+	l.delayed++
+	l.waited += d
+	if now.Sub(l.logged) < throttleLogInterval {
+		l.mu.Unlock()
+		return
+	}
+	delayed, waited := l.delayed, l.waited
+	l.delayed, l.waited, l.logged = 0, 0, now
+	l.mu.Unlock()
+	logger.Info("agent: the client-side rate limit is delaying requests to the Kubernetes API; raise -kube-api-qps and -kube-api-burst if this persists",
+		"qps", l.QPS(), "burst", l.burst, "delayedRequests", delayed, "waited", waited.Round(time.Millisecond))
 }

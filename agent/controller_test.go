@@ -194,7 +194,11 @@ func newHarness(t *testing.T, a *v1alpha1.Autoscaler, rec *Recommendation) *harn
 		t.Fatal(err)
 	}
 	t.Cleanup(c.queue.ShutDown)
-	if err := c.autoscalers.GetIndexer().Add(u); err != nil {
+	cached, err := typedAutoscaler(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.autoscalers.GetIndexer().Add(cached); err != nil {
 		t.Fatal(err)
 	}
 	pod := &corev1.Pod{

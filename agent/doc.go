@@ -8,9 +8,13 @@
 // # The loop
 //
 // The controller follows kubernetes/sample-controller: informers for
-// Autoscalers (dynamic) and Pods feed a rate-limited workqueue, and each key
-// is reconciled level-based. Every Autoscaler is reconciled once per sync
-// period and at once when its generation changes. One reconcile:
+// Autoscalers (dynamic, cached as typed objects without managed fields) and
+// Pods feed a rate-limited workqueue, and each key is reconciled
+// level-based. Every Autoscaler is reconciled once per sync period, at a
+// fixed phase within the period drawn from a hash of its key, so the
+// reconciles of thousands of Autoscalers are spread evenly over the period
+// rather than queued at once; and at once when its generation changes.
+// One reconcile:
 //
 //  1. reads the target's Scale subresource (any kind that has one, found
 //     through a discovery-backed RESTMapper);
@@ -22,7 +26,15 @@
 //  4. calls Recommend with a deadline; when told to rescale (and not in
 //     dryRun) updates the Scale with retry on conflict and calls Observe
 //     with what was applied or why it failed;
-//  5. writes the status and Events with the HPA's reasons.
+//  5. writes the status and Events with the HPA's reasons; a status equal
+//     to the stored one at the API's precision (times in whole seconds)
+//     is not written, so an unchanged reconcile makes two requests to the
+//     Kubernetes API (the Scale and the pod metrics).
+//
+// All Kubernetes clients share one client-side rate limit
+// (KubeClientOptions), and the agent logs when that limit is what delays
+// requests. When Run's context ends the workers take no further key;
+// reconciles in flight finish within Options.ShutdownGrace.
 //
 // # Failures
 //

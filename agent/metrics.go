@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -53,9 +54,27 @@ type Metrics struct {
 	desired           *prometheus.GaugeVec
 	proposed          *prometheus.GaugeVec
 	limited           *prometheus.GaugeVec
-	mu                sync.Mutex
-	known             map[string]struct{} // namespace/name of the Autoscalers reconciled
+	interval          prometheus.Histogram
+	kubeRequests      *prometheus.CounterVec
+	throttledSeconds  prometheus.Counter
+
+	mu sync.Mutex
+	// targets are the Autoscalers reconciled and not deleted, by
+	// namespace/name, with the per-target series set for each: a series
+	// is deleted by its labels, never by a scan of all series.
+	targets map[string]*targetSeries
 }
+
+// targetSeries are the label values of the series set for one Autoscaler
+// besides desired_replicas.
+type targetSeries struct {
+	proposed [][]string
+	limited  [][]string
+}
+
+// intervalBuckets are the buckets of setpoint_agent_reconcile_interval_ratio:
+// fine around 1 (on time), coarse where the agent is far behind.
+var intervalBuckets = []float64{0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.98, 1, 1.02, 1.05, 1.1, 1.15, 1.2, 1.3, 1.5, 2, 3, 5, 10}
 
 // NewMetrics creates the agent's metrics and registers them with reg:
 //
@@ -80,7 +99,14 @@ type Metrics struct {
 //     what each metric of an Autoscaler proposed at its last decision;
 //   - setpoint_agent_decision_limited{namespace,hpa_name,kind,reason}: 1
 //     for each step (stabilization, rate limit, min/max) that moved the
-//     last decision of an Autoscaler away from its metrics' proposal.
+//     last decision of an Autoscaler away from its metrics' proposal;
+//   - setpoint_agent_reconcile_interval_ratio: the time between two
+//     reconciles of the same Autoscaler over the sync period (1 is on
+//     time; above 1, the agent is behind);
+//   - setpoint_agent_kube_requests_total{method}: requests to the
+//     Kubernetes API by HTTP method;
+//   - setpoint_agent_kube_client_throttled_seconds_total: time requests
+//     waited for the client-side rate limit (-kube-api-qps).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	target := []string{"namespace", "hpa_name"}
 	m := &Metrics{
@@ -131,10 +157,24 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: "setpoint", Subsystem: "agent", Name: "decision_limited",
 			Help: "1 for each step (kind: Stabilized, Limited, ...; reason: ScaleUpStabilized, ScaleDownLimit, TooManyReplicas, ...) that moved an Autoscaler's last decision away from its metrics' proposal.",
 		}, append(target, "kind", "reason")),
-		known: map[string]struct{}{},
+		interval: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "setpoint", Subsystem: "agent", Name: "reconcile_interval_ratio",
+			Help:    "Time between two reconciles of the same Autoscaler over the sync period: 1 is on time, above 1 the agent is behind.",
+			Buckets: intervalBuckets,
+		}),
+		kubeRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "setpoint", Subsystem: "agent", Name: "kube_requests_total",
+			Help: "Requests to the Kubernetes API (watches, metrics APIs and Events included) by HTTP method.",
+		}, []string{"method"}),
+		throttledSeconds: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "setpoint", Subsystem: "agent", Name: "kube_client_throttled_seconds_total",
+			Help: "Time requests to the Kubernetes API waited for the client-side rate limit (-kube-api-qps, -kube-api-burst).",
+		}),
+		targets: map[string]*targetSeries{},
 	}
 	reg.MustRegister(m.reconciles, m.recommend, m.rescales, m.reconciliations, m.reconcileDuration,
-		m.computations, m.computeDuration, m.autoscalers, m.desired, m.proposed, m.limited)
+		m.computations, m.computeDuration, m.autoscalers, m.desired, m.proposed, m.limited,
+		m.interval, m.kubeRequests, m.throttledSeconds)
 	return m
 }
 
@@ -164,15 +204,38 @@ func (m *Metrics) reconciliation(action, errLabel string, took time.Duration) {
 	}
 }
 
+func (m *Metrics) kubeRequest(method string) {
+	if m != nil {
+		m.kubeRequests.WithLabelValues(method).Inc()
+	}
+}
+
+func (m *Metrics) throttled(d time.Duration) {
+	if m != nil {
+		m.throttledSeconds.Add(d.Seconds())
+	}
+}
+
+// intervalRatio records the time between two reconciles of one key over
+// the sync period.
+func (m *Metrics) intervalRatio(r float64) {
+	if m != nil {
+		m.interval.Observe(r)
+	}
+}
+
 // present counts the Autoscaler namespace/name as reconciled.
 func (m *Metrics) present(namespace, name string) {
 	if m == nil {
 		return
 	}
+	key := namespace + "/" + name
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.known[namespace+"/"+name] = struct{}{}
-	m.autoscalers.Set(float64(len(m.known)))
+	if _, ok := m.targets[key]; !ok {
+		m.targets[key] = &targetSeries{}
+		m.autoscalers.Set(float64(len(m.targets)))
+	}
 }
 
 // gone removes a deleted Autoscaler and its series.
@@ -180,34 +243,43 @@ func (m *Metrics) gone(namespace, name string) {
 	if m == nil {
 		return
 	}
+	key := namespace + "/" + name
 	m.mu.Lock()
-	delete(m.known, namespace+"/"+name)
-	m.autoscalers.Set(float64(len(m.known)))
-	m.mu.Unlock()
-	target := prometheus.Labels{"namespace": namespace, "hpa_name": name}
-	m.desired.DeletePartialMatch(target)
-	m.proposed.DeletePartialMatch(target)
-	m.limited.DeletePartialMatch(target)
+	defer m.mu.Unlock()
+	ts := m.targets[key]
+	delete(m.targets, key)
+	m.autoscalers.Set(float64(len(m.targets)))
+	m.desired.DeleteLabelValues(namespace, name)
+	if ts == nil {
+		return
+	}
+	for _, lv := range ts.proposed {
+		m.proposed.DeleteLabelValues(lv...)
+	}
+	for _, lv := range ts.limited {
+		m.limited.DeleteLabelValues(lv...)
+	}
 }
 
 // decided records the decision rec made for the Autoscaler namespace/name
 // with spec metrics specs at current replicas; took are the metrics' fetch
-// times, index-aligned with specs.
+// times, index-aligned with specs. The series of the previous decision
+// that this one does not set again are deleted.
 func (m *Metrics) decided(namespace, name string, specs []autoscalingv2.MetricSpec, current int32, rec *Recommendation, took []time.Duration) {
 	if m == nil {
 		return
 	}
-	target := prometheus.Labels{"namespace": namespace, "hpa_name": name}
-	m.desired.With(target).Set(float64(rec.DesiredReplicas))
-	m.proposed.DeletePartialMatch(target)
-	m.limited.DeletePartialMatch(target)
+	m.desired.WithLabelValues(namespace, name).Set(float64(rec.DesiredReplicas))
+	var next targetSeries
 	for i := range specs {
 		typ := string(specs[i].Type)
 		action, errLabel := actionNone, errorInternal
 		if i < len(rec.Metrics) && !rec.Metrics[i].Failed {
 			p := rec.Metrics[i].Proposal
 			action, errLabel = actionOf(true, p, current), errorNone
-			m.proposed.WithLabelValues(namespace, name, strconv.Itoa(i), typ, metricName(&specs[i])).Set(float64(p))
+			lv := []string{namespace, name, strconv.Itoa(i), typ, metricName(&specs[i])}
+			m.proposed.WithLabelValues(lv...).Set(float64(p))
+			next.proposed = append(next.proposed, lv)
 		}
 		m.computations.WithLabelValues(action, errLabel, typ).Inc()
 		if i < len(took) {
@@ -215,7 +287,36 @@ func (m *Metrics) decided(namespace, name string, specs []autoscalingv2.MetricSp
 		}
 	}
 	for _, s := range rec.Explanation.Steps {
-		m.limited.WithLabelValues(namespace, name, s.Kind, s.Reason).Set(1)
+		lv := []string{namespace, name, s.Kind, s.Reason}
+		m.limited.WithLabelValues(lv...).Set(1)
+		next.limited = append(next.limited, lv)
+	}
+	key := namespace + "/" + name
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	prev := m.targets[key]
+	if prev == nil {
+		// Deleted meanwhile: gone has run, so nothing may stay behind.
+		for _, lv := range next.proposed {
+			m.proposed.DeleteLabelValues(lv...)
+		}
+		for _, lv := range next.limited {
+			m.limited.DeleteLabelValues(lv...)
+		}
+		m.desired.DeleteLabelValues(namespace, name)
+		return
+	}
+	deleteStale(m.proposed, prev.proposed, next.proposed)
+	deleteStale(m.limited, prev.limited, next.limited)
+	*prev = next
+}
+
+// deleteStale deletes from vec the series of prev that are not in next.
+func deleteStale(vec *prometheus.GaugeVec, prev, next [][]string) {
+	for _, lv := range prev {
+		if !slices.ContainsFunc(next, func(n []string) bool { return slices.Equal(n, lv) }) {
+			vec.DeleteLabelValues(lv...)
+		}
 	}
 }
 

@@ -56,18 +56,15 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 	if !exists {
 		return c.deleted(ctx, key, target)
 	}
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		c.opts.Prometheus.reconciled(resultError)
-		return fmt.Errorf("%w: unexpected object %T", errTerminal, obj)
-	}
-	a, err := v1alpha1.FromUnstructured(u)
+	a, err := autoscalerOf(obj)
 	if err != nil {
 		c.opts.Prometheus.reconciled(resultError)
 		return fmt.Errorf("%w: %v", errTerminal, err)
 	}
 	start := time.Now()
-	r := &run{c: c, u: u, a: a, target: target, now: metav1.NewTime(c.opts.Clock.Now()), key: key, action: actionNone}
+	now := c.opts.Clock.Now()
+	c.started(key, now)
+	r := &run{c: c, a: a, target: target, now: metav1.NewTime(now), key: key, action: actionNone}
 	r.status = *a.Status.DeepCopy()
 	c.opts.Prometheus.present(namespace, name)
 	result, err := r.reconcile(ctx)
@@ -76,10 +73,40 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 	return err
 }
 
+// autoscalerOf is the Autoscaler of a cached object: the cache holds
+// typed objects (typedAutoscaler), or the dynamic client's form for one
+// that did not convert.
+func autoscalerOf(obj any) (*v1alpha1.Autoscaler, error) {
+	switch o := obj.(type) {
+	case *v1alpha1.Autoscaler:
+		return o, nil
+	case *unstructured.Unstructured:
+		return v1alpha1.FromUnstructured(o)
+	}
+	return nil, fmt.Errorf("unexpected object %T", obj)
+}
+
+// started records that key's reconcile started at now and the interval
+// since its previous one.
+func (c *Controller) started(key string, now time.Time) {
+	c.mu.Lock()
+	ks := c.keys[key]
+	if ks == nil {
+		ks = &keyState{}
+		c.keys[key] = ks
+	}
+	prev := ks.started
+	ks.started = now
+	c.mu.Unlock()
+	if !prev.IsZero() {
+		c.opts.Prometheus.intervalRatio(float64(now.Sub(prev)) / float64(c.opts.SyncPeriod))
+	}
+}
+
 // deleted tells the service a deleted Autoscaler's history can go.
 func (c *Controller) deleted(ctx context.Context, key string, target Target) error {
 	c.mu.Lock()
-	delete(c.lastReplicas, key)
+	delete(c.keys, key)
 	c.mu.Unlock()
 	callCtx, cancel := context.WithTimeout(ctx, c.opts.RecommendTimeout)
 	defer cancel()
@@ -95,8 +122,8 @@ func (c *Controller) deleted(ctx context.Context, key string, target Target) err
 
 // run is one reconcile of one Autoscaler.
 type run struct {
-	c      *Controller
-	u      *unstructured.Unstructured
+	c *Controller
+	// a is the cached Autoscaler: shared, never modified.
 	a      *v1alpha1.Autoscaler
 	target Target
 	key    string
@@ -124,7 +151,7 @@ func (r *run) errorLabel(result string) string {
 }
 
 func (r *run) event(eventtype, reason, action, note string, args ...any) {
-	r.c.opts.Events.Eventf(r.u, nil, eventtype, reason, action, note, args...)
+	r.c.opts.Events.Eventf(r.a, nil, eventtype, reason, action, note, args...)
 }
 
 func (r *run) reconcile(ctx context.Context) (string, error) {
@@ -235,9 +262,7 @@ func (r *run) reconcile(ctx context.Context) (string, error) {
 		logger.Info("agent: rescaled", "target", r.status.Reference, "from", current, "to", rec.DesiredReplicas, "reason", rec.Reason)
 		r.observe(ctx, &Observation{Target: r.target, DecisionID: rec.DecisionID, Kind: ObservedApplied, From: current, To: rec.DesiredReplicas, At: r.c.opts.Clock.Now()})
 	}
-	r.c.mu.Lock()
-	r.c.lastReplicas[r.key] = leftAt
-	r.c.mu.Unlock()
+	r.c.setReplicas(r.key, leftAt)
 	if err := r.writeStatus(ctx); err != nil {
 		return resultError, err
 	}
@@ -247,13 +272,25 @@ func (r *run) reconcile(ctx context.Context) (string, error) {
 // observeExternal reports a change of spec.replicas made by someone else
 // since the last reconcile.
 func (r *run) observeExternal(ctx context.Context, current int32) {
-	r.c.mu.Lock()
-	last, known := r.c.lastReplicas[r.key]
-	r.c.lastReplicas[r.key] = current
-	r.c.mu.Unlock()
+	last, known := r.c.setReplicas(r.key, current)
 	if known && last != current {
 		r.observe(ctx, &Observation{Target: r.target, Kind: ObservedExternal, From: last, To: current, At: r.c.opts.Clock.Now()})
 	}
+}
+
+// setReplicas records the target's spec.replicas as the agent leaves it
+// and returns the previous value, if known.
+func (c *Controller) setReplicas(key string, replicas int32) (last int32, known bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ks := c.keys[key]
+	if ks == nil {
+		ks = &keyState{}
+		c.keys[key] = ks
+	}
+	last, known = ks.replicas, ks.known
+	ks.replicas, ks.known = replicas, true
+	return last, known
 }
 
 // observe sends an observation; a failure is logged, not retried: the
@@ -352,9 +389,11 @@ func explanationOf(rec *Recommendation, dryRun bool, current int32) *v1alpha1.Ex
 	return &e
 }
 
-// writeStatus writes r.status when it differs from the object's, retrying
-// on conflict with a fresh read.
+// writeStatus writes r.status when it differs from the object's at the
+// API's precision (times in whole seconds), retrying on conflict with a
+// fresh read. An unchanged status costs no request.
 func (r *run) writeStatus(ctx context.Context) error {
+	atAPIPrecision(&r.status)
 	if equality.Semantic.DeepEqual(r.a.Status, r.status) {
 		return nil
 	}
@@ -363,12 +402,15 @@ func (r *run) writeStatus(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	obj := r.u.DeepCopy()
+	obj, err := v1alpha1.ToUnstructured(&v1alpha1.Autoscaler{TypeMeta: r.a.TypeMeta, ObjectMeta: r.a.ObjectMeta, Spec: r.a.Spec})
+	if err != nil {
+		return err
+	}
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if err := unstructured.SetNestedField(obj.Object, st, "status"); err != nil {
 			return err
 		}
-		_, err := client.UpdateStatus(ctx, obj, metav1.UpdateOptions{})
+		_, err := client.UpdateStatus(ctx, obj, metav1.UpdateOptions{FieldManager: fieldManager})
 		if apierrors.IsConflict(err) {
 			fresh, gerr := client.Get(ctx, r.a.Name, metav1.GetOptions{})
 			if gerr != nil {
@@ -379,12 +421,28 @@ func (r *run) writeStatus(ctx context.Context) error {
 		return err
 	})
 	if err != nil {
-		if !apierrors.IsNotFound(err) {
+		if !apierrors.IsNotFound(err) && ctx.Err() == nil {
 			r.event(corev1.EventTypeWarning, "FailedUpdateStatus", actionStatus, "%s", err.Error())
 		}
 		return fmt.Errorf("agent: update status: %w", err)
 	}
 	return nil
+}
+
+// fieldManager names the agent in the managed fields of what it writes.
+const fieldManager = "setpoint-agent"
+
+// atAPIPrecision rounds the times of s as the API server stores them
+// (RFC 3339, whole seconds), so a status equal to the stored one compares
+// equal.
+func atAPIPrecision(s *v1alpha1.AutoscalerStatus) {
+	for i := range s.Conditions {
+		s.Conditions[i].LastTransitionTime = s.Conditions[i].LastTransitionTime.Rfc3339Copy()
+	}
+	if s.LastScaleTime != nil {
+		t := s.LastScaleTime.Rfc3339Copy()
+		s.LastScaleTime = &t
+	}
 }
 
 func toUnstructuredStatus(s *v1alpha1.AutoscalerStatus) (map[string]any, error) {

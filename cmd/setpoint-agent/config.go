@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -38,6 +39,10 @@ type Config struct {
 	RecommendTimeout time.Duration
 	// Workers is how many Autoscalers are reconciled concurrently.
 	Workers int
+	// KubeAPIQPS and KubeAPIBurst limit the requests to the Kubernetes API,
+	// all clients together.
+	KubeAPIQPS   float64
+	KubeAPIBurst int
 	// Tolerance, CPUInitializationPeriod, InitialReadinessDelay and
 	// DownscaleStabilizationWindow are sent in each request; unset lets
 	// the service apply the Kubernetes defaults.
@@ -80,6 +85,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.SyncPeriod, "sync-period", agent.DefaultSyncPeriod, "how often every Autoscaler is reconciled")
 	fs.DurationVar(&c.RecommendTimeout, "recommend-timeout", agent.DefaultRecommendTimeout, "deadline of each call to the service")
 	fs.IntVar(&c.Workers, "workers", agent.DefaultWorkers, "Autoscalers reconciled concurrently")
+	fs.Float64Var(&c.KubeAPIQPS, "kube-api-qps", agent.DefaultKubeQPS, "requests per second to the Kubernetes API, all clients together (an unchanged reconcile makes 2)")
+	fs.IntVar(&c.KubeAPIBurst, "kube-api-burst", agent.DefaultKubeBurst, "requests to the Kubernetes API allowed at once above -kube-api-qps")
 	fs.Var(&c.Tolerance, "tolerance", "default tolerance of the usage ratio, a fraction (0.1 is 10%); unset: the service's default")
 	fs.Var(&c.CPUInitializationPeriod, "cpu-initialization-period", "period after a pod starts during which its CPU samples are checked against readiness; unset: the service's default")
 	fs.Var(&c.InitialReadinessDelay, "initial-readiness-delay", "period after a pod starts during which an unready pod counts as never ready; unset: the service's default")
@@ -120,6 +127,9 @@ func (c *Config) Validate() error {
 	if c.Workers < 1 {
 		errs = append(errs, errors.New("-workers must be at least 1"))
 	}
+	if c.KubeAPIQPS <= 0 || c.KubeAPIBurst < 1 {
+		errs = append(errs, errors.New("-kube-api-qps must be positive and -kube-api-burst at least 1"))
+	}
 	if c.Tolerance.set && (c.Tolerance.v < 0 || c.Tolerance.v >= 1) {
 		errs = append(errs, errors.New("-tolerance must be in [0, 1)"))
 	}
@@ -141,6 +151,57 @@ func (c *Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// flagGroups orders the agent's flags in -help; every flag RegisterFlags
+// registers is in one group.
+var flagGroups = []struct {
+	title string
+	flags []string
+}{
+	{"Setpoint service", []string{"service-address", "insecure", "tls-ca-file", "tls-cert-file", "tls-key-file", "tls-server-name", "token-file", "recommend-timeout"}},
+	{"Kubernetes", []string{"kubeconfig", "namespace", "cluster-name", "kube-api-qps", "kube-api-burst"}},
+	{"Reconciling", []string{"sync-period", "workers"}},
+	{"Decision settings (sent with each request; unset: the service's default)", []string{"tolerance", "cpu-initialization-period", "initial-readiness-delay", "downscale-stabilization-window"}},
+	{"Leader election", []string{"leader-elect", "leader-election-namespace", "leader-election-name", "leader-election-identity", "leader-election-lease-duration", "leader-election-renew-deadline", "leader-election-retry-period"}},
+	{"Serving", []string{"metrics-address"}},
+}
+
+// usage writes -help: the agent's flags by group, one line each, then the
+// names of the logging flags (logging) on a line of their own.
+func usage(w io.Writer, fs, logging *flag.FlagSet) {
+	fmt.Fprintf(w, "Usage: %s [flags]\n\nReconciles Autoscaler resources with decisions from the Setpoint service.\n", fs.Name())
+	for _, g := range flagGroups {
+		fmt.Fprintf(w, "\n%s:\n", g.title)
+		for _, name := range g.flags {
+			f := fs.Lookup(name)
+			if f == nil {
+				continue
+			}
+			typ, text := flag.UnquoteUsage(f)
+			switch f.Value.(type) {
+			case *optFloat:
+				typ = "float"
+			case *optDuration:
+				typ = "duration"
+			}
+			left := "-" + f.Name
+			if typ != "" {
+				left += " " + typ
+			}
+			if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" {
+				text += " (default " + f.DefValue + ")"
+			}
+			fmt.Fprintf(w, "  %-42s %s\n", left, text)
+		}
+	}
+	var names []string
+	logging.VisitAll(func(f *flag.Flag) {
+		if f.Name != "v" {
+			names = append(names, "-"+f.Name)
+		}
+	})
+	fmt.Fprintf(w, "\nLogging (klog): -v LEVEL sets the verbosity; also %s.\n", strings.Join(names, ", "))
 }
 
 // Settings returns the controller settings sent in each request.

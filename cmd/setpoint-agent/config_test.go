@@ -2,8 +2,13 @@ package main
 
 import (
 	"flag"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/klog/v2"
 )
 
 func parse(t *testing.T, args ...string) *Config {
@@ -56,6 +61,72 @@ func TestValidateRejects(t *testing.T) {
 			c := parse(t, append([]string{"-leader-election-identity=a"}, args...)...)
 			if err := c.Validate(); err == nil {
 				t.Errorf("Validate accepted %v", args)
+			}
+		})
+	}
+}
+
+// TestUsage checks -help: every flag in a group, the agent's flags first
+// and the logging flags only named at the end.
+func TestUsage(t *testing.T) {
+	fs := flag.NewFlagSet("setpoint-agent", flag.ContinueOnError)
+	var c Config
+	c.RegisterFlags(fs)
+	logging := flag.NewFlagSet("logging", flag.ContinueOnError)
+	klog.InitFlags(logging)
+	grouped := map[string]bool{}
+	for _, g := range flagGroups {
+		for _, name := range g.flags {
+			grouped[name] = true
+		}
+	}
+	fs.VisitAll(func(f *flag.Flag) {
+		if !grouped[f.Name] {
+			t.Errorf("flag -%s is in no group of -help", f.Name)
+		}
+	})
+	var b strings.Builder
+	usage(&b, fs, logging)
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if len(lines) > 50 {
+		t.Errorf("-help prints %d lines, want at most 50", len(lines))
+	}
+	for i, l := range lines[:len(lines)-1] {
+		if strings.Contains(l, "log_file") || strings.Contains(l, "vmodule") {
+			t.Errorf("line %d names a logging flag before the last line: %q", i+1, l)
+		}
+	}
+	for _, want := range []string{"-kube-api-qps float", "-workers int", "-tolerance float", "(default 15s)"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("-help lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
+// TestKubeConfigErrors checks a missing or empty Kubernetes configuration
+// is named with what to do, not client-go's KUBERNETES_MASTER hint.
+func TestKubeConfigErrors(t *testing.T) {
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	t.Setenv("KUBERNETES_SERVICE_PORT", "")
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name, path, want string
+	}{
+		{"none outside a pod", "", "pass -kubeconfig FILE"},
+		{"missing file", filepath.Join(dir, "nope"), "no such file"},
+		{"empty file", empty, "names no cluster"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := kubeConfig(tt.path)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), "KUBERNETES_MASTER") {
+				t.Errorf("error %q, want one containing %q and not KUBERNETES_MASTER", err, tt.want)
 			}
 		})
 	}

@@ -22,6 +22,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -49,7 +50,10 @@ func main() {
 	fs := flag.NewFlagSet("setpoint-agent", flag.ExitOnError)
 	var cfg Config
 	cfg.RegisterFlags(fs)
-	klog.InitFlags(fs)
+	logging := flag.NewFlagSet("logging", flag.ExitOnError)
+	klog.InitFlags(logging)
+	logging.VisitAll(func(f *flag.Flag) { fs.Var(f.Value, f.Name, f.Usage) })
+	fs.Usage = func() { usage(fs.Output(), fs, logging) }
 	_ = fs.Parse(os.Args[1:])
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "setpoint-agent:", err)
@@ -72,7 +76,12 @@ func run(ctx context.Context, cfg *Config) error {
 		return err
 	}
 	restCfg.UserAgent = "setpoint-agent"
-	clients, err := agent.NewKubeClients(restCfg)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)})),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := agent.NewMetrics(reg)
+	clients, err := agent.NewKubeClients(restCfg, agent.KubeClientOptions{QPS: float32(cfg.KubeAPIQPS), Burst: cfg.KubeAPIBurst, Prometheus: metrics})
 	if err != nil {
 		return err
 	}
@@ -88,10 +97,6 @@ func run(ctx context.Context, cfg *Config) error {
 	}
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(scheme.Scheme, "setpoint-agent")
-
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics := agent.NewMetrics(reg)
 
 	var (
 		current atomic.Pointer[agent.Controller]
@@ -164,17 +169,30 @@ func run(ctx context.Context, cfg *Config) error {
 	return err
 }
 
+// kubeConfig is the Kubernetes client configuration: the kubeconfig file
+// at path, or the pod's in-cluster configuration when path is empty. Its
+// errors say what is missing and what to do.
 func kubeConfig(path string) (*rest.Config, error) {
 	if path == "" {
 		cfg, err := rest.InClusterConfig()
+		if errors.Is(err, rest.ErrNotInCluster) {
+			return nil, errors.New("setpoint-agent: no Kubernetes configuration: -kubeconfig is not set and this is not a pod " +
+				"(KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are unset); outside a cluster pass -kubeconfig FILE, e.g. -kubeconfig $HOME/.kube/config")
+		}
 		if err != nil {
-			return nil, fmt.Errorf("setpoint-agent: in-cluster config (use -kubeconfig outside a cluster): %w", err)
+			return nil, fmt.Errorf("setpoint-agent: in-cluster configuration (the pod's service account): %w", err)
 		}
 		return cfg, nil
 	}
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("setpoint-agent: -kubeconfig %s: %w", path, err)
+	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if clientcmd.IsEmptyConfig(err) {
+		return nil, fmt.Errorf("setpoint-agent: -kubeconfig %s names no cluster: it needs a current-context whose cluster has a server address", path)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("setpoint-agent: kubeconfig %s: %w", path, err)
+		return nil, fmt.Errorf("setpoint-agent: -kubeconfig %s: %w", path, err)
 	}
 	return cfg, nil
 }

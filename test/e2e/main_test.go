@@ -294,7 +294,8 @@ func agentOptions(t *testing.T, ns string, cfg agentConfig) (agent.Options, func
 	if restCfg == nil {
 		restCfg = env.cluster.Config()
 	}
-	clients, err := agent.NewKubeClients(restCfg)
+	// The shipped client settings: the harness's own QPS is replaced.
+	clients, err := agent.NewKubeClients(restCfg, agent.KubeClientOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
