@@ -7,7 +7,7 @@ CORPUS   ?= testdata/conformance/scenarios
 NPM      ?= npm
 TS       := clients/ts
 
-.PHONY: load help run generate lint check-generated vet kube-binaries ts-deps test test-ts conformance bench fuzz fuzz-short crash
+.PHONY: agent-scale load help run generate lint check-generated vet kube-binaries ts-deps test test-ts conformance bench fuzz fuzz-short crash
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -59,6 +59,11 @@ bench: ## Go benchmarks of the engine, the store and the server
 
 load: ## setpoint-bench: 64 in flight over gRPC against the no-op baseline, 3 rounds of 5 s (docs/benchmarks.md)
 	$(GO) run ./cmd/setpoint-bench -concurrency 64 -duration 5s -rounds 3 -baseline
+
+agent-scale: kube-binaries ## setpoint-agent on its defaults against the real kube-apiserver with N = 100 … 5,000 Autoscalers (minutes; not in CI; docs/benchmarks.md)
+	$(GO) run ./test/agentscale -n $(AGENT_SCALE_N)
+
+AGENT_SCALE_N ?= 100,500,1000,2000,5000
 
 # Every fuzz target, as package:Target:executions. `make fuzz` runs each for
 # FUZZTIME; CI (`make fuzz-short`) runs each for its count of executions,

@@ -30,7 +30,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -39,7 +38,6 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
-	"sigs.k8s.io/yaml"
 
 	"github.com/setpointhq/setpoint/agent"
 	"github.com/setpointhq/setpoint/agent/api/v1alpha1"
@@ -139,40 +137,12 @@ func installCRDs(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	crds := []string{string(b), widgetCRD}
-	res := env.dyn.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
-	for _, doc := range crds {
-		var obj map[string]any
-		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+	for _, doc := range [][]byte{b, []byte(widgetCRD)} {
+		if err := env.cluster.InstallCRD(ctx, doc); err != nil {
 			return err
 		}
-		u := &unstructured.Unstructured{Object: obj}
-		if _, err := res.Create(ctx, u, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("create CRD %s: %w", u.GetName(), err)
-		}
-		if err := testkit.Poll(ctx, 30*time.Second, func() error {
-			got, err := res.Get(ctx, u.GetName(), metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
-			for _, c := range conds {
-				m, _ := c.(map[string]any)
-				if m["type"] == "Established" && m["status"] == "True" {
-					return nil
-				}
-			}
-			return fmt.Errorf("conditions %v", conds)
-		}); err != nil {
-			return fmt.Errorf("CRD %s not established: %w", u.GetName(), err)
-		}
 	}
-	// Discovery must show the new resources before agents start.
-	return testkit.Poll(ctx, 30*time.Second, func() error {
-		_, err1 := env.kube.Discovery().ServerResourcesForGroupVersion("setpoint.dev/v1alpha1")
-		_, err2 := env.kube.Discovery().ServerResourcesForGroupVersion("e2e.setpoint.dev/v1")
-		return errors.Join(err1, err2)
-	})
+	return nil
 }
 
 const widgetCRD = `

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"context"
+	"math"
+	"os"
+	"testing"
+	"time"
+)
+
+// TestSmallScale runs the benchmark at N = 20 with a 2 s sync period, so
+// the harness stays working and the agent's per-reconcile costs are
+// checked in CI: every Autoscaler gets a status, an unchanged reconcile
+// makes at most 2 requests and writes no status, and stopping logs
+// nothing per key.
+func TestSmallScale(t *testing.T) {
+	if os.Getenv("SETPOINT_E2E_SKIP") != "" {
+		t.Skip("SETPOINT_E2E_SKIP is set")
+	}
+	cfg := config{counts: []int{20}, syncPeriod: 2 * time.Second, window: 4 * time.Second, podsPer: 2, log: t.Logf}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	points, err := run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := points[0]
+	t.Logf("%+v", p)
+	if p.reconcilesPerSec <= 0 || math.IsNaN(p.intervalP50) {
+		t.Errorf("no steady reconciles: %+v", p)
+	}
+	if p.requestsPerReconcile > 2.2 || p.writesPerReconcile > 0.05 {
+		t.Errorf("requests per unchanged reconcile = %.2f (status writes %.2f), want ≤ 2 and none", p.requestsPerReconcile, p.writesPerReconcile)
+	}
+	if p.stopErrors != 0 || p.stopKeyLines != 0 {
+		t.Errorf("stopping logged %d error lines and %d per-key lines, want none", p.stopErrors, p.stopKeyLines)
+	}
+}
+
+func TestQuantile(t *testing.T) {
+	buckets := map[float64]float64{0.5: 0, 1: 50, 1.2: 99, 2: 100, math.Inf(1): 100}
+	tests := []struct {
+		q, want float64
+	}{
+		{0.5, 1},
+		{0.25, 0.75},
+		{0.99, 1.2},
+		{1, 2},
+	}
+	for _, tt := range tests {
+		if got := quantile(buckets, tt.q); math.Abs(got-tt.want) > 1e-9 {
+			t.Errorf("quantile(%v) = %v, want %v", tt.q, got, tt.want)
+		}
+	}
+}
