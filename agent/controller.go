@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -192,6 +193,9 @@ func New(opts Options) (*Controller, error) {
 	// at each reconcile and never reacts to them, as the HPA controller.
 	c.podFactory = informers.NewSharedInformerFactoryWithOptions(opts.Kube, 0, informers.WithNamespace(opts.Namespace))
 	podInformer := c.podFactory.Core().V1().Pods()
+	if err := podInformer.Informer().SetTransform(trimPod); err != nil {
+		return nil, fmt.Errorf("agent: pod cache: %w", err)
+	}
 	c.pods = podInformer.Lister()
 	c.podsSynced = podInformer.Informer().HasSynced
 	return c, nil
@@ -336,6 +340,45 @@ type keyState struct {
 	known    bool
 	// started is when the last reconcile started.
 	started time.Time
+}
+
+// trimPod is the pod cache's transform: it keeps what the HPA reads of a
+// pod (podOf: name, labels, deletion, phase, start time, conditions, the
+// containers' names and requests, sidecar restart policy, overhead and
+// pod-level resources) and drops the rest — managed fields, annotations,
+// images, env, volumes, container statuses — which is most of a real
+// pod's size. A field the request starts to carry must be kept here too
+// (TestTrimPodKeepsRequest).
+func trimPod(obj any) (any, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	out := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
+			Labels: p.Labels, DeletionTimestamp: p.DeletionTimestamp,
+		},
+		Spec: corev1.PodSpec{
+			Containers:     trimContainers(p.Spec.Containers),
+			InitContainers: trimContainers(p.Spec.InitContainers),
+			Overhead:       p.Spec.Overhead,
+			Resources:      p.Spec.Resources,
+		},
+		Status: corev1.PodStatus{Phase: p.Status.Phase, StartTime: p.Status.StartTime, Conditions: p.Status.Conditions},
+	}
+	return out, nil
+}
+
+func trimContainers(cs []corev1.Container) []corev1.Container {
+	if cs == nil {
+		return nil
+	}
+	out := make([]corev1.Container, len(cs))
+	for i, c := range cs {
+		out[i] = corev1.Container{Name: c.Name, Resources: corev1.ResourceRequirements{Requests: c.Resources.Requests}, RestartPolicy: c.RestartPolicy}
+	}
+	return out
 }
 
 // typedAutoscaler is the autoscaler cache's transform: it stores

@@ -9,8 +9,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/testing/protocmp"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/flowcontrol"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -236,5 +238,43 @@ func TestLoggedLimiterCountsWaits(t *testing.T) {
 	defer l.mu.Unlock()
 	if l.logged.IsZero() {
 		t.Error("no log line for requests the limit delayed")
+	}
+}
+
+// TestTrimPodKeepsRequest checks the pod cache keeps everything the
+// request carries of a pod.
+func TestTrimPodKeepsRequest(t *testing.T) {
+	started := metav1.NewTime(now.Add(-time.Hour))
+	always := corev1.ContainerRestartPolicyAlways
+	cpu := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")}
+	full := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: "ns", Name: "web-1", Labels: map[string]string{"app": "web"},
+			Annotations:       map[string]string{"kubectl.kubernetes.io/last-applied-configuration": strings.Repeat("x", 1000)},
+			ManagedFields:     []metav1.ManagedFieldsEntry{{Manager: "kubelet"}},
+			DeletionTimestamp: &started,
+		},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "app", Image: "app:1", Env: []corev1.EnvVar{{Name: "A", Value: "b"}},
+				Resources: corev1.ResourceRequirements{Requests: cpu, Limits: cpu}}},
+			InitContainers: []corev1.Container{
+				{Name: "proxy", RestartPolicy: &always, Resources: corev1.ResourceRequirements{Requests: cpu}},
+				{Name: "init", Resources: corev1.ResourceRequirements{Requests: cpu}},
+			},
+			Overhead:  cpu,
+			Resources: &corev1.ResourceRequirements{Requests: cpu},
+		},
+		Status: corev1.PodStatus{
+			Phase: corev1.PodRunning, StartTime: &started,
+			Conditions:        []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: started}},
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "app", Image: "app:1"}},
+		},
+	}
+	trimmed, err := trimPod(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(podOf(full), podOf(trimmed.(*corev1.Pod)), protocmp.Transform()); diff != "" {
+		t.Errorf("request pod from the trimmed cache (-full +trimmed):\n%s", diff)
 	}
 }
