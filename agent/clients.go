@@ -23,16 +23,18 @@ import (
 
 // Defaults of KubeClientOptions. An unchanged reconcile makes 2 requests
 // (the Scale and the pod metrics), a changed one 3 or more (status, Scale
-// update, Events): 500 requests/s serve about 170–250 reconciles/s, that
-// is 2,500–3,750 Autoscalers at the 15 s sync period, more than one
-// 2-core agent reconciles (docs/benchmarks.md, "Agent at scale").
+// update, Events). N Autoscalers at sync period P need about 2N/P
+// requests/s: 1,000/s serve 7,500 at the 15 s default (2 × 7,500 / 15 =
+// 1,000), more than a 2-core agent's machine reconciles
+// (docs/benchmarks.md, "Agent at scale"); the burst absorbs the first
+// round after a start, when every Autoscaler is reconciled at once.
 const (
 	// DefaultKubeQPS is the agent's sustained rate of requests to the
 	// Kubernetes API, all clients together, per second.
-	DefaultKubeQPS = 500
+	DefaultKubeQPS = 1000
 	// DefaultKubeBurst is how many requests may go at once above
 	// DefaultKubeQPS.
-	DefaultKubeBurst = 1000
+	DefaultKubeBurst = 2000
 )
 
 // throttleLogInterval is how often at most the agent logs that the

@@ -64,6 +64,8 @@ type Config struct {
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// MetricsAddress serves /metrics, /healthz and /readyz.
 	MetricsAddress string
+	// Profiling serves Go's /debug/pprof/ on MetricsAddress.
+	Profiling bool
 }
 
 // RegisterFlags registers the configuration's flags on fs with their
@@ -101,6 +103,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.RenewDeadline, "leader-election-renew-deadline", 10*time.Second, "how long the leader retries renewing before giving up")
 	fs.DurationVar(&c.RetryPeriod, "leader-election-retry-period", 2*time.Second, "how often acquiring or renewing the lease is tried")
 	fs.StringVar(&c.MetricsAddress, "metrics-address", ":8080", "address serving /metrics, /healthz and /readyz; empty disables")
+	fs.BoolVar(&c.Profiling, "profiling", false, "also serve Go's /debug/pprof/ on -metrics-address")
 }
 
 // Validate checks the values; it reads no file and opens no connection.
@@ -164,7 +167,7 @@ var flagGroups = []struct {
 	{"Reconciling", []string{"sync-period", "workers"}},
 	{"Decision settings (sent with each request; unset: the service's default)", []string{"tolerance", "cpu-initialization-period", "initial-readiness-delay", "downscale-stabilization-window"}},
 	{"Leader election", []string{"leader-elect", "leader-election-namespace", "leader-election-name", "leader-election-identity", "leader-election-lease-duration", "leader-election-renew-deadline", "leader-election-retry-period"}},
-	{"Serving", []string{"metrics-address"}},
+	{"Serving", []string{"metrics-address", "profiling"}},
 }
 
 // usage writes -help: the agent's flags by group, one line each, then the

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"regexp"
@@ -104,7 +105,7 @@ func run(ctx context.Context, cfg *Config) error {
 	)
 	healthz := leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
 	if cfg.MetricsAddress != "" {
-		srv, err := serveHTTP(ctx, cfg.MetricsAddress, reg, healthz, func() bool {
+		srv, err := serveHTTP(ctx, cfg.MetricsAddress, cfg.Profiling, reg, healthz, func() bool {
 			// A standby replica is ready; the leader once its caches synced.
 			if !leading.Load() {
 				return true
@@ -263,9 +264,15 @@ func (t tokenFile) GetRequestMetadata(context.Context, ...string) (map[string]st
 func (t tokenFile) RequireTransportSecurity() bool { return t.secure }
 
 // serveHTTP serves /metrics, /healthz (the leader lease's renewal) and
-// /readyz until ctx is done.
-func serveHTTP(ctx context.Context, addr string, reg *prometheus.Registry, healthz *leaderelection.HealthzAdaptor, ready func() bool) (*http.Server, error) {
+// /readyz, and with profiling /debug/pprof/, until ctx is done.
+func serveHTTP(ctx context.Context, addr string, profiling bool, reg *prometheus.Registry, healthz *leaderelection.HealthzAdaptor, ready func() bool) (*http.Server, error) {
 	mux := http.NewServeMux()
+	if profiling {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		if err := healthz.Check(r); err != nil {

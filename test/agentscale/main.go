@@ -39,6 +39,7 @@ func main() {
 	fs.DurationVar(&cfg.syncPeriod, "sync-period", 15*time.Second, "the agent's -sync-period (its default is 15s)")
 	fs.DurationVar(&cfg.window, "window", 0, "steady-state measurement window (default: 2 sync periods)")
 	fs.IntVar(&cfg.podsPer, "pods", 2, "running pods per target")
+	fs.StringVar(&cfg.profileDir, "cpuprofile-dir", "", "write the agent's CPU profile over each window to DIR/cpu-N.pprof (runs the agent with -profiling)")
 	fs.StringVar(&cfg.kubeBin, "kube-bin-dir", "", "directory of kube-apiserver and etcd (default: internal/kubetest's)")
 	_ = fs.Parse(os.Args[1:])
 	for _, s := range strings.Split(*ns, ",") {

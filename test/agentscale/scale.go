@@ -44,6 +44,9 @@ type config struct {
 	window     time.Duration
 	podsPer    int
 	kubeBin    string
+	// profileDir, when set, receives the agent's CPU profile over each
+	// window as cpu-N.pprof (the agent runs with -profiling).
+	profileDir string
 	// log reports progress.
 	log func(format string, args ...any)
 }
@@ -425,7 +428,16 @@ func (e *env) measure(ctx context.Context, n int, prefix string) (p point) {
 		return fail(err)
 	}
 	e.cfg.log("N=%d: measuring for %v", n, e.cfg.window)
+	profiled := make(chan error, 1)
+	if e.cfg.profileDir != "" {
+		go func() { profiled <- a.profile(e.cfg.window, filepath.Join(e.cfg.profileDir, fmt.Sprintf("cpu-%d.pprof", n))) }()
+	} else {
+		profiled <- nil
+	}
 	if err := sleep(ctx, e.cfg.window); err != nil {
+		return fail(err)
+	}
+	if err := <-profiled; err != nil {
 		return fail(err)
 	}
 	after, err := a.sample()
@@ -539,6 +551,9 @@ func (e *env) startAgent(n int) (*agentProc, error) {
 		"-leader-elect=false",
 		"-metrics-address", a.metricsAddr,
 	}
+	if e.cfg.profileDir != "" {
+		args = append(args, "-profiling")
+	}
 	if e.cfg.syncPeriod != 15*time.Second {
 		args = append(args, "-sync-period", e.cfg.syncPeriod.String())
 	}
@@ -559,6 +574,24 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// profile writes the agent's CPU profile over d to path.
+func (a *agentProc) profile(d time.Duration, path string) error {
+	resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", a.metricsAddr, int(d.Seconds())))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // kill ends the agent if it still runs.
