@@ -430,7 +430,9 @@ func (e *env) measure(ctx context.Context, n int, prefix string) (p point) {
 	e.cfg.log("N=%d: measuring for %v", n, e.cfg.window)
 	profiled := make(chan error, 1)
 	if e.cfg.profileDir != "" {
-		go func() { profiled <- a.profile(e.cfg.window, filepath.Join(e.cfg.profileDir, fmt.Sprintf("cpu-%d.pprof", n))) }()
+		go func() {
+			profiled <- a.profile(e.cfg.window, filepath.Join(e.cfg.profileDir, fmt.Sprintf("cpu-%d.pprof", n)))
+		}()
 	} else {
 		profiled <- nil
 	}
