@@ -14,7 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
@@ -108,6 +110,7 @@ type Controller struct {
 	autoscalers cache.SharedIndexInformer
 	podFactory  informers.SharedInformerFactory
 	pods        corelisters.PodLister
+	podIndex    cache.Indexer
 	podsSynced  cache.InformerSynced
 	queue       workqueue.TypedRateLimitingInterface[string]
 
@@ -197,7 +200,11 @@ func New(opts Options) (*Controller, error) {
 	if err := podInformer.Informer().SetTransform(trimPod); err != nil {
 		return nil, fmt.Errorf("agent: pod cache: %w", err)
 	}
+	if err := podInformer.Informer().AddIndexers(cache.Indexers{podLabelIndex: podLabelKeys}); err != nil {
+		return nil, fmt.Errorf("agent: pod cache: %w", err)
+	}
 	c.pods = podInformer.Lister()
+	c.podIndex = podInformer.Informer().GetIndexer()
 	c.podsSynced = podInformer.Informer().HasSynced
 	return c, nil
 }
@@ -341,6 +348,70 @@ type keyState struct {
 	known    bool
 	// started is when the last reconcile started.
 	started time.Time
+}
+
+// podLabelIndex indexes the pod cache by "namespace/key=value" for each
+// label of each pod, so a selector's pods are found without a scan of the
+// namespace (podsFor).
+const podLabelIndex = "namespace/label"
+
+func podLabelKeys(obj any) ([]string, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil, nil
+	}
+	keys := make([]string, 0, len(p.Labels))
+	for k, v := range p.Labels {
+		keys = append(keys, labelIndexKey(p.Namespace, k, v))
+	}
+	return keys, nil
+}
+
+func labelIndexKey(namespace, key, value string) string {
+	return namespace + "/" + key + "=" + value
+}
+
+// podsFor lists the cached pods of namespace that selector matches. When
+// the selector requires a label to equal one of some values, only the pods
+// with such a label are read (the fewest, over its requirements), so the
+// cost follows the target's pods, not the namespace's; other selectors
+// scan the namespace.
+func (c *Controller) podsFor(namespace string, selector labels.Selector) ([]*corev1.Pod, error) {
+	reqs, _ := selector.Requirements()
+	var best []string
+	found := false
+	for _, r := range reqs {
+		switch r.Operator() {
+		case selection.Equals, selection.DoubleEquals, selection.In:
+		default:
+			continue
+		}
+		var keys []string
+		for _, v := range r.Values().UnsortedList() {
+			k, err := c.podIndex.IndexKeys(podLabelIndex, labelIndexKey(namespace, r.Key(), v))
+			if err != nil {
+				return nil, err
+			}
+			keys = append(keys, k...)
+		}
+		if !found || len(keys) < len(best) {
+			best, found = keys, true
+		}
+	}
+	if !found {
+		return c.pods.Pods(namespace).List(selector)
+	}
+	pods := make([]*corev1.Pod, 0, len(best))
+	for _, key := range best {
+		obj, exists, err := c.podIndex.GetByKey(key)
+		if err != nil {
+			return nil, err
+		}
+		if p, ok := obj.(*corev1.Pod); exists && ok && selector.Matches(labels.Set(p.Labels)) {
+			pods = append(pods, p)
+		}
+	}
+	return pods, nil
 }
 
 // trimPod is the pod cache's transform: it keeps what the HPA reads of a

@@ -184,7 +184,7 @@ func (r *run) reconcile(ctx context.Context) (string, error) {
 	selector, err := labels.Parse(sc.Status.Selector)
 	var pods []*corev1.Pod
 	if err == nil && sc.Status.Selector != "" {
-		pods, err = r.c.pods.Pods(r.a.Namespace).List(selector)
+		pods, err = r.c.podsFor(r.a.Namespace, selector)
 		if err != nil {
 			return resultError, fmt.Errorf("agent: list pods: %w", err)
 		}

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/util/flowcontrol"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -276,5 +277,54 @@ func TestTrimPodKeepsRequest(t *testing.T) {
 	}
 	if diff := cmp.Diff(podOf(full), podOf(trimmed.(*corev1.Pod)), protocmp.Transform()); diff != "" {
 		t.Errorf("request pod from the trimmed cache (-full +trimmed):\n%s", diff)
+	}
+}
+
+// TestPodsForMatchesLister checks the label index finds the same pods as
+// a scan of the namespace, for selectors it serves and those it does not.
+func TestPodsForMatchesLister(t *testing.T) {
+	h := newHarness(t, testAutoscaler(), scaleUp())
+	for i, l := range []map[string]string{
+		{"app": "web", "tier": "front"},
+		{"app": "web", "tier": "back"},
+		{"app": "api"},
+		{},
+	} {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p" + string(rune('a'+i)), Labels: l}}
+		if err := h.c.podIndex.Add(p); err != nil {
+			t.Fatal(err)
+		}
+		other := p.DeepCopy()
+		other.Namespace = "other"
+		if err := h.c.podIndex.Add(other); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, sel := range []string{"app=web", "app==web,tier=front", "app in (web,api)", "app=web,tier!=front", "tier", "app notin (web)", "app=none", ""} {
+		t.Run(sel, func(t *testing.T) {
+			selector, err := labels.Parse(sel)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := h.c.pods.Pods("ns").List(selector)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := h.c.podsFor("ns", selector)
+			if err != nil {
+				t.Fatal(err)
+			}
+			names := func(ps []*corev1.Pod) []string {
+				var out []string
+				for _, p := range ps {
+					out = append(out, p.Namespace+"/"+p.Name)
+				}
+				sort.Strings(out)
+				return out
+			}
+			if diff := cmp.Diff(names(want), names(got)); diff != "" {
+				t.Errorf("podsFor(%q) (-lister +index):\n%s", sel, diff)
+			}
+		})
 	}
 }
