@@ -73,6 +73,10 @@ type point struct {
 	// throttled is the time requests waited for the client-side limit
 	// during the window.
 	throttled time.Duration
+	// busyWorkers is the mean number of reconciles in flight (reconcile
+	// time over the window) against the agent's workers; recommendShare
+	// the part of a reconcile spent waiting for the Setpoint service.
+	busyWorkers, recommendShare float64
 	// stopTime is from SIGTERM to the agent's exit; stopErrors the error
 	// lines it logged meanwhile, stopKeyLines the lines naming an
 	// Autoscaler.
@@ -458,6 +462,11 @@ func (e *env) measure(ctx context.Context, n int, prefix string) (p point) {
 	p.writesPerReconcile = (after.puts - before.puts) / reconciles
 	p.throttled = time.Duration((after.throttled - before.throttled) * float64(time.Second))
 	p.heapLive = after.heapLive
+	busy := after.reconcileSeconds - before.reconcileSeconds
+	p.busyWorkers = busy / elapsed.Seconds()
+	if busy > 0 {
+		p.recommendShare = (after.recommendSeconds - before.recommendSeconds) / busy
+	}
 	p.heapPerAutoscaler = after.heapLive / float64(n)
 	delta := map[float64]float64{}
 	for le, c := range after.interval {
@@ -652,6 +661,7 @@ func (a *agentProc) stop() (time.Duration, int, int, error) {
 type sample struct {
 	at                                              time.Time
 	reconciles, requests, puts, throttled, heapLive float64
+	reconcileSeconds, recommendSeconds              float64
 	interval                                        map[float64]float64
 	cpu                                             time.Duration
 }
@@ -680,6 +690,10 @@ func (a *agentProc) sample() (sample, error) {
 			}
 		case "setpoint_agent_kube_client_throttled_seconds_total":
 			s.throttled = value
+		case "setpoint_agent_reconciliation_duration_seconds_sum":
+			s.reconcileSeconds += value
+		case "setpoint_agent_recommend_duration_seconds_sum":
+			s.recommendSeconds += value
 		case "go_gc_heap_live_bytes":
 			s.heapLive = value
 		case "setpoint_agent_reconcile_interval_ratio_bucket":
@@ -748,17 +762,17 @@ func processCPU(pid int) (time.Duration, error) {
 // printTable writes the points as a Markdown table.
 func printTable(w io.Writer, cfg config, points []point) {
 	fmt.Fprintf(w, "\nsetpoint-agent on its defaults, sync period %v, %d pods per target, window %v\n\n", cfg.syncPeriod, cfg.podsPer, cfg.window)
-	fmt.Fprintln(w, "| N | all statuses | reconciles/s | interval p50 / p99 (× period) | agent CPU / reconcile | live heap (per Autoscaler) | API requests / reconcile (status writes) | throttled | SIGTERM: exit, error lines, per-key lines | load avg |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| N | all statuses | reconciles/s | interval p50 / p99 (× period) | agent CPU / reconcile | live heap (per Autoscaler) | API requests / reconcile (status writes) | throttled | busy workers (service share) | SIGTERM: exit, error lines, per-key lines | load avg |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, p := range points {
 		if p.err != nil {
 			fmt.Fprintf(w, "| %d | failed: %v |\n", p.n, p.err)
 			continue
 		}
-		fmt.Fprintf(w, "| %d | %.1f s | %.0f | %.2f / %.2f | %.2f ms | %.1f MB (%.1f KB) | %.2f (%.2f) | %v | %.1f s, %d, %d | %s |\n",
+		fmt.Fprintf(w, "| %d | %.1f s | %.0f | %.2f / %.2f | %.2f ms | %.1f MB (%.1f KB) | %.2f (%.2f) | %v | %.1f (%.0f%%) | %.1f s, %d, %d | %s |\n",
 			p.n, p.firstStatus.Seconds(), p.reconcilesPerSec, p.intervalP50, p.intervalP99,
 			float64(p.cpuPerReconcile)/float64(time.Millisecond), p.heapLive/1e6, p.heapPerAutoscaler/1e3,
-			p.requestsPerReconcile, p.writesPerReconcile, p.throttled.Round(time.Millisecond),
+			p.requestsPerReconcile, p.writesPerReconcile, p.throttled.Round(time.Millisecond), p.busyWorkers, 100*p.recommendShare,
 			p.stopTime.Seconds(), p.stopErrors, p.stopKeyLines, p.load)
 	}
 }
