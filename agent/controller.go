@@ -42,11 +42,15 @@ const (
 	// DefaultRecommendTimeout is the deadline of one Recommend call.
 	DefaultRecommendTimeout = 5 * time.Second
 	// DefaultWorkers is how many Autoscalers are reconciled concurrently.
-	// A reconcile mostly waits on the Kubernetes API and the service
-	// (20–150 ms under load, the service's store write included), so 20
-	// workers serve 130–1,000 reconciles/s; the HPA controller's default
-	// is 5, sized for its own in-process decisions.
-	DefaultWorkers = 20
+	// A reconcile mostly waits: on the Kubernetes API (the Scale, the pod
+	// metrics) and on the service's durable decision, 20–100 ms on a
+	// loaded machine, so reconciles/s ≈ workers / latency: 50 workers
+	// serve 500–2,500/s, 7,500 Autoscalers at 15 s even at 100 ms. Workers
+	// that wait cost little (a goroutine each), and more decisions in
+	// flight share the service's fsyncs (docs/benchmarks.md, "Agent at
+	// scale"). The HPA controller's default is 5, for decisions made in
+	// its own process.
+	DefaultWorkers = 50
 )
 
 // Options configure a Controller. Kube, Dynamic, Scales, Mapper and Service
