@@ -33,8 +33,8 @@ import (
 	"github.com/setpointhq/setpoint/agent/api/v1alpha1"
 	"github.com/setpointhq/setpoint/internal/kubetest"
 	"github.com/setpointhq/setpoint/internal/kubetest/metricsserver"
+	"github.com/setpointhq/setpoint/internal/servertest"
 	"github.com/setpointhq/setpoint/server"
-	"github.com/setpointhq/setpoint/store"
 )
 
 // config is one run of the benchmark.
@@ -185,25 +185,21 @@ func start(ctx context.Context, cfg config) (*env, func(), error) {
 		return fail(err)
 	}
 
-	st, err := store.Open(filepath.Join(dir, "setpoint.db"), store.Options{})
-	if err != nil {
-		return fail(err)
-	}
-	cleanups = append(cleanups, func() { _ = st.Close() })
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return fail(err)
-	}
+	// The Setpoint server on its defaults, its logs (warnings and above)
+	// in a file: a line per call would cost the machine more than the
+	// calls.
 	logFile, err := os.Create(filepath.Join(dir, "server.log"))
 	if err != nil {
 		return fail(err)
 	}
-	srv := server.New(st, server.Options{Logger: slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelWarn}))})
-	sctx, scancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(sctx, lis) }()
-	cleanups = append(cleanups, func() { scancel(); <-done; logFile.Close() })
-	e.serverAddr = lis.Addr().String()
+	cleanups = append(cleanups, func() { logFile.Close() })
+	srv, err := servertest.Run(servertest.Config{Dir: dir,
+		Options: server.Options{Logger: slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelWarn}))}})
+	if err != nil {
+		return fail(err)
+	}
+	cleanups = append(cleanups, func() { _ = srv.Stop() })
+	e.serverAddr = srv.Addr
 	return e, cleanup, nil
 }
 
