@@ -14,7 +14,6 @@ import (
 
 	"github.com/setpointhq/setpoint/internal/scenario"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
-	"github.com/setpointhq/setpoint/target"
 )
 
 // Result counts the scenarios of a run. A file that cannot be parsed
@@ -47,7 +46,6 @@ func Run(ctx context.Context, client setpointv1.AutoscalerServiceClient, clock *
 			client: client,
 			clock:  clock,
 			key:    &setpointv1.TargetKey{Cluster: "conformance", Namespace: sc.HPA.Namespace, Name: fmt.Sprintf("%s-%d", sc.HPA.Name, i)},
-			ref:    target.Ref{APIVersion: sc.HPA.Spec.ScaleTargetRef.APIVersion, Kind: sc.HPA.Spec.ScaleTargetRef.Kind, Name: sc.HPA.Spec.ScaleTargetRef.Name},
 		}
 		if drv.key.Namespace == "" {
 			drv.key.Namespace = "default"
