@@ -94,7 +94,7 @@ type simulation struct {
 // model, or the parsed metric values with one.
 type simStep struct {
 	at     time.Time
-	spec   engine.Spec // the spec in force at this step
+	spec   engine.Spec  // the spec in force at this step
 	in     engine.Input // without a pod model; Status is set when run
 	scale  *engine.Scale
 	values []*int64 // with a pod model: one per spec metric, nil when empty

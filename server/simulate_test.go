@@ -67,6 +67,46 @@ func TestSimulateCorruptedExpectationIsCaught(t *testing.T) {
 	}
 }
 
+// TestSimulateIgnoredSpecEditIsCaught proves Simulate follows a step's
+// spec edit: the spec-edits scenarios replay exactly with their edits, and
+// some fail when the steps' edits are dropped from the request.
+func TestSimulateIgnoredSpecEditIsCaught(t *testing.T) {
+	ts := start(t, setup{})
+	c := ts.client(t)
+	scs, lerr := scenario.LoadFile(corpus + "/spec-edits.json")
+	if lerr != nil {
+		t.Fatal(lerr)
+	}
+	caught := 0
+	for _, sc := range scs {
+		req := conformance.SimulateRequest(&sc)
+		for _, st := range req.GetSteps() {
+			st.Spec = nil
+		}
+		resp, err := c.Simulate(t.Context(), req)
+		if status.Code(err) == codes.InvalidArgument {
+			caught++ // the observations follow the edited metrics
+			continue
+		} else if err != nil {
+			t.Fatalf("%s: %v", sc.Name, err)
+		}
+		for i, r := range resp.GetSteps() {
+			got, err := conformance.Outcome(r.GetDecision())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if scenario.Compare(&sc.Steps[i].Expect, got) != nil {
+				caught++
+				break
+			}
+		}
+	}
+	if caught == 0 {
+		t.Fatalf("no spec-edits scenario differs when its edits are dropped")
+	}
+	t.Logf("%d of %d scenarios differ without their edits", caught, len(scs))
+}
+
 // legacySpec is a spec without behavior (the legacy stabilization, which
 // can raise a count to a recent recommendation): cpu at 50% utilization,
 // 1 to 100 replicas.

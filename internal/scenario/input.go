@@ -156,4 +156,3 @@ func selectorString(s *metav1.LabelSelector) string {
 	}
 	return sel.String()
 }
-
