@@ -168,7 +168,9 @@ type HorizontalPodAutoscalerSpec struct {
 	MinReplicas *int32 `protobuf:"varint,2,opt,name=min_replicas,json=minReplicas,proto3,oneof" json:"min_replicas,omitempty"`
 	// Upper replica limit, in replicas; at least 1.
 	MaxReplicas int32 `protobuf:"varint,3,opt,name=max_replicas,json=maxReplicas,proto3" json:"max_replicas,omitempty"`
-	// Metrics whose proposals are combined (the largest wins).
+	// Metrics whose proposals are combined (the largest wins); at least one.
+	// The API server's default for an HPA without metrics (cpu at 80% average
+	// utilization) is applied by the client, as the agent does.
 	Metrics []*MetricSpec `protobuf:"bytes,4,rep,name=metrics,proto3" json:"metrics,omitempty"`
 	// Scaling behavior; absent selects the legacy behavior.
 	Behavior      *HorizontalPodAutoscalerBehavior `protobuf:"bytes,5,opt,name=behavior,proto3" json:"behavior,omitempty"`

@@ -120,7 +120,9 @@ export type HorizontalPodAutoscalerSpec = Message<"setpoint.v1.HorizontalPodAuto
   maxReplicas: number;
 
   /**
-   * Metrics whose proposals are combined (the largest wins).
+   * Metrics whose proposals are combined (the largest wins); at least one.
+   * The API server's default for an HPA without metrics (cpu at 80% average
+   * utilization) is applied by the client, as the agent does.
    *
    * @generated from field: repeated setpoint.v1.MetricSpec metrics = 4;
    */
