@@ -180,8 +180,8 @@ func TestRequest(t *testing.T) {
 			in: hpa.Reading{Target: key,
 				Spec: autoscalingv2.HorizontalPodAutoscalerSpec{ScaleTargetRef: ref, MinReplicas: ptr.To[int32](2), MaxReplicas: 9,
 					Metrics: []autoscalingv2.MetricSpec{container, pods, object, external}},
-				Settings: hpa.Settings{Tolerance: ptr.To(0.05), CPUInitializationPeriod: ptr.To(time.Minute), InitialReadinessDelay: ptr.To(time.Duration(0)), DownscaleStabilizationWindow: ptr.To(2 * time.Minute)},
-				Scale:    hpa.Scale{Replicas: 2, StatusReplicas: 2, Selector: "app=web"},
+				Settings:        hpa.Settings{Tolerance: ptr.To(0.05), CPUInitializationPeriod: ptr.To(time.Minute), InitialReadinessDelay: ptr.To(time.Duration(0)), DownscaleStabilizationWindow: ptr.To(2 * time.Minute)},
+				Scale:           hpa.Scale{Replicas: 2, StatusReplicas: 2, Selector: "app=web"},
 				ResourceMetrics: hpa.ResourceMetrics{Fetched: true, Items: podMetrics},
 				Metrics: []hpa.MetricValues{
 					{},

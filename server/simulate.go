@@ -95,6 +95,7 @@ type simulation struct {
 type simStep struct {
 	at     time.Time
 	spec   engine.Spec  // the spec in force at this step
+	specAt string       // where that spec is in the request: "spec" or "steps[k].spec"
 	in     engine.Input // without a pod model; Status is set when run
 	scale  *engine.Scale
 	values []*int64 // with a pod model: one per spec metric, nil when empty
@@ -116,7 +117,13 @@ func newSimulation(req *setpointv1.SimulateRequest, lim simulateLimits) (*simula
 	if seed := req.GetSeedFrom(); seed != nil {
 		probe := &setpointv1.GetTargetRequest{Target: seed}
 		if err := probe.Validate(); err != nil {
-			addAll(verr, "seed_from", err)
+			// The probe names its own field, target; seed_from is the key.
+			var ve *setpointv1.ValidationError
+			if errors.As(err, &ve) {
+				for _, v := range ve.Violations {
+					verr.Add("seed_from"+strings.TrimPrefix(v.Field, "target"), "%s", v.Description)
+				}
+			}
 		}
 	}
 	if err := verr.Err(); err != nil {
@@ -137,7 +144,7 @@ func newSimulation(req *setpointv1.SimulateRequest, lim simulateLimits) (*simula
 		sim.replicas = pm.GetInitialReplicas()
 	}
 	var prev time.Time
-	spec, specIn := req.GetSpec(), in.Spec // the spec in force, as sent and converted
+	spec, specIn, specAt := req.GetSpec(), in.Spec, "spec" // the spec in force: as sent, converted, and where
 	for i, st := range steps {
 		f := fmt.Sprintf("steps[%d]", i)
 		if edit := st.GetSpec(); edit != nil {
@@ -150,7 +157,7 @@ func newSimulation(req *setpointv1.SimulateRequest, lim simulateLimits) (*simula
 			} else if sim.model != nil {
 				sim.model.fits(verr, f+".spec", editIn.Spec, lim.maxPods)
 			}
-			spec, specIn = edit, editIn.Spec
+			spec, specIn, specAt = edit, editIn.Spec, f+".spec"
 		}
 		var at time.Time
 		switch {
@@ -165,7 +172,7 @@ func newSimulation(req *setpointv1.SimulateRequest, lim simulateLimits) (*simula
 			}
 			prev = at
 		}
-		step := simStep{at: at, spec: specIn}
+		step := simStep{at: at, spec: specIn, specAt: specAt}
 		if sim.model != nil {
 			step.values = sim.model.values(verr, f, st, specIn)
 			if sc := st.GetScale(); sc != nil {
@@ -270,7 +277,7 @@ func (sim *simulation) run(ctx context.Context) (*setpointv1.SimulateResponse, e
 		// is recorded once; the ids are not part of the answer.
 		id := strconv.Itoa(i)
 		if err := target.Decide(&sim.rec, target.Input{Engine: in}, id, step.at); err != nil {
-			return nil, stepError(i, err)
+			return nil, stepError(i, step.specAt, err)
 		}
 		d := sim.rec.Last.Decision
 		result := &setpointv1.SimulateStepResult{
@@ -314,14 +321,21 @@ func (sim *simulation) input(step *simStep) engine.Input {
 	return sim.model.input(step.spec, sim.settings, scale, step)
 }
 
-// stepError names the step of an engine validation error.
-func stepError(i int, err error) error {
+// stepError names the field of an engine validation error of step i: a
+// field of the step's inputs, of the settings, or of the spec in force
+// (specAt: the request's, or the step's that last edited it).
+func stepError(i int, specAt string, err error) error {
 	var fe *engine.FieldError
 	if !errors.As(err, &fe) {
 		return err
 	}
-	field := apiField(fe.Field)
-	if !strings.HasPrefix(field, "spec") && !strings.HasPrefix(field, "settings") {
+	field := apiField(fe.Field, recommendRequest)
+	switch {
+	case field == "":
+		return err // not the caller's: Internal
+	case field == "spec" || strings.HasPrefix(field, "spec."):
+		field = specAt + strings.TrimPrefix(field, "spec")
+	case field != "settings" && !strings.HasPrefix(field, "settings."):
 		field = fmt.Sprintf("steps[%d].%s", i, field)
 	}
 	verr := &setpointv1.ValidationError{}

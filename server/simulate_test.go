@@ -268,7 +268,7 @@ func TestSimulateLimits(t *testing.T) {
 			spec.Metrics[0].Resource.Target.AverageUtilization = testkit.Ptr[int32](-1)
 			return &setpointv1.SimulateRequest{Spec: spec, Steps: steps(1)}
 		}(), "spec.metrics[0].resource.target.average_utilization"},
-		{"bad seed", &setpointv1.SimulateRequest{Spec: legacySpec("web"), Steps: steps(1), SeedFrom: &setpointv1.TargetKey{Cluster: "eu1"}}, "seed_from.target.namespace"},
+		{"bad seed", &setpointv1.SimulateRequest{Spec: legacySpec("web"), Steps: steps(1), SeedFrom: &setpointv1.TargetKey{Cluster: "eu1"}}, "seed_from.namespace"},
 		{"pod model too large", &setpointv1.SimulateRequest{Spec: legacySpec("web"), PodModel: &setpointv1.PodModel{InitialReplicas: 2},
 			Steps: []*setpointv1.SimulateStep{{Time: timestamppb.New(t0), MetricValues: []string{"1"}}}}, "spec.max_replicas"},
 	}

@@ -243,6 +243,10 @@ func (c *converter) quantities(field string, m map[string]string) map[string]int
 
 func (c *converter) spec(s *setpointv1.HorizontalPodAutoscalerSpec, settings engine.Settings) engine.Spec {
 	out := engine.Spec{MinReplicas: DefaultMinReplicas, MaxReplicas: s.GetMaxReplicas()}
+	if s == nil {
+		c.err.Add("spec", "must be set")
+		return out
+	}
 	if s.MinReplicas != nil {
 		out.MinReplicas = s.GetMinReplicas()
 	}
