@@ -79,13 +79,11 @@ func recommendRequest(req *Request) *setpointv1.RecommendRequest {
 			Metrics:        req.Spec.Metrics,
 			Behavior:       req.Spec.Behavior,
 		},
-		Settings:        hpa.Settings(req.Settings),
-		Scale:           hpa.Scale(req.Scale),
+		Settings:        req.Settings,
+		Scale:           req.Scale,
 		Pods:            req.Pods,
-		ResourceMetrics: hpa.ResourceMetrics(req.ResourceMetrics),
-	}
-	for _, mv := range req.Metrics {
-		r.Metrics = append(r.Metrics, hpa.MetricValues(mv))
+		ResourceMetrics: req.ResourceMetrics,
+		Metrics:         req.Metrics,
 	}
 	return hpa.Request(r)
 }
