@@ -196,10 +196,10 @@ func newSimulation(req *setpointv1.SimulateRequest, lim simulateLimits) (*simula
 				Spec: spec, Settings: req.GetSettings(), Scale: scale,
 				Pods: st.GetPods(), ResourceMetrics: st.GetResourceMetrics(), Observations: st.GetObservations(),
 			}, at)
-			if err != nil && st.GetSpec() == nil {
+			// The spec in force was converted (and any violation reported)
+			// once, where it is in the request.
+			if err := withoutSpec(err); err != nil {
 				addAll(verr, f, err)
-			} else if err != nil {
-				addAll(verr, f, withoutSpec(err)) // the edit's own violations are reported above
 			}
 			step.in = stepIn
 			if st.GetScale() != nil {
@@ -214,7 +214,8 @@ func newSimulation(req *setpointv1.SimulateRequest, lim simulateLimits) (*simula
 	return sim, nil
 }
 
-// withoutSpec drops the spec's violations from a *setpointv1.ValidationError.
+// withoutSpec drops the spec's violations from a *setpointv1.ValidationError;
+// nil when none is left.
 func withoutSpec(err error) error {
 	var ve *setpointv1.ValidationError
 	if !errors.As(err, &ve) {

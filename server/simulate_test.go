@@ -278,6 +278,26 @@ func TestSimulateLimits(t *testing.T) {
 			wantViolation(t, err, tt.field)
 		})
 	}
+
+	// An invalid edit is named once, where it is, not again at the steps
+	// it stays in force for.
+	t.Run("bad spec edit named once", func(t *testing.T) {
+		s := steps(3)
+		s[1].Spec = legacySpec("web")
+		s[1].Spec.MaxReplicas = 0
+		_, err := c.Simulate(t.Context(), &setpointv1.SimulateRequest{Spec: legacySpec("web"), Steps: s})
+		var fields []string
+		for _, d := range status.Convert(err).Details() {
+			if br, ok := d.(*errdetails.BadRequest); ok {
+				for _, v := range br.GetFieldViolations() {
+					fields = append(fields, v.GetField())
+				}
+			}
+		}
+		if !slices.Equal(fields, []string{"steps[1].spec.max_replicas"}) {
+			t.Errorf("violations %v (%v), want steps[1].spec.max_replicas alone", fields, err)
+		}
+	})
 }
 
 // TestSimulatePodModel runs metric values through the pod model: a
