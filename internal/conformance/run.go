@@ -2,6 +2,9 @@
 // Setpoint server over gRPC: the check that the service, not only the
 // engine, answers like the Kubernetes controller.
 //
+// Each step is sent as the RecommendRequest the agent would send for what
+// the controller read (package hpa, with the spec in force at that step:
+// a step may edit it), and an applied rescale is reported with Observe.
 // Every scenario gets its own target key, so no history is shared between
 // scenarios; scenarios run one after another because they move the
 // server's injected clock to each step's time.
