@@ -4,17 +4,15 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/timestamppb"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/setpointhq/setpoint/agent/api/v1alpha1"
+	"github.com/setpointhq/setpoint/hpa"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 )
 
@@ -67,204 +65,27 @@ func observeRequest(obs *Observation) *setpointv1.ObserveRequest {
 	return out
 }
 
-// recommendRequest converts what the agent read into the API's request:
-// raw values, quantities as strings; the service validates and decides.
+// recommendRequest converts what the agent read into the API's request
+// through the one Kubernetes → request conversion (package hpa), which
+// applies the API server's defaults to the Autoscaler's spec (an empty
+// metrics list is 80% cpu utilization, as for an HPA).
 func recommendRequest(req *Request) *setpointv1.RecommendRequest {
-	out := &setpointv1.RecommendRequest{
-		Target:   targetKey(req.Target),
-		Spec:     specOf(&req.Spec),
-		Settings: settingsOf(req.Settings),
-		Scale:    &setpointv1.Scale{Replicas: req.Scale.Replicas, StatusReplicas: req.Scale.StatusReplicas, Selector: req.Scale.Selector},
+	r := &hpa.Reading{
+		Target: targetKey(req.Target),
+		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
+			ScaleTargetRef: req.Spec.ScaleTargetRef,
+			MinReplicas:    req.Spec.MinReplicas,
+			MaxReplicas:    req.Spec.MaxReplicas,
+			Metrics:        req.Spec.Metrics,
+			Behavior:       req.Spec.Behavior,
+		},
+		Settings:        req.Settings,
+		Scale:           req.Scale,
+		Pods:            req.Pods,
+		ResourceMetrics: req.ResourceMetrics,
+		Metrics:         req.Metrics,
 	}
-	for _, p := range req.Pods {
-		out.Pods = append(out.Pods, podOf(p))
-	}
-	if req.ResourceMetrics.Fetched {
-		rm := &setpointv1.ResourceMetrics{}
-		if req.ResourceMetrics.Err != nil {
-			rm.Error = req.ResourceMetrics.Err.Error()
-		}
-		for _, pm := range req.ResourceMetrics.Items {
-			item := &setpointv1.PodMetrics{Pod: pm.Name, Timestamp: timestamp(pm.Timestamp), Window: durationpb.New(pm.Window.Duration)}
-			for _, c := range pm.Containers {
-				item.Containers = append(item.Containers, &setpointv1.ContainerMetrics{Name: c.Name, Usage: quantities(c.Usage)})
-			}
-			rm.Items = append(rm.Items, item)
-		}
-		out.ResourceMetrics = rm
-	}
-	for i := range req.Spec.Metrics {
-		obs := &setpointv1.MetricObservation{}
-		if i < len(req.Metrics) {
-			mv := req.Metrics[i]
-			if mv.Err != nil {
-				obs.Error = mv.Err.Error()
-			}
-			for _, v := range mv.Custom {
-				val := &setpointv1.MetricValue{Value: v.Value.String(), Timestamp: timestamp(v.Timestamp)}
-				if v.DescribedObject.Kind == "Pod" {
-					val.Pod = v.DescribedObject.Name
-				}
-				if v.WindowSeconds != nil {
-					val.Window = durationpb.New(time.Duration(*v.WindowSeconds) * time.Second)
-				}
-				obs.Values = append(obs.Values, val)
-			}
-			for _, v := range mv.External {
-				obs.Values = append(obs.Values, &setpointv1.MetricValue{Value: v.Value.String(), Timestamp: timestamp(v.Timestamp)})
-			}
-		}
-		if req.Spec.Metrics[i].Type == autoscalingv2.ResourceMetricSourceType || req.Spec.Metrics[i].Type == autoscalingv2.ContainerResourceMetricSourceType {
-			if req.ResourceMetrics.Err != nil {
-				obs.Error = req.ResourceMetrics.Err.Error()
-			}
-		}
-		out.Observations = append(out.Observations, obs)
-	}
-	return out
-}
-
-func timestamp(t metav1.Time) *timestamppb.Timestamp {
-	if t.IsZero() {
-		return nil
-	}
-	return timestamppb.New(t.Time)
-}
-
-func quantities(l corev1.ResourceList) map[string]string {
-	if len(l) == 0 {
-		return nil
-	}
-	out := make(map[string]string, len(l))
-	for name, q := range l {
-		out[string(name)] = q.String()
-	}
-	return out
-}
-
-func quantity(q *resource.Quantity) string {
-	if q == nil {
-		return ""
-	}
-	return q.String()
-}
-
-func settingsOf(s Settings) *setpointv1.ControllerSettings {
-	out := &setpointv1.ControllerSettings{Tolerance: s.Tolerance}
-	if s.CPUInitializationPeriod != nil {
-		out.CpuInitializationPeriod = durationpb.New(*s.CPUInitializationPeriod)
-	}
-	if s.InitialReadinessDelay != nil {
-		out.InitialReadinessDelay = durationpb.New(*s.InitialReadinessDelay)
-	}
-	if s.DownscaleStabilizationWindow != nil {
-		out.DownscaleStabilizationWindow = durationpb.New(*s.DownscaleStabilizationWindow)
-	}
-	return out
-}
-
-// podOf keeps what the HPA reads of a pod: phase, deletion, start time,
-// readiness, the requests of its containers and init containers, its
-// pod-level requests and its overhead.
-func podOf(p *corev1.Pod) *setpointv1.Pod {
-	out := &setpointv1.Pod{
-		Name:     p.Name,
-		Phase:    string(p.Status.Phase),
-		Deleting: p.DeletionTimestamp != nil,
-	}
-	if p.Status.StartTime != nil {
-		out.StartTime = timestamppb.New(p.Status.StartTime.Time)
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			out.Ready = &setpointv1.PodReadyCondition{Status: string(c.Status), LastTransitionTime: timestamp(c.LastTransitionTime)}
-			break
-		}
-	}
-	// Containers first, then init containers in spec order: sidecars
-	// (restartable) count like containers; the others matter only for
-	// the pod request aggregate used with pod-level requests.
-	for _, c := range p.Spec.Containers {
-		out.Containers = append(out.Containers, &setpointv1.Container{Name: c.Name, Requests: quantities(c.Resources.Requests)})
-	}
-	for _, c := range p.Spec.InitContainers {
-		sidecar := c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
-		out.Containers = append(out.Containers, &setpointv1.Container{Name: c.Name, Requests: quantities(c.Resources.Requests), RestartableInit: sidecar, Init: !sidecar})
-	}
-	out.Overhead = quantities(p.Spec.Overhead)
-	if p.Spec.Resources != nil {
-		out.Requests = quantities(p.Spec.Resources.Requests)
-	}
-	return out
-}
-
-func specOf(s *v1alpha1.AutoscalerSpec) *setpointv1.HorizontalPodAutoscalerSpec {
-	out := &setpointv1.HorizontalPodAutoscalerSpec{
-		ScaleTargetRef: objectRef(s.ScaleTargetRef),
-		MinReplicas:    s.MinReplicas,
-		MaxReplicas:    s.MaxReplicas,
-	}
-	for i := range s.Metrics {
-		out.Metrics = append(out.Metrics, metricSpecOf(&s.Metrics[i]))
-	}
-	if b := s.Behavior; b != nil {
-		out.Behavior = &setpointv1.HorizontalPodAutoscalerBehavior{ScaleUp: rulesOf(b.ScaleUp), ScaleDown: rulesOf(b.ScaleDown)}
-	}
-	return out
-}
-
-func objectRef(r autoscalingv2.CrossVersionObjectReference) *setpointv1.CrossVersionObjectReference {
-	return &setpointv1.CrossVersionObjectReference{ApiVersion: r.APIVersion, Kind: r.Kind, Name: r.Name}
-}
-
-func rulesOf(r *autoscalingv2.HPAScalingRules) *setpointv1.ScalingRules {
-	if r == nil {
-		return nil
-	}
-	out := &setpointv1.ScalingRules{StabilizationWindowSeconds: r.StabilizationWindowSeconds, Tolerance: quantity(r.Tolerance)}
-	if r.SelectPolicy != nil {
-		out.SelectPolicy = string(*r.SelectPolicy)
-	}
-	for _, p := range r.Policies {
-		out.Policies = append(out.Policies, &setpointv1.ScalingPolicy{Type: string(p.Type), Value: p.Value, PeriodSeconds: p.PeriodSeconds})
-	}
-	return out
-}
-
-func metricSpecOf(m *autoscalingv2.MetricSpec) *setpointv1.MetricSpec {
-	out := &setpointv1.MetricSpec{Type: string(m.Type)}
-	if r := m.Resource; r != nil {
-		out.Resource = &setpointv1.ResourceMetricSource{Name: string(r.Name), Target: targetOf(r.Target)}
-	}
-	if r := m.ContainerResource; r != nil {
-		out.ContainerResource = &setpointv1.ContainerResourceMetricSource{Name: string(r.Name), Container: r.Container, Target: targetOf(r.Target)}
-	}
-	if p := m.Pods; p != nil {
-		out.Pods = &setpointv1.PodsMetricSource{Metric: identifierOf(p.Metric), Target: targetOf(p.Target)}
-	}
-	if o := m.Object; o != nil {
-		out.Object = &setpointv1.ObjectMetricSource{DescribedObject: objectRef(o.DescribedObject), Metric: identifierOf(o.Metric), Target: targetOf(o.Target)}
-	}
-	if e := m.External; e != nil {
-		out.External = &setpointv1.ExternalMetricSource{Metric: identifierOf(e.Metric), Target: targetOf(e.Target)}
-	}
-	return out
-}
-
-func targetOf(t autoscalingv2.MetricTarget) *setpointv1.MetricTarget {
-	return &setpointv1.MetricTarget{Type: string(t.Type), Value: quantity(t.Value), AverageValue: quantity(t.AverageValue), AverageUtilization: t.AverageUtilization}
-}
-
-func identifierOf(id autoscalingv2.MetricIdentifier) *setpointv1.MetricIdentifier {
-	out := &setpointv1.MetricIdentifier{Name: id.Name}
-	if s := id.Selector; s != nil {
-		out.Selector = &setpointv1.LabelSelector{MatchLabels: s.MatchLabels}
-		for _, e := range s.MatchExpressions {
-			out.Selector.MatchExpressions = append(out.Selector.MatchExpressions,
-				&setpointv1.LabelSelectorRequirement{Key: e.Key, Operator: string(e.Operator), Values: e.Values})
-		}
-	}
-	return out
+	return hpa.Request(r)
 }
 
 // recommendationOf converts the API's decision into the agent's form.

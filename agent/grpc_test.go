@@ -86,6 +86,7 @@ func TestRecommendRequest(t *testing.T) {
 		Target: &setpointv1.TargetKey{Cluster: "c", Namespace: "ns", Name: "web"},
 		Spec: &setpointv1.HorizontalPodAutoscalerSpec{
 			ScaleTargetRef: &setpointv1.CrossVersionObjectReference{ApiVersion: "apps/v1", Kind: "Deployment", Name: "web"},
+			MinReplicas:    ptr.To[int32](1), // the API server's default
 			MaxReplicas:    5,
 			Metrics: []*setpointv1.MetricSpec{
 				{Type: "Resource", Resource: &setpointv1.ResourceMetricSource{Name: "cpu", Target: &setpointv1.MetricTarget{Type: "Utilization", AverageUtilization: ptr.To[int32](60)}}},
@@ -94,10 +95,17 @@ func TestRecommendRequest(t *testing.T) {
 					Target: &setpointv1.MetricTarget{Type: "AverageValue", AverageValue: "100m"}}},
 				{Type: "External", External: &setpointv1.ExternalMetricSource{Metric: &setpointv1.MetricIdentifier{Name: "queue"}, Target: &setpointv1.MetricTarget{Type: "Value", Value: "30"}}},
 			},
-			Behavior: &setpointv1.HorizontalPodAutoscalerBehavior{ScaleDown: &setpointv1.ScalingRules{
-				StabilizationWindowSeconds: ptr.To[int32](10), SelectPolicy: "Min", Tolerance: "50m",
-				Policies: []*setpointv1.ScalingPolicy{{Type: "Percent", Value: 50, PeriodSeconds: 15}},
-			}},
+			Behavior: &setpointv1.HorizontalPodAutoscalerBehavior{
+				ScaleDown: &setpointv1.ScalingRules{
+					StabilizationWindowSeconds: ptr.To[int32](10), SelectPolicy: "Min", Tolerance: "50m",
+					Policies: []*setpointv1.ScalingPolicy{{Type: "Percent", Value: 50, PeriodSeconds: 15}},
+				},
+				// Absent, so the API server's defaults.
+				ScaleUp: &setpointv1.ScalingRules{
+					StabilizationWindowSeconds: ptr.To[int32](0), SelectPolicy: "Max",
+					Policies: []*setpointv1.ScalingPolicy{{Type: "Pods", Value: 4, PeriodSeconds: 15}, {Type: "Percent", Value: 100, PeriodSeconds: 15}},
+				},
+			},
 		},
 		Settings: &setpointv1.ControllerSettings{Tolerance: ptr.To(0.2), InitialReadinessDelay: durationpb.New(10 * time.Second)},
 		Scale:    &setpointv1.Scale{Replicas: 2, StatusReplicas: 2, Selector: "app=web"},
@@ -121,6 +129,36 @@ func TestRecommendRequest(t *testing.T) {
 			{Values: []*setpointv1.MetricValue{{Pod: "web-1", Value: "150m", Timestamp: timestamppb.New(now), Window: durationpb.New(30 * time.Second)}}},
 			{Error: "unable to fetch metrics from external metrics API: boom"},
 		},
+	}
+	if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
+		t.Errorf("recommendRequest (-want +got):\n%s", diff)
+	}
+}
+
+// TestRecommendRequestNoMetrics: an Autoscaler without metrics asks for
+// 80% cpu utilization, as an HPA does, and its resource metrics fetch
+// error is that metric's.
+func TestRecommendRequestNoMetrics(t *testing.T) {
+	req := &Request{
+		Target:          Target{Cluster: "c", Namespace: "ns", Name: "web"},
+		Spec:            v1alpha1.AutoscalerSpec{ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"}, MaxReplicas: 3},
+		Scale:           Scale{Replicas: 1, StatusReplicas: 1, Selector: "app=web"},
+		ResourceMetrics: ResourceMetrics{Fetched: true, Err: errors.New("boom")},
+	}
+	got := recommendRequest(req)
+	want := &setpointv1.RecommendRequest{
+		Target: &setpointv1.TargetKey{Cluster: "c", Namespace: "ns", Name: "web"},
+		Spec: &setpointv1.HorizontalPodAutoscalerSpec{
+			ScaleTargetRef: &setpointv1.CrossVersionObjectReference{ApiVersion: "apps/v1", Kind: "Deployment", Name: "web"},
+			MinReplicas:    ptr.To[int32](1),
+			MaxReplicas:    3,
+			Metrics: []*setpointv1.MetricSpec{{Type: "Resource", Resource: &setpointv1.ResourceMetricSource{
+				Name: "cpu", Target: &setpointv1.MetricTarget{Type: "Utilization", AverageUtilization: ptr.To[int32](80)}}}},
+		},
+		Settings:        &setpointv1.ControllerSettings{},
+		Scale:           &setpointv1.Scale{Replicas: 1, StatusReplicas: 1, Selector: "app=web"},
+		ResourceMetrics: &setpointv1.ResourceMetrics{Error: "boom"},
+		Observations:    []*setpointv1.MetricObservation{{Error: "boom"}},
 	}
 	if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
 		t.Errorf("recommendRequest (-want +got):\n%s", diff)

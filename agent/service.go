@@ -2,15 +2,14 @@ package agent
 
 import (
 	"context"
-	"github.com/setpointhq/setpoint/agent/api/v1alpha1"
 	"time"
+
+	"github.com/setpointhq/setpoint/agent/api/v1alpha1"
+	"github.com/setpointhq/setpoint/hpa"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	custommetricsv1beta2 "k8s.io/metrics/pkg/apis/custom_metrics/v1beta2"
-	externalmetricsv1beta1 "k8s.io/metrics/pkg/apis/external_metrics/v1beta1"
-	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 )
 
 // Service is the Setpoint service as the agent uses it. Implementations
@@ -42,31 +41,11 @@ type Target struct {
 }
 
 // Settings are the controller-wide HPA settings the agent sends in each
-// request. A nil field lets the service apply its default.
-type Settings struct {
-	// Tolerance is the default tolerance of the usage ratio, as a fraction:
-	// 0.1 is 10%.
-	Tolerance *float64
-	// CPUInitializationPeriod is how long after a pod starts its CPU
-	// samples are checked against its readiness.
-	CPUInitializationPeriod *time.Duration
-	// InitialReadinessDelay is how long after a pod starts an unready pod
-	// is still considered never ready.
-	InitialReadinessDelay *time.Duration
-	// DownscaleStabilizationWindow is the scale-down stabilization window
-	// used when the spec has no behavior.
-	DownscaleStabilizationWindow *time.Duration
-}
+// request; a nil field lets the service apply its default.
+type Settings = hpa.Settings
 
 // Scale is what the agent read of the target's Scale subresource.
-type Scale struct {
-	// Replicas is spec.replicas.
-	Replicas int32
-	// StatusReplicas is status.replicas.
-	StatusReplicas int32
-	// Selector is status.selector, the pods' label selector as a string.
-	Selector string
-}
+type Scale = hpa.Scale
 
 // Request is everything one decision depends on, as raw values: the
 // service converts and decides.
@@ -97,27 +76,11 @@ type Request struct {
 
 // ResourceMetrics is the answer of the resource metrics API
 // (metrics.k8s.io PodMetrics) for the target's selector.
-type ResourceMetrics struct {
-	// Fetched is true when the API was asked (some metric needs it).
-	Fetched bool
-	// Items are the PodMetrics returned.
-	Items []metricsv1beta1.PodMetrics
-	// Err is the fetch error; nil when the API answered.
-	Err error
-}
+type ResourceMetrics = hpa.ResourceMetrics
 
 // MetricValues is what the custom or external metrics API answered for
 // one metric of the spec.
-type MetricValues struct {
-	// Custom are the values of a Pods or Object metric
-	// (custom.metrics.k8s.io).
-	Custom []custommetricsv1beta2.MetricValue
-	// External are the values of an External metric
-	// (external.metrics.k8s.io).
-	External []externalmetricsv1beta1.ExternalMetricValue
-	// Err is the fetch error; nil when the API answered.
-	Err error
-}
+type MetricValues = hpa.MetricValues
 
 // Recommendation is the service's decision for one target.
 type Recommendation struct {

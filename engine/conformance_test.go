@@ -8,7 +8,8 @@ import (
 )
 
 // TestConformance replays the conformance corpus directly against the
-// engine, step by step: the corpus is the engine's specification.
+// engine, step by step, each step's request resolved as the server resolves
+// it: the corpus is the engine's specification.
 func TestConformance(t *testing.T) {
 	loaded, bad, err := scenario.Load("../testdata/conformance/scenarios")
 	if err != nil {

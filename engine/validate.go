@@ -7,10 +7,15 @@ import (
 	"slices"
 )
 
-// Limits of the autoscaling/v2 API that the engine relies on.
+// Limits of the autoscaling/v2 API that the engine relies on; the server
+// validates requests against the same constants.
 const (
-	maxStabilizationWindowSeconds = 3600
-	maxPolicyPeriodSeconds        = 1800
+	// MaxStabilizationWindowSeconds is the longest stabilization window of
+	// a behavior direction, in seconds (one hour).
+	MaxStabilizationWindowSeconds = 3600
+	// MaxPolicyPeriodSeconds is the longest period of a scaling policy, in
+	// seconds (30 minutes).
+	MaxPolicyPeriodSeconds = 1800
 )
 
 // Validate reports the first invalid field of in as a *FieldError; nil
@@ -172,8 +177,8 @@ func (v *validator) metric(f string, m *MetricSpec) {
 }
 
 func (v *validator) rules(f string, r *Rules) {
-	if !(r.StabilizationWindowSeconds >= 0 && r.StabilizationWindowSeconds <= maxStabilizationWindowSeconds) {
-		v.fail(f+".stabilizationWindowSeconds", "must be within [0, %d], got %d", maxStabilizationWindowSeconds, r.StabilizationWindowSeconds)
+	if !(r.StabilizationWindowSeconds >= 0 && r.StabilizationWindowSeconds <= MaxStabilizationWindowSeconds) {
+		v.fail(f+".stabilizationWindowSeconds", "must be within [0, %d], got %d", MaxStabilizationWindowSeconds, r.StabilizationWindowSeconds)
 	}
 	switch r.SelectPolicy {
 	case SelectMax, SelectMin, SelectDisabled:
@@ -191,8 +196,8 @@ func (v *validator) rules(f string, r *Rules) {
 		if p.Value <= 0 {
 			v.fail(pf()+".value", "must be > 0, got %d", p.Value)
 		}
-		if !(p.PeriodSeconds > 0 && p.PeriodSeconds <= maxPolicyPeriodSeconds) {
-			v.fail(pf()+".periodSeconds", "must be within [1, %d], got %d", maxPolicyPeriodSeconds, p.PeriodSeconds)
+		if !(p.PeriodSeconds > 0 && p.PeriodSeconds <= MaxPolicyPeriodSeconds) {
+			v.fail(pf()+".periodSeconds", "must be within [1, %d], got %d", MaxPolicyPeriodSeconds, p.PeriodSeconds)
 		}
 	}
 	v.tolerance(f+".tolerance", r.Tolerance)

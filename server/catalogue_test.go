@@ -323,6 +323,18 @@ func catalogue() []hostile {
 		{name: "simulate steps out of order", call: simulateWith(func(r *setpointv1.SimulateRequest) {
 			r.Steps = append(r.Steps, &setpointv1.SimulateStep{Time: timestamppb.New(t0.Add(-time.Minute))})
 		}), code: codes.InvalidArgument, field: "steps[1].time"},
+		{name: "simulate a spec edit with max below min", call: simulateWith(func(r *setpointv1.SimulateRequest) {
+			edit := proto.Clone(r.Spec).(*setpointv1.HorizontalPodAutoscalerSpec)
+			edit.MaxReplicas = 0
+			r.Steps = append(r.Steps, &setpointv1.SimulateStep{Time: timestamppb.New(t0.Add(time.Minute)), Spec: edit,
+				Scale: r.Steps[0].Scale, Pods: r.Steps[0].Pods, ResourceMetrics: r.Steps[0].ResourceMetrics, Observations: r.Steps[0].Observations})
+		}), code: codes.InvalidArgument, field: "steps[1].spec.max_replicas"},
+		{name: "simulate a spec edit whose metrics the observations do not follow", call: simulateWith(func(r *setpointv1.SimulateRequest) {
+			edit := proto.Clone(r.Spec).(*setpointv1.HorizontalPodAutoscalerSpec)
+			edit.Metrics = append(edit.Metrics, edit.Metrics[0])
+			r.Steps = append(r.Steps, &setpointv1.SimulateStep{Time: timestamppb.New(t0.Add(time.Minute)), Spec: edit,
+				Scale: r.Steps[0].Scale, Pods: r.Steps[0].Pods, ResourceMetrics: r.Steps[0].ResourceMetrics, Observations: r.Steps[0].Observations})
+		}), code: codes.InvalidArgument, field: "steps[1].observations"},
 		{name: "simulate a pod model of a million pods", call: simulateWith(func(r *setpointv1.SimulateRequest) {
 			r.PodModel = &setpointv1.PodModel{InitialReplicas: 2, Requests: map[string]string{"cpu": "100m"}}
 			r.Steps[0] = &setpointv1.SimulateStep{Time: r.Steps[0].Time, Scale: &setpointv1.Scale{Replicas: 1_000_000}, MetricValues: []string{"1"}}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"regexp"
+	"strconv"
 	"strings"
 	"unicode"
 
@@ -14,6 +16,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // Errors of the service, mapped by toStatus.
@@ -35,7 +38,14 @@ func toStatus(ctx context.Context, log *slog.Logger, err error) error {
 	case errors.As(err, &ve):
 		return badRequest(ve.Violations)
 	case errors.As(err, &fe):
-		return badRequest([]setpointv1.FieldViolation{{Field: apiField(fe.Field), Description: fe.Reason}})
+		field := apiField(fe.Field, recommendRequest)
+		if field == "" {
+			// Not the caller's field: the server's clock or the stored
+			// status.
+			log.ErrorContext(ctx, "engine refused an input the request did not set", "err", err)
+			return status.Error(codes.Internal, "internal error")
+		}
+		return badRequest([]setpointv1.FieldViolation{{Field: field, Description: fe.Reason}})
 	case errors.Is(err, store.ErrNotFound), errors.Is(err, target.ErrNoDecision):
 		return status.Error(codes.NotFound, "target not found")
 	case errors.Is(err, store.ErrInvalid):
@@ -75,9 +85,18 @@ func badRequest(vs []setpointv1.FieldViolation) error {
 	return st.Err()
 }
 
-// apiField turns an engine field path ("spec.minReplicas") into the
-// request's spelling ("spec.min_replicas").
-func apiField(f string) string {
+// recommendRequest is the message engine field paths are read against.
+var recommendRequest = (&setpointv1.RecommendRequest{}).ProtoReflect().Descriptor()
+
+// apiField turns an engine field path ("spec.minReplicas",
+// "resourceMetrics.pods[2].containers[0].usage[cpu]") into the longest
+// path of a field of msg that it names ("spec.min_replicas",
+// "resource_metrics.items[2].containers[0].usage[\"cpu\"]"): the engine
+// names some fields of its own input that the request spells otherwise or
+// groups under the metric's source ("spec.metrics[0].target.utilization"
+// becomes "spec.metrics[0]"). It returns "" for a path that names no field
+// of msg (the engine's "now" or "status").
+func apiField(f string, msg protoreflect.MessageDescriptor) string {
 	var b strings.Builder
 	for _, r := range f {
 		if unicode.IsUpper(r) {
@@ -86,5 +105,74 @@ func apiField(f string) string {
 		}
 		b.WriteRune(r)
 	}
-	return b.String()
+	path := strings.Replace(b.String(), "resource_metrics.pods[", "resource_metrics.items[", 1)
+	// The engine writes a resource list's keys bare: requests[cpu].
+	path = engineKey.ReplaceAllString(path, `.$1["$2"]`)
+	return fieldPrefix(msg, path)
+}
+
+// engineKey is a resource list entry as the engine writes it.
+var engineKey = regexp.MustCompile(`\.(requests|usage|overhead)\[([^\]"]*)\]`)
+
+// fieldPrefix returns the longest prefix of path that names a field of msg
+// (or one of its oneofs), "" when none. A path is dot-separated field names,
+// each optionally followed by a list index ([3]) or a quoted map key
+// (["cpu"]).
+func fieldPrefix(msg protoreflect.MessageDescriptor, path string) string {
+	valid := 0
+	md := msg
+	for i := 0; i < len(path) && md != nil; {
+		j := i
+		for j < len(path) && path[j] != '.' && path[j] != '[' {
+			j++
+		}
+		name := protoreflect.Name(path[i:j])
+		fd := md.Fields().ByName(name)
+		if fd == nil {
+			if od := md.Oneofs().ByName(name); od != nil && j == len(path) {
+				valid = j
+			}
+			break
+		}
+		md = fd.Message()
+		if j < len(path) && path[j] == '[' {
+			end, ok := subscript(fd, path[j:])
+			if !ok {
+				valid = j
+				break
+			}
+			j += end
+			if fd.IsMap() {
+				md = fd.MapValue().Message()
+			}
+		} else if fd.IsList() || fd.IsMap() {
+			md = nil // a whole list or map: nothing below it
+		}
+		valid = j
+		if j < len(path) && path[j] != '.' {
+			break
+		}
+		i = j + 1
+	}
+	return path[:valid]
+}
+
+// subscript returns the length of the index ("[3]") or quoted map key
+// (["cpu"]) at the start of s, and whether it fits field fd.
+func subscript(fd protoreflect.FieldDescriptor, s string) (int, bool) {
+	if strings.HasPrefix(s, `["`) {
+		key, err := strconv.QuotedPrefix(s[1:])
+		if err != nil || !fd.IsMap() || !strings.HasPrefix(s[1+len(key):], "]") {
+			return 0, false
+		}
+		return len(key) + 2, true
+	}
+	end := strings.IndexByte(s, ']')
+	if end < 2 || !fd.IsList() {
+		return 0, false
+	}
+	if _, err := strconv.ParseUint(s[1:end], 10, 31); err != nil {
+		return 0, false
+	}
+	return end + 1, true
 }

@@ -27,6 +27,9 @@ func TestToStatus(t *testing.T) {
 	}{
 		{"validation", &setpointv1.ValidationError{Violations: []setpointv1.FieldViolation{{Field: "spec.max_replicas", Description: "must be >= 1"}}}, codes.InvalidArgument, "spec.max_replicas"},
 		{"engine field error", fmt.Errorf("decide: %w", &engine.FieldError{Field: "spec.minReplicas", Reason: "bad"}), codes.InvalidArgument, "spec.min_replicas"},
+		{"engine field spelled otherwise in the API", &engine.FieldError{Field: "resourceMetrics.pods[1].containers[0].usage[cpu]", Reason: "bad"}, codes.InvalidArgument, `resource_metrics.items[1].containers[0].usage["cpu"]`},
+		{"engine field grouped under the metric's source", &engine.FieldError{Field: "spec.metrics[2].target.utilization", Reason: "bad"}, codes.InvalidArgument, "spec.metrics[2]"},
+		{"engine field of the stored status", &engine.FieldError{Field: "status.conditions[0].type", Reason: "secret detail"}, codes.Internal, ""},
 		{"not found", fmt.Errorf("get: %w", store.ErrNotFound), codes.NotFound, ""},
 		{"corrupt", &store.CorruptError{Err: errors.New("secret detail")}, codes.DataLoss, ""},
 		{"closed", store.ErrClosed, codes.Unavailable, ""},

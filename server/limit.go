@@ -98,8 +98,8 @@ type requestLimits struct {
 
 // check returns InvalidArgument with a google.rpc.BadRequest naming every
 // list of req longer than its limit: pods, pod metrics and per-pod metric
-// values by maxPods; spec metrics, observations and metric values by
-// maxMetrics.
+// values by maxPods; spec metrics (a Simulate step's edited spec too),
+// observations and metric values by maxMetrics.
 func (l requestLimits) check(req any) error {
 	var vs []setpointv1.FieldViolation
 	bound := func(field string, n, max int, what string) {
@@ -125,6 +125,7 @@ func (l requestLimits) check(req any) error {
 			prefix := fmt.Sprintf("steps[%d].", i)
 			step(prefix, s.GetPods(), s.GetResourceMetrics(), s.GetObservations())
 			bound(prefix+"metric_values", len(s.GetMetricValues()), l.maxMetrics, "metric values")
+			bound(prefix+"spec.metrics", len(s.GetSpec().GetMetrics()), l.maxMetrics, "metrics")
 		}
 	}
 	if len(vs) == 0 {

@@ -78,7 +78,6 @@ type simulateLimits struct {
 // steps' inputs, and the state carried between steps.
 type simulation struct {
 	req      *setpointv1.SimulateRequest
-	spec     engine.Spec
 	settings engine.Settings
 	model    *podModel // nil without a pod model
 	steps    []simStep
@@ -95,6 +94,8 @@ type simulation struct {
 // model, or the parsed metric values with one.
 type simStep struct {
 	at     time.Time
+	spec   engine.Spec  // the spec in force at this step
+	specAt string       // where that spec is in the request: "spec" or "steps[k].spec"
 	in     engine.Input // without a pod model; Status is set when run
 	scale  *engine.Scale
 	values []*int64 // with a pod model: one per spec metric, nil when empty
@@ -116,7 +117,13 @@ func newSimulation(req *setpointv1.SimulateRequest, lim simulateLimits) (*simula
 	if seed := req.GetSeedFrom(); seed != nil {
 		probe := &setpointv1.GetTargetRequest{Target: seed}
 		if err := probe.Validate(); err != nil {
-			addAll(verr, "seed_from", err)
+			// The probe names its own field, target; seed_from is the key.
+			var ve *setpointv1.ValidationError
+			if errors.As(err, &ve) {
+				for _, v := range ve.Violations {
+					verr.Add("seed_from"+strings.TrimPrefix(v.Field, "target"), "%s", v.Description)
+				}
+			}
 		}
 	}
 	if err := verr.Err(); err != nil {
@@ -131,14 +138,27 @@ func newSimulation(req *setpointv1.SimulateRequest, lim simulateLimits) (*simula
 	if err != nil {
 		return nil, err
 	}
-	sim := &simulation{req: req, spec: in.Spec, settings: in.Settings, selector: simSelector}
+	sim := &simulation{req: req, settings: in.Settings, selector: simSelector}
 	if pm := req.GetPodModel(); pm != nil {
 		sim.model = newPodModel(verr, pm, in.Spec, lim.maxPods)
 		sim.replicas = pm.GetInitialReplicas()
 	}
 	var prev time.Time
+	spec, specIn, specAt := req.GetSpec(), in.Spec, "spec" // the spec in force: as sent, converted, and where
 	for i, st := range steps {
 		f := fmt.Sprintf("steps[%d]", i)
+		if edit := st.GetSpec(); edit != nil {
+			editIn, err := convert.Input(&setpointv1.RecommendRequest{
+				Spec: edit, Settings: req.GetSettings(), Scale: &setpointv1.Scale{},
+				Observations: make([]*setpointv1.MetricObservation, len(edit.GetMetrics())),
+			}, time.Time{})
+			if err != nil {
+				addAll(verr, f, err)
+			} else if sim.model != nil {
+				sim.model.fits(verr, f+".spec", editIn.Spec, lim.maxPods)
+			}
+			spec, specIn, specAt = edit, editIn.Spec, f+".spec"
+		}
 		var at time.Time
 		switch {
 		case st.GetTime() == nil:
@@ -152,9 +172,9 @@ func newSimulation(req *setpointv1.SimulateRequest, lim simulateLimits) (*simula
 			}
 			prev = at
 		}
-		step := simStep{at: at}
+		step := simStep{at: at, spec: specIn, specAt: specAt}
 		if sim.model != nil {
-			step.values = sim.model.values(verr, f, st, in.Spec)
+			step.values = sim.model.values(verr, f, st, specIn)
 			if sc := st.GetScale(); sc != nil {
 				if sc.GetReplicas() < 0 || int(sc.GetReplicas()) > lim.maxPods {
 					verr.Add(f+".scale.replicas", "must be within [0, %d] with a pod model, got %d", lim.maxPods, sc.GetReplicas())
@@ -173,10 +193,12 @@ func newSimulation(req *setpointv1.SimulateRequest, lim simulateLimits) (*simula
 				scale = &setpointv1.Scale{} // the count reached, set when run
 			}
 			stepIn, err := convert.Input(&setpointv1.RecommendRequest{
-				Spec: req.GetSpec(), Settings: req.GetSettings(), Scale: scale,
+				Spec: spec, Settings: req.GetSettings(), Scale: scale,
 				Pods: st.GetPods(), ResourceMetrics: st.GetResourceMetrics(), Observations: st.GetObservations(),
 			}, at)
-			if err != nil {
+			// The spec in force was converted (and any violation reported)
+			// once, where it is in the request.
+			if err := withoutSpec(err); err != nil {
 				addAll(verr, f, err)
 			}
 			step.in = stepIn
@@ -190,6 +212,25 @@ func newSimulation(req *setpointv1.SimulateRequest, lim simulateLimits) (*simula
 		return nil, err
 	}
 	return sim, nil
+}
+
+// withoutSpec drops the spec's violations from a *setpointv1.ValidationError;
+// nil when none is left.
+func withoutSpec(err error) error {
+	var ve *setpointv1.ValidationError
+	if !errors.As(err, &ve) {
+		return err
+	}
+	out := &setpointv1.ValidationError{}
+	for _, v := range ve.Violations {
+		if !strings.HasPrefix(v.Field, "spec.") && v.Field != "spec" {
+			out.Violations = append(out.Violations, v)
+		}
+	}
+	if len(out.Violations) == 0 {
+		return nil
+	}
+	return out
 }
 
 // addAll adds the violations of err (a *setpointv1.ValidationError) under
@@ -237,7 +278,7 @@ func (sim *simulation) run(ctx context.Context) (*setpointv1.SimulateResponse, e
 		// is recorded once; the ids are not part of the answer.
 		id := strconv.Itoa(i)
 		if err := target.Decide(&sim.rec, target.Input{Engine: in}, id, step.at); err != nil {
-			return nil, stepError(i, err)
+			return nil, stepError(i, step.specAt, err)
 		}
 		d := sim.rec.Last.Decision
 		result := &setpointv1.SimulateStepResult{
@@ -278,17 +319,24 @@ func (sim *simulation) input(step *simStep) engine.Input {
 		}
 	}
 	sim.model.resize(scale.Replicas, step.at)
-	return sim.model.input(sim.spec, sim.settings, scale, step)
+	return sim.model.input(step.spec, sim.settings, scale, step)
 }
 
-// stepError names the step of an engine validation error.
-func stepError(i int, err error) error {
+// stepError names the field of an engine validation error of step i: a
+// field of the step's inputs, of the settings, or of the spec in force
+// (specAt: the request's, or the step's that last edited it).
+func stepError(i int, specAt string, err error) error {
 	var fe *engine.FieldError
 	if !errors.As(err, &fe) {
 		return err
 	}
-	field := apiField(fe.Field)
-	if !strings.HasPrefix(field, "spec") && !strings.HasPrefix(field, "settings") {
+	field := apiField(fe.Field, recommendRequest)
+	switch {
+	case field == "":
+		return err // not the caller's: Internal
+	case field == "spec" || strings.HasPrefix(field, "spec."):
+		field = specAt + strings.TrimPrefix(field, "spec")
+	case field != "settings" && !strings.HasPrefix(field, "settings."):
 		field = fmt.Sprintf("steps[%d].%s", i, field)
 	}
 	verr := &setpointv1.ValidationError{}
@@ -314,9 +362,6 @@ func newPodModel(verr *setpointv1.ValidationError, pm *setpointv1.PodModel, spec
 	if n := pm.GetInitialReplicas(); n < 0 || int(n) > maxPods {
 		verr.Add("pod_model.initial_replicas", "must be within [0, %d], got %d", maxPods, n)
 	}
-	if int(spec.MaxReplicas) > maxPods {
-		verr.Add("spec.max_replicas", "must be at most %d with a pod model, got %d", maxPods, spec.MaxReplicas)
-	}
 	for name, q := range pm.GetRequests() {
 		v, err := resource.ParseQuantity(q)
 		if err != nil || v.Sign() < 0 {
@@ -332,6 +377,20 @@ func newPodModel(verr *setpointv1.ValidationError, pm *setpointv1.PodModel, spec
 			m.readyAfter = d.AsDuration()
 		}
 	}
+	m.fits(verr, "spec", spec, maxPods)
+	if n := pm.GetInitialReplicas(); n > 0 && int(n) <= maxPods {
+		m.started = make([]time.Time, n)
+	}
+	return m
+}
+
+// fits checks that the pod model can play spec (field f): at most maxPods
+// replicas, and one container for every ContainerResource metric (the
+// first such metric names it).
+func (m *podModel) fits(verr *setpointv1.ValidationError, f string, spec engine.Spec, maxPods int) {
+	if int(spec.MaxReplicas) > maxPods {
+		verr.Add(f+".max_replicas", "must be at most %d with a pod model, got %d", maxPods, spec.MaxReplicas)
+	}
 	for i, ms := range spec.Metrics {
 		if ms.Type != engine.ContainerResourceSource {
 			continue
@@ -340,13 +399,9 @@ func newPodModel(verr *setpointv1.ValidationError, pm *setpointv1.PodModel, spec
 		case m.container == simContainer && ms.Container != "":
 			m.container = ms.Container
 		case ms.Container != m.container:
-			verr.Add(fmt.Sprintf("spec.metrics[%d].container_resource.container", i), "a pod model's pods have one container, %q; got %q", m.container, ms.Container)
+			verr.Add(fmt.Sprintf("%s.metrics[%d].container_resource.container", f, i), "a pod model's pods have one container, %q; got %q", m.container, ms.Container)
 		}
 	}
-	if n := pm.GetInitialReplicas(); n > 0 && int(n) <= maxPods {
-		m.started = make([]time.Time, n)
-	}
-	return m
 }
 
 // values parses the metric values of one step.

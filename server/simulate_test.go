@@ -67,6 +67,46 @@ func TestSimulateCorruptedExpectationIsCaught(t *testing.T) {
 	}
 }
 
+// TestSimulateIgnoredSpecEditIsCaught proves Simulate follows a step's
+// spec edit: the spec-edits scenarios replay exactly with their edits, and
+// some fail when the steps' edits are dropped from the request.
+func TestSimulateIgnoredSpecEditIsCaught(t *testing.T) {
+	ts := start(t, setup{})
+	c := ts.client(t)
+	scs, lerr := scenario.LoadFile(corpus + "/spec-edits.json")
+	if lerr != nil {
+		t.Fatal(lerr)
+	}
+	caught := 0
+	for _, sc := range scs {
+		req := conformance.SimulateRequest(&sc)
+		for _, st := range req.GetSteps() {
+			st.Spec = nil
+		}
+		resp, err := c.Simulate(t.Context(), req)
+		if status.Code(err) == codes.InvalidArgument {
+			caught++ // the observations follow the edited metrics
+			continue
+		} else if err != nil {
+			t.Fatalf("%s: %v", sc.Name, err)
+		}
+		for i, r := range resp.GetSteps() {
+			got, err := conformance.Outcome(r.GetDecision())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if scenario.Compare(&sc.Steps[i].Expect, got) != nil {
+				caught++
+				break
+			}
+		}
+	}
+	if caught == 0 {
+		t.Fatalf("no spec-edits scenario differs when its edits are dropped")
+	}
+	t.Logf("%d of %d scenarios differ without their edits", caught, len(scs))
+}
+
 // legacySpec is a spec without behavior (the legacy stabilization, which
 // can raise a count to a recent recommendation): cpu at 50% utilization,
 // 1 to 100 replicas.
@@ -228,7 +268,7 @@ func TestSimulateLimits(t *testing.T) {
 			spec.Metrics[0].Resource.Target.AverageUtilization = testkit.Ptr[int32](-1)
 			return &setpointv1.SimulateRequest{Spec: spec, Steps: steps(1)}
 		}(), "spec.metrics[0].resource.target.average_utilization"},
-		{"bad seed", &setpointv1.SimulateRequest{Spec: legacySpec("web"), Steps: steps(1), SeedFrom: &setpointv1.TargetKey{Cluster: "eu1"}}, "seed_from.target.namespace"},
+		{"bad seed", &setpointv1.SimulateRequest{Spec: legacySpec("web"), Steps: steps(1), SeedFrom: &setpointv1.TargetKey{Cluster: "eu1"}}, "seed_from.namespace"},
 		{"pod model too large", &setpointv1.SimulateRequest{Spec: legacySpec("web"), PodModel: &setpointv1.PodModel{InitialReplicas: 2},
 			Steps: []*setpointv1.SimulateStep{{Time: timestamppb.New(t0), MetricValues: []string{"1"}}}}, "spec.max_replicas"},
 	}
@@ -238,6 +278,26 @@ func TestSimulateLimits(t *testing.T) {
 			wantViolation(t, err, tt.field)
 		})
 	}
+
+	// An invalid edit is named once, where it is, not again at the steps
+	// it stays in force for.
+	t.Run("bad spec edit named once", func(t *testing.T) {
+		s := steps(3)
+		s[1].Spec = legacySpec("web")
+		s[1].Spec.MaxReplicas = 0
+		_, err := c.Simulate(t.Context(), &setpointv1.SimulateRequest{Spec: legacySpec("web"), Steps: s})
+		var fields []string
+		for _, d := range status.Convert(err).Details() {
+			if br, ok := d.(*errdetails.BadRequest); ok {
+				for _, v := range br.GetFieldViolations() {
+					fields = append(fields, v.GetField())
+				}
+			}
+		}
+		if !slices.Equal(fields, []string{"steps[1].spec.max_replicas"}) {
+			t.Errorf("violations %v (%v), want steps[1].spec.max_replicas alone", fields, err)
+		}
+	})
 }
 
 // TestSimulatePodModel runs metric values through the pod model: a

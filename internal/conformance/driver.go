@@ -8,28 +8,23 @@ import (
 	"github.com/setpointhq/setpoint/engine"
 	"github.com/setpointhq/setpoint/internal/scenario"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
-	"github.com/setpointhq/setpoint/server/convert"
-	"github.com/setpointhq/setpoint/target"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // grpcDriver replays one scenario through a Setpoint server: Recommend for
-// each step, Observe when the controller scaled.
+// each step (the request an agent would send), Observe when the controller
+// scaled.
 type grpcDriver struct {
 	client   setpointv1.AutoscalerServiceClient
 	clock    *Clock
 	key      *setpointv1.TargetKey
-	ref      target.Ref
 	decision string // id of the last decision
 }
 
 // Decide implements scenario.Driver.
-func (d *grpcDriver) Decide(ctx context.Context, in engine.Input) (scenario.Outcome, error) {
-	d.clock.Set(in.Now)
-	req, err := convert.Request(d.key, d.ref, in)
-	if err != nil {
-		return scenario.Outcome{}, err
-	}
+func (d *grpcDriver) Decide(ctx context.Context, req *setpointv1.RecommendRequest, now time.Time) (scenario.Outcome, error) {
+	d.clock.Set(now)
+	req.Target = d.key
 	resp, err := d.client.Recommend(ctx, req)
 	if err != nil {
 		return scenario.Outcome{}, fmt.Errorf("recommend: %w", err)

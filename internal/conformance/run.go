@@ -2,6 +2,9 @@
 // Setpoint server over gRPC: the check that the service, not only the
 // engine, answers like the Kubernetes controller.
 //
+// Each step is sent as the RecommendRequest the agent would send for what
+// the controller read (package hpa, with the spec in force at that step:
+// a step may edit it), and an applied rescale is reported with Observe.
 // Every scenario gets its own target key, so no history is shared between
 // scenarios; scenarios run one after another because they move the
 // server's injected clock to each step's time.
@@ -14,7 +17,6 @@ import (
 
 	"github.com/setpointhq/setpoint/internal/scenario"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
-	"github.com/setpointhq/setpoint/target"
 )
 
 // Result counts the scenarios of a run. A file that cannot be parsed
@@ -47,7 +49,6 @@ func Run(ctx context.Context, client setpointv1.AutoscalerServiceClient, clock *
 			client: client,
 			clock:  clock,
 			key:    &setpointv1.TargetKey{Cluster: "conformance", Namespace: sc.HPA.Namespace, Name: fmt.Sprintf("%s-%d", sc.HPA.Name, i)},
-			ref:    target.Ref{APIVersion: sc.HPA.Spec.ScaleTargetRef.APIVersion, Kind: sc.HPA.Spec.ScaleTargetRef.Kind, Name: sc.HPA.Spec.ScaleTargetRef.Name},
 		}
 		if drv.key.Namespace == "" {
 			drv.key.Namespace = "default"

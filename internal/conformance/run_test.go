@@ -88,6 +88,48 @@ func TestCorruptedExpectationFails(t *testing.T) {
 	}
 }
 
+// TestIgnoredSpecEditFails proves the runner follows per-step spec edits:
+// the spec-edits family passes as recorded, and the same scenarios with
+// every step's spec removed (a runner that ignores the edits) fail.
+func TestIgnoredSpecEditFails(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(corpus, "spec-edits.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file map[string][]map[string]any
+	if err := json.Unmarshal(b, &file); err != nil {
+		t.Fatal(err)
+	}
+	edits := 0
+	for _, sc := range file["scenarios"] {
+		for _, st := range sc["steps"].([]any) {
+			step := st.(map[string]any)
+			if _, ok := step["spec"]; ok {
+				delete(step, "spec")
+				edits++
+			}
+		}
+	}
+	if edits == 0 {
+		t.Fatal("spec-edits.json has no step with a spec")
+	}
+	dir := t.TempDir()
+	writeJSON(t, filepath.Join(dir, "ignored.json"), file)
+
+	res, out := run(t, filepath.Join(corpus, "spec-edits.json"))
+	if res.Failed != 0 || res.Passed != len(file["scenarios"]) {
+		t.Fatalf("with the edits: got %+v, want all %d passed:\n%s", res, len(file["scenarios"]), out)
+	}
+	res, out = run(t, dir)
+	if res.Failed == 0 || res.Passed+res.Failed != len(file["scenarios"]) {
+		t.Fatalf("without the edits: got %+v, want failures among %d scenarios:\n%s", res, len(file["scenarios"]), out)
+	}
+	t.Logf("without their %d spec edits, %d of %d scenarios fail", edits, res.Failed, len(file["scenarios"]))
+	if !strings.Contains(out, "FAIL spec-edits/") {
+		t.Errorf("report does not name the failing scenarios:\n%s", out)
+	}
+}
+
 // TestNoScenarios: an empty directory finds nothing, which the command
 // treats as a failure.
 func TestNoScenarios(t *testing.T) {

@@ -6,39 +6,33 @@ import (
 
 	"github.com/setpointhq/setpoint/internal/scenario"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
-	"github.com/setpointhq/setpoint/server/convert"
-	"github.com/setpointhq/setpoint/target"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // SimulateRequest is the Simulate request that replays scenario sc: its
 // spec and controller settings, and one step per scenario step carrying
-// that step's scale, pods and metrics API answers, built as the gRPC
-// replay builds its Recommend requests.
-func SimulateRequest(sc *scenario.Scenario) (*setpointv1.SimulateRequest, error) {
-	ref := target.Ref{APIVersion: sc.HPA.Spec.ScaleTargetRef.APIVersion, Kind: sc.HPA.Spec.ScaleTargetRef.Kind, Name: sc.HPA.Spec.ScaleTargetRef.Name}
+// that step's spec edit, scale, pods and metrics API answers, built as the
+// gRPC replay builds its Recommend requests.
+func SimulateRequest(sc *scenario.Scenario) *setpointv1.SimulateRequest {
 	out := &setpointv1.SimulateRequest{}
 	for i := range sc.Steps {
-		in, err := sc.Input(i)
-		if err != nil {
-			return nil, fmt.Errorf("step %d: %w", i, err)
-		}
-		req, err := convert.Request(nil, ref, in)
-		if err != nil {
-			return nil, fmt.Errorf("step %d: %w", i, err)
-		}
+		req := sc.Request(i)
 		if i == 0 {
 			out.Spec, out.Settings = req.GetSpec(), req.GetSettings()
 		}
-		out.Steps = append(out.Steps, &setpointv1.SimulateStep{
-			Time:            timestamppb.New(in.Now),
+		step := &setpointv1.SimulateStep{
+			Time:            timestamppb.New(sc.Steps[i].Time),
 			Scale:           req.GetScale(),
 			Pods:            req.GetPods(),
 			ResourceMetrics: req.GetResourceMetrics(),
 			Observations:    req.GetObservations(),
-		})
+		}
+		if i > 0 && sc.Steps[i].Spec != nil {
+			step.Spec = req.GetSpec()
+		}
+		out.Steps = append(out.Steps, step)
 	}
-	return out, nil
+	return out
 }
 
 // Outcome reads a decision of the API as a scenario outcome.
@@ -49,11 +43,7 @@ func Outcome(dec *setpointv1.Decision) (scenario.Outcome, error) { return outcom
 // all steps agree), or an error when the call failed. A step the corpus
 // shows scaled must come back applied, and only such a step.
 func Simulate(ctx context.Context, client setpointv1.AutoscalerServiceClient, sc *scenario.Scenario) (*scenario.Mismatch, error) {
-	req, err := SimulateRequest(sc)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := client.Simulate(ctx, req)
+	resp, err := client.Simulate(ctx, SimulateRequest(sc))
 	if err != nil {
 		return nil, fmt.Errorf("simulate: %w", err)
 	}

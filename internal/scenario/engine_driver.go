@@ -5,22 +5,30 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/setpointhq/setpoint/engine"
+	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"github.com/setpointhq/setpoint/server/convert"
 	"github.com/setpointhq/setpoint/target"
 )
 
 // EngineDriver replays a scenario through the target's transitions
 // (target.Decide and target.Observe) on a record kept in memory, as the
-// server runs them on a stored one.
+// server runs them on a stored one. Requests are resolved by
+// server/convert, as the server resolves them; a spec edit reaches the
+// record with the next decision, and nothing else changes with it.
 type EngineDriver struct {
 	rec       target.Record
 	decisions int
 }
 
 // Decide implements Driver.
-func (d *EngineDriver) Decide(_ context.Context, in engine.Input) (Outcome, error) {
+func (d *EngineDriver) Decide(_ context.Context, req *setpointv1.RecommendRequest, now time.Time) (Outcome, error) {
+	in, err := convert.Input(req, now)
+	if err != nil {
+		return Outcome{}, err
+	}
 	d.decisions++
-	if err := target.Decide(&d.rec, target.Input{Engine: in}, strconv.Itoa(d.decisions), in.Now); err != nil {
+	ti := target.Input{Ref: convert.TargetRef(req.GetSpec().GetScaleTargetRef()), Engine: in}
+	if err := target.Decide(&d.rec, ti, strconv.Itoa(d.decisions), now); err != nil {
 		return Outcome{}, err
 	}
 	return OutcomeOf(d.rec.Last.Decision), nil

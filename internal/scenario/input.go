@@ -1,167 +1,73 @@
 package scenario
 
 import (
+	"errors"
 	"fmt"
-	"time"
 
-	"github.com/setpointhq/setpoint/engine"
+	"github.com/setpointhq/setpoint/hpa"
+	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	custommetrics "k8s.io/metrics/pkg/apis/custom_metrics/v1beta2"
 )
-
-// defaultMetricWindow is the window the Kubernetes controller assumes for a
-// custom metric value that does not state one.
-const defaultMetricWindow = time.Minute
 
 // unavailableText is the error text of a failed fetch (HTTP 503).
 const unavailableText = "the server is currently unable to handle the request"
 
-// Spec converts the scenario's HPA spec into the engine's resolved form.
-func (s *Scenario) Spec() (engine.Spec, error) {
-	hs := &s.HPA.Spec
-	spec := engine.Spec{MinReplicas: 1, MaxReplicas: hs.MaxReplicas}
-	if hs.MinReplicas != nil {
-		spec.MinReplicas = *hs.MinReplicas
-	}
-	for i := range hs.Metrics {
-		m, err := metricSpec(&hs.Metrics[i])
-		if err != nil {
-			return engine.Spec{}, fmt.Errorf("spec.metrics[%d]: %w", i, err)
+// SpecAt is the HPA spec in force at step i: the last spec edit at or
+// before step i (FORMAT.md, Step and replay note 6), else hpa.spec.
+func (s *Scenario) SpecAt(i int) *autoscalingv2.HorizontalPodAutoscalerSpec {
+	for j := min(i, len(s.Steps)-1); j >= 0; j-- {
+		if s.Steps[j].Spec != nil {
+			return s.Steps[j].Spec
 		}
-		spec.Metrics = append(spec.Metrics, m)
 	}
-	if b := hs.Behavior; b != nil {
-		tol := s.Controller.Tolerance
-		window := int32(s.Controller.DownscaleStabilizationWindow.Seconds())
-		spec.Behavior = &engine.Behavior{ScaleUp: rules(b.ScaleUp, tol, 0), ScaleDown: rules(b.ScaleDown, tol, window)}
-	}
-	return spec, nil
+	return &s.HPA.Spec
 }
 
-// rules resolves one direction's scaling rules (they are present after API
-// defaulting; the window and tolerance may still be absent).
-func rules(r *autoscalingv2.HPAScalingRules, tolerance float64, window int32) engine.Rules {
-	out := engine.Rules{StabilizationWindowSeconds: window, SelectPolicy: engine.SelectMax, Tolerance: tolerance}
-	if r == nil {
-		return out
-	}
-	if r.StabilizationWindowSeconds != nil {
-		out.StabilizationWindowSeconds = *r.StabilizationWindowSeconds
-	}
-	if r.SelectPolicy != nil {
-		out.SelectPolicy = engine.SelectPolicy(*r.SelectPolicy)
-	}
-	if r.Tolerance != nil {
-		out.Tolerance = r.Tolerance.AsApproximateFloat64()
-	}
-	for _, p := range r.Policies {
-		out.Policies = append(out.Policies, engine.Policy{Type: engine.PolicyType(p.Type), Value: p.Value, PeriodSeconds: p.PeriodSeconds})
-	}
-	return out
-}
-
-func metricSpec(m *autoscalingv2.MetricSpec) (engine.MetricSpec, error) {
-	out := engine.MetricSpec{Type: engine.MetricSourceType(m.Type)}
-	var target autoscalingv2.MetricTarget
-	switch m.Type {
-	case autoscalingv2.ResourceMetricSourceType:
-		out.Resource, target = string(m.Resource.Name), m.Resource.Target
-	case autoscalingv2.ContainerResourceMetricSourceType:
-		out.Resource, out.Container, target = string(m.ContainerResource.Name), m.ContainerResource.Container, m.ContainerResource.Target
-	case autoscalingv2.PodsMetricSourceType:
-		out.Metric, target = identifier(m.Pods.Metric), m.Pods.Target
-	case autoscalingv2.ObjectMetricSourceType:
-		out.Metric, target = identifier(m.Object.Metric), m.Object.Target
-		out.DescribedObject = engine.ObjectReference{APIVersion: m.Object.DescribedObject.APIVersion, Kind: m.Object.DescribedObject.Kind, Name: m.Object.DescribedObject.Name}
-	case autoscalingv2.ExternalMetricSourceType:
-		out.Metric, target = identifier(m.External.Metric), m.External.Target
-	default:
-		return out, fmt.Errorf("unknown metric source type %q", m.Type)
-	}
-	out.Target.Type = engine.TargetType(target.Type)
-	switch {
-	case target.Type == autoscalingv2.UtilizationMetricType && target.AverageValue == nil && target.AverageUtilization != nil:
-		out.Target.Utilization = *target.AverageUtilization
-	case target.AverageValue != nil && target.Type != autoscalingv2.ValueMetricType:
-		out.Target.Type, out.Target.Milli = engine.AverageValueTarget, target.AverageValue.MilliValue()
-	case target.Value != nil:
-		out.Target.Milli = target.Value.MilliValue()
-	}
-	return out, nil
-}
-
-func identifier(id autoscalingv2.MetricIdentifier) engine.MetricIdentifier {
-	return engine.MetricIdentifier{Name: id.Name, Selector: selector(id.Selector)}
-}
-
-func selector(s *metav1.LabelSelector) *engine.LabelSelector {
-	if s == nil {
-		return nil
-	}
-	out := &engine.LabelSelector{MatchLabels: s.MatchLabels}
-	for _, e := range s.MatchExpressions {
-		out.MatchExpressions = append(out.MatchExpressions, engine.LabelSelectorRequirement{Key: e.Key, Operator: string(e.Operator), Values: e.Values})
-	}
-	return out
-}
-
-// Settings are the scenario's controller settings.
-func (s *Scenario) Settings() engine.Settings {
+// Settings are the scenario's controller settings, every one explicit.
+func (s *Scenario) Settings() hpa.Settings {
 	c := &s.Controller
-	return engine.Settings{
-		Tolerance:                    c.Tolerance,
-		CPUInitializationPeriod:      c.CPUInitializationPeriod.Duration,
-		InitialReadinessDelay:        c.InitialReadinessDelay.Duration,
-		DownscaleStabilizationWindow: c.DownscaleStabilizationWindow.Duration,
+	return hpa.Settings{
+		Tolerance:                    &c.Tolerance,
+		CPUInitializationPeriod:      &c.CPUInitializationPeriod.Duration,
+		InitialReadinessDelay:        &c.InitialReadinessDelay.Duration,
+		DownscaleStabilizationWindow: &c.DownscaleStabilizationWindow.Duration,
 	}
 }
 
-// Input builds the engine input of step i, without Status (the replay
-// carries it). It plays the metrics APIs: custom and external series are
-// selected as the API would, and listed unavailable fetches fail.
-func (s *Scenario) Input(i int) (engine.Input, error) {
+// Request is the RecommendRequest of step i (no target key), built from
+// what a controller reads at that step through the conversion the agent
+// uses (package hpa), with the spec in force at that step.
+func (s *Scenario) Request(i int) *setpointv1.RecommendRequest {
+	return hpa.Request(s.Reading(i))
+}
+
+// Reading is what the controller reads at step i: the spec in force, the
+// scale, the pods, and the metrics APIs' answers. It plays the metrics
+// APIs: custom and external series are selected as the API would select
+// them for each metric of the spec, and listed unavailable fetches fail.
+func (s *Scenario) Reading(i int) *hpa.Reading {
 	st := &s.Steps[i]
-	spec, err := s.Spec()
-	if err != nil {
-		return engine.Input{}, err
-	}
-	in := engine.Input{
-		Now:      st.Time,
-		Spec:     spec,
-		Settings: s.Settings(),
-		Scale:    engine.Scale{Replicas: st.Scale.Replicas, StatusReplicas: st.Scale.StatusReplicas, Selector: st.Scale.Selector},
-	}
-	if st.Scale.Selector != "" {
-		if _, err := labels.Parse(st.Scale.Selector); err != nil {
-			in.Scale.SelectorError = err.Error()
-		}
+	spec := hpa.Default(*s.SpecAt(i))
+	r := &hpa.Reading{
+		Spec:            spec,
+		Settings:        s.Settings(),
+		Scale:           hpa.Scale{Replicas: st.Scale.Replicas, StatusReplicas: st.Scale.StatusReplicas, Selector: st.Scale.Selector},
+		ResourceMetrics: hpa.ResourceMetrics{Fetched: true, Items: st.PodMetrics},
 	}
 	for j := range st.Pods {
-		in.Pods = append(in.Pods, Pod(&st.Pods[j]))
+		r.Pods = append(r.Pods, &st.Pods[j])
 	}
 	if st.unavailable("resource", "") {
-		in.ResourceMetrics.Err = unavailableText + " (get pods.metrics.k8s.io)"
-	} else {
-		for _, pm := range st.PodMetrics {
-			u := engine.PodUsage{Pod: pm.Name, Timestamp: pm.Timestamp.Time, Window: pm.Window.Duration}
-			for _, c := range pm.Containers {
-				cu := engine.ContainerUsage{Name: c.Name, Usage: map[string]int64{}}
-				for name, q := range c.Usage {
-					cu.Usage[string(name)] = q.MilliValue()
-				}
-				u.Containers = append(u.Containers, cu)
-			}
-			in.ResourceMetrics.Pods = append(in.ResourceMetrics.Pods, u)
-		}
+		r.ResourceMetrics = hpa.ResourceMetrics{Fetched: true, Err: errors.New(unavailableText + " (get pods.metrics.k8s.io)")}
 	}
-	for j := range s.HPA.Spec.Metrics {
-		in.Observations = append(in.Observations, s.observe(st, &s.HPA.Spec.Metrics[j]))
+	for j := range spec.Metrics {
+		r.Metrics = append(r.Metrics, s.observe(st, &spec.Metrics[j]))
 	}
-	return in, nil
+	return r
 }
 
 // unavailable reports whether a fetch of metric from api fails this step.
@@ -175,29 +81,24 @@ func (st *Step) unavailable(api, metric string) bool {
 }
 
 // observe answers the custom or external metrics API for one metric.
-func (s *Scenario) observe(st *Step, m *autoscalingv2.MetricSpec) engine.Observation {
-	var obs engine.Observation
+func (s *Scenario) observe(st *Step, m *autoscalingv2.MetricSpec) hpa.MetricValues {
+	var out hpa.MetricValues
 	switch m.Type {
 	case autoscalingv2.PodsMetricSourceType:
 		if st.unavailable("custom", m.Pods.Metric.Name) {
-			obs.Err = unavailableText + " (get pods.custom.metrics.k8s.io)"
-			return obs
+			out.Err = errors.New(unavailableText + " (get pods.custom.metrics.k8s.io)")
+			return out
 		}
 		for _, v := range st.CustomMetrics {
-			if v.DescribedObject.Kind != "Pod" || !sameMetric(v.Metric.Name, v.Metric.Selector, m.Pods.Metric) {
-				continue
+			if v.DescribedObject.Kind == "Pod" && sameMetric(v.Metric.Name, v.Metric.Selector, m.Pods.Metric) {
+				out.Custom = append(out.Custom, v)
 			}
-			window := defaultMetricWindow
-			if v.WindowSeconds != nil {
-				window = time.Duration(*v.WindowSeconds) * time.Second
-			}
-			obs.Values = append(obs.Values, engine.MetricValue{Pod: v.DescribedObject.Name, Milli: v.Value.MilliValue(), Timestamp: v.Timestamp.Time, Window: window})
 		}
 	case autoscalingv2.ObjectMetricSourceType:
 		o := m.Object
 		if st.unavailable("custom", o.Metric.Name) {
-			obs.Err = unavailableText + " (get " + o.DescribedObject.Kind + ".custom.metrics.k8s.io)"
-			return obs
+			out.Err = errors.New(unavailableText + " (get " + o.DescribedObject.Kind + ".custom.metrics.k8s.io)")
+			return out
 		}
 		want := schema.FromAPIVersionAndKind(o.DescribedObject.APIVersion, o.DescribedObject.Kind)
 		name := o.DescribedObject.Name
@@ -207,83 +108,51 @@ func (s *Scenario) observe(st *Step, m *autoscalingv2.MetricSpec) engine.Observa
 		for _, v := range st.CustomMetrics {
 			got := schema.FromAPIVersionAndKind(v.DescribedObject.APIVersion, v.DescribedObject.Kind)
 			if got.GroupKind() == want.GroupKind() && v.DescribedObject.Name == name && sameMetric(v.Metric.Name, v.Metric.Selector, o.Metric) {
-				obs.Values = []engine.MetricValue{{Milli: v.Value.MilliValue(), Timestamp: v.Timestamp.Time}}
-				return obs
+				out.Custom = []custommetrics.MetricValue{v}
+				return out
 			}
 		}
-		obs.Err = fmt.Sprintf("%s %q not found", o.Metric.Name, name)
+		out.Err = fmt.Errorf("%s %q not found", o.Metric.Name, name)
 	case autoscalingv2.ExternalMetricSourceType:
 		e := m.External
 		if st.unavailable("external", e.Metric.Name) {
-			obs.Err = unavailableText + " (get " + e.Metric.Name + ".external.metrics.k8s.io)"
-			return obs
+			out.Err = errors.New(unavailableText + " (get " + e.Metric.Name + ".external.metrics.k8s.io)")
+			return out
 		}
 		sel := labels.Everything()
 		if e.Metric.Selector != nil {
 			var err error
 			if sel, err = metav1.LabelSelectorAsSelector(e.Metric.Selector); err != nil {
-				obs.Err = err.Error()
-				return obs
+				out.Err = err
+				return out
 			}
 		}
 		for _, v := range st.ExternalMetrics {
 			if v.MetricName == e.Metric.Name && sel.Matches(labels.Set(v.MetricLabels)) {
-				obs.Values = append(obs.Values, engine.MetricValue{Milli: v.Value.MilliValue(), Timestamp: v.Timestamp.Time})
+				out.External = append(out.External, v)
 			}
 		}
 	}
-	return obs
+	return out
 }
 
 // sameMetric reports whether a held custom metric is the one the spec asks
-// for: same name and the same selector (both absent, or equal).
+// for: the same name and the same selector, compared as the controller
+// sends it to the API — its canonical string, in which requirements and
+// values are sorted (an absent selector is the empty string).
 func sameMetric(name string, sel *metav1.LabelSelector, want autoscalingv2.MetricIdentifier) bool {
-	if name != want.Name {
-		return false
-	}
-	if sel == nil || want.Selector == nil {
-		return sel == nil && want.Selector == nil
-	}
-	return equality.Semantic.DeepEqual(sel, want.Selector)
+	return name == want.Name && selectorString(sel) == selectorString(want.Selector)
 }
 
-// Pod converts a Kubernetes pod into what the engine reads of it.
-func Pod(p *corev1.Pod) engine.Pod {
-	out := engine.Pod{
-		Name:     p.Name,
-		Phase:    engine.PodPhase(p.Status.Phase),
-		Deleting: p.DeletionTimestamp != nil,
+// selectorString is a metric selector's canonical string; one that does not
+// parse is its own Go syntax, equal only to itself.
+func selectorString(s *metav1.LabelSelector) string {
+	if s == nil {
+		return ""
 	}
-	if p.Status.StartTime != nil {
-		out.StartTime = p.Status.StartTime.Time
+	sel, err := metav1.LabelSelectorAsSelector(s)
+	if err != nil {
+		return fmt.Sprintf("invalid:%#v", s)
 	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			out.Ready = &engine.PodReadiness{Status: engine.ConditionStatus(c.Status), LastTransitionTime: c.LastTransitionTime.Time}
-			break
-		}
-	}
-	for _, c := range p.Spec.Containers {
-		out.Containers = append(out.Containers, engine.Container{Name: c.Name, Requests: milli(c.Resources.Requests)})
-	}
-	for _, c := range p.Spec.InitContainers {
-		sidecar := c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
-		out.Containers = append(out.Containers, engine.Container{Name: c.Name, Requests: milli(c.Resources.Requests), Sidecar: sidecar, Init: !sidecar})
-	}
-	if p.Spec.Resources != nil && len(p.Spec.Resources.Requests) > 0 {
-		out.Requests = milli(p.Spec.Resources.Requests)
-	}
-	out.Overhead = milli(p.Spec.Overhead)
-	return out
-}
-
-func milli(rl corev1.ResourceList) map[string]int64 {
-	if len(rl) == 0 {
-		return nil
-	}
-	out := make(map[string]int64, len(rl))
-	for name, q := range rl {
-		out[string(name)] = q.MilliValue()
-	}
-	return out
+	return sel.String()
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/setpointhq/setpoint/engine"
+	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -47,11 +48,12 @@ func OutcomeOf(d engine.Decision) Outcome {
 }
 
 // Driver makes decisions for one scenario, keeping its status and history
-// between steps.
+// between steps, across spec edits, as the Kubernetes controller keeps
+// them.
 type Driver interface {
-	// Decide makes the decision for one step's input (Status unset: the
-	// driver carries it).
-	Decide(ctx context.Context, in engine.Input) (Outcome, error)
+	// Decide makes the decision at now for one step's request (without a
+	// target key: the driver sets its own).
+	Decide(ctx context.Context, req *setpointv1.RecommendRequest, now time.Time) (Outcome, error)
 	// Applied reports that the scale was written from → to at the given
 	// time.
 	Applied(ctx context.Context, from, to int32, at time.Time) error
@@ -74,16 +76,13 @@ func (m *Mismatch) String() string {
 	return fmt.Sprintf("step %d: %s: want %s, got %s", m.Step, m.Field, m.Want, m.Got)
 }
 
-// Replay feeds every step of s to drv and compares each outcome with the
-// recorded one. It returns the first mismatch (nil when all steps agree),
-// or an error when the driver failed.
+// Replay feeds every step of s to drv, each with the spec in force at that
+// step, and compares each outcome with the recorded one. It returns the
+// first mismatch (nil when all steps agree), or an error when the driver
+// failed.
 func Replay(ctx context.Context, s *Scenario, drv Driver) (*Mismatch, error) {
 	for i := range s.Steps {
-		in, err := s.Input(i)
-		if err != nil {
-			return nil, fmt.Errorf("step %d: %w", i, err)
-		}
-		got, err := drv.Decide(ctx, in)
+		got, err := drv.Decide(ctx, s.Request(i), s.Steps[i].Time)
 		if err != nil {
 			return nil, fmt.Errorf("step %d: %w", i, err)
 		}

@@ -4,10 +4,12 @@
 //
 // Scenario files are parsed with Kubernetes' own API types, so quantities,
 // times and label selectors mean exactly what they mean to the Kubernetes
-// controller. Input turns a step into an engine.Input, playing the part of
-// the metrics APIs (selecting custom and external metric series, failing
-// fetches listed as unavailable); Replay feeds the steps in order and
-// compares each outcome with the controller's recorded one.
+// controller. Request turns a step into the RecommendRequest an agent would
+// send — through package hpa, the agent's own conversion, with the spec in
+// force at that step (a step may edit it) — playing the part of the metrics
+// APIs (selecting custom and external metric series, failing fetches listed
+// as unavailable); Replay feeds the steps in order to a Driver and compares
+// each outcome with the controller's recorded one.
 package scenario
 
 import (
@@ -82,6 +84,10 @@ func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()
 type Step struct {
 	// Time is the controller's "now".
 	Time time.Time `json:"time"`
+	// Spec, when present, is a user's edit of the HPA made before this
+	// step: the full spec (after API defaulting) from this step on, until
+	// the next step with a spec.
+	Spec *autoscalingv2.HorizontalPodAutoscalerSpec `json:"spec,omitempty"`
 	// Scale is the target's Scale subresource as read.
 	Scale ScaleRead `json:"scale"`
 	// Pods are the pods listed with the scale's selector.

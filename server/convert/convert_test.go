@@ -288,6 +288,22 @@ func TestDefaults(t *testing.T) {
 		}, func(in *engine.Input) {
 			in.Spec.Metrics[0].Target = engine.Target{Type: engine.AverageValueTarget, Milli: 500}
 		}},
+		// Kubernetes reads an External target's averageValue first, an
+		// Object target's by its type, whatever else is set.
+		{"external target with value and average value is average value", func(r *setpointv1.RecommendRequest) {
+			r.Spec.Metrics[0] = &setpointv1.MetricSpec{Type: "External", External: &setpointv1.ExternalMetricSource{
+				Metric: &setpointv1.MetricIdentifier{Name: "q"}, Target: &setpointv1.MetricTarget{Type: "Value", Value: "30", AverageValue: "5"}}}
+		}, func(in *engine.Input) {
+			in.Spec.Metrics[0] = engine.MetricSpec{Type: engine.ExternalSource, Metric: engine.MetricIdentifier{Name: "q"}, Target: engine.Target{Type: engine.AverageValueTarget, Milli: 5000}}
+		}},
+		{"object target with value and average value follows its type", func(r *setpointv1.RecommendRequest) {
+			r.Spec.Metrics[0] = &setpointv1.MetricSpec{Type: "Object", Object: &setpointv1.ObjectMetricSource{
+				DescribedObject: &setpointv1.CrossVersionObjectReference{Kind: "Service", Name: "s"},
+				Metric:          &setpointv1.MetricIdentifier{Name: "q"}, Target: &setpointv1.MetricTarget{Type: "Value", Value: "30", AverageValue: "5"}}}
+		}, func(in *engine.Input) {
+			in.Spec.Metrics[0] = engine.MetricSpec{Type: engine.ObjectSource, Metric: engine.MetricIdentifier{Name: "q"},
+				DescribedObject: engine.ObjectReference{Kind: "Service", Name: "s"}, Target: engine.Target{Type: engine.ValueTarget, Milli: 30000}}
+		}},
 		{"quantity milli-value rounds up", func(r *setpointv1.RecommendRequest) {
 			r.Spec.Metrics[0].Resource.Target = &setpointv1.MetricTarget{Type: "AverageValue", AverageValue: "1.0001"}
 		}, func(in *engine.Input) {

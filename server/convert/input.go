@@ -9,10 +9,12 @@ import (
 	"time"
 
 	"github.com/setpointhq/setpoint/engine"
+	"github.com/setpointhq/setpoint/hpa"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/target"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/labels"
 )
@@ -30,24 +32,29 @@ const (
 	// DefaultDownscaleStabilizationWindow is the controller's default
 	// scale-down stabilization window.
 	DefaultDownscaleStabilizationWindow = 5 * time.Minute
-	// DefaultMinReplicas is spec.minReplicas when absent.
-	DefaultMinReplicas = 1
+	// DefaultMinReplicas is spec.minReplicas when absent: the API
+	// server's default.
+	DefaultMinReplicas = hpa.DefaultMinReplicas
 	// DefaultPodsMetricWindow is the window assumed for a Pods metric value
 	// that states none.
 	DefaultPodsMetricWindow = time.Minute
 )
 
 // defaultScaleUpPolicies and defaultScaleDownPolicies are the API server's
-// default policies of a behavior direction.
+// default policies of a behavior direction (package hpa declares them).
 var (
-	defaultScaleUpPolicies = []engine.Policy{
-		{Type: engine.PodsPolicy, Value: 4, PeriodSeconds: 15},
-		{Type: engine.PercentPolicy, Value: 100, PeriodSeconds: 15},
-	}
-	defaultScaleDownPolicies = []engine.Policy{
-		{Type: engine.PercentPolicy, Value: 100, PeriodSeconds: 15},
-	}
+	defaultScaleUpPolicies   = policies(hpa.DefaultScaleUpPolicies())
+	defaultScaleDownPolicies = policies(hpa.DefaultScaleDownPolicies())
 )
+
+// policies converts Kubernetes scaling policies.
+func policies(ps []autoscalingv2.HPAScalingPolicy) []engine.Policy {
+	out := make([]engine.Policy, len(ps))
+	for i, p := range ps {
+		out[i] = engine.Policy{Type: engine.PolicyType(p.Type), Value: p.Value, PeriodSeconds: p.PeriodSeconds}
+	}
+	return out
+}
 
 // Key returns the target key of an API target key.
 func Key(k *setpointv1.TargetKey) target.Key {
@@ -236,6 +243,10 @@ func (c *converter) quantities(field string, m map[string]string) map[string]int
 
 func (c *converter) spec(s *setpointv1.HorizontalPodAutoscalerSpec, settings engine.Settings) engine.Spec {
 	out := engine.Spec{MinReplicas: DefaultMinReplicas, MaxReplicas: s.GetMaxReplicas()}
+	if s == nil {
+		c.err.Add("spec", "must be set")
+		return out
+	}
 	if s.MinReplicas != nil {
 		out.MinReplicas = s.GetMinReplicas()
 	}
@@ -262,18 +273,12 @@ func (c *converter) spec(s *setpointv1.HorizontalPodAutoscalerSpec, settings eng
 	if b := s.GetBehavior(); b != nil {
 		window := int32(settings.DownscaleStabilizationWindow / time.Second)
 		out.Behavior = &engine.Behavior{
-			ScaleUp:   c.rules("spec.behavior.scale_up", b.GetScaleUp(), 0, defaultScaleUpPolicies, settings.Tolerance),
+			ScaleUp:   c.rules("spec.behavior.scale_up", b.GetScaleUp(), hpa.DefaultScaleUpStabilizationWindowSeconds, defaultScaleUpPolicies, settings.Tolerance),
 			ScaleDown: c.rules("spec.behavior.scale_down", b.GetScaleDown(), window, defaultScaleDownPolicies, settings.Tolerance),
 		}
 	}
 	return out
 }
-
-// Limits of the autoscaling/v2 API.
-const (
-	maxStabilizationWindowSeconds = 3600
-	maxPolicyPeriodSeconds        = 1800
-)
 
 // rules resolves one direction of a behavior with the API server's
 // defaulting.
@@ -285,8 +290,8 @@ func (c *converter) rules(f string, r *setpointv1.ScalingRules, window int32, po
 	}
 	if r.StabilizationWindowSeconds != nil {
 		out.StabilizationWindowSeconds = r.GetStabilizationWindowSeconds()
-		if w := out.StabilizationWindowSeconds; w < 0 || w > maxStabilizationWindowSeconds {
-			c.err.Add(f+".stabilization_window_seconds", "must be within [0, %d], got %d", maxStabilizationWindowSeconds, w)
+		if w := out.StabilizationWindowSeconds; w < 0 || w > engine.MaxStabilizationWindowSeconds {
+			c.err.Add(f+".stabilization_window_seconds", "must be within [0, %d], got %d", engine.MaxStabilizationWindowSeconds, w)
 		}
 	}
 	switch sp := engine.SelectPolicy(r.GetSelectPolicy()); sp {
@@ -307,8 +312,8 @@ func (c *converter) rules(f string, r *setpointv1.ScalingRules, window int32, po
 			if p.GetValue() <= 0 {
 				c.err.Add(pf+".value", "must be > 0, got %d", p.GetValue())
 			}
-			if ps := p.GetPeriodSeconds(); ps <= 0 || ps > maxPolicyPeriodSeconds {
-				c.err.Add(pf+".period_seconds", "must be within [1, %d], got %d", maxPolicyPeriodSeconds, ps)
+			if ps := p.GetPeriodSeconds(); ps <= 0 || ps > engine.MaxPolicyPeriodSeconds {
+				c.err.Add(pf+".period_seconds", "must be within [1, %d], got %d", engine.MaxPolicyPeriodSeconds, ps)
 			}
 			out.Policies = append(out.Policies, engine.Policy{Type: pt, Value: p.GetValue(), PeriodSeconds: p.GetPeriodSeconds()})
 		}

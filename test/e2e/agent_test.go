@@ -63,6 +63,21 @@ func TestCPUScaleUpDeployment(t *testing.T) {
 	t.Logf("describe:\n  %s\n  events: %s", statusText(t, ns, "web"), strings.Join(eventsOf(t, ns, "web"), "\n          "))
 }
 
+// An Autoscaler without metrics scales on 80% average cpu utilization, as
+// an HPA does (the API server's default): 2 pods at 100% of their request
+// propose ceil(2 × 100/80) = 3.
+func TestNoMetricsScaleOnCPU(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t, "no-metrics")
+	createDeployment(t, ns, "web", 2)
+	runningPods(t, ns, "web", 2, "100m", "100m")
+	createAutoscaler(t, ns, "web", v1alpha1.AutoscalerSpec{ScaleTargetRef: deploymentRef("web"), MaxReplicas: 10})
+	startAgent(t, ns, agentConfig{})
+
+	waitReplicas(t, ns, "web", 3, 15*time.Second)
+	waitEvent(t, ns, "web", "Normal SuccessfulRescale New size: 3; reason: cpu resource utilization (percentage of request) above target")
+}
+
 // A StatefulSet scaled on a Pods metric from custom.metrics.k8s.io.
 func TestStatefulSetPodsMetric(t *testing.T) {
 	t.Parallel()

@@ -168,7 +168,9 @@ type HorizontalPodAutoscalerSpec struct {
 	MinReplicas *int32 `protobuf:"varint,2,opt,name=min_replicas,json=minReplicas,proto3,oneof" json:"min_replicas,omitempty"`
 	// Upper replica limit, in replicas; at least 1.
 	MaxReplicas int32 `protobuf:"varint,3,opt,name=max_replicas,json=maxReplicas,proto3" json:"max_replicas,omitempty"`
-	// Metrics whose proposals are combined (the largest wins).
+	// Metrics whose proposals are combined (the largest wins); at least one.
+	// The API server's default for an HPA without metrics (cpu at 80% average
+	// utilization) is applied by the client, as the agent does.
 	Metrics []*MetricSpec `protobuf:"bytes,4,rep,name=metrics,proto3" json:"metrics,omitempty"`
 	// Scaling behavior; absent selects the legacy behavior.
 	Behavior      *HorizontalPodAutoscalerBehavior `protobuf:"bytes,5,opt,name=behavior,proto3" json:"behavior,omitempty"`
@@ -4079,7 +4081,14 @@ type SimulateStep struct {
 	// per-pod usage for Resource, ContainerResource and Pods metrics ("400m"
 	// cpu, "200Mi" memory), the value for Object and External metrics. An
 	// empty string makes that metric's fetch fail.
-	MetricValues  []string `protobuf:"bytes,6,rep,name=metric_values,json=metricValues,proto3" json:"metric_values,omitempty"`
+	MetricValues []string `protobuf:"bytes,6,rep,name=metric_values,json=metricValues,proto3" json:"metric_values,omitempty"`
+	// A user's edit of the autoscaler made before this step: the full spec
+	// from this step on, until the next step that has one. Absent: the spec
+	// is unchanged (SimulateRequest.spec before the first edit). As in
+	// Kubernetes, the status and the history of recommendations and scale
+	// events carry across an edit and count under the new spec's windows and
+	// policies. observations and metric_values follow this spec's metrics.
+	Spec          *HorizontalPodAutoscalerSpec `protobuf:"bytes,7,opt,name=spec,proto3" json:"spec,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4152,6 +4161,13 @@ func (x *SimulateStep) GetObservations() []*MetricObservation {
 func (x *SimulateStep) GetMetricValues() []string {
 	if x != nil {
 		return x.MetricValues
+	}
+	return nil
+}
+
+func (x *SimulateStep) GetSpec() *HorizontalPodAutoscalerSpec {
+	if x != nil {
+		return x.Spec
 	}
 	return nil
 }
@@ -4882,14 +4898,15 @@ const file_setpoint_v1_setpoint_proto_rawDesc = "" +
 	"\bsettings\x18\x02 \x01(\v2\x1f.setpoint.v1.ControllerSettingsR\bsettings\x123\n" +
 	"\tseed_from\x18\x03 \x01(\v2\x16.setpoint.v1.TargetKeyR\bseedFrom\x12/\n" +
 	"\x05steps\x18\x04 \x03(\v2\x19.setpoint.v1.SimulateStepR\x05steps\x122\n" +
-	"\tpod_model\x18\x05 \x01(\v2\x15.setpoint.v1.PodModelR\bpodModel\"\xc0\x02\n" +
+	"\tpod_model\x18\x05 \x01(\v2\x15.setpoint.v1.PodModelR\bpodModel\"\xfe\x02\n" +
 	"\fSimulateStep\x12.\n" +
 	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12(\n" +
 	"\x05scale\x18\x02 \x01(\v2\x12.setpoint.v1.ScaleR\x05scale\x12$\n" +
 	"\x04pods\x18\x03 \x03(\v2\x10.setpoint.v1.PodR\x04pods\x12G\n" +
 	"\x10resource_metrics\x18\x04 \x01(\v2\x1c.setpoint.v1.ResourceMetricsR\x0fresourceMetrics\x12B\n" +
 	"\fobservations\x18\x05 \x03(\v2\x1e.setpoint.v1.MetricObservationR\fobservations\x12#\n" +
-	"\rmetric_values\x18\x06 \x03(\tR\fmetricValues\"\xef\x01\n" +
+	"\rmetric_values\x18\x06 \x03(\tR\fmetricValues\x12<\n" +
+	"\x04spec\x18\a \x01(\v2(.setpoint.v1.HorizontalPodAutoscalerSpecR\x04spec\"\xef\x01\n" +
 	"\bPodModel\x12)\n" +
 	"\x10initial_replicas\x18\x01 \x01(\x05R\x0finitialReplicas\x12?\n" +
 	"\brequests\x18\x02 \x03(\v2#.setpoint.v1.PodModel.RequestsEntryR\brequests\x12:\n" +
@@ -5122,35 +5139,36 @@ var file_setpoint_v1_setpoint_proto_depIdxs = []int32{
 	18,  // 102: setpoint.v1.SimulateStep.pods:type_name -> setpoint.v1.Pod
 	21,  // 103: setpoint.v1.SimulateStep.resource_metrics:type_name -> setpoint.v1.ResourceMetrics
 	24,  // 104: setpoint.v1.SimulateStep.observations:type_name -> setpoint.v1.MetricObservation
-	70,  // 105: setpoint.v1.PodModel.requests:type_name -> setpoint.v1.PodModel.RequestsEntry
-	71,  // 106: setpoint.v1.PodModel.ready_after:type_name -> google.protobuf.Duration
-	61,  // 107: setpoint.v1.SimulateResponse.steps:type_name -> setpoint.v1.SimulateStepResult
-	72,  // 108: setpoint.v1.SimulateStepResult.time:type_name -> google.protobuf.Timestamp
-	28,  // 109: setpoint.v1.SimulateStepResult.decision:type_name -> setpoint.v1.Decision
-	0,   // 110: setpoint.v1.WatchResponse.target:type_name -> setpoint.v1.TargetKey
-	28,  // 111: setpoint.v1.WatchResponse.decision:type_name -> setpoint.v1.Decision
-	56,  // 112: setpoint.v1.WatchResponse.observation:type_name -> setpoint.v1.Event
-	64,  // 113: setpoint.v1.WatchResponse.deleted:type_name -> setpoint.v1.TargetDeleted
-	72,  // 114: setpoint.v1.TargetDeleted.time:type_name -> google.protobuf.Timestamp
-	26,  // 115: setpoint.v1.AutoscalerService.Recommend:input_type -> setpoint.v1.RecommendRequest
-	41,  // 116: setpoint.v1.AutoscalerService.Observe:input_type -> setpoint.v1.ObserveRequest
-	46,  // 117: setpoint.v1.AutoscalerService.GetTarget:input_type -> setpoint.v1.GetTargetRequest
-	48,  // 118: setpoint.v1.AutoscalerService.ListTargets:input_type -> setpoint.v1.ListTargetsRequest
-	50,  // 119: setpoint.v1.AutoscalerService.DeleteTarget:input_type -> setpoint.v1.DeleteTargetRequest
-	57,  // 120: setpoint.v1.AutoscalerService.Simulate:input_type -> setpoint.v1.SimulateRequest
-	62,  // 121: setpoint.v1.AutoscalerService.Watch:input_type -> setpoint.v1.WatchRequest
-	27,  // 122: setpoint.v1.AutoscalerService.Recommend:output_type -> setpoint.v1.RecommendResponse
-	45,  // 123: setpoint.v1.AutoscalerService.Observe:output_type -> setpoint.v1.ObserveResponse
-	47,  // 124: setpoint.v1.AutoscalerService.GetTarget:output_type -> setpoint.v1.GetTargetResponse
-	49,  // 125: setpoint.v1.AutoscalerService.ListTargets:output_type -> setpoint.v1.ListTargetsResponse
-	51,  // 126: setpoint.v1.AutoscalerService.DeleteTarget:output_type -> setpoint.v1.DeleteTargetResponse
-	60,  // 127: setpoint.v1.AutoscalerService.Simulate:output_type -> setpoint.v1.SimulateResponse
-	63,  // 128: setpoint.v1.AutoscalerService.Watch:output_type -> setpoint.v1.WatchResponse
-	122, // [122:129] is the sub-list for method output_type
-	115, // [115:122] is the sub-list for method input_type
-	115, // [115:115] is the sub-list for extension type_name
-	115, // [115:115] is the sub-list for extension extendee
-	0,   // [0:115] is the sub-list for field type_name
+	2,   // 105: setpoint.v1.SimulateStep.spec:type_name -> setpoint.v1.HorizontalPodAutoscalerSpec
+	70,  // 106: setpoint.v1.PodModel.requests:type_name -> setpoint.v1.PodModel.RequestsEntry
+	71,  // 107: setpoint.v1.PodModel.ready_after:type_name -> google.protobuf.Duration
+	61,  // 108: setpoint.v1.SimulateResponse.steps:type_name -> setpoint.v1.SimulateStepResult
+	72,  // 109: setpoint.v1.SimulateStepResult.time:type_name -> google.protobuf.Timestamp
+	28,  // 110: setpoint.v1.SimulateStepResult.decision:type_name -> setpoint.v1.Decision
+	0,   // 111: setpoint.v1.WatchResponse.target:type_name -> setpoint.v1.TargetKey
+	28,  // 112: setpoint.v1.WatchResponse.decision:type_name -> setpoint.v1.Decision
+	56,  // 113: setpoint.v1.WatchResponse.observation:type_name -> setpoint.v1.Event
+	64,  // 114: setpoint.v1.WatchResponse.deleted:type_name -> setpoint.v1.TargetDeleted
+	72,  // 115: setpoint.v1.TargetDeleted.time:type_name -> google.protobuf.Timestamp
+	26,  // 116: setpoint.v1.AutoscalerService.Recommend:input_type -> setpoint.v1.RecommendRequest
+	41,  // 117: setpoint.v1.AutoscalerService.Observe:input_type -> setpoint.v1.ObserveRequest
+	46,  // 118: setpoint.v1.AutoscalerService.GetTarget:input_type -> setpoint.v1.GetTargetRequest
+	48,  // 119: setpoint.v1.AutoscalerService.ListTargets:input_type -> setpoint.v1.ListTargetsRequest
+	50,  // 120: setpoint.v1.AutoscalerService.DeleteTarget:input_type -> setpoint.v1.DeleteTargetRequest
+	57,  // 121: setpoint.v1.AutoscalerService.Simulate:input_type -> setpoint.v1.SimulateRequest
+	62,  // 122: setpoint.v1.AutoscalerService.Watch:input_type -> setpoint.v1.WatchRequest
+	27,  // 123: setpoint.v1.AutoscalerService.Recommend:output_type -> setpoint.v1.RecommendResponse
+	45,  // 124: setpoint.v1.AutoscalerService.Observe:output_type -> setpoint.v1.ObserveResponse
+	47,  // 125: setpoint.v1.AutoscalerService.GetTarget:output_type -> setpoint.v1.GetTargetResponse
+	49,  // 126: setpoint.v1.AutoscalerService.ListTargets:output_type -> setpoint.v1.ListTargetsResponse
+	51,  // 127: setpoint.v1.AutoscalerService.DeleteTarget:output_type -> setpoint.v1.DeleteTargetResponse
+	60,  // 128: setpoint.v1.AutoscalerService.Simulate:output_type -> setpoint.v1.SimulateResponse
+	63,  // 129: setpoint.v1.AutoscalerService.Watch:output_type -> setpoint.v1.WatchResponse
+	123, // [123:130] is the sub-list for method output_type
+	116, // [116:123] is the sub-list for method input_type
+	116, // [116:116] is the sub-list for extension type_name
+	116, // [116:116] is the sub-list for extension extendee
+	0,   // [0:116] is the sub-list for field type_name
 }
 
 func init() { file_setpoint_v1_setpoint_proto_init() }

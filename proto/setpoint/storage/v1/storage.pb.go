@@ -26,14 +26,13 @@
 package storagev1
 
 import (
-	reflect "reflect"
-	sync "sync"
-	unsafe "unsafe"
-
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
+	reflect "reflect"
+	sync "sync"
+	unsafe "unsafe"
 )
 
 const (
@@ -1671,7 +1670,7 @@ type Decision struct {
 	Status *Status `protobuf:"bytes,4,opt,name=status,proto3" json:"status,omitempty"`
 	// How the decision was reached.
 	Explanation *Explanation `protobuf:"bytes,5,opt,name=explanation,proto3" json:"explanation,omitempty"`
-	// The history after the decision (store.LastDecision leaves it empty).
+	// The history after the decision (target.LastDecision leaves it empty).
 	History       *History `protobuf:"bytes,6,opt,name=history,proto3" json:"history,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
