@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/setpointhq/setpoint/agent/api/v1alpha1"
 	"sort"
 	"strings"
 	"time"
@@ -26,6 +25,9 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/setpointhq/setpoint/agent/api/v1alpha1"
+	"github.com/setpointhq/setpoint/hpa"
 )
 
 // Event actions (events/v1 requires one).
@@ -219,7 +221,13 @@ func (r *run) reconcile(ctx context.Context) (string, error) {
 		r.failedMetrics = true
 		r.event(corev1.EventTypeWarning, "FailedComputeMetricsReplicas", actionCompute, "%s", rec.Error)
 	}
-	r.c.opts.Prometheus.decided(r.a.Namespace, r.a.Name, spec.Metrics, current, rec, took)
+	// The metrics in force: the API server's default (80% cpu) when the
+	// spec lists none, as the request carried.
+	metrics := spec.Metrics
+	if len(metrics) == 0 {
+		metrics = []autoscalingv2.MetricSpec{hpa.DefaultMetric()}
+	}
+	r.c.opts.Prometheus.decided(r.a.Namespace, r.a.Name, metrics, current, rec, took)
 	if !spec.DryRun {
 		r.action = actionOf(rec.Rescale, rec.DesiredReplicas, current)
 	}
@@ -228,7 +236,7 @@ func (r *run) reconcile(ctx context.Context) (string, error) {
 	r.status.CurrentMetrics = rec.CurrentMetrics
 	r.status.Conditions = mergeConditions(r.status.Conditions, rec.Conditions, r.now)
 	r.status.Explanation = explanationOf(rec, spec.DryRun, current)
-	r.status.Targets = formatTargets(spec.Metrics, rec.CurrentMetrics)
+	r.status.Targets = formatTargets(metrics, rec.CurrentMetrics)
 
 	leftAt := current
 	switch {

@@ -19,6 +19,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/setpointhq/setpoint/agent/api/v1alpha1"
+	"github.com/setpointhq/setpoint/hpa"
 )
 
 func TestNextSync(t *testing.T) {
@@ -275,7 +276,7 @@ func TestTrimPodKeepsRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(podOf(full), podOf(trimmed.(*corev1.Pod)), protocmp.Transform()); diff != "" {
+	if diff := cmp.Diff(hpa.Pod(full), hpa.Pod(trimmed.(*corev1.Pod)), protocmp.Transform()); diff != "" {
 		t.Errorf("request pod from the trimmed cache (-full +trimmed):\n%s", diff)
 	}
 }

@@ -76,6 +76,11 @@ func TestNoMetricsScaleOnCPU(t *testing.T) {
 
 	waitReplicas(t, ns, "web", 3, 15*time.Second)
 	waitEvent(t, ns, "web", "Normal SuccessfulRescale New size: 3; reason: cpu resource utilization (percentage of request) above target")
+	// The status shows the defaulted metric, as kubectl shows an HPA's.
+	waitFor(t, 5*time.Second, "targets", func() (bool, string) {
+		a := autoscaler(t, ns, "web")
+		return strings.HasPrefix(a.Status.Targets, "cpu: ") && strings.HasSuffix(a.Status.Targets, "/80%"), a.Status.Targets
+	})
 }
 
 // A StatefulSet scaled on a Pods metric from custom.metrics.k8s.io.
