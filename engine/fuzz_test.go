@@ -260,11 +260,7 @@ func checkDecision(t *testing.T, in engine.Input, h engine.History) bool {
 	spec, current, ex := in.Spec, in.Scale.Replicas, d.Explanation
 	evaluated := len(ex.Metrics) > 0 && ex.Winner >= 0
 	if d.Rescale {
-		// Upstream's legacy limit int32(max(2×current, 4)) overflows above
-		// 2^30 replicas: on amd64 it becomes MinInt32 and so does the
-		// decision. The engine reproduces that; it is not checked here.
-		legacyOverflow := spec.Behavior == nil && evaluated && 2*float64(current) > math.MaxInt32
-		if !legacyOverflow && (d.DesiredReplicas < spec.MinReplicas || d.DesiredReplicas > spec.MaxReplicas) {
+		if d.DesiredReplicas < spec.MinReplicas || d.DesiredReplicas > spec.MaxReplicas {
 			t.Fatalf("rescale %d → %d outside [%d, %d]; explanation %+v", current, d.DesiredReplicas, spec.MinReplicas, spec.MaxReplicas, ex)
 		}
 		if d.DesiredReplicas == current {
@@ -319,27 +315,27 @@ func policyLimit(current int32, h engine.History, rules *engine.Rules, now time.
 	if rules.SelectPolicy == engine.SelectDisabled {
 		return current
 	}
-	inPeriod := func(events []engine.ScaleEvent, period int32) int32 {
-		var sum int32
+	inPeriod := func(events []engine.ScaleEvent, period int32) int64 {
+		var sum int64
 		for _, e := range events {
 			if e.At.After(now.Add(-time.Duration(period) * time.Second)) {
-				sum += e.Change
+				sum += int64(e.Change)
 			}
 		}
 		return sum
 	}
 	var limits []int32
 	for _, p := range rules.Policies {
-		start := current - inPeriod(h.ScaleUpEvents, p.PeriodSeconds) + inPeriod(h.ScaleDownEvents, p.PeriodSeconds)
+		start := int64(current) - inPeriod(h.ScaleUpEvents, p.PeriodSeconds) + inPeriod(h.ScaleDownEvents, p.PeriodSeconds)
 		switch {
 		case p.Type == engine.PodsPolicy && up:
-			limits = append(limits, start+p.Value)
+			limits = append(limits, saturatedInt32(float64(start+int64(p.Value))))
 		case p.Type == engine.PodsPolicy:
-			limits = append(limits, start-p.Value)
+			limits = append(limits, saturatedInt32(float64(start-int64(p.Value))))
 		case up:
-			limits = append(limits, amd64Int32(math.Ceil(float64(start)*(1+float64(p.Value)/100))))
+			limits = append(limits, saturatedInt32(math.Ceil(float64(start)*(1+float64(p.Value)/100))))
 		default:
-			limits = append(limits, amd64Int32(float64(start)*(1-float64(p.Value)/100)))
+			limits = append(limits, saturatedInt32(float64(start)*(1-float64(p.Value)/100)))
 		}
 	}
 	// Up: Max allows the most (largest count); down: Max allows the most
@@ -356,10 +352,13 @@ func policyLimit(current int32, h engine.History, rules *engine.Rules, now time.
 	return out
 }
 
-// amd64Int32 is int32(f) as Go computes it on amd64, where upstream runs:
-// NaN and out-of-range values become MinInt32.
-func amd64Int32(f float64) int32 {
-	if math.IsNaN(f) || f >= math.MaxInt32+1 || f < math.MinInt32 {
+// saturatedInt32 is int32(f) saturated to the int32 range (NaN is
+// MinInt32), as the engine converts.
+func saturatedInt32(f float64) int32 {
+	switch {
+	case f >= math.MaxInt32+1:
+		return math.MaxInt32
+	case math.IsNaN(f) || f < math.MinInt32:
 		return math.MinInt32
 	}
 	return int32(f)

@@ -143,13 +143,13 @@ func (d *decider) rateLimit(current, desired int32) (int32, string, string) {
 }
 
 // changeInPeriod sums the changes of the events strictly inside the period
-// ending at now.
-func changeInPeriod(periodSeconds int32, events []ScaleEvent, now time.Time) int32 {
+// ending at now, in int64 so that it cannot overflow.
+func changeInPeriod(periodSeconds int32, events []ScaleEvent, now time.Time) int64 {
 	cutoff := now.Add(-time.Duration(periodSeconds) * time.Second)
-	var sum int32
+	var sum int64
 	for _, e := range events {
 		if e.At.After(cutoff) {
-			sum += e.Change
+			sum += int64(e.Change)
 		}
 	}
 	return sum
@@ -165,11 +165,11 @@ func scaleUpLimit(current int32, upEvents, downEvents []ScaleEvent, rules *Rules
 		result, pick = math.MaxInt32, func(a, b int32) int32 { return min(a, b) }
 	}
 	for _, p := range rules.Policies {
-		start := current - changeInPeriod(p.PeriodSeconds, upEvents, now) + changeInPeriod(p.PeriodSeconds, downEvents, now)
+		start := int64(current) - changeInPeriod(p.PeriodSeconds, upEvents, now) + changeInPeriod(p.PeriodSeconds, downEvents, now)
 		var proposed int32
 		switch p.Type {
 		case PodsPolicy:
-			proposed = start + p.Value
+			proposed = clampInt32(start + int64(p.Value))
 		case PercentPolicy:
 			proposed = ceilInt32(float64(start) * (1 + float64(p.Value)/100))
 		}
@@ -188,11 +188,11 @@ func scaleDownLimit(current int32, upEvents, downEvents []ScaleEvent, rules *Rul
 		result, pick = math.MinInt32, func(a, b int32) int32 { return max(a, b) }
 	}
 	for _, p := range rules.Policies {
-		start := current - changeInPeriod(p.PeriodSeconds, upEvents, now) + changeInPeriod(p.PeriodSeconds, downEvents, now)
+		start := int64(current) - changeInPeriod(p.PeriodSeconds, upEvents, now) + changeInPeriod(p.PeriodSeconds, downEvents, now)
 		var proposed int32
 		switch p.Type {
 		case PodsPolicy:
-			proposed = start - p.Value
+			proposed = clampInt32(start - int64(p.Value))
 		case PercentPolicy:
 			proposed = toInt32(float64(start) * (1 - float64(p.Value)/100))
 		}

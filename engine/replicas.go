@@ -471,18 +471,25 @@ func (c *calculator) perPodReplicas(total, target int64, saturate bool, ex *Metr
 	return proposal, toInt64(math.Ceil(float64(total) / float64(statusReplicas)))
 }
 
-// ceilInt32 is int32(math.Ceil(f)) with the result Go gives on amd64 for
-// values out of range, so that decisions do not depend on the platform.
+// ceilInt32 is int32(math.Ceil(f)), saturating like toInt32.
 func ceilInt32(f float64) int32 { return toInt32(math.Ceil(f)) }
 
-// toInt32 converts like Go on amd64: NaN and out-of-range values become
-// math.MinInt32.
+// toInt32 converts f to int32, saturating: values above the range become
+// math.MaxInt32, values below it and NaN math.MinInt32. (Go's own
+// conversion is platform-defined out of range: upstream's wraps to
+// MinInt32 on amd64 and saturates on arm64; Setpoint saturates everywhere.)
 func toInt32(f float64) int32 {
-	if f != f || f >= 1<<31 || f < -(1<<31) {
+	switch {
+	case f >= 1<<31:
+		return math.MaxInt32
+	case f != f || f < -(1<<31):
 		return math.MinInt32
 	}
 	return int32(f)
 }
+
+// clampInt32 is n saturated to the int32 range.
+func clampInt32(n int64) int32 { return int32(max(math.MinInt32, min(n, math.MaxInt32))) }
 
 // toInt64 converts like Go on amd64: NaN and out-of-range values become
 // math.MinInt64.
