@@ -94,6 +94,21 @@ func watchWith(r *setpointv1.WatchRequest) func(context.Context, *hostileClient)
 	}
 }
 
+// externalWithExpressions is an External metric (target value 10) whose
+// selector has n expressions of k values each.
+func externalWithExpressions(n, k int) *setpointv1.MetricSpec {
+	sel := &setpointv1.LabelSelector{}
+	for i := range n {
+		req := &setpointv1.LabelSelectorRequirement{Key: fmt.Sprintf("k%d", i), Operator: "In"}
+		for j := range k {
+			req.Values = append(req.Values, fmt.Sprint("v", j))
+		}
+		sel.MatchExpressions = append(sel.MatchExpressions, req)
+	}
+	return &setpointv1.MetricSpec{Type: "External", External: &setpointv1.ExternalMetricSource{
+		Metric: &setpointv1.MetricIdentifier{Name: "queue", Selector: sel}, Target: &setpointv1.MetricTarget{Type: "Value", Value: "10"}}}
+}
+
 // wantDesired checks a RecommendResponse's decided replica count.
 func wantDesired(n int32) func(*testing.T, proto.Message) {
 	return func(t *testing.T, m proto.Message) {
@@ -239,20 +254,65 @@ func catalogue() []hostile {
 		}},
 		{name: "selector of 100k nested parentheses", call: recommendWith(func(r *setpointv1.RecommendRequest) {
 			r.Scale.Selector = "app in " + strings.Repeat("(", 100_000) + strings.Repeat(")", 100_000)
+		}), code: codes.InvalidArgument, field: "scale.selector"},
+		{name: "selector of 2k nested parentheses", call: recommendWith(func(r *setpointv1.RecommendRequest) {
+			r.Scale.Selector = "app in " + strings.Repeat("(", 2000) + strings.Repeat(")", 2000)
 		}), code: codes.OK, check: func(t *testing.T, m proto.Message) {
 			if !hasCondition(m.(*setpointv1.RecommendResponse).GetDecision().GetStatus(), "ScalingActive", "False", "InvalidSelector") {
 				t.Errorf("status lacks ScalingActive=False InvalidSelector")
 			}
 		}},
 		{name: "label selector with 10k expressions", call: recommendWith(func(r *setpointv1.RecommendRequest) {
-			r.Spec.Metrics[0] = &setpointv1.MetricSpec{Type: "External", External: &setpointv1.ExternalMetricSource{
-				Metric: &setpointv1.MetricIdentifier{Name: "queue", Selector: &setpointv1.LabelSelector{}}, Target: &setpointv1.MetricTarget{Type: "Value", Value: "10"}}}
-			for i := range 10_000 {
-				r.Spec.Metrics[0].External.Metric.Selector.MatchExpressions = append(r.Spec.Metrics[0].External.Metric.Selector.MatchExpressions,
-					&setpointv1.LabelSelectorRequirement{Key: fmt.Sprintf("k%d", i), Operator: "In", Values: []string{"a", "b"}})
-			}
+			r.Spec.Metrics[0] = externalWithExpressions(10_000, 2)
+			r.Observations = []*setpointv1.MetricObservation{{Values: []*setpointv1.MetricValue{{Value: "30", Timestamp: timestamppb.New(t0)}}}}
+		}), code: codes.InvalidArgument, field: "spec.metrics[0].external.metric.selector.match_expressions"},
+		{name: "label selector with 256 expressions (-max-list-entries)", call: recommendWith(func(r *setpointv1.RecommendRequest) {
+			r.Spec.Metrics[0] = externalWithExpressions(server.DefaultMaxListEntries, 2)
 			r.Observations = []*setpointv1.MetricObservation{{Values: []*setpointv1.MetricValue{{Value: "30", Timestamp: timestamppb.New(t0)}}}}
 		}), code: codes.OK, check: wantDesired(7)},
+		{name: "label selector value of 5 MiB", call: recommendWith(func(r *setpointv1.RecommendRequest) {
+			r.Spec.Metrics[0] = externalWithExpressions(1, 1)
+			r.Spec.Metrics[0].External.Metric.Selector.MatchExpressions[0].Values[0] = strings.Repeat("v", 5<<20)
+		}), code: codes.InvalidArgument, field: "spec.metrics[0].external.metric.selector.match_expressions[0].values[0]"},
+		{name: "match_labels value of 5 KiB", call: recommendWith(func(r *setpointv1.RecommendRequest) {
+			r.Spec.Metrics[0] = externalWithExpressions(0, 0)
+			r.Spec.Metrics[0].External.Metric.Selector.MatchLabels = map[string]string{"app": strings.Repeat("v", 5<<10)}
+		}), code: codes.InvalidArgument, field: `spec.metrics[0].external.metric.selector.match_labels["app"]`},
+		{name: "match_labels of 1k entries", call: recommendWith(func(r *setpointv1.RecommendRequest) {
+			r.Spec.Metrics[0] = externalWithExpressions(0, 0)
+			r.Spec.Metrics[0].External.Metric.Selector.MatchLabels = map[string]string{}
+			for i := range 1000 {
+				r.Spec.Metrics[0].External.Metric.Selector.MatchLabels[fmt.Sprint("k", i)] = "v"
+			}
+		}), code: codes.InvalidArgument, field: "spec.metrics[0].external.metric.selector.match_labels"},
+		{name: "spec over the stored-bytes budget (50 metrics of 4 KiB selectors)", call: recommendWith(func(r *setpointv1.RecommendRequest) {
+			r.Spec.Metrics = nil
+			for range 50 {
+				m := externalWithExpressions(1, 1)
+				m.External.Metric.Selector.MatchExpressions[0].Values[0] = strings.Repeat("v", 4000)
+				r.Spec.Metrics = append(r.Spec.Metrics, m)
+			}
+		}), code: codes.InvalidArgument, field: "spec"},
+		{name: "metric name of 5 KiB", call: recommendWith(func(r *setpointv1.RecommendRequest) {
+			r.Spec.Metrics[0] = externalWithExpressions(0, 0)
+			r.Spec.Metrics[0].External.Metric.Name = strings.Repeat("n", 5<<10)
+		}), code: codes.InvalidArgument, field: "spec.metrics[0].external.metric.name"},
+		{name: "pod with 1k containers", call: recommendWith(func(r *setpointv1.RecommendRequest) {
+			for range 1000 {
+				r.Pods[0].Containers = append(r.Pods[0].Containers, &setpointv1.Container{Name: "c"})
+			}
+		}), code: codes.InvalidArgument, field: "pods[0].containers"},
+		{name: "failed message of 1 MiB", call: observeWith(&setpointv1.ObserveRequest{
+			Target: &setpointv1.TargetKey{Cluster: "c1", Namespace: "default", Name: "web"}, DecisionId: "d",
+			Change: &setpointv1.ObserveRequest_Failed{Failed: &setpointv1.FailedChange{To: 5, Message: strings.Repeat("m", 1<<20)}},
+		}), code: codes.InvalidArgument, field: "failed.message"},
+		{name: "metric error of 1 MiB", call: recommendWith(func(r *setpointv1.RecommendRequest) {
+			r.Observations[0].Error = strings.Repeat("e", 1<<20)
+		}), code: codes.InvalidArgument, field: "observations[0].error"},
+		{name: "watch cluster of 1 MiB", call: watchWith(&setpointv1.WatchRequest{Cluster: strings.Repeat("c", 1<<20)}), code: codes.InvalidArgument, field: "cluster"},
+		{name: "list page token of 1 MiB", call: func(ctx context.Context, h *hostileClient) (proto.Message, error) {
+			return h.c.ListTargets(ctx, &setpointv1.ListTargetsRequest{PageToken: strings.Repeat("t", 1<<20)})
+		}, code: codes.InvalidArgument, field: "page_token"},
 		// Size.
 		{name: "10k pods (-max-pods-per-request's default)", call: recommendWith(func(r *setpointv1.RecommendRequest) {
 			big := request("web", server.DefaultMaxPodsPerRequest, t0)

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
@@ -91,9 +92,10 @@ func (l *rateLimiter) stream(srv any, ss grpc.ServerStream, _ *grpc.StreamServer
 	return handler(srv, ss)
 }
 
-// requestLimits bound the lists of one request.
+// requestLimits bound the lists of one request, and its sizes (budget.go).
 type requestLimits struct {
 	maxPods, maxMetrics int
+	budgets             budgets
 }
 
 // check returns InvalidArgument with a google.rpc.BadRequest naming every
@@ -127,6 +129,11 @@ func (l requestLimits) check(req any) error {
 			bound(prefix+"metric_values", len(s.GetMetricValues()), l.maxMetrics, "metric values")
 			bound(prefix+"spec.metrics", len(s.GetSpec().GetMetrics()), l.maxMetrics, "metrics")
 		}
+	}
+	if m, ok := req.(proto.Message); ok {
+		e := &setpointv1.ValidationError{}
+		l.budgets.check(e, m)
+		vs = append(vs, e.Violations...)
 	}
 	if len(vs) == 0 {
 		return nil

@@ -106,6 +106,18 @@ type Options struct {
 	// (spec.max_replicas, initial and step replica counts). 0 means
 	// DefaultMaxSimulatePods.
 	MaxSimulatePods int
+	// MaxStringBytes bounds every string of a request; 0 means
+	// DefaultMaxStringBytes.
+	MaxStringBytes int
+	// MaxListEntries bounds every list and map of a request that no other
+	// limit bounds; 0 means DefaultMaxListEntries.
+	MaxListEntries int
+	// MaxSpecBytes bounds the encoded spec of a Recommend, what a target
+	// stores; 0 means DefaultMaxSpecBytes.
+	MaxSpecBytes int
+	// MaxResponseBytes bounds the encoded size of a ListTargets page; 0
+	// means DefaultMaxResponseBytes.
+	MaxResponseBytes int
 }
 
 // Server is Setpoint's gRPC server: the AutoscalerService, the standard
@@ -140,10 +152,11 @@ func New(st store.Store, o Options) (*Server, error) {
 		g.rates = newRateLimiter(o.RateLimit, o.RateBurst, o.Now, g.audit)
 	}
 	opts := append(chain(chainConfig{
-		metrics:  metrics,
-		log:      o.Logger,
-		guard:    g,
-		limits:   requestLimits{maxPods: o.MaxPodsPerRequest, maxMetrics: o.MaxMetricsPerRequest},
+		metrics: metrics,
+		log:     o.Logger,
+		guard:   g,
+		limits: requestLimits{maxPods: o.MaxPodsPerRequest, maxMetrics: o.MaxMetricsPerRequest,
+			budgets: budgets{maxString: o.MaxStringBytes, maxEntries: o.MaxListEntries, maxSpec: o.MaxSpecBytes}},
 		inFlight: make(chan struct{}, o.MaxInFlightRecommends),
 	}),
 		grpc.MaxRecvMsgSize(o.MaxRecvMsgSize),
@@ -173,10 +186,11 @@ func New(st store.Store, o Options) (*Server, error) {
 	s.hub = h
 	setpointv1.RegisterAutoscalerServiceServer(s.grpc, &service{
 		store: st, now: o.Now, newID: o.NewID, log: o.Logger,
-		authenticated: o.Auth != nil,
-		limits:        simulateLimits{maxSteps: o.MaxSimulateSteps, maxPods: o.MaxSimulatePods},
-		hub:           s.hub,
-		metrics:       svcMetrics,
+		authenticated:    o.Auth != nil,
+		limits:           simulateLimits{maxSteps: o.MaxSimulateSteps, maxPods: o.MaxSimulatePods},
+		hub:              s.hub,
+		metrics:          svcMetrics,
+		maxResponseBytes: o.MaxResponseBytes,
 	})
 	setpointv1.RegisterAdminServiceServer(s.grpc, &admin{store: st, log: o.Logger})
 	healthpb.RegisterHealthServer(s.grpc, s.health)
@@ -241,6 +255,10 @@ func (o Options) withDefaults() Options {
 	if o.NewID == nil {
 		o.NewID = randomID
 	}
+	o.MaxStringBytes = positiveOr(o.MaxStringBytes, DefaultMaxStringBytes)
+	o.MaxListEntries = positiveOr(o.MaxListEntries, DefaultMaxListEntries)
+	o.MaxSpecBytes = positiveOr(o.MaxSpecBytes, DefaultMaxSpecBytes)
+	o.MaxResponseBytes = positiveOr(o.MaxResponseBytes, DefaultMaxResponseBytes)
 	return o
 }
 

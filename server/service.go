@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"time"
 
@@ -30,6 +29,8 @@ type service struct {
 	hub *hub
 	// metrics are the service's Prometheus metrics.
 	metrics *metrics
+	// maxResponseBytes bounds a ListTargets page (budget.go).
+	maxResponseBytes int
 }
 
 // defaultPageSize is ListTargets' page size when the request sets none.
@@ -84,35 +85,13 @@ func (s *service) GetTarget(ctx context.Context, req *setpointv1.GetTargetReques
 	return &setpointv1.GetTargetResponse{Target: t}, nil
 }
 
-// ListTargets returns one page of targets. Records that cannot be decoded
-// are logged and left out.
+// ListTargets returns one page of targets.
 func (s *service) ListTargets(ctx context.Context, req *setpointv1.ListTargetsRequest) (*setpointv1.ListTargetsResponse, error) {
 	q := store.Query{Cluster: req.GetCluster(), Namespace: req.GetNamespace(), PageSize: int(req.GetPageSize()), PageToken: req.GetPageToken()}
 	if q.PageSize == 0 {
 		q.PageSize = defaultPageSize
 	}
-	recs, next, err := s.store.List(ctx, q)
-	if errors.Is(err, store.ErrInvalid) && q.PageToken != "" {
-		// The only invalid argument Validate cannot see: a page token that
-		// is not one this query handed out.
-		ve := &setpointv1.ValidationError{}
-		ve.Add("page_token", "is not a token of this query's pages")
-		err = ve
-	}
-	if err != nil && len(recs) == 0 {
-		return nil, toStatus(ctx, s.log, err)
-	} else if err != nil {
-		s.log.WarnContext(ctx, "list: records left out", "err", err)
-	}
-	resp := &setpointv1.ListTargetsResponse{NextPageToken: next}
-	for _, rec := range recs {
-		t, err := convert.Target(rec)
-		if err != nil {
-			return nil, toStatus(ctx, s.log, err)
-		}
-		resp.Targets = append(resp.Targets, t)
-	}
-	return resp, nil
+	return s.listPage(ctx, q) // budget.go: pages sized by bytes
 }
 
 // DeleteTarget forgets a target.
