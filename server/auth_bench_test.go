@@ -22,7 +22,7 @@ func BenchmarkGuard(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	g := &guard{auth: auth, rates: newRateLimiter(1e12, 1<<30, time.Now, auditor{}), audit: auditor{}}
+	g := &guard{auth: auth, rates: newRateLimiter(1e12, 1<<30, time.Now), audit: auditor{}}
 	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer test"))
 	req := &setpointv1.RecommendRequest{Target: &setpointv1.TargetKey{Cluster: "eu1", Namespace: "shop", Name: "web"}}
 	b.ReportAllocs()

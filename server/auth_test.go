@@ -266,7 +266,8 @@ func TestAuthorizationOverMutualTLS(t *testing.T) {
 			{"event": "denied", "principal": "agent-a", "target": "b/shop/web", "outcome": "PermissionDenied", "method": setpointv1.AutoscalerService_Recommend_FullMethodName},
 			{"event": "denied", "principal": "dashboard", "target": "a/shop/web", "outcome": "PermissionDenied", "method": setpointv1.AutoscalerService_DeleteTarget_FullMethodName},
 			{"event": "denied", "principal": "", "outcome": "Unauthenticated", "method": setpointv1.AutoscalerService_Watch_FullMethodName},
-			{"event": "denied", "principal": "", "target": "a/shop/web", "outcome": "Unauthenticated", "reason": "unknown token", "method": setpointv1.AutoscalerService_GetTarget_FullMethodName},
+			// Refused before the body is read: no target; sampled per peer.
+			{"event": "denied", "principal": "", "outcome": "Unauthenticated", "reason": "unknown token", "method": setpointv1.AutoscalerService_GetTarget_FullMethodName, "count": 1.0},
 			{"event": "decision", "principal": "agent-a", "target": "a/shop/web", "outcome": "rescale"},
 			{"event": "decision", "principal": "ops", "target": "b/shop/web", "outcome": "rescale"},
 			{"event": "delete", "principal": "ops", "target": "b/shop/web", "outcome": "deleted"},

@@ -28,10 +28,10 @@ type chainConfig struct {
 
 // chain returns the server options installing the interceptor chain, in
 // order: metrics, logging, the rejection of undecodable requests, then for
-// the guarded services authentication, the per-principal rate limit and
-// authorization (when an Authenticator is configured; the rate limit when
-// one is set), then request limits, the audit of decisions, validation,
-// the Recommend in-flight bound, recovery.
+// the guarded services authentication (already done by the tap handle
+// before the body was read: see tap.go) and authorization (when an
+// Authenticator is configured), then request limits, the audit of
+// decisions, validation, the Recommend in-flight bound, recovery.
 // Streams pass the same steps; their requests are checked as the handler
 // receives them.
 func chain(c chainConfig) []grpc.ServerOption {
@@ -56,10 +56,6 @@ func chain(c chainConfig) []grpc.ServerOption {
 	if g.auth != nil {
 		unary = append(unary, selector.UnaryServerInterceptor(withTarget(auth.UnaryServerInterceptor(g.authenticate)), guarded))
 		stream = append(stream, selector.StreamServerInterceptor(auth.StreamServerInterceptor(g.authenticate), guarded))
-	}
-	if g.rates != nil {
-		unary = append(unary, selector.UnaryServerInterceptor(g.rates.unary, guarded))
-		stream = append(stream, selector.StreamServerInterceptor(g.rates.stream, guarded))
 	}
 	if g.auth != nil {
 		unary = append(unary, selector.UnaryServerInterceptor(g.unaryAuthorize, guarded))

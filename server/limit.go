@@ -23,14 +23,13 @@ type rateLimiter struct {
 	limit rate.Limit
 	burst int
 	now   func() time.Time
-	audit auditor
 
 	mu      sync.Mutex
 	buckets map[string]*rate.Limiter
 }
 
-func newRateLimiter(perSecond float64, burst int, now func() time.Time, a auditor) *rateLimiter {
-	return &rateLimiter{limit: rate.Limit(perSecond), burst: burst, now: now, audit: a, buckets: map[string]*rate.Limiter{}}
+func newRateLimiter(perSecond float64, burst int, now func() time.Time) *rateLimiter {
+	return &rateLimiter{limit: rate.Limit(perSecond), burst: burst, now: now, buckets: map[string]*rate.Limiter{}}
 }
 
 // take takes a token of name's bucket; when none is left it returns false
@@ -57,7 +56,8 @@ func (l *rateLimiter) take(name string) (time.Duration, bool) {
 
 // check admits a call of ctx's principal, or answers ResourceExhausted
 // with a google.rpc.RetryInfo saying when to retry. Calls without a
-// principal (a server without authentication) are not limited.
+// principal (a server without authentication) are not limited here (see
+// peerLimiter). The caller counts the refusal (admission.tap).
 func (l *rateLimiter) check(ctx context.Context) error {
 	p, ok := PrincipalFrom(ctx)
 	if !ok {
@@ -67,29 +67,11 @@ func (l *rateLimiter) check(ctx context.Context) error {
 	if ok {
 		return nil
 	}
-	l.audit.denied(ctx, p.Name, "rate limit", "", codes.ResourceExhausted)
 	st := status.New(codes.ResourceExhausted, "rate limit exceeded; retry later")
 	if d, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(wait)}); err == nil {
 		st = d
 	}
 	return st.Err()
-}
-
-// unary is the unary rate-limiting interceptor.
-func (l *rateLimiter) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if err := l.check(ctx); err != nil {
-		return nil, err
-	}
-	return handler(ctx, req)
-}
-
-// stream is the stream rate-limiting interceptor: opening a stream takes a
-// token.
-func (l *rateLimiter) stream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	if err := l.check(ss.Context()); err != nil {
-		return err
-	}
-	return handler(srv, ss)
 }
 
 // requestLimits bound the lists of one request, and its sizes (budget.go).

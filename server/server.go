@@ -40,6 +40,8 @@ const (
 	DefaultExpireAfter           = 168 * time.Hour
 	DefaultExpireInterval        = time.Hour
 	DefaultShutdownTimeout       = 30 * time.Second
+	DefaultHandshakeTimeout      = 10 * time.Second
+	DefaultMaxConnectionIdle     = 15 * time.Minute
 )
 
 // Options configure a Server. The zero value selects every default.
@@ -57,8 +59,8 @@ type Options struct {
 	// that reloads rotated certificates); nil serves plaintext.
 	TLS *tls.Config
 	// RateLimit is each principal's sustained rate of calls, per second;
-	// 0 disables rate limiting. Calls without a principal (no Auth) are
-	// never limited.
+	// 0 disables rate limiting. Calls without a principal are limited by
+	// PeerRateLimit instead.
 	RateLimit float64
 	// RateBurst is how many calls a principal may make at once above the
 	// rate; max(1, RateLimit) when zero.
@@ -106,6 +108,20 @@ type Options struct {
 	// (spec.max_replicas, initial and step replica counts). 0 means
 	// DefaultMaxSimulatePods.
 	MaxSimulatePods int
+	// PeerRateLimit is the sustained rate, per second, of the calls one
+	// peer address may make without a principal: refused authentications
+	// (DefaultPeerRateLimit when 0 and Auth is set), or every call of a
+	// server without Auth (unlimited when 0). Negative disables it.
+	PeerRateLimit float64
+	// PeerRateBurst is how many such calls may come at once;
+	// max(1, 2×PeerRateLimit) when zero.
+	PeerRateBurst int
+	// HandshakeTimeout bounds a new connection's TLS and HTTP/2 handshake;
+	// 0 means DefaultHandshakeTimeout.
+	HandshakeTimeout time.Duration
+	// MaxConnectionIdle is how long a connection without calls is kept;
+	// 0 means DefaultMaxConnectionIdle.
+	MaxConnectionIdle time.Duration
 	// MaxStringBytes bounds every string of a request; 0 means
 	// DefaultMaxStringBytes.
 	MaxStringBytes int
@@ -149,8 +165,9 @@ func New(st store.Store, o Options) (*Server, error) {
 
 	g := &guard{auth: o.Auth, audit: auditor{log: o.Logger}}
 	if o.RateLimit > 0 {
-		g.rates = newRateLimiter(o.RateLimit, o.RateBurst, o.Now, g.audit)
+		g.rates = newRateLimiter(o.RateLimit, o.RateBurst, o.Now)
 	}
+	adm := newAdmission(o, g.rates, registry)
 	opts := append(chain(chainConfig{
 		metrics: metrics,
 		log:     o.Logger,
@@ -163,7 +180,9 @@ func New(st store.Store, o Options) (*Server, error) {
 		grpc.MaxConcurrentStreams(o.MaxConcurrentStreams),
 		grpc.ForceServerCodecV2(newRequestCodec()), // codec.go: undecodable requests are InvalidArgument
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: o.KeepaliveMinTime, PermitWithoutStream: true}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: o.KeepaliveTime, Timeout: o.KeepaliveTimeout}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: o.KeepaliveTime, Timeout: o.KeepaliveTimeout, MaxConnectionIdle: o.MaxConnectionIdle}),
+		grpc.ConnectionTimeout(o.HandshakeTimeout),
+		grpc.InTapHandle(adm.tap), // tap.go: authentication and rate limits before the body is read
 	)
 	if o.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(o.TLS)))
@@ -255,6 +274,14 @@ func (o Options) withDefaults() Options {
 	if o.NewID == nil {
 		o.NewID = randomID
 	}
+	if o.PeerRateLimit == 0 && o.Auth != nil {
+		o.PeerRateLimit = DefaultPeerRateLimit
+	}
+	if o.PeerRateBurst <= 0 {
+		o.PeerRateBurst = max(1, int(2*o.PeerRateLimit))
+	}
+	o.HandshakeTimeout = positiveOr(o.HandshakeTimeout, DefaultHandshakeTimeout)
+	o.MaxConnectionIdle = positiveOr(o.MaxConnectionIdle, DefaultMaxConnectionIdle)
 	o.MaxStringBytes = positiveOr(o.MaxStringBytes, DefaultMaxStringBytes)
 	o.MaxListEntries = positiveOr(o.MaxListEntries, DefaultMaxListEntries)
 	o.MaxSpecBytes = positiveOr(o.MaxSpecBytes, DefaultMaxSpecBytes)

@@ -1,0 +1,230 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"golang.org/x/time/rate"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
+)
+
+// Defaults of the admission of callers without a principal.
+const (
+	// DefaultPeerRateLimit is the calls per second one peer address may
+	// make without a principal (refused authentications; every call when
+	// the server runs without authentication and Options.PeerRateLimit is
+	// set).
+	DefaultPeerRateLimit = 10
+	// maxPeerBuckets bounds the peer addresses tracked at once: past it the
+	// buckets start over (a refill for everyone, never a refusal).
+	maxPeerBuckets = 16384
+	// auditEvery is how often one kind of refusal of one peer is logged;
+	// the metric counts every one.
+	auditEvery = time.Minute
+)
+
+// The reasons of setpoint_server_refused_total.
+const (
+	refusedUnauthenticated = "unauthenticated"
+	refusedPeerRate        = "peer_rate_limit"
+	refusedRate            = "rate_limit"
+	refusedStreams         = "principal_streams"
+	refusedSimulates       = "principal_simulates"
+	refusedInFlight        = "principal_in_flight"
+	refusedOverloaded      = "overloaded"
+)
+
+// admission decides, in grpc's tap handle, before a request's body is
+// read, whether a call of a guarded service may proceed: it authenticates
+// the caller (certificate or bearer token, both known from the
+// connection and the headers alone) and applies the rate limits. A
+// refused caller costs its headers: the body is never read nor decoded.
+type admission struct {
+	auth    *Authenticator // nil: no authentication
+	rates   *rateLimiter   // nil: no per-principal rate limit
+	peers   *peerLimiter   // nil: callers without a principal are not limited
+	refused *prometheus.CounterVec
+	audit   *sampledAudit
+}
+
+// newAdmission returns the admission of a server with options o (defaults
+// applied) and the per-principal rate limiter rates (nil: none); it
+// registers setpoint_server_refused_total with reg.
+func newAdmission(o Options, rates *rateLimiter, reg prometheus.Registerer) *admission {
+	a := &admission{
+		auth:  o.Auth,
+		rates: rates,
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "setpoint", Subsystem: "server", Name: "refused_total",
+			Help: "Calls refused to protect the service or its other tenants, by reason (unauthenticated, peer_rate_limit, rate_limit, principal_streams, principal_simulates, principal_in_flight, overloaded). Refusals are logged at most once a minute per peer, method and reason.",
+		}, []string{"reason"}),
+		audit: newSampledAudit(o.Logger, o.Now),
+	}
+	for _, r := range []string{refusedUnauthenticated, refusedPeerRate, refusedRate, refusedStreams, refusedSimulates, refusedInFlight, refusedOverloaded} {
+		a.refused.WithLabelValues(r)
+	}
+	reg.MustRegister(a.refused)
+	if o.PeerRateLimit > 0 {
+		a.peers = newPeerLimiter(o.PeerRateLimit, o.PeerRateBurst, o.Now)
+	}
+	return a
+}
+
+// tap is the grpc.InTapHandle of the server.
+func (a *admission) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
+	if !guardedMethod(info.FullMethodName) {
+		return ctx, nil
+	}
+	if a.auth == nil {
+		if a.peers != nil && !a.peers.allow(ctx) {
+			a.refuse(ctx, info.FullMethodName, refusedPeerRate, "", codes.ResourceExhausted)
+			return nil, status.Error(codes.ResourceExhausted, "rate limit of callers without credentials exceeded; retry later")
+		}
+		return ctx, nil
+	}
+	p, presented, err := a.auth.authenticate(ctx)
+	if err != nil {
+		if a.peers != nil && !a.peers.allow(ctx) {
+			a.refuse(ctx, info.FullMethodName, refusedPeerRate, presented, codes.ResourceExhausted)
+			return nil, status.Error(codes.ResourceExhausted, "rate limit of callers without credentials exceeded; retry later")
+		}
+		if presented == "" {
+			presented = "no credentials"
+		}
+		a.refuse(ctx, info.FullMethodName, refusedUnauthenticated, presented, codes.Unauthenticated)
+		return nil, err
+	}
+	ctx = withPrincipal(ctx, p)
+	if a.rates != nil {
+		if err := a.rates.check(ctx); err != nil {
+			a.refuse(ctx, info.FullMethodName, refusedRate, p.Name, codes.ResourceExhausted)
+			return nil, err
+		}
+	}
+	return ctx, nil
+}
+
+// refuse counts a refusal and logs it when its kind was not logged for
+// the peer within auditEvery.
+func (a *admission) refuse(ctx context.Context, method, reason, who string, code codes.Code) {
+	a.refused.WithLabelValues(reason).Inc()
+	a.audit.denied(ctx, method, reason, who, code)
+}
+
+// guardedMethod reports whether a full method name is one of
+// AutoscalerService or AdminService.
+func guardedMethod(full string) bool {
+	service, _, ok := strings.Cut(strings.TrimPrefix(full, "/"), "/")
+	return ok && (service == setpointv1.AutoscalerService_ServiceDesc.ServiceName ||
+		service == setpointv1.AdminService_ServiceDesc.ServiceName)
+}
+
+// peerLimiter is a token bucket per peer IP address.
+type peerLimiter struct {
+	limit rate.Limit
+	burst int
+	now   func() time.Time
+
+	mu      sync.Mutex
+	buckets map[string]*rate.Limiter
+}
+
+func newPeerLimiter(perSecond float64, burst int, now func() time.Time) *peerLimiter {
+	return &peerLimiter{limit: rate.Limit(perSecond), burst: burst, now: now, buckets: map[string]*rate.Limiter{}}
+}
+
+// allow takes a token of the bucket of ctx's peer address.
+func (l *peerLimiter) allow(ctx context.Context) bool {
+	ip := peerIP(ctx)
+	l.mu.Lock()
+	b, ok := l.buckets[ip]
+	if !ok {
+		if len(l.buckets) >= maxPeerBuckets {
+			clear(l.buckets)
+		}
+		b = rate.NewLimiter(l.limit, l.burst)
+		l.buckets[ip] = b
+	}
+	l.mu.Unlock()
+	return b.AllowN(l.now(), 1)
+}
+
+// peerIP is the IP address of ctx's peer without its port ("" when
+// unknown).
+func peerIP(ctx context.Context) string {
+	p, ok := peer.FromContext(ctx)
+	if !ok || p.Addr == nil {
+		return ""
+	}
+	host, _, err := net.SplitHostPort(p.Addr.String())
+	if err != nil {
+		return p.Addr.String()
+	}
+	return host
+}
+
+// sampledAudit writes audit records of refusals, at most one per peer
+// address, method and reason per auditEvery, each with the number of
+// refusals it stands for.
+type sampledAudit struct {
+	log *slog.Logger
+	now func() time.Time
+
+	mu   sync.Mutex
+	last map[string]*sample
+}
+
+// sample is the state of one kind of refusal.
+type sample struct {
+	at         time.Time
+	suppressed int
+}
+
+func newSampledAudit(log *slog.Logger, now func() time.Time) *sampledAudit {
+	return &sampledAudit{log: log, now: now, last: map[string]*sample{}}
+}
+
+// denied logs a refusal unless one of its kind was logged recently.
+func (s *sampledAudit) denied(ctx context.Context, method, reason, who string, code codes.Code) {
+	ip, now := peerIP(ctx), s.now()
+	key := ip + "\x00" + method + "\x00" + reason + "\x00" + who
+	s.mu.Lock()
+	e, ok := s.last[key]
+	if ok && now.Sub(e.at) < auditEvery {
+		e.suppressed++
+		s.mu.Unlock()
+		return
+	}
+	if !ok {
+		if len(s.last) >= maxPeerBuckets {
+			clear(s.last)
+		}
+		e = &sample{}
+		s.last[key] = e
+	}
+	count := e.suppressed + 1
+	e.at, e.suppressed = now, 0
+	s.mu.Unlock()
+	principal := ""
+	if p, ok := PrincipalFrom(ctx); ok {
+		principal, who = p.Name, reason
+	}
+	s.log.LogAttrs(ctx, slog.LevelWarn, "audit",
+		slog.String("event", "denied"),
+		slog.String("principal", principal),
+		slog.String("method", method),
+		slog.String("outcome", code.String()),
+		slog.String("reason", who),
+		slog.String("peer", ip),
+		slog.Int("count", count),
+	)
+}
