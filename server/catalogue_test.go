@@ -81,6 +81,20 @@ func simulateWith(edit func(r *setpointv1.SimulateRequest)) func(context.Context
 	}
 }
 
+// observeDecision decides for target name, then reports an applied
+// rescale of the decision id made by id from the decision's own.
+func observeDecision(name string, id func(own string) string) func(context.Context, *hostileClient) (proto.Message, error) {
+	return func(ctx context.Context, h *hostileClient) (proto.Message, error) {
+		resp, err := h.c.Recommend(ctx, request(name, 3, t0))
+		if err != nil {
+			return nil, err
+		}
+		d := resp.GetDecision()
+		return h.c.Observe(ctx, &setpointv1.ObserveRequest{Target: key(name), DecisionId: id(d.GetDecisionId()),
+			Change: &setpointv1.ObserveRequest_Applied{Applied: &setpointv1.AppliedChange{From: 3, To: d.GetDesiredReplicas()}}})
+	}
+}
+
 // watchWith opens a Watch and returns the error of its first message.
 func watchWith(r *setpointv1.WatchRequest) func(context.Context, *hostileClient) (proto.Message, error) {
 	return func(ctx context.Context, h *hostileClient) (proto.Message, error) {
@@ -365,6 +379,32 @@ func catalogue() []hostile {
 		{name: "applied from negative", call: observeWith(&setpointv1.ObserveRequest{Target: key("web"), DecisionId: "d", Change: &setpointv1.ObserveRequest_Applied{Applied: &setpointv1.AppliedChange{From: -1, To: 2}}}), code: codes.InvalidArgument, field: "applied.from"},
 		{name: "failed to negative", call: observeWith(&setpointv1.ObserveRequest{Target: key("web"), DecisionId: "d", Change: &setpointv1.ObserveRequest_Failed{Failed: &setpointv1.FailedChange{To: math.MinInt32}}}), code: codes.InvalidArgument, field: "failed.to"},
 		{name: "external to negative", call: observeWith(&setpointv1.ObserveRequest{Target: key("web"), Change: &setpointv1.ObserveRequest_External{External: &setpointv1.ExternalChange{From: 1, To: -2}}}), code: codes.InvalidArgument, field: "external.to"},
+		{name: "applied of a decision never issued", call: observeDecision("forged", func(string) string { return "d-forged" }), code: codes.InvalidArgument, field: "decision_id"},
+		{name: "applied of another target's decision", call: func(ctx context.Context, h *hostileClient) (proto.Message, error) {
+			other, err := h.c.Recommend(ctx, request("other-target", 3, t0))
+			if err != nil {
+				return nil, err
+			}
+			return observeDecision("mine", func(string) string { return other.GetDecision().GetDecisionId() })(ctx, h)
+		}, code: codes.InvalidArgument, field: "decision_id"},
+		{name: "applied of the target's own decision", call: observeDecision("own", func(id string) string { return id }), code: codes.OK},
+		{name: "max = replicas = MaxInt32 without behavior (the legacy limit saturates)", call: func(ctx context.Context, h *hostileClient) (proto.Message, error) {
+			edge := func() *setpointv1.RecommendRequest {
+				r := request("int32-edge", 3, t0)
+				r.Spec.Behavior, r.Spec.MaxReplicas = nil, math.MaxInt32
+				r.Scale.Replicas, r.Scale.StatusReplicas = math.MaxInt32, math.MaxInt32
+				return r
+			}
+			resp, err := h.c.Recommend(ctx, edge())
+			if err != nil || resp.GetDecision().GetDesiredReplicas() < 0 {
+				return resp, fmt.Errorf("first decision %v: %w", resp.GetDecision().GetDesiredReplicas(), err)
+			}
+			return h.c.Recommend(ctx, edge()) // later calls for the target are served too
+		}, code: codes.OK, check: func(t *testing.T, m proto.Message) {
+			if d := m.(*setpointv1.RecommendResponse).GetDecision(); d.GetDesiredReplicas() < 1 {
+				t.Errorf("desired replicas %d, want within [1, MaxInt32]", d.GetDesiredReplicas())
+			}
+		}},
 		{name: "observe of an unknown target", call: observeWith(&setpointv1.ObserveRequest{Target: key("nobody"), Change: &setpointv1.ObserveRequest_External{External: &setpointv1.ExternalChange{From: 1, To: 2}}}), code: codes.NotFound},
 		{name: "failed for a decision that is not the last", call: func(ctx context.Context, h *hostileClient) (proto.Message, error) {
 			if _, err := h.c.Recommend(ctx, request("stale", 2, t0)); err != nil {
@@ -495,6 +535,13 @@ func TestBadInputCatalogue(t *testing.T) {
 			}
 			if msg := status.Convert(err).Message(); e.code != codes.OK && strings.Contains(msg, "goroutine") {
 				t.Errorf("message leaks a stack: %q", msg)
+			}
+			// Messages are in the project's words, not a Go package's
+			// (grpc-go's own refusals, before any of our code, excepted).
+			for _, prefix := range []string{"proto: ", "server: ", "store: ", "engine: ", "convert: "} {
+				if msg := status.Convert(err).Message(); strings.Contains(msg, prefix) {
+					t.Errorf("message carries a package prefix %q: %q", prefix, msg)
+				}
 			}
 		})
 	}

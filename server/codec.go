@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"strings"
 	"sync"
 
 	"google.golang.org/grpc"
@@ -48,7 +49,21 @@ func undecodableError(req any) error {
 	if !ok {
 		return nil
 	}
-	return status.Errorf(codes.InvalidArgument, "invalid request: the message does not decode: %v", err)
+	return status.Error(codes.InvalidArgument, "invalid request: the message does not decode: "+undecodableReason(err.(error)))
+}
+
+// undecodableReason says, in the project's words, why a request did not
+// decode (the decoder's own messages name its package).
+func undecodableReason(err error) string {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "UTF-8"):
+		return "a string is not valid UTF-8"
+	case strings.Contains(msg, "recursion") || strings.Contains(msg, "depth"):
+		return "it nests too deeply"
+	default:
+		return "it is not valid protobuf wire format"
+	}
 }
 
 // rejectUndecodable answers InvalidArgument for a request requestCodec

@@ -21,8 +21,6 @@ import (
 
 // Errors of the service, mapped by toStatus.
 var (
-	// errOverloaded: too many Recommend calls are in flight.
-	errOverloaded = errors.New("server: too many recommendations in flight")
 )
 
 // toStatus maps an error of a handler to the gRPC status the caller sees.
@@ -49,11 +47,12 @@ func toStatus(ctx context.Context, log *slog.Logger, err error) error {
 	case errors.Is(err, store.ErrNotFound), errors.Is(err, target.ErrNoDecision):
 		return status.Error(codes.NotFound, "target not found")
 	case errors.Is(err, store.ErrInvalid):
-		return status.Error(codes.InvalidArgument, err.Error())
+		log.InfoContext(ctx, "invalid argument", "err", err)
+		return status.Error(codes.InvalidArgument, "invalid request: the store cannot use it")
 	case errors.Is(err, target.ErrStaleDecision):
-		return status.Error(codes.FailedPrecondition, err.Error())
-	case errors.Is(err, errOverloaded):
-		return status.Error(codes.ResourceExhausted, err.Error())
+		return status.Error(codes.FailedPrecondition, "the decision is not the target's last decision")
+	case errors.Is(err, target.ErrUnknownDecision):
+		return badRequest([]setpointv1.FieldViolation{{Field: "decision_id", Description: "is not a decision this target was given"}})
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, "canceled")
 	case errors.Is(err, context.DeadlineExceeded):

@@ -24,6 +24,7 @@ type chainConfig struct {
 	guard    *guard
 	limits   requestLimits
 	inFlight chan struct{}
+	fair     *fairness
 }
 
 // chain returns the server options installing the interceptor chain, in
@@ -31,7 +32,8 @@ type chainConfig struct {
 // the guarded services authentication (already done by the tap handle
 // before the body was read: see tap.go) and authorization (when an
 // Authenticator is configured), then request limits, the audit of
-// decisions, validation, the Recommend in-flight bound, recovery.
+// decisions, validation, fairness (fair.go: per-principal queues and
+// bounds), the Recommend in-flight bound, recovery.
 // Streams pass the same steps; their requests are checked as the handler
 // receives them.
 func chain(c chainConfig) []grpc.ServerOption {
@@ -65,10 +67,12 @@ func chain(c chainConfig) []grpc.ServerOption {
 		c.limits.unary,
 		g.audit.decisions,
 		validate(c.log),
-		limitRecommends(c.inFlight),
+		selector.UnaryServerInterceptor(c.fair.unary, guarded), // fair.go
+		limitRecommends(c.inFlight, c.fair.refused),
 		recovery.UnaryServerInterceptor(recoverOpts...),
 	)
 	stream = append(stream,
+		selector.StreamServerInterceptor(c.fair.stream, guarded), // fair.go
 		c.limits.stream,
 		recovery.StreamServerInterceptor(recoverOpts...),
 	)
@@ -103,8 +107,9 @@ func validate(log *slog.Logger) grpc.UnaryServerInterceptor {
 }
 
 // limitRecommends bounds the Recommend calls in flight by the capacity of
-// slots; a call finding no free slot fails at once with ResourceExhausted.
-func limitRecommends(slots chan struct{}) grpc.UnaryServerInterceptor {
+// slots; a call finding no free slot fails at once with ResourceExhausted
+// (and is counted with refused).
+func limitRecommends(slots chan struct{}, refused func(string)) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		if info.FullMethod != setpointv1.AutoscalerService_Recommend_FullMethodName {
 			return handler(ctx, req)
@@ -114,7 +119,8 @@ func limitRecommends(slots chan struct{}) grpc.UnaryServerInterceptor {
 			defer func() { <-slots }()
 			return handler(ctx, req)
 		default:
-			return nil, status.Error(codes.ResourceExhausted, errOverloaded.Error())
+			refused(refusedOverloaded)
+			return nil, status.Error(codes.ResourceExhausted, "too many recommendations in flight; retry later")
 		}
 	}
 }

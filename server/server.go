@@ -122,6 +122,23 @@ type Options struct {
 	// MaxConnectionIdle is how long a connection without calls is kept;
 	// 0 means DefaultMaxConnectionIdle.
 	MaxConnectionIdle time.Duration
+	// FairSlots is how many unary calls of the guarded services run at
+	// once; the others wait in one queue per principal, served in turn (see
+	// fair.go). 0 means DefaultFairSlots.
+	FairSlots int
+	// MaxCallsPerPrincipal bounds one principal's unary calls running or
+	// waiting; 0 means DefaultMaxCallsPerPrincipal.
+	MaxCallsPerPrincipal int
+	// MaxBytesPerPrincipal bounds the encoded bytes of one principal's
+	// unary requests running or waiting (one request alone always
+	// passes); 0 means DefaultMaxBytesPerPrincipal.
+	MaxBytesPerPrincipal int
+	// MaxSimulatesPerPrincipal bounds one principal's Simulate calls
+	// running or waiting; 0 means DefaultMaxSimulatesPerPrincipal.
+	MaxSimulatesPerPrincipal int
+	// MaxStreamsPerPrincipal bounds one principal's open streams; 0 means
+	// DefaultMaxStreamsPerPrincipal.
+	MaxStreamsPerPrincipal int
 	// MaxStringBytes bounds every string of a request; 0 means
 	// DefaultMaxStringBytes.
 	MaxStringBytes int
@@ -175,6 +192,7 @@ func New(st store.Store, o Options) (*Server, error) {
 		limits: requestLimits{maxPods: o.MaxPodsPerRequest, maxMetrics: o.MaxMetricsPerRequest,
 			budgets: budgets{maxString: o.MaxStringBytes, maxEntries: o.MaxListEntries, maxSpec: o.MaxSpecBytes}},
 		inFlight: make(chan struct{}, o.MaxInFlightRecommends),
+		fair:     newFairness(o, adm.count),
 	}),
 		grpc.MaxRecvMsgSize(o.MaxRecvMsgSize),
 		grpc.MaxConcurrentStreams(o.MaxConcurrentStreams),
@@ -282,6 +300,11 @@ func (o Options) withDefaults() Options {
 	}
 	o.HandshakeTimeout = positiveOr(o.HandshakeTimeout, DefaultHandshakeTimeout)
 	o.MaxConnectionIdle = positiveOr(o.MaxConnectionIdle, DefaultMaxConnectionIdle)
+	o.FairSlots = positiveOr(o.FairSlots, DefaultFairSlots)
+	o.MaxCallsPerPrincipal = positiveOr(o.MaxCallsPerPrincipal, DefaultMaxCallsPerPrincipal)
+	o.MaxBytesPerPrincipal = positiveOr(o.MaxBytesPerPrincipal, DefaultMaxBytesPerPrincipal)
+	o.MaxSimulatesPerPrincipal = positiveOr(o.MaxSimulatesPerPrincipal, DefaultMaxSimulatesPerPrincipal)
+	o.MaxStreamsPerPrincipal = positiveOr(o.MaxStreamsPerPrincipal, DefaultMaxStreamsPerPrincipal)
 	o.MaxStringBytes = positiveOr(o.MaxStringBytes, DefaultMaxStringBytes)
 	o.MaxListEntries = positiveOr(o.MaxListEntries, DefaultMaxListEntries)
 	o.MaxSpecBytes = positiveOr(o.MaxSpecBytes, DefaultMaxSpecBytes)

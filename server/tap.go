@@ -113,6 +113,9 @@ func (a *admission) tap(ctx context.Context, info *tap.Info) (context.Context, e
 	return ctx, nil
 }
 
+// count counts a refusal for reason.
+func (a *admission) count(reason string) { a.refused.WithLabelValues(reason).Inc() }
+
 // refuse counts a refusal and logs it when its kind was not logged for
 // the peer within auditEvery.
 func (a *admission) refuse(ctx context.Context, method, reason, who string, code codes.Code) {

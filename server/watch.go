@@ -193,7 +193,7 @@ func (s *service) Watch(req *setpointv1.WatchRequest, stream grpc.ServerStreamin
 	for last < latest {
 		cs, err := s.hub.feed.Changes(ctx, last, watchPage)
 		if errors.Is(err, store.ErrOutOfRange) {
-			return status.Error(codes.OutOfRange, err.Error())
+			return status.Errorf(codes.OutOfRange, "watch: the changes after revision %d are no longer kept; read the targets again and watch without resume_after", last)
 		} else if err != nil {
 			return toStatus(ctx, s.log, err)
 		}

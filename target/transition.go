@@ -17,6 +17,9 @@ var (
 	// ErrStaleDecision: a failed rescale was reported for a decision that
 	// is no longer the target's last one.
 	ErrStaleDecision = errors.New("target: decision is not the target's last decision")
+	// ErrUnknownDecision: an applied rescale was reported for a decision
+	// that is not the one the target was last given.
+	ErrUnknownDecision = errors.New("target: decision was not given to this target")
 	// ErrInvalidObservation: an observation of an unknown kind.
 	ErrInvalidObservation = errors.New("target: invalid observation")
 )
@@ -71,7 +74,9 @@ type Observation struct {
 
 // Observe records o at now in rec and appends it to rec.Events:
 //   - EventApplied adds a scale event From → To to the history, once per
-//     decision: a second report of the same decision changes nothing.
+//     decision: a second report of the same decision changes nothing. It
+//     must name the last decision (ErrUnknownDecision otherwise): an id the
+//     target was never given records nothing.
 //   - EventFailed restores, in rec.Status, what the last decision started
 //     from (engine.RescaleFailed); it must name the last decision
 //     (ErrStaleDecision otherwise).
@@ -88,6 +93,9 @@ func Observe(rec *Record, o Observation, now time.Time) error {
 	case EventApplied:
 		if slices.ContainsFunc(rec.Events, func(e Event) bool { return e.Kind == EventApplied && e.DecisionID == o.DecisionID }) {
 			return nil
+		}
+		if o.DecisionID != rec.Last.ID {
+			return ErrUnknownDecision // ids of other targets' or never-made decisions
 		}
 		rec.History = engine.RecordScale(rec.History, rec.Spec.Behavior, o.From, o.To, now)
 	case EventFailed:

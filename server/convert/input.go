@@ -171,7 +171,7 @@ func (c *converter) duration(field string, d *durationpb.Duration, out *time.Dur
 		return
 	}
 	if err := d.CheckValid(); err != nil {
-		c.err.Add(field, "must be a valid duration: %v", err)
+		c.err.Add(field, "must be a valid duration: within ±10000 years, nanos within ±999999999 and of the seconds' sign")
 		return
 	}
 	if d.AsDuration() < 0 {
@@ -187,7 +187,7 @@ func (c *converter) timestamp(field string, t *timestamppb.Timestamp) time.Time 
 		return time.Time{}
 	}
 	if err := t.CheckValid(); err != nil {
-		c.err.Add(field, "must be a valid timestamp: %v", err)
+		c.err.Add(field, "must be a valid timestamp: from year 1 to 9999, nanos within [0, 999999999]")
 		return time.Time{}
 	}
 	return t.AsTime()
