@@ -128,17 +128,18 @@ type authFile struct {
 //	]}
 //
 // A certificate identity is a URI SAN of the client certificate (a SPIFFE
-// ID) or, for a certificate without URI SANs, its subject common name.
+// ID) or, for a certificate without URI SANs, its subject common name
+// when that is not a URI (a SPIFFE ID is never taken from a common name).
 // Tokens are stored only as their hex SHA-256.
 func ParseAuthConfig(b []byte) (*AuthConfig, error) {
 	var f authFile
 	if err := yaml.UnmarshalStrict(b, &f); err != nil {
-		return nil, fmt.Errorf("server: principals file: %w", err)
+		return nil, fmt.Errorf("principals file: %w", err)
 	}
 	c := &AuthConfig{byIdentity: map[string]Principal{}, byToken: map[[sha256.Size]byte]Principal{}}
 	names := map[string]bool{}
 	for i, e := range f.Principals {
-		at := func(field string) string { return fmt.Sprintf("server: principals file: principals[%d]%s", i, field) }
+		at := func(field string) string { return fmt.Sprintf("principals file: principals[%d]%s", i, field) }
 		if e.Name == "" || names[e.Name] {
 			return nil, fmt.Errorf("%s: must be set and unique", at(".name"))
 		}
@@ -237,7 +238,11 @@ func verifiedClientCert(ctx context.Context) *x509.Certificate {
 }
 
 // certIdentities returns a certificate's identities: its URI SANs (SPIFFE
-// IDs), or its subject common name when it has none.
+// IDs), or its subject common name when it has none. A common name that
+// is a URI ("spiffe://…") is no identity: a URI identity is taken only
+// from a URI SAN, the field a SPIFFE issuer vouches for; plain names
+// ("ops.example") are the principals file's way of configuring the
+// common-name fallback.
 func certIdentities(c *x509.Certificate) []string {
 	if len(c.URIs) > 0 {
 		ids := make([]string, len(c.URIs))
@@ -246,8 +251,8 @@ func certIdentities(c *x509.Certificate) []string {
 		}
 		return ids
 	}
-	if c.Subject.CommonName != "" {
-		return []string{c.Subject.CommonName}
+	if cn := c.Subject.CommonName; cn != "" && !strings.Contains(cn, "://") {
+		return []string{cn}
 	}
 	return nil
 }

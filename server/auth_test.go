@@ -177,6 +177,8 @@ func TestAuthorizationOverMutualTLS(t *testing.T) {
 	// A CA of the same name, so the client sends the certificate (Go's
 	// client sends only certificates of the CAs the server asks for).
 	forged := testpki.TestCA(t, "client CA").Issue(t, testpki.Leaf{CommonName: "ops"})
+	// A SPIFFE ID in the common name of a certificate without URI SAN.
+	cnSpiffe := f.clientCA.Issue(t, testpki.Leaf{CommonName: "spiffe://setpoint.test/cluster/a"})
 
 	// The admin creates a target in each cluster.
 	admin := f.client(t, ts.addr, creds{cert: &ops.Cert})
@@ -235,6 +237,7 @@ func TestAuthorizationOverMutualTLS(t *testing.T) {
 		{"certificate of no principal, known token", creds{cert: &stranger.Cert, token: "platform-token"}, getIn("a", "web"), codes.OK},
 		{"expired certificate", creds{cert: &expired.Cert}, getIn("a", "web"), codes.Unavailable},
 		{"certificate signed by another CA", creds{cert: &forged.Cert}, getIn("a", "web"), codes.Unavailable},
+		{"SPIFFE ID as common name, no URI SAN", creds{cert: &cnSpiffe.Cert}, getIn("a", "web"), codes.Unauthenticated},
 		{"admin deletes in B", creds{cert: &ops.Cert}, deleteIn("b", "web"), codes.OK},
 	}
 	for _, tt := range tests {
