@@ -7,7 +7,7 @@ CORPUS   ?= testdata/conformance/scenarios
 NPM      ?= npm
 TS       := clients/ts
 
-.PHONY: agent-scale load help run generate lint check-generated vet kube-binaries ts-deps test test-ts conformance bench fuzz fuzz-short crash
+.PHONY: noisy-neighbour agent-scale load help run generate lint check-generated vet kube-binaries ts-deps test test-ts conformance bench fuzz fuzz-short crash
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -91,3 +91,6 @@ KILLS ?= 200
 crash: ## the crash test with KILLS SIGKILLs (default 200; CI runs 20)
 	$(GO) test ./test/crash -count=1 -v -timeout 30m -crash.kills $(KILLS)
 
+NOISY_DURATION ?= 60s
+noisy-neighbour: ## the noisy-neighbour test for NOISY_DURATION per phase (default 60s; CI runs 2s)
+	SETPOINT_NOISY_DURATION=$(NOISY_DURATION) $(GO) test ./server -count=1 -v -timeout 30m -run '^TestNoisyNeighbour$$'

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
@@ -17,7 +18,10 @@ import (
 const (
 	// DefaultFairSlots is how many calls run at once; the others wait in
 	// one queue per principal, served in turn.
-	DefaultFairSlots = 32
+	DefaultFairSlots = 64
+	// DefaultMaxRunningPerPrincipal is how many calls of one principal
+	// run at once; its others wait in its queue.
+	DefaultMaxRunningPerPrincipal = 4
 	// DefaultMaxCallsPerPrincipal bounds one principal's unary calls
 	// running or waiting.
 	DefaultMaxCallsPerPrincipal = 128
@@ -26,30 +30,36 @@ const (
 	DefaultMaxBytesPerPrincipal = 64 << 20
 	// DefaultMaxSimulatesPerPrincipal bounds one principal's Simulate
 	// calls running or waiting.
-	DefaultMaxSimulatesPerPrincipal = 2
+	DefaultMaxSimulatesPerPrincipal = 1
 	// DefaultMaxStreamsPerPrincipal bounds one principal's open streams
 	// (Watch, Backup).
 	DefaultMaxStreamsPerPrincipal = 64
 )
 
-// fairness keeps one principal's volume from delaying another's: unary
-// calls of the guarded services take one of a fixed number of slots, and
-// when none is free they wait in one FIFO queue per principal, the queues
-// served round-robin. A call of a principal with nothing else queued waits
-// at most for one slot to be freed per principal queued before it, however
-// many calls the others have queued. Each principal's calls, bytes,
-// Simulates and streams are bounded; past a bound a call is refused at
+// fairness keeps one principal's volume from delaying another's. Unary
+// calls of the guarded services run at most maxRunning of one principal
+// at once and at most slots in all; the others wait in one FIFO queue per
+// principal, and freed slots go to the queued principals in turn
+// (round-robin). So a principal with nothing running starts its call as
+// soon as a slot is free — at once unless slots principals are busy —
+// however many calls another has queued; while it runs, the other runs at
+// most maxRunning calls beside it. Each principal's calls, bytes,
+// Simulates and streams are bounded too; past a bound a call is refused at
 // once with ResourceExhausted (and counted).
 type fairness struct {
-	maxCalls, maxSimulates, maxStreams int
-	maxBytes                           int64
-	refused                            func(reason string)
+	maxCalls, maxSimulates, maxStreams, maxRunning int
+	// simulates bounds the Simulate calls of all principals (CPU-bound:
+	// by default half the CPUs, so the other calls keep the rest).
+	simulates chan struct{}
+	maxBytes                                       int64
+	refused                                        func(reason string)
 
-	mu    sync.Mutex
-	free  int
-	queue map[string][]*waiter // per principal, oldest first
-	ring  []string             // principals with waiters, next served first
-	use   map[string]*usage
+	mu      sync.Mutex
+	free    int
+	running map[string]int
+	queue   map[string][]*waiter // per principal, oldest first
+	ring    []string             // principals with waiters, next served first
+	use     map[string]*usage
 }
 
 // waiter is one call waiting for a slot.
@@ -67,8 +77,9 @@ type usage struct {
 func newFairness(o Options, refused func(string)) *fairness {
 	return &fairness{
 		maxCalls: o.MaxCallsPerPrincipal, maxSimulates: o.MaxSimulatesPerPrincipal, maxStreams: o.MaxStreamsPerPrincipal,
-		maxBytes: int64(o.MaxBytesPerPrincipal), refused: refused,
-		free: o.FairSlots, queue: map[string][]*waiter{}, use: map[string]*usage{},
+		maxRunning: o.MaxRunningPerPrincipal, maxBytes: int64(o.MaxBytesPerPrincipal), refused: refused,
+		simulates: make(chan struct{}, o.MaxSimulates),
+		free: o.FairSlots, running: map[string]int{}, queue: map[string][]*waiter{}, use: map[string]*usage{},
 	}
 }
 
@@ -77,13 +88,11 @@ func errPrincipalBusy(what string) error {
 	return status.Errorf(codes.ResourceExhausted, "too many %s of this caller in flight; retry later", what)
 }
 
-// caller names the queue of ctx's call: its principal, else its peer
-// address.
-func caller(ctx context.Context) string {
-	if p, ok := PrincipalFrom(ctx); ok {
-		return "principal:" + p.Name
-	}
-	return "peer:" + peerIP(ctx)
+// caller names the principal of ctx's call; false without one (a server
+// without authentication has no tenants to keep apart: its calls pass).
+func caller(ctx context.Context) (string, bool) {
+	p, ok := PrincipalFrom(ctx)
+	return p.Name, ok
 }
 
 // hold takes what a call of who needs (a call, its bytes, a Simulate, a
@@ -121,12 +130,13 @@ func (f *fairness) put(who string, d usage) {
 	}
 }
 
-// acquire waits for a slot, in who's queue when none is free, until ctx
-// ends.
+// acquire waits until a call of who may run, in who's queue, until ctx
+// ends. A nil error must be followed by release(who).
 func (f *fairness) acquire(ctx context.Context, who string) error {
 	f.mu.Lock()
-	if f.free > 0 && len(f.ring) == 0 {
+	if f.free > 0 && f.running[who] < f.maxRunning && len(f.queue[who]) == 0 {
 		f.free--
+		f.running[who]++
 		f.mu.Unlock()
 		return nil
 	}
@@ -144,7 +154,7 @@ func (f *fairness) acquire(ctx context.Context, who string) error {
 	f.mu.Lock()
 	if w.granted {
 		f.mu.Unlock()
-		f.release()
+		f.release(who)
 	} else {
 		f.unsafeRemove(who, w)
 		f.mu.Unlock()
@@ -166,34 +176,43 @@ func (f *fairness) unsafeRemove(who string, w *waiter) {
 		return
 	}
 	delete(f.queue, who)
-	for i, x := range f.ring {
-		if x == who {
-			f.ring = append(f.ring[:i:i], f.ring[i+1:]...)
-			break
-		}
-	}
+	f.ring = slices.DeleteFunc(f.ring, func(x string) bool { return x == who })
 }
 
-// release frees a slot: it goes to the oldest waiter of the next
-// principal in turn, who then goes to the back of the turn.
-func (f *fairness) release() {
+// release ends a call of who and hands the freed capacity on.
+func (f *fairness) release(who string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if len(f.ring) == 0 {
-		f.free++
-		return
+	f.free++
+	if f.running[who]--; f.running[who] == 0 {
+		delete(f.running, who)
 	}
-	who := f.ring[0]
-	q := f.queue[who]
-	w := q[0]
-	w.granted = true
-	close(w.ready)
-	f.ring = f.ring[1:]
-	if len(q) == 1 {
-		delete(f.queue, who)
-	} else {
-		f.queue[who] = q[1:]
-		f.ring = append(f.ring, who)
+	f.unsafeDispatch()
+}
+
+// unsafeDispatch starts queued calls while slots are free: each goes to
+// the oldest waiter of the next principal in turn that runs fewer than
+// maxRunning calls, who then goes to the back of the turn; f.mu is held.
+func (f *fairness) unsafeDispatch() {
+	for f.free > 0 {
+		i := slices.IndexFunc(f.ring, func(who string) bool { return f.running[who] < f.maxRunning })
+		if i < 0 {
+			return
+		}
+		who := f.ring[i]
+		q := f.queue[who]
+		w := q[0]
+		w.granted = true
+		close(w.ready)
+		f.free--
+		f.running[who]++
+		f.ring = slices.Delete(f.ring, i, i+1)
+		if len(q) == 1 {
+			delete(f.queue, who)
+		} else {
+			f.queue[who] = q[1:]
+			f.ring = append(f.ring, who)
+		}
 	}
 }
 
@@ -206,7 +225,10 @@ func (f *fairness) unary(ctx context.Context, req any, info *grpc.UnaryServerInf
 	if info.FullMethod == setpointv1.AutoscalerService_Simulate_FullMethodName {
 		d.simulates = 1
 	}
-	who := caller(ctx)
+	who, ok := caller(ctx)
+	if !ok {
+		return handler(ctx, req)
+	}
 	if reason := f.hold(who, d); reason != "" {
 		f.refused(reason)
 		what := "calls"
@@ -216,17 +238,30 @@ func (f *fairness) unary(ctx context.Context, req any, info *grpc.UnaryServerInf
 		return nil, errPrincipalBusy(what)
 	}
 	defer f.put(who, d)
+	if d.simulates > 0 {
+		select {
+		case f.simulates <- struct{}{}:
+			defer func() { <-f.simulates }()
+		default:
+			f.refused(refusedSimulates)
+			return nil, status.Error(codes.ResourceExhausted, "too many Simulate calls in flight; retry later")
+		}
+	}
 	if err := f.acquire(ctx, who); err != nil {
 		return nil, err
 	}
-	defer f.release()
+	defer f.release(who)
 	return handler(ctx, req)
 }
 
 // stream is the fairness interceptor of streams: it bounds each
 // principal's open streams. Streams take no slot: a Watch mostly waits.
 func (f *fairness) stream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	d, who := usage{streams: 1}, caller(ss.Context())
+	d := usage{streams: 1}
+	who, ok := caller(ss.Context())
+	if !ok {
+		return handler(srv, ss)
+	}
 	if reason := f.hold(who, d); reason != "" {
 		f.refused(reason)
 		return errPrincipalBusy("streams")

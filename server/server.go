@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime"
 	"sync"
 	"time"
 
@@ -126,6 +127,9 @@ type Options struct {
 	// once; the others wait in one queue per principal, served in turn (see
 	// fair.go). 0 means DefaultFairSlots.
 	FairSlots int
+	// MaxRunningPerPrincipal is how many unary calls of one principal run
+	// at once; 0 means DefaultMaxRunningPerPrincipal.
+	MaxRunningPerPrincipal int
 	// MaxCallsPerPrincipal bounds one principal's unary calls running or
 	// waiting; 0 means DefaultMaxCallsPerPrincipal.
 	MaxCallsPerPrincipal int
@@ -133,6 +137,9 @@ type Options struct {
 	// unary requests running or waiting (one request alone always
 	// passes); 0 means DefaultMaxBytesPerPrincipal.
 	MaxBytesPerPrincipal int
+	// MaxSimulates bounds the Simulate calls running at once, of all
+	// principals; 0 means max(1, GOMAXPROCS/2).
+	MaxSimulates int
 	// MaxSimulatesPerPrincipal bounds one principal's Simulate calls
 	// running or waiting; 0 means DefaultMaxSimulatesPerPrincipal.
 	MaxSimulatesPerPrincipal int
@@ -301,8 +308,10 @@ func (o Options) withDefaults() Options {
 	o.HandshakeTimeout = positiveOr(o.HandshakeTimeout, DefaultHandshakeTimeout)
 	o.MaxConnectionIdle = positiveOr(o.MaxConnectionIdle, DefaultMaxConnectionIdle)
 	o.FairSlots = positiveOr(o.FairSlots, DefaultFairSlots)
+	o.MaxRunningPerPrincipal = positiveOr(o.MaxRunningPerPrincipal, DefaultMaxRunningPerPrincipal)
 	o.MaxCallsPerPrincipal = positiveOr(o.MaxCallsPerPrincipal, DefaultMaxCallsPerPrincipal)
 	o.MaxBytesPerPrincipal = positiveOr(o.MaxBytesPerPrincipal, DefaultMaxBytesPerPrincipal)
+	o.MaxSimulates = positiveOr(o.MaxSimulates, max(1, runtime.GOMAXPROCS(0)/2))
 	o.MaxSimulatesPerPrincipal = positiveOr(o.MaxSimulatesPerPrincipal, DefaultMaxSimulatesPerPrincipal)
 	o.MaxStreamsPerPrincipal = positiveOr(o.MaxStreamsPerPrincipal, DefaultMaxStreamsPerPrincipal)
 	o.MaxStringBytes = positiveOr(o.MaxStringBytes, DefaultMaxStringBytes)
