@@ -51,8 +51,8 @@ type fairness struct {
 	// simulates bounds the Simulate calls of all principals (CPU-bound:
 	// by default half the CPUs, so the other calls keep the rest).
 	simulates chan struct{}
-	maxBytes                                       int64
-	refused                                        func(reason string)
+	maxBytes  int64
+	refused   func(reason string)
 
 	mu      sync.Mutex
 	free    int
@@ -79,7 +79,7 @@ func newFairness(o Options, refused func(string)) *fairness {
 		maxCalls: o.MaxCallsPerPrincipal, maxSimulates: o.MaxSimulatesPerPrincipal, maxStreams: o.MaxStreamsPerPrincipal,
 		maxRunning: o.MaxRunningPerPrincipal, maxBytes: int64(o.MaxBytesPerPrincipal), refused: refused,
 		simulates: make(chan struct{}, o.MaxSimulates),
-		free: o.FairSlots, running: map[string]int{}, queue: map[string][]*waiter{}, use: map[string]*usage{},
+		free:      o.FairSlots, running: map[string]int{}, queue: map[string][]*waiter{}, use: map[string]*usage{},
 	}
 }
 

@@ -95,6 +95,8 @@ type Config struct {
 	// MaxChanges is how many recent changes the store keeps for Watch
 	// streams to resume from.
 	MaxChanges int
+	// Tenancy keeps tenants apart (tenancy.go).
+	Tenancy Tenancy
 }
 
 // Defaults of the flags that have none in package server. The rate fits
@@ -137,6 +139,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxSimulatePods, "max-simulate-pods", server.DefaultMaxSimulatePods, "pods a Simulate pod model may synthesize (bounds max_replicas)")
 	fs.IntVar(&c.WatchBuffer, "watch-buffer", server.DefaultWatchBuffer, "changes a Watch stream may fall behind before it is ended with where to resume")
 	fs.IntVar(&c.MaxChanges, "max-changes", store.DefaultMaxChanges, "recent changes kept on disk for Watch streams to resume from")
+	c.Tenancy.RegisterFlags(fs)
 }
 
 // Validate checks the configuration's values.
@@ -183,6 +186,7 @@ func (c *Config) Validate() error {
 	if c.ExpireAfter <= 0 || c.ExpireInterval <= 0 || c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("-expire-after, -expire-interval and -shutdown-timeout must be > 0"))
 	}
+	errs = append(errs, c.Tenancy.Validate())
 	return errors.Join(errs...)
 }
 
@@ -226,6 +230,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, ready chan<- string)
 		MaxSimulatePods:       cfg.MaxSimulatePods,
 		WatchBuffer:           cfg.WatchBuffer,
 	}
+	cfg.Tenancy.apply(&opts)
 	reload := server.ReloadOptions{Interval: cfg.ReloadInterval, Logger: log}
 	if cfg.AuthConfig != "" {
 		if opts.Auth, err = server.NewAuthenticator(cfg.AuthConfig, reload); err != nil {
