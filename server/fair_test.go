@@ -90,3 +90,37 @@ func waitUntil(t *testing.T, cond func() bool) {
 	}
 	t.Fatal("condition not reached")
 }
+
+// TestFairnessBounds: each per-principal bound refuses the call past it
+// with its reason, and only that principal's.
+func TestFairnessBounds(t *testing.T) {
+	o := Options{MaxCallsPerPrincipal: 2, MaxBytesPerPrincipal: 100, MaxSimulatesPerPrincipal: 1, MaxStreamsPerPrincipal: 1}.withDefaults()
+	tests := []struct {
+		name       string
+		held, next usage
+		want       string
+	}{
+		{"calls", usage{calls: 2}, usage{calls: 1}, refusedInFlight},
+		{"bytes", usage{calls: 1, bytes: 60}, usage{calls: 1, bytes: 60}, refusedInFlight},
+		{"one request over the byte bound alone passes", usage{}, usage{calls: 1, bytes: 1000}, ""},
+		{"simulates", usage{calls: 1, simulates: 1}, usage{calls: 1, simulates: 1}, refusedSimulates},
+		{"streams", usage{streams: 1}, usage{streams: 1}, refusedStreams},
+		{"within every bound", usage{calls: 1, bytes: 10}, usage{calls: 1, bytes: 10}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFairness(o, func(string) {})
+			if tt.held != (usage{}) {
+				if r := f.hold("a", tt.held); r != "" {
+					t.Fatalf("holding %+v: %s", tt.held, r)
+				}
+			}
+			if got := f.hold("a", tt.next); got != tt.want {
+				t.Errorf("hold %+v after %+v = %q, want %q", tt.next, tt.held, got, tt.want)
+			}
+			if got := f.hold("b", tt.next); got != "" {
+				t.Errorf("another principal refused: %q", got)
+			}
+		})
+	}
+}

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"errors"
 	"math"
+	"net"
 	"os"
 	"runtime"
 	"slices"
@@ -381,8 +383,11 @@ func TestAnonymousFloodCostsHeaders(t *testing.T) {
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
 
-	ctx, stop := context.WithTimeout(t.Context(), 2*time.Second)
+	// Canceled, not timed out: a deadline would reach the server too and
+	// could end a call there first.
+	ctx, stop := context.WithCancel(t.Context())
 	defer stop()
+	time.AfterFunc(2*time.Second, stop)
 	var (
 		wg             sync.WaitGroup
 		calls, refused atomic.Int64
@@ -439,6 +444,31 @@ func TestAnonymousFloodCostsHeaders(t *testing.T) {
 	counted := metricSum(t, ts.srv, "setpoint_server_refused_total", "unauthenticated", "peer_rate_limit")
 	if int64(counted) < refused.Load() {
 		t.Errorf("setpoint_server_refused_total counts %v refusals, want at least %d", counted, refused.Load())
+	}
+	if n := metricSum(t, ts.srv, "setpoint_server_refused_total", "peer_rate_limit"); n == 0 {
+		t.Errorf("no call past the per-peer rate (%v/s) was refused", server.DefaultPeerRateLimit)
+	}
+}
+
+// TestSilentConnectionsAreClosed: a connection that never completes its
+// handshake is closed after the handshake timeout, not gRPC's 120 s.
+func TestSilentConnectionsAreClosed(t *testing.T) {
+	f := newPKI(t)
+	o := tenancyOptions(t, f)
+	o.HandshakeTimeout = 200 * time.Millisecond
+	ts := start(t, setup{opts: o})
+	c, err := net.Dial("tcp", ts.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	_ = c.SetReadDeadline(start.Add(10 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read from a silent connection: %v, want it closed", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("closed after %v", d)
 	}
 }
 
