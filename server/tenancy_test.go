@@ -3,10 +3,10 @@ package server_test
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"errors"
 	"math"
 	"net"
 	"os"

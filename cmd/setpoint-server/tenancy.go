@@ -20,7 +20,7 @@ type Tenancy struct {
 	// MaxBytesPerPrincipal, MaxSimulates, MaxSimulatesPerPrincipal and
 	// MaxStreamsPerPrincipal are the fairness bounds (server.Options).
 	FairSlots, MaxRunningPerPrincipal, MaxCallsPerPrincipal, MaxBytesPerPrincipal int
-	MaxSimulates, MaxSimulatesPerPrincipal, MaxStreamsPerPrincipal               int
+	MaxSimulates, MaxSimulatesPerPrincipal, MaxStreamsPerPrincipal                int
 	// PeerRateLimit and PeerRateBurst limit the calls of one peer address
 	// without a principal.
 	PeerRateLimit float64
