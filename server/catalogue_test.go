@@ -324,6 +324,15 @@ func catalogue() []hostile {
 			r.Observations[0].Error = strings.Repeat("e", 1<<20)
 		}), code: codes.InvalidArgument, field: "observations[0].error"},
 		{name: "watch cluster of 1 MiB", call: watchWith(&setpointv1.WatchRequest{Cluster: strings.Repeat("c", 1<<20)}), code: codes.InvalidArgument, field: "cluster"},
+		{name: "simulate metric value of 1 MiB", call: simulateWith(func(r *setpointv1.SimulateRequest) {
+			r.Steps[0].MetricValues = []string{strings.Repeat("1", 1<<20)}
+		}), code: codes.InvalidArgument, field: "steps[0].metric_values[0]"},
+		{name: "simulate pod model requests of 1k entries", call: simulateWith(func(r *setpointv1.SimulateRequest) {
+			r.PodModel = &setpointv1.PodModel{InitialReplicas: 1, Requests: map[string]string{}}
+			for i := range 1000 {
+				r.PodModel.Requests[fmt.Sprint("r", i)] = "1"
+			}
+		}), code: codes.InvalidArgument, field: "pod_model.requests"},
 		{name: "list page token of 1 MiB", call: func(ctx context.Context, h *hostileClient) (proto.Message, error) {
 			return h.c.ListTargets(ctx, &setpointv1.ListTargetsRequest{PageToken: strings.Repeat("t", 1<<20)})
 		}, code: codes.InvalidArgument, field: "page_token"},
