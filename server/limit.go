@@ -16,9 +16,9 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
-// rateLimiter is a token bucket per principal. A bucket is made on a
-// principal's first call; principals come from the principals file, so
-// their number is bounded by it.
+// rateLimiter is a token bucket per name: a principal, or the address of
+// callers without one. A bucket is made on a name's first call; at most
+// maxBuckets are kept.
 type rateLimiter struct {
 	limit rate.Limit
 	burst int
@@ -38,6 +38,9 @@ func (l *rateLimiter) take(name string) (time.Duration, bool) {
 	l.mu.Lock()
 	b, ok := l.buckets[name]
 	if !ok {
+		if len(l.buckets) >= maxBuckets {
+			clear(l.buckets)
+		}
 		b = rate.NewLimiter(l.limit, l.burst)
 		l.buckets[name] = b
 	}
@@ -52,6 +55,12 @@ func (l *rateLimiter) take(name string) (time.Duration, bool) {
 		return d, false
 	}
 	return 0, true
+}
+
+// allow takes a token of name's bucket, and reports whether there was one.
+func (l *rateLimiter) allow(name string) bool {
+	_, ok := l.take(name)
+	return ok
 }
 
 // check admits a call of ctx's principal, or answers ResourceExhausted

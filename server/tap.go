@@ -10,7 +10,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
-	"golang.org/x/time/rate"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
@@ -24,9 +23,10 @@ const (
 	// the server runs without authentication and Options.PeerRateLimit is
 	// set).
 	DefaultPeerRateLimit = 10
-	// maxPeerBuckets bounds the peer addresses tracked at once: past it the
-	// buckets start over (a refill for everyone, never a refusal).
-	maxPeerBuckets = 16384
+	// maxBuckets bounds the rate-limit buckets (peer addresses, principals)
+	// and sampled audit keys tracked at once: past it they start over (a
+	// refill for everyone, never a refusal).
+	maxBuckets = 16384
 	// auditEvery is how often one kind of refusal of one peer is logged;
 	// the metric counts every one.
 	auditEvery = time.Minute
@@ -51,7 +51,7 @@ const (
 type admission struct {
 	auth    *Authenticator // nil: no authentication
 	rates   *rateLimiter   // nil: no per-principal rate limit
-	peers   *peerLimiter   // nil: callers without a principal are not limited
+	peers   *rateLimiter   // by peer IP; nil: callers without a principal are not limited
 	refused *prometheus.CounterVec
 	audit   *sampledAudit
 }
@@ -74,7 +74,7 @@ func newAdmission(o Options, rates *rateLimiter, reg prometheus.Registerer) *adm
 	}
 	reg.MustRegister(a.refused)
 	if o.PeerRateLimit > 0 {
-		a.peers = newPeerLimiter(o.PeerRateLimit, o.PeerRateBurst, o.Now)
+		a.peers = newRateLimiter(o.PeerRateLimit, o.PeerRateBurst, o.Now)
 	}
 	return a
 }
@@ -85,7 +85,7 @@ func (a *admission) tap(ctx context.Context, info *tap.Info) (context.Context, e
 		return ctx, nil
 	}
 	if a.auth == nil {
-		if a.peers != nil && !a.peers.allow(ctx) {
+		if a.peers != nil && !a.peers.allow(peerIP(ctx)) {
 			a.refuse(ctx, info.FullMethodName, refusedPeerRate, "", codes.ResourceExhausted)
 			return nil, status.Error(codes.ResourceExhausted, "rate limit of callers without credentials exceeded; retry later")
 		}
@@ -93,7 +93,7 @@ func (a *admission) tap(ctx context.Context, info *tap.Info) (context.Context, e
 	}
 	p, presented, err := a.auth.authenticate(ctx)
 	if err != nil {
-		if a.peers != nil && !a.peers.allow(ctx) {
+		if a.peers != nil && !a.peers.allow(peerIP(ctx)) {
 			a.refuse(ctx, info.FullMethodName, refusedPeerRate, presented, codes.ResourceExhausted)
 			return nil, status.Error(codes.ResourceExhausted, "rate limit of callers without credentials exceeded; retry later")
 		}
@@ -129,36 +129,6 @@ func guardedMethod(full string) bool {
 	service, _, ok := strings.Cut(strings.TrimPrefix(full, "/"), "/")
 	return ok && (service == setpointv1.AutoscalerService_ServiceDesc.ServiceName ||
 		service == setpointv1.AdminService_ServiceDesc.ServiceName)
-}
-
-// peerLimiter is a token bucket per peer IP address.
-type peerLimiter struct {
-	limit rate.Limit
-	burst int
-	now   func() time.Time
-
-	mu      sync.Mutex
-	buckets map[string]*rate.Limiter
-}
-
-func newPeerLimiter(perSecond float64, burst int, now func() time.Time) *peerLimiter {
-	return &peerLimiter{limit: rate.Limit(perSecond), burst: burst, now: now, buckets: map[string]*rate.Limiter{}}
-}
-
-// allow takes a token of the bucket of ctx's peer address.
-func (l *peerLimiter) allow(ctx context.Context) bool {
-	ip := peerIP(ctx)
-	l.mu.Lock()
-	b, ok := l.buckets[ip]
-	if !ok {
-		if len(l.buckets) >= maxPeerBuckets {
-			clear(l.buckets)
-		}
-		b = rate.NewLimiter(l.limit, l.burst)
-		l.buckets[ip] = b
-	}
-	l.mu.Unlock()
-	return b.AllowN(l.now(), 1)
 }
 
 // peerIP is the IP address of ctx's peer without its port ("" when
@@ -208,7 +178,7 @@ func (s *sampledAudit) denied(ctx context.Context, method, reason, who string, c
 		return
 	}
 	if !ok {
-		if len(s.last) >= maxPeerBuckets {
+		if len(s.last) >= maxBuckets {
 			clear(s.last)
 		}
 		e = &sample{}
