@@ -8,7 +8,18 @@
 // toStatus. The server clock is a field (Options.Now), so tests and the
 // conformance runner can step it.
 //
-// Every call passes one explicit interceptor chain, outermost first:
+// Before a call's body is read, gRPC's tap handle (tap.go) admits it: for
+// the guarded services (with an Authenticator) a verified client
+// certificate's identity (URI SAN; a subject CN only when it is not a URI)
+// or a bearer token's SHA-256 names a Principal from the principals file,
+// else Unauthenticated; then the per-principal rate limit (token bucket:
+// ResourceExhausted with a google.rpc.RetryInfo), and for callers without
+// a principal a per-peer-address one. A refused caller costs its headers;
+// refusals are counted in setpoint_server_refused_total and their audit is
+// sampled. Health and reflection need no credentials.
+//
+// Every admitted call then passes one explicit interceptor chain,
+// outermost first:
 //
 //  1. Prometheus metrics (grpc_server_handled_total, handling-time
 //     histograms), exposed by MetricsHandler on /metrics;
@@ -16,30 +27,30 @@
 //  3. the rejection of undecodable requests (codec.go): a request the
 //     codec could not unmarshal is InvalidArgument, before anything else
 //     may end the call;
-//  4. authentication (with an Authenticator): a verified client
-//     certificate's identity (URI SAN, else subject CN) or a bearer token's
-//     SHA-256 names a Principal from the principals file, else
-//     Unauthenticated; health and reflection need none;
-//  5. the per-principal rate limit (token bucket): ResourceExhausted with a
-//     google.rpc.RetryInfo;
-//  6. authorization: the target (or cluster) inside the request against
+//  4. authentication: the principal the tap handle found;
+//  5. authorization: the target (or cluster) inside the request against
 //     the principal's role — one policy table for every method of
 //     AutoscalerService and AdminService, admin-only by default — else
 //     PermissionDenied with a message that names nothing;
-//  7. request limits: pods and metrics per request, answered as
-//     InvalidArgument with a google.rpc.BadRequest;
-//  8. the audit of decisions that changed replicas (denials are audited
+//  6. request limits: pods and metrics per request, and the size budgets
+//     (budget.go: every string, list and map, the spec a target stores),
+//     answered as InvalidArgument with a google.rpc.BadRequest;
+//  7. the audit of decisions that changed replicas (denials are audited
 //     where they happen);
-//  9. validation: the request's Validate method (hand-written next to the
+//  8. validation: the request's Validate method (hand-written next to the
 //     generated types), answered as InvalidArgument with a
 //     google.rpc.BadRequest detail;
+//  9. fairness (fair.go): per-principal bounds on calls, bytes, Simulates
+//     and streams, and per-principal queues served round-robin in front of
+//     the handlers (and so of any store);
 //  10. the in-flight bound on Recommend: ResourceExhausted when full;
 //  11. recovery, last: a panic answers Internal with a generic message and
 //     its stack is logged.
 //
 // Server streams pass the same steps: their request is checked as the
 // handler receives it. Transport limits (message size, streams per
-// connection, keepalive enforcement) are gRPC server options. TLS comes
+// connection, keepalive enforcement, handshake and idle timeouts) are gRPC
+// server options. ListTargets pages are sized by bytes (budget.go). TLS comes
 // from NewTLSConfig, which reloads rotated files; docs/security.md has the
 // threat model and the operator's view.
 //
@@ -49,7 +60,8 @@
 // protovalidate was not used because its rules (buf/validate/validate.proto)
 // are fetched from the buf registry, which this project does not use.
 //
-// Streams (Watch) pass metrics, logging, authentication and recovery; Watch
+// Streams (Watch) pass metrics, logging, authentication, the per-principal
+// stream bound and recovery; Watch
 // filters what it sends by the principal's clusters itself. It is fed by
 // the store's change feed (store.Store embeds store.Feed; New fails when it
 // cannot be followed) through a hub that never blocks the
