@@ -31,9 +31,9 @@ type chainConfig struct {
 // order: metrics, logging, the rejection of undecodable requests, then for
 // the guarded services authentication (already done by the tap handle
 // before the body was read: see tap.go) and authorization (when an
-// Authenticator is configured), then request limits, the audit of
-// decisions, validation, fairness (fair.go: per-principal queues and
-// bounds), the Recommend in-flight bound, recovery.
+// Authenticator is configured), then request limits and size budgets, the
+// audit of decisions, validation, fairness (fair.go: per-principal queues
+// and bounds), the Recommend in-flight bound, recovery.
 // Streams pass the same steps; their requests are checked as the handler
 // receives them.
 func chain(c chainConfig) []grpc.ServerOption {
