@@ -21,7 +21,7 @@ const (
 	DefaultFairSlots = 64
 	// DefaultMaxRunningPerPrincipal is how many calls of one principal
 	// run at once; its others wait in its queue.
-	DefaultMaxRunningPerPrincipal = 4
+	DefaultMaxRunningPerPrincipal = 2
 	// DefaultMaxCallsPerPrincipal bounds one principal's unary calls
 	// running or waiting.
 	DefaultMaxCallsPerPrincipal = 128
