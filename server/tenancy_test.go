@@ -350,11 +350,15 @@ func TestOversizedRecordsCannotBreakOthersReads(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			largest := 0
 			for got := 0; got < 2*targets-1; got++ { // every decision and observation after the first change
-				if _, err := s.Recv(); err != nil {
+				m, err := s.Recv()
+				if err != nil {
 					t.Fatalf("Watch after %d changes: %v", got, err)
 				}
+				largest = max(largest, proto.Size(m))
 			}
+			t.Logf("%s: watched %d changes, the largest message %d bytes", reader.name, 2*targets-1, largest)
 		})
 	}
 }

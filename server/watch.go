@@ -27,8 +27,11 @@ const DefaultWatchBuffer = 1024
 // yet resumes from it.
 const RevisionHeader = "setpoint-revision"
 
-// watchPage is how many stored changes a resuming Watch reads at once.
-const watchPage = 256
+// watchPage is how many stored changes a resuming Watch reads at once. A
+// change holds one decision, whose size the spec budget bounds (181 KB
+// measured for a maximal spec), so a resuming stream holds at most about
+// 3 MB.
+const watchPage = 16
 
 // hub fans the store's change feed out to Watch streams. It never blocks
 // the store's committer: each stream has a bounded buffer, and a stream
