@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"time"
 
@@ -57,9 +56,10 @@ var boundedElsewhere = map[protoreflect.FullName]bool{
 // check adds to e a violation for every string of m longer than
 // maxString, every list or map (not bounded elsewhere) longer than
 // maxEntries and, for a Recommend, a spec larger than maxSpec. The walk
-// costs one pass over the decoded request.
+// costs one pass over the decoded request; a field's path is spelled out
+// only for a violation.
 func (b budgets) check(e *setpointv1.ValidationError, m proto.Message) {
-	b.walk(e, m.ProtoReflect(), "")
+	b.walk(e, m.ProtoReflect(), nil)
 	if r, ok := m.(*setpointv1.RecommendRequest); ok && r.GetSpec() != nil {
 		if n := proto.Size(r.GetSpec()); n > b.maxSpec {
 			e.Add("spec", "is %d bytes encoded: a target stores at most %d", n, b.maxSpec)
@@ -67,61 +67,93 @@ func (b budgets) check(e *setpointv1.ValidationError, m proto.Message) {
 	}
 }
 
-// walk checks the fields of m, whose path is prefix.
-func (b budgets) walk(e *setpointv1.ValidationError, m protoreflect.Message, prefix string) {
+// fieldPath is where a value sits in a request: a field of its parent, an
+// entry of a list (index) or of a map (key).
+type fieldPath struct {
+	parent *fieldPath
+	field  protoreflect.Name
+	index  int    // -1 when not a list entry
+	key    string // set for a map entry
+	isKey  bool
+}
+
+// String spells the path as the API does: "spec.metrics[0].name",
+// `match_labels["app"]`.
+func (p *fieldPath) String() string {
+	if p == nil {
+		return ""
+	}
+	s := p.parent.String()
+	switch {
+	case p.isKey:
+		return s + "[" + strconv.Quote(p.key) + "]"
+	case p.index >= 0:
+		return s + "[" + strconv.Itoa(p.index) + "]"
+	case s == "":
+		return string(p.field)
+	default:
+		return s + "." + string(p.field)
+	}
+}
+
+// walk checks the fields of m, at path.
+func (b budgets) walk(e *setpointv1.ValidationError, m protoreflect.Message, path *fieldPath) {
 	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
 		if len(e.Violations) >= 50 {
 			return false
 		}
-		path := string(fd.Name())
-		if prefix != "" {
-			path = prefix + "." + path
-		}
+		at := &fieldPath{parent: path, field: fd.Name(), index: -1}
 		switch {
 		case fd.IsMap():
 			mp := v.Map()
 			if mp.Len() > b.maxEntries {
-				e.Add(path, "has %d entries: at most %d", mp.Len(), b.maxEntries)
+				e.Add(at.String(), "has %d entries: at most %d", mp.Len(), b.maxEntries)
 				return true
 			}
 			mp.Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
 				key := k.String()
 				if len(key) > b.maxString {
-					e.Add(path, "has a key of %d bytes: at most %d", len(key), b.maxString)
+					e.Add(at.String(), "has a key of %d bytes: at most %d", len(key), b.maxString)
 					return false
 				}
-				b.value(e, fd.MapValue(), mv, path+"["+strconv.Quote(key)+"]")
+				b.value(e, fd.MapValue(), mv, func() *fieldPath { return &fieldPath{parent: at, key: key, isKey: true, index: -1} })
 				return true
 			})
 		case fd.IsList():
 			l := v.List()
 			if l.Len() > b.maxEntries && !boundedElsewhere[fd.FullName()] {
-				e.Add(path, "has %d entries: at most %d", l.Len(), b.maxEntries)
+				e.Add(at.String(), "has %d entries: at most %d", l.Len(), b.maxEntries)
+				return true
+			}
+			if typed := podChecks[fd.FullName()]; typed != nil {
+				for i := range l.Len() {
+					typed(b, e, l.Get(i).Message(), func() string { return (&fieldPath{parent: at, index: i}).String() })
+				}
 				return true
 			}
 			for i := range l.Len() {
-				b.value(e, fd, l.Get(i), fmt.Sprintf("%s[%d]", path, i))
+				b.value(e, fd, l.Get(i), func() *fieldPath { return &fieldPath{parent: at, index: i} })
 			}
 		default:
-			b.value(e, fd, v, path)
+			b.value(e, fd, v, func() *fieldPath { return at })
 		}
 		return true
 	})
 }
 
-// value checks one value of field fd at path.
-func (b budgets) value(e *setpointv1.ValidationError, fd protoreflect.FieldDescriptor, v protoreflect.Value, path string) {
+// value checks one value of field fd, at the path made by at.
+func (b budgets) value(e *setpointv1.ValidationError, fd protoreflect.FieldDescriptor, v protoreflect.Value, at func() *fieldPath) {
 	switch fd.Kind() {
 	case protoreflect.StringKind:
 		if n := len(v.String()); n > b.maxString {
-			e.Add(path, "is %d bytes: at most %d", n, b.maxString)
+			e.Add(at().String(), "is %d bytes: at most %d", n, b.maxString)
 		}
 	case protoreflect.BytesKind:
 		if n := len(v.Bytes()); n > b.maxString {
-			e.Add(path, "is %d bytes: at most %d", n, b.maxString)
+			e.Add(at().String(), "is %d bytes: at most %d", n, b.maxString)
 		}
 	case protoreflect.MessageKind, protoreflect.GroupKind:
-		b.walk(e, v.Message(), path)
+		b.walk(e, v.Message(), at())
 	}
 }
 

@@ -22,12 +22,13 @@ const (
 	// DefaultMaxRunningPerPrincipal is how many calls of one principal
 	// run at once; its others wait in its queue.
 	DefaultMaxRunningPerPrincipal = 2
-	// DefaultMaxCallsPerPrincipal bounds one principal's unary calls
-	// running or waiting.
-	DefaultMaxCallsPerPrincipal = 128
+	// DefaultMaxCallsPerPrincipal bounds one principal's unary calls from
+	// the moment their headers arrive (being read, decoded, checked,
+	// queued or running); more are refused before their body is read.
+	DefaultMaxCallsPerPrincipal = 16
 	// DefaultMaxBytesPerPrincipal bounds the encoded bytes of one
 	// principal's unary requests running or waiting.
-	DefaultMaxBytesPerPrincipal = 64 << 20
+	DefaultMaxBytesPerPrincipal = 16 << 20
 	// DefaultMaxSimulatesPerPrincipal bounds one principal's Simulate
 	// calls running or waiting.
 	DefaultMaxSimulatesPerPrincipal = 1
@@ -108,7 +109,7 @@ func (f *fairness) hold(who string, d usage) string {
 	switch {
 	case d.calls > 0 && u.calls+d.calls > f.maxCalls:
 		return refusedInFlight
-	case d.bytes > 0 && u.bytes+d.bytes > f.maxBytes && u.calls > 0:
+	case d.bytes > 0 && u.bytes+d.bytes > f.maxBytes && u.bytes > 0:
 		return refusedInFlight
 	case d.simulates > 0 && u.simulates+d.simulates > f.maxSimulates:
 		return refusedSimulates
@@ -218,7 +219,7 @@ func (f *fairness) unsafeDispatch() {
 
 // unary is the fairness interceptor of unary calls.
 func (f *fairness) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	d := usage{calls: 1}
+	var d usage // the call itself is held by the tap handle (tap.go)
 	if m, ok := req.(proto.Message); ok {
 		d.bytes = int64(proto.Size(m))
 	}

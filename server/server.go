@@ -43,6 +43,7 @@ const (
 	DefaultShutdownTimeout       = 30 * time.Second
 	DefaultHandshakeTimeout      = 10 * time.Second
 	DefaultMaxConnectionIdle     = 15 * time.Minute
+	DefaultStreamWindow          = 64 << 10
 )
 
 // Options configure a Server. The zero value selects every default.
@@ -120,6 +121,10 @@ type Options struct {
 	// HandshakeTimeout bounds a new connection's TLS and HTTP/2 handshake;
 	// 0 means DefaultHandshakeTimeout.
 	HandshakeTimeout time.Duration
+	// StreamWindow is each stream's HTTP/2 flow-control window, in bytes
+	// (a connection's is four times it): what a refused call may send
+	// before the refusal reaches it. 0 means DefaultStreamWindow.
+	StreamWindow int
 	// MaxConnectionIdle is how long a connection without calls is kept;
 	// 0 means DefaultMaxConnectionIdle.
 	MaxConnectionIdle time.Duration
@@ -191,7 +196,9 @@ func New(st store.Store, o Options) (*Server, error) {
 	if o.RateLimit > 0 {
 		g.rates = newRateLimiter(o.RateLimit, o.RateBurst, o.Now)
 	}
-	adm := newAdmission(o, g.rates, registry)
+	var adm *admission
+	fair := newFairness(o, func(reason string) { adm.count(reason) })
+	adm = newAdmission(o, g.rates, fair, registry)
 	opts := append(chain(chainConfig{
 		metrics: metrics,
 		log:     o.Logger,
@@ -199,7 +206,7 @@ func New(st store.Store, o Options) (*Server, error) {
 		limits: requestLimits{maxPods: o.MaxPodsPerRequest, maxMetrics: o.MaxMetricsPerRequest,
 			budgets: budgets{maxString: o.MaxStringBytes, maxEntries: o.MaxListEntries, maxSpec: o.MaxSpecBytes}},
 		inFlight: make(chan struct{}, o.MaxInFlightRecommends),
-		fair:     newFairness(o, adm.count),
+		fair:     fair,
 	}),
 		grpc.MaxRecvMsgSize(o.MaxRecvMsgSize),
 		grpc.MaxConcurrentStreams(o.MaxConcurrentStreams),
@@ -207,7 +214,12 @@ func New(st store.Store, o Options) (*Server, error) {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: o.KeepaliveMinTime, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: o.KeepaliveTime, Timeout: o.KeepaliveTimeout, MaxConnectionIdle: o.MaxConnectionIdle}),
 		grpc.ConnectionTimeout(o.HandshakeTimeout),
+		// Static flow-control windows (no BDP growth): a call refused before
+		// its body is read has sent at most one stream window.
+		grpc.InitialWindowSize(int32(o.StreamWindow)),
+		grpc.InitialConnWindowSize(int32(4*o.StreamWindow)),
 		grpc.InTapHandle(adm.tap), // tap.go: authentication and rate limits before the body is read
+		grpc.StatsHandler(calls{fair}),
 	)
 	if o.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(o.TLS)))
@@ -306,6 +318,7 @@ func (o Options) withDefaults() Options {
 		o.PeerRateBurst = max(1, int(2*o.PeerRateLimit))
 	}
 	o.HandshakeTimeout = positiveOr(o.HandshakeTimeout, DefaultHandshakeTimeout)
+	o.StreamWindow = min(positiveOr(o.StreamWindow, DefaultStreamWindow), 1<<28)
 	o.MaxConnectionIdle = positiveOr(o.MaxConnectionIdle, DefaultMaxConnectionIdle)
 	o.FairSlots = positiveOr(o.FairSlots, DefaultFairSlots)
 	o.MaxRunningPerPrincipal = positiveOr(o.MaxRunningPerPrincipal, DefaultMaxRunningPerPrincipal)

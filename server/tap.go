@@ -10,8 +10,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
 )
@@ -49,6 +51,9 @@ const (
 // connection and the headers alone) and applies the rate limits. A
 // refused caller costs its headers: the body is never read nor decoded.
 type admission struct {
+	// fair holds a call of each admitted unary call of a principal until
+	// its end (see calls): its decoding is bounded with the rest.
+	fair    *fairness
 	auth    *Authenticator // nil: no authentication
 	rates   *rateLimiter   // nil: no per-principal rate limit
 	peers   *rateLimiter   // by peer IP; nil: callers without a principal are not limited
@@ -57,10 +62,11 @@ type admission struct {
 }
 
 // newAdmission returns the admission of a server with options o (defaults
-// applied) and the per-principal rate limiter rates (nil: none); it
+// applied), the per-principal rate limiter rates (nil: none) and fair; it
 // registers setpoint_server_refused_total with reg.
-func newAdmission(o Options, rates *rateLimiter, reg prometheus.Registerer) *admission {
+func newAdmission(o Options, rates *rateLimiter, fair *fairness, reg prometheus.Registerer) *admission {
 	a := &admission{
+		fair:  fair,
 		auth:  o.Auth,
 		rates: rates,
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -110,8 +116,57 @@ func (a *admission) tap(ctx context.Context, info *tap.Info) (context.Context, e
 			return nil, err
 		}
 	}
+	if unaryMethods[info.FullMethodName] {
+		// Held from before the body is read until the call's end, so one
+		// principal's calls being decoded and checked are bounded too.
+		if reason := a.fair.hold(p.Name, usage{calls: 1}); reason != "" {
+			a.refuse(ctx, info.FullMethodName, reason, p.Name, codes.ResourceExhausted)
+			return nil, errPrincipalBusy("calls")
+		}
+		ctx = context.WithValue(ctx, heldCallKey{}, p.Name)
+	}
 	return ctx, nil
 }
+
+// unaryMethods are the unary methods of the guarded services.
+var unaryMethods = func() map[string]bool {
+	m := map[string]bool{}
+	for _, sd := range []grpc.ServiceDesc{setpointv1.AutoscalerService_ServiceDesc, setpointv1.AdminService_ServiceDesc} {
+		for _, md := range sd.Methods {
+			m["/"+sd.ServiceName+"/"+md.MethodName] = true
+		}
+	}
+	return m
+}()
+
+// heldCallKey is the context key of the principal whose call the tap
+// handle held.
+type heldCallKey struct{}
+
+// calls is the stats.Handler giving back, at each call's end, the call
+// the tap handle held (grpc-go reports the end of every call of a known
+// method, however it ends).
+type calls struct{ fair *fairness }
+
+// TagRPC implements stats.Handler.
+func (calls) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+
+// HandleRPC implements stats.Handler: at a call's end it gives back the
+// call held.
+func (c calls) HandleRPC(ctx context.Context, s stats.RPCStats) {
+	if _, ok := s.(*stats.End); !ok {
+		return
+	}
+	if who, ok := ctx.Value(heldCallKey{}).(string); ok {
+		c.fair.put(who, usage{calls: 1})
+	}
+}
+
+// TagConn implements stats.Handler.
+func (calls) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+
+// HandleConn implements stats.Handler.
+func (calls) HandleConn(context.Context, stats.ConnStats) {}
 
 // count counts a refusal for reason.
 func (a *admission) count(reason string) { a.refused.WithLabelValues(reason).Inc() }

@@ -28,6 +28,8 @@ type Tenancy struct {
 	// HandshakeTimeout bounds a connection's handshake; MaxConnectionIdle
 	// closes connections without calls.
 	HandshakeTimeout, MaxConnectionIdle time.Duration
+	// StreamWindow is each stream's flow-control window, in bytes.
+	StreamWindow int
 }
 
 // RegisterFlags registers the tenancy flags on fs, with their defaults.
@@ -46,6 +48,7 @@ func (c *Tenancy) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.PeerRateLimit, "peer-rate-limit", 0, "calls per second one peer address may make without a principal: refused authentications (0: 10), or every call when run without -auth-config (0: unlimited); negative disables")
 	fs.IntVar(&c.PeerRateBurst, "peer-rate-burst", 0, "calls a peer address may make at once without a principal (0: twice -peer-rate-limit)")
 	fs.DurationVar(&c.HandshakeTimeout, "handshake-timeout", server.DefaultHandshakeTimeout, "longest TLS and HTTP/2 handshake of a new connection")
+	fs.IntVar(&c.StreamWindow, "stream-window", server.DefaultStreamWindow, "HTTP/2 flow-control window of each stream, in bytes (a connection's is 4x): what a refused call may send before its refusal")
 	fs.DurationVar(&c.MaxConnectionIdle, "max-connection-idle", server.DefaultMaxConnectionIdle, "close a connection without calls after this long")
 }
 
@@ -58,8 +61,8 @@ func (c *Tenancy) Validate() error {
 		c.MaxSimulates < 0 || c.MaxSimulatesPerPrincipal <= 0 || c.MaxStreamsPerPrincipal <= 0 {
 		return errors.New("-fair-slots, -max-running-per-principal, -max-calls-per-principal, -max-bytes-per-principal, -max-simulates-per-principal and -max-streams-per-principal must be > 0, -max-simulates >= 0")
 	}
-	if c.PeerRateBurst < 0 || c.HandshakeTimeout <= 0 || c.MaxConnectionIdle <= 0 {
-		return errors.New("-peer-rate-burst must be >= 0, -handshake-timeout and -max-connection-idle > 0")
+	if c.PeerRateBurst < 0 || c.HandshakeTimeout <= 0 || c.MaxConnectionIdle <= 0 || c.StreamWindow < 64<<10 || c.StreamWindow > 1<<28 {
+		return errors.New("-peer-rate-burst must be >= 0, -handshake-timeout and -max-connection-idle > 0, -stream-window within [64 KiB, 256 MiB]")
 	}
 	return nil
 }
@@ -70,5 +73,5 @@ func (c *Tenancy) apply(o *server.Options) {
 	o.FairSlots, o.MaxRunningPerPrincipal, o.MaxCallsPerPrincipal, o.MaxBytesPerPrincipal = c.FairSlots, c.MaxRunningPerPrincipal, c.MaxCallsPerPrincipal, c.MaxBytesPerPrincipal
 	o.MaxSimulates, o.MaxSimulatesPerPrincipal, o.MaxStreamsPerPrincipal = c.MaxSimulates, c.MaxSimulatesPerPrincipal, c.MaxStreamsPerPrincipal
 	o.PeerRateLimit, o.PeerRateBurst = c.PeerRateLimit, c.PeerRateBurst
-	o.HandshakeTimeout, o.MaxConnectionIdle = c.HandshakeTimeout, c.MaxConnectionIdle
+	o.HandshakeTimeout, o.MaxConnectionIdle, o.StreamWindow = c.HandshakeTimeout, c.MaxConnectionIdle, c.StreamWindow
 }
