@@ -21,11 +21,11 @@ const (
 	DefaultFairSlots = 64
 	// DefaultMaxRunningPerPrincipal is how many calls of one principal
 	// run at once; its others wait in its queue.
-	DefaultMaxRunningPerPrincipal = 2
+	DefaultMaxRunningPerPrincipal = 8
 	// DefaultMaxCallsPerPrincipal bounds one principal's unary calls from
 	// the moment their headers arrive (being read, decoded, checked,
 	// queued or running); more are refused before their body is read.
-	DefaultMaxCallsPerPrincipal = 16
+	DefaultMaxCallsPerPrincipal = 64
 	// DefaultMaxBytesPerPrincipal bounds the encoded bytes of one
 	// principal's unary requests running or waiting.
 	DefaultMaxBytesPerPrincipal = 16 << 20

@@ -60,7 +60,7 @@ func noisyDuration(t *testing.T) time.Duration {
 // setpoint-server's default rate limit, on the real clock.
 func tenancyOptions(t *testing.T, f *pkiFixture) server.Options {
 	o := f.options(t, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	o.Now, o.RateLimit, o.RateBurst = time.Now, 100, 200
+	o.Now, o.RateLimit, o.RateBurst = time.Now, 1000, 2000
 	return o
 }
 
