@@ -20,8 +20,7 @@ import (
 )
 
 // Errors of the service, mapped by toStatus.
-var (
-)
+var ()
 
 // toStatus maps an error of a handler to the gRPC status the caller sees.
 // Internal details are logged, never sent.
