@@ -71,6 +71,10 @@ type Options struct {
 	MaxChanges int
 	// Now stamps deletions in the change feed; time.Now when nil.
 	Now func() time.Time
+	// DecisionRetention is how long each decision stays in its target's
+	// decision log (decisionlog.go), counted back from the target's newest
+	// decision. 0 means DefaultDecisionRetention; negative keeps no log.
+	DecisionRetention time.Duration
 }
 
 // withDefaults returns o with zero fields set to their defaults, or an
@@ -90,6 +94,9 @@ func (o Options) withDefaults() (Options, error) {
 	def(&o.MaxChanges, DefaultMaxChanges)
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.DecisionRetention == 0 {
+		o.DecisionRetention = DefaultDecisionRetention
 	}
 	if o.LockTimeout == 0 {
 		o.LockTimeout = DefaultLockTimeout
@@ -472,6 +479,11 @@ func (b *Bolt) Update(ctx context.Context, key target.Key, fn func(rec *target.R
 		if err := b.appendChanges(tx, changes); err != nil {
 			return &abortError{err}
 		}
+		if len(changes) > 0 && changes[0].Kind == ChangeDecision {
+			if err := b.unsafeLogDecision(tx, rk, rec.Last); err != nil {
+				return &abortError{fmt.Errorf("store: update %s: decision log: %w", key, err)}
+			}
+		}
 		out = rec
 		return nil
 	})
@@ -677,6 +689,9 @@ func (b *Bolt) Delete(ctx context.Context, key target.Key) error {
 		if err := records.Delete(rk); err != nil {
 			return &abortError{fmt.Errorf("store: delete %s: %w", key, err)}
 		}
+		if err := unsafeForgetDecisions(tx, rk); err != nil {
+			return &abortError{fmt.Errorf("store: delete %s: decision log: %w", key, err)}
+		}
 		if err := b.appendChanges(tx, []Change{b.deletion(key)}); err != nil {
 			return &abortError{err}
 		}
@@ -715,6 +730,9 @@ func (b *Bolt) Expire(ctx context.Context, cutoff time.Time) (int, error) {
 			}
 			if err := records.Delete(rk); err != nil {
 				return &abortError{fmt.Errorf("store: expire: %w", err)}
+			}
+			if err := unsafeForgetDecisions(tx, rk); err != nil {
+				return &abortError{fmt.Errorf("store: expire: decision log: %w", err)}
 			}
 			if key, err := parseRecordKey(rk); err == nil {
 				if err := b.appendChanges(tx, []Change{b.deletion(key)}); err != nil {

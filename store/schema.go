@@ -41,10 +41,15 @@ var (
 	// that do not know it ignore it, and Open creates it in a file that
 	// lacks it.
 	bucketChanges = []byte("changes")
+	// bucketDecisions is the decision log (decisionlog.go):
+	// decisionKey(recordKey(key), at) → setpoint.storage.v1.LoggedDecision.
+	// Added without a version bump, like bucketChanges: readers that do not
+	// know it ignore it, and Open creates it in a file that lacks it.
+	bucketDecisions = []byte("decisions")
 )
 
 // allBuckets lists every bucket of the layout, created together.
-var allBuckets = [][]byte{bucketMeta, bucketRecords, bucketLastSeen, bucketChanges}
+var allBuckets = [][]byte{bucketMeta, bucketRecords, bucketLastSeen, bucketChanges, bucketDecisions}
 
 // keyMetaSchemaVersion is the meta key whose value is the schema version as
 // an 8-byte big-endian integer.
@@ -183,6 +188,17 @@ func splitLastSeenKey(b []byte) (ts uint64, rk []byte, ok bool) {
 // 8 bytes big-endian, so keys sort by revision.
 func revisionKey(rev uint64) []byte { return binary.BigEndian.AppendUint64(nil, rev) }
 
+// decisionKey is the key in bucketDecisions of the decision made at t for
+// the target whose record key is rk: rk, then t as orderedTime in 8 bytes
+// big-endian. A record key is never a proper prefix of another (its third
+// terminator ends it), so rk is the prefix of exactly that target's log,
+// which sorts by time.
+func decisionKey(rk []byte, t time.Time) []byte {
+	b := make([]byte, len(rk), len(rk)+tsLength)
+	copy(b, rk)
+	return binary.BigEndian.AppendUint64(b, orderedTime(t))
+}
+
 // encodeVersion is the stored form of a schema version.
 func encodeVersion(v uint64) []byte {
 	return binary.BigEndian.AppendUint64(nil, v)
@@ -225,8 +241,10 @@ func initSchema(tx *bolt.Tx) error {
 	if err := migrate(tx, v); err != nil {
 		return err
 	}
-	if _, err := tx.CreateBucketIfNotExists(bucketChanges); err != nil {
-		return fmt.Errorf("store: create bucket %q: %w", bucketChanges, err)
+	for _, name := range [][]byte{bucketChanges, bucketDecisions} {
+		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+			return fmt.Errorf("store: create bucket %q: %w", name, err)
+		}
 	}
 	for _, name := range allBuckets {
 		if tx.Bucket(name) == nil {

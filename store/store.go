@@ -88,6 +88,10 @@ type Store interface {
 	// Expire removes the records last seen before cutoff and returns how
 	// many were removed.
 	Expire(ctx context.Context, cutoff time.Time) (int, error)
+	// Decisions returns one page of key's decision log, oldest first, and
+	// the next page's token (empty after the last page); an unknown target
+	// has an empty log.
+	Decisions(ctx context.Context, key Key, q DecisionQuery) ([]LoggedDecision, string, error)
 	// Close releases the store; later calls return ErrClosed.
 	Close() error
 

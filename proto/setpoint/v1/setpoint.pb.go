@@ -4595,6 +4595,231 @@ func (x *TargetDeleted) GetTime() *timestamppb.Timestamp {
 	return nil
 }
 
+// ListDecisionsRequest selects part of one autoscaler's decision log.
+type ListDecisionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The autoscaler.
+	Target *TargetKey `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
+	// Only decisions made at or after this time, when set.
+	StartTime *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	// Only decisions made before this time, when set.
+	EndTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
+	// Maximum number of decisions returned, in decisions; 0 means 500, at
+	// most 5000.
+	PageSize int32 `protobuf:"varint,4,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// next_page_token of a previous call with the same target and range;
+	// empty starts at the oldest decision of the range.
+	PageToken     string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDecisionsRequest) Reset() {
+	*x = ListDecisionsRequest{}
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDecisionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDecisionsRequest) ProtoMessage() {}
+
+func (x *ListDecisionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDecisionsRequest.ProtoReflect.Descriptor instead.
+func (*ListDecisionsRequest) Descriptor() ([]byte, []int) {
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *ListDecisionsRequest) GetTarget() *TargetKey {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *ListDecisionsRequest) GetStartTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartTime
+	}
+	return nil
+}
+
+func (x *ListDecisionsRequest) GetEndTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EndTime
+	}
+	return nil
+}
+
+func (x *ListDecisionsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListDecisionsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListDecisionsResponse is one page of a decision log.
+type ListDecisionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The decisions, oldest first.
+	Decisions []*LoggedDecision `protobuf:"bytes,1,rep,name=decisions,proto3" json:"decisions,omitempty"`
+	// Token of the next page; empty after the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDecisionsResponse) Reset() {
+	*x = ListDecisionsResponse{}
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDecisionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDecisionsResponse) ProtoMessage() {}
+
+func (x *ListDecisionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDecisionsResponse.ProtoReflect.Descriptor instead.
+func (*ListDecisionsResponse) Descriptor() ([]byte, []int) {
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *ListDecisionsResponse) GetDecisions() []*LoggedDecision {
+	if x != nil {
+		return x.Decisions
+	}
+	return nil
+}
+
+func (x *ListDecisionsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// LoggedDecision is one decision as the decision log keeps it: compact, so
+// the explanation's metric names and step messages are empty (the spec names
+// the metrics, in order; the step's kind and reason say why), and its
+// ratios are 0.
+type LoggedDecision struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// When the decision was made (server time).
+	DecisionTime *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=decision_time,json=decisionTime,proto3" json:"decision_time,omitempty"`
+	// The decided replica count, in replicas.
+	DesiredReplicas int32 `protobuf:"varint,2,opt,name=desired_replicas,json=desiredReplicas,proto3" json:"desired_replicas,omitempty"`
+	// True when the decision asked for a rescale.
+	Rescale bool `protobuf:"varint,3,opt,name=rescale,proto3" json:"rescale,omitempty"`
+	// The reconcile error; empty on success (cut to 256 bytes).
+	Error string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	// How the decision was reached: current replicas, each metric's current
+	// value, target, proposal and pod counts, the winner and the steps.
+	Explanation   *Explanation `protobuf:"bytes,5,opt,name=explanation,proto3" json:"explanation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LoggedDecision) Reset() {
+	*x = LoggedDecision{}
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LoggedDecision) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LoggedDecision) ProtoMessage() {}
+
+func (x *LoggedDecision) ProtoReflect() protoreflect.Message {
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LoggedDecision.ProtoReflect.Descriptor instead.
+func (*LoggedDecision) Descriptor() ([]byte, []int) {
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *LoggedDecision) GetDecisionTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DecisionTime
+	}
+	return nil
+}
+
+func (x *LoggedDecision) GetDesiredReplicas() int32 {
+	if x != nil {
+		return x.DesiredReplicas
+	}
+	return 0
+}
+
+func (x *LoggedDecision) GetRescale() bool {
+	if x != nil {
+		return x.Rescale
+	}
+	return false
+}
+
+func (x *LoggedDecision) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *LoggedDecision) GetExplanation() *Explanation {
+	if x != nil {
+		return x.Explanation
+	}
+	return nil
+}
+
 var File_setpoint_v1_setpoint_proto protoreflect.FileDescriptor
 
 const file_setpoint_v1_setpoint_proto_rawDesc = "" +
@@ -4934,7 +5159,24 @@ const file_setpoint_v1_setpoint_proto_rawDesc = "" +
 	"\adeleted\x18\x05 \x01(\v2\x1a.setpoint.v1.TargetDeletedH\x00R\adeletedB\b\n" +
 	"\x06change\"?\n" +
 	"\rTargetDeleted\x12.\n" +
-	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time2\xa3\x04\n" +
+	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\xf4\x01\n" +
+	"\x14ListDecisionsRequest\x12.\n" +
+	"\x06target\x18\x01 \x01(\v2\x16.setpoint.v1.TargetKeyR\x06target\x129\n" +
+	"\n" +
+	"start_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
+	"\bend_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12\x1b\n" +
+	"\tpage_size\x18\x04 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x05 \x01(\tR\tpageToken\"z\n" +
+	"\x15ListDecisionsResponse\x129\n" +
+	"\tdecisions\x18\x01 \x03(\v2\x1b.setpoint.v1.LoggedDecisionR\tdecisions\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xe8\x01\n" +
+	"\x0eLoggedDecision\x12?\n" +
+	"\rdecision_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\fdecisionTime\x12)\n" +
+	"\x10desired_replicas\x18\x02 \x01(\x05R\x0fdesiredReplicas\x12\x18\n" +
+	"\arescale\x18\x03 \x01(\bR\arescale\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\x12:\n" +
+	"\vexplanation\x18\x05 \x01(\v2\x18.setpoint.v1.ExplanationR\vexplanation2\xfb\x04\n" +
 	"\x11AutoscalerService\x12J\n" +
 	"\tRecommend\x12\x1d.setpoint.v1.RecommendRequest\x1a\x1e.setpoint.v1.RecommendResponse\x12D\n" +
 	"\aObserve\x12\x1b.setpoint.v1.ObserveRequest\x1a\x1c.setpoint.v1.ObserveResponse\x12J\n" +
@@ -4942,7 +5184,8 @@ const file_setpoint_v1_setpoint_proto_rawDesc = "" +
 	"\vListTargets\x12\x1f.setpoint.v1.ListTargetsRequest\x1a .setpoint.v1.ListTargetsResponse\x12S\n" +
 	"\fDeleteTarget\x12 .setpoint.v1.DeleteTargetRequest\x1a!.setpoint.v1.DeleteTargetResponse\x12G\n" +
 	"\bSimulate\x12\x1c.setpoint.v1.SimulateRequest\x1a\x1d.setpoint.v1.SimulateResponse\x12@\n" +
-	"\x05Watch\x12\x19.setpoint.v1.WatchRequest\x1a\x1a.setpoint.v1.WatchResponse0\x01B\xaa\x01\n" +
+	"\x05Watch\x12\x19.setpoint.v1.WatchRequest\x1a\x1a.setpoint.v1.WatchResponse0\x01\x12V\n" +
+	"\rListDecisions\x12!.setpoint.v1.ListDecisionsRequest\x1a\".setpoint.v1.ListDecisionsResponseB\xaa\x01\n" +
 	"\x0fcom.setpoint.v1B\rSetpointProtoP\x01Z;github.com/setpointhq/setpoint/proto/setpoint/v1;setpointv1\xa2\x02\x03SXX\xaa\x02\vSetpoint.V1\xca\x02\vSetpoint\\V1\xe2\x02\x17Setpoint\\V1\\GPBMetadata\xea\x02\fSetpoint::V1b\x06proto3"
 
 var (
@@ -4957,7 +5200,7 @@ func file_setpoint_v1_setpoint_proto_rawDescGZIP() []byte {
 	return file_setpoint_v1_setpoint_proto_rawDescData
 }
 
-var file_setpoint_v1_setpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 71)
+var file_setpoint_v1_setpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 74)
 var file_setpoint_v1_setpoint_proto_goTypes = []any{
 	(*TargetKey)(nil),                       // 0: setpoint.v1.TargetKey
 	(*CrossVersionObjectReference)(nil),     // 1: setpoint.v1.CrossVersionObjectReference
@@ -5024,14 +5267,17 @@ var file_setpoint_v1_setpoint_proto_goTypes = []any{
 	(*WatchRequest)(nil),                    // 62: setpoint.v1.WatchRequest
 	(*WatchResponse)(nil),                   // 63: setpoint.v1.WatchResponse
 	(*TargetDeleted)(nil),                   // 64: setpoint.v1.TargetDeleted
-	nil,                                     // 65: setpoint.v1.LabelSelector.MatchLabelsEntry
-	nil,                                     // 66: setpoint.v1.Pod.RequestsEntry
-	nil,                                     // 67: setpoint.v1.Pod.OverheadEntry
-	nil,                                     // 68: setpoint.v1.Container.RequestsEntry
-	nil,                                     // 69: setpoint.v1.ContainerMetrics.UsageEntry
-	nil,                                     // 70: setpoint.v1.PodModel.RequestsEntry
-	(*durationpb.Duration)(nil),             // 71: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),           // 72: google.protobuf.Timestamp
+	(*ListDecisionsRequest)(nil),            // 65: setpoint.v1.ListDecisionsRequest
+	(*ListDecisionsResponse)(nil),           // 66: setpoint.v1.ListDecisionsResponse
+	(*LoggedDecision)(nil),                  // 67: setpoint.v1.LoggedDecision
+	nil,                                     // 68: setpoint.v1.LabelSelector.MatchLabelsEntry
+	nil,                                     // 69: setpoint.v1.Pod.RequestsEntry
+	nil,                                     // 70: setpoint.v1.Pod.OverheadEntry
+	nil,                                     // 71: setpoint.v1.Container.RequestsEntry
+	nil,                                     // 72: setpoint.v1.ContainerMetrics.UsageEntry
+	nil,                                     // 73: setpoint.v1.PodModel.RequestsEntry
+	(*durationpb.Duration)(nil),             // 74: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),           // 75: google.protobuf.Timestamp
 }
 var file_setpoint_v1_setpoint_proto_depIdxs = []int32{
 	1,   // 0: setpoint.v1.HorizontalPodAutoscalerSpec.scale_target_ref:type_name -> setpoint.v1.CrossVersionObjectReference
@@ -5052,29 +5298,29 @@ var file_setpoint_v1_setpoint_proto_depIdxs = []int32{
 	9,   // 15: setpoint.v1.ExternalMetricSource.metric:type_name -> setpoint.v1.MetricIdentifier
 	12,  // 16: setpoint.v1.ExternalMetricSource.target:type_name -> setpoint.v1.MetricTarget
 	10,  // 17: setpoint.v1.MetricIdentifier.selector:type_name -> setpoint.v1.LabelSelector
-	65,  // 18: setpoint.v1.LabelSelector.match_labels:type_name -> setpoint.v1.LabelSelector.MatchLabelsEntry
+	68,  // 18: setpoint.v1.LabelSelector.match_labels:type_name -> setpoint.v1.LabelSelector.MatchLabelsEntry
 	11,  // 19: setpoint.v1.LabelSelector.match_expressions:type_name -> setpoint.v1.LabelSelectorRequirement
 	14,  // 20: setpoint.v1.HorizontalPodAutoscalerBehavior.scale_up:type_name -> setpoint.v1.ScalingRules
 	14,  // 21: setpoint.v1.HorizontalPodAutoscalerBehavior.scale_down:type_name -> setpoint.v1.ScalingRules
 	15,  // 22: setpoint.v1.ScalingRules.policies:type_name -> setpoint.v1.ScalingPolicy
-	71,  // 23: setpoint.v1.ControllerSettings.cpu_initialization_period:type_name -> google.protobuf.Duration
-	71,  // 24: setpoint.v1.ControllerSettings.initial_readiness_delay:type_name -> google.protobuf.Duration
-	71,  // 25: setpoint.v1.ControllerSettings.downscale_stabilization_window:type_name -> google.protobuf.Duration
-	72,  // 26: setpoint.v1.Pod.start_time:type_name -> google.protobuf.Timestamp
+	74,  // 23: setpoint.v1.ControllerSettings.cpu_initialization_period:type_name -> google.protobuf.Duration
+	74,  // 24: setpoint.v1.ControllerSettings.initial_readiness_delay:type_name -> google.protobuf.Duration
+	74,  // 25: setpoint.v1.ControllerSettings.downscale_stabilization_window:type_name -> google.protobuf.Duration
+	75,  // 26: setpoint.v1.Pod.start_time:type_name -> google.protobuf.Timestamp
 	19,  // 27: setpoint.v1.Pod.ready:type_name -> setpoint.v1.PodReadyCondition
 	20,  // 28: setpoint.v1.Pod.containers:type_name -> setpoint.v1.Container
-	66,  // 29: setpoint.v1.Pod.requests:type_name -> setpoint.v1.Pod.RequestsEntry
-	67,  // 30: setpoint.v1.Pod.overhead:type_name -> setpoint.v1.Pod.OverheadEntry
-	72,  // 31: setpoint.v1.PodReadyCondition.last_transition_time:type_name -> google.protobuf.Timestamp
-	68,  // 32: setpoint.v1.Container.requests:type_name -> setpoint.v1.Container.RequestsEntry
+	69,  // 29: setpoint.v1.Pod.requests:type_name -> setpoint.v1.Pod.RequestsEntry
+	70,  // 30: setpoint.v1.Pod.overhead:type_name -> setpoint.v1.Pod.OverheadEntry
+	75,  // 31: setpoint.v1.PodReadyCondition.last_transition_time:type_name -> google.protobuf.Timestamp
+	71,  // 32: setpoint.v1.Container.requests:type_name -> setpoint.v1.Container.RequestsEntry
 	22,  // 33: setpoint.v1.ResourceMetrics.items:type_name -> setpoint.v1.PodMetrics
-	72,  // 34: setpoint.v1.PodMetrics.timestamp:type_name -> google.protobuf.Timestamp
-	71,  // 35: setpoint.v1.PodMetrics.window:type_name -> google.protobuf.Duration
+	75,  // 34: setpoint.v1.PodMetrics.timestamp:type_name -> google.protobuf.Timestamp
+	74,  // 35: setpoint.v1.PodMetrics.window:type_name -> google.protobuf.Duration
 	23,  // 36: setpoint.v1.PodMetrics.containers:type_name -> setpoint.v1.ContainerMetrics
-	69,  // 37: setpoint.v1.ContainerMetrics.usage:type_name -> setpoint.v1.ContainerMetrics.UsageEntry
+	72,  // 37: setpoint.v1.ContainerMetrics.usage:type_name -> setpoint.v1.ContainerMetrics.UsageEntry
 	25,  // 38: setpoint.v1.MetricObservation.values:type_name -> setpoint.v1.MetricValue
-	72,  // 39: setpoint.v1.MetricValue.timestamp:type_name -> google.protobuf.Timestamp
-	71,  // 40: setpoint.v1.MetricValue.window:type_name -> google.protobuf.Duration
+	75,  // 39: setpoint.v1.MetricValue.timestamp:type_name -> google.protobuf.Timestamp
+	74,  // 40: setpoint.v1.MetricValue.window:type_name -> google.protobuf.Duration
 	0,   // 41: setpoint.v1.RecommendRequest.target:type_name -> setpoint.v1.TargetKey
 	2,   // 42: setpoint.v1.RecommendRequest.spec:type_name -> setpoint.v1.HorizontalPodAutoscalerSpec
 	16,  // 43: setpoint.v1.RecommendRequest.settings:type_name -> setpoint.v1.ControllerSettings
@@ -5083,13 +5329,13 @@ var file_setpoint_v1_setpoint_proto_depIdxs = []int32{
 	21,  // 46: setpoint.v1.RecommendRequest.resource_metrics:type_name -> setpoint.v1.ResourceMetrics
 	24,  // 47: setpoint.v1.RecommendRequest.observations:type_name -> setpoint.v1.MetricObservation
 	28,  // 48: setpoint.v1.RecommendResponse.decision:type_name -> setpoint.v1.Decision
-	72,  // 49: setpoint.v1.Decision.decision_time:type_name -> google.protobuf.Timestamp
+	75,  // 49: setpoint.v1.Decision.decision_time:type_name -> google.protobuf.Timestamp
 	38,  // 50: setpoint.v1.Decision.explanation:type_name -> setpoint.v1.Explanation
 	29,  // 51: setpoint.v1.Decision.status:type_name -> setpoint.v1.HorizontalPodAutoscalerStatus
-	72,  // 52: setpoint.v1.HorizontalPodAutoscalerStatus.last_scale_time:type_name -> google.protobuf.Timestamp
+	75,  // 52: setpoint.v1.HorizontalPodAutoscalerStatus.last_scale_time:type_name -> google.protobuf.Timestamp
 	31,  // 53: setpoint.v1.HorizontalPodAutoscalerStatus.current_metrics:type_name -> setpoint.v1.MetricStatus
 	30,  // 54: setpoint.v1.HorizontalPodAutoscalerStatus.conditions:type_name -> setpoint.v1.Condition
-	72,  // 55: setpoint.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
+	75,  // 55: setpoint.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
 	32,  // 56: setpoint.v1.MetricStatus.resource:type_name -> setpoint.v1.ResourceMetricStatus
 	33,  // 57: setpoint.v1.MetricStatus.container_resource:type_name -> setpoint.v1.ContainerResourceMetricStatus
 	34,  // 58: setpoint.v1.MetricStatus.pods:type_name -> setpoint.v1.PodsMetricStatus
@@ -5122,53 +5368,61 @@ var file_setpoint_v1_setpoint_proto_depIdxs = []int32{
 	28,  // 85: setpoint.v1.Target.last_decision:type_name -> setpoint.v1.Decision
 	53,  // 86: setpoint.v1.Target.history:type_name -> setpoint.v1.History
 	56,  // 87: setpoint.v1.Target.events:type_name -> setpoint.v1.Event
-	72,  // 88: setpoint.v1.Target.last_seen:type_name -> google.protobuf.Timestamp
+	75,  // 88: setpoint.v1.Target.last_seen:type_name -> google.protobuf.Timestamp
 	54,  // 89: setpoint.v1.History.recommendations:type_name -> setpoint.v1.Recommendation
 	55,  // 90: setpoint.v1.History.scale_up_events:type_name -> setpoint.v1.ScaleEvent
 	55,  // 91: setpoint.v1.History.scale_down_events:type_name -> setpoint.v1.ScaleEvent
-	72,  // 92: setpoint.v1.Recommendation.time:type_name -> google.protobuf.Timestamp
-	72,  // 93: setpoint.v1.ScaleEvent.time:type_name -> google.protobuf.Timestamp
-	72,  // 94: setpoint.v1.Event.time:type_name -> google.protobuf.Timestamp
+	75,  // 92: setpoint.v1.Recommendation.time:type_name -> google.protobuf.Timestamp
+	75,  // 93: setpoint.v1.ScaleEvent.time:type_name -> google.protobuf.Timestamp
+	75,  // 94: setpoint.v1.Event.time:type_name -> google.protobuf.Timestamp
 	2,   // 95: setpoint.v1.SimulateRequest.spec:type_name -> setpoint.v1.HorizontalPodAutoscalerSpec
 	16,  // 96: setpoint.v1.SimulateRequest.settings:type_name -> setpoint.v1.ControllerSettings
 	0,   // 97: setpoint.v1.SimulateRequest.seed_from:type_name -> setpoint.v1.TargetKey
 	58,  // 98: setpoint.v1.SimulateRequest.steps:type_name -> setpoint.v1.SimulateStep
 	59,  // 99: setpoint.v1.SimulateRequest.pod_model:type_name -> setpoint.v1.PodModel
-	72,  // 100: setpoint.v1.SimulateStep.time:type_name -> google.protobuf.Timestamp
+	75,  // 100: setpoint.v1.SimulateStep.time:type_name -> google.protobuf.Timestamp
 	17,  // 101: setpoint.v1.SimulateStep.scale:type_name -> setpoint.v1.Scale
 	18,  // 102: setpoint.v1.SimulateStep.pods:type_name -> setpoint.v1.Pod
 	21,  // 103: setpoint.v1.SimulateStep.resource_metrics:type_name -> setpoint.v1.ResourceMetrics
 	24,  // 104: setpoint.v1.SimulateStep.observations:type_name -> setpoint.v1.MetricObservation
 	2,   // 105: setpoint.v1.SimulateStep.spec:type_name -> setpoint.v1.HorizontalPodAutoscalerSpec
-	70,  // 106: setpoint.v1.PodModel.requests:type_name -> setpoint.v1.PodModel.RequestsEntry
-	71,  // 107: setpoint.v1.PodModel.ready_after:type_name -> google.protobuf.Duration
+	73,  // 106: setpoint.v1.PodModel.requests:type_name -> setpoint.v1.PodModel.RequestsEntry
+	74,  // 107: setpoint.v1.PodModel.ready_after:type_name -> google.protobuf.Duration
 	61,  // 108: setpoint.v1.SimulateResponse.steps:type_name -> setpoint.v1.SimulateStepResult
-	72,  // 109: setpoint.v1.SimulateStepResult.time:type_name -> google.protobuf.Timestamp
+	75,  // 109: setpoint.v1.SimulateStepResult.time:type_name -> google.protobuf.Timestamp
 	28,  // 110: setpoint.v1.SimulateStepResult.decision:type_name -> setpoint.v1.Decision
 	0,   // 111: setpoint.v1.WatchResponse.target:type_name -> setpoint.v1.TargetKey
 	28,  // 112: setpoint.v1.WatchResponse.decision:type_name -> setpoint.v1.Decision
 	56,  // 113: setpoint.v1.WatchResponse.observation:type_name -> setpoint.v1.Event
 	64,  // 114: setpoint.v1.WatchResponse.deleted:type_name -> setpoint.v1.TargetDeleted
-	72,  // 115: setpoint.v1.TargetDeleted.time:type_name -> google.protobuf.Timestamp
-	26,  // 116: setpoint.v1.AutoscalerService.Recommend:input_type -> setpoint.v1.RecommendRequest
-	41,  // 117: setpoint.v1.AutoscalerService.Observe:input_type -> setpoint.v1.ObserveRequest
-	46,  // 118: setpoint.v1.AutoscalerService.GetTarget:input_type -> setpoint.v1.GetTargetRequest
-	48,  // 119: setpoint.v1.AutoscalerService.ListTargets:input_type -> setpoint.v1.ListTargetsRequest
-	50,  // 120: setpoint.v1.AutoscalerService.DeleteTarget:input_type -> setpoint.v1.DeleteTargetRequest
-	57,  // 121: setpoint.v1.AutoscalerService.Simulate:input_type -> setpoint.v1.SimulateRequest
-	62,  // 122: setpoint.v1.AutoscalerService.Watch:input_type -> setpoint.v1.WatchRequest
-	27,  // 123: setpoint.v1.AutoscalerService.Recommend:output_type -> setpoint.v1.RecommendResponse
-	45,  // 124: setpoint.v1.AutoscalerService.Observe:output_type -> setpoint.v1.ObserveResponse
-	47,  // 125: setpoint.v1.AutoscalerService.GetTarget:output_type -> setpoint.v1.GetTargetResponse
-	49,  // 126: setpoint.v1.AutoscalerService.ListTargets:output_type -> setpoint.v1.ListTargetsResponse
-	51,  // 127: setpoint.v1.AutoscalerService.DeleteTarget:output_type -> setpoint.v1.DeleteTargetResponse
-	60,  // 128: setpoint.v1.AutoscalerService.Simulate:output_type -> setpoint.v1.SimulateResponse
-	63,  // 129: setpoint.v1.AutoscalerService.Watch:output_type -> setpoint.v1.WatchResponse
-	123, // [123:130] is the sub-list for method output_type
-	116, // [116:123] is the sub-list for method input_type
-	116, // [116:116] is the sub-list for extension type_name
-	116, // [116:116] is the sub-list for extension extendee
-	0,   // [0:116] is the sub-list for field type_name
+	75,  // 115: setpoint.v1.TargetDeleted.time:type_name -> google.protobuf.Timestamp
+	0,   // 116: setpoint.v1.ListDecisionsRequest.target:type_name -> setpoint.v1.TargetKey
+	75,  // 117: setpoint.v1.ListDecisionsRequest.start_time:type_name -> google.protobuf.Timestamp
+	75,  // 118: setpoint.v1.ListDecisionsRequest.end_time:type_name -> google.protobuf.Timestamp
+	67,  // 119: setpoint.v1.ListDecisionsResponse.decisions:type_name -> setpoint.v1.LoggedDecision
+	75,  // 120: setpoint.v1.LoggedDecision.decision_time:type_name -> google.protobuf.Timestamp
+	38,  // 121: setpoint.v1.LoggedDecision.explanation:type_name -> setpoint.v1.Explanation
+	26,  // 122: setpoint.v1.AutoscalerService.Recommend:input_type -> setpoint.v1.RecommendRequest
+	41,  // 123: setpoint.v1.AutoscalerService.Observe:input_type -> setpoint.v1.ObserveRequest
+	46,  // 124: setpoint.v1.AutoscalerService.GetTarget:input_type -> setpoint.v1.GetTargetRequest
+	48,  // 125: setpoint.v1.AutoscalerService.ListTargets:input_type -> setpoint.v1.ListTargetsRequest
+	50,  // 126: setpoint.v1.AutoscalerService.DeleteTarget:input_type -> setpoint.v1.DeleteTargetRequest
+	57,  // 127: setpoint.v1.AutoscalerService.Simulate:input_type -> setpoint.v1.SimulateRequest
+	62,  // 128: setpoint.v1.AutoscalerService.Watch:input_type -> setpoint.v1.WatchRequest
+	65,  // 129: setpoint.v1.AutoscalerService.ListDecisions:input_type -> setpoint.v1.ListDecisionsRequest
+	27,  // 130: setpoint.v1.AutoscalerService.Recommend:output_type -> setpoint.v1.RecommendResponse
+	45,  // 131: setpoint.v1.AutoscalerService.Observe:output_type -> setpoint.v1.ObserveResponse
+	47,  // 132: setpoint.v1.AutoscalerService.GetTarget:output_type -> setpoint.v1.GetTargetResponse
+	49,  // 133: setpoint.v1.AutoscalerService.ListTargets:output_type -> setpoint.v1.ListTargetsResponse
+	51,  // 134: setpoint.v1.AutoscalerService.DeleteTarget:output_type -> setpoint.v1.DeleteTargetResponse
+	60,  // 135: setpoint.v1.AutoscalerService.Simulate:output_type -> setpoint.v1.SimulateResponse
+	63,  // 136: setpoint.v1.AutoscalerService.Watch:output_type -> setpoint.v1.WatchResponse
+	66,  // 137: setpoint.v1.AutoscalerService.ListDecisions:output_type -> setpoint.v1.ListDecisionsResponse
+	130, // [130:138] is the sub-list for method output_type
+	122, // [122:130] is the sub-list for method input_type
+	122, // [122:122] is the sub-list for extension type_name
+	122, // [122:122] is the sub-list for extension extendee
+	0,   // [0:122] is the sub-list for field type_name
 }
 
 func init() { file_setpoint_v1_setpoint_proto_init() }
@@ -5197,7 +5451,7 @@ func file_setpoint_v1_setpoint_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_setpoint_v1_setpoint_proto_rawDesc), len(file_setpoint_v1_setpoint_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   71,
+			NumMessages:   74,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -26,13 +26,14 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AutoscalerService_Recommend_FullMethodName    = "/setpoint.v1.AutoscalerService/Recommend"
-	AutoscalerService_Observe_FullMethodName      = "/setpoint.v1.AutoscalerService/Observe"
-	AutoscalerService_GetTarget_FullMethodName    = "/setpoint.v1.AutoscalerService/GetTarget"
-	AutoscalerService_ListTargets_FullMethodName  = "/setpoint.v1.AutoscalerService/ListTargets"
-	AutoscalerService_DeleteTarget_FullMethodName = "/setpoint.v1.AutoscalerService/DeleteTarget"
-	AutoscalerService_Simulate_FullMethodName     = "/setpoint.v1.AutoscalerService/Simulate"
-	AutoscalerService_Watch_FullMethodName        = "/setpoint.v1.AutoscalerService/Watch"
+	AutoscalerService_Recommend_FullMethodName     = "/setpoint.v1.AutoscalerService/Recommend"
+	AutoscalerService_Observe_FullMethodName       = "/setpoint.v1.AutoscalerService/Observe"
+	AutoscalerService_GetTarget_FullMethodName     = "/setpoint.v1.AutoscalerService/GetTarget"
+	AutoscalerService_ListTargets_FullMethodName   = "/setpoint.v1.AutoscalerService/ListTargets"
+	AutoscalerService_DeleteTarget_FullMethodName  = "/setpoint.v1.AutoscalerService/DeleteTarget"
+	AutoscalerService_Simulate_FullMethodName      = "/setpoint.v1.AutoscalerService/Simulate"
+	AutoscalerService_Watch_FullMethodName         = "/setpoint.v1.AutoscalerService/Watch"
+	AutoscalerService_ListDecisions_FullMethodName = "/setpoint.v1.AutoscalerService/ListDecisions"
 )
 
 // AutoscalerServiceClient is the client API for AutoscalerService service.
@@ -71,6 +72,10 @@ type AutoscalerServiceClient interface {
 	// shuts down ends its streams with UNAVAILABLE; both messages name the
 	// resume_after to use. A resume point no longer kept is OUT_OF_RANGE.
 	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error)
+	// ListDecisions pages through one autoscaler's decision log: a compact
+	// record of each decision kept for the server's retention (a few hours),
+	// oldest first, within a time range.
+	ListDecisions(ctx context.Context, in *ListDecisionsRequest, opts ...grpc.CallOption) (*ListDecisionsResponse, error)
 }
 
 type autoscalerServiceClient struct {
@@ -160,6 +165,16 @@ func (c *autoscalerServiceClient) Watch(ctx context.Context, in *WatchRequest, o
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type AutoscalerService_WatchClient = grpc.ServerStreamingClient[WatchResponse]
 
+func (c *autoscalerServiceClient) ListDecisions(ctx context.Context, in *ListDecisionsRequest, opts ...grpc.CallOption) (*ListDecisionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListDecisionsResponse)
+	err := c.cc.Invoke(ctx, AutoscalerService_ListDecisions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AutoscalerServiceServer is the server API for AutoscalerService service.
 // All implementations must embed UnimplementedAutoscalerServiceServer
 // for forward compatibility.
@@ -196,6 +211,10 @@ type AutoscalerServiceServer interface {
 	// shuts down ends its streams with UNAVAILABLE; both messages name the
 	// resume_after to use. A resume point no longer kept is OUT_OF_RANGE.
 	Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error
+	// ListDecisions pages through one autoscaler's decision log: a compact
+	// record of each decision kept for the server's retention (a few hours),
+	// oldest first, within a time range.
+	ListDecisions(context.Context, *ListDecisionsRequest) (*ListDecisionsResponse, error)
 	mustEmbedUnimplementedAutoscalerServiceServer()
 }
 
@@ -226,6 +245,9 @@ func (UnimplementedAutoscalerServiceServer) Simulate(context.Context, *SimulateR
 }
 func (UnimplementedAutoscalerServiceServer) Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error {
 	return status.Error(codes.Unimplemented, "method Watch not implemented")
+}
+func (UnimplementedAutoscalerServiceServer) ListDecisions(context.Context, *ListDecisionsRequest) (*ListDecisionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListDecisions not implemented")
 }
 func (UnimplementedAutoscalerServiceServer) mustEmbedUnimplementedAutoscalerServiceServer() {}
 func (UnimplementedAutoscalerServiceServer) testEmbeddedByValue()                           {}
@@ -367,6 +389,24 @@ func _AutoscalerService_Watch_Handler(srv interface{}, stream grpc.ServerStream)
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type AutoscalerService_WatchServer = grpc.ServerStreamingServer[WatchResponse]
 
+func _AutoscalerService_ListDecisions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListDecisionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AutoscalerServiceServer).ListDecisions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AutoscalerService_ListDecisions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AutoscalerServiceServer).ListDecisions(ctx, req.(*ListDecisionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AutoscalerService_ServiceDesc is the grpc.ServiceDesc for AutoscalerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -397,6 +437,10 @@ var AutoscalerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Simulate",
 			Handler:    _AutoscalerService_Simulate_Handler,
+		},
+		{
+			MethodName: "ListDecisions",
+			Handler:    _AutoscalerService_ListDecisions_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -161,3 +161,26 @@ func (r *ListTargetsRequest) Validate() error {
 	}
 	return e.Err()
 }
+
+// MaxDecisionsPageSize is the largest page ListDecisions returns.
+const MaxDecisionsPageSize = 5000
+
+// Validate checks the target, the time range and the page size.
+func (r *ListDecisionsRequest) Validate() error {
+	e := &ValidationError{}
+	validateKey(e, "target", r.GetTarget())
+	if ts := r.GetStartTime(); ts != nil && ts.CheckValid() != nil {
+		e.Add("start_time", "must be a valid timestamp: %v", ts.CheckValid())
+	}
+	if ts := r.GetEndTime(); ts != nil && ts.CheckValid() != nil {
+		e.Add("end_time", "must be a valid timestamp: %v", ts.CheckValid())
+	}
+	if r.GetStartTime() != nil && r.GetEndTime() != nil && r.GetStartTime().CheckValid() == nil && r.GetEndTime().CheckValid() == nil &&
+		!r.GetEndTime().AsTime().After(r.GetStartTime().AsTime()) {
+		e.Add("end_time", "must be after start_time")
+	}
+	if n := r.GetPageSize(); n < 0 || n > MaxDecisionsPageSize {
+		e.Add("page_size", "must be within [0, %d], got %d", MaxDecisionsPageSize, n)
+	}
+	return e.Err()
+}

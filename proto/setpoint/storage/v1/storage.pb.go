@@ -2199,6 +2199,339 @@ func (*Change_Observation) isChange_Kind() {}
 
 func (*Change_Deleted) isChange_Kind() {}
 
+// LoggedDecision is one entry of a target's decision log: the value of the
+// decisions bucket, whose key is the target's record key and the decision
+// time. It is compact by design (about 40 bytes for a two-metric decision):
+// metric names and step messages are left out (the spec and the engine's
+// reasons say them again), and the engine's vocabulary is stored as small
+// codes (store/decisionlog.go) with the word itself only for a word the code
+// table does not know.
+type LoggedDecision struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Replica count the decision started from.
+	CurrentReplicas int32 `protobuf:"varint,1,opt,name=current_replicas,json=currentReplicas,proto3" json:"current_replicas,omitempty"`
+	// The decided replica count.
+	DesiredReplicas int32 `protobuf:"varint,2,opt,name=desired_replicas,json=desiredReplicas,proto3" json:"desired_replicas,omitempty"`
+	// True when the decision asked for a rescale.
+	Rescale bool `protobuf:"varint,3,opt,name=rescale,proto3" json:"rescale,omitempty"`
+	// The reconcile error, cut to a bounded length.
+	Err string `protobuf:"bytes,4,opt,name=err,proto3" json:"err,omitempty"`
+	// The metrics' combined proposal.
+	Proposal int32 `protobuf:"varint,5,opt,name=proposal,proto3" json:"proposal,omitempty"`
+	// Index of the winning metric plus one; 0 when none won.
+	WinnerPlusOne int32 `protobuf:"varint,6,opt,name=winner_plus_one,json=winnerPlusOne,proto3" json:"winner_plus_one,omitempty"`
+	// One entry per spec metric, index-aligned.
+	Metrics []*LoggedMetric `protobuf:"bytes,7,rep,name=metrics,proto3" json:"metrics,omitempty"`
+	// The steps from the proposal to the decision, in order.
+	Steps         []*LoggedStep `protobuf:"bytes,8,rep,name=steps,proto3" json:"steps,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LoggedDecision) Reset() {
+	*x = LoggedDecision{}
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LoggedDecision) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LoggedDecision) ProtoMessage() {}
+
+func (x *LoggedDecision) ProtoReflect() protoreflect.Message {
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LoggedDecision.ProtoReflect.Descriptor instead.
+func (*LoggedDecision) Descriptor() ([]byte, []int) {
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *LoggedDecision) GetCurrentReplicas() int32 {
+	if x != nil {
+		return x.CurrentReplicas
+	}
+	return 0
+}
+
+func (x *LoggedDecision) GetDesiredReplicas() int32 {
+	if x != nil {
+		return x.DesiredReplicas
+	}
+	return 0
+}
+
+func (x *LoggedDecision) GetRescale() bool {
+	if x != nil {
+		return x.Rescale
+	}
+	return false
+}
+
+func (x *LoggedDecision) GetErr() string {
+	if x != nil {
+		return x.Err
+	}
+	return ""
+}
+
+func (x *LoggedDecision) GetProposal() int32 {
+	if x != nil {
+		return x.Proposal
+	}
+	return 0
+}
+
+func (x *LoggedDecision) GetWinnerPlusOne() int32 {
+	if x != nil {
+		return x.WinnerPlusOne
+	}
+	return 0
+}
+
+func (x *LoggedDecision) GetMetrics() []*LoggedMetric {
+	if x != nil {
+		return x.Metrics
+	}
+	return nil
+}
+
+func (x *LoggedDecision) GetSteps() []*LoggedStep {
+	if x != nil {
+		return x.Steps
+	}
+	return nil
+}
+
+// LoggedMetric is one metric of a LoggedDecision.
+type LoggedMetric struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Outcome code (see store/decisionlog.go); 0 with outcome_word set.
+	Outcome uint32 `protobuf:"varint,1,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	// The outcome, when its code is 0.
+	OutcomeWord string `protobuf:"bytes,2,opt,name=outcome_word,json=outcomeWord,proto3" json:"outcome_word,omitempty"`
+	// Proposed replica count.
+	Proposal int32 `protobuf:"varint,3,opt,name=proposal,proto3" json:"proposal,omitempty"`
+	// Measured value: a utilization in percent or a milli-value.
+	Current int64 `protobuf:"zigzag64,4,opt,name=current,proto3" json:"current,omitempty"`
+	// Target: a utilization in percent or a milli-value.
+	Target int64 `protobuf:"zigzag64,5,opt,name=target,proto3" json:"target,omitempty"`
+	// Pods counted as ready.
+	ReadyPods int32 `protobuf:"varint,6,opt,name=ready_pods,json=readyPods,proto3" json:"ready_pods,omitempty"`
+	// Pods counted as unready.
+	UnreadyPods int32 `protobuf:"varint,7,opt,name=unready_pods,json=unreadyPods,proto3" json:"unready_pods,omitempty"`
+	// Pods missing a metric.
+	MissingPods int32 `protobuf:"varint,8,opt,name=missing_pods,json=missingPods,proto3" json:"missing_pods,omitempty"`
+	// Pods ignored (deleting or failed).
+	IgnoredPods int32 `protobuf:"varint,9,opt,name=ignored_pods,json=ignoredPods,proto3" json:"ignored_pods,omitempty"`
+	// Why the metric failed, cut to a bounded length.
+	Err           string `protobuf:"bytes,10,opt,name=err,proto3" json:"err,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LoggedMetric) Reset() {
+	*x = LoggedMetric{}
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LoggedMetric) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LoggedMetric) ProtoMessage() {}
+
+func (x *LoggedMetric) ProtoReflect() protoreflect.Message {
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LoggedMetric.ProtoReflect.Descriptor instead.
+func (*LoggedMetric) Descriptor() ([]byte, []int) {
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *LoggedMetric) GetOutcome() uint32 {
+	if x != nil {
+		return x.Outcome
+	}
+	return 0
+}
+
+func (x *LoggedMetric) GetOutcomeWord() string {
+	if x != nil {
+		return x.OutcomeWord
+	}
+	return ""
+}
+
+func (x *LoggedMetric) GetProposal() int32 {
+	if x != nil {
+		return x.Proposal
+	}
+	return 0
+}
+
+func (x *LoggedMetric) GetCurrent() int64 {
+	if x != nil {
+		return x.Current
+	}
+	return 0
+}
+
+func (x *LoggedMetric) GetTarget() int64 {
+	if x != nil {
+		return x.Target
+	}
+	return 0
+}
+
+func (x *LoggedMetric) GetReadyPods() int32 {
+	if x != nil {
+		return x.ReadyPods
+	}
+	return 0
+}
+
+func (x *LoggedMetric) GetUnreadyPods() int32 {
+	if x != nil {
+		return x.UnreadyPods
+	}
+	return 0
+}
+
+func (x *LoggedMetric) GetMissingPods() int32 {
+	if x != nil {
+		return x.MissingPods
+	}
+	return 0
+}
+
+func (x *LoggedMetric) GetIgnoredPods() int32 {
+	if x != nil {
+		return x.IgnoredPods
+	}
+	return 0
+}
+
+func (x *LoggedMetric) GetErr() string {
+	if x != nil {
+		return x.Err
+	}
+	return ""
+}
+
+// LoggedStep is one step of a LoggedDecision.
+type LoggedStep struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Kind code (see store/decisionlog.go); 0 with kind_word set.
+	Kind uint32 `protobuf:"varint,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The kind, when its code is 0.
+	KindWord string `protobuf:"bytes,2,opt,name=kind_word,json=kindWord,proto3" json:"kind_word,omitempty"`
+	// Count before the step.
+	From int32 `protobuf:"varint,3,opt,name=from,proto3" json:"from,omitempty"`
+	// Count after the step.
+	To int32 `protobuf:"varint,4,opt,name=to,proto3" json:"to,omitempty"`
+	// Reason code; 0 with reason_word set.
+	Reason uint32 `protobuf:"varint,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The reason, when its code is 0.
+	ReasonWord    string `protobuf:"bytes,6,opt,name=reason_word,json=reasonWord,proto3" json:"reason_word,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LoggedStep) Reset() {
+	*x = LoggedStep{}
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LoggedStep) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LoggedStep) ProtoMessage() {}
+
+func (x *LoggedStep) ProtoReflect() protoreflect.Message {
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LoggedStep.ProtoReflect.Descriptor instead.
+func (*LoggedStep) Descriptor() ([]byte, []int) {
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *LoggedStep) GetKind() uint32 {
+	if x != nil {
+		return x.Kind
+	}
+	return 0
+}
+
+func (x *LoggedStep) GetKindWord() string {
+	if x != nil {
+		return x.KindWord
+	}
+	return ""
+}
+
+func (x *LoggedStep) GetFrom() int32 {
+	if x != nil {
+		return x.From
+	}
+	return 0
+}
+
+func (x *LoggedStep) GetTo() int32 {
+	if x != nil {
+		return x.To
+	}
+	return 0
+}
+
+func (x *LoggedStep) GetReason() uint32 {
+	if x != nil {
+		return x.Reason
+	}
+	return 0
+}
+
+func (x *LoggedStep) GetReasonWord() string {
+	if x != nil {
+		return x.ReasonWord
+	}
+	return ""
+}
+
 var File_setpoint_storage_v1_storage_proto protoreflect.FileDescriptor
 
 const file_setpoint_storage_v1_storage_proto_rawDesc = "" +
@@ -2370,7 +2703,38 @@ const file_setpoint_storage_v1_storage_proto_rawDesc = "" +
 	"\vobservation\x18\x05 \x01(\v2\x1a.setpoint.storage.v1.EventH\x00R\vobservation\x126\n" +
 	"\adeleted\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampH\x00R\adeleted\x12\x18\n" +
 	"\acreated\x18\a \x01(\bR\acreatedB\x06\n" +
-	"\x04kindB\xd9\x01\n" +
+	"\x04kind\"\xca\x02\n" +
+	"\x0eLoggedDecision\x12)\n" +
+	"\x10current_replicas\x18\x01 \x01(\x05R\x0fcurrentReplicas\x12)\n" +
+	"\x10desired_replicas\x18\x02 \x01(\x05R\x0fdesiredReplicas\x12\x18\n" +
+	"\arescale\x18\x03 \x01(\bR\arescale\x12\x10\n" +
+	"\x03err\x18\x04 \x01(\tR\x03err\x12\x1a\n" +
+	"\bproposal\x18\x05 \x01(\x05R\bproposal\x12&\n" +
+	"\x0fwinner_plus_one\x18\x06 \x01(\x05R\rwinnerPlusOne\x12;\n" +
+	"\ametrics\x18\a \x03(\v2!.setpoint.storage.v1.LoggedMetricR\ametrics\x125\n" +
+	"\x05steps\x18\b \x03(\v2\x1f.setpoint.storage.v1.LoggedStepR\x05steps\"\xb3\x02\n" +
+	"\fLoggedMetric\x12\x18\n" +
+	"\aoutcome\x18\x01 \x01(\rR\aoutcome\x12!\n" +
+	"\foutcome_word\x18\x02 \x01(\tR\voutcomeWord\x12\x1a\n" +
+	"\bproposal\x18\x03 \x01(\x05R\bproposal\x12\x18\n" +
+	"\acurrent\x18\x04 \x01(\x12R\acurrent\x12\x16\n" +
+	"\x06target\x18\x05 \x01(\x12R\x06target\x12\x1d\n" +
+	"\n" +
+	"ready_pods\x18\x06 \x01(\x05R\treadyPods\x12!\n" +
+	"\funready_pods\x18\a \x01(\x05R\vunreadyPods\x12!\n" +
+	"\fmissing_pods\x18\b \x01(\x05R\vmissingPods\x12!\n" +
+	"\fignored_pods\x18\t \x01(\x05R\vignoredPods\x12\x10\n" +
+	"\x03err\x18\n" +
+	" \x01(\tR\x03err\"\x9a\x01\n" +
+	"\n" +
+	"LoggedStep\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\rR\x04kind\x12\x1b\n" +
+	"\tkind_word\x18\x02 \x01(\tR\bkindWord\x12\x12\n" +
+	"\x04from\x18\x03 \x01(\x05R\x04from\x12\x0e\n" +
+	"\x02to\x18\x04 \x01(\x05R\x02to\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\rR\x06reason\x12\x1f\n" +
+	"\vreason_word\x18\x06 \x01(\tR\n" +
+	"reasonWordB\xd9\x01\n" +
 	"\x17com.setpoint.storage.v1B\fStorageProtoP\x01ZBgithub.com/setpointhq/setpoint/proto/setpoint/storage/v1;storagev1\xa2\x02\x03SSX\xaa\x02\x13Setpoint.Storage.V1\xca\x02\x13Setpoint\\Storage\\V1\xe2\x02\x1fSetpoint\\Storage\\V1\\GPBMetadata\xea\x02\x15Setpoint::Storage::V1b\x06proto3"
 
 var (
@@ -2385,7 +2749,7 @@ func file_setpoint_storage_v1_storage_proto_rawDescGZIP() []byte {
 	return file_setpoint_storage_v1_storage_proto_rawDescData
 }
 
-var file_setpoint_storage_v1_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_setpoint_storage_v1_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_setpoint_storage_v1_storage_proto_goTypes = []any{
 	(*Record)(nil),                   // 0: setpoint.storage.v1.Record
 	(*TargetRef)(nil),                // 1: setpoint.storage.v1.TargetRef
@@ -2414,9 +2778,12 @@ var file_setpoint_storage_v1_storage_proto_goTypes = []any{
 	(*MetricExplanation)(nil),        // 24: setpoint.storage.v1.MetricExplanation
 	(*Step)(nil),                     // 25: setpoint.storage.v1.Step
 	(*Change)(nil),                   // 26: setpoint.storage.v1.Change
-	nil,                              // 27: setpoint.storage.v1.LabelSelector.MatchLabelsEntry
-	(*timestamppb.Timestamp)(nil),    // 28: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),      // 29: google.protobuf.Duration
+	(*LoggedDecision)(nil),           // 27: setpoint.storage.v1.LoggedDecision
+	(*LoggedMetric)(nil),             // 28: setpoint.storage.v1.LoggedMetric
+	(*LoggedStep)(nil),               // 29: setpoint.storage.v1.LoggedStep
+	nil,                              // 30: setpoint.storage.v1.LabelSelector.MatchLabelsEntry
+	(*timestamppb.Timestamp)(nil),    // 31: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),      // 32: google.protobuf.Duration
 }
 var file_setpoint_storage_v1_storage_proto_depIdxs = []int32{
 	1,  // 0: setpoint.storage.v1.Record.target_ref:type_name -> setpoint.storage.v1.TargetRef
@@ -2426,29 +2793,29 @@ var file_setpoint_storage_v1_storage_proto_depIdxs = []int32{
 	19, // 4: setpoint.storage.v1.Record.history:type_name -> setpoint.storage.v1.History
 	3,  // 5: setpoint.storage.v1.Record.last:type_name -> setpoint.storage.v1.LastDecision
 	2,  // 6: setpoint.storage.v1.Record.events:type_name -> setpoint.storage.v1.Event
-	28, // 7: setpoint.storage.v1.Record.last_seen:type_name -> google.protobuf.Timestamp
-	28, // 8: setpoint.storage.v1.Event.at:type_name -> google.protobuf.Timestamp
-	28, // 9: setpoint.storage.v1.LastDecision.at:type_name -> google.protobuf.Timestamp
+	31, // 7: setpoint.storage.v1.Record.last_seen:type_name -> google.protobuf.Timestamp
+	31, // 8: setpoint.storage.v1.Event.at:type_name -> google.protobuf.Timestamp
+	31, // 9: setpoint.storage.v1.LastDecision.at:type_name -> google.protobuf.Timestamp
 	22, // 10: setpoint.storage.v1.LastDecision.decision:type_name -> setpoint.storage.v1.Decision
 	15, // 11: setpoint.storage.v1.LastDecision.before:type_name -> setpoint.storage.v1.Status
-	29, // 12: setpoint.storage.v1.Settings.cpu_initialization_period:type_name -> google.protobuf.Duration
-	29, // 13: setpoint.storage.v1.Settings.initial_readiness_delay:type_name -> google.protobuf.Duration
-	29, // 14: setpoint.storage.v1.Settings.downscale_stabilization_window:type_name -> google.protobuf.Duration
+	32, // 12: setpoint.storage.v1.Settings.cpu_initialization_period:type_name -> google.protobuf.Duration
+	32, // 13: setpoint.storage.v1.Settings.initial_readiness_delay:type_name -> google.protobuf.Duration
+	32, // 14: setpoint.storage.v1.Settings.downscale_stabilization_window:type_name -> google.protobuf.Duration
 	6,  // 15: setpoint.storage.v1.Spec.metrics:type_name -> setpoint.storage.v1.MetricSpec
 	12, // 16: setpoint.storage.v1.Spec.behavior:type_name -> setpoint.storage.v1.Behavior
 	7,  // 17: setpoint.storage.v1.MetricSpec.metric:type_name -> setpoint.storage.v1.MetricIdentifier
 	10, // 18: setpoint.storage.v1.MetricSpec.described_object:type_name -> setpoint.storage.v1.ObjectReference
 	11, // 19: setpoint.storage.v1.MetricSpec.target:type_name -> setpoint.storage.v1.Target
 	8,  // 20: setpoint.storage.v1.MetricIdentifier.selector:type_name -> setpoint.storage.v1.LabelSelector
-	27, // 21: setpoint.storage.v1.LabelSelector.match_labels:type_name -> setpoint.storage.v1.LabelSelector.MatchLabelsEntry
+	30, // 21: setpoint.storage.v1.LabelSelector.match_labels:type_name -> setpoint.storage.v1.LabelSelector.MatchLabelsEntry
 	9,  // 22: setpoint.storage.v1.LabelSelector.match_expressions:type_name -> setpoint.storage.v1.LabelSelectorRequirement
 	13, // 23: setpoint.storage.v1.Behavior.scale_up:type_name -> setpoint.storage.v1.Rules
 	13, // 24: setpoint.storage.v1.Behavior.scale_down:type_name -> setpoint.storage.v1.Rules
 	14, // 25: setpoint.storage.v1.Rules.policies:type_name -> setpoint.storage.v1.Policy
-	28, // 26: setpoint.storage.v1.Status.last_scale_time:type_name -> google.protobuf.Timestamp
+	31, // 26: setpoint.storage.v1.Status.last_scale_time:type_name -> google.protobuf.Timestamp
 	18, // 27: setpoint.storage.v1.Status.current_metrics:type_name -> setpoint.storage.v1.MetricStatus
 	16, // 28: setpoint.storage.v1.Status.conditions:type_name -> setpoint.storage.v1.Condition
-	28, // 29: setpoint.storage.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
+	31, // 29: setpoint.storage.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
 	7,  // 30: setpoint.storage.v1.MetricStatus.metric:type_name -> setpoint.storage.v1.MetricIdentifier
 	10, // 31: setpoint.storage.v1.MetricStatus.described_object:type_name -> setpoint.storage.v1.ObjectReference
 	17, // 32: setpoint.storage.v1.MetricStatus.value:type_name -> setpoint.storage.v1.Quantity
@@ -2456,8 +2823,8 @@ var file_setpoint_storage_v1_storage_proto_depIdxs = []int32{
 	20, // 34: setpoint.storage.v1.History.recommendations:type_name -> setpoint.storage.v1.Recommendation
 	21, // 35: setpoint.storage.v1.History.scale_up_events:type_name -> setpoint.storage.v1.ScaleEvent
 	21, // 36: setpoint.storage.v1.History.scale_down_events:type_name -> setpoint.storage.v1.ScaleEvent
-	28, // 37: setpoint.storage.v1.Recommendation.at:type_name -> google.protobuf.Timestamp
-	28, // 38: setpoint.storage.v1.ScaleEvent.at:type_name -> google.protobuf.Timestamp
+	31, // 37: setpoint.storage.v1.Recommendation.at:type_name -> google.protobuf.Timestamp
+	31, // 38: setpoint.storage.v1.ScaleEvent.at:type_name -> google.protobuf.Timestamp
 	15, // 39: setpoint.storage.v1.Decision.status:type_name -> setpoint.storage.v1.Status
 	23, // 40: setpoint.storage.v1.Decision.explanation:type_name -> setpoint.storage.v1.Explanation
 	19, // 41: setpoint.storage.v1.Decision.history:type_name -> setpoint.storage.v1.History
@@ -2465,12 +2832,14 @@ var file_setpoint_storage_v1_storage_proto_depIdxs = []int32{
 	25, // 43: setpoint.storage.v1.Explanation.steps:type_name -> setpoint.storage.v1.Step
 	3,  // 44: setpoint.storage.v1.Change.decision:type_name -> setpoint.storage.v1.LastDecision
 	2,  // 45: setpoint.storage.v1.Change.observation:type_name -> setpoint.storage.v1.Event
-	28, // 46: setpoint.storage.v1.Change.deleted:type_name -> google.protobuf.Timestamp
-	47, // [47:47] is the sub-list for method output_type
-	47, // [47:47] is the sub-list for method input_type
-	47, // [47:47] is the sub-list for extension type_name
-	47, // [47:47] is the sub-list for extension extendee
-	0,  // [0:47] is the sub-list for field type_name
+	31, // 46: setpoint.storage.v1.Change.deleted:type_name -> google.protobuf.Timestamp
+	28, // 47: setpoint.storage.v1.LoggedDecision.metrics:type_name -> setpoint.storage.v1.LoggedMetric
+	29, // 48: setpoint.storage.v1.LoggedDecision.steps:type_name -> setpoint.storage.v1.LoggedStep
+	49, // [49:49] is the sub-list for method output_type
+	49, // [49:49] is the sub-list for method input_type
+	49, // [49:49] is the sub-list for extension type_name
+	49, // [49:49] is the sub-list for extension extendee
+	0,  // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_setpoint_storage_v1_storage_proto_init() }
@@ -2491,7 +2860,7 @@ func file_setpoint_storage_v1_storage_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_setpoint_storage_v1_storage_proto_rawDesc), len(file_setpoint_storage_v1_storage_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   28,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
