@@ -36,14 +36,15 @@ const (
 
 // methodAccess is the authorization policy: what each method needs.
 var methodAccess = map[string]access{
-	setpointv1.AutoscalerService_Recommend_FullMethodName:    accessWrite,
-	setpointv1.AutoscalerService_Observe_FullMethodName:      accessWrite,
-	setpointv1.AutoscalerService_DeleteTarget_FullMethodName: accessWrite,
-	setpointv1.AutoscalerService_GetTarget_FullMethodName:    accessRead,
-	setpointv1.AutoscalerService_ListTargets_FullMethodName:  accessList,
-	setpointv1.AutoscalerService_Simulate_FullMethodName:     accessSimulate,
-	setpointv1.AutoscalerService_Watch_FullMethodName:        accessWatch,
-	setpointv1.AdminService_Backup_FullMethodName:            accessAdmin,
+	setpointv1.AutoscalerService_Recommend_FullMethodName:     accessWrite,
+	setpointv1.AutoscalerService_Observe_FullMethodName:       accessWrite,
+	setpointv1.AutoscalerService_DeleteTarget_FullMethodName:  accessWrite,
+	setpointv1.AutoscalerService_GetTarget_FullMethodName:     accessRead,
+	setpointv1.AutoscalerService_ListDecisions_FullMethodName: accessRead,
+	setpointv1.AutoscalerService_ListTargets_FullMethodName:   accessList,
+	setpointv1.AutoscalerService_Simulate_FullMethodName:      accessSimulate,
+	setpointv1.AutoscalerService_Watch_FullMethodName:         accessWatch,
+	setpointv1.AdminService_Backup_FullMethodName:             accessAdmin,
 }
 
 // allowed reports whether p may call method with req. A request of an

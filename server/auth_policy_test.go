@@ -50,6 +50,8 @@ func TestAllowed(t *testing.T) {
 		{"delete own", agent, setpointv1.AutoscalerService_DeleteTarget_FullMethodName, &setpointv1.DeleteTargetRequest{Target: key("a")}, true},
 		{"platform simulate unseeded", platform, setpointv1.AutoscalerService_Simulate_FullMethodName, &setpointv1.SimulateRequest{}, true},
 		{"platform simulate seeded elsewhere", platform, setpointv1.AutoscalerService_Simulate_FullMethodName, &setpointv1.SimulateRequest{SeedFrom: key("b")}, false},
+		{"platform decisions own", platform, setpointv1.AutoscalerService_ListDecisions_FullMethodName, &setpointv1.ListDecisionsRequest{Target: key("a")}, true},
+		{"agent decisions elsewhere", agent, setpointv1.AutoscalerService_ListDecisions_FullMethodName, &setpointv1.ListDecisionsRequest{Target: key("b")}, false},
 		{"platform watch all", platform, setpointv1.AutoscalerService_Watch_FullMethodName, &setpointv1.WatchRequest{}, true},
 		{"platform watch elsewhere", platform, setpointv1.AutoscalerService_Watch_FullMethodName, &setpointv1.WatchRequest{Cluster: "b"}, false},
 	}

@@ -101,3 +101,28 @@ func (s *service) DeleteTarget(ctx context.Context, req *setpointv1.DeleteTarget
 	}
 	return &setpointv1.DeleteTargetResponse{}, nil
 }
+
+// ListDecisions returns one page of a target's decision log.
+func (s *service) ListDecisions(ctx context.Context, req *setpointv1.ListDecisionsRequest) (*setpointv1.ListDecisionsResponse, error) {
+	q := store.DecisionQuery{PageSize: int(req.GetPageSize()), PageToken: req.GetPageToken()}
+	if req.GetStartTime() != nil {
+		q.From = req.GetStartTime().AsTime()
+	}
+	if req.GetEndTime() != nil {
+		q.To = req.GetEndTime().AsTime()
+	}
+	logged, next, err := s.store.Decisions(ctx, convert.Key(req.GetTarget()), q)
+	if errors.Is(err, store.ErrInvalid) && q.PageToken != "" {
+		ve := &setpointv1.ValidationError{}
+		ve.Add("page_token", "is not a token of this query's pages")
+		err = ve
+	}
+	if err != nil {
+		return nil, toStatus(ctx, s.log, err)
+	}
+	resp := &setpointv1.ListDecisionsResponse{NextPageToken: next}
+	for _, d := range logged {
+		resp.Decisions = append(resp.Decisions, convert.LoggedDecision(d))
+	}
+	return resp, nil
+}

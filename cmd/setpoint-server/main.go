@@ -97,6 +97,9 @@ type Config struct {
 	MaxChanges int
 	// Tenancy keeps tenants apart (tenancy.go).
 	Tenancy Tenancy
+	// DecisionRetention is how long each target's decision log keeps a
+	// decision; negative keeps none.
+	DecisionRetention time.Duration
 }
 
 // Defaults of the flags that have none in package server. The rate fits
@@ -140,6 +143,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.WatchBuffer, "watch-buffer", server.DefaultWatchBuffer, "changes a Watch stream may fall behind before it is ended with where to resume")
 	fs.IntVar(&c.MaxChanges, "max-changes", store.DefaultMaxChanges, "recent changes kept on disk for Watch streams to resume from")
 	c.Tenancy.RegisterFlags(fs)
+	fs.DurationVar(&c.DecisionRetention, "decision-retention", store.DefaultDecisionRetention, "how long each target's decision log (ListDecisions, the console's timeline) keeps a decision; negative keeps none")
 }
 
 // Validate checks the configuration's values.
@@ -253,7 +257,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, ready chan<- string)
 		return fmt.Errorf("data directory: %w", err)
 	}
 	path := filepath.Join(cfg.DataDir, "setpoint.db")
-	st, err := store.Open(path, store.Options{MaxChanges: cfg.MaxChanges})
+	st, err := store.Open(path, store.Options{MaxChanges: cfg.MaxChanges, DecisionRetention: cfg.DecisionRetention})
 	if err != nil {
 		return err
 	}

@@ -345,3 +345,14 @@ func Target(rec target.Record) (*setpointv1.Target, error) {
 	}
 	return out, nil
 }
+
+// LoggedDecision returns an entry of a decision log in the API's form.
+func LoggedDecision(d store.LoggedDecision) *setpointv1.LoggedDecision {
+	return &setpointv1.LoggedDecision{
+		DecisionTime:    timestamp(d.At),
+		DesiredReplicas: d.DesiredReplicas,
+		Rescale:         d.Rescale,
+		Error:           d.Error,
+		Explanation:     Explanation(d.Explanation),
+	}
+}
