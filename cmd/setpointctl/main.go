@@ -6,7 +6,7 @@
 //	setpointctl [flags] list [--cluster C] [--namespace N] [-o table|wide|json|yaml]
 //	setpointctl [flags] get CLUSTER/NAMESPACE/NAME [-o table|wide|json|yaml]
 //	setpointctl [flags] explain CLUSTER/NAMESPACE/NAME
-//	setpointctl [flags] history CLUSTER/NAMESPACE/NAME [-o table|json|yaml]
+//	setpointctl [flags] history CLUSTER/NAMESPACE/NAME [--decisions [--since D]] [-o table|json|yaml]
 //	setpointctl [flags] watch [--cluster C] [--namespace N] [--name NAME] [--resume-after REV] [--count N] [-o table|json]
 //	setpointctl [flags] simulate -f FILE [--seed-from CLUSTER/NAMESPACE/NAME] [-o table|wide|json|yaml]
 //	setpointctl [flags] recommend -f FILE
@@ -114,6 +114,7 @@ Reading the service:
   get CLUSTER/NAMESPACE/NAME              show one target (-o table|wide|json|yaml)
   explain CLUSTER/NAMESPACE/NAME          the target's last decision, in words
   history CLUSTER/NAMESPACE/NAME          recommendations, scale events, observed events
+                                          (--decisions [--since 1h]: the decision log)
   watch [--cluster C] [--namespace N] [--name NAME] [--resume-after REV] [--count N]
                                           follow decisions and observations as they happen
 Asking it:

@@ -90,6 +90,8 @@ func TestCommands(t *testing.T) {
 			"ScalingActive=True (ValidMetricFound)",
 		}, false},
 		{[]string{"history", "dev/shop/web"}, []string{"2026-03-01T12:00:00.000Z   recommendation   3"}, false},
+		{[]string{"history", "--decisions", "dev/shop/web"}, []string{"2026-03-01T12:00:00.000Z   2 → 3      3          87/60 → 3"}, false},
+		{[]string{"history", "--decisions", "-o", "json", "dev/shop/web"}, []string{`"desiredReplicas": 3`}, false},
 		{[]string{"get", "dev/web"}, nil, true},
 		{[]string{"get", "dev/shop/web", "-o", "xml"}, nil, true},
 		{[]string{"get"}, nil, true},

@@ -15,6 +15,7 @@ import (
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 	"sigs.k8s.io/yaml"
 )
 
@@ -209,9 +210,14 @@ func stepWords(kind string) string {
 
 func historyCmd(fs *flag.FlagSet) func(context.Context, *env, []string) error {
 	out := outputFlag(fs, "table", "json", "yaml")
+	decisions := fs.Bool("decisions", false, "print the decision log (every decision kept, its inputs and what limited it) instead")
+	since := fs.Duration("since", 0, "with --decisions: only decisions of this last duration (0: all kept)")
 	return func(ctx context.Context, e *env, args []string) error {
 		if err := checkFormat(*out, "table", "json", "yaml"); err != nil {
 			return err
+		}
+		if *decisions {
+			return decisionLog(ctx, e, args[0], *since, *out)
 		}
 		t, err := target(ctx, e, args[0])
 		if err != nil {
@@ -250,6 +256,57 @@ func printHistory(w io.Writer, t *setpointv1.Target) error {
 	tb := newTable(w, "TIME", "ENTRY", "REPLICAS", "DECISION", "NOTE")
 	for _, l := range lines {
 		tb.row(append([]string{l.at.Format(timeFormat)}, l.cells...)...)
+	}
+	return tb.flush()
+}
+
+// decisionLog prints key's decision log, every page, oldest first.
+func decisionLog(ctx context.Context, e *env, key string, since time.Duration, format string) error {
+	k, err := setpointclient.ParseKey(key)
+	if err != nil {
+		return err
+	}
+	req := &setpointv1.ListDecisionsRequest{Target: k, PageSize: setpointv1.MaxDecisionsPageSize}
+	if since > 0 {
+		req.StartTime = timestamppb.New(time.Now().Add(-since))
+	}
+	all := &setpointv1.ListDecisionsResponse{}
+	for {
+		resp, err := e.client.ListDecisions(ctx, req)
+		if err != nil {
+			return err
+		}
+		all.Decisions = append(all.Decisions, resp.GetDecisions()...)
+		if req.PageToken = resp.GetNextPageToken(); req.PageToken == "" {
+			break
+		}
+	}
+	if format != "table" {
+		return printMessage(e.stdout, format, all)
+	}
+	tb := newTable(e.stdout, "TIME", "REPLICAS", "PROPOSAL", "METRICS (CURRENT/TARGET → PROPOSAL)", "PODS (READY/UNREADY/MISSING)", "LIMITED BY")
+	for _, d := range all.GetDecisions() {
+		x := d.GetExplanation()
+		var metrics, pods []string
+		for _, m := range x.GetMetrics() {
+			if m.GetOutcome() == "Failed" {
+				metrics = append(metrics, "failed")
+			} else {
+				metrics = append(metrics, fmt.Sprintf("%d/%d → %d", m.GetCurrent(), m.GetTarget(), m.GetProposal()))
+			}
+			pods = append(pods, fmt.Sprintf("%d/%d/%d", m.GetReadyPods(), m.GetUnreadyPods(), m.GetMissingPods()))
+		}
+		limited := "-"
+		if st := x.GetSteps(); len(st) > 0 {
+			last := st[len(st)-1]
+			limited = fmt.Sprintf("%s (%d → %d)", last.GetReason(), last.GetFrom(), last.GetTo())
+		}
+		replicas := fmt.Sprintf("%d → %d", x.GetCurrentReplicas(), d.GetDesiredReplicas())
+		if d.GetError() != "" {
+			limited += "; error: " + d.GetError()
+		}
+		tb.row(d.GetDecisionTime().AsTime().UTC().Format(timeFormat), replicas, fmt.Sprint(x.GetProposal()),
+			strings.Join(metrics, ", "), strings.Join(pods, ", "), limited)
 	}
 	return tb.flush()
 }
