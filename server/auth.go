@@ -201,9 +201,21 @@ var errUnauthenticated = status.Error(codes.Unauthenticated, "authentication req
 // client certificate when the principals file lists it, else the bearer
 // token's. Neither is Unauthenticated.
 func (a *Authenticator) authenticate(ctx context.Context) (Principal, string, error) {
+	token, err := auth.AuthFromMD(ctx, "bearer")
+	if err != nil {
+		token = ""
+	}
+	return a.principal(verifiedClientCert(ctx), token)
+}
+
+// principal finds the principal of a verified client certificate (nil when
+// none) or, failing that, of a bearer token ("" when none): the one answer
+// of the gRPC API and the web console. It also returns what was presented,
+// for the audit log.
+func (a *Authenticator) principal(leaf *x509.Certificate, token string) (Principal, string, error) {
 	c := a.r.current()
 	var presented string
-	if leaf := verifiedClientCert(ctx); leaf != nil {
+	if leaf != nil {
 		for _, id := range certIdentities(leaf) {
 			if p, ok := c.byIdentity[id]; ok {
 				return p, "certificate " + id, nil
@@ -211,8 +223,7 @@ func (a *Authenticator) authenticate(ctx context.Context) (Principal, string, er
 			presented = "certificate " + id
 		}
 	}
-	token, err := auth.AuthFromMD(ctx, "bearer")
-	if err != nil {
+	if token == "" {
 		return Principal{}, presented, errUnauthenticated
 	}
 	// Looking the digest up in a map is safe from timing attacks: what

@@ -174,6 +174,8 @@ type Server struct {
 	registry *prometheus.Registry
 	store    store.Store
 	hub      *hub
+	svc      *service
+	guard    *guard
 	now      func() time.Time
 	log      *slog.Logger
 	opts     Options
@@ -240,14 +242,16 @@ func New(st store.Store, o Options) (*Server, error) {
 	}
 	registerFeedMetrics(registry, h, st)
 	s.hub = h
-	setpointv1.RegisterAutoscalerServiceServer(s.grpc, &service{
+	s.svc = &service{
 		store: st, now: o.Now, newID: o.NewID, log: o.Logger,
 		authenticated:    o.Auth != nil,
 		limits:           simulateLimits{maxSteps: o.MaxSimulateSteps, maxPods: o.MaxSimulatePods},
 		hub:              s.hub,
 		metrics:          svcMetrics,
 		maxResponseBytes: o.MaxResponseBytes,
-	})
+	}
+	s.guard = g
+	setpointv1.RegisterAutoscalerServiceServer(s.grpc, s.svc)
 	setpointv1.RegisterAdminServiceServer(s.grpc, &admin{store: st, log: o.Logger})
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)

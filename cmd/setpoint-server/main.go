@@ -282,10 +282,12 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, ready chan<- string)
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", srv.MetricsHandler())
+		mux.Handle("/console/", srv.ConsoleHandler())
+		mux.Handle("/{$}", http.RedirectHandler("/console/", http.StatusFound))
 		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = hs.Serve(mlis) }()
 		defer hs.Close()
-		log.Info("metrics listening", "addr", "http://"+mlis.Addr().String()+"/metrics")
+		log.Info("metrics and console listening", "metrics", "http://"+mlis.Addr().String()+"/metrics", "console", "http://"+mlis.Addr().String()+"/console/")
 	}
 	abs, _ := filepath.Abs(path)
 	log.Info("setpoint-server listening", "addr", lis.Addr().String(), "tls", opts.TLS != nil,
