@@ -7,7 +7,7 @@ CORPUS   ?= testdata/conformance/scenarios
 NPM      ?= npm
 TS       := clients/ts
 
-.PHONY: noisy-neighbour agent-scale load help run generate lint check-generated vet kube-binaries ts-deps test test-ts conformance bench fuzz fuzz-short crash
+.PHONY: noisy-neighbour agent-scale load help run generate lint check-generated vet kube-binaries chromium ts-deps test test-ts test-console conformance bench fuzz fuzz-short crash
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -35,6 +35,14 @@ vet:
 kube-binaries: ## build (once, cached in ~/.cache/setpoint) the kube-apiserver and etcd the agent's e2e tests run
 	./hack/kube-binaries.sh
 
+# Debian's chromium, for the web console's browser test (test/console).
+# Installed once, as root (CI runs as root); a no-op when it is there.
+chromium: ## install Debian's chromium for the console's browser test (once; apt-get, needs root)
+	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+
+test-console: chromium ## the web console in headless Chromium against a real server (screenshots: SETPOINT_SCREENSHOTS=docs/img)
+	$(GO) test -count=1 ./test/console
+
 # npm ci only when package-lock.json changed; it installs from the npm cache
 # (~/.npm) when that is warm.
 $(TS)/node_modules/.package-lock.json: $(TS)/package-lock.json $(TS)/package.json
@@ -45,7 +53,7 @@ ts-deps: $(TS)/node_modules/.package-lock.json ## install the TypeScript client'
 test-ts: ts-deps ## the TypeScript client's tests, under node, against real servers on loopback
 	cd $(TS) && $(NPM) test
 
-test: check-generated lint kube-binaries ## everything CI runs: generated code fresh, lint, all tests (Go and TypeScript), the conformance corpus over gRPC
+test: check-generated lint kube-binaries chromium ## everything CI runs: generated code fresh, lint, all tests (Go and TypeScript), the conformance corpus over gRPC
 	$(GO) test -count=1 -timeout 30m ./...
 	$(MAKE) test-ts
 	$(GO) run ./cmd/setpoint-conformance $(CORPUS)

@@ -168,8 +168,11 @@ func (c *consoleHandler) session(w http.ResponseWriter, r *http.Request) {
 	if p, ok := PrincipalFrom(ctx); ok {
 		out["principal"], out["role"] = p.Name, string(p.Role)
 	}
-	if c.s.opts.Auth == nil || c.s.opts.TLS == nil {
-		out["warning"] = "INSECURE DEVELOPMENT MODE: this server runs without TLS or without authentication; never use it outside a developer's machine"
+	switch {
+	case c.s.opts.Auth == nil:
+		out["warning"] = "INSECURE DEVELOPMENT MODE: no authentication — everyone who reaches this address sees every target. Never use it outside a developer's machine."
+	case c.s.opts.TLS == nil:
+		out["warning"] = "INSECURE DEVELOPMENT MODE: the gRPC API is plaintext — tokens cross the network unencrypted. Never use it outside a developer's machine."
 	}
 	reply(w, out)
 }

@@ -20,9 +20,9 @@ type BucketUsage struct {
 type Usage struct {
 	// FileBytes is the size of the file, free pages included.
 	FileBytes int64
-	// Records, LastSeen and Changes are the record, expiry index and change
-	// feed buckets.
-	Records, LastSeen, Changes BucketUsage
+	// Records, LastSeen, Changes and Decisions are the record, expiry
+	// index, change feed and decision log buckets.
+	Records, LastSeen, Changes, Decisions BucketUsage
 	// FreePages counts the pages free for reuse.
 	FreePages int
 }
@@ -39,7 +39,7 @@ func (b *Bolt) Usage(ctx context.Context) (Usage, error) {
 		for _, x := range []struct {
 			name []byte
 			out  *BucketUsage
-		}{{bucketRecords, &u.Records}, {bucketLastSeen, &u.LastSeen}, {bucketChanges, &u.Changes}} {
+		}{{bucketRecords, &u.Records}, {bucketLastSeen, &u.LastSeen}, {bucketChanges, &u.Changes}, {bucketDecisions, &u.Decisions}} {
 			bk := tx.Bucket(x.name)
 			if bk == nil {
 				continue

@@ -91,6 +91,9 @@ type Config struct {
 	// Fill, when > 0, fills the embedded store with Fill targets of full
 	// history before the run, and the calls address them all.
 	Fill int
+	// FillDecisions is how many decisions, 15 s apart, each filled target
+	// has in its decision log (1: its one record write).
+	FillDecisions int
 	// Dir, when set, is the directory of the embedded store's file, kept
 	// afterwards; empty uses a temporary directory, removed.
 	Dir string
@@ -118,6 +121,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.ObserveRatio, "observe-ratio", 0, "fraction of decisions followed by Observe(applied), 0..1")
 	fs.BoolVar(&c.Baseline, "baseline", false, "also run the same requests against a no-op server and report real/baseline")
 	fs.IntVar(&c.Fill, "fill", 0, "scale mode: fill the in-process store with this many targets of full history first")
+	fs.IntVar(&c.FillDecisions, "fill-decisions", 1, "scale mode: decisions, 15 s apart, in each filled target's decision log (720 is 3 hours, the default retention)")
 	fs.StringVar(&c.Dir, "dir", "", "directory of the in-process store's file (kept); default a temporary directory (removed)")
 	fs.StringVar(&c.JSON, "json", "", "also write the report as JSON to this file; - writes only JSON to stdout")
 	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of the real phases to this file")
@@ -140,6 +144,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Duration <= 0 || c.Duration > MaxDuration {
 		errs = append(errs, fmt.Errorf("-duration must be within (0, %s]", MaxDuration))
+	}
+	if c.FillDecisions < 1 {
+		errs = append(errs, errors.New("-fill-decisions must be ≥ 1"))
 	}
 	if c.Requests < 0 || c.Fill < 0 {
 		errs = append(errs, errors.New("-requests and -fill must be ≥ 0"))

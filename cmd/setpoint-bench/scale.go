@@ -56,6 +56,10 @@ type ScaleResult struct {
 	// space of its pages, the expiry index or the change feed).
 	RecordBytesPerTarget       float64 `json:"record_bytes_per_target"`
 	RecordBytesPerHistoryEntry float64 `json:"record_bytes_per_history_entry"`
+	// LogBytesPerDecision and LogBytesPerTarget divide the bytes the
+	// decision log's bucket uses by its entries and by the targets.
+	LogBytesPerDecision float64 `json:"log_bytes_per_decision"`
+	LogBytesPerTarget   float64 `json:"log_bytes_per_target"`
 	// OpenSeconds is how long store.Open took; ServingSeconds the time from
 	// the start of Open to the first answered Recommend over gRPC.
 	OpenSeconds    float64 `json:"open_seconds"`
@@ -81,6 +85,8 @@ func (s *ScaleResult) table() string {
 	fmt.Fprintf(&b, "records bucket %.1f MiB in use (%.1f allocated): %.0f bytes per target, %.1f bytes per history entry; expiry index %.1f MiB, change feed %.1f MiB (%d changes); %d free pages\n",
 		mib(int64(u.Records.InUse)), mib(int64(u.Records.Allocated)), s.RecordBytesPerTarget, s.RecordBytesPerHistoryEntry,
 		mib(int64(u.LastSeen.InUse)), mib(int64(u.Changes.InUse)), u.Changes.Keys, u.FreePages)
+	fmt.Fprintf(&b, "decision log %.1f MiB in use (%.1f allocated), %d decisions: %.1f bytes per decision, %.0f bytes per target\n",
+		mib(int64(u.Decisions.InUse)), mib(int64(u.Decisions.Allocated)), u.Decisions.Keys, s.LogBytesPerDecision, s.LogBytesPerTarget)
 	fmt.Fprintf(&b, "open %.3f s; start to first Recommend answered %.3f s\n", s.OpenSeconds, s.ServingSeconds)
 	if s.Before != nil && s.Serving != nil {
 		fmt.Fprintf(&b, "RSS before open %.0f MiB (anon %.0f), serving %.0f MiB (anon %.0f, files %.0f): %.1f bytes per idle target\n",
@@ -191,6 +197,8 @@ func (s *ScaleResult) addUsage(ctx context.Context, st *store.Bolt) error {
 	s.Usage = u
 	s.RecordBytesPerTarget = float64(u.Records.InUse) / float64(max(u.Records.Keys, 1))
 	s.RecordBytesPerHistoryEntry = s.RecordBytesPerTarget / float64(max(s.HistoryEntriesPerTarget, 1))
+	s.LogBytesPerDecision = float64(u.Decisions.InUse) / float64(max(u.Decisions.Keys, 1))
+	s.LogBytesPerTarget = float64(u.Decisions.InUse) / float64(max(s.Targets, 1))
 	return nil
 }
 
@@ -249,11 +257,22 @@ func fill(ctx context.Context, path string, tmpl tgt.Record, cfg Config, logf fu
 		wg.Go(func() {
 			for j := range keys {
 				key := convert.Key(keyOf(j, cfg.Clusters))
-				_, err := st.Update(ctx, key, func(rec *tgt.Record) error {
-					*rec = tmpl // shared slices are only read: the store encodes rec
-					rec.Key = key
-					return nil
-				})
+				var err error
+				for i := range cfg.FillDecisions {
+					// Each write a decision of its own, 15 s after the
+					// previous one, ending at the template's.
+					last := *tmpl.Last
+					last.ID = fmt.Sprintf("%s-%d", last.ID, i)
+					last.At = last.At.Add(-time.Duration(cfg.FillDecisions-1-i) * seedEvery)
+					_, err = st.Update(ctx, key, func(rec *tgt.Record) error {
+						*rec = tmpl // shared slices are only read: the store encodes rec
+						rec.Key, rec.Last = key, &last
+						return nil
+					})
+					if err != nil {
+						break
+					}
+				}
 				if err != nil {
 					errOnce.Do(func() { firstErr = err })
 				}

@@ -141,7 +141,7 @@ function conditionChip(c) {
   if (!c) return `<span class="chip none">—</span>`;
   const good = { AbleToScale: "True", ScalingActive: "True", ScalingLimited: "False", ScaledToZero: "False" }[c.type];
   const cls = c.status === good ? "ok" : c.status === "Unknown" ? "none" : c.type === "ScalingLimited" ? "warn" : "bad";
-  const label = c.status === good ? c.type : `${c.type}: ${c.reason}`;
+  const label = c.status !== good ? `${c.type}: ${c.reason}` : c.type === "ScalingLimited" ? "WithinLimits" : c.type;
   return `<span class="chip ${cls}" title="${esc(c.reason)}: ${esc(c.message)}">${esc(label)}</span>`;
 }
 
@@ -165,6 +165,7 @@ async function start() {
     who.append(b);
   }
   if (s.warning) { const b = $("#banner"); b.textContent = s.warning; b.hidden = false; }
+  document.title = "Setpoint console";
   route();
 }
 
@@ -458,12 +459,12 @@ function renderChart(page) {
   const spec = page.target.spec || {};
   const el = $("#chart");
   $("#legend").innerHTML = `<div class="legend">
-    <span><i style="background:#2457c5"></i>replicas</span>
-    <span><i style="background:repeating-linear-gradient(90deg,#14213d 0 5px,transparent 5px 9px)"></i>desired</span>
-    <span><i class="box" style="background:#f59e0b;width:10px;border-radius:2px"></i>rescale</span>
-    <span><i class="box" style="background:rgba(214,158,46,.35)"></i>stabilization held it</span>
-    <span><i class="box" style="background:rgba(197,48,48,.25)"></i>policy or min/max limited it</span>
-    ${page.replay ? `<span><i style="background:#d53f8c"></i>what-if replay</span>` : ""}</div>`;
+    <span><i class="sw-replicas"></i>replicas</span>
+    <span><i class="sw-desired"></i>desired</span>
+    <span><i class="sw-marker"></i>rescale</span>
+    <span><i class="box sw-stab"></i>stabilization window held it</span>
+    <span><i class="box sw-limit"></i>a policy or min/max limited it</span>
+    ${page.replay ? `<span><i class="sw-alt"></i>what-if replay</span>` : ""}</div>`;
   if (!log.length) { el.innerHTML = `<p class="muted">No decisions logged yet.</p>`; return; }
   const W = Math.max(520, el.clientWidth || 860), H = 260, M = { l: 44, r: 14, t: 10, b: 26 };
   const times = log.map((d) => new Date(d.decisionTime).getTime());
@@ -473,7 +474,7 @@ function renderChart(page) {
   t0 -= pad; t1 += pad;
   const alt = page.replay ? page.replay.response.steps || [] : [];
   let ymax = Math.max(1, ...log.map((d) => Math.max(num(d.desiredReplicas), num((d.explanation || {}).currentReplicas))), ...alt.map((s) => num(s.decision.desiredReplicas)));
-  ymax = Math.ceil(ymax * 1.15);
+  ymax = Math.ceil((ymax * 1.15) / 4) * 4;
   const X = (t) => M.l + ((t - t0) / (t1 - t0)) * (W - M.l - M.r);
   const Y = (v) => M.t + (1 - v / ymax) * (H - M.t - M.b);
   const parts = [];
@@ -506,16 +507,23 @@ function renderChart(page) {
     const ok = pts.filter(Boolean);
     if (!ok.length) return;
     const h = 130;
-    const vmax = Math.max(...ok.map((p) => Math.max(p[1], p[2]))) * 1.2 || 1;
+    const vmax = niceCeil(Math.max(...ok.map((p) => Math.max(p[1], p[2]))) * 1.15);
     const Ym = (v) => M.t + (1 - v / vmax) * (h - M.t - M.b);
     const seg = [];
     let pen = false;
     pts.forEach((p) => { if (!p) { pen = false; return; } seg.push(`${pen ? "L" : "M"}${X(p[0]).toFixed(1)},${Ym(p[1]).toFixed(1)}`); pen = true; });
     const tgt = ok.map((p, i) => `${i ? "H" + X(p[0]).toFixed(1) + "V" : "M" + X(p[0]).toFixed(1) + ","}${Ym(p[2]).toFixed(1)}`).join("");
-    html += `<div class="legend"><span><i style="background:#0f766e"></i>${esc(metricName(m))} (${esc(unitOf(m))})</span><span><i style="background:repeating-linear-gradient(90deg,#b91c1c 0 6px,transparent 6px 10px)"></i>target</span></div>
+    html += `<div class="legend"><span><i class="sw-metric"></i>${esc(metricName(m))} (${esc(unitOf(m))})</span><span><i class="sw-target"></i>target</span></div>
       <svg class="chart metric-chart" viewBox="0 0 ${W} ${h}" width="${W}" height="${h}">${axes(W, h, M, t0, t1, vmax, X, Ym, "")}<path class="target" fill="none" d="${tgt}"/><path class="metric" d="${seg.join("")}"/></svg>`;
   });
   el.innerHTML = html;
+}
+
+// niceCeil rounds v up to 1, 2, 2.5, 5 or 10 times a power of ten.
+function niceCeil(v) {
+  if (!(v > 0)) return 1;
+  const p = 10 ** Math.floor(Math.log10(v));
+  return [1, 2, 2.5, 5, 10].map((m) => m * p).find((x) => x >= v);
 }
 
 function axes(W, H, M, t0, t1, ymax, X, Y, label) {
@@ -566,7 +574,7 @@ function renderWhatIf(page) {
       <button class="ghost" type="button" id="clear-replay">Clear</button>
     </form>
     <div id="replay-out"></div>
-    <h2 style="margin-top:14px">Limits of a replay</h2>
+    <h2 class="spaced">Limits of a replay</h2>
     <ul class="limits">${(state.session.replayLimits || []).map((l) => `<li>${esc(l)}</li>`).join("")}</ul>`;
   $("#clear-replay").onclick = () => { page.replay = null; $("#replay-out").innerHTML = ""; renderChart(page); };
   $("#replay").onsubmit = async (ev) => {
@@ -616,7 +624,7 @@ function renderDiffs(page) {
   const total = steps.filter((s) => real.get(new Date(s.time).getTime()) !== num(s.decision.desiredReplicas)).length;
   const items = runs.slice(0, 40).map((r) =>
     `<li>${esc(fmtTime(r.from))}${r.to !== r.from ? "–" + esc(fmtTime(r.to)) : ""}: <b>${r.alt}</b> replicas instead of ${r.real} (${r.alt > r.real ? "+" : ""}${r.alt - r.real})</li>`).join("");
-  $("#replay-out").innerHTML = `<h2 style="margin-top:14px">Differences</h2>
+  $("#replay-out").innerHTML = `<h2 class="spaced">Differences</h2>
     <p id="replay-summary">${total ? `${total} of ${steps.length} decisions differ.` : `The replay decides as the target did at every one of ${steps.length} decisions.`}</p>
     <ul class="diffs">${items}</ul>${runs.length > 40 ? `<p class="muted">… and ${runs.length - 40} more stretches.</p>` : ""}`;
 }
