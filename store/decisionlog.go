@@ -16,6 +16,7 @@ import (
 
 	"github.com/setpointhq/setpoint/engine"
 	pb "github.com/setpointhq/setpoint/proto/setpoint/storage/v1"
+	"github.com/setpointhq/setpoint/target"
 	bolt "go.etcd.io/bbolt"
 	"google.golang.org/protobuf/proto"
 )
@@ -109,7 +110,7 @@ func cut(s string, n int) string {
 }
 
 // encodeLoggedDecision is the stored form of the decision last of rec.
-func encodeLoggedDecision(last *LastDecision) ([]byte, error) {
+func encodeLoggedDecision(last *target.LastDecision) ([]byte, error) {
 	d, x := last.Decision, last.Decision.Explanation
 	m := &pb.LoggedDecision{
 		CurrentReplicas: x.CurrentReplicas,
@@ -176,7 +177,7 @@ func timeOfOrdered(u uint64) time.Time {
 // unsafeLogDecision appends last to the log of the target whose record key
 // is rk and removes that target's entries older than the retention, in tx
 // (a held write transaction). A negative retention logs nothing.
-func (b *Bolt) unsafeLogDecision(tx *bolt.Tx, rk []byte, last *LastDecision) error {
+func (b *Bolt) unsafeLogDecision(tx *bolt.Tx, rk []byte, last *target.LastDecision) error {
 	if b.opts.DecisionRetention < 0 {
 		return nil
 	}
@@ -212,7 +213,7 @@ func unsafeForgetDecisions(tx *bolt.Tx, rk []byte) error {
 // token of the next page (empty after the last one). A target without a
 // log (unknown, or not decided within the retention) has an empty page. An
 // entry that does not decode fails the call with a *CorruptError.
-func (b *Bolt) Decisions(ctx context.Context, key Key, q DecisionQuery) ([]LoggedDecision, string, error) {
+func (b *Bolt) Decisions(ctx context.Context, key target.Key, q DecisionQuery) ([]LoggedDecision, string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, "", err
 	}

@@ -11,13 +11,14 @@ import (
 
 	"github.com/setpointhq/setpoint/engine"
 	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/target"
 )
 
 // decideAt returns an Update function recording a decision made at t with
 // desired replicas want.
-func decideAt(t time.Time, want int32) func(*store.Record) error {
-	return func(rec *store.Record) error {
-		rec.Last = &store.LastDecision{ID: fmt.Sprintf("d-%d", t.UnixNano()), At: t, Decision: loggedDecision(t, want).decision()}
+func decideAt(t time.Time, want int32) func(*target.Record) error {
+	return func(rec *target.Record) error {
+		rec.Last = &target.LastDecision{ID: fmt.Sprintf("d-%d", t.UnixNano()), At: t, Decision: loggedDecision(t, want).decision()}
 		rec.LastSeen = t
 		return nil
 	}
@@ -51,7 +52,7 @@ func loggedDecision(t time.Time, want int32) loggedEntry {
 func TestDecisionLog(t *testing.T) {
 	ctx := context.Background()
 	st := open(t, newPath(t), store.Options{DecisionRetention: 10 * time.Minute})
-	key, other := store.Key{Cluster: "c", Namespace: "ns", Name: "web"}, store.Key{Cluster: "c", Namespace: "ns", Name: "web2"}
+	key, other := target.Key{Cluster: "c", Namespace: "ns", Name: "web"}, target.Key{Cluster: "c", Namespace: "ns", Name: "web2"}
 	var want []store.LoggedDecision
 	for i := range 60 { // every 15 s for 15 minutes: the first 19 leave the 10-minute window counted back from the last
 		t1 := at(15 * i)
@@ -66,8 +67,8 @@ func TestDecisionLog(t *testing.T) {
 		}
 	}
 	// An observation is no decision: it adds nothing to the log.
-	if _, err := st.Update(ctx, key, func(rec *store.Record) error {
-		rec.Events = append(rec.Events, store.Event{Kind: store.EventApplied, At: at(900), From: 3, To: 4})
+	if _, err := st.Update(ctx, key, func(rec *target.Record) error {
+		rec.Events = append(rec.Events, target.Event{Kind: target.EventApplied, At: at(900), From: 3, To: 4})
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -133,7 +134,7 @@ func TestDecisionLog(t *testing.T) {
 func TestDecisionLogDisabledAndBadQueries(t *testing.T) {
 	ctx := context.Background()
 	st := open(t, newPath(t), store.Options{DecisionRetention: -1})
-	key := store.Key{Cluster: "c", Namespace: "ns", Name: "web"}
+	key := target.Key{Cluster: "c", Namespace: "ns", Name: "web"}
 	if _, err := st.Update(ctx, key, decideAt(at(0), 4)); err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +155,7 @@ func BenchmarkUpdateWithDecisionLog(b *testing.B) {
 		b.Run(fmt.Sprintf("retention=%v", retention), func(b *testing.B) {
 			ctx := context.Background()
 			st := open(b, newPath(b), store.Options{DecisionRetention: retention})
-			key := store.Key{Cluster: "c", Namespace: "ns", Name: "web"}
+			key := target.Key{Cluster: "c", Namespace: "ns", Name: "web"}
 			i := 0
 			for ; i < 720; i++ {
 				if _, err := st.Update(ctx, key, decideAt(at(15*i), 4)); err != nil {

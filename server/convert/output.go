@@ -8,6 +8,7 @@ import (
 
 	"github.com/setpointhq/setpoint/engine"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"github.com/setpointhq/setpoint/store"
 	"github.com/setpointhq/setpoint/target"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"

@@ -100,7 +100,10 @@ func startServer(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	c := &clock{now: time.Now().UTC().Add(-30 * time.Minute).Truncate(time.Second)}
-	srv := server.New(st, server.Options{Auth: auth, Now: c.Now, Logger: log})
+	srv, err := server.New(st, server.Options{Auth: auth, Now: c.Now, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
