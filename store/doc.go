@@ -107,7 +107,7 @@
 //
 // # On-disk layout (schema version 2)
 //
-// schema.go holds every bucket name and key builder. The file has four
+// schema.go holds every bucket name and key builder. The file has five
 // top-level buckets:
 //
 //	meta
@@ -121,6 +121,9 @@
 //
 //	changes
 //	    uint64 big-endian(revision) → setpoint.storage.v1.Change
+//
+//	decisions
+//	    recordKey(...) ‖ uint64 big-endian(decision time) → setpoint.storage.v1.LoggedDecision
 //
 // A record key is the cluster, the namespace and the name, each with every
 // 0x00 byte written as 0x00 0xFF and followed by the terminator 0x00 0x01.
@@ -179,6 +182,18 @@
 // server's Watch streams them live. The bucket was added without a new
 // schema version: a reader that does not know it ignores it, and Open
 // creates it in a file that lacks it.
+//
+// The decisions bucket is the decision log (decisionlog.go): the Update
+// that records a decision (Record.Last has a new ID) also writes a compact
+// LoggedDecision under the target's record key and the decision time
+// (ordered like last_seen's), and removes that target's entries older than
+// Options.DecisionRetention (default 3 h) counted back from the new one — a
+// seek and, at a steady sync, one delete. Delete and Expire remove the
+// target's whole log with its record. Decisions pages through one target's
+// log by time. A record key is never a proper prefix of another, so the
+// record key is the prefix of exactly one target's entries. Like the change
+// feed, the bucket was added without a new schema version: an older reader
+// ignores it (but would not trim or remove it), and Open creates it.
 //
 // A change that an existing reader would misread needs a new SchemaVersion
 // and a migration step in schema.go; fields added to the storage messages
