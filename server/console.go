@@ -250,12 +250,7 @@ func (c *consoleHandler) target(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := keyOf(r)
-	get := &setpointv1.GetTargetRequest{Target: key}
-	if err := c.authorize(ctx, setpointv1.AutoscalerService_GetTarget_FullMethodName, get); err != nil {
-		c.fail(w, err)
-		return
-	}
-	t, err := c.s.svc.GetTarget(ctx, get)
+	t, err := c.getTarget(ctx, key)
 	if err != nil {
 		c.fail(w, err)
 		return
@@ -266,6 +261,15 @@ func (c *consoleHandler) target(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	reply(w, map[string]any{"target": t.GetTarget(), "log": log})
+}
+
+// getTarget authorizes and calls GetTarget.
+func (c *consoleHandler) getTarget(ctx context.Context, key *setpointv1.TargetKey) (*setpointv1.GetTargetResponse, error) {
+	get := &setpointv1.GetTargetRequest{Target: key}
+	if err := c.authorize(ctx, setpointv1.AutoscalerService_GetTarget_FullMethodName, get); err != nil {
+		return nil, err
+	}
+	return c.s.svc.GetTarget(ctx, get)
 }
 
 // decisions reads key's whole decision log through ListDecisions.
@@ -316,18 +320,8 @@ func (c *consoleHandler) replay(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, status.Errorf(codes.InvalidArgument, "replay: the body must be {\"target\": TargetKey, \"spec\": HorizontalPodAutoscalerSpec} in JSON: %v", err))
 		return
 	}
-	get := &setpointv1.GetTargetRequest{Target: key}
-	if err := c.authorize(ctx, setpointv1.AutoscalerService_GetTarget_FullMethodName, get); err != nil {
-		c.fail(w, err)
-		return
-	}
-	t, err := c.s.svc.GetTarget(ctx, get)
+	t, err := c.getTarget(ctx, key)
 	if err != nil {
-		c.fail(w, err)
-		return
-	}
-	req := &setpointv1.ListDecisionsRequest{Target: key, PageSize: setpointv1.MaxDecisionsPageSize}
-	if err := c.authorize(ctx, setpointv1.AutoscalerService_ListDecisions_FullMethodName, req); err != nil {
 		c.fail(w, err)
 		return
 	}
@@ -353,9 +347,13 @@ func (c *consoleHandler) replay(w http.ResponseWriter, r *http.Request) {
 	reply(w, map[string]any{"request": sim, "response": resp, "limits": ReplayLimits})
 }
 
-// loggedDecisions reads key's whole decision log from the store (the
-// caller has authorized ListDecisions).
+// loggedDecisions authorizes ListDecisions and reads key's whole decision
+// log from the store, in the store's form.
 func (c *consoleHandler) loggedDecisions(ctx context.Context, key *setpointv1.TargetKey) ([]store.LoggedDecision, error) {
+	req := &setpointv1.ListDecisionsRequest{Target: key}
+	if err := c.authorize(ctx, setpointv1.AutoscalerService_ListDecisions_FullMethodName, req); err != nil {
+		return nil, err
+	}
 	var all []store.LoggedDecision
 	q := store.DecisionQuery{PageSize: store.MaxDecisionsPageSize}
 	for {

@@ -30,9 +30,9 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/google/go-cmp/cmp"
+	"github.com/setpointhq/setpoint/internal/servertest"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server"
-	"github.com/setpointhq/setpoint/store"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -95,41 +95,18 @@ func startServer(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.Open(filepath.Join(dir, "setpoint.db"), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	c := &clock{now: time.Now().UTC().Add(-30 * time.Minute).Truncate(time.Second)}
-	srv, err := server.New(st, server.Options{Auth: auth, Now: c.Now, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv := servertest.Start(t, servertest.Config{Dir: dir, Options: server.Options{Auth: auth, Now: c.Now, Logger: log}})
 	hlis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/console/", srv.ConsoleHandler())
+	mux.Handle("/console/", srv.Server.ConsoleHandler())
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = hs.Serve(hlis) }()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, lis) }()
-	t.Cleanup(func() {
-		_ = hs.Close()
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-		if err := st.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	return &env{grpcAddr: lis.Addr().String(), base: "http://" + hlis.Addr().String(), clock: c}
+	t.Cleanup(func() { _ = hs.Close() })
+	return &env{grpcAddr: srv.Addr, base: "http://" + hlis.Addr().String(), clock: c}
 }
 
 func (e *env) client(t *testing.T, token string) setpointv1.AutoscalerServiceClient {
