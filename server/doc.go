@@ -71,7 +71,15 @@
 // Recommend and Observe run a target's transitions (target.Decide,
 // target.Observe) inside one store.Update each. Simulate runs the same
 // transitions over a series of inputs on a target record kept in memory
-// and writes nothing.
+// and writes nothing. ListDecisions pages through a target's decision log,
+// which the store writes with each decision.
+//
+// ConsoleHandler serves the web console (assets in server/console, embedded)
+// on the HTTP address: its JSON endpoints authenticate a request like a gRPC
+// call (client certificate or bearer token), check it against the same
+// policy table, and call the service's own handlers (ListTargets, GetTarget,
+// ListDecisions, Simulate for a what-if replay, Watch for live updates as
+// server-sent events). docs/console.md describes it.
 //
 // Serve runs the server on a listener until its context ends, then shuts
 // down gracefully: health turns NOT_SERVING, GracefulStop waits for calls in
