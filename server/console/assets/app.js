@@ -387,6 +387,8 @@ async function targetPage(key) {
 
 function renderTarget(page) {
   $("#count").textContent = `(${page.log.length} kept)`;
+  const run = $("#run-replay");
+  if (run) run.textContent = `Replay ${page.log.length} decisions`;
   renderChart(page);
   renderDecisions(page);
   $("#describe").textContent = describe(page.target);
