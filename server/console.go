@@ -18,6 +18,7 @@ import (
 	"github.com/setpointhq/setpoint/server/console"
 	"github.com/setpointhq/setpoint/server/convert"
 	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/target"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -349,12 +350,12 @@ func (c *consoleHandler) replay(w http.ResponseWriter, r *http.Request) {
 
 // loggedDecisions authorizes ListDecisions and reads key's whole decision
 // log from the store, in the store's form.
-func (c *consoleHandler) loggedDecisions(ctx context.Context, key *setpointv1.TargetKey) ([]store.LoggedDecision, error) {
+func (c *consoleHandler) loggedDecisions(ctx context.Context, key *setpointv1.TargetKey) ([]target.LoggedDecision, error) {
 	req := &setpointv1.ListDecisionsRequest{Target: key}
 	if err := c.authorize(ctx, setpointv1.AutoscalerService_ListDecisions_FullMethodName, req); err != nil {
 		return nil, err
 	}
-	var all []store.LoggedDecision
+	var all []target.LoggedDecision
 	q := store.DecisionQuery{PageSize: store.MaxDecisionsPageSize}
 	for {
 		page, next, err := c.s.store.Decisions(ctx, convert.Key(key), q)

@@ -5,7 +5,7 @@ import (
 
 	"github.com/setpointhq/setpoint/engine"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
-	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/target"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -29,7 +29,7 @@ var ReplayLimits = []string{
 // decision's replica count, one step per decision at its time with each
 // metric's logged value (see ReplayLimits). At most maxSteps decisions, the
 // newest, are replayed.
-func replaySimulation(spec *setpointv1.HorizontalPodAutoscalerSpec, settings *setpointv1.ControllerSettings, logged []store.LoggedDecision, maxSteps int) *setpointv1.SimulateRequest {
+func replaySimulation(spec *setpointv1.HorizontalPodAutoscalerSpec, settings *setpointv1.ControllerSettings, logged []target.LoggedDecision, maxSteps int) *setpointv1.SimulateRequest {
 	if len(logged) > maxSteps {
 		logged = logged[len(logged)-maxSteps:]
 	}
@@ -67,7 +67,7 @@ func resourceTarget(m *setpointv1.MetricSpec) (string, *setpointv1.MetricTarget)
 // replayValue is the pod model's value of metric m (index j of the spec)
 // that reproduces what decision d measured: "" (a failed fetch) when d
 // has no value for it.
-func replayValue(m *setpointv1.MetricSpec, d store.LoggedDecision, j int) string {
+func replayValue(m *setpointv1.MetricSpec, d target.LoggedDecision, j int) string {
 	if j >= len(d.Explanation.Metrics) || d.Explanation.Metrics[j].Outcome == engine.OutcomeFailed {
 		return ""
 	}

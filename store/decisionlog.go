@@ -35,22 +35,6 @@ const (
 	maxLoggedError = 256
 )
 
-// LoggedDecision is one entry of a target's decision log: what the decision
-// decided and how, without the words the engine's vocabulary says again.
-// Explanation's metric names and step messages are empty and its ratios 0.
-type LoggedDecision struct {
-	// At is the server time the decision was made.
-	At time.Time
-	// DesiredReplicas is the decided replica count.
-	DesiredReplicas int32
-	// Rescale is true when the decision asked for a rescale.
-	Rescale bool
-	// Error is the reconcile error, cut to 256 bytes.
-	Error string
-	// Explanation is the decision's explanation, compacted as above.
-	Explanation engine.Explanation
-}
-
 // DecisionQuery selects part of one target's decision log.
 type DecisionQuery struct {
 	// From, when set, keeps decisions made at or after it.
@@ -140,12 +124,12 @@ func encodeLoggedDecision(last *target.LastDecision) ([]byte, error) {
 
 // decodeLoggedDecision is the inverse of encodeLoggedDecision, at is the
 // time from the entry's key.
-func decodeLoggedDecision(at time.Time, b []byte) (LoggedDecision, error) {
+func decodeLoggedDecision(at time.Time, b []byte) (target.LoggedDecision, error) {
 	var m pb.LoggedDecision
 	if err := proto.Unmarshal(b, &m); err != nil {
-		return LoggedDecision{}, err
+		return target.LoggedDecision{}, err
 	}
-	out := LoggedDecision{
+	out := target.LoggedDecision{
 		At: at, DesiredReplicas: m.GetDesiredReplicas(), Rescale: m.GetRescale(), Error: m.GetErr(),
 		Explanation: engine.Explanation{
 			CurrentReplicas: m.GetCurrentReplicas(), Proposal: m.GetProposal(), Winner: int(m.GetWinnerPlusOne()) - 1,
@@ -213,7 +197,7 @@ func unsafeForgetDecisions(tx *bolt.Tx, rk []byte) error {
 // token of the next page (empty after the last one). A target without a
 // log (unknown, or not decided within the retention) has an empty page. An
 // entry that does not decode fails the call with a *CorruptError.
-func (b *Bolt) Decisions(ctx context.Context, key target.Key, q DecisionQuery) ([]LoggedDecision, string, error) {
+func (b *Bolt) Decisions(ctx context.Context, key target.Key, q DecisionQuery) ([]target.LoggedDecision, string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, "", err
 	}
@@ -241,7 +225,7 @@ func (b *Bolt) Decisions(ctx context.Context, key target.Key, q DecisionQuery) (
 	if !q.To.IsZero() {
 		end = decisionKey(rk, q.To)
 	}
-	var out []LoggedDecision
+	var out []target.LoggedDecision
 	var next string
 	err = b.view(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketDecisions).Cursor()

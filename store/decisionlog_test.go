@@ -25,7 +25,7 @@ func decideAt(t time.Time, want int32) func(*target.Record) error {
 }
 
 // loggedEntry is what the log keeps of a decision made by decideAt.
-type loggedEntry store.LoggedDecision
+type loggedEntry target.LoggedDecision
 
 func (e loggedEntry) decision() engine.Decision {
 	return engine.Decision{DesiredReplicas: e.DesiredReplicas, Rescale: e.Rescale, Error: e.Error, Explanation: e.Explanation}
@@ -53,7 +53,7 @@ func TestDecisionLog(t *testing.T) {
 	ctx := context.Background()
 	st := open(t, newPath(t), store.Options{DecisionRetention: 10 * time.Minute})
 	key, other := target.Key{Cluster: "c", Namespace: "ns", Name: "web"}, target.Key{Cluster: "c", Namespace: "ns", Name: "web2"}
-	var want []store.LoggedDecision
+	var want []target.LoggedDecision
 	for i := range 60 { // every 15 s for 15 minutes: the first 19 leave the 10-minute window counted back from the last
 		t1 := at(15 * i)
 		if _, err := st.Update(ctx, key, decideAt(t1, int32(3+i%4))); err != nil {
@@ -63,7 +63,7 @@ func TestDecisionLog(t *testing.T) {
 			t.Fatal(err)
 		}
 		if i >= 19 {
-			want = append(want, store.LoggedDecision(loggedDecision(t1, int32(3+i%4))))
+			want = append(want, target.LoggedDecision(loggedDecision(t1, int32(3+i%4))))
 		}
 	}
 	// An observation is no decision: it adds nothing to the log.
@@ -77,7 +77,7 @@ func TestDecisionLog(t *testing.T) {
 	tests := []struct {
 		name     string
 		q        store.DecisionQuery
-		want     []store.LoggedDecision
+		want     []target.LoggedDecision
 		pageSize int
 	}{
 		{name: "all", want: want},
@@ -89,7 +89,7 @@ func TestDecisionLog(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var got []store.LoggedDecision
+			var got []target.LoggedDecision
 			q := tc.q
 			for pages := 0; ; pages++ {
 				page, next, err := st.Decisions(ctx, key, q)

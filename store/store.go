@@ -91,7 +91,7 @@ type Store interface {
 	// Decisions returns one page of key's decision log, oldest first, and
 	// the next page's token (empty after the last page); an unknown target
 	// has an empty log.
-	Decisions(ctx context.Context, key target.Key, q DecisionQuery) ([]LoggedDecision, string, error)
+	Decisions(ctx context.Context, key target.Key, q DecisionQuery) ([]target.LoggedDecision, string, error)
 	// Close releases the store; later calls return ErrClosed.
 	Close() error
 

@@ -104,3 +104,19 @@ type Record struct {
 	// LastSeen is the time of the last Decide or Observe.
 	LastSeen time.Time
 }
+
+// LoggedDecision is one entry of a target's decision log: what the decision
+// decided and how, without the words the engine's vocabulary says again.
+// Explanation's metric names and step messages are empty and its ratios 0.
+type LoggedDecision struct {
+	// At is the server time the decision was made.
+	At time.Time
+	// DesiredReplicas is the decided replica count.
+	DesiredReplicas int32
+	// Rescale is true when the decision asked for a rescale.
+	Rescale bool
+	// Error is the reconcile error, cut to 256 bytes.
+	Error string
+	// Explanation is the decision's explanation, compacted as above.
+	Explanation engine.Explanation
+}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/setpointhq/setpoint/engine"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
-	"github.com/setpointhq/setpoint/store"
 	"github.com/setpointhq/setpoint/target"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -348,7 +347,7 @@ func Target(rec target.Record) (*setpointv1.Target, error) {
 }
 
 // LoggedDecision returns an entry of a decision log in the API's form.
-func LoggedDecision(d store.LoggedDecision) *setpointv1.LoggedDecision {
+func LoggedDecision(d target.LoggedDecision) *setpointv1.LoggedDecision {
 	return &setpointv1.LoggedDecision{
 		DecisionTime:    timestamp(d.At),
 		DesiredReplicas: d.DesiredReplicas,
