@@ -16,6 +16,7 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -189,7 +190,9 @@ func (k *kube) scalable(ctx context.Context, kind, name string) (schema.GroupVer
 	if err != nil {
 		return gvk, err
 	}
-	if _, err := k.dyn.Resource(*gvr).Namespace(k.namespace).Get(ctx, name, metav1.GetOptions{}); err != nil {
+	if _, err := k.dyn.Resource(*gvr).Namespace(k.namespace).Get(ctx, name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		return gvk, fmt.Errorf("there is no %s %q in namespace %s ('kubectl get %s -n %s' lists them; -n picks another namespace): %w", gvr.Resource, name, k.namespace, gvr.Resource, k.namespace, err)
+	} else if err != nil {
 		return gvk, err
 	}
 	return gvk, nil
