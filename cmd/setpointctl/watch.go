@@ -11,6 +11,8 @@ import (
 	setpointclient "github.com/setpointhq/setpoint/clients/go"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 )
 
@@ -89,6 +91,12 @@ func (w *watchStatus) report(err error) {
 		return
 	}
 	msg := w.e.explain(err).Error()
+	switch {
+	case errors.Is(err, io.EOF):
+		msg = fmt.Sprintf("the server at %s ended the stream (shutting down?)", w.e.cfg.Addr)
+	case status.Code(err) == codes.Unavailable && !errors.Is(err, setpointclient.ErrUnreachable):
+		msg = fmt.Sprintf("the server at %s went away (%s)", w.e.cfg.Addr, status.Convert(err).Message())
+	}
 	if msg == w.down {
 		return
 	}
