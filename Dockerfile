@@ -2,12 +2,13 @@
 # Setpoint's image: the server, the agent and setpointctl, statically linked
 # on a distroless base, running as a non-root user.
 #
-#   docker build -t setpoint .
-#   docker run -p 7443:7443 -v setpoint-data:/var/lib/setpoint -v $PWD/pki:/etc/setpoint:ro setpoint \
-#     -listen 0.0.0.0:7443 -tls-cert /etc/setpoint/tls.crt -tls-key /etc/setpoint/tls.key \
-#     -tls-client-ca /etc/setpoint/clients-ca.crt -auth-config /etc/setpoint/principals.yaml
+#   make image                                # docker build -t setpoint:dev .
+#   ./bin/setpointctl certs --dir pki         # the certificates and principals file
+#   docker run -p 7443:7443 -p 7444:7444 -v setpoint-data:/var/lib/setpoint -v $PWD/pki:/etc/setpoint:ro setpoint:dev \
+#     -listen 0.0.0.0:7443 -metrics-listen 0.0.0.0:7444 -tls-cert /etc/setpoint/server.crt -tls-key /etc/setpoint/server.key \
+#     -tls-client-ca /etc/setpoint/ca.crt -auth-config /etc/setpoint/principals.yaml
 #
-# (docs/security.md says how to make those files.)
+# (docs/security.md says what each file is; in Kubernetes, deploy-local/.)
 #
 # The agent runs from the same image: --entrypoint /setpoint-agent.
 

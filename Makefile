@@ -7,10 +7,18 @@ CORPUS   ?= testdata/conformance/scenarios
 NPM      ?= npm
 TS       := clients/ts
 
-.PHONY: noisy-neighbour agent-scale load help run generate lint check-generated vet kube-binaries chromium ts-deps test test-ts test-console conformance bench fuzz fuzz-short crash
+.PHONY: build image noisy-neighbour agent-scale load help run generate lint check-generated vet kube-binaries chromium ts-deps test test-ts test-console conformance bench fuzz fuzz-short crash
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
+
+build: ## compile setpoint-server, setpoint-agent and setpointctl once, into ./bin
+	$(GO) build -o bin/ ./cmd/setpoint-server ./cmd/setpoint-agent ./cmd/setpointctl
+
+IMAGE ?= setpoint:dev
+
+image: ## build the container image $(IMAGE) (server, agent, setpointctl) that deploy-local runs
+	docker build -t $(IMAGE) .
 
 run: ## start the server in its development mode (plaintext, no auth; ./setpoint-data, 127.0.0.1:7443)
 	$(GO) run ./cmd/setpoint-server -insecure-dev

@@ -35,8 +35,9 @@ const (
 	// DefaultMaxBatch is the default number of writes that share a commit.
 	DefaultMaxBatch = 1000
 	// DefaultLockTimeout is how long Open waits by default for another
-	// process to release the file.
-	DefaultLockTimeout = 10 * time.Second
+	// process to release the file: long enough for a restart's overlap,
+	// short enough to say at once that another server holds it.
+	DefaultLockTimeout = time.Second
 	// DefaultPageSize is the page size of a List whose Query.PageSize is 0.
 	DefaultPageSize = 100
 	// MaxPageSize is the largest page List returns; larger page sizes are
@@ -160,6 +161,9 @@ func Open(path string, opts Options) (*Bolt, error) {
 		return nil, err
 	}
 	db, err := bolt.Open(path, opts.FileMode, &bolt.Options{Timeout: opts.LockTimeout, NoSync: false})
+	if errors.Is(err, bolt.ErrTimeout) {
+		return nil, fmt.Errorf("store: %s is locked by another process (another setpoint-server on the same data directory?); stop it, or give this one another directory: %w", path, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}

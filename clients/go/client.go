@@ -61,6 +61,7 @@ func Dial(addr string, o Options) (*Client, error) {
 		sc = DefaultServiceConfig
 	}
 	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds), grpc.WithDefaultServiceConfig(sc)}
+	opts = append(opts, userTermsInterceptors(addr)...)
 	if o.Token != "" {
 		if o.TLS == nil && !netaddr.Loopback(addr) {
 			return nil, fmt.Errorf("setpointclient: refusing to send a bearer token in plaintext to %s: configure TLS", addr)

@@ -30,6 +30,16 @@
 // Backup are streams and have no deadline; Changes resumes a broken watch
 // by itself.
 //
+// # Errors
+//
+// A failed call returns the gRPC status error (status.Code reads it), but
+// where the status alone would read like internals the error says what
+// happened in the caller's terms and matches a sentinel with errors.Is:
+// ErrUnreachable (no server answers at the address: is it running?),
+// ErrTLSMismatch (plaintext to a TLS server or the reverse),
+// ErrTargetNotFound (naming the target's CLUSTER/NAMESPACE/NAME), and
+// ErrBadKey from ParseKey (showing the expected form).
+//
 // # Calls
 //
 // Client embeds the generated AutoscalerServiceClient, so every RPC is a

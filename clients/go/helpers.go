@@ -17,11 +17,12 @@ func Key(cluster, namespace, name string) *setpointv1.TargetKey {
 	return &setpointv1.TargetKey{Cluster: cluster, Namespace: namespace, Name: name}
 }
 
-// ParseKey parses "CLUSTER/NAMESPACE/NAME", the form KeyString prints.
+// ParseKey parses "CLUSTER/NAMESPACE/NAME", the form KeyString prints; an
+// error for any other form matches ErrBadKey and shows the expected one.
 func ParseKey(s string) (*setpointv1.TargetKey, error) {
 	parts := strings.Split(s, "/")
 	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
-		return nil, fmt.Errorf("setpointclient: want CLUSTER/NAMESPACE/NAME, got %q", s)
+		return nil, &callError{fmt.Sprintf("%q is not a target: a target is CLUSTER/NAMESPACE/NAME, e.g. dev/shop/web (the cluster name its agent was given, then the Autoscaler's namespace and name)", s), nil, ErrBadKey}
 	}
 	return Key(parts[0], parts[1], parts[2]), nil
 }

@@ -38,12 +38,16 @@ const (
 // the context's error once ctx is done, or an error the server answered
 // that a retry cannot fix (PERMISSION_DENIED, INVALID_ARGUMENT, or
 // OUT_OF_RANGE when the resume point is older than the history kept).
-func (c *Client) Changes(ctx context.Context, req *setpointv1.WatchRequest) iter.Seq2[*setpointv1.WatchResponse, error] {
+func (c *Client) Changes(ctx context.Context, req *setpointv1.WatchRequest, opts ...WatchOption) iter.Seq2[*setpointv1.WatchResponse, error] {
+	var o watchOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	return func(yield func(*setpointv1.WatchResponse, error) bool) {
 		next := proto.CloneOf(req)
 		backoff := watchBackoffFirst
 		for {
-			received, err := c.watchOnce(ctx, next, yield)
+			received, err := c.watchOnce(ctx, next, &o, yield)
 			if received {
 				backoff = watchBackoffFirst
 			}
@@ -57,6 +61,10 @@ func (c *Client) Changes(ctx context.Context, req *setpointv1.WatchRequest) iter
 				yield(nil, err)
 				return
 			}
+			o.broken = true
+			if o.onState != nil {
+				o.onState(err)
+			}
 			select {
 			case <-ctx.Done():
 				yield(nil, ctx.Err())
@@ -68,22 +76,49 @@ func (c *Client) Changes(ctx context.Context, req *setpointv1.WatchRequest) iter
 	}
 }
 
+// WatchOption changes how Changes follows Watch.
+type WatchOption func(*watchOptions)
+
+// watchOptions are the WatchOptions given, and the state they need.
+type watchOptions struct {
+	onState func(err error)
+	// broken is true from a break until a stream is open again.
+	broken bool
+}
+
+// OnStreamState makes Changes call f with the error each time the stream
+// breaks and Changes is about to call Watch again (the server is down or
+// restarting: ErrUnreachable), and with nil once a stream is open again,
+// so a caller can show that it is waiting rather than seem to hang. f runs
+// on the iterating goroutine.
+func OnStreamState(f func(err error)) WatchOption {
+	return func(o *watchOptions) { o.onState = f }
+}
+
 // errStopped marks an iteration the caller stopped.
 var errStopped = errors.New("setpointclient: iteration stopped")
 
 // watchOnce runs one Watch call, yielding its changes and advancing
 // req.ResumeAfter past each; it returns whether any change arrived and the
 // error that ended the stream (io.EOF when the server ended it).
-func (c *Client) watchOnce(ctx context.Context, req *setpointv1.WatchRequest, yield func(*setpointv1.WatchResponse, error) bool) (received bool, err error) {
+func (c *Client) watchOnce(ctx context.Context, req *setpointv1.WatchRequest, o *watchOptions, yield func(*setpointv1.WatchResponse, error) bool) (received bool, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stream, err := c.Watch(ctx, req)
 	if err != nil {
 		return false, err
 	}
+	md, err := stream.Header()
+	if err != nil {
+		return false, err
+	}
+	if o.broken && o.onState != nil {
+		o.broken = false
+		o.onState(nil)
+	}
 	// The server names the revision the stream starts after; from then on
 	// a reconnection resumes there, even before any change arrived.
-	if md, err := stream.Header(); err == nil && req.ResumeAfter == 0 {
+	if req.ResumeAfter == 0 {
 		if v := md.Get(revisionHeader); len(v) == 1 {
 			if rev, err := strconv.ParseUint(v[0], 10, 64); err == nil {
 				req.ResumeAfter = rev

@@ -2,18 +2,30 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/spf13/cobra"
 )
 
-func backupCmd(fs *flag.FlagSet) func(context.Context, *env, []string) error {
-	file := fs.String("o", "", "file to write the snapshot to (replaced only once the snapshot is complete and verified)")
-	return func(ctx context.Context, e *env, _ []string) error {
+func backupCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "backup -o FILE",
+		GroupID: "ask",
+		Short:   "Copy a consistent snapshot of the store to a file (admins)",
+		Long: `Copy a consistent snapshot of the server's store to FILE while it keeps
+serving. FILE is replaced only once the snapshot is complete and its
+SHA-256 verified. Needs an admin identity (docs/security.md); restoring is
+described in docs/reliability.md.`,
+		Example: `  setpointctl backup -o setpoint-backup.db`,
+		Args:    noArgs,
+	}
+	file := cmd.Flags().StringP("output", "o", "", "file to write the snapshot to")
+	cmd.MarkFlagFilename("output")
+	cmd.RunE = serverRun(e, func(ctx context.Context, _ []string) error {
 		if *file == "" {
-			return errors.New("backup: -o FILE is required")
+			return usagef(cmd, "backup needs -o FILE, the file to write the snapshot to, e.g. %s", exampleOf(cmd))
 		}
 		tmp, err := os.CreateTemp(filepath.Dir(*file), "."+filepath.Base(*file)+".*")
 		if err != nil {
@@ -35,5 +47,6 @@ func backupCmd(fs *flag.FlagSet) func(context.Context, *env, []string) error {
 		}
 		_, err = fmt.Fprintf(e.stdout, "wrote %s (%d bytes, SHA-256 verified)\n", *file, n)
 		return err
-	}
+	})
+	return cmd
 }

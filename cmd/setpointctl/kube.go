@@ -4,16 +4,19 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strings"
 
 	"github.com/setpointhq/setpoint/agent/api/v1alpha1"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -40,11 +43,10 @@ type kubeFlags struct {
 	kubeconfig, context, namespace string
 }
 
-func (k *kubeFlags) register(fs *flag.FlagSet) {
+func (k *kubeFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&k.kubeconfig, "kubeconfig", "", "kubeconfig file (default $KUBECONFIG or ~/.kube/config)")
 	fs.StringVar(&k.context, "context", "", "kubeconfig context (default: the current one)")
-	fs.StringVar(&k.namespace, "n", "", "namespace (default: the context's)")
-	fs.StringVar(&k.namespace, "namespace", "", "same as -n")
+	fs.StringVarP(&k.namespace, "namespace", "n", "", "namespace (default: the context's)")
 }
 
 // kube is a connection to a cluster.
@@ -60,8 +62,18 @@ func (k *kubeFlags) connect() (*kube, error) {
 	rules.ExplicitPath = k.kubeconfig
 	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: k.context})
 	cfg, err := cc.ClientConfig()
+	if clientcmd.IsEmptyConfig(err) {
+		where := "$KUBECONFIG or ~/.kube/config"
+		if k.kubeconfig != "" {
+			where = k.kubeconfig
+		}
+		return nil, fmt.Errorf("no cluster to talk to: no kubeconfig found (looked at %s).\nPoint --kubeconfig at one, or create a local cluster first (kind create cluster, or k3s)", where)
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("kubeconfig %s does not exist: point --kubeconfig at your cluster's (kind and k3s write one), or drop --kubeconfig to use $KUBECONFIG or ~/.kube/config", k.kubeconfig)
+	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}
 	ns := k.namespace
 	if ns == "" {
@@ -80,27 +92,40 @@ func (k *kubeFlags) connect() (*kube, error) {
 	return out, nil
 }
 
-func autoscaleCmd(fs *flag.FlagSet) func(context.Context, *env, []string) error {
+func autoscaleCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "autoscale KIND/NAME --max N [--min N] [--cpu-percent P]",
+		GroupID: "cluster",
+		Short:   "Create an Autoscaler for a workload, like kubectl autoscale",
+		Long: `Create the agent's Autoscaler (setpoint.dev/v1alpha1) for a workload, as
+kubectl autoscale creates a HorizontalPodAutoscaler. KIND is a kind,
+resource or short name of anything with a scale subresource (deployment,
+deploy, statefulsets.apps, a custom resource).`,
+		Example: `  setpointctl autoscale deployment/web --min 2 --max 10 --cpu-percent 60
+  setpointctl autoscale statefulset/db -n data --max 5 --dry-run`,
+		Args: exactArgs(1, "one workload, KIND/NAME"),
+	}
 	var kf kubeFlags
-	kf.register(fs)
-	min := fs.Int("min", -1, "lower replica limit (default: the API's, 1)")
-	max := fs.Int("max", -1, "upper replica limit (required)")
-	cpu := fs.Int("cpu-percent", -1, "target average CPU utilization, in percent of the pods' requests (default: none given, the API's 80%)")
-	name := fs.String("name", "", "the Autoscaler's name (default: the workload's)")
-	dryRun := fs.Bool("dry-run", false, "print the Autoscaler instead of creating it")
-	return func(ctx context.Context, e *env, args []string) error {
+	kf.register(cmd.Flags())
+	min := cmd.Flags().Int("min", -1, "lower replica limit (default: the API's, 1)")
+	max := cmd.Flags().Int("max", -1, "upper replica limit (required)")
+	cpu := cmd.Flags().Int("cpu-percent", -1, "target average CPU utilization, in percent of the pods' requests (default: none given, the API's 80%)")
+	name := cmd.Flags().String("name", "", "the Autoscaler's name (default: the workload's)")
+	dryRun := cmd.Flags().Bool("dry-run", false, "print the Autoscaler instead of creating it")
+	cmd.RunE = localRun(func(cmd *cobra.Command, args []string) error {
+		ctx := cmd.Context()
 		if *max < 1 {
-			return errors.New("autoscale: --max must be at least 1")
+			return usagef(cmd, "autoscale needs --max N, the upper replica limit (at least 1), e.g. %s", exampleOf(cmd))
 		}
 		if *min > *max {
-			return fmt.Errorf("autoscale: --min %d is above --max %d", *min, *max)
+			return usagef(cmd, "--min %d is above --max %d", *min, *max)
 		}
 		if *cpu == 0 || *cpu < -1 {
-			return errors.New("autoscale: --cpu-percent must be positive")
+			return usagef(cmd, "--cpu-percent must be positive, e.g. --cpu-percent 60")
 		}
 		kindName := strings.SplitN(args[0], "/", 2)
 		if len(kindName) != 2 || kindName[0] == "" || kindName[1] == "" {
-			return fmt.Errorf("autoscale: want KIND/NAME (e.g. deployment/web), got %q", args[0])
+			return usagef(cmd, "%q is not a workload: want KIND/NAME, e.g. deployment/web", args[0])
 		}
 		k, err := kf.connect()
 		if err != nil {
@@ -143,7 +168,8 @@ func autoscaleCmd(fs *flag.FlagSet) func(context.Context, *env, []string) error 
 		}
 		_, err = fmt.Fprintf(e.stdout, "autoscaler.%s/%s autoscaled\n", v1alpha1.Group, a.Name)
 		return err
-	}
+	})
+	return cmd
 }
 
 // scalable resolves KIND (a kind, resource or short name, optionally with
@@ -164,7 +190,9 @@ func (k *kube) scalable(ctx context.Context, kind, name string) (schema.GroupVer
 	if err != nil {
 		return gvk, err
 	}
-	if _, err := k.dyn.Resource(*gvr).Namespace(k.namespace).Get(ctx, name, metav1.GetOptions{}); err != nil {
+	if _, err := k.dyn.Resource(*gvr).Namespace(k.namespace).Get(ctx, name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		return gvk, fmt.Errorf("there is no %s %q in namespace %s ('kubectl get %s -n %s' lists them; -n picks another namespace): %w", gvr.Resource, name, k.namespace, gvr.Resource, k.namespace, err)
+	} else if err != nil {
 		return gvk, err
 	}
 	return gvk, nil
@@ -199,14 +227,26 @@ func writeYAML(w io.Writer, objs []*unstructured.Unstructured) error {
 	return nil
 }
 
-func importHPACmd(fs *flag.FlagSet) func(context.Context, *env, []string) error {
+func importHPACmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "import-hpa [NAME...] [-n NS | -A] [-f FILE] [--apply]",
+		GroupID: "cluster",
+		Short:   "Turn HorizontalPodAutoscalers into Autoscalers (print, or apply)",
+		Long: `Turn HorizontalPodAutoscalers (autoscaling/v2 or v1) into the agent's
+Autoscalers with the same name, namespace, labels and spec. Without --apply
+it prints them; with --apply it creates or updates them in the cluster by
+server-side apply. Delete each HPA afterwards, so that only the agent scales.`,
+		Example: `  setpointctl import-hpa -A
+  setpointctl import-hpa web api -n shop --apply
+  setpointctl import-hpa -f hpas.yaml > autoscalers.yaml`,
+	}
 	var kf kubeFlags
-	kf.register(fs)
-	file := fs.String("f", "", "read HorizontalPodAutoscalers (autoscaling/v2 or v1, YAML or JSON, lists too) from this file instead of the cluster; - reads stdin")
-	all := fs.Bool("A", false, "every namespace (from the cluster)")
-	fs.BoolVar(all, "all-namespaces", false, "same as -A")
-	apply := fs.Bool("apply", false, "create or update the Autoscalers in the cluster (server-side apply) instead of printing them")
-	return func(ctx context.Context, e *env, names []string) error {
+	kf.register(cmd.Flags())
+	file := fileFlag(cmd, "read HorizontalPodAutoscalers (autoscaling/v2 or v1, YAML or JSON, lists too) from this file instead of the cluster; - reads stdin")
+	all := cmd.Flags().BoolP("all-namespaces", "A", false, "every namespace (from the cluster)")
+	apply := cmd.Flags().Bool("apply", false, "create or update the Autoscalers in the cluster (server-side apply) instead of printing them")
+	cmd.RunE = localRun(func(cmd *cobra.Command, names []string) error {
+		ctx := cmd.Context()
 		var (
 			k    *kube
 			hpas []autoscalingv2.HorizontalPodAutoscaler
@@ -254,7 +294,8 @@ func importHPACmd(fs *flag.FlagSet) func(context.Context, *env, []string) error 
 				hpas[i].Namespace, hpas[i].Name, hpas[i].Spec.ScaleTargetRef.Kind, hpas[i].Spec.ScaleTargetRef.Name, hpas[i].Namespace, hpas[i].Name)
 		}
 		return nil
-	}
+	})
+	return cmd
 }
 
 // listHPAs reads HorizontalPodAutoscalers from the cluster: the named

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"flag"
 	"io"
 	"strings"
 	"testing"
@@ -157,26 +156,6 @@ func readExample(t *testing.T) *setpointv1.RecommendRequest {
 		t.Fatal(err)
 	}
 	return req
-}
-
-func TestParseInterspersed(t *testing.T) {
-	tests := []struct {
-		args []string
-		pos  string
-		out  string
-	}{
-		{[]string{"a", "-o", "json", "b"}, "a,b", "json"},
-		{[]string{"-o", "yaml", "a"}, "a", "yaml"},
-		{[]string{"a", "--", "-o"}, "a,-o", "table"},
-	}
-	for _, tt := range tests {
-		fs := flag.NewFlagSet("test", flag.ContinueOnError)
-		o := outputFlag(fs, "table", "json", "yaml")
-		pos, err := parseInterspersed(fs, tt.args)
-		if err != nil || strings.Join(pos, ",") != tt.pos || *o != tt.out {
-			t.Errorf("parseInterspersed(%v) = %v, -o %s, %v; want %s, -o %s", tt.args, pos, *o, err, tt.pos, tt.out)
-		}
-	}
 }
 
 func TestPrintViolations(t *testing.T) {

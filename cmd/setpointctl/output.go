@@ -11,17 +11,43 @@ import (
 	"time"
 
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"sigs.k8s.io/yaml"
 )
 
-// checkFormat fails unless format is one of allowed.
-func checkFormat(format string, allowed ...string) error {
-	if !slices.Contains(allowed, format) {
-		return fmt.Errorf("-o %s: want one of %s", format, strings.Join(allowed, ", "))
+// choice is a flag's value restricted to a list: a wrong one is a usage
+// error naming the choices.
+type choice struct {
+	value   string
+	allowed []string
+}
+
+func (c *choice) String() string { return c.value }
+func (c *choice) Type() string   { return "string" }
+func (c *choice) Set(v string) error {
+	if !slices.Contains(c.allowed, v) {
+		return fmt.Errorf("want one of %s", strings.Join(c.allowed, ", "))
 	}
+	c.value = v
 	return nil
+}
+
+// outputFlag registers -o/--output with the formats allowed (the first is
+// the default) and completes them.
+func outputFlag(cmd *cobra.Command, formats ...string) *string {
+	c := &choice{value: formats[0], allowed: formats}
+	cmd.Flags().VarP(c, "output", "o", "output format: "+strings.Join(formats, ", "))
+	cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(formats, cobra.ShellCompDirectiveNoFileComp))
+	return &c.value
+}
+
+// fileFlag registers -f/--filename, completed with file names.
+func fileFlag(cmd *cobra.Command, usage string) *string {
+	f := cmd.Flags().StringP("filename", "f", "", usage)
+	cmd.MarkFlagFilename("filename", "json", "yaml", "yml")
+	return f
 }
 
 // printMessage writes m as protojson ("json") or YAML ("yaml").

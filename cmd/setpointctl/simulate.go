@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -11,15 +10,30 @@ import (
 
 	setpointclient "github.com/setpointhq/setpoint/clients/go"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"github.com/spf13/cobra"
 )
 
-func simulateCmd(fs *flag.FlagSet) func(context.Context, *env, []string) error {
-	file := fs.String("f", "", "SimulateRequest in protojson or YAML; - reads stdin")
-	seed := fs.String("seed-from", "", "start from this stored target's history and status (CLUSTER/NAMESPACE/NAME; replaces the file's seedFrom)")
-	out := outputFlag(fs, "table", "wide", "json", "yaml")
-	return func(ctx context.Context, e *env, _ []string) error {
-		if err := checkFormat(*out, "table", "wide", "json", "yaml"); err != nil {
-			return err
+func simulateCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "simulate -f FILE [--seed-from " + keyArg + "]",
+		GroupID: "ask",
+		Short:   "What-if: run a series of inputs through the engine, store nothing",
+		Long: `Ask what the autoscaler would do over a series of inputs (a SimulateRequest
+in JSON or YAML: a spec and a series of inputs, or metric values with a
+pod model) and print the decision and conditions at every step. Nothing
+is stored; --seed-from starts from a stored target's history and status.
+examples/ has files to start from.`,
+		Example: `  setpointctl simulate -f examples/simulate-pod-model.yaml -o wide
+  setpointctl simulate -f what-if.yaml --seed-from dev/shop/web`,
+		Args: noArgs,
+	}
+	file := fileFlag(cmd, "SimulateRequest in protojson or YAML; - reads stdin")
+	seed := cmd.Flags().String("seed-from", "", "start from this stored target's history and status ("+keyArg+"; replaces the file's seedFrom)")
+	cmd.RegisterFlagCompletionFunc("seed-from", e.completeTargets)
+	out := outputFlag(cmd, "table", "wide", "json", "yaml")
+	cmd.RunE = serverRun(e, func(ctx context.Context, _ []string) error {
+		if *file == "" {
+			return usagef(cmd, "simulate needs -f FILE, the SimulateRequest to run (JSON or YAML; - reads stdin), e.g. %s", exampleOf(cmd))
 		}
 		req := &setpointv1.SimulateRequest{}
 		if err := readMessage(e.stdin, *file, req); err != nil {
@@ -44,7 +58,8 @@ func simulateCmd(fs *flag.FlagSet) func(context.Context, *env, []string) error {
 			steps[i] = simStepOf(r)
 		}
 		return printSimulation(e.stdout, steps, *out == "wide")
-	}
+	})
+	return cmd
 }
 
 // simStep is one simulated step as the table shows it: the fields the

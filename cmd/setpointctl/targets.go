@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -13,21 +11,31 @@ import (
 
 	setpointclient "github.com/setpointhq/setpoint/clients/go"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	"sigs.k8s.io/yaml"
 )
 
-func listCmd(fs *flag.FlagSet) func(context.Context, *env, []string) error {
+func listCmd(e *env) *cobra.Command {
 	req := &setpointv1.ListTargetsRequest{}
-	fs.StringVar(&req.Cluster, "cluster", "", "only this cluster")
-	fs.StringVar(&req.Namespace, "namespace", "", "only this namespace (requires --cluster)")
-	out := outputFlag(fs, "table", "wide", "json", "yaml")
-	return func(ctx context.Context, e *env, _ []string) error {
-		if err := checkFormat(*out, "table", "wide", "json", "yaml"); err != nil {
-			return err
-		}
+	cmd := &cobra.Command{
+		Use:     "list [--cluster C] [--namespace N]",
+		GroupID: "read",
+		Short:   "List the targets the service keeps",
+		Long: `List the targets the service keeps, like kubectl get hpa: the workload
+each scales, current over target metric values, the replica limits, the
+current and desired replica counts, and when the agent last sent it.`,
+		Example: `  setpointctl list
+  setpointctl list --cluster prod --namespace shop -o wide
+  setpointctl list -o yaml`,
+		Args: noArgs,
+	}
+	cmd.Flags().StringVar(&req.Cluster, "cluster", "", "only this cluster")
+	cmd.Flags().StringVar(&req.Namespace, "namespace", "", "only this namespace (with --cluster)")
+	out := outputFlag(cmd, "table", "wide", "json", "yaml")
+	cmd.RunE = serverRun(e, func(ctx context.Context, _ []string) error {
 		all := &setpointv1.ListTargetsResponse{}
 		for t, err := range e.client.Targets(ctx, req) {
 			if err != nil {
@@ -39,7 +47,8 @@ func listCmd(fs *flag.FlagSet) func(context.Context, *env, []string) error {
 			return printMessage(e.stdout, *out, all)
 		}
 		return printTargets(e, all.GetTargets(), *out == "wide")
-	}
+	})
+	return cmd
 }
 
 func printTargets(e *env, targets []*setpointv1.Target, wide bool) error {
@@ -55,12 +64,23 @@ func printTargets(e *env, targets []*setpointv1.Target, wide bool) error {
 	return t.flush()
 }
 
-func getCmd(fs *flag.FlagSet) func(context.Context, *env, []string) error {
-	out := outputFlag(fs, "table", "wide", "json", "yaml")
-	return func(ctx context.Context, e *env, args []string) error {
-		if err := checkFormat(*out, "table", "wide", "json", "yaml"); err != nil {
-			return err
-		}
+// keyArg is how commands name the target argument.
+const keyArg = "CLUSTER/NAMESPACE/NAME"
+
+func getCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "get " + keyArg,
+		GroupID: "read",
+		Short:   "Show one target",
+		Long: `Show one target as a row of list, or everything the service keeps of it
+(spec, status, last decision, history) with -o json or -o yaml.`,
+		Example: `  setpointctl get dev/shop/web
+  setpointctl get dev/shop/web -o yaml`,
+		Args:              exactArgs(1, "one target, "+keyArg),
+		ValidArgsFunction: e.completeTargets,
+	}
+	out := outputFlag(cmd, "table", "wide", "json", "yaml")
+	cmd.RunE = serverRun(e, func(ctx context.Context, args []string) error {
 		t, err := target(ctx, e, args[0])
 		if err != nil {
 			return err
@@ -69,7 +89,8 @@ func getCmd(fs *flag.FlagSet) func(context.Context, *env, []string) error {
 			return printMessage(e.stdout, *out, t)
 		}
 		return printTargets(e, []*setpointv1.Target{t}, *out == "wide")
-	}
+	})
+	return cmd
 }
 
 func target(ctx context.Context, e *env, key string) (*setpointv1.Target, error) {
@@ -80,15 +101,28 @@ func target(ctx context.Context, e *env, key string) (*setpointv1.Target, error)
 	return e.client.Target(ctx, k)
 }
 
-func explainCmd(fs *flag.FlagSet) func(context.Context, *env, []string) error {
-	return func(ctx context.Context, e *env, args []string) error {
+func explainCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "explain " + keyArg,
+		GroupID: "read",
+		Short:   "Tell a target's last decision in words",
+		Long: `Tell a target's last decision in words: what each metric proposed, which
+proposal won, every step that moved the number (tolerance, stabilization,
+scaling policies, replica limits), and the conditions kubectl describe hpa
+would show.`,
+		Example:           `  setpointctl explain dev/shop/web`,
+		Args:              exactArgs(1, "one target, "+keyArg),
+		ValidArgsFunction: e.completeTargets,
+	}
+	cmd.RunE = serverRun(e, func(ctx context.Context, args []string) error {
 		t, err := target(ctx, e, args[0])
 		if err != nil {
 			return err
 		}
 		_, err = io.WriteString(e.stdout, explain(t))
 		return err
-	}
+	})
+	return cmd
 }
 
 // explain tells a target's last decision in words.
@@ -208,14 +242,33 @@ func stepWords(kind string) string {
 	return kind
 }
 
-func historyCmd(fs *flag.FlagSet) func(context.Context, *env, []string) error {
-	out := outputFlag(fs, "table", "json", "yaml")
-	decisions := fs.Bool("decisions", false, "print the decision log (every decision kept, its inputs and what limited it) instead")
-	since := fs.Duration("since", 0, "with --decisions: only decisions of this last duration (0: all kept)")
-	return func(ctx context.Context, e *env, args []string) error {
-		if err := checkFormat(*out, "table", "json", "yaml"); err != nil {
-			return err
-		}
+func historyCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "history " + keyArg,
+		GroupID: "read",
+		Short:   "Show a target's recommendations, scale events and observed events",
+		Long: `Show what the service remembers of a target, oldest first: the
+recommendations the stabilization windows look back on, the scale events
+the scaling policies count, and what the agent observed.
+
+A target's history starts with two recommendations a moment apart: like
+the Kubernetes HPA controller, the service seeds a new target's history
+with the replica count it had, then adds its own recommendation, so that a
+scale down is stabilized against where the target started.
+
+With --decisions it prints the decision log instead: every decision kept
+(see the server's -decision-retention), its replicas, each metric's current
+value, target and proposal, the pod counts, and the step that limited it.`,
+		Example: `  setpointctl history dev/shop/web
+  setpointctl history dev/shop/web -o json
+  setpointctl history dev/shop/web --decisions --since 1h`,
+		Args:              exactArgs(1, "one target, "+keyArg),
+		ValidArgsFunction: e.completeTargets,
+	}
+	out := outputFlag(cmd, "table", "json", "yaml")
+	decisions := cmd.Flags().Bool("decisions", false, "print the decision log (every decision kept, its inputs and what limited it) instead")
+	since := cmd.Flags().Duration("since", 0, "with --decisions: only decisions of this last duration (0: all kept)")
+	cmd.RunE = serverRun(e, func(ctx context.Context, args []string) error {
 		if *decisions {
 			return decisionLog(ctx, e, args[0], *since, *out)
 		}
@@ -227,37 +280,8 @@ func historyCmd(fs *flag.FlagSet) func(context.Context, *env, []string) error {
 			return printMessage(e.stdout, *out, &setpointv1.Target{Key: t.GetKey(), History: t.GetHistory(), Events: t.GetEvents()})
 		}
 		return printHistory(e.stdout, t)
-	}
-}
-
-// printHistory writes a target's history as one table, oldest first.
-func printHistory(w io.Writer, t *setpointv1.Target) error {
-	type line struct {
-		at    time.Time
-		cells []string
-	}
-	var lines []line
-	stamp := func(ts interface{ AsTime() time.Time }) time.Time { return ts.AsTime().UTC() }
-	h := t.GetHistory()
-	for _, r := range h.GetRecommendations() {
-		lines = append(lines, line{stamp(r.GetTime()), []string{"recommendation", fmt.Sprint(r.GetReplicas()), "", ""}})
-	}
-	for _, s := range h.GetScaleUpEvents() {
-		lines = append(lines, line{stamp(s.GetTime()), []string{"scale up", fmt.Sprintf("+%d", s.GetChange()), "", outdated(s)}})
-	}
-	for _, s := range h.GetScaleDownEvents() {
-		lines = append(lines, line{stamp(s.GetTime()), []string{"scale down", fmt.Sprintf("-%d", s.GetChange()), "", outdated(s)}})
-	}
-	for _, ev := range t.GetEvents() {
-		lines = append(lines, line{stamp(ev.GetTime()), []string{"observed " + ev.GetKind(), fmt.Sprintf("%d → %d", ev.GetFrom(), ev.GetTo()), ev.GetDecisionId(), ev.GetMessage()}})
-	}
-	// A stable sort keeps recommendations before events of the same instant.
-	slices.SortStableFunc(lines, func(a, b line) int { return a.at.Compare(b.at) })
-	tb := newTable(w, "TIME", "ENTRY", "REPLICAS", "DECISION", "NOTE")
-	for _, l := range lines {
-		tb.row(append([]string{l.at.Format(timeFormat)}, l.cells...)...)
-	}
-	return tb.flush()
+	})
+	return cmd
 }
 
 // decisionLog prints key's decision log, every page, oldest first.
@@ -311,6 +335,72 @@ func decisionLog(ctx context.Context, e *env, key string, since time.Duration, f
 	return tb.flush()
 }
 
+// printHistory writes a target's history as one table, oldest first.
+func printHistory(w io.Writer, t *setpointv1.Target) error {
+	type line struct {
+		at    time.Time
+		cells []string
+	}
+	var lines []line
+	stamp := func(ts interface{ AsTime() time.Time }) time.Time { return ts.AsTime().UTC() }
+	h := t.GetHistory()
+	seed := seedOf(h.GetRecommendations())
+	for _, r := range h.GetRecommendations() {
+		note := ""
+		if r == seed {
+			note = "seed: the replica count before the first decision (*)"
+		}
+		lines = append(lines, line{stamp(r.GetTime()), []string{"recommendation", fmt.Sprint(r.GetReplicas()), "", note}})
+	}
+	for _, s := range h.GetScaleUpEvents() {
+		lines = append(lines, line{stamp(s.GetTime()), []string{"scale up", fmt.Sprintf("+%d", s.GetChange()), "", outdated(s)}})
+	}
+	for _, s := range h.GetScaleDownEvents() {
+		lines = append(lines, line{stamp(s.GetTime()), []string{"scale down", fmt.Sprintf("-%d", s.GetChange()), "", outdated(s)}})
+	}
+	for _, ev := range t.GetEvents() {
+		lines = append(lines, line{stamp(ev.GetTime()), []string{"observed " + ev.GetKind(), fmt.Sprintf("%d → %d", ev.GetFrom(), ev.GetTo()), ev.GetDecisionId(), ev.GetMessage()}})
+	}
+	// A stable sort keeps recommendations before events of the same instant.
+	slices.SortStableFunc(lines, func(a, b line) int { return a.at.Compare(b.at) })
+	tb := newTable(w, "TIME", "ENTRY", "REPLICAS", "DECISION", "NOTE")
+	for _, l := range lines {
+		tb.row(append([]string{l.at.Format(timeFormat)}, l.cells...)...)
+	}
+	if err := tb.flush(); err != nil {
+		return err
+	}
+	if seed != nil {
+		_, err := io.WriteString(w, seedNote)
+		return err
+	}
+	return nil
+}
+
+// seedNote explains the seed recommendation.
+const seedNote = `
+(*) Two recommendations a moment apart start every target's history. Like
+the Kubernetes HPA controller, the service first records the replica count
+the target had when it was first seen (a nanosecond before the decision),
+then its own recommendation, so that a scale down is stabilized against
+where the target started.
+`
+
+// seedOf is the recommendation a history was seeded with, if it is still
+// kept: the earliest, a nanosecond before the next (at most a
+// millisecond, for records written by other versions).
+func seedOf(recs []*setpointv1.Recommendation) *setpointv1.Recommendation {
+	if len(recs) < 2 {
+		return nil
+	}
+	sorted := slices.Clone(recs)
+	slices.SortStableFunc(sorted, func(a, b *setpointv1.Recommendation) int { return a.GetTime().AsTime().Compare(b.GetTime().AsTime()) })
+	if gap := sorted[1].GetTime().AsTime().Sub(sorted[0].GetTime().AsTime()); gap >= 0 && gap <= time.Millisecond {
+		return sorted[0]
+	}
+	return nil
+}
+
 func outdated(s *setpointv1.ScaleEvent) string {
 	if s.GetOutdated() {
 		return "outside every policy period"
@@ -318,12 +408,23 @@ func outdated(s *setpointv1.ScaleEvent) string {
 	return ""
 }
 
-func recommendCmd(fs *flag.FlagSet) func(context.Context, *env, []string) error {
-	file := fs.String("f", "", "RecommendRequest in protojson or YAML; - reads stdin")
-	out := outputFlag(fs, "json", "yaml")
-	return func(ctx context.Context, e *env, _ []string) error {
-		if err := checkFormat(*out, "json", "yaml"); err != nil {
-			return err
+func recommendCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "recommend -f FILE",
+		GroupID: "ask",
+		Short:   "Send a RecommendRequest, as an agent does, and print the decision",
+		Long: `Send a RecommendRequest (protojson or YAML), as an agent does, and print
+the response: the decision, the status and the explanation. The decision is
+recorded in the target's history.`,
+		Example: `  setpointctl recommend -f testdata/examples/recommend.json
+  cat request.yaml | setpointctl recommend -f - -o yaml`,
+		Args: noArgs,
+	}
+	file := fileFlag(cmd, "RecommendRequest in protojson or YAML; - reads stdin")
+	out := outputFlag(cmd, "json", "yaml")
+	cmd.RunE = serverRun(e, func(ctx context.Context, _ []string) error {
+		if *file == "" {
+			return usagef(cmd, "recommend needs -f FILE, the RecommendRequest to send (JSON or YAML; - reads stdin), e.g. %s", exampleOf(cmd))
 		}
 		req := &setpointv1.RecommendRequest{}
 		if err := readMessage(e.stdin, *file, req); err != nil {
@@ -334,11 +435,20 @@ func recommendCmd(fs *flag.FlagSet) func(context.Context, *env, []string) error 
 			return err
 		}
 		return printMessage(e.stdout, *out, resp)
-	}
+	})
+	return cmd
 }
 
-func deleteCmd(fs *flag.FlagSet) func(context.Context, *env, []string) error {
-	return func(ctx context.Context, e *env, args []string) error {
+func deleteCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:               "delete " + keyArg,
+		GroupID:           "ask",
+		Short:             "Forget a target and its history",
+		Example:           `  setpointctl delete dev/shop/web`,
+		Args:              exactArgs(1, "one target, "+keyArg),
+		ValidArgsFunction: e.completeTargets,
+	}
+	cmd.RunE = serverRun(e, func(ctx context.Context, args []string) error {
 		k, err := setpointclient.ParseKey(args[0])
 		if err != nil {
 			return err
@@ -348,7 +458,8 @@ func deleteCmd(fs *flag.FlagSet) func(context.Context, *env, []string) error {
 		}
 		_, err = fmt.Fprintf(e.stdout, "target %s deleted\n", args[0])
 		return err
-	}
+	})
+	return cmd
 }
 
 // readMessage reads a protojson or YAML message from path ("-": stdin).
@@ -359,7 +470,7 @@ func readMessage(stdin io.Reader, path string, m proto.Message) error {
 	)
 	switch path {
 	case "":
-		return errors.New("-f FILE is required")
+		return &usageError{msg: "-f FILE is required: the request to send (JSON or YAML; - reads stdin)"}
 	case "-":
 		b, err = io.ReadAll(stdin)
 	default:
@@ -372,7 +483,7 @@ func readMessage(stdin io.Reader, path string, m proto.Message) error {
 		b = j
 	}
 	if err := protojson.Unmarshal(b, m); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
+		return fmt.Errorf("%s is not a %s in JSON or YAML: %w", path, m.ProtoReflect().Descriptor().Name(), err)
 	}
 	return nil
 }

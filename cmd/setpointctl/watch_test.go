@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/setpointhq/setpoint/internal/servertest"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"github.com/setpointhq/setpoint/server"
 	"google.golang.org/protobuf/encoding/protojson"
 )
 
@@ -63,9 +66,12 @@ func TestWatch(t *testing.T) {
 	if len(lines) != 3 || !strings.HasPrefix(lines[0], "REV") {
 		t.Fatalf("watch --count 2 printed\n%s", out.String())
 	}
+	// Rows are printed one at a time, yet line up under the header.
 	for _, l := range lines[1:] {
-		if !strings.Contains(l, "dev/shop/web   decision   2 → 3: cpu resource utilization") {
-			t.Errorf("row %q", l)
+		for _, col := range []struct{ header, cell string }{{"TARGET", "dev/shop/web"}, {"CHANGE", "decision"}, {"DETAIL", "2 → 3: cpu resource utilization"}} {
+			if h, c := strings.Index(lines[0], col.header), strings.Index(l, col.cell); h != c {
+				t.Errorf("%s starts at %d in row %q, its header at %d", col.cell, c, l, h)
+			}
 		}
 	}
 	first, err := strconv.ParseUint(strings.Fields(lines[1])[0], 10, 64)
@@ -88,5 +94,53 @@ func TestWatch(t *testing.T) {
 	}
 	if _, err := ctl(ctx, addr, "watch", "--namespace", "shop"); err == nil {
 		t.Error("watch --namespace without --cluster succeeded")
+	}
+}
+
+// TestWatchWaitsForTheServer: a watch started before its server says on
+// stderr that nothing answers, then that it is connected once the server
+// is up, and prints the change that follows.
+func TestWatchWaitsForTheServer(t *testing.T) {
+	addr := closedAddr(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	var stdout, stderr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		c := &cli{stdin: strings.NewReader(""), stdout: &stdout, stderr: &stderr, now: time.Now}
+		done <- c.execute(ctx, []string{"--addr", addr, "watch", "--count", "1"})
+	}()
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for !cond() {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("%s: stdout\n%s\nstderr\n%s", what, stdout.String(), stderr.String())
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	waitFor("no report of the down server", func() bool {
+		return strings.Contains(stderr.String(), "watch: no Setpoint server answers at "+addr+" (connection refused)")
+	})
+	if strings.Count(stderr.String(), "no Setpoint server answers") != 1 {
+		t.Errorf("the outage was reported more than once:\n%s", stderr.String())
+	}
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	servertest.Start(t, servertest.Config{Listener: lis, Options: server.Options{Now: func() time.Time { return exampleNow }}})
+	waitFor("no report of the reconnection", func() bool {
+		return strings.Contains(stderr.String(), "watch: connected to "+addr+" again")
+	})
+	if _, err := ctl(ctx, addr, "recommend", "-f", example); err != nil {
+		t.Fatal(err)
+	}
+	if code := <-done; code != exitOK {
+		t.Fatalf("watch exited %d: %s", code, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "dev/shop/web") {
+		t.Errorf("watch printed\n%s", stdout.String())
 	}
 }

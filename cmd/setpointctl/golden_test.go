@@ -1,0 +1,115 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+var updateGolden = flag.Bool("update-golden", false, "rewrite the golden files in testdata/golden")
+
+// closedAddr is a loopback address nothing listens on.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	lis.Close()
+	return addr
+}
+
+// TestGolden runs command lines as a user types them and compares what
+// they print (stdout, stderr) and their exit code with
+// testdata/golden/NAME.txt: help, usage errors, and failures in the
+// user's terms. go test -run TestGolden -update-golden rewrites the files.
+func TestGolden(t *testing.T) {
+	t.Setenv("SETPOINT_TOKEN", "")
+	t.Setenv("KUBECONFIG", "")
+	t.Setenv("HOME", t.TempDir()) // no ~/.kube/config
+	addr := startServer(t)
+	down := closedAddr(t)
+	if _, err := ctl(t.Context(), addr, "recommend", "-f", example); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		args []string
+	}{
+		// Help, exit 0.
+		{"help", []string{"--help"}},
+		{"help-h", []string{"-h"}},
+		{"help-command", []string{"help"}},
+		{"no-arguments", nil},
+		{"help-list", []string{"list", "--help"}},
+		{"help-get", []string{"help", "get"}},
+		{"help-explain", []string{"explain", "-h"}},
+		{"help-history", []string{"history", "-h"}},
+		{"help-watch", []string{"watch", "-h"}},
+		{"help-simulate", []string{"simulate", "-h"}},
+		{"help-recommend", []string{"recommend", "-h"}},
+		{"help-delete", []string{"delete", "-h"}},
+		{"help-backup", []string{"backup", "-h"}},
+		{"help-certs", []string{"certs", "-h"}},
+		{"help-autoscale", []string{"autoscale", "-h"}},
+		{"help-import-hpa", []string{"import-hpa", "-h"}},
+		// Wrong command lines, exit 2.
+		{"unknown-command", []string{"frobnicate"}},
+		{"misspelt-command", []string{"lst"}},
+		{"unknown-flag", []string{"list", "--bogus"}},
+		{"get-no-target", []string{"get"}},
+		{"get-two-targets", []string{"get", "a/b/c", "d/e/f"}},
+		{"get-bad-key", []string{"get", "dev/web"}},
+		{"get-bad-output", []string{"get", "dev/shop/web", "-o", "xml"}},
+		{"recommend-no-file", []string{"--addr", addr, "recommend"}},
+		{"backup-no-file", []string{"--addr", addr, "backup"}},
+		{"autoscale-no-max", []string{"autoscale", "deployment/web"}},
+		{"autoscale-bad-workload", []string{"autoscale", "web", "--max", "3"}},
+		{"cert-without-key", []string{"--cert", "c.pem", "list"}},
+		// Failures, exit 1.
+		{"get-not-found", []string{"--addr", addr, "get", "dev/shop/nope"}},
+		{"list-no-server", []string{"--addr", down, "list"}},
+		{"recommend-missing-file", []string{"--addr", addr, "recommend", "-f", "testdata/missing.json"}},
+		{"autoscale-no-cluster", []string{"autoscale", "deployment/web", "--max", "3"}},
+		{"simulate-no-file", []string{"--addr", addr, "simulate"}},
+		{"autoscale-no-kubeconfig", []string{"autoscale", "deployment/web", "--max", "3", "--kubeconfig", "testdata/missing-kubeconfig"}},
+		// Success.
+		{"history-seeded", []string{"--addr", addr, "history", "dev/shop/web"}},
+		{"single-dash-flags", []string{"-addr", addr, "list", "-cluster", "dev"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			c := &cli{stdin: strings.NewReader(""), stdout: &stdout, stderr: &stderr, now: func() time.Time { return exampleNow.Add(90 * time.Second) }}
+			code := c.execute(t.Context(), tt.args)
+			got := "$ setpointctl " + strings.Join(tt.args, " ") + "\n" + stdout.String() +
+				"--- stderr\n" + stderr.String() + "--- exit " + string(rune('0'+code)) + "\n"
+			got = strings.NewReplacer(addr, "SERVER", down, "NOSERVER").Replace(got)
+			file := filepath.Join("testdata", "golden", tt.name+".txt")
+			if *updateGolden {
+				if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(file, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatalf("%v (go test -run TestGolden -update-golden writes it)", err)
+			}
+			if diff := cmp.Diff(string(want), got); diff != "" {
+				t.Errorf("setpointctl %s (-want +got):\n%s", strings.Join(tt.args, " "), diff)
+			}
+		})
+	}
+}
