@@ -7,7 +7,7 @@ CORPUS   ?= testdata/conformance/scenarios
 NPM      ?= npm
 TS       := clients/ts
 
-.PHONY: noisy-neighbour agent-scale load help run generate lint check-generated vet kube-binaries chromium ts-deps test test-ts test-console conformance bench fuzz fuzz-short crash powerloss
+.PHONY: noisy-neighbour agent-scale load help run generate lint check-generated vet kube-binaries chromium ts-deps test test-ts test-console conformance bench fuzz fuzz-short crash powerloss dict
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -107,3 +107,6 @@ CUTS ?= 500
 
 powerloss: ## the power-loss test with CUTS power cuts on lazyfs (default 500; CI runs 20; needs /dev/fuse and root)
 	$(GO) test ./test/powerloss -count=1 -v -timeout 60m -powerloss.cuts $(CUTS)
+
+dict: ## retrain store/values.dict, the S2 dictionary of record values, on records of varied workloads (changes the disk format: see store/compress.go)
+	$(GO) test ./cmd/setpoint-bench -count=1 -run TestWriteDictionary -write-dict $(CURDIR)/store/values.dict -v
