@@ -5,12 +5,10 @@ import (
 	"crypto/sha256"
 	"errors"
 	"flag"
-	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -33,81 +31,29 @@ var binary string
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	dir, err := os.MkdirTemp("", "setpoint-crash")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := 1
-	if binary, err = acked.BuildServer(dir); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-	} else {
-		code = m.Run()
-	}
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(acked.Main(m, &binary))
 }
 
 // TestCrash kills the server under load and checks that nothing
 // acknowledged was lost.
 func TestCrash(t *testing.T) {
-	s := *seed
-	if s == 0 {
-		s = uint64(time.Now().UnixNano())
-	}
-	t.Logf("seed %d (rerun with -crash.seed=%d)", s, s)
-	rng := rand.New(rand.NewPCG(s, s))
-
+	rng := acked.Seeded(t, *seed, "crash.seed")
 	dir := t.TempDir()
-	addr := acked.FreeAddr(t)
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithConnectParams(acked.FastReconnect))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	client := setpointv1.NewAutoscalerServiceClient(conn)
-
-	var (
-		led  acked.Ledger
-		wg   sync.WaitGroup
-		stop = make(chan struct{})
-	)
-	for w := range *workers {
-		wg.Go(func() { acked.Work(client, w, stop, &led) })
-	}
-
-	var worstStart time.Duration
-	for k := 0; k <= *kills; k++ {
-		proc, took := server(dir, addr).Start(t, client)
-		worstStart = max(worstStart, took)
-		if k == *kills {
-			// The last start: stop the load, then read everything back.
-			close(stop)
-			wg.Wait()
-			acked.Verify(t, client, &led)
-			if err := proc.Process.Signal(syscall.SIGTERM); err != nil {
-				t.Fatal(err)
-			}
-			if err := proc.Wait(); err != nil {
-				t.Errorf("server after SIGTERM: %v", err)
-			}
-			break
-		}
-		time.Sleep(time.Duration(rng.Int64N(int64(*maxUp))))
+	srv := server(dir, acked.FreeAddr(t))
+	client := acked.Dial(t, srv.Addr)
+	load := acked.StartLoad(client, 0, *workers)
+	slowest := acked.Interrupted(t, srv, client, load, *kills, rng, *maxUp, func(proc *exec.Cmd) {
 		if err := proc.Process.Kill(); err != nil {
 			t.Fatal(err)
 		}
 		_ = proc.Wait()
 		acked.CheckFile(t, filepath.Join(dir, "setpoint.db"))
-	}
+	})
+	led := &load.Ledger
 	t.Logf("kills %d, acknowledged Recommend %d, Observe %d, unacknowledged (failed) calls %d, slowest restart to first decision %v",
-		*kills, len(led.Recommends), len(led.Observes), led.Failed, worstStart)
-	if worstStart > acked.ServeWithin {
-		t.Errorf("a restarted server took %v to decide, want ≤ %v", worstStart, acked.ServeWithin)
-	}
-	if len(led.Recommends) < *kills || len(led.Observes) < *kills {
-		t.Errorf("too little load to mean anything: %d Recommend, %d Observe acknowledged", len(led.Recommends), len(led.Observes))
+		*kills, len(led.Recommends), len(led.Observes), led.Failed, slowest)
+	if slowest > acked.ServeWithin {
+		t.Errorf("a restarted server took %v to decide, want ≤ %v", slowest, acked.ServeWithin)
 	}
 }
 
@@ -117,21 +63,9 @@ func TestCrash(t *testing.T) {
 func TestSIGTERMUnderLoad(t *testing.T) {
 	dir := t.TempDir()
 	addr := acked.FreeAddr(t)
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithConnectParams(acked.FastReconnect))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	client := setpointv1.NewAutoscalerServiceClient(conn)
-	var (
-		led  acked.Ledger
-		wg   sync.WaitGroup
-		stop = make(chan struct{})
-	)
+	client := acked.Dial(t, addr)
 	proc, _ := server(dir, addr).Start(t, client)
-	for w := range *workers {
-		wg.Go(func() { acked.Work(client, w, stop, &led) })
-	}
+	load := acked.StartLoad(client, 0, *workers)
 	time.Sleep(300 * time.Millisecond)
 	began := time.Now()
 	if err := proc.Process.Signal(syscall.SIGTERM); err != nil {
@@ -141,12 +75,11 @@ func TestSIGTERMUnderLoad(t *testing.T) {
 		t.Errorf("server after SIGTERM: %v, want exit 0", err)
 	}
 	t.Logf("stopped %v after SIGTERM", time.Since(began))
-	close(stop)
-	wg.Wait()
+	load.Stop()
 	acked.CheckFile(t, filepath.Join(dir, "setpoint.db"))
 	proc, _ = server(dir, addr).Start(t, client)
 	defer func() { _ = proc.Process.Signal(syscall.SIGTERM); _ = proc.Wait() }()
-	acked.Verify(t, client, &led)
+	acked.Verify(t, client, &load.Ledger)
 }
 
 // TestBackupRestoreWithBinary follows docs/reliability.md's restore with the
@@ -165,27 +98,14 @@ func TestBackupRestoreWithBinary(t *testing.T) {
 	client := setpointv1.NewAutoscalerServiceClient(conn)
 	proc, _ := server(dir, addr).Start(t, client)
 
-	var (
-		before acked.Ledger
-		wg     sync.WaitGroup
-		stop   = make(chan struct{})
-	)
-	for w := range 2 {
-		wg.Go(func() { acked.Work(client, w, stop, &before) })
-	}
+	before := acked.StartLoad(client, 0, 2)
 	time.Sleep(200 * time.Millisecond)
-	close(stop)
-	wg.Wait()
+	before.Stop()
 	// More callers keep writing while the backup streams.
-	var during acked.Ledger
-	stop = make(chan struct{})
-	for w := range 4 {
-		wg.Go(func() { acked.Work(client, 100+w, stop, &during) })
-	}
+	during := acked.StartLoad(client, 100, 4)
 	time.Sleep(50 * time.Millisecond)
 	snap := backupOf(t, conn)
-	close(stop)
-	wg.Wait()
+	during.Stop()
 	_ = proc.Process.Kill()
 	_ = proc.Wait()
 
@@ -199,8 +119,8 @@ func TestBackupRestoreWithBinary(t *testing.T) {
 	acked.CheckFile(t, filepath.Join(restored, "setpoint.db"))
 	proc, _ = server(restored, addr).Start(t, client)
 	defer func() { _ = proc.Process.Signal(syscall.SIGTERM); _ = proc.Wait() }()
-	acked.Verify(t, client, &before)
-	t.Logf("backup of %d bytes taken while %d more calls were acknowledged", len(snap), len(during.Recommends)+len(during.Observes))
+	acked.Verify(t, client, &before.Ledger)
+	t.Logf("backup of %d bytes taken while %d more calls were acknowledged", len(snap), len(during.Ledger.Recommends)+len(during.Ledger.Observes))
 }
 
 // backupOf calls AdminService.Backup and checks size and checksum.

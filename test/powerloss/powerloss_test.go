@@ -2,20 +2,14 @@ package powerloss
 
 import (
 	"flag"
-	"fmt"
-	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/test/internal/acked"
 	"github.com/setpointhq/setpoint/test/internal/lazyfs"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 )
 
 var (
@@ -30,31 +24,13 @@ var binary string
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	dir, err := os.MkdirTemp("", "setpoint-powerloss")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := 1
-	if binary, err = acked.BuildServer(dir); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-	} else {
-		code = m.Run()
-	}
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(acked.Main(m, &binary))
 }
 
 // TestPowerLoss cuts power under load and checks that nothing acknowledged
 // was lost.
 func TestPowerLoss(t *testing.T) {
-	s := *seed
-	if s == 0 {
-		s = uint64(time.Now().UnixNano())
-	}
-	t.Logf("seed %d (rerun with -powerloss.seed=%d)", s, s)
-	rng := rand.New(rand.NewPCG(s, s))
-
+	rng := acked.Seeded(t, *seed, "powerloss.seed")
 	mnt := filepath.Join(t.TempDir(), "data")
 	if err := os.Mkdir(mnt, 0o700); err != nil {
 		t.Fatal(err)
@@ -69,40 +45,10 @@ func TestPowerLoss(t *testing.T) {
 		}
 	}()
 	srv := acked.Server{Binary: binary, DataDir: mnt, Log: filepath.Join(t.TempDir(), "server.log"), Addr: acked.FreeAddr(t)}
-	conn, err := grpc.NewClient(srv.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithConnectParams(acked.FastReconnect))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	client := setpointv1.NewAutoscalerServiceClient(conn)
-
-	var (
-		led  acked.Ledger
-		wg   sync.WaitGroup
-		stop = make(chan struct{})
-	)
-	for w := range *workers {
-		wg.Go(func() { acked.Work(client, w, stop, &led) })
-	}
+	client := acked.Dial(t, srv.Addr)
+	load := acked.StartLoad(client, 0, *workers)
 	checked := filepath.Join(t.TempDir(), "setpoint.db")
-	var worstStart time.Duration
-	for k := 0; k <= *cuts; k++ {
-		proc, took := srv.Start(t, client)
-		worstStart = max(worstStart, took)
-		if k == *cuts {
-			// The last start: stop the load, then read everything back.
-			close(stop)
-			wg.Wait()
-			acked.Verify(t, client, &led)
-			if err := proc.Process.Signal(syscall.SIGTERM); err != nil {
-				t.Fatal(err)
-			}
-			if err := proc.Wait(); err != nil {
-				t.Errorf("server after SIGTERM: %v", err)
-			}
-			break
-		}
-		time.Sleep(time.Duration(rng.Int64N(int64(*maxUp))))
+	slowest := acked.Interrupted(t, srv, client, load, *cuts, rng, *maxUp, func(proc *exec.Cmd) {
 		// The cut: the process dies with the machine, the filesystem
 		// forgets what was not fsynced.
 		if err := proc.Process.Kill(); err != nil {
@@ -125,16 +71,11 @@ func TestPowerLoss(t *testing.T) {
 			}
 			acked.CheckFile(t, checked)
 		}
-		if t.Failed() {
-			t.FailNow()
-		}
-	}
+	})
 	syncs, made, dropped := disk.Stats()
-	t.Logf("cuts %d, fsyncs %d, unsynced pages dropped %d, acknowledged Recommend %d, Observe %d, unacknowledged (failed) calls %d, slowest restart to first decision %v",
-		made, syncs, dropped, len(led.Recommends), len(led.Observes), led.Failed, worstStart)
+	led := &load.Ledger
 	// The restart time is reported, not checked: through FUSE on a shared
 	// machine it measures the machine; test/crash checks it on a real disk.
-	if len(led.Recommends) < *cuts || len(led.Observes) < *cuts {
-		t.Errorf("too little load to mean anything: %d Recommend, %d Observe acknowledged", len(led.Recommends), len(led.Observes))
-	}
+	t.Logf("cuts %d, fsyncs %d, unsynced pages dropped %d, acknowledged Recommend %d, Observe %d, unacknowledged (failed) calls %d, slowest restart to first decision %v",
+		made, syncs, dropped, len(led.Recommends), len(led.Observes), led.Failed, slowest)
 }
