@@ -12,12 +12,7 @@ import (
 // TestCutDropsUnsynced writes through a real mount: what was fsynced
 // survives a cut, what was written after is gone, sizes included.
 func TestCutDropsUnsynced(t *testing.T) {
-	dir := t.TempDir()
-	l := New()
-	if err := l.Mount(dir); err != nil {
-		t.Fatalf("mount FUSE (needs /dev/fuse and root): %v", err)
-	}
-	defer l.Unmount()
+	l, dir := mounted(t)
 	path := filepath.Join(dir, "f")
 	page := func(b byte, n int) []byte { return bytes.Repeat([]byte{b}, n) }
 
@@ -47,13 +42,7 @@ func TestCutDropsUnsynced(t *testing.T) {
 	}
 	f.Close()
 
-	if err := l.Unmount(); err != nil {
-		t.Fatal(err)
-	}
-	l.Cut()
-	if err := l.Mount(dir); err != nil {
-		t.Fatal(err)
-	}
+	cut(t, l, dir)
 	got, err = os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -72,12 +61,7 @@ func TestCutDropsUnsynced(t *testing.T) {
 
 // TestTruncateIsLazy: a shrink that was not fsynced is undone by a cut.
 func TestTruncateIsLazy(t *testing.T) {
-	dir := t.TempDir()
-	l := New()
-	if err := l.Mount(dir); err != nil {
-		t.Fatalf("mount FUSE (needs /dev/fuse and root): %v", err)
-	}
-	defer l.Unmount()
+	l, dir := mounted(t)
 	path := filepath.Join(dir, "f")
 	want := bytes.Repeat([]byte("x"), 2*pageSize+7)
 	f, err := os.Create(path)
@@ -94,18 +78,41 @@ func TestTruncateIsLazy(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	if err := l.Unmount(); err != nil {
-		t.Fatal(err)
-	}
-	l.Cut()
-	if err := l.Mount(dir); err != nil {
-		t.Fatal(err)
-	}
+	cut(t, l, dir)
 	got, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, want) {
 		t.Errorf("after the cut: %d bytes, want %d", len(got), len(want))
+	}
+}
+
+// mounted returns a filesystem mounted on a new directory, unmounted at
+// cleanup.
+func mounted(t *testing.T) (*FS, string) {
+	t.Helper()
+	dir := t.TempDir()
+	l := New()
+	if err := l.Mount(dir); err != nil {
+		t.Fatalf("mount FUSE (needs /dev/fuse and root): %v", err)
+	}
+	t.Cleanup(func() {
+		if err := l.Unmount(); err != nil {
+			t.Error(err)
+		}
+	})
+	return l, dir
+}
+
+// cut unmounts l, cuts power and mounts it again.
+func cut(t *testing.T, l *FS, dir string) {
+	t.Helper()
+	if err := l.Unmount(); err != nil {
+		t.Fatal(err)
+	}
+	l.Cut()
+	if err := l.Mount(dir); err != nil {
+		t.Fatal(err)
 	}
 }
