@@ -7,7 +7,7 @@ CORPUS   ?= testdata/conformance/scenarios
 NPM      ?= npm
 TS       := clients/ts
 
-.PHONY: build image noisy-neighbour agent-scale load help run generate lint check-generated vet kube-binaries chromium ts-deps test test-ts test-console conformance bench fuzz fuzz-short crash
+.PHONY: build image noisy-neighbour agent-scale load help run generate lint check-generated vet kube-binaries chromium ts-deps test test-ts test-console conformance bench fuzz fuzz-short crash powerloss dict
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -110,3 +110,11 @@ crash: ## the crash test with KILLS SIGKILLs (default 200; CI runs 20)
 NOISY_DURATION ?= 60s
 noisy-neighbour: ## the noisy-neighbour test for NOISY_DURATION per phase (default 60s; CI runs 2s)
 	SETPOINT_NOISY_DURATION=$(NOISY_DURATION) $(GO) test ./server -count=1 -v -timeout 30m -run '^TestNoisyNeighbour$$'
+
+CUTS ?= 500
+
+powerloss: ## the power-loss test with CUTS power cuts on lazyfs (default 500; CI runs 20; needs /dev/fuse and root)
+	$(GO) test ./test/powerloss -count=1 -v -timeout 60m -powerloss.cuts $(CUTS)
+
+dict: ## retrain store/values.dict, the S2 dictionary of record values, on records of varied workloads (changes the disk format: see store/compress.go)
+	$(GO) test ./cmd/setpoint-bench -count=1 -run TestWriteDictionary -write-dict $(CURDIR)/store/values.dict -v

@@ -28,10 +28,12 @@ func (e *FieldError) Is(target error) bool { return target == ErrInvalidInput }
 // pure: equal arguments give equal results; it reads no clock and does no
 // I/O. It returns a *FieldError for invalid input. h is not modified.
 func Decide(in Input, h History) (Decision, error) {
-	if err := Validate(in); err != nil {
-		return Decision{}, err
+	v := validator{}
+	v.input(&in)
+	if v.err != nil {
+		return Decision{}, v.err
 	}
-	return decide(in, h), nil
+	return decide(in, h, &v.pods), nil
 }
 
 // RecordScale returns h with a rescale from → to applied at `at` recorded

@@ -8,17 +8,20 @@ import (
 // decider carries one decision's working state.
 type decider struct {
 	in      *Input
+	pods    *podIndex // finds the pods of in.Pods by name
 	now     time.Time
 	status  Status // the status being built, starting from in.Status
 	hist    History
 	explain Explanation
 }
 
-// decide is Decide for validated input; it mirrors upstream's
-// reconcileAutoscaler from the point where the scale has been read.
-func decide(in Input, h History) Decision {
+// decide is Decide for validated input, whose pods are at the indices of
+// pods by name; it mirrors upstream's reconcileAutoscaler from the point
+// where the scale has been read.
+func decide(in Input, h History, pods *podIndex) Decision {
 	d := &decider{
 		in:      &in,
+		pods:    pods,
 		now:     in.Now,
 		status:  cloneStatus(in.Status),
 		hist:    cloneHistory(h),
@@ -148,7 +151,7 @@ func (d *decider) computeMetrics() (proposal int32, statuses []MetricStatus, err
 	if b := in.Spec.Behavior; b != nil {
 		tols = tolerances{down: b.ScaleDown.Tolerance, up: b.ScaleUp.Tolerance}
 	}
-	c := &calculator{in: in, tols: tols}
+	c := &calculator{in: in, tols: tols, pods: d.pods}
 	n := len(in.Spec.Metrics)
 	statuses = make([]MetricStatus, n)
 	d.explain.Metrics = make([]MetricExplanation, n)

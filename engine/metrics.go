@@ -111,7 +111,7 @@ func (c *calculator) evaluateResource(spec *MetricSpec, obs Observation, current
 		if err != nil {
 			return fmt.Errorf("failed to get %s usage: %w", spec.Resource, err)
 		}
-		metrics := resourceSamples(items, spec.Resource, spec.Container)
+		metrics := c.resourceSamples(items, spec.Resource, spec.Container)
 		proposal, average, err := c.plainReplicas(metrics, current, spec.Target.Milli, spec.Resource, &r.explain)
 		if err != nil {
 			return fmt.Errorf("failed to get %s usage: %w", spec.Resource, err)
@@ -139,9 +139,11 @@ func (c *calculator) evaluatePods(spec *MetricSpec, obs Observation, current int
 	if len(obs.Values) == 0 {
 		return fmt.Errorf("unable to get metric %s: no metrics returned from custom metrics API", name)
 	}
-	metrics := make(map[string]podSample, len(obs.Values))
-	for _, v := range obs.Values {
-		metrics[v.Pod] = podSample{value: v.Milli, timestamp: v.Timestamp, window: v.Window}
+	metrics := c.newSamples()
+	metrics.values = obs.Values
+	next := 0
+	for k, v := range obs.Values {
+		c.add(metrics, v.Pod, podSample{value: v.Milli, src: int32(k)}, &next)
 	}
 	proposal, average, err := c.plainReplicas(metrics, current, spec.Target.Milli, "", &r.explain)
 	if err != nil {

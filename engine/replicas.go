@@ -22,15 +22,70 @@ func (t tolerances) within(ratio float64) bool {
 
 // podSample is one pod's value of a pod-based metric, in milli-units.
 type podSample struct {
-	value     int64
-	timestamp time.Time
-	window    time.Duration
+	value int64
+	src   int32 // the index of the API's item the value came from
+	ok    bool  // the pod has a sample
 }
+
+// samples are the values of one pod-based metric: a slot per pod of the
+// input at the pod's index, and the values of pods the input does not list
+// (upstream keeps those: they count in plain averages and belong to no
+// group). The slots hold no pointers, so that filling them costs the
+// garbage collector nothing; a sample's timestamp and window are read from
+// the API's answer, items or values.
+type samples struct {
+	byPod  []podSample
+	n      int              // slots that hold a sample
+	extra  map[string]int64 // by pod name; nil when there are none
+	items  []PodUsage       // the resource metrics API's answer, or
+	values []MetricValue    // the custom metrics API's answer
+}
+
+// when returns the timestamp and window of a sample taken from the API.
+func (s *samples) when(v podSample) (time.Time, time.Duration) {
+	if s.items != nil {
+		m := &s.items[v.src]
+		return m.Timestamp, m.Window
+	}
+	m := &s.values[v.src]
+	return m.Timestamp, m.Window
+}
+
+// count is the number of samples, listed pods or not.
+func (s *samples) count() int { return s.n + len(s.extra) }
+
+// put sets pod i's sample, replacing any earlier one.
+func (s *samples) put(i int, v podSample) {
+	if !s.byPod[i].ok {
+		s.n++
+	}
+	v.ok = true
+	s.byPod[i] = v
+}
+
+// drop removes pod i's sample.
+func (s *samples) drop(i int) {
+	if s.byPod[i].ok {
+		s.n--
+		s.byPod[i] = podSample{}
+	}
+}
+
+// podGroup is the group upstream's groupPods puts a pod in.
+type podGroup uint8
+
+// The pod groups; a pod is in exactly one.
+const (
+	groupReady podGroup = iota
+	groupUnready
+	groupMissing
+	groupIgnored
+)
 
 // podGroups is how the pods of a target fall into upstream's groups.
 type podGroups struct {
-	ready                     int
-	unready, missing, ignored map[string]bool
+	of                               []podGroup // by pod index
+	ready, unready, missing, ignored int
 }
 
 // metricResult is what evaluating one metric yields.
@@ -47,62 +102,122 @@ type metricError struct {
 	err    error
 }
 
-// calculator evaluates metrics for one input.
+// calculator evaluates metrics for one input. Its buffers, one slot per
+// pod, serve one metric at a time.
 type calculator struct {
-	in   *Input
-	tols tolerances
+	in     *Input
+	tols   tolerances
+	pods   *podIndex // finds the pods of in.Pods by name
+	sample []podSample
+	group  []podGroup
+	req    []int64
+}
+
+// newSamples returns an empty samples backed by the calculator's buffer;
+// it is valid until the next call.
+func (c *calculator) newSamples() *samples {
+	if c.sample == nil {
+		c.sample = make([]podSample, len(c.in.Pods))
+	} else {
+		clear(c.sample)
+	}
+	return &samples{byPod: c.sample}
+}
+
+// podAt returns the index of the pod named name in Input.Pods, or -1.
+// Metrics APIs mostly list pods in the order of the input, so the pod after
+// the previous lookup's (*next) is tried before the index.
+func (c *calculator) podAt(name string, next *int) int {
+	if n := *next; n < len(c.in.Pods) && c.in.Pods[n].Name == name {
+		*next = n + 1
+		return n
+	}
+	i := c.pods.find(name)
+	if i < 0 {
+		return -1
+	}
+	*next = i + 1
+	return i
+}
+
+// add records a sample of the pod named name; a later sample of a pod
+// replaces an earlier one.
+func (c *calculator) add(s *samples, name string, v podSample, next *int) {
+	if i := c.podAt(name, next); i >= 0 {
+		s.put(i, v)
+		return
+	}
+	if s.extra == nil {
+		s.extra = map[string]int64{}
+	}
+	s.extra[name] = v.value
 }
 
 // groupPods sorts pods into ready, unready, missing and ignored, exactly as
 // upstream's groupPods: readiness only matters for cpu.
-func (c *calculator) groupPods(metrics map[string]podSample, resource string) podGroups {
-	g := podGroups{unready: map[string]bool{}, missing: map[string]bool{}, ignored: map[string]bool{}}
+func (c *calculator) groupPods(metrics *samples, resource string) podGroups {
+	if c.group == nil {
+		c.group = make([]podGroup, len(c.in.Pods))
+	}
+	g := podGroups{of: c.group}
 	s := &c.in.Settings
 	for i := range c.in.Pods {
-		pod := &c.in.Pods[i]
-		if pod.Deleting || pod.Phase == PodFailed {
-			g.ignored[pod.Name] = true
-			continue
+		g.of[i] = c.groupOf(i, metrics, resource, s)
+		switch g.of[i] {
+		case groupReady:
+			g.ready++
+		case groupUnready:
+			g.unready++
+		case groupMissing:
+			g.missing++
+		case groupIgnored:
+			g.ignored++
 		}
-		if pod.Phase == PodPending {
-			g.unready[pod.Name] = true
-			continue
-		}
-		metric, found := metrics[pod.Name]
-		if !found {
-			g.missing[pod.Name] = true
-			continue
-		}
-		if resource == "cpu" {
-			var unready bool
-			ready := pod.Ready
-			if ready == nil || pod.StartTime.IsZero() {
-				unready = true
-			} else if pod.StartTime.Add(s.CPUInitializationPeriod).After(c.in.Now) {
-				// Still initializing: the sample must be a full window
-				// younger than the last readiness transition.
-				unready = ready.Status == ConditionFalse || metric.timestamp.Before(ready.LastTransitionTime.Add(metric.window))
-			} else {
-				// Unready and never ready since its start.
-				unready = ready.Status == ConditionFalse && pod.StartTime.Add(s.InitialReadinessDelay).After(ready.LastTransitionTime)
-			}
-			if unready {
-				g.unready[pod.Name] = true
-				continue
-			}
-		}
-		g.ready++
 	}
 	return g
 }
 
-// removeGroups drops the samples of ignored and unready pods.
-func removeGroups(metrics map[string]podSample, g podGroups) {
-	for name := range g.ignored {
-		delete(metrics, name)
+// groupOf is the group of pod i, whose sample is in metrics.
+func (c *calculator) groupOf(i int, metrics *samples, resource string, s *Settings) podGroup {
+	metric := metrics.byPod[i]
+	pod := &c.in.Pods[i]
+	if pod.Deleting || pod.Phase == PodFailed {
+		return groupIgnored
 	}
-	for name := range g.unready {
-		delete(metrics, name)
+	if pod.Phase == PodPending {
+		return groupUnready
+	}
+	if !metric.ok {
+		return groupMissing
+	}
+	if resource != "cpu" {
+		return groupReady
+	}
+	var unready bool
+	ready := pod.Ready
+	if ready == nil || pod.StartTime.IsZero() {
+		unready = true
+	} else if pod.StartTime.Add(s.CPUInitializationPeriod).After(c.in.Now) {
+		// Still initializing: the sample must be a full window
+		// younger than the last readiness transition.
+		timestamp, window := metrics.when(metric)
+		unready = ready.Status == ConditionFalse || timestamp.Before(ready.LastTransitionTime.Add(window))
+	} else {
+		// Unready and never ready since its start.
+		unready = ready.Status == ConditionFalse && pod.StartTime.Add(s.InitialReadinessDelay).After(ready.LastTransitionTime)
+	}
+	if unready {
+		return groupUnready
+	}
+	return groupReady
+}
+
+// removeGroups drops the samples of ignored and unready pods.
+func removeGroups(metrics *samples, g podGroups) {
+	for i, grp := range g.of {
+		if grp == groupIgnored || grp == groupUnready {
+			metrics.drop(i)
+		}
 	}
 }
 
@@ -110,16 +225,19 @@ func removeGroups(metrics map[string]podSample, g podGroups) {
 // samples of resource: the sum over the pod's containers (a pod missing the
 // resource in any container, or without containers, has no sample), or the
 // named container's value when container is set.
-func resourceSamples(items []PodUsage, resource, container string) map[string]podSample {
-	res := make(map[string]podSample, len(items))
-	for _, m := range items {
+func (c *calculator) resourceSamples(items []PodUsage, resource, container string) *samples {
+	res := c.newSamples()
+	res.items = items
+	next := 0
+	for k := range items {
+		m := &items[k]
 		if container != "" {
 			for _, cu := range m.Containers {
 				if cu.Name != container {
 					continue
 				}
 				if v, ok := cu.Usage[resource]; ok {
-					res[m.Pod] = podSample{value: v, timestamp: m.Timestamp, window: m.Window}
+					c.add(res, m.Pod, podSample{value: v, src: int32(k)}, &next)
 				}
 				break
 			}
@@ -136,19 +254,23 @@ func resourceSamples(items []PodUsage, resource, container string) map[string]po
 			sum += v
 		}
 		if !missing {
-			res[m.Pod] = podSample{value: sum, timestamp: m.Timestamp, window: m.Window}
+			c.add(res, m.Pod, podSample{value: sum, src: int32(k)}, &next)
 		}
 	}
 	return res
 }
 
-// requests returns each pod's request of resource in milli-units, as
+// requests returns each pod's request of resource in milli-units, by pod
+// index, as
 // upstream's calculateRequests: with pod-level requests and no container
 // named, Kubernetes' pod request aggregate (podRequest); otherwise the named
 // container's request or the sum over containers and sidecars. Every pod
-// must have the request.
-func (c *calculator) requests(resource, container string) (map[string]int64, error) {
-	out := make(map[string]int64, len(c.in.Pods))
+// must have the request. The slice is valid until the next call.
+func (c *calculator) requests(resource, container string) ([]int64, error) {
+	if c.req == nil {
+		c.req = make([]int64, len(c.in.Pods))
+	}
+	out := c.req
 	for i := range c.in.Pods {
 		pod := &c.in.Pods[i]
 		if container == "" && podLevelRequestsSet(pod.Requests) {
@@ -156,7 +278,7 @@ func (c *calculator) requests(resource, container string) (map[string]int64, err
 			if !ok {
 				return nil, fmt.Errorf("missing pod-level request for %s in Pod %s", resource, pod.Name)
 			}
-			out[pod.Name] = v
+			out[i] = v
 			continue
 		}
 		var sum int64
@@ -178,7 +300,7 @@ func (c *calculator) requests(resource, container string) (map[string]int64, err
 		if container != "" && !found {
 			return nil, fmt.Errorf("container %s not found in Pod %s", container, pod.Name)
 		}
-		out[pod.Name] = sum
+		out[i] = sum
 	}
 	return out, nil
 }
@@ -239,18 +361,17 @@ func supportedPodLevel(name string) bool {
 }
 
 // utilizationRatio is upstream's GetResourceUtilizationRatio: samples
-// without a request are extraneous and skipped; the utilization is an
-// integer percent, truncated.
-func utilizationRatio(metrics map[string]podSample, requests map[string]int64, target int32) (ratio float64, utilization int32, rawAverage int64, err error) {
+// without a request (those of pods the input does not list) are extraneous
+// and skipped; the utilization is an integer percent, truncated.
+func utilizationRatio(metrics *samples, requests []int64, target int32) (ratio float64, utilization int32, rawAverage int64, err error) {
 	var metricsTotal, requestsTotal int64
 	n := 0
-	for name, m := range metrics {
-		req, ok := requests[name]
-		if !ok {
+	for i, m := range metrics.byPod {
+		if !m.ok {
 			continue
 		}
 		metricsTotal += m.value
-		requestsTotal += req
+		requestsTotal += requests[i]
 		n++
 	}
 	if requestsTotal == 0 {
@@ -262,23 +383,28 @@ func utilizationRatio(metrics map[string]podSample, requests map[string]int64, t
 
 // usageRatio is upstream's GetMetricUsageRatio: the integer average over
 // every sample, over the target.
-func usageRatio(metrics map[string]podSample, target int64) (ratio float64, average int64) {
+func usageRatio(metrics *samples, target int64) (ratio float64, average int64) {
 	var total int64
-	for _, m := range metrics {
-		total += m.value
+	for _, m := range metrics.byPod {
+		if m.ok {
+			total += m.value
+		}
 	}
-	average = total / int64(len(metrics))
+	for _, v := range metrics.extra {
+		total += v
+	}
+	average = total / int64(metrics.count())
 	return float64(average) / float64(target), average
 }
 
 // rebalance applies upstream's treatment of missing and unready pods after
-// the first ratio: fallbackValue gives a missing pod's value on a
+// the first ratio: fallback gives the value of missing pod i on a
 // scale-down. It returns the proposal and the outcome.
-func (c *calculator) rebalance(metrics map[string]podSample, g podGroups, current int32, ratio float64,
-	fallback func(pod string) int64, recompute func() (float64, error), ex *MetricExplanation) (int32, error) {
+func (c *calculator) rebalance(metrics *samples, g podGroups, current int32, ratio float64,
+	fallback func(i int) int64, recompute func() (float64, error), ex *MetricExplanation) (int32, error) {
 	ex.Ratio, ex.RebalancedRatio = ratio, ratio
-	scaleUpWithUnready := len(g.unready) > 0 && ratio > 1.0
-	if !scaleUpWithUnready && len(g.missing) == 0 {
+	scaleUpWithUnready := g.unready > 0 && ratio > 1.0
+	if !scaleUpWithUnready && g.missing == 0 {
 		if c.tols.within(ratio) {
 			ex.Outcome = OutcomeWithinTolerance
 			return current, nil
@@ -286,20 +412,14 @@ func (c *calculator) rebalance(metrics map[string]podSample, g podGroups, curren
 		ex.Outcome = OutcomeScaled
 		return ceilInt32(ratio * float64(g.ready)), nil
 	}
-	if len(g.missing) > 0 {
-		if ratio < 1.0 {
-			for name := range g.missing {
-				metrics[name] = podSample{value: fallback(name)}
-			}
-		} else if ratio > 1.0 {
-			for name := range g.missing {
-				metrics[name] = podSample{value: 0}
-			}
-		}
-	}
-	if scaleUpWithUnready {
-		for name := range g.unready {
-			metrics[name] = podSample{value: 0}
+	for i, grp := range g.of {
+		switch {
+		case grp == groupMissing && ratio < 1.0:
+			metrics.put(i, podSample{value: fallback(i)})
+		case grp == groupMissing && ratio > 1.0:
+			metrics.put(i, podSample{value: 0})
+		case grp == groupUnready && scaleUpWithUnready:
+			metrics.put(i, podSample{value: 0})
 		}
 	}
 	newRatio, err := recompute()
@@ -311,7 +431,7 @@ func (c *calculator) rebalance(metrics map[string]podSample, g podGroups, curren
 		ex.Outcome = OutcomeRebalanceHeld
 		return current, nil
 	}
-	proposal := ceilInt32(newRatio * float64(len(metrics)))
+	proposal := ceilInt32(newRatio * float64(metrics.count()))
 	if (newRatio < 1.0 && proposal > current) || (newRatio > 1.0 && proposal < current) {
 		ex.Outcome = OutcomeRebalanceHeld
 		return current, nil
@@ -323,9 +443,9 @@ func (c *calculator) rebalance(metrics map[string]podSample, g podGroups, curren
 // countGroups copies the group sizes into the explanation.
 func countGroups(ex *MetricExplanation, g podGroups) {
 	ex.ReadyPods = int32(g.ready)
-	ex.UnreadyPods = int32(len(g.unready))
-	ex.MissingPods = int32(len(g.missing))
-	ex.IgnoredPods = int32(len(g.ignored))
+	ex.UnreadyPods = int32(g.unready)
+	ex.MissingPods = int32(g.missing)
+	ex.IgnoredPods = int32(g.ignored)
 }
 
 // resourceUtilization is upstream's GetResourceReplicas.
@@ -334,14 +454,14 @@ func (c *calculator) resourceUtilization(current, target int32, resource, contai
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	metrics := resourceSamples(items, resource, container)
+	metrics := c.resourceSamples(items, resource, container)
 	if len(c.in.Pods) == 0 {
 		return 0, 0, 0, errors.New("no pods returned by selector while calculating replica count")
 	}
 	g := c.groupPods(metrics, resource)
 	countGroups(ex, g)
 	removeGroups(metrics, g)
-	if len(metrics) == 0 {
+	if metrics.count() == 0 {
 		return 0, 0, 0, errors.New("did not receive metrics for targeted pods (pods might be unready)")
 	}
 	reqs, err := c.requests(resource, container)
@@ -355,7 +475,7 @@ func (c *calculator) resourceUtilization(current, target int32, resource, contai
 	ex.Current, ex.Target = int64(utilization), int64(target)
 	fallbackPercent := int64(max(100, target))
 	proposal, err = c.rebalance(metrics, g, current, ratio,
-		func(pod string) int64 { return reqs[pod] * fallbackPercent / 100 },
+		func(i int) int64 { return reqs[i] * fallbackPercent / 100 },
 		func() (float64, error) {
 			r, _, _, err := utilizationRatio(metrics, reqs, target)
 			return r, err
@@ -382,20 +502,20 @@ func (c *calculator) resourceItems(resource, metricErr string) ([]PodUsage, erro
 
 // plainReplicas is upstream's calcPlainMetricReplicas, for AverageValue
 // resource targets and Pods metrics.
-func (c *calculator) plainReplicas(metrics map[string]podSample, current int32, target int64, resource string, ex *MetricExplanation) (int32, int64, error) {
+func (c *calculator) plainReplicas(metrics *samples, current int32, target int64, resource string, ex *MetricExplanation) (int32, int64, error) {
 	if len(c.in.Pods) == 0 {
 		return 0, 0, errors.New("no pods returned by selector while calculating replica count")
 	}
 	g := c.groupPods(metrics, resource)
 	countGroups(ex, g)
 	removeGroups(metrics, g)
-	if len(metrics) == 0 {
+	if metrics.count() == 0 {
 		return 0, 0, errors.New("did not receive metrics for targeted pods (pods might be unready)")
 	}
 	ratio, average := usageRatio(metrics, target)
 	ex.Current, ex.Target = average, target
 	proposal, err := c.rebalance(metrics, g, current, ratio,
-		func(string) int64 { return target },
+		func(int) int64 { return target },
 		func() (float64, error) {
 			r, _ := usageRatio(metrics, target)
 			return r, nil

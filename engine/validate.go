@@ -26,8 +26,12 @@ func Validate(in Input) error {
 	return v.err
 }
 
-// validator collects the first field error.
-type validator struct{ err error }
+// validator collects the first field error, and the index of each pod in
+// Input.Pods by name, which the decision reuses.
+type validator struct {
+	err  error
+	pods podIndex
+}
 
 // fail records a field error unless one was recorded. Callers test the
 // condition first, so that field paths are only built for invalid input.
@@ -49,9 +53,9 @@ func (v *validator) input(in *Input) {
 	if in.Scale.StatusReplicas < 0 {
 		v.fail("scale.statusReplicas", "must be >= 0, got %d", in.Scale.StatusReplicas)
 	}
-	names := make(map[string]bool, len(in.Pods))
+	v.pods = newPodIndex(in.Pods)
 	for i := range in.Pods {
-		v.pod(i, &in.Pods[i], names)
+		v.pod(i, &in.Pods[i])
 	}
 	for i, p := range in.ResourceMetrics.Pods {
 		// Field paths are built only for a failure: a valid input of many
@@ -223,15 +227,14 @@ func (v *validator) settings(s *Settings) {
 }
 
 // pod validates pods[i]; its field paths are built only for a failure.
-func (v *validator) pod(i int, p *Pod, names map[string]bool) {
+func (v *validator) pod(i int, p *Pod) {
 	f := func() string { return fmt.Sprintf("pods[%d]", i) }
 	if p.Name == "" {
 		v.fail(f()+".name", "must be set")
 	}
-	if names[p.Name] {
+	if !v.pods.add(i) {
 		v.fail(f()+".name", "duplicate pod name %q", p.Name)
 	}
-	names[p.Name] = true
 	switch p.Phase {
 	case PodPending, PodRunning, PodSucceeded, PodFailed, PodUnknown:
 	default:
@@ -257,6 +260,9 @@ func (v *validator) pod(i int, p *Pod, names map[string]bool) {
 // quantities validates a resource list; path returns its field path and
 // is called only for a failure.
 func (v *validator) quantities(path func() string, q map[string]int64) {
+	if commonQuantitiesValid(q) {
+		return
+	}
 	valid := true
 	for name, milli := range q {
 		valid = valid && name != "" && milli >= 0
@@ -285,4 +291,29 @@ func (v *validator) status(s *Status) {
 			v.fail(fmt.Sprintf("status.conditions[%d].type", i), "must be set")
 		}
 	}
+}
+
+// commonQuantitiesValid reports whether q names only cpu and memory, with
+// values >= 0. Most resource lists are such; two lookups cost less than
+// iterating the map. False means q must be checked entry by entry.
+func commonQuantitiesValid(q map[string]int64) bool {
+	n := len(q)
+	if n == 0 {
+		return true
+	}
+	if n > 2 {
+		return false
+	}
+	seen := 0
+	for _, name := range [...]string{"cpu", "memory"} {
+		if milli, ok := q[name]; ok {
+			if milli < 0 {
+				return false
+			}
+			if seen++; seen == n {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -143,10 +142,16 @@ type Bolt struct {
 	followMu  sync.Mutex
 	followers map[*int]func([]Change)
 
+	// keys serializes the updates of each key in this process.
+	keys keyLocks
+
 	// testHookBeforeCommit, when set, runs in the committer before each
 	// batch's transaction with the batch size. Set only by tests, before
 	// any write.
 	testHookBeforeCommit func(n int)
+	// testHookAfterPrepare, when set, runs in Update between preparing a
+	// write and queueing it. Set only by tests, before any write.
+	testHookAfterPrepare func()
 }
 
 var _ Store = (*Bolt)(nil)
@@ -236,17 +241,8 @@ type request struct {
 	// nothing.
 	apply func(tx *bolt.Tx) error
 	// err is apply's result, or the commit's error; read after done.
-	err error
-	// panicked holds the value and stack of a panic in the caller's fn,
-	// re-raised in the caller's goroutine.
-	panicked *fnPanic
-	done     chan struct{}
-}
-
-// fnPanic is a panic recovered from an update function.
-type fnPanic struct {
-	value any
-	stack []byte
+	err  error
+	done chan struct{}
 }
 
 // abortError marks a failure that leaves the transaction unusable.
@@ -279,9 +275,6 @@ func (b *Bolt) write(ctx context.Context, apply func(tx *bolt.Tx) error) error {
 	case <-ctx.Done():
 		r.state.CompareAndSwap(stateQueued, stateAbandoned)
 		return ctx.Err()
-	}
-	if r.panicked != nil {
-		panic(fmt.Sprintf("%v\n\nupdate function's goroutine stack:\n%s", r.panicked.value, r.panicked.stack))
 	}
 	return r.err
 }
@@ -352,17 +345,13 @@ func (b *Bolt) commit(batch []*request) {
 		err := b.db.Update(func(tx *bolt.Tx) error {
 			b.pending = nil
 			for i, r := range batch {
-				r.err, r.panicked = nil, nil
+				r.err = nil
 				err := r.apply(tx)
 				var ab *abortError
 				if errors.As(err, &ab) {
 					broken = i
 					r.err = ab.err
 					return err
-				}
-				var fp *fnPanicError
-				if errors.As(err, &fp) {
-					r.panicked = &fp.p
 				}
 				r.err = err
 			}
@@ -420,102 +409,159 @@ func (b *Bolt) view(fn func(tx *bolt.Tx) error) error {
 	return err
 }
 
-// Update loads the record of key, runs fn on it and stores the result, in
-// the transaction of the next commit; see Store.Update. The Key fn leaves
-// is ignored; Events and History are bounded as Options say before the
-// record is stored and returned.
+// Update loads the record of key, runs fn on it and stores the result; see
+// Store.Update. The Key fn leaves is ignored; Events and History are
+// bounded as Options say before the record is stored and returned.
 //
-// Updates of the same key are applied in the order the committer takes
-// them, each seeing the record the previous one stored, also within one
-// commit. A record that cannot be decoded fails with a *CorruptError
-// without running fn; Delete clears it. A panic in fn is re-raised in the
-// caller's goroutine; nothing is stored for it.
+// Only the write is serialized. Update reads the stored value in a
+// read-only transaction, decodes it, runs fn, bounds and encodes the
+// record and the change feed's entries in the caller's goroutine, and
+// queues the encoded bytes. The committer writes them only if the stored
+// value is still the one Update read, byte for byte (the value is the
+// record's revision: equal bytes mean an equal record); otherwise the
+// write is a conflict, and Update starts over from the new value, running
+// fn again. Updates of one key therefore serialize — each stores what fn
+// made of the record the previous one stored — while their decoding,
+// functions and encoding run in parallel, and concurrent writes of
+// different keys still share one commit and one fsync. Within the process,
+// updates of one key also wait for each other (one at a time from read to
+// commit), so that they do not conflict; a conflict then means the record
+// was written by something else (Delete, Expire), and the check is what
+// keeps it correct. A record that cannot be decoded fails
+// with a *CorruptError without running fn; Delete clears it. A panic in fn
+// is raised in the caller's goroutine; nothing is stored for it.
 //
 // If ctx ends while the update waits, Update returns ctx.Err() at once. An
-// update not yet taken by the committer is then dropped and fn never runs;
-// one already taken may still be committed. The caller cannot tell which:
-// after a cancelled Update, Get says what is stored.
+// update the committer has not taken is then dropped: fn may have run, on
+// a record that is not stored, but nothing it made is stored. One already
+// taken may still be committed. The caller cannot tell which: after a
+// cancelled Update, Get says what is stored.
 func (b *Bolt) Update(ctx context.Context, key target.Key, fn func(rec *target.Record) error) (target.Record, error) {
 	rk, err := recordKey(key)
 	if err != nil {
 		return target.Record{}, err
 	}
-	var out target.Record
-	err = b.write(ctx, func(tx *bolt.Tx) error {
-		records, index := tx.Bucket(bucketRecords), tx.Bucket(bucketLastSeen)
-		// A page split leaves pages this full instead of bbolt's half:
-		// records of about 1 KB keep their size from one decision to the
-		// next, so full pages are rarely split again, and the file is about
-		// a third smaller.
-		records.FillPercent = recordsFillPercent
-		rec := target.Record{Key: key}
-		var oldIndexKey []byte
-		if raw := records.Get(rk); raw != nil {
-			var err error
-			if rec, err = decodeRecord(key, raw); err != nil {
-				return err
-			}
-			oldIndexKey = lastSeenKey(rec.LastSeen, rk)
-		}
-		before := feedMark(&rec, oldIndexKey != nil)
-		if err := runFn(fn, &rec); err != nil {
-			return err
-		}
-		changes := before.changes(key, &rec)
-		rec.Key = key
-		b.bound(&rec)
-		val, err := encodeRecord(&rec)
-		if err != nil {
-			return err
-		}
-		newIndexKey := lastSeenKey(rec.LastSeen, rk)
-		if oldIndexKey != nil && !bytes.Equal(oldIndexKey, newIndexKey) {
-			if err := index.Delete(oldIndexKey); err != nil {
-				return &abortError{fmt.Errorf("store: update %s: %w", key, err)}
-			}
-		}
-		if err := index.Put(newIndexKey, []byte{}); err != nil {
-			return &abortError{fmt.Errorf("store: update %s: %w", key, err)}
-		}
-		if err := records.Put(rk, val); err != nil {
-			return &abortError{fmt.Errorf("store: update %s: %w", key, err)}
-		}
-		if err := b.appendChanges(tx, changes); err != nil {
-			return &abortError{err}
-		}
-		if len(changes) > 0 && changes[0].Kind == ChangeDecision {
-			if err := b.unsafeLogDecision(tx, rk, rec.Last); err != nil {
-				return &abortError{fmt.Errorf("store: update %s: decision log: %w", key, err)}
-			}
-		}
-		out = rec
-		return nil
-	})
+	unlock, err := b.keys.lock(ctx, string(rk))
 	if err != nil {
 		return target.Record{}, err
 	}
-	return out, nil
-}
-
-// errFnPanicked is the error of a request whose fn panicked.
-var errFnPanicked = errors.New("store: update function panicked")
-
-// runFn calls fn, turning a panic into errFnPanicked with the panic kept in
-// a *fnPanicError for the caller's goroutine.
-func runFn(fn func(*target.Record) error, rec *target.Record) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = &fnPanicError{fnPanic{value: p, stack: debug.Stack()}}
+	defer unlock()
+	for {
+		w, err := b.prepare(key, rk, fn)
+		if err != nil {
+			return target.Record{}, err
 		}
-	}()
-	return fn(rec)
+		if b.testHookAfterPrepare != nil {
+			b.testHookAfterPrepare()
+		}
+		err = b.write(ctx, w.apply)
+		if errors.Is(err, errConflict) {
+			continue
+		}
+		if err != nil {
+			return target.Record{}, err
+		}
+		return w.rec, nil
+	}
 }
 
-// fnPanicError carries a recovered panic from apply to commit.
-type fnPanicError struct{ p fnPanic }
+// errConflict is the error of a prepared update whose record changed
+// between its read and its write.
+var errConflict = errors.New("store: record changed since it was read")
 
-func (e *fnPanicError) Error() string { return fmt.Sprintf("%v: %v", errFnPanicked, e.p.value) }
-func (e *fnPanicError) Unwrap() error { return errFnPanicked }
+// preparedUpdate is an update decided and encoded outside the write
+// transaction: the bytes to write, and the value they replace.
+type preparedUpdate struct {
+	store    *Bolt
+	rk       []byte
+	key      target.Key
+	read     []byte // the stored value fn started from; nil when there was none
+	val      []byte // the new value
+	oldIndex []byte // the record's last-seen index key, nil when new
+	newIndex []byte
+	changes  []Change
+	encoded  [][]byte      // the changes' values
+	logged   []byte        // the decision log's entry of a new decision, or nil
+	rec      target.Record // what is stored, returned by Update
+}
+
+// prepare reads the record of key, runs fn and encodes the result.
+func (b *Bolt) prepare(key target.Key, rk []byte, fn func(*target.Record) error) (*preparedUpdate, error) {
+	w := &preparedUpdate{store: b, rk: rk, key: key}
+	if err := b.view(func(tx *bolt.Tx) error {
+		if raw := tx.Bucket(bucketRecords).Get(rk); raw != nil {
+			w.read = bytes.Clone(raw) // valid only inside the transaction
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	rec := target.Record{Key: key}
+	if w.read != nil {
+		var err error
+		if rec, err = decodeRecord(key, w.read); err != nil {
+			return nil, err
+		}
+		w.oldIndex = lastSeenKey(rec.LastSeen, rk)
+	}
+	before := feedMark(&rec, w.read != nil)
+	if err := fn(&rec); err != nil { // a panic stays in the caller's goroutine: nothing is queued
+		return nil, err
+	}
+	w.changes = before.changes(key, &rec)
+	rec.Key = key
+	b.bound(&rec)
+	var err error
+	if w.val, err = encodeRecord(&rec); err != nil {
+		return nil, err
+	}
+	if w.encoded, err = encodeChanges(w.changes); err != nil {
+		return nil, err
+	}
+	if len(w.changes) > 0 && w.changes[0].Kind == ChangeDecision && b.opts.DecisionRetention >= 0 {
+		if w.logged, err = encodeLoggedDecision(rec.Last); err != nil {
+			return nil, fmt.Errorf("store: update %s: decision log: %w", key, err)
+		}
+	}
+	w.newIndex = lastSeenKey(rec.LastSeen, rk)
+	w.rec = rec
+	return w, nil
+}
+
+// apply writes the prepared update in tx, or fails with errConflict,
+// writing nothing, when the stored value is no longer the one it read
+// (also when an earlier write of the same batch changed it).
+func (w *preparedUpdate) apply(tx *bolt.Tx) error {
+	records, index := tx.Bucket(bucketRecords), tx.Bucket(bucketLastSeen)
+	cur := records.Get(w.rk)
+	if (cur == nil) != (w.read == nil) || !bytes.Equal(cur, w.read) {
+		return errConflict
+	}
+	// A page split leaves pages this full instead of bbolt's half: records
+	// keep their size from one decision to the next, so full pages are
+	// rarely split again, and the file is about a third smaller.
+	records.FillPercent = recordsFillPercent
+	if w.oldIndex != nil && !bytes.Equal(w.oldIndex, w.newIndex) {
+		if err := index.Delete(w.oldIndex); err != nil {
+			return &abortError{fmt.Errorf("store: update %s: %w", w.key, err)}
+		}
+	}
+	if err := index.Put(w.newIndex, []byte{}); err != nil {
+		return &abortError{fmt.Errorf("store: update %s: %w", w.key, err)}
+	}
+	if err := records.Put(w.rk, w.val); err != nil {
+		return &abortError{fmt.Errorf("store: update %s: %w", w.key, err)}
+	}
+	if err := w.store.appendEncoded(tx, w.changes, w.encoded); err != nil {
+		return &abortError{err}
+	}
+	if w.logged != nil {
+		if err := w.store.unsafeLogEncoded(tx, w.rk, w.rec.Last.At, w.logged); err != nil {
+			return &abortError{fmt.Errorf("store: update %s: decision log: %w", w.key, err)}
+		}
+	}
+	return nil
+}
 
 // bound applies the Options' limits to rec.
 func (b *Bolt) bound(rec *target.Record) {
@@ -751,4 +797,48 @@ func (b *Bolt) Expire(ctx context.Context, cutoff time.Time) (int, error) {
 		return 0, err
 	}
 	return removed, nil
+}
+
+// keyLocks is a lock per key, held by an Update of the key from its read
+// to its commit.
+type keyLocks struct {
+	mu    sync.Mutex
+	locks map[string]*keyLock
+}
+
+// keyLock is one key's lock: a token in a channel, and how many updates
+// hold or wait for it.
+type keyLock struct {
+	token chan struct{}
+	refs  int
+}
+
+// lock takes the lock of key, or fails with ctx's error while waiting.
+func (k *keyLocks) lock(ctx context.Context, key string) (unlock func(), err error) {
+	k.mu.Lock()
+	if k.locks == nil {
+		k.locks = map[string]*keyLock{}
+	}
+	l := k.locks[key]
+	if l == nil {
+		l = &keyLock{token: make(chan struct{}, 1)}
+		l.token <- struct{}{}
+		k.locks[key] = l
+	}
+	l.refs++
+	k.mu.Unlock()
+	release := func() {
+		k.mu.Lock()
+		if l.refs--; l.refs == 0 {
+			delete(k.locks, key)
+		}
+		k.mu.Unlock()
+	}
+	select {
+	case <-l.token:
+		return func() { l.token <- struct{}{}; release() }, nil
+	case <-ctx.Done():
+		release()
+		return nil, ctx.Err()
+	}
 }

@@ -524,3 +524,14 @@ func (d *decoder) decision(m *pb.Decision) engine.Decision {
 		History: d.history(m.GetHistory()),
 	}
 }
+
+// MarshalRecord returns the storage message of rec as it is before
+// compression: a sample for training the dictionary of stored values
+// (values.dict).
+func MarshalRecord(rec target.Record) ([]byte, error) {
+	b, err := encodeRecord(&rec)
+	if err != nil {
+		return nil, err
+	}
+	return decompressValue(b)
+}

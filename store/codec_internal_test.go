@@ -113,7 +113,7 @@ func TestCodecCompresses(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := raw[0] == compressedValue; got != tc.wantCompressed {
+			if got := raw[0] == s2Value; got != tc.wantCompressed {
 				t.Errorf("compressed %v, want %v (%d bytes)", got, tc.wantCompressed, len(raw))
 			}
 			got, err := decodeRecord(tc.rec.Key, raw)
@@ -124,7 +124,7 @@ func TestCodecCompresses(t *testing.T) {
 				t.Errorf("round trip (-want +got):\n%s", diff)
 			}
 			if tc.wantCompressed {
-				for _, bad := range [][]byte{raw[:len(raw)/2], append([]byte{compressedValue, 0xff}, raw[1:]...), {compressedValue}} {
+				for _, bad := range [][]byte{raw[:len(raw)/2], append([]byte{s2Value, 0xff}, raw[1:]...), {s2Value}, {deflateValue}, {deflateValue, 0xff}} {
 					if _, err := decodeRecord(tc.rec.Key, bad); !errors.Is(err, ErrCorrupt) {
 						t.Errorf("decodeRecord(% x...): %v, want ErrCorrupt", bad[:2], err)
 					}

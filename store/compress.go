@@ -1,25 +1,41 @@
 package store
 
-// Schema version 2 stores a record value either as its protobuf message or,
-// when that is smaller, as the byte compressedValue followed by the message
-// compressed with DEFLATE (RFC 1951). A protobuf message never starts with
-// 0x00 (field number 0 does not exist), so the first byte tells the two
-// apart. Records are mostly text — condition messages, metric names and
-// explanations — and compress to about half, which lets several records
-// share a 4 KiB bbolt page where one alone would fill it.
+// Schema version 3 stores a record value either as its protobuf message or,
+// when that is smaller, as the byte s2Value followed by the message
+// compressed with S2 (github.com/klauspost/compress/s2, a Snappy
+// extension) against the dictionary values.dict. Schema version 2 wrote
+// the byte deflateValue followed by the message compressed with DEFLATE
+// (RFC 1951); those values are still read, and rewritten with S2 by the
+// record's next write. No protobuf message starts with a byte below 0x08
+// (field number 0 does not exist), so the first byte tells the three
+// apart.
+//
+// Records are mostly text the engine writes again and again — condition
+// messages, reasons, metric names, explanations — so a dictionary trained
+// on records (cmd/setpoint-bench -write-dict, make dict) halves what
+// DEFLATE leaves, and S2 spends a fraction of DEFLATE's CPU doing it. The
+// dictionary is part of the format: changing values.dict needs a new
+// first byte (and schema version) for values written with the new one.
 
 import (
 	"bytes"
 	"compress/flate"
+	_ "embed"
 	"errors"
 	"fmt"
 	"io"
 	"sync"
+
+	"github.com/klauspost/compress/s2"
 )
 
 const (
-	// compressedValue is the first byte of a compressed record value.
-	compressedValue = 0x00
+	// deflateValue is the first byte of a value compressed with DEFLATE
+	// (schema version 2).
+	deflateValue = 0x00
+	// s2Value is the first byte of a value compressed with S2 and
+	// values.dict (schema version 3).
+	s2Value = 0x01
 	// minCompress is the size below which a value is stored as it is.
 	minCompress = 256
 	// maxRecordValue bounds a decompressed value, so that a corrupt one
@@ -31,43 +47,71 @@ const (
 // maxRecordValue.
 var errValueTooLarge = errors.New("decompressed value too large")
 
-var (
-	flateWriters = sync.Pool{New: func() any {
-		w, _ := flate.NewWriter(nil, flate.BestSpeed) // never fails for a valid level
-		return w
-	}}
-	flateReaders = sync.Pool{New: func() any { return flate.NewReader(nil) }}
-)
+// valuesDict is the serialized S2 dictionary of record values.
+//
+//go:embed values.dict
+var valuesDict []byte
+
+// valueDict is valuesDict, parsed once.
+var valueDict = sync.OnceValue(func() *s2.Dict {
+	d := s2.NewDict(valuesDict)
+	if d == nil {
+		panic("store: values.dict is not an S2 dictionary") // a build error, caught by every test
+	}
+	return d
+})
+
+var flateReaders = sync.Pool{New: func() any { return flate.NewReader(nil) }}
 
 // compressValue returns the stored form of the marshalled message b: b
-// itself, or compressedValue and b deflated when that is smaller.
+// itself, or s2Value and b compressed when that is smaller.
 func compressValue(b []byte) []byte {
 	if len(b) < minCompress {
 		return b
 	}
-	var buf bytes.Buffer
-	buf.Grow(len(b)/2 + 64)
-	buf.WriteByte(compressedValue)
-	w := flateWriters.Get().(*flate.Writer)
-	defer flateWriters.Put(w)
-	w.Reset(&buf)
-	if _, err := w.Write(b); err != nil { // writes to a bytes.Buffer do not fail
+	d := valueDict()
+	out := make([]byte, 1+s2.MaxEncodedLen(len(b)))
+	out[0] = s2Value
+	enc := d.Encode(out[1:], b) // written in place: out has room for the worst case
+	if 1+len(enc) >= len(b) {
 		return b
 	}
-	if err := w.Close(); err != nil || buf.Len() >= len(b) {
-		return b
+	if &enc[0] != &out[1] {
+		return append(out[:1], enc...)
 	}
-	return buf.Bytes()
+	return out[:1+len(enc)]
 }
 
 // decompressValue returns the marshalled message of the stored value v.
 func decompressValue(v []byte) ([]byte, error) {
-	if len(v) == 0 || v[0] != compressedValue {
+	if len(v) == 0 {
 		return v, nil
 	}
+	switch v[0] {
+	case s2Value:
+		n, err := s2.DecodedLen(v[1:])
+		if err != nil {
+			return nil, fmt.Errorf("decompress: %w", err)
+		}
+		if n > maxRecordValue {
+			return nil, errValueTooLarge
+		}
+		out, err := valueDict().Decode(make([]byte, n), v[1:])
+		if err != nil {
+			return nil, fmt.Errorf("decompress: %w", err)
+		}
+		return out, nil
+	case deflateValue:
+		return inflate(v[1:])
+	}
+	return v, nil
+}
+
+// inflate decompresses a DEFLATE stream (schema version 2 values).
+func inflate(v []byte) ([]byte, error) {
 	r := flateReaders.Get().(io.ReadCloser)
 	defer flateReaders.Put(r)
-	if err := r.(flate.Resetter).Reset(bytes.NewReader(v[1:]), nil); err != nil {
+	if err := r.(flate.Resetter).Reset(bytes.NewReader(v), nil); err != nil {
 		return nil, fmt.Errorf("decompress: %w", err)
 	}
 	var out bytes.Buffer

@@ -158,27 +158,22 @@ func timeOfOrdered(u uint64) time.Time {
 	return time.Unix(0, int64(u^(1<<63))).UTC()
 }
 
-// unsafeLogDecision appends last to the log of the target whose record key
-// is rk and removes that target's entries older than the retention, in tx
-// (a held write transaction). A negative retention logs nothing.
-func (b *Bolt) unsafeLogDecision(tx *bolt.Tx, rk []byte, last *target.LastDecision) error {
-	if b.opts.DecisionRetention < 0 {
-		return nil
-	}
-	val, err := encodeLoggedDecision(last)
-	if err != nil {
-		return err
-	}
+// unsafeLogEncoded appends a decision made at `at`, encoded by
+// encodeLoggedDecision as val (outside the transaction), to the log of the
+// target whose record key is rk and removes that target's entries older
+// than the retention, in tx (a held write transaction). The caller logs
+// nothing when the retention is negative.
+func (b *Bolt) unsafeLogEncoded(tx *bolt.Tx, rk []byte, at time.Time, val []byte) error {
 	bucket := tx.Bucket(bucketDecisions)
 	bucket.FillPercent = 1 // keys of one target arrive in time order: append-mostly
-	cutoff := decisionKey(rk, last.At.Add(-b.opts.DecisionRetention))
+	cutoff := decisionKey(rk, at.Add(-b.opts.DecisionRetention))
 	c := bucket.Cursor()
 	for k, _ := c.Seek(rk); k != nil && bytes.HasPrefix(k, rk) && bytes.Compare(k, cutoff) < 0; k, _ = c.Seek(rk) {
 		if err := c.Delete(); err != nil {
 			return err
 		}
 	}
-	return bucket.Put(decisionKey(rk, last.At), val)
+	return bucket.Put(decisionKey(rk, at), val)
 }
 
 // unsafeForgetDecisions removes the whole log of the target whose record

@@ -19,12 +19,12 @@
 // (ErrSchemaVersion). Close waits for the writes already queued, then
 // closes the file; every call after it returns ErrClosed.
 //
-// # Writing: one transaction per decision
+// # Writing: read, decide, compare
 //
 // A decision is one Update: load the target's record (a target.Record),
 // run the caller's function — a transition of package target — on it,
-// store the result. The store knows what a record holds, not how it
-// changes.
+// store the result if the record is still the one the function was given.
+// The store knows what a record holds, not how it changes.
 //
 //	rec, err := st.Update(ctx, key, func(rec *target.Record) error {
 //		return target.Decide(rec, in, id, now) // an error: nothing is stored
@@ -36,8 +36,21 @@
 // The function must depend only on its argument and must not keep it: it
 // may run more than once (see below), and the record it receives is its own
 // copy. If it returns an error, nothing is stored for that call and the
-// error is returned; if it panics, the panic is re-raised in the caller's
-// goroutine. What it leaves in Key is ignored.
+// error is returned; it runs in the caller's goroutine, so a panic is the
+// caller's, and nothing is stored. What it leaves in Key is ignored.
+//
+// Only bytes go through the single writer. Update reads the stored value in
+// a read-only transaction, decodes it, runs the function, bounds and
+// encodes the record and its change-feed entries — all in the caller's
+// goroutine, in parallel with other callers — and queues the new bytes
+// with the value it read. The committer writes them only if the stored
+// value is still that value, byte for byte: the value is the record's
+// revision (the etcd backend compares a mod revision instead). Otherwise
+// the write is a conflict, writes nothing, and Update starts again from the
+// new record, running the function again. Updates of one key in this
+// process also wait for each other, one at a time from read to commit, so
+// that they follow each other instead of conflicting; a conflict then means
+// something else (Delete, Expire) wrote the record in between.
 //
 // # Group commit
 //
@@ -52,20 +65,23 @@
 // used: it holds a lone caller for MaxBatchDelay.) Stats counts commits and
 // writes.
 //
-// Within a batch each write sees what the writes before it stored, so two
-// concurrent Updates of one target are serialized and neither loses the
-// other's history entry. A write's error (its function failed, its record
-// is corrupt) fails only that write. If a write leaves the transaction
+// A batch carries writes of different targets (one target's updates follow
+// each other, see above); two concurrent Updates of one target are
+// serialized and neither loses the other's history entry. A write's error
+// (a conflict, a bbolt error) fails only that write. If a write leaves the transaction
 // unusable (a bbolt write error), the transaction is rolled back, that
 // write is answered with its error, and the rest of the batch is applied
-// again — hence "may run more than once". If the commit itself fails, every
-// write of the batch gets the error and nothing of it is stored.
+// again. If the commit itself fails, every write of the batch gets the
+// error and nothing of it is stored.
 //
 // If a caller's context ends while it waits, Update (Delete, Expire)
 // returns ctx.Err() at once. If the committer had not yet taken the write,
-// it is dropped and its function never runs. If it had, the write may still
-// be committed: a cancelled Update does not say whether it happened, and a
-// caller that needs to know reads the record with Get.
+// it is dropped: for an Update the function has already run (on a record
+// that is then not stored), but nothing it made is stored, and the next
+// Update of the target starts from what is stored. If the committer had
+// taken it, the write may still be committed: a cancelled Update does not
+// say whether it happened, and a caller that needs to know reads the record
+// with Get.
 //
 // # Reading
 //
@@ -105,13 +121,13 @@
 //
 //	go store.RunExpiry(ctx, st, store.ExpiryOptions{Every: time.Minute, MaxIdle: 24 * time.Hour, Now: now})
 //
-// # On-disk layout (schema version 2)
+// # On-disk layout (schema version 3)
 //
 // schema.go holds every bucket name and key builder. The file has five
 // top-level buckets:
 //
 //	meta
-//	    "schema_version" → uint64, 8 bytes big-endian (2)
+//	    "schema_version" → uint64, 8 bytes big-endian (3)
 //
 //	records
 //	    recordKey(cluster, namespace, name) → setpoint.storage.v1.Record
@@ -154,12 +170,16 @@
 // stored as its index in Status.condition_refs (-1 for the next condition
 // Before stores itself). A version 2 reader reads version 1 records as
 // they are; Open migrates a version 1 file by rewriting its version.
-// Version 2 also stores a record value of 256 bytes or more, when that is
+// Version 2 also stored a record value of 256 bytes or more, when that is
 // smaller, as the byte 0x00 followed by the message compressed with
-// DEFLATE (compress.go); no protobuf message starts with 0x00. A
-// two-metric target's record of 3.1 KB (version 1) is 2.2 KB with shared
-// statuses and about 1 KB compressed, so that three or four share a 4 KiB
-// page instead of one filling it.
+// DEFLATE. Version 3 stores such a value as the byte 0x01 followed by the
+// message compressed with S2 against the dictionary values.dict
+// (compress.go); it reads 0x00 values as version 2 wrote them, so Open
+// migrates a version 2 file by rewriting its version, and each record is
+// recompressed by its next write. No protobuf message starts with a byte
+// below 0x08. A two-metric target's record of 3.1 KB (version 1) is 2.2 KB
+// with shared statuses, about 1 KB with DEFLATE and about 530 bytes with
+// S2 and the dictionary, at a sixth of DEFLATE's CPU.
 //
 // LastDecision.from (the replica count the decision started from, which a
 // failed rescale is recorded from) was added within version 2: a record

@@ -130,6 +130,30 @@ func (b *Bolt) deletion(key target.Key) Change {
 // changes beyond Options.MaxChanges, and queues cs to be published after
 // the commit. Its error leaves tx unusable.
 func (b *Bolt) appendChanges(tx *bolt.Tx, cs []Change) error {
+	vals, err := encodeChanges(cs)
+	if err != nil {
+		return err
+	}
+	return b.appendEncoded(tx, cs, vals)
+}
+
+// encodeChanges returns the stored form of each change; a change's
+// revision is its key, not part of the value, so they can be encoded
+// before the transaction that numbers them.
+func encodeChanges(cs []Change) ([][]byte, error) {
+	vals := make([][]byte, len(cs))
+	for i := range cs {
+		var err error
+		if vals[i], err = encodeChange(&cs[i]); err != nil {
+			return nil, err
+		}
+	}
+	return vals, nil
+}
+
+// appendEncoded is appendChanges for changes encoded by encodeChanges
+// (vals[i] is cs[i]'s value).
+func (b *Bolt) appendEncoded(tx *bolt.Tx, cs []Change, vals [][]byte) error {
 	if len(cs) == 0 {
 		return nil
 	}
@@ -142,11 +166,7 @@ func (b *Bolt) appendChanges(tx *bolt.Tx, cs []Change) error {
 	for i := range cs {
 		rev++
 		cs[i].Revision = rev
-		val, err := encodeChange(&cs[i])
-		if err != nil {
-			return err
-		}
-		if err := bucket.Put(revisionKey(rev), val); err != nil {
+		if err := bucket.Put(revisionKey(rev), vals[i]); err != nil {
 			return fmt.Errorf("store: append change: %w", err)
 		}
 	}

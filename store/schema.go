@@ -24,8 +24,12 @@ import (
 // Version 2 stores a record's statuses once where they are equal (see
 // doc.go); version 1 records read the same under it, so the migration from
 // 1 rewrites only the version, but a version 1 reader would misread a
-// version 2 record.
-const SchemaVersion uint64 = 2
+// version 2 record. Version 3 compresses record values with S2 and a
+// dictionary instead of DEFLATE (compress.go); it still reads DEFLATE
+// values, so the migration from 2 also rewrites only the version, and each
+// record is recompressed by its next write; a version 2 reader cannot read
+// a version 3 value.
+const SchemaVersion uint64 = 3
 
 // Bucket names. All buckets live at the top level of the file.
 var (
@@ -261,9 +265,12 @@ func migrate(tx *bolt.Tx, from uint64) error {
 	switch from {
 	case SchemaVersion:
 		return nil
-	case 1:
+	case 1, 2:
 		// Version 2 only adds ways to leave equal statuses out of a record;
-		// every version 1 record is a valid version 2 record.
+		// every version 1 record is a valid version 2 record. Version 3
+		// reads version 2's DEFLATE values as they are; the next write of a
+		// record stores it with S2. Rewriting every record here would make
+		// the first start of a large file slow for nothing.
 		return tx.Bucket(bucketMeta).Put(keyMetaSchemaVersion, encodeVersion(SchemaVersion))
 	default:
 		return fmt.Errorf("%w: no migration from schema version %d", ErrSchemaVersion, from)

@@ -3,13 +3,17 @@ package store
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"errors"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	gocmp "github.com/google/go-cmp/cmp"
+
+	"github.com/setpointhq/setpoint/engine"
 	"github.com/setpointhq/setpoint/target"
 )
 
@@ -120,4 +124,62 @@ func FuzzDecodeRecord(f *testing.F) {
 			t.Fatalf("a decoded record does not encode: %v", err)
 		}
 	})
+}
+
+// TestUpdateRetriesAConflict: when the record changes between an update's
+// read and its write (here: another write slipped in), the write is a
+// conflict, the update runs its function again on the new record, and
+// both changes are kept.
+func TestUpdateRetriesAConflict(t *testing.T) {
+	b, err := Open(filepath.Join(t.TempDir(), "setpoint.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx := context.Background()
+	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
+	rk, _ := recordKey(key)
+	add := func(n int32) func(*target.Record) error {
+		return func(r *target.Record) error {
+			r.History.Recommendations = append(r.History.Recommendations, engine.Recommendation{Replicas: n, At: time.Unix(int64(n), 0).UTC()})
+			r.LastSeen = time.Unix(int64(n), 0).UTC()
+			return nil
+		}
+	}
+	runs := 0
+	slipped := false
+	b.testHookAfterPrepare = func() {
+		if slipped {
+			return
+		}
+		slipped = true
+		w, err := b.prepare(key, rk, add(2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.write(ctx, w.apply); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec, err := b.Update(ctx, key, func(r *target.Record) error { runs++; return add(1)(r) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if runs != 2 {
+		t.Errorf("the function ran %d times, want 2 (once more after the conflict)", runs)
+	}
+	var got []int32
+	for _, r := range rec.History.Recommendations {
+		got = append(got, r.Replicas)
+	}
+	if !slices.Equal(got, []int32{2, 1}) {
+		t.Errorf("recommendations %v, want [2 1]: the slipped-in write, then the retried one", got)
+	}
+	stored, err := b.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(stored.History.Recommendations) != 2 {
+		t.Errorf("stored %d recommendations, want 2", len(stored.History.Recommendations))
+	}
 }

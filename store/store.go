@@ -67,14 +67,19 @@ type Query struct {
 // so a wrapper that embeds a Store keeps them all. Implementations are safe
 // for concurrent use.
 type Store interface {
-	// Update loads the record for key (a zero target.Record with only target.Key set when
-	// none exists), passes it to fn, and stores what fn leaves in it, all in
-	// one transaction. The change is durable when Update returns nil; the
-	// stored record is returned. If fn returns an error nothing is stored
-	// and that error is returned. fn may run more than once (for example
-	// when concurrent updates share a commit) and must depend only on its
-	// argument. When ctx ends first, Update returns ctx.Err(); the change
-	// may or may not have been stored.
+	// Update loads the record for key (a zero target.Record with only the key set when
+	// none exists), passes it to fn, and stores what fn leaves in it, as if
+	// in one transaction: read, decide, compare. fn runs outside the
+	// store's write, on the record as read; the store then writes the
+	// result only if the stored record is still the one fn was given (a
+	// per-target revision check: bytes in bbolt, a mod revision in etcd),
+	// and otherwise runs fn again on the new record. So concurrent updates
+	// of one key serialize and none is lost. The change is durable when
+	// Update returns nil; the stored record is returned. If fn returns an
+	// error nothing is stored and that error is returned. fn may run more
+	// than once and must depend only on its argument. When ctx ends first,
+	// Update returns ctx.Err(); the change may or may not have been stored,
+	// and fn may have run although nothing it made was stored.
 	Update(ctx context.Context, key target.Key, fn func(rec *target.Record) error) (target.Record, error)
 	// Get returns the record for key, ErrNotFound or ErrCorrupt.
 	Get(ctx context.Context, key target.Key) (target.Record, error)

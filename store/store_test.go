@@ -474,12 +474,12 @@ func TestGroupCommitSharesOneCommit(t *testing.T) {
 	st := open(t, newPath(t), store.Options{})
 	entered, release := holdFirstCommit(t, st)
 	ctx := context.Background()
-	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
+	key := func(i int) target.Key { return target.Key{Cluster: "c", Namespace: "n", Name: fmt.Sprint("web-", i)} }
 
 	var wg sync.WaitGroup
 	update := func(i int) {
 		wg.Go(func() {
-			if _, err := st.Update(ctx, key, appendRecommendation(int32(i))); err != nil {
+			if _, err := st.Update(ctx, key(i), appendRecommendation(int32(i))); err != nil {
 				t.Errorf("Update %d: %v", i, err)
 			}
 		})
@@ -497,12 +497,14 @@ func TestGroupCommitSharesOneCommit(t *testing.T) {
 	if diff := cmp.Diff(want, st.Stats()); diff != "" {
 		t.Errorf("Stats() (-want +got):\n%s", diff)
 	}
-	rec, err := st.Get(ctx, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := len(rec.History.Recommendations); n != callers {
-		t.Errorf("%d recommendations kept, want %d", n, callers)
+	for i := range callers {
+		rec, err := st.Get(ctx, key(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(rec.History.Recommendations); n != 1 {
+			t.Errorf("%s: %d recommendations kept, want 1", key(i), n)
+		}
 	}
 }
 
@@ -514,42 +516,61 @@ func TestGroupCommitFailsOnlyTheFailingWrite(t *testing.T) {
 	b := target.Key{Cluster: "c", Namespace: "n", Name: "b"}
 	errBoom := errors.New("boom")
 
+	c := target.Key{Cluster: "c", Namespace: "n", Name: "c"}
+	d := target.Key{Cluster: "c", Namespace: "n", Name: "d"}
 	results := make([]error, 4)
 	var wg sync.WaitGroup
 	wg.Go(func() { _, results[0] = st.Update(ctx, a, appendRecommendation(1)) })
 	<-entered
-	// One batch: a, a failing, b, a — each seeing the previous one's record.
+	// One batch: b and d; c's function fails before anything is queued,
+	// and fails c alone.
+	queued := 0
 	for i, w := range []struct {
-		key target.Key
-		fn  func(*target.Record) error
+		key   target.Key
+		fn    func(*target.Record) error
+		fails bool
 	}{
-		{a, func(*target.Record) error { return errBoom }},
-		{b, appendRecommendation(3)},
-		{a, appendRecommendation(4)},
+		{b, appendRecommendation(3), false},
+		{c, func(*target.Record) error { return errBoom }, true},
+		{d, appendRecommendation(4), false},
 	} {
+		if w.fails {
+			_, results[i+1] = st.Update(ctx, w.key, w.fn)
+			continue
+		}
 		wg.Go(func() { _, results[i+1] = st.Update(ctx, w.key, w.fn) })
-		waitQueued(t, st, i+1)
+		queued++
+		waitQueued(t, st, queued)
 	}
 	release()
 	wg.Wait()
 
-	if diff := cmp.Diff([]error{nil, errBoom, nil, nil}, results, cmp.Comparer(func(x, y error) bool { return x == y })); diff != "" {
+	if diff := cmp.Diff([]error{nil, nil, errBoom, nil}, results, cmp.Comparer(func(x, y error) bool { return x == y })); diff != "" {
 		t.Errorf("results (-want +got):\n%s", diff)
 	}
 	rec, err := st.Get(ctx, a)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []engine.Recommendation{{Replicas: 1, At: at(1)}, {Replicas: 4, At: at(4)}}
+	want := []engine.Recommendation{{Replicas: 1, At: at(1)}}
 	if diff := cmp.Diff(want, rec.History.Recommendations); diff != "" {
 		t.Errorf("recommendations of a (-want +got):\n%s", diff)
+	}
+	if rec, err := st.Get(ctx, d); err != nil || len(rec.History.Recommendations) != 1 {
+		t.Errorf("Get(d) = %d recommendations, %v; want 1", len(rec.History.Recommendations), err)
+	}
+	if _, err := st.Get(ctx, c); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Get of the failed write's key: %v, want ErrNotFound", err)
 	}
 	if s := st.Stats(); s.Commits != 2 {
 		t.Errorf("Stats() = %+v, want 2 commits", s)
 	}
 }
 
-func TestUpdateCancelledWhileQueuedNeverRuns(t *testing.T) {
+// TestUpdateCancelledWhileQueuedStoresNothing: an update cancelled while
+// queued has run its function (functions run before the write is queued)
+// but stores nothing of it.
+func TestUpdateCancelledWhileQueuedStoresNothing(t *testing.T) {
 	st := open(t, newPath(t), store.Options{})
 	entered, release := holdFirstCommit(t, st)
 	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
@@ -561,11 +582,12 @@ func TestUpdateCancelledWhileQueuedNeverRuns(t *testing.T) {
 		}
 	})
 	<-entered
+	other := target.Key{Cluster: "c", Namespace: "n", Name: "other"}
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := false
 	done := make(chan error)
 	go func() {
-		_, err := st.Update(ctx, key, func(r *target.Record) error { ran = true; return nil })
+		_, err := st.Update(ctx, other, func(r *target.Record) error { ran = true; return appendRecommendation(9)(r) })
 		done <- err
 	}()
 	waitQueued(t, st, 1)
@@ -578,8 +600,11 @@ func TestUpdateCancelledWhileQueuedNeverRuns(t *testing.T) {
 	if _, err := st.Update(context.Background(), key, appendRecommendation(2)); err != nil {
 		t.Fatal(err)
 	}
-	if ran {
-		t.Error("the cancelled update's function ran")
+	if !ran {
+		t.Error("the cancelled update's function did not run before it was queued")
+	}
+	if _, err := st.Get(context.Background(), other); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Get of the cancelled update's key: %v, want ErrNotFound", err)
 	}
 	if s := st.Stats(); s.Writes != 2 {
 		t.Errorf("Stats() = %+v, want 2 writes", s)
@@ -717,12 +742,12 @@ func TestCloseWaitsForQueuedWrites(t *testing.T) {
 	st := open(t, path, store.Options{})
 	entered, release := holdFirstCommit(t, st)
 	ctx := context.Background()
-	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
+	key := func(i int) target.Key { return target.Key{Cluster: "c", Namespace: "n", Name: fmt.Sprint("web-", i)} }
 
 	var wg sync.WaitGroup
 	update := func(i int) {
 		wg.Go(func() {
-			if _, err := st.Update(ctx, key, appendRecommendation(int32(i))); err != nil {
+			if _, err := st.Update(ctx, key(i), appendRecommendation(int32(i))); err != nil {
 				t.Errorf("Update %d: %v", i, err)
 			}
 		})
@@ -742,12 +767,10 @@ func TestCloseWaitsForQueuedWrites(t *testing.T) {
 	wg.Wait()
 
 	st = open(t, path, store.Options{})
-	rec, err := st.Get(ctx, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := len(rec.History.Recommendations); n != 5 {
-		t.Errorf("%d recommendations after Close, want 5", n)
+	for i := range 5 {
+		if _, err := st.Get(ctx, key(i)); err != nil {
+			t.Errorf("Get(%s) after Close: %v", key(i), err)
+		}
 	}
 }
 

@@ -206,6 +206,12 @@ func (s *ScaleResult) addUsage(ctx context.Context, st *store.Bolt) error {
 // seedEvery apart (each rescale observed as applied), made through a real
 // server with a stepped clock that ends now.
 func seedRecord(ctx context.Context, cfg Config) (tgt.Record, error) {
+	return seedRecordOf(ctx, cfg, 0, 2)
+}
+
+// seedRecordOf is seedRecord for target j of the workload, its load drawn
+// with seed.
+func seedRecordOf(ctx context.Context, cfg Config, j int, seed uint64) (tgt.Record, error) {
 	t0 := time.Now().Add(-seedSteps * seedEvery)
 	var step atomic.Int64
 	now := func() time.Time { return t0.Add(time.Duration(step.Load()) * seedEvery) }
@@ -220,8 +226,8 @@ func seedRecord(ctx context.Context, cfg Config) (tgt.Record, error) {
 	}
 	defer closeAll(conns)
 	c := setpointv1.NewAutoscalerServiceClient(conns[0])
-	tg := newTarget(0, cfg, t0)
-	rng := rand.New(rand.NewPCG(2, 2))
+	tg := newTarget(j, cfg, t0)
+	rng := rand.New(rand.NewPCG(seed, seed))
 	for i := range seedSteps {
 		step.Store(int64(i))
 		req := tg.request(now(), rng)
