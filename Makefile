@@ -7,7 +7,7 @@ CORPUS   ?= testdata/conformance/scenarios
 NPM      ?= npm
 TS       := clients/ts
 
-.PHONY: build image noisy-neighbour agent-scale load help run generate lint check-generated vet kube-binaries chromium ts-deps test test-ts test-console conformance bench fuzz fuzz-short crash powerloss dict
+.PHONY: build image noisy-neighbour agent-scale load help run generate lint check-generated vet kube-binaries chromium ts-deps test test-ts test-console conformance differential differential-long bench fuzz fuzz-short crash powerloss dict
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -40,7 +40,7 @@ check-generated: generate ## fail when the committed generated code is stale
 vet:
 	$(GO) vet ./...
 
-kube-binaries: ## build (once, cached in ~/.cache/setpoint) the kube-apiserver and etcd the agent's e2e tests run
+kube-binaries: ## build (once, cached in ~/.cache/setpoint) the kube-apiserver, kube-controller-manager and etcd the e2e and differential tests run
 	./hack/kube-binaries.sh
 
 # Debian's chromium, for the web console's browser test (test/console).
@@ -66,6 +66,12 @@ test: check-generated lint kube-binaries chromium ## everything CI runs: generat
 	$(MAKE) test-ts
 	$(GO) run ./cmd/setpoint-conformance $(CORPUS)
 	$(MAKE) fuzz-short
+
+differential: kube-binaries ## Setpoint side by side with kube-controller-manager's HPA controller, CI's short windows (docs/differential.md)
+	$(GO) test -count=1 -v ./test/differential
+
+differential-long: kube-binaries ## the differential suite with the controller's default windows and a 5 s sync period (about 10 min)
+	SETPOINT_DIFFERENTIAL_LONG=1 $(GO) test -count=1 -timeout 60m -v ./test/differential
 
 conformance: ## replay the conformance corpus through a real server over gRPC
 	$(GO) run ./cmd/setpoint-conformance $(CORPUS)

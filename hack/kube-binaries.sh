@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# kube-binaries.sh builds the kube-apiserver and etcd binaries that the
-# end-to-end tests run, from the versions pinned in tools/kube/go.mod, and
+# kube-binaries.sh builds the kube-apiserver, kube-controller-manager and etcd
+# binaries that the end-to-end and differential tests run, from the versions pinned in tools/kube/go.mod, and
 # prints the directory that holds them.
 #
 # The directory is ${SETPOINT_CACHE:-$HOME/.cache/setpoint}/kube-<hash>, where
@@ -19,7 +19,7 @@ hash="$(sha256sum "${mod}/go.sum" | cut -c1-16)"
 dir="${cache}/kube-${hash}"
 
 have_binaries() {
-  [[ -x "${dir}/kube-apiserver" && -x "${dir}/etcd" ]]
+  [[ -x "${dir}/kube-apiserver" && -x "${dir}/kube-controller-manager" && -x "${dir}/etcd" ]]
 }
 
 if have_binaries; then
@@ -53,9 +53,10 @@ for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
 done
 
 start=${SECONDS}
-echo "kube-binaries: building kube-apiserver ${kube_version} and etcd into ${dir}" >&2
+echo "kube-binaries: building kube-apiserver, kube-controller-manager ${kube_version} and etcd into ${dir}" >&2
 export CGO_ENABLED=0
 go build -trimpath -ldflags "${ldflags}" -o "${tmp}/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver >&2
+go build -trimpath -ldflags "${ldflags}" -o "${tmp}/kube-controller-manager" k8s.io/kubernetes/cmd/kube-controller-manager >&2
 go build -trimpath -ldflags "-s -w" -o "${tmp}/etcd" go.etcd.io/etcd/server/v3 >&2
 echo "kube-binaries: built in $((SECONDS - start))s" >&2
 

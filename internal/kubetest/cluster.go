@@ -73,6 +73,7 @@ type Options struct {
 // safe for concurrent use. Stop it when done; StartT does that in t.Cleanup.
 type Cluster struct {
 	dir          string
+	binDir       string // where the binaries are, for StartControllerManager
 	etcdURL      string
 	host         string
 	caPEM        []byte
@@ -88,7 +89,10 @@ type Cluster struct {
 	apiserverPath string
 	apiserverArgs []string
 	restarts      int
-	mu            sync.Mutex // guards apiserver and restarts during RestartAPIServer
+	// controllerManagers are the kube-controller-managers started by
+	// StartControllerManager, killed by Stop.
+	controllerManagers []*process
+	mu                 sync.Mutex // guards apiserver, restarts and controllerManagers
 
 	stopOnce sync.Once
 	stopErr  error
@@ -133,7 +137,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubetest: %w", err)
 	}
-	c := &Cluster{dir: dir}
+	c := &Cluster{dir: dir, binDir: bin}
 	defer func() {
 		if err != nil {
 			_ = c.Stop()
@@ -432,7 +436,10 @@ func freePorts(n int) ([]int, error) {
 func (c *Cluster) Stop() error {
 	c.stopOnce.Do(func() {
 		var errs []error
-		for _, p := range []*process{c.apiserver, c.etcd} {
+		c.mu.Lock()
+		procs := append([]*process{}, c.controllerManagers...)
+		c.mu.Unlock()
+		for _, p := range append(procs, c.apiserver, c.etcd) {
 			if p != nil {
 				errs = append(errs, p.kill(30*time.Second))
 			}

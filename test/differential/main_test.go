@@ -1,0 +1,227 @@
+// Package differential runs Setpoint side by side with the Kubernetes HPA
+// controller and fails on any difference a user could see.
+//
+// One real kube-apiserver and etcd (internal/kubetest) serve both sides; the
+// test metrics server serves the three metrics APIs behind the aggregation
+// layer; kube-controller-manager, built from the same pinned Kubernetes
+// module, runs with only its HPA controller; the real Setpoint server runs
+// in-process over loopback TCP with a bbolt file, and one Setpoint agent per
+// case serves the case's Setpoint namespace.
+//
+// Every case builds two twin namespaces: in one, an autoscaling/v2
+// HorizontalPodAutoscaler that kube-controller-manager serves; in the other,
+// an Autoscaler with the same spec that the agent serves. Each namespace has
+// a Deployment "app" with the same pods, readiness and metric timeline: the
+// test plays ReplicaSet and kubelet, creating and deleting pods as the
+// Deployment's replica count changes and writing their status. After every
+// step of the timeline both sides must settle to the same observable state —
+// replicas, desired replicas, the HPA conditions with their messages, current
+// metrics and the Events — and at the end of the case both must have gone
+// through the same sequence of replica counts.
+//
+// SETPOINT_DIFFERENTIAL_SKIP skips the suite (as SETPOINT_E2E_SKIP does for
+// test/e2e); SETPOINT_DIFFERENTIAL_LONG stretches every window to the
+// controller defaults (make differential-long).
+package differential
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/setpointhq/setpoint/agent"
+	"github.com/setpointhq/setpoint/internal/kubetest"
+	"github.com/setpointhq/setpoint/internal/kubetest/metricsserver"
+	"github.com/setpointhq/setpoint/internal/servertest"
+	"github.com/setpointhq/setpoint/server"
+)
+
+// settings are the controller-wide HPA settings both sides run with: the
+// kube-controller-manager flags and the agent's Settings say the same.
+type settings struct {
+	sync                 time.Duration
+	tolerance            float64
+	cpuInitialization    time.Duration
+	initialReadiness     time.Duration
+	downscaleStabilizing time.Duration
+}
+
+// short are CI's settings: the controller defaults, with the sync period
+// and the default scale-down window cut so that a case takes seconds.
+var short = settings{sync: time.Second, tolerance: 0.1, cpuInitialization: 5 * time.Minute, initialReadiness: 30 * time.Second, downscaleStabilizing: 5 * time.Second}
+
+// long are the controller defaults but for the sync period.
+var long = settings{sync: 5 * time.Second, tolerance: 0.1, cpuInitialization: 5 * time.Minute, initialReadiness: 30 * time.Second, downscaleStabilizing: 5 * time.Minute}
+
+// env is what every case shares.
+var env struct {
+	cluster  *kubetest.Cluster
+	kube     kubernetes.Interface
+	dyn      dynamic.Interface
+	metrics  *metricsserver.Server
+	kcm      *kubetest.ControllerManager
+	settings settings
+	// scale stretches every wait: 1 in CI, more in long runs.
+	scale time.Duration
+}
+
+func TestMain(m *testing.M) {
+	if os.Getenv("SETPOINT_DIFFERENTIAL_SKIP") != "" {
+		fmt.Println("differential: skipped (SETPOINT_DIFFERENTIAL_SKIP is set)")
+		os.Exit(0)
+	}
+	env.settings, env.scale = short, 1
+	if os.Getenv("SETPOINT_DIFFERENTIAL_LONG") != "" {
+		env.settings, env.scale = long, 5
+	}
+	code, err := run(m)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "differential:", err)
+		os.Exit(1)
+	}
+	os.Exit(code)
+}
+
+func run(m *testing.M) (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	start := time.Now()
+	c, err := kubetest.Start(ctx, kubetest.Options{})
+	if err != nil {
+		return 0, err
+	}
+	defer c.Stop()
+	env.cluster, env.kube = c, c.Client()
+	if env.dyn, err = dynamic.NewForConfig(c.Config()); err != nil {
+		return 0, err
+	}
+	ms, err := metricsserver.Start(metricsserver.Options{ClientCA: c.FrontProxyCAPEM()})
+	if err != nil {
+		return 0, err
+	}
+	defer ms.Close()
+	if err := ms.Register(ctx, c.Config()); err != nil {
+		return 0, err
+	}
+	env.metrics = ms
+	if err := installAutoscalerCRD(ctx); err != nil {
+		return 0, err
+	}
+	s := env.settings
+	env.kcm, err = c.StartControllerManager(ctx, kubetest.ControllerManagerOptions{Flags: []string{
+		"--horizontal-pod-autoscaler-sync-period=" + s.sync.String(),
+		"--horizontal-pod-autoscaler-tolerance=" + fmt.Sprint(s.tolerance),
+		"--horizontal-pod-autoscaler-cpu-initialization-period=" + s.cpuInitialization.String(),
+		"--horizontal-pod-autoscaler-initial-readiness-delay=" + s.initialReadiness.String(),
+		"--horizontal-pod-autoscaler-downscale-stabilization=" + s.downscaleStabilizing.String(),
+	}})
+	if err != nil {
+		return 0, err
+	}
+	fmt.Printf("differential: apiserver, metrics APIs, CRD and kube-controller-manager ready in %v\n", time.Since(start).Round(time.Millisecond))
+	code := m.Run()
+	if code != 0 {
+		fmt.Fprintf(os.Stderr, "differential: kube-controller-manager log (last lines):\n%s\n", env.kcm.Log(40))
+	}
+	return code, nil
+}
+
+// installAutoscalerCRD creates the Autoscaler CRD from deploy/ and waits
+// until discovery serves it.
+func installAutoscalerCRD(ctx context.Context) error {
+	b, err := os.ReadFile("../../deploy/setpoint.dev_autoscalers.yaml")
+	if err != nil {
+		return err
+	}
+	var obj map[string]any
+	if err := yaml.Unmarshal(b, &obj); err != nil {
+		return err
+	}
+	res := env.dyn.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
+	if _, err := res.Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create the Autoscaler CRD: %w", err)
+	}
+	for {
+		if _, err := env.kube.Discovery().ServerResourcesForGroupVersion("setpoint.dev/v1alpha1"); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the Autoscaler CRD is not served: %w", ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// startAgent runs a Setpoint agent for namespace ns, against the Setpoint
+// server at addr, until the test ends. It runs with the same controller
+// settings as kube-controller-manager.
+func startAgent(t *testing.T, ns, addr string) {
+	t.Helper()
+	clients, err := agent.NewKubeClients(env.cluster.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: clients.Kube.EventsV1()})
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background().WithValues("ns", ns)))
+	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s := env.settings
+	opts := clients.Options()
+	opts.Service = agent.NewGRPCService(conn)
+	opts.Events = broadcaster.NewRecorder(scheme.Scheme, "setpoint-agent")
+	opts.Namespace = ns
+	opts.Cluster = "differential"
+	opts.Settings = agent.Settings{
+		Tolerance:                    ptr.To(s.tolerance),
+		CPUInitializationPeriod:      ptr.To(s.cpuInitialization),
+		InitialReadinessDelay:        ptr.To(s.initialReadiness),
+		DownscaleStabilizationWindow: ptr.To(s.downscaleStabilizing),
+	}
+	opts.SyncPeriod = s.sync
+	opts.RecommendTimeout = 5 * time.Second
+	opts.RateLimiter = workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, s.sync)
+	c, err := agent.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := c.Run(ctx); err != nil && ctx.Err() == nil {
+			t.Errorf("agent: %v", err)
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		broadcaster.Shutdown()
+		conn.Close()
+	})
+}
+
+// startServer runs the Setpoint server for the test.
+func startServer(t *testing.T) string {
+	return servertest.Start(t, t.TempDir(), server.Options{ShutdownTimeout: time.Second, ExpireAfter: -1})
+}
