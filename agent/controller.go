@@ -122,6 +122,10 @@ type Controller struct {
 	// keys is what the agent remembers of each Autoscaler between
 	// reconciles, by key.
 	keys map[string]*keyState
+	// selectors holds, by key, the pod selector of every Autoscaler
+	// reconciled since it was last deleted, to find pods that two
+	// autoscalers select (see ambiguous).
+	selectors map[string]labels.Selector
 
 	synced atomic.Bool
 }
@@ -169,8 +173,9 @@ func New(opts Options) (*Controller, error) {
 		opts.Events = nopRecorder{}
 	}
 	c := &Controller{
-		opts: opts,
-		keys: map[string]*keyState{},
+		opts:      opts,
+		keys:      map[string]*keyState{},
+		selectors: map[string]labels.Selector{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(opts.RateLimiter,
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "autoscalers"}),
 	}

@@ -109,6 +109,7 @@ func (c *Controller) started(key string, now time.Time) {
 func (c *Controller) deleted(ctx context.Context, key string, target Target) error {
 	c.mu.Lock()
 	delete(c.keys, key)
+	delete(c.selectors, key)
 	c.mu.Unlock()
 	callCtx, cancel := context.WithTimeout(ctx, c.opts.RecommendTimeout)
 	defer cancel()
@@ -195,6 +196,9 @@ func (r *run) reconcile(ctx context.Context) (string, error) {
 	if selector == nil {
 		selector = labels.Nothing()
 	}
+	if msg, ambiguous := r.c.ambiguous(r.key, sc.Status.Selector, selector, pods); ambiguous {
+		return r.ambiguousSelector(ctx, msg)
+	}
 	rm, values, failures, took := r.c.opts.Metrics.fetchMetrics(ctx, r.a.Namespace, spec, selector)
 	for _, f := range failures {
 		r.event(corev1.EventTypeWarning, f.reason, actionGetMetric, "%s", f.err.Error())
@@ -275,6 +279,54 @@ func (r *run) reconcile(ctx context.Context) (string, error) {
 		return resultError, err
 	}
 	return resultSuccess, nil
+}
+
+// ambiguousSelector refuses to decide for an Autoscaler whose pods another
+// autoscaler also selects, as the HPA controller does: ScalingActive=False
+// with reason AmbiguousSelector, no current metrics, and two Warning Events.
+func (r *run) ambiguousSelector(ctx context.Context, msg string) (string, error) {
+	r.event(corev1.EventTypeWarning, "AmbiguousSelector", actionCompute, "%s", msg)
+	r.status.Conditions = setCondition(r.status.Conditions, autoscalingv2.AbleToScale, corev1.ConditionTrue, "SucceededGetScale",
+		"the HPA controller was able to get the target's current scale", r.now)
+	r.status.Conditions = setCondition(r.status.Conditions, autoscalingv2.ScalingActive, corev1.ConditionFalse, "AmbiguousSelector", msg, r.now)
+	r.status.CurrentMetrics = nil
+	r.status.Targets = formatTargets(r.a.Spec.Metrics, nil)
+	if err := r.writeStatus(ctx); err != nil {
+		klog.FromContext(ctx).Error(err, "agent: update status")
+	}
+	r.event(corev1.EventTypeWarning, "FailedComputeMetricsReplicas", actionCompute, "%s", msg)
+	r.failedMetrics = true
+	return resultError, fmt.Errorf("%w: %s", errTerminal, msg)
+}
+
+// ambiguous records key's pod selector and reports whether any of pods is
+// also selected by another Autoscaler of the namespace, with the HPA
+// controller's message: "pods by selector <selector> are controlled by more
+// than one HPA (e.g. [<ns>/<name> <ns>/<name>])". Like the controller it
+// names at most two autoscalers, and only those reconciled at least once.
+func (c *Controller) ambiguous(key, selectorText string, selector labels.Selector, pods []*corev1.Pod) (string, bool) {
+	namespace, _, _ := cache.SplitMetaNamespaceKey(key)
+	c.mu.Lock()
+	c.selectors[key] = selector
+	var others []string
+	for k, sel := range c.selectors {
+		if ns, _, _ := cache.SplitMetaNamespaceKey(k); ns != namespace {
+			continue
+		}
+		for _, p := range pods {
+			if sel.Matches(labels.Set(p.Labels)) {
+				others = append(others, k)
+				break
+			}
+		}
+	}
+	c.mu.Unlock()
+	if len(others) < 2 {
+		return "", false
+	}
+	sort.Strings(others)
+	others = others[:2]
+	return fmt.Sprintf("pods by selector %v are controlled by more than one HPA (e.g. [%s])", selectorText, strings.Join(others, " ")), true
 }
 
 // observeExternal reports a change of spec.replicas made by someone else
@@ -418,7 +470,7 @@ func (r *run) writeStatus(ctx context.Context) error {
 		if err := unstructured.SetNestedField(obj.Object, st, "status"); err != nil {
 			return err
 		}
-		_, err := client.UpdateStatus(ctx, obj, metav1.UpdateOptions{FieldManager: fieldManager})
+		_, err := client.UpdateStatus(ctx, obj, metav1.UpdateOptions{FieldManager: FieldManager})
 		if apierrors.IsConflict(err) {
 			fresh, gerr := client.Get(ctx, r.a.Name, metav1.GetOptions{})
 			if gerr != nil {
@@ -437,8 +489,9 @@ func (r *run) writeStatus(ctx context.Context) error {
 	return nil
 }
 
-// fieldManager names the agent in the managed fields of what it writes.
-const fieldManager = "setpoint-agent"
+// FieldManager names the agent in the managed fields of what it writes:
+// the Autoscaler's status and the target's scale.
+const FieldManager = "setpoint-agent"
 
 // atAPIPrecision rounds the times of s as the API server stores them
 // (RFC 3339, whole seconds), so a status equal to the stored one compares
@@ -506,7 +559,7 @@ func (c *Controller) updateScale(ctx context.Context, namespace string, gr schem
 	sc := read.DeepCopy()
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		sc.Spec.Replicas = replicas
-		_, err := c.opts.Scales.Scales(namespace).Update(ctx, gr, sc, metav1.UpdateOptions{})
+		_, err := c.opts.Scales.Scales(namespace).Update(ctx, gr, sc, metav1.UpdateOptions{FieldManager: FieldManager})
 		if !apierrors.IsConflict(err) {
 			return err
 		}
