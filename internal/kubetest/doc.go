@@ -17,7 +17,8 @@
 //
 // # Binaries
 //
-// The binaries are built from the versions pinned in tools/kube/go.mod by
+// The binaries (kube-apiserver, kube-controller-manager, etcd) are built
+// from the versions pinned in tools/kube/go.mod by
 // hack/kube-binaries.sh, into $SETPOINT_CACHE (default ~/.cache/setpoint)
 // under a directory keyed by tools/kube/go.sum. Start runs the script, which
 // returns at once when the build exists and takes several minutes when it
@@ -27,8 +28,10 @@
 //
 // # What runs, and what does not
 //
-// Only etcd and the kube-apiserver run: no controller manager, scheduler or
-// kubelet. So a Deployment never gets a ReplicaSet or Pods, namespaces are
+// Only etcd and the kube-apiserver run unless a test asks for more:
+// StartControllerManager runs kube-controller-manager (by default with only
+// its HPA controller, for the differential tests in test/differential). No
+// scheduler or kubelet ever runs. So a Deployment never gets a ReplicaSet or Pods, namespaces are
 // never finalized after deletion, and Pod status changes only when a test
 // writes it (UpdateStatus). The ServiceAccount admission plugin is off,
 // because nothing would create the "default" ServiceAccount it requires, and

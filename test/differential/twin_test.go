@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/setpointhq/setpoint/agent"
 	"github.com/setpointhq/setpoint/agent/api/v1alpha1"
 	"github.com/setpointhq/setpoint/internal/kubetest/metricsserver"
 )
@@ -430,11 +431,40 @@ func (c differenceCase) run(t *testing.T, addr string) {
 		}
 		c.settle(t, twins, s.what)
 	}
-	if k, sp := twins[kube].sequence(), twins[setpoint].sequence(); !slices.Equal(k, sp) {
+	k, sp := twins[kube].sequence(), twins[setpoint].sequence()
+	if !slices.Equal(k, sp) {
 		t.Errorf("replica sequences differ:\n  %s: %v\n  %s: %v", kube, k, setpoint, sp)
 	} else {
 		t.Logf("replica sequence %v", k)
 	}
+	checkFieldManagers(t, twins[setpoint].ns, len(sp) > 1)
+}
+
+// checkFieldManagers checks that the agent's writes carry its field
+// manager: the Autoscaler's status and, when it rescaled, the target's scale.
+func checkFieldManagers(t *testing.T, ns string, rescaled bool) {
+	t.Helper()
+	u, err := env.dyn.Resource(v1alpha1.AutoscalerResource).Namespace(ns).Get(t.Context(), "app", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !managedBy(u.GetManagedFields(), agent.FieldManager, "status") {
+		t.Errorf("Autoscaler %s/app: no status fields managed by %q", ns, agent.FieldManager)
+	}
+	if !rescaled {
+		return
+	}
+	d, err := env.kube.AppsV1().Deployments(ns).Get(t.Context(), "app", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !managedBy(d.GetManagedFields(), agent.FieldManager, "scale") {
+		t.Errorf("Deployment %s/app: no scale fields managed by %q", ns, agent.FieldManager)
+	}
+}
+
+func managedBy(fields []metav1.ManagedFieldsEntry, manager, subresource string) bool {
+	return slices.ContainsFunc(fields, func(f metav1.ManagedFieldsEntry) bool { return f.Manager == manager && f.Subresource == subresource })
 }
 
 // settle waits until both twins have held the same state for three sync
