@@ -258,7 +258,11 @@ func scaleUp() *Recommendation {
 }
 
 func TestReconcileRescales(t *testing.T) {
-	h := newHarness(t, testAutoscaler(), scaleUp())
+	// The External metric failed; the CPU metric's proposal is applied.
+	rec := scaleUp()
+	rec.Metrics = []MetricProposal{{Proposal: 4}, {Failed: true, Err: "unable to get external metric ns/queue/nil: no metrics returned from external metrics API"}}
+	rec.Error = "invalid metrics (1 invalid out of 2), first error is: failed to get queue external metric value: failed to get queue external metric: unable to get external metric ns/queue/nil: no metrics returned from external metrics API"
+	h := newHarness(t, testAutoscaler(), rec)
 	if err := h.c.reconcile(context.Background(), "ns/web"); err != nil {
 		t.Fatalf("reconcile: %v", err)
 	}
@@ -292,9 +296,11 @@ func TestReconcileRescales(t *testing.T) {
 		t.Errorf("ServiceAvailable = %+v", c)
 	}
 	evs := strings.Join(h.drainEvents(), "\n")
+	if strings.Contains(evs, "FailedComputeMetricsReplicas") {
+		t.Errorf("FailedComputeMetricsReplicas emitted though only one metric of two failed:\n%s", evs)
+	}
 	for _, want := range []string{
-		"Warning FailedGetResourceMetric",
-		"Warning FailedGetExternalMetric",
+		"Warning FailedGetExternalMetric unable to get external metric ns/queue/nil: no metrics returned from external metrics API",
 		"Normal SuccessfulRescale New size: 4; reason: cpu resource utilization (percentage of request) above target",
 	} {
 		if !strings.Contains(evs, want) {

@@ -28,13 +28,6 @@ type MetricsClients struct {
 	External external_metrics.ExternalMetricsClient
 }
 
-// fetchFailure is one metric whose values could not be read, with the HPA
-// Event reason for it.
-type fetchFailure struct {
-	reason string
-	err    error
-}
-
 // needsResourceMetrics reports whether the spec reads the resource metrics
 // API: some Resource or ContainerResource metric, or no metrics at all (the
 // HPA default is CPU utilization).
@@ -52,11 +45,12 @@ func needsResourceMetrics(spec *v1alpha1.AutoscalerSpec) bool {
 
 // fetchMetrics reads every metric of spec for the pods matched by selector
 // in namespace. It never fails as a whole: each error is recorded with the
-// metric it belongs to, and returned as failures for Events.
-func (c MetricsClients) fetchMetrics(ctx context.Context, namespace string, spec *v1alpha1.AutoscalerSpec, selector labels.Selector) (ResourceMetrics, []MetricValues, []fetchFailure, []time.Duration) {
+// metric it belongs to. Errors are the metrics APIs' own, unwrapped: the
+// service words them as the HPA controller does, and its decision carries
+// each failed metric's message for the FailedGet*Metric Events.
+func (c MetricsClients) fetchMetrics(ctx context.Context, namespace string, spec *v1alpha1.AutoscalerSpec, selector labels.Selector) (ResourceMetrics, []MetricValues, []time.Duration) {
 	var (
 		rm       ResourceMetrics
-		failures []fetchFailure
 		// took is each metric's fetch time; Resource and ContainerResource
 		// metrics share the one resource metrics fetch.
 		took         = make([]time.Duration, len(spec.Metrics))
@@ -70,41 +64,31 @@ func (c MetricsClients) fetchMetrics(ctx context.Context, namespace string, spec
 		} else {
 			list, err := c.Resource.MetricsV1beta1().PodMetricses(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
 			if err != nil {
-				rm.Err = fmt.Errorf("unable to fetch metrics from resource metrics API: %w", err)
+				rm.Err = err
 			} else {
 				rm.Items = list.Items
 			}
 		}
 		resourceTook = time.Since(start)
-		if rm.Err != nil {
-			failures = append(failures, fetchFailure{reason: "FailedGetResourceMetric", err: rm.Err})
-		}
 	}
 	values := make([]MetricValues, len(spec.Metrics))
 	for i := range spec.Metrics {
 		m := &spec.Metrics[i]
-		var reason string
 		start := time.Now()
 		switch m.Type {
 		case autoscalingv2.PodsMetricSourceType:
-			reason = "FailedGetPodsMetric"
 			values[i] = c.podsMetric(namespace, m.Pods, selector)
 		case autoscalingv2.ObjectMetricSourceType:
-			reason = "FailedGetObjectMetric"
 			values[i] = c.objectMetric(namespace, m.Object)
 		case autoscalingv2.ExternalMetricSourceType:
-			reason = "FailedGetExternalMetric"
 			values[i] = c.externalMetric(namespace, m.External)
 		default:
 			took[i] = resourceTook
 			continue
 		}
 		took[i] = time.Since(start)
-		if values[i].Err != nil {
-			failures = append(failures, fetchFailure{reason: reason, err: fmt.Errorf("spec.metrics[%d]: %w", i, values[i].Err)})
-		}
 	}
-	return rm, values, failures, took
+	return rm, values, took
 }
 
 func (c MetricsClients) podsMetric(namespace string, src *autoscalingv2.PodsMetricSource, selector labels.Selector) MetricValues {
@@ -120,7 +104,7 @@ func (c MetricsClients) podsMetric(namespace string, src *autoscalingv2.PodsMetr
 	}
 	list, err := c.Custom.NamespacedMetrics(namespace).GetForObjects(schema.GroupKind{Kind: "Pod"}, selector, src.Metric.Name, metricSelector)
 	if err != nil {
-		return MetricValues{Err: fmt.Errorf("unable to fetch metrics from custom metrics API: %w", err)}
+		return MetricValues{Err: err}
 	}
 	return MetricValues{Custom: list.Items}
 }
@@ -140,7 +124,7 @@ func (c MetricsClients) objectMetric(namespace string, src *autoscalingv2.Object
 	gk := schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind).GroupKind()
 	v, err := c.Custom.NamespacedMetrics(namespace).GetForObject(gk, ref.Name, src.Metric.Name, metricSelector)
 	if err != nil {
-		return MetricValues{Err: fmt.Errorf("unable to fetch metrics from custom metrics API: %w", err)}
+		return MetricValues{Err: err}
 	}
 	return MetricValues{Custom: []custommetricsv1beta2.MetricValue{*v}}
 }
@@ -158,7 +142,7 @@ func (c MetricsClients) externalMetric(namespace string, src *autoscalingv2.Exte
 	}
 	list, err := c.External.NamespacedMetrics(namespace).List(src.Metric.Name, metricSelector)
 	if err != nil {
-		return MetricValues{Err: fmt.Errorf("unable to fetch metrics from external metrics API: %w", err)}
+		return MetricValues{Err: err}
 	}
 	return MetricValues{External: list.Items}
 }

@@ -118,7 +118,7 @@ func recommendationOf(d *setpointv1.Decision) *Recommendation {
 	}
 	rec.Explanation, rec.Reason = explain(d.GetExplanation(), d.GetDesiredReplicas())
 	for _, m := range d.GetExplanation().GetMetrics() {
-		rec.Metrics = append(rec.Metrics, MetricProposal{Proposal: m.GetProposal(), Failed: m.GetOutcome() == "Failed"})
+		rec.Metrics = append(rec.Metrics, MetricProposal{Proposal: m.GetProposal(), Failed: m.GetOutcome() == "Failed", Err: m.GetError()})
 	}
 	return rec
 }

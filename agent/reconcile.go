@@ -199,10 +199,7 @@ func (r *run) reconcile(ctx context.Context) (string, error) {
 	if msg, ambiguous := r.c.ambiguous(r.key, sc.Status.Selector, selector, pods); ambiguous {
 		return r.ambiguousSelector(ctx, msg)
 	}
-	rm, values, failures, took := r.c.opts.Metrics.fetchMetrics(ctx, r.a.Namespace, spec, selector)
-	for _, f := range failures {
-		r.event(corev1.EventTypeWarning, f.reason, actionGetMetric, "%s", f.err.Error())
-	}
+	rm, values, took := r.c.opts.Metrics.fetchMetrics(ctx, r.a.Namespace, spec, selector)
 
 	req := &Request{
 		Target:          r.target,
@@ -223,7 +220,6 @@ func (r *run) reconcile(ctx context.Context) (string, error) {
 		"the Setpoint service answered the last request", r.now)
 	if rec.Error != "" {
 		r.failedMetrics = true
-		r.event(corev1.EventTypeWarning, "FailedComputeMetricsReplicas", actionCompute, "%s", rec.Error)
 	}
 	// The metrics in force: the API server's default (80% cpu) when the
 	// spec lists none, as the request carried.
@@ -232,6 +228,7 @@ func (r *run) reconcile(ctx context.Context) (string, error) {
 		metrics = []autoscalingv2.MetricSpec{hpa.DefaultMetric()}
 	}
 	r.c.opts.Prometheus.decided(r.a.Namespace, r.a.Name, metrics, current, rec, took)
+	r.metricEvents(rec, metrics)
 	if !spec.DryRun {
 		r.action = actionOf(rec.Rescale, rec.DesiredReplicas, current)
 	}
@@ -279,6 +276,40 @@ func (r *run) reconcile(ctx context.Context) (string, error) {
 		return resultError, err
 	}
 	return resultSuccess, nil
+}
+
+// computeFailedPrefix starts a decision's error when no replica count
+// could be computed at all; the controller's Event carries the rest.
+const computeFailedPrefix = "failed to compute desired number of replicas based on listed metrics: "
+
+// metricEvents emits the Events the HPA controller emits while computing
+// the metrics: FailedGet<Type>Metric for each metric that failed, with its
+// message, and FailedComputeMetricsReplicas only when the computation as a
+// whole failed. metrics are the metrics in force, index-aligned with
+// rec.Metrics.
+func (r *run) metricEvents(rec *Recommendation, metrics []autoscalingv2.MetricSpec) {
+	for i, m := range rec.Metrics {
+		if !m.Failed || i >= len(metrics) {
+			continue
+		}
+		reason := "InvalidMetricSourceType"
+		switch metrics[i].Type {
+		case autoscalingv2.ResourceMetricSourceType:
+			reason = "FailedGetResourceMetric"
+		case autoscalingv2.ContainerResourceMetricSourceType:
+			reason = "FailedGetContainerResourceMetric"
+		case autoscalingv2.PodsMetricSourceType:
+			reason = "FailedGetPodsMetric"
+		case autoscalingv2.ObjectMetricSourceType:
+			reason = "FailedGetObjectMetric"
+		case autoscalingv2.ExternalMetricSourceType:
+			reason = "FailedGetExternalMetric"
+		}
+		r.event(corev1.EventTypeWarning, reason, actionGetMetric, "%s", m.Err)
+	}
+	if msg, whole := strings.CutPrefix(rec.Error, computeFailedPrefix); whole {
+		r.event(corev1.EventTypeWarning, "FailedComputeMetricsReplicas", actionCompute, "%s", msg)
+	}
 }
 
 // ambiguousSelector refuses to decide for an Autoscaler whose pods another

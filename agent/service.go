@@ -118,6 +118,9 @@ type MetricProposal struct {
 	Proposal int32
 	// Failed is true when the metric could not be computed.
 	Failed bool
+	// Err is why it failed, as the HPA controller's FailedGet*Metric Event
+	// says it.
+	Err string
 }
 
 // ObservationKind says what became of a target's replica count.

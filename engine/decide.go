@@ -179,7 +179,7 @@ func (d *decider) computeMetrics() (proposal int32, statuses []MetricStatus, err
 		errText = fmt.Sprintf("invalid metrics (%d invalid out of %d), first error is: %v", invalid, n, first.err)
 	}
 	if invalid >= n || (invalid > 0 && proposal < in.Scale.Replicas) {
-		d.setCondition(ScalingActive, ConditionFalse, first.reason, "the HPA was unable to compute the replica count: "+first.err.Error())
+		d.setCondition(ScalingActive, ConditionFalse, first.reason, "the HPA was unable to compute the replica count: "+first.shown.Error())
 		d.explain.Winner = -1
 		return -1, statuses, errText, true
 	}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sort"
+	"strings"
 )
 
 // evaluate computes one metric's proposal and status, as upstream's
@@ -18,6 +20,10 @@ func (c *calculator) evaluate(i int, specReplicas int32) (metricResult, *metricE
 	r := metricResult{explain: MetricExplanation{Name: metricName(spec)}}
 	var reason string
 	var err error
+	// shown is the metric's error as the controller shows it in the
+	// ScalingActive condition and the FailedGet*Metric Event: before the
+	// wrapping of the error it returns.
+	var shown error
 	switch spec.Type {
 	case ResourceSource, ContainerResourceSource:
 		reason = "FailedGetResourceMetric"
@@ -25,6 +31,7 @@ func (c *calculator) evaluate(i int, specReplicas int32) (metricResult, *metricE
 			reason = "FailedGetContainerResourceMetric"
 		}
 		err = c.evaluateResource(spec, obs, specReplicas, &r)
+		shown = err
 		if err != nil {
 			if spec.Type == ContainerResourceSource {
 				err = fmt.Errorf("failed to get %s container metric value: %w", spec.Container, err)
@@ -35,29 +42,36 @@ func (c *calculator) evaluate(i int, specReplicas int32) (metricResult, *metricE
 	case PodsSource:
 		reason = "FailedGetPodsMetric"
 		err = c.evaluatePods(spec, obs, specReplicas, &r)
+		shown = err
 		if err != nil {
 			err = fmt.Errorf("failed to get pods metric value: %w", err)
 		}
 	case ObjectSource:
 		reason = "FailedGetObjectMetric"
 		err = c.evaluateObject(spec, obs, specReplicas, &r)
+		shown = err
 		if err != nil {
 			err = fmt.Errorf("failed to get object metric value: %w", err)
 		}
 	case ExternalSource:
 		reason = "FailedGetExternalMetric"
 		err = c.evaluateExternal(spec, obs, specReplicas, &r)
+		shown = err
 		if err != nil {
 			err = fmt.Errorf("failed to get %s external metric value: %w", spec.Metric.Name, err)
 		}
 	default:
 		reason = "InvalidMetricSourceType"
 		err = fmt.Errorf("unknown metric source type %q", string(spec.Type))
+		shown = err
 	}
 	if err != nil {
+		if w, ok := shown.(*wrappedError); ok {
+			shown = w.shown
+		}
 		r.explain.Outcome = OutcomeFailed
-		r.explain.Err = err.Error()
-		return r, &metricError{reason: reason, err: err}
+		r.explain.Err = shown.Error()
+		return r, &metricError{reason: reason, err: err, shown: shown}
 	}
 	r.explain.Proposal = r.proposal
 	return r, nil
@@ -90,13 +104,46 @@ func metricName(spec *MetricSpec) string {
 	return string(spec.Type)
 }
 
-// selectorText renders a selector for metric names, in the spirit of
-// upstream's %+v of a *LabelSelector.
+// wrappedError is a metric error the controller shows (condition, Event)
+// in one form and returns, for the FailedComputeMetricsReplicas text, wrapped
+// once more.
+type wrappedError struct {
+	shown, err error
+}
+
+func (e *wrappedError) Error() string { return e.err.Error() }
+func (e *wrappedError) Unwrap() error { return e.err }
+
+// selectorText renders a selector for metric names: "(" + what upstream's
+// %+v of a *LabelSelector prints + ")".
 func selectorText(s *LabelSelector) string {
+	return "(" + labelSelectorString(s) + ")"
+}
+
+// labelSelectorString is what the Kubernetes controller's %v of a
+// *metav1.LabelSelector prints (its generated String method): labels in key
+// order, then the expressions, e.g.
+// "&LabelSelector{MatchLabels:map[string]string{app: web,},MatchExpressions:[]LabelSelectorRequirement{},}".
+func labelSelectorString(s *LabelSelector) string {
 	if s == nil {
-		return "(nil)"
+		return "nil"
 	}
-	return fmt.Sprintf("(&LabelSelector{MatchLabels:%v,MatchExpressions:%v,})", s.MatchLabels, s.MatchExpressions)
+	var b strings.Builder
+	b.WriteString("&LabelSelector{MatchLabels:map[string]string{")
+	keys := make([]string, 0, len(s.MatchLabels))
+	for k := range s.MatchLabels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%v: %v,", k, s.MatchLabels[k])
+	}
+	b.WriteString("},MatchExpressions:[]LabelSelectorRequirement{")
+	for _, e := range s.MatchExpressions {
+		fmt.Fprintf(&b, "LabelSelectorRequirement{Key:%v,Operator:%v,Values:%v,},", e.Key, e.Operator, e.Values)
+	}
+	b.WriteString("},}")
+	return b.String()
 }
 
 // evaluateResource handles Resource and ContainerResource metrics.
@@ -158,18 +205,22 @@ func (c *calculator) evaluatePods(spec *MetricSpec, obs Observation, current int
 func (c *calculator) evaluateObject(spec *MetricSpec, obs Observation, specReplicas int32, r *metricResult) error {
 	ref := spec.DescribedObject
 	fetchErr := func(msg string) error {
-		return fmt.Errorf("unable to get metric %s on %s %s: %s", spec.Metric.Name, ref.Kind, ref.Name, msg)
+		return fmt.Errorf("unable to get metric %s on %s %s/%s: %s", spec.Metric.Name, ref.Kind, c.in.Namespace, ref.Name, msg)
 	}
 	var value int64
 	switch {
 	case obs.Err != "":
 		err := fetchErr("unable to fetch metrics from custom metrics API: " + obs.Err)
 		if spec.Target.Type == AverageValueTarget {
-			err = fmt.Errorf("failed to get %s object metric: %w", spec.Metric.Name, err)
+			return &wrappedError{shown: err, err: fmt.Errorf("failed to get %s object metric: %w", spec.Metric.Name, err)}
 		}
 		return err
 	case len(obs.Values) == 0:
-		return fetchErr("no metrics returned from custom metrics API")
+		err := fetchErr("no metrics returned from custom metrics API")
+		if spec.Target.Type == AverageValueTarget {
+			return &wrappedError{shown: err, err: fmt.Errorf("failed to get %s object metric: %w", spec.Metric.Name, err)}
+		}
+		return err
 	default:
 		value = obs.Values[0].Milli
 	}
@@ -197,11 +248,20 @@ func (c *calculator) evaluateObject(spec *MetricSpec, obs Observation, specRepli
 // evaluateExternal handles External metrics: the series are summed.
 func (c *calculator) evaluateExternal(spec *MetricSpec, obs Observation, specReplicas int32, r *metricResult) error {
 	name := spec.Metric.Name
-	if obs.Err != "" {
-		return fmt.Errorf("unable to get external metric %s: unable to fetch metrics from external metrics API: %s", name, obs.Err)
+	var fetchErr error
+	switch {
+	case obs.Err != "":
+		fetchErr = fmt.Errorf("unable to get external metric %s/%s/%s: unable to fetch metrics from external metrics API: %s", c.in.Namespace, name, labelSelectorString(spec.Metric.Selector), obs.Err)
+	case len(obs.Values) == 0:
+		fetchErr = fmt.Errorf("unable to get external metric %s/%s/%s: no metrics returned from external metrics API", c.in.Namespace, name, labelSelectorString(spec.Metric.Selector))
 	}
-	if len(obs.Values) == 0 {
-		return fmt.Errorf("unable to get external metric %s: no metrics returned from external metrics API", name)
+	if fetchErr != nil {
+		// The condition and Event carry fetchErr; the error the controller
+		// returns wraps it once more, differently for each target type.
+		if spec.Target.Type == ValueTarget {
+			return &wrappedError{shown: fetchErr, err: fmt.Errorf("failed to get external metric %s: %w", name, fetchErr)}
+		}
+		return &wrappedError{shown: fetchErr, err: fmt.Errorf("failed to get %s external metric: %w", name, fetchErr)}
 	}
 	r.status = MetricStatus{Type: ExternalSource, Metric: spec.Metric}
 	var total int64

@@ -99,7 +99,10 @@ type metricResult struct {
 // ScalingActive=False condition upstream would set for it.
 type metricError struct {
 	reason string
-	err    error
+	// err is the error as the controller returns it (the
+	// FailedComputeMetricsReplicas text); shown is the error as its
+	// condition and FailedGet*Metric Event show it.
+	err, shown error
 }
 
 // calculator evaluates metrics for one input. Its buffers, one slot per

@@ -8,6 +8,9 @@ import "time"
 type Input struct {
 	// Now is the decision's instant; every cutoff is computed from it.
 	Now time.Time
+	// Namespace is the autoscaler's namespace, which the controller's
+	// messages about Object and External metrics name.
+	Namespace string
 	// Spec is the autoscaler's spec.
 	Spec Spec
 	// Settings are the controller settings for this target.

@@ -32,7 +32,8 @@ func richInput() engine.Input {
 	sel := &engine.LabelSelector{MatchLabels: map[string]string{"queue": "orders"},
 		MatchExpressions: []engine.LabelSelectorRequirement{{Key: "zone", Operator: "In", Values: []string{"a", "b"}}}}
 	return engine.Input{
-		Now: t0,
+		Namespace: key.GetNamespace(),
+		Now:       t0,
 		Spec: engine.Spec{
 			MinReplicas: 0, MaxReplicas: 20,
 			Metrics: []engine.MetricSpec{
@@ -120,7 +121,7 @@ func FuzzRoundTrip(f *testing.F) {
 // randomInput generates a valid input whose tolerances are readings of
 // quantities, as every tolerance reaching the engine is.
 func randomInput(r *rand.Rand) engine.Input {
-	in := engine.Input{Now: t0.Add(time.Duration(r.Int64N(1e15)))}
+	in := engine.Input{Now: t0.Add(time.Duration(r.Int64N(1e15))), Namespace: key.GetNamespace()}
 	tol := func() float64 {
 		q := resource.MustParse(fmt.Sprintf("%dm", r.IntN(2000)))
 		return q.AsApproximateFloat64()
@@ -328,7 +329,7 @@ func TestDefaults(t *testing.T) {
 			req := minimalRequest()
 			tt.modify(req)
 			want := engine.Input{
-				Now: t0,
+				Now: t0, Namespace: key.GetNamespace(),
 				Spec: engine.Spec{MinReplicas: 1, MaxReplicas: 10, Metrics: []engine.MetricSpec{
 					{Type: engine.ResourceSource, Resource: "cpu", Target: engine.Target{Type: engine.UtilizationTarget, Utilization: 50}}}},
 				Settings:     engine.Settings{Tolerance: 0.1, CPUInitializationPeriod: 5 * time.Minute, InitialReadinessDelay: 30 * time.Second, DownscaleStabilizationWindow: 5 * time.Minute},

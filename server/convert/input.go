@@ -99,7 +99,7 @@ func Input(req *setpointv1.RecommendRequest, now time.Time) (engine.Input, error
 // input is Input; quiet leaves the per-item field paths empty.
 func input(req *setpointv1.RecommendRequest, now time.Time, quiet bool) (engine.Input, error) {
 	c := &converter{err: &setpointv1.ValidationError{}, quiet: quiet}
-	in := engine.Input{Now: now}
+	in := engine.Input{Now: now, Namespace: req.GetTarget().GetNamespace()}
 	in.Settings = c.settings(req.GetSettings())
 	in.Spec = c.spec(req.GetSpec(), in.Settings)
 	in.Scale = c.scale(req.GetScale())

@@ -399,6 +399,13 @@ func (c differenceCase) run(t *testing.T, addr string) {
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	for _, w := range twins {
 		w.set(c.steps[0].load)
+		// The first pods and their metrics exist before the autoscalers,
+		// so that neither side starts by reading a half-built twin.
+		for i, tg := range w.targets {
+			if err := w.playTarget(t.Context(), tg, i == 0); err != nil {
+				t.Fatal(err)
+			}
+		}
 		wg.Go(func() { w.play(ctx) })
 	}
 	startAgent(t, twins[setpoint].ns, addr)
