@@ -50,7 +50,7 @@ func needsResourceMetrics(spec *v1alpha1.AutoscalerSpec) bool {
 // each failed metric's message for the FailedGet*Metric Events.
 func (c MetricsClients) fetchMetrics(ctx context.Context, namespace string, spec *v1alpha1.AutoscalerSpec, selector labels.Selector) (ResourceMetrics, []MetricValues, []time.Duration) {
 	var (
-		rm       ResourceMetrics
+		rm ResourceMetrics
 		// took is each metric's fetch time; Resource and ContainerResource
 		// metrics share the one resource metrics fetch.
 		took         = make([]time.Duration, len(spec.Metrics))

@@ -83,8 +83,11 @@ func cases() []differenceCase {
 			{what: "no series", load: load{}},
 		},
 	}, {
+		// Fewer than ten rescales: past ten Events of one reason within ten
+		// minutes, the controller's recorder combines them
+		// (docs/differences.md).
 		name: "behavior", replicas: 2,
-		autoscalers: []autoscalingv2.HorizontalPodAutoscalerSpec{{ScaleTargetRef: ref("app"), MinReplicas: ptr.To[int32](1), MaxReplicas: 20,
+		autoscalers: []autoscalingv2.HorizontalPodAutoscalerSpec{{ScaleTargetRef: ref("app"), MinReplicas: ptr.To[int32](1), MaxReplicas: 10,
 			Metrics: []autoscalingv2.MetricSpec{cpuUtilization(50)},
 			Behavior: &autoscalingv2.HorizontalPodAutoscalerBehavior{
 				ScaleUp: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr.To[int32](0), Policies: []autoscalingv2.HPAScalingPolicy{
