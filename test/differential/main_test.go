@@ -33,9 +33,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -43,7 +40,6 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
 
 	"github.com/setpointhq/setpoint/agent"
 	"github.com/setpointhq/setpoint/internal/kubetest"
@@ -143,30 +139,13 @@ func run(m *testing.M) (int, error) {
 }
 
 // installAutoscalerCRD creates the Autoscaler CRD from deploy/ and waits
-// until discovery serves it.
+// until the apiserver serves it.
 func installAutoscalerCRD(ctx context.Context) error {
 	b, err := os.ReadFile("../../deploy/setpoint.dev_autoscalers.yaml")
 	if err != nil {
 		return err
 	}
-	var obj map[string]any
-	if err := yaml.Unmarshal(b, &obj); err != nil {
-		return err
-	}
-	res := env.dyn.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
-	if _, err := res.Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("create the Autoscaler CRD: %w", err)
-	}
-	for {
-		if _, err := env.kube.Discovery().ServerResourcesForGroupVersion("setpoint.dev/v1alpha1"); err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("the Autoscaler CRD is not served: %w", ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	return env.cluster.InstallCRD(ctx, b)
 }
 
 // startAgent runs a Setpoint agent for namespace ns, against the Setpoint
@@ -174,7 +153,7 @@ func installAutoscalerCRD(ctx context.Context) error {
 // settings as kube-controller-manager.
 func startAgent(t *testing.T, ns, addr string) {
 	t.Helper()
-	clients, err := agent.NewKubeClients(env.cluster.Config())
+	clients, err := agent.NewKubeClients(env.cluster.Config(), agent.KubeClientOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,5 +202,5 @@ func startAgent(t *testing.T, ns, addr string) {
 
 // startServer runs the Setpoint server for the test.
 func startServer(t *testing.T) string {
-	return servertest.Start(t, t.TempDir(), server.Options{ShutdownTimeout: time.Second, ExpireAfter: -1})
+	return servertest.Start(t, servertest.Config{Options: server.Options{ShutdownTimeout: time.Second, ExpireAfter: -1}}).Addr
 }
