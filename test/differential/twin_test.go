@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 
 	"github.com/setpointhq/setpoint/agent"
 	"github.com/setpointhq/setpoint/agent/api/v1alpha1"
@@ -63,6 +64,8 @@ type twin struct {
 	load load
 	// seq is the replica counts "app" went through, without repeats.
 	seq []int32
+	// hand counts the changes by hand (scaleByHand).
+	hand int
 }
 
 // target is one Deployment of a twin: its name and its pods' labels.
@@ -138,6 +141,9 @@ func (w *twin) play(ctx context.Context) {
 }
 
 func (w *twin) playTarget(ctx context.Context, tg target, first bool) error {
+	w.mu.Lock()
+	hand := w.hand
+	w.mu.Unlock()
 	d, err := env.kube.AppsV1().Deployments(w.ns).Get(ctx, tg.name, metav1.GetOptions{})
 	if err != nil {
 		return err
@@ -145,7 +151,8 @@ func (w *twin) playTarget(ctx context.Context, tg target, first bool) error {
 	n := int(*d.Spec.Replicas)
 	if first {
 		w.mu.Lock()
-		if len(w.seq) == 0 || w.seq[len(w.seq)-1] != int32(n) {
+		// A read from before a change by hand is stale for the sequence.
+		if hand == w.hand && (len(w.seq) == 0 || w.seq[len(w.seq)-1] != int32(n)) {
 			w.seq = append(w.seq, int32(n))
 		}
 		w.mu.Unlock()
@@ -153,6 +160,9 @@ func (w *twin) playTarget(ctx context.Context, tg target, first bool) error {
 	w.mu.Lock()
 	l := w.load
 	w.mu.Unlock()
+	// Metrics first, for every pod at once: a pod that does not exist yet
+	// is ignored by both sides, and neither reads half a step.
+	w.publish(l, tg, n)
 	pods := env.kube.CoreV1().Pods(w.ns)
 	for i := range n {
 		name := fmt.Sprintf("%s-%d", tg.name, i)
@@ -179,7 +189,6 @@ func (w *twin) playTarget(ctx context.Context, tg target, first bool) error {
 				return err
 			}
 		}
-		w.publish(l, tg, name, i)
 	}
 	for i := n; ; i++ {
 		name := fmt.Sprintf("%s-%d", tg.name, i)
@@ -231,16 +240,28 @@ func sameStatus(a, b corev1.PodStatus) bool {
 	return true
 }
 
-// publish sets pod i's metrics and the twin's shared metrics.
-func (w *twin) publish(l load, tg target, name string, i int) {
+// publish sets the metrics of pods 0..n-1 of tg, and the twin's shared
+// metrics. The resource metrics of all pods change at once.
+func (w *twin) publish(l load, tg target, n int) {
 	if l.cpu != nil {
-		if v := l.cpu(i); v != "" {
-			env.metrics.SetPodUsage(w.ns, name, tg.labels, corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(v), corev1.ResourceMemory: resource.MustParse("50Mi")})
-		} else {
-			env.metrics.DeletePodMetrics(w.ns, name)
+		var set []metricsv1beta1.PodMetrics
+		var remove []metav1.ObjectMeta
+		for i := range n {
+			meta := metav1.ObjectMeta{Namespace: w.ns, Name: fmt.Sprintf("%s-%d", tg.name, i), Labels: tg.labels}
+			if v := l.cpu(i); v != "" {
+				set = append(set, metricsv1beta1.PodMetrics{ObjectMeta: meta, Containers: []metricsv1beta1.ContainerMetrics{{Name: "app",
+					Usage: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(v), corev1.ResourceMemory: resource.MustParse("50Mi")}}}})
+			} else {
+				remove = append(remove, meta)
+			}
 		}
+		env.metrics.ReplacePodMetrics(set, remove)
 	}
-	if l.podsMetric != nil {
+	for i := range n {
+		name := fmt.Sprintf("%s-%d", tg.name, i)
+		if l.podsMetric == nil {
+			break
+		}
 		if v := l.podsMetric(i); v != "" {
 			env.metrics.SetCustomMetric(metricsserver.CustomMetric{Resource: "pods", Namespace: w.ns, Name: name, Kind: "Pod", APIVersion: "v1",
 				Labels: tg.labels, Metric: "requests", Value: resource.MustParse(v)})
@@ -433,7 +454,7 @@ func (c differenceCase) run(t *testing.T, addr string) {
 		}
 		if s.scale > 0 {
 			for _, w := range twins {
-				scaleByHand(t, w.ns, "app", s.scale)
+				w.scaleByHand(s.scale)
 			}
 		}
 		c.settle(t, twins, s.what)
@@ -520,15 +541,22 @@ func (c differenceCase) compare(ctx context.Context, twins map[side]*twin) (stri
 	return strings.Join(diffs, "\n"), nil
 }
 
-// scaleByHand sets the Deployment's replica count, as a user would.
-func scaleByHand(t *testing.T, ns, name string, replicas int32) {
-	t.Helper()
-	sc, err := env.kube.AppsV1().Deployments(ns).GetScale(t.Context(), name, metav1.GetOptions{})
+// scaleByHand sets the replica count of "app", as a user would, and
+// records it in the sequence (the autoscaler may undo it before the next
+// play notices).
+func (w *twin) scaleByHand(replicas int32) {
+	w.t.Helper()
+	ctx := w.t.Context()
+	sc, err := env.kube.AppsV1().Deployments(w.ns).GetScale(ctx, "app", metav1.GetOptions{})
 	if err != nil {
-		t.Fatal(err)
+		w.t.Fatal(err)
 	}
 	sc.Spec.Replicas = replicas
-	if _, err := env.kube.AppsV1().Deployments(ns).UpdateScale(t.Context(), name, sc, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, err := env.kube.AppsV1().Deployments(w.ns).UpdateScale(ctx, "app", sc, metav1.UpdateOptions{}); err != nil {
+		w.t.Fatal(err)
 	}
+	w.seq = append(w.seq, replicas)
+	w.hand++
 }

@@ -293,6 +293,21 @@ func (s *Server) SetPodMetrics(pm metricsv1beta1.PodMetrics) {
 	s.pods[objectKey{pm.Namespace, pm.Name}] = *pm.DeepCopy()
 }
 
+// ReplacePodMetrics sets, at once, the PodMetrics of many pods and removes
+// those of the pods named in remove (namespace/name pairs as
+// metav1.ObjectMeta): no request sees some of the changes without the
+// others, as a metric timeline's step needs.
+func (s *Server) ReplacePodMetrics(set []metricsv1beta1.PodMetrics, remove []metav1.ObjectMeta) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, pm := range set {
+		s.pods[objectKey{pm.Namespace, pm.Name}] = *pm.DeepCopy()
+	}
+	for _, m := range remove {
+		delete(s.pods, objectKey{m.Namespace, m.Name})
+	}
+}
+
 // SetPodUsage is SetPodMetrics for a pod with one container, named "app",
 // using usage (for example {cpu: 250m, memory: 64Mi}).
 func (s *Server) SetPodUsage(namespace, name string, podLabels map[string]string, usage corev1.ResourceList) {
