@@ -496,11 +496,13 @@ func managedBy(fields []metav1.ManagedFieldsEntry, manager, subresource string) 
 }
 
 // settle waits until both twins have held the same state for three sync
-// periods, and fails with the difference when that does not happen in time.
+// periods and the default scale-down window, and fails with the difference when that does not happen in time.
 func (c differenceCase) settle(t *testing.T, twins map[side]*twin, what string) {
 	t.Helper()
 	s := env.settings
-	hold := 3 * s.sync
+	// Holding longer than the default scale-down window lets a pending
+	// scale-down happen before the step counts as settled.
+	hold := max(3*s.sync, s.downscaleStabilizing+2*s.sync)
 	deadline := time.Now().Add(30*time.Second*env.scale + s.downscaleStabilizing)
 	var since time.Time
 	var last string
