@@ -23,6 +23,7 @@ import (
 	"github.com/setpointhq/setpoint/agent"
 	"github.com/setpointhq/setpoint/agent/api/v1alpha1"
 	"github.com/setpointhq/setpoint/internal/kubetest/metricsserver"
+	"github.com/setpointhq/setpoint/internal/testkit"
 )
 
 // side says who serves a twin namespace.
@@ -445,6 +446,13 @@ func (c differenceCase) run(t *testing.T, addr string) {
 		if _, err := env.dyn.Resource(v1alpha1.AutoscalerResource).Namespace(a.Namespace).Create(t.Context(), u, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
+		// Which of several autoscalers syncs first is up to timing; each
+		// is seen by both sides before the next exists.
+		if len(c.autoscalers) > 1 {
+			for _, w := range twins {
+				w.waitSynced(name, spec.ScaleTargetRef.Name)
+			}
+		}
 	}
 	for i, s := range c.steps {
 		if i > 0 {
@@ -541,6 +549,23 @@ func (c differenceCase) compare(ctx context.Context, twins map[side]*twin) (stri
 		}
 	}
 	return strings.Join(diffs, "\n"), nil
+}
+
+// waitSynced waits until the autoscaler name has a ScalingActive condition.
+func (w *twin) waitSynced(name, targetName string) {
+	w.t.Helper()
+	testkit.Eventually(w.t, 30*time.Second*env.scale, name+" synced", func() error {
+		o, err := w.observe(w.t.Context(), name, targetName)
+		if err != nil {
+			return err
+		}
+		for _, c := range o.Conditions {
+			if strings.HasPrefix(c, string(autoscalingv2.ScalingActive)+"=") {
+				return nil
+			}
+		}
+		return fmt.Errorf("no %s condition yet: %v", autoscalingv2.ScalingActive, o.Conditions)
+	})
 }
 
 // scaleByHand sets the replica count of "app", as a user would, and
