@@ -107,15 +107,10 @@ func run(m *testing.M) (int, error) {
 	if env.dyn, err = dynamic.NewForConfig(c.Config()); err != nil {
 		return 0, err
 	}
-	ms, err := metricsserver.Start(metricsserver.Options{ClientCA: c.FrontProxyCAPEM()})
-	if err != nil {
+	if env.metrics, err = metricsserver.StartRegistered(ctx, c); err != nil {
 		return 0, err
 	}
-	defer ms.Close()
-	if err := ms.Register(ctx, c.Config()); err != nil {
-		return 0, err
-	}
-	env.metrics = ms
+	defer env.metrics.Close()
 	if err := installAutoscalerCRD(ctx); err != nil {
 		return 0, err
 	}

@@ -19,6 +19,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/setpointhq/setpoint/internal/kubetest"
 )
 
 // apiServices is the resource of APIService objects. The dynamic client
@@ -213,4 +215,19 @@ func certPool(pemData []byte) (*x509.CertPool, error) {
 		return nil, errors.New("metricsserver: ClientCA holds no PEM certificate")
 	}
 	return pool, nil
+}
+
+// StartRegistered starts a server that trusts the cluster's front-proxy CA
+// (as a real aggregated API server does) and registers it with the cluster
+// as its admin; the caller closes it.
+func StartRegistered(ctx context.Context, c *kubetest.Cluster) (*Server, error) {
+	s, err := Start(Options{ClientCA: c.FrontProxyCAPEM()})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Register(ctx, c.Config()); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
 }
