@@ -9,7 +9,9 @@ import (
 // (metrics.GetResourceUtilizationRatio and GetMetricUsageRatio add without
 // checks); only the External sums saturate, as upstream's do.
 func TestPerPodSumsWrapLikeKubernetes(t *testing.T) {
-	huge := map[string]podSample{"a": {value: math.MaxInt64}, "b": {value: 2}}
+	huge := &samples{byPod: make([]podSample, 2)}
+	huge.put(0, podSample{value: math.MaxInt64})
+	huge.put(1, podSample{value: 2})
 	var total int64 = math.MaxInt64
 	total += 2 // the wrapped sum: math.MinInt64 + 1
 
@@ -18,7 +20,7 @@ func TestPerPodSumsWrapLikeKubernetes(t *testing.T) {
 		t.Errorf("usageRatio average = %d, want the wrapped sum over 2 = %d", average, want)
 	}
 
-	_, utilization, raw, err := utilizationRatio(huge, map[string]int64{"a": 100, "b": 100}, 50)
+	_, utilization, raw, err := utilizationRatio(huge, []int64{100, 100}, 50)
 	if err != nil {
 		t.Fatal(err)
 	}
