@@ -564,14 +564,18 @@ func (w *preparedUpdate) apply(tx *bolt.Tx) error {
 }
 
 // bound applies the Options' limits to rec.
-func (b *Bolt) bound(rec *target.Record) {
-	if n := len(rec.Events); n > b.opts.MaxEvents {
-		rec.Events = slices.Clone(rec.Events[n-b.opts.MaxEvents:])
+func (b *Bolt) bound(rec *target.Record) { boundRecord(rec, b.opts.MaxEvents, b.opts.MaxHistory) }
+
+// boundRecord keeps rec's newest maxEvents events and maxHistory entries of
+// each history list.
+func boundRecord(rec *target.Record, maxEvents, maxHistory int) {
+	if n := len(rec.Events); n > maxEvents {
+		rec.Events = slices.Clone(rec.Events[n-maxEvents:])
 	}
 	h := &rec.History
-	h.Recommendations = newest(h.Recommendations, b.opts.MaxHistory, func(r engine.Recommendation) time.Time { return r.At })
-	h.ScaleUpEvents = newest(h.ScaleUpEvents, b.opts.MaxHistory, func(e engine.ScaleEvent) time.Time { return e.At })
-	h.ScaleDownEvents = newest(h.ScaleDownEvents, b.opts.MaxHistory, func(e engine.ScaleEvent) time.Time { return e.At })
+	h.Recommendations = newest(h.Recommendations, maxHistory, func(r engine.Recommendation) time.Time { return r.At })
+	h.ScaleUpEvents = newest(h.ScaleUpEvents, maxHistory, func(e engine.ScaleEvent) time.Time { return e.At })
+	h.ScaleDownEvents = newest(h.ScaleDownEvents, maxHistory, func(e engine.ScaleEvent) time.Time { return e.At })
 }
 
 // newest keeps the max entries of s with the latest times, in their order

@@ -3,7 +3,5 @@ package store
 // Hooks for the fuzz tests of store_test: the record codec and the key
 // parser, which read bytes from the file.
 var (
-	DecodeRecord   = decodeRecord
-	EncodeRecord   = encodeRecord
 	ParseRecordKey = parseRecordKey
 )

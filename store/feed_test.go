@@ -10,18 +10,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/store/storetest"
 	"github.com/setpointhq/setpoint/target"
 )
 
-// decideFn records a decision with id, as the server's Recommend does.
-func decideFn(id string) func(*target.Record) error {
-	return func(rec *target.Record) error {
-		rec.Last = &target.LastDecision{ID: id, At: at(0)}
-		rec.Status.DesiredReplicas++
-		rec.LastSeen = at(0)
-		return nil
-	}
-}
+// decideFn is storetest.DecideFn.
+var decideFn = storetest.DecideFn
 
 // observeFn appends an applied event for id, as Observe does.
 func observeFn(id string) func(*target.Record) error {
@@ -205,46 +199,5 @@ func TestFeedConcurrentWritesAreOrdered(t *testing.T) {
 	}
 	if st.Stats().Commits >= 200 {
 		t.Logf("no commit was shared (%d commits)", st.Stats().Commits)
-	}
-}
-
-// TestFeedCountsTargets: Count is exact at its revision, and the changes
-// after it (Created, deletions) keep a count current.
-func TestFeedCountsTargets(t *testing.T) {
-	ctx := context.Background()
-	st := open(t, newPath(t), store.Options{})
-	k := func(n string) target.Key { return target.Key{Cluster: "eu1", Namespace: "shop", Name: n} }
-	for _, n := range []string{"a", "b", "c"} {
-		if _, err := st.Update(ctx, k(n), decideFn("d")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	n, rev, err := st.Count(ctx)
-	if err != nil || n != 3 || rev != 3 {
-		t.Fatalf("Count = %d, %d, %v; want 3 targets at revision 3", n, rev, err)
-	}
-	if _, err := st.Update(ctx, k("a"), decideFn("d2")); err != nil { // not a new target
-		t.Fatal(err)
-	}
-	if _, err := st.Update(ctx, k("d"), decideFn("d")); err != nil { // new
-		t.Fatal(err)
-	}
-	if err := st.Delete(ctx, k("b")); err != nil {
-		t.Fatal(err)
-	}
-	cs, err := st.Changes(ctx, rev, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range cs {
-		switch {
-		case c.Created:
-			n++
-		case c.Kind == store.ChangeDeleted:
-			n--
-		}
-	}
-	if got, _, _ := st.Count(ctx); n != 3 || got != 3 {
-		t.Errorf("count kept from the changes = %d, Count = %d; want 3", n, got)
 	}
 }

@@ -17,13 +17,12 @@ import (
 	"github.com/setpointhq/setpoint/engine"
 	"github.com/setpointhq/setpoint/internal/testkit"
 	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/store/storetest"
 	"github.com/setpointhq/setpoint/target"
 )
 
-var t0 = time.Date(2026, 3, 1, 12, 0, 0, 123456789, time.UTC)
-
-// at is t0 plus s seconds.
-func at(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+// at is storetest.At: storetest.T0 plus s seconds.
+var at = storetest.At
 
 // fullRecord has every field of Record, at every depth, set to a non-zero
 // value (TestFullRecordIsFull checks it), so a round trip proves the codec
@@ -160,18 +159,8 @@ func zeroFields(v reflect.Value, path string) []string {
 	return out
 }
 
-// put stores rec as it is.
-func put(t testing.TB, st store.Store, rec target.Record) target.Record {
-	t.Helper()
-	got, err := st.Update(context.Background(), rec.Key, func(r *target.Record) error {
-		*r = rec
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("Update(%s): %v", rec.Key, err)
-	}
-	return got
-}
+// put is storetest.Put.
+var put = storetest.Put
 
 func TestOpenCreatesCurrentSchema(t *testing.T) {
 	path := newPath(t)
@@ -268,81 +257,6 @@ func TestRoundTripFullRecord(t *testing.T) {
 		t.Errorf("Get after reopening (-want +got):\n%s", diff)
 	}
 }
-
-func TestUpdate(t *testing.T) {
-	ctx := context.Background()
-	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
-	errBoom := errors.New("boom")
-	for _, tc := range []struct {
-		name    string
-		fn      func(*target.Record) error
-		wantErr error
-		want    *target.Record // nil: no record stored
-	}{
-		{
-			name: "new target starts from a zero record with its key",
-			fn: func(r *target.Record) error {
-				if !cmp.Equal(*r, target.Record{Key: key}) {
-					return fmt.Errorf("fn got %+v", *r)
-				}
-				r.LastSeen = at(0)
-				return nil
-			},
-			want: &target.Record{Key: key, LastSeen: at(0)},
-		},
-		{
-			name:    "fn error stores nothing",
-			fn:      func(r *target.Record) error { r.LastSeen = at(0); return errBoom },
-			wantErr: errBoom,
-		},
-		{
-			name: "the key fn leaves is ignored",
-			fn: func(r *target.Record) error {
-				r.Key = target.Key{Name: "other"}
-				r.LastSeen = at(0)
-				return nil
-			},
-			want: &target.Record{Key: key, LastSeen: at(0)},
-		},
-		{
-			name:    "a string that is not UTF-8 is refused",
-			fn:      func(r *target.Record) error { r.Ref.Name = "\xff"; return nil },
-			wantErr: errAny,
-		},
-		{
-			name:    "a time a timestamp cannot hold is refused",
-			fn:      func(r *target.Record) error { r.LastSeen = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC); return nil },
-			wantErr: errAny,
-		},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			st := open(t, newPath(t), store.Options{})
-			got, err := st.Update(ctx, key, tc.fn)
-			switch {
-			case tc.wantErr == errAny && err == nil, tc.wantErr != errAny && !errors.Is(err, tc.wantErr):
-				t.Fatalf("Update: %v, want %v", err, tc.wantErr)
-			case err == nil && !cmp.Equal(got, *tc.want):
-				t.Errorf("Update returned (-got +want):\n%s", cmp.Diff(got, *tc.want))
-			}
-			stored, err := st.Get(ctx, key)
-			if tc.want == nil {
-				if !errors.Is(err, store.ErrNotFound) {
-					t.Errorf("Get: %+v, %v; want ErrNotFound", stored, err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(*tc.want, stored); diff != "" {
-				t.Errorf("stored (-want +got):\n%s", diff)
-			}
-		})
-	}
-}
-
-// errAny in a test table accepts any non-nil error.
-var errAny = errors.New("any error")
 
 func TestUpdateBounds(t *testing.T) {
 	st := open(t, newPath(t), store.Options{MaxEvents: 3, MaxHistory: 3})
@@ -774,21 +688,9 @@ func TestCloseWaitsForQueuedWrites(t *testing.T) {
 	}
 }
 
-func TestDelete(t *testing.T) {
-	st := open(t, newPath(t), store.Options{})
-	ctx := context.Background()
-	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
-	if err := st.Delete(ctx, key); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("Delete of a missing key: %v, want ErrNotFound", err)
-	}
-	put(t, st, target.Record{Key: key, LastSeen: at(0)})
-	if err := st.Delete(ctx, key); err != nil {
-		t.Fatalf("Delete: %v", err)
-	}
-	if _, err := st.Get(ctx, key); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("Get after Delete: %v, want ErrNotFound", err)
-	}
-	if n, err := st.Expire(ctx, at(3600)); err != nil || n != 0 {
-		t.Errorf("Expire after Delete = %d, %v; want 0 (no index entry left)", n, err)
-	}
+// TestContract runs the contract every backend passes on Bolt files.
+func TestContract(t *testing.T) {
+	storetest.Run(t, func(t *testing.T, opts store.Options) store.Store {
+		return open(t, newPath(t), opts)
+	})
 }

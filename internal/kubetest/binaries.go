@@ -80,3 +80,13 @@ func repoRoot() (string, error) {
 		dir = parent
 	}
 }
+
+// EtcdBinary returns the path of the etcd binary the harness runs
+// ($SETPOINT_KUBE_BIN_DIR, else hack/kube-binaries.sh's build).
+func EtcdBinary(ctx context.Context) (string, error) {
+	dir, err := binDir(ctx, "")
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "etcd"), nil
+}

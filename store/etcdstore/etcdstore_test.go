@@ -1,0 +1,286 @@
+package etcdstore_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/setpointhq/setpoint/engine"
+	"github.com/setpointhq/setpoint/internal/etcdtest"
+	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/store/etcdstore"
+	"github.com/setpointhq/setpoint/store/storetest"
+	"github.com/setpointhq/setpoint/target"
+)
+
+// cluster is one 3-member etcd cluster shared by the package's tests; each
+// store gets its own prefix.
+var (
+	clusterOnce sync.Once
+	endpoints   []string
+	fixture     *etcdtest.Cluster
+	fixtureDirs []string
+	prefixes    atomic.Int64
+)
+
+func client(t *testing.T) *clientv3.Client {
+	t.Helper()
+	clusterOnce.Do(func() {
+		// The cluster outlives the test that starts it: it is a package
+		// fixture, killed with the test binary (Pdeathsig).
+		fixture = etcdtest.Start(&fixtureTB{TB: t}, 3)
+		endpoints = fixture.Endpoints
+	})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// fixtureTB keeps a fixture's cleanups from running at the end of the test
+// that started it.
+type fixtureTB struct{ testing.TB }
+
+func (f *fixtureTB) Cleanup(func()) {}
+func (f *fixtureTB) TempDir() string {
+	dir, err := os.MkdirTemp("", "etcdtest-")
+	if err != nil {
+		f.Fatal(err)
+	}
+	fixtureDirs = append(fixtureDirs, dir)
+	return dir
+}
+
+// open returns a store on a fresh prefix of the shared cluster.
+func open(t *testing.T, opts store.Options, prefix string) *etcdstore.Store {
+	t.Helper()
+	if prefix == "" {
+		prefix = fmt.Sprintf("/test-%d-%d/", time.Now().UnixNano(), prefixes.Add(1))
+	}
+	st, err := etcdstore.New(context.Background(), client(t), etcdstore.Options{
+		Prefix:     prefix,
+		Limits:     store.Limits{MaxEvents: opts.MaxEvents, MaxHistory: opts.MaxHistory},
+		MaxChanges: opts.MaxChanges,
+		Now:        opts.Now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+func TestContract(t *testing.T) {
+	storetest.Run(t, func(t *testing.T, opts store.Options) store.Store { return open(t, opts, "") })
+}
+
+// Two stores on one prefix are two servers: concurrent updates of one
+// target from both are all recorded, in one order, and the feed numbers
+// them densely.
+func TestConcurrentUpdatesFromTwoServersLoseNothing(t *testing.T) {
+	const callers = 40
+	prefix := fmt.Sprintf("/two-%d/", time.Now().UnixNano())
+	a, b := open(t, store.Options{}, prefix), open(t, store.Options{}, prefix)
+	ctx := context.Background()
+	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
+	var wg sync.WaitGroup
+	for i := range callers {
+		st := a
+		if i%2 == 1 {
+			st = b
+		}
+		wg.Go(func() {
+			if _, err := st.Update(ctx, key, func(r *target.Record) error {
+				r.History.Recommendations = append(r.History.Recommendations, engine.Recommendation{Replicas: int32(i), At: storetest.At(i)})
+				r.Last = &target.LastDecision{ID: fmt.Sprint("d", i), At: storetest.At(i)}
+				return nil
+			}); err != nil {
+				t.Errorf("Update %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	rec, err := b.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int32
+	for _, r := range rec.History.Recommendations {
+		got = append(got, r.Replicas)
+	}
+	// The history's order is the commit order; the feed saw the same.
+	cs, err := a.Changes(ctx, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fed []int32
+	for i, c := range cs {
+		if c.Revision != uint64(i+1) {
+			t.Errorf("change %d has revision %d", i, c.Revision)
+		}
+		var n int32
+		fmt.Sscanf(c.Decision.ID, "d%d", &n)
+		fed = append(fed, n)
+	}
+	if diff := cmp.Diff(got, fed); diff != "" {
+		t.Errorf("feed order differs from the history's (-history +feed):\n%s", diff)
+	}
+	slices.Sort(got)
+	want := make([]int32, callers)
+	for i := range want {
+		want[i] = int32(i)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("recommendations kept (-want +got):\n%s", diff)
+	}
+}
+
+func TestFeedOutOfRangeAndFollow(t *testing.T) {
+	ctx := context.Background()
+	st := open(t, store.Options{MaxChanges: 2}, "")
+	var mu sync.Mutex
+	var followed []uint64
+	stop := st.Follow(func(cs []store.Change) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range cs {
+			followed = append(followed, c.Revision)
+		}
+	})
+	defer stop()
+	for i := range 4 {
+		storetest.Put(t, st, target.Record{Key: target.Key{Cluster: "c", Namespace: "n", Name: fmt.Sprint(i)}, Last: &target.LastDecision{ID: "x"}})
+	}
+	mu.Lock()
+	if diff := cmp.Diff([]uint64{1, 2, 3, 4}, followed); diff != "" {
+		t.Errorf("followed when the writes returned (-want +got):\n%s", diff)
+	}
+	mu.Unlock()
+	if _, err := st.Changes(ctx, 1, 10); err == nil || !errorsIs(err, store.ErrOutOfRange) {
+		t.Errorf("Changes(1) with 2 kept = %v, want ErrOutOfRange", err)
+	}
+	if cs, err := st.Changes(ctx, 2, 10); err != nil || len(cs) != 2 {
+		t.Errorf("Changes(2) = %d, %v; want the 2 kept", len(cs), err)
+	}
+	if _, err := st.Changes(ctx, 5, 10); !errorsIs(err, store.ErrOutOfRange) {
+		t.Errorf("Changes beyond the latest = %v, want ErrOutOfRange", err)
+	}
+}
+
+func TestRefusesOversizedRecord(t *testing.T) {
+	st := open(t, store.Options{}, "")
+	key := target.Key{Cluster: "c", Namespace: "n", Name: "big"}
+	_, err := st.Update(context.Background(), key, func(r *target.Record) error {
+		// Random letters: the codec compresses, so a repeated byte would fit.
+		rnd := rand.New(rand.NewPCG(1, 2))
+		b := make([]byte, 3*etcdstore.MaxRecordBytes)
+		for i := range b {
+			b[i] = byte('a' + rnd.IntN(26))
+		}
+		r.Ref.Name = string(b)
+		return nil
+	})
+	if !errorsIs(err, store.ErrInvalid) {
+		t.Fatalf("Update of a record over the budget: %v, want ErrInvalid", err)
+	}
+}
+
+// A store moves from bbolt to etcd and back, every record read back equal.
+func TestCopyBoltToEtcdAndBack(t *testing.T) {
+	ctx := context.Background()
+	bolt, err := store.Open(t.TempDir()+"/a.db", store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bolt.Close()
+	for i := range 25 {
+		storetest.Put(t, bolt, target.Record{Key: target.Key{Cluster: "c", Namespace: "n", Name: fmt.Sprint(i)}, LastSeen: storetest.At(i),
+			Last: &target.LastDecision{ID: fmt.Sprint("d", i), At: storetest.At(i)}})
+	}
+	et := open(t, store.Options{}, "")
+	if n, err := store.Copy(ctx, et, bolt); err != nil || n != 25 {
+		t.Fatalf("Copy to etcd = %d, %v", n, err)
+	}
+	var buf bytes.Buffer
+	if _, err := et.Backup(ctx, func(int64) error { return nil }, &buf); err != nil {
+		t.Fatal(err)
+	}
+	path := t.TempDir() + "/b.db"
+	if err := writeFile(path, buf.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	back, err := store.Open(path, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer back.Close()
+	want, _, _ := bolt.List(ctx, store.Query{})
+	got, _, _ := back.List(ctx, store.Query{})
+	if diff := cmp.Diff(want, got); diff != "" || len(got) != 25 {
+		t.Errorf("records after bbolt → etcd → bbolt (-want +got):\n%s", diff)
+	}
+}
+
+// TestMain stops the shared cluster after the tests.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if fixture != nil {
+		for i := range fixture.Endpoints {
+			fixture.Kill(i)
+		}
+	}
+	for _, d := range fixtureDirs {
+		os.RemoveAll(d)
+	}
+	os.Exit(code)
+}
+
+func TestDecisionLog(t *testing.T) {
+	ctx := context.Background()
+	st := open(t, store.Options{}, "")
+	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
+	for i := range 3 {
+		if _, err := st.Update(ctx, key, func(r *target.Record) error {
+			r.Last = &target.LastDecision{ID: fmt.Sprint("d", i), At: storetest.At(i), Decision: engine.Decision{DesiredReplicas: int32(i + 1)}}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []int32
+	q := store.DecisionQuery{PageSize: 2}
+	for pages := 0; ; pages++ {
+		ds, next, err := st.Decisions(ctx, key, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range ds {
+			got = append(got, d.DesiredReplicas)
+		}
+		if next == "" {
+			break
+		}
+		q.PageToken = next
+	}
+	if diff := cmp.Diff([]int32{1, 2, 3}, got); diff != "" {
+		t.Errorf("logged decisions (-want +got):\n%s", diff)
+	}
+	if err := st.Delete(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	if ds, _, err := st.Decisions(ctx, key, store.DecisionQuery{}); err != nil || len(ds) != 0 {
+		t.Errorf("Decisions after Delete = %d, %v; want none", len(ds), err)
+	}
+}

@@ -1,0 +1,287 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/target"
+)
+
+func update(t *testing.T, open Opener) {
+	ctx := context.Background()
+	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
+	errBoom := errors.New("boom")
+	for _, tc := range []struct {
+		name    string
+		fn      func(*target.Record) error
+		wantErr error
+		want    *target.Record // nil: no record stored
+	}{
+		{
+			name: "new target starts from a zero record with its key",
+			fn: func(r *target.Record) error {
+				if !cmp.Equal(*r, target.Record{Key: key}) {
+					return fmt.Errorf("fn got %+v", *r)
+				}
+				r.LastSeen = at(0)
+				return nil
+			},
+			want: &target.Record{Key: key, LastSeen: at(0)},
+		},
+		{
+			name:    "fn error stores nothing",
+			fn:      func(r *target.Record) error { r.LastSeen = at(0); return errBoom },
+			wantErr: errBoom,
+		},
+		{
+			name: "the key fn leaves is ignored",
+			fn: func(r *target.Record) error {
+				r.Key = target.Key{Name: "other"}
+				r.LastSeen = at(0)
+				return nil
+			},
+			want: &target.Record{Key: key, LastSeen: at(0)},
+		},
+		{
+			name:    "a string that is not UTF-8 is refused",
+			fn:      func(r *target.Record) error { r.Ref.Name = "\xff"; return nil },
+			wantErr: errAny,
+		},
+		{
+			name:    "a time a timestamp cannot hold is refused",
+			fn:      func(r *target.Record) error { r.LastSeen = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC); return nil },
+			wantErr: errAny,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := open(t, store.Options{})
+			got, err := st.Update(ctx, key, tc.fn)
+			switch {
+			case tc.wantErr == errAny && err == nil, tc.wantErr != errAny && !errors.Is(err, tc.wantErr):
+				t.Fatalf("Update: %v, want %v", err, tc.wantErr)
+			case err == nil && !cmp.Equal(got, *tc.want):
+				t.Errorf("Update returned (-got +want):\n%s", cmp.Diff(got, *tc.want))
+			}
+			stored, err := st.Get(ctx, key)
+			if tc.want == nil {
+				if !errors.Is(err, store.ErrNotFound) {
+					t.Errorf("Get: %+v, %v; want ErrNotFound", stored, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(*tc.want, stored); diff != "" {
+				t.Errorf("stored (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func deleteTarget(t *testing.T, open Opener) {
+	st := open(t, store.Options{})
+	ctx := context.Background()
+	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
+	if err := st.Delete(ctx, key); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Delete of a missing key: %v, want ErrNotFound", err)
+	}
+	put(t, st, target.Record{Key: key, LastSeen: at(0)})
+	if err := st.Delete(ctx, key); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if _, err := st.Get(ctx, key); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Get after Delete: %v, want ErrNotFound", err)
+	}
+	if n, err := st.Expire(ctx, at(3600)); err != nil || n != 0 {
+		t.Errorf("Expire after Delete = %d, %v; want 0 (no index entry left)", n, err)
+	}
+}
+
+// listAll pages through q with page size size and returns the keys seen
+// and how many pages it took.
+func listAll(t *testing.T, st store.Store, q store.Query, size int) (keys []target.Key, pages int) {
+	t.Helper()
+	q.PageSize = size
+	for {
+		recs, next, err := st.List(context.Background(), q)
+		if err != nil {
+			t.Fatalf("List(%+v): %v", q, err)
+		}
+		pages++
+		for _, r := range recs {
+			keys = append(keys, r.Key)
+		}
+		if next == "" {
+			return keys, pages
+		}
+		if len(recs) != size {
+			t.Fatalf("List(%+v) returned a short page of %d with a next token", q, len(recs))
+		}
+		q.PageToken = next
+	}
+}
+
+func listTargets(t *testing.T, open Opener) {
+	st := open(t, store.Options{})
+	// Stored out of order; "c" is a prefix of "c1" as a string but not as a
+	// cluster, and a NUL byte sorts before every other byte.
+	all := []target.Key{
+		{Cluster: "c", Namespace: "a", Name: "x"},
+		{Cluster: "c", Namespace: "b", Name: "x"},
+		{Cluster: "c\x00", Namespace: "a", Name: "x"},
+		{Cluster: "c1", Namespace: "a", Name: "x"},
+		{Cluster: "c1", Namespace: "a", Name: "y"},
+		{Cluster: "c1", Namespace: "ab", Name: "x"},
+		{Cluster: "c1", Namespace: "b", Name: "x"},
+		{Cluster: "c2", Namespace: "a", Name: "x"},
+	}
+	for _, i := range []int{5, 0, 7, 2, 4, 1, 6, 3} {
+		put(t, st, target.Record{Key: all[i], LastSeen: at(i)})
+	}
+
+	for _, tc := range []struct {
+		name  string
+		q     store.Query
+		size  int
+		want  []target.Key
+		pages int
+	}{
+		{"everything, default page", store.Query{}, 0, all, 1},
+		{"everything, pages of 3", store.Query{}, 3, all, 3},
+		{"everything, pages of 1", store.Query{}, 1, all, 8},
+		{"pages of exactly the size", store.Query{}, 4, all, 2},
+		{"one cluster", store.Query{Cluster: "c"}, 1, all[0:2], 2},
+		{"cluster with a NUL byte", store.Query{Cluster: "c\x00"}, 0, all[2:3], 1},
+		{"another cluster", store.Query{Cluster: "c1"}, 3, all[3:7], 2},
+		{"one namespace", store.Query{Cluster: "c1", Namespace: "a"}, 1, all[3:5], 2},
+		{"no such cluster", store.Query{Cluster: "c3"}, 0, nil, 1},
+		{"page size above the maximum", store.Query{}, store.MaxPageSize + 1, all, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, pages := listAll(t, st, tc.q, tc.size)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("keys (-want +got):\n%s", diff)
+			}
+			if pages != tc.pages {
+				t.Errorf("%d pages, want %d", pages, tc.pages)
+			}
+		})
+	}
+}
+
+func listRejectsBadQueries(t *testing.T, open Opener) {
+	st := open(t, store.Options{})
+	for _, k := range []string{"a", "b", "c"} {
+		put(t, st, target.Record{Key: target.Key{Cluster: k, Namespace: "n", Name: "x"}, LastSeen: at(0)})
+	}
+	_, tokenOfAll, err := st.List(context.Background(), store.Query{PageSize: 1})
+	if err != nil || tokenOfAll == "" {
+		t.Fatalf("List: token %q, %v", tokenOfAll, err)
+	}
+	for _, tc := range []struct {
+		name string
+		q    store.Query
+	}{
+		{"namespace without cluster", store.Query{Namespace: "n"}},
+		{"negative page size", store.Query{PageSize: -1}},
+		{"token not base64", store.Query{PageToken: "!!"}},
+		{"token of another cluster", store.Query{Cluster: "b", PageToken: tokenOfAll}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			recs, next, err := st.List(context.Background(), tc.q)
+			if !errors.Is(err, store.ErrInvalid) || recs != nil || next != "" {
+				t.Errorf("List(%+v) = %d records, %q, %v; want ErrInvalid", tc.q, len(recs), next, err)
+			}
+		})
+	}
+}
+
+func expire(t *testing.T, open Opener) {
+	st := open(t, store.Options{})
+	ctx := context.Background()
+	key := func(i int) target.Key { return target.Key{Cluster: "c", Namespace: "n", Name: string(rune('a' + i))} }
+	for i := range 5 {
+		put(t, st, target.Record{Key: key(i), LastSeen: at(i * 60)})
+	}
+	put(t, st, target.Record{Key: key(5)}) // LastSeen never set
+	// Seen again: its index entry moves from 0 to 600.
+	if _, err := st.Update(ctx, key(0), func(r *target.Record) error { r.LastSeen = at(600); return nil }); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, tc := range []struct {
+		cutoff time.Time
+		want   int
+		left   []int
+	}{
+		{cutoff: at(-1), want: 1, left: []int{0, 1, 2, 3, 4}}, // only the zero LastSeen
+		{cutoff: at(120), want: 1, left: []int{0, 2, 3, 4}},   // cutoff itself is kept
+		{cutoff: at(120), want: 0, left: []int{0, 2, 3, 4}},
+		{cutoff: at(599), want: 3, left: []int{0}},
+		{cutoff: at(601), want: 1, left: nil},
+	} {
+		n, err := st.Expire(ctx, tc.cutoff)
+		if err != nil || n != tc.want {
+			t.Errorf("Expire(%v) = %d, %v; want %d", tc.cutoff, n, err, tc.want)
+		}
+		got, _ := listAll(t, st, store.Query{}, 0)
+		var want []target.Key
+		for _, i := range tc.left {
+			want = append(want, key(i))
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("after Expire(%v) (-want +got):\n%s", tc.cutoff, diff)
+		}
+	}
+}
+
+// TestFeedCountsTargets: Count is exact at its revision, and the changes
+// after it (Created, deletions) keep a count current.
+func feedCountsTargets(t *testing.T, open Opener) {
+	ctx := context.Background()
+	st := open(t, store.Options{})
+	k := func(n string) target.Key { return target.Key{Cluster: "eu1", Namespace: "shop", Name: n} }
+	for _, n := range []string{"a", "b", "c"} {
+		if _, err := st.Update(ctx, k(n), decideFn("d")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, rev, err := st.Count(ctx)
+	if err != nil || n != 3 || rev != 3 {
+		t.Fatalf("Count = %d, %d, %v; want 3 targets at revision 3", n, rev, err)
+	}
+	if _, err := st.Update(ctx, k("a"), decideFn("d2")); err != nil { // not a new target
+		t.Fatal(err)
+	}
+	if _, err := st.Update(ctx, k("d"), decideFn("d")); err != nil { // new
+		t.Fatal(err)
+	}
+	if err := st.Delete(ctx, k("b")); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := st.Changes(ctx, rev, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cs {
+		switch {
+		case c.Created:
+			n++
+		case c.Kind == store.ChangeDeleted:
+			n--
+		}
+	}
+	if got, _, _ := st.Count(ctx); n != 3 || got != 3 {
+		t.Errorf("count kept from the changes = %d, Count = %d; want 3", n, got)
+	}
+}
+
+// errAny in a test table accepts any non-nil error.
+var errAny = errors.New("any error")

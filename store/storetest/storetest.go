@@ -1,0 +1,70 @@
+// Package storetest is the contract every store.Store backend passes: the
+// tests of package store run it against the bbolt store, those of
+// store/etcdstore against etcd, with the same assertions.
+package storetest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/target"
+)
+
+// Opener returns a new, empty store configured by opts (the fields a
+// backend has: Now, MaxEvents, MaxHistory, MaxChanges); it closes the store
+// at the test's cleanup.
+type Opener func(t *testing.T, opts store.Options) store.Store
+
+// Run runs the contract tests, each on stores from open.
+func Run(t *testing.T, open Opener) {
+	for _, tc := range []struct {
+		name string
+		test func(*testing.T, Opener)
+	}{
+		{"Update", update},
+		{"Delete", deleteTarget},
+		{"List", listTargets},
+		{"ListRejectsBadQueries", listRejectsBadQueries},
+		{"Expire", expire},
+		{"FeedCountsTargets", feedCountsTargets},
+	} {
+		t.Run(tc.name, func(t *testing.T) { tc.test(t, open) })
+	}
+}
+
+// T0 is the time the contract's records are stamped around.
+var T0 = time.Date(2026, 3, 1, 12, 0, 0, 123456789, time.UTC)
+
+// At is T0 plus s seconds.
+func At(s int) time.Time { return T0.Add(time.Duration(s) * time.Second) }
+
+// Put stores rec as it is and returns what the store returned.
+func Put(t testing.TB, st store.Store, rec target.Record) target.Record {
+	t.Helper()
+	got, err := st.Update(context.Background(), rec.Key, func(r *target.Record) error {
+		*r = rec
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Update(%s): %v", rec.Key, err)
+	}
+	return got
+}
+
+// DecideFn records a decision with id, as the server's Recommend does.
+func DecideFn(id string) func(*target.Record) error {
+	return func(rec *target.Record) error {
+		rec.Last = &target.LastDecision{ID: id, At: At(0)}
+		rec.Status.DesiredReplicas++
+		rec.LastSeen = At(0)
+		return nil
+	}
+}
+
+var (
+	at       = At
+	put      = Put
+	decideFn = DecideFn
+)
