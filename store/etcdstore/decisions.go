@@ -69,4 +69,3 @@ func (s *Store) Decisions(ctx context.Context, key target.Key, q store.DecisionQ
 	}
 	return out, next, nil
 }
-
