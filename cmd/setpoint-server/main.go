@@ -29,7 +29,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -100,6 +99,8 @@ type Config struct {
 	// DecisionRetention is how long each target's decision log keeps a
 	// decision; negative keeps none.
 	DecisionRetention time.Duration
+	// Store selects the bbolt file or etcd (etcd.go).
+	Store StoreConfig
 }
 
 // Defaults of the flags that have none in package server. The rate fits
@@ -143,6 +144,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.WatchBuffer, "watch-buffer", server.DefaultWatchBuffer, "changes a Watch stream may fall behind before it is ended with where to resume")
 	fs.IntVar(&c.MaxChanges, "max-changes", store.DefaultMaxChanges, "recent changes kept on disk for Watch streams to resume from")
 	c.Tenancy.RegisterFlags(fs)
+	c.Store.RegisterFlags(fs)
 	fs.DurationVar(&c.DecisionRetention, "decision-retention", store.DefaultDecisionRetention, "how long each target's decision log (ListDecisions, the console's timeline) keeps a decision; negative keeps none")
 }
 
@@ -190,7 +192,7 @@ func (c *Config) Validate() error {
 	if c.ExpireAfter <= 0 || c.ExpireInterval <= 0 || c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("-expire-after, -expire-interval and -shutdown-timeout must be > 0"))
 	}
-	errs = append(errs, c.Tenancy.Validate())
+	errs = append(errs, c.Tenancy.Validate(), c.Store.Validate())
 	return errors.Join(errs...)
 }
 
@@ -256,13 +258,12 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, ready chan<- string)
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data directory: %w", err)
 	}
-	path := filepath.Join(cfg.DataDir, "setpoint.db")
-	st, err := store.Open(path, store.Options{MaxChanges: cfg.MaxChanges, DecisionRetention: cfg.DecisionRetention})
+	st, closeStore, storeMetrics, where, err := openStore(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer func() {
-		if cerr := st.Close(); cerr != nil && err == nil {
+		if cerr := closeStore(); cerr != nil && err == nil {
 			err = cerr
 		}
 	}()
@@ -282,6 +283,9 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, ready chan<- string)
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", srv.MetricsHandler())
+		if storeMetrics != nil {
+			mux.Handle("/metrics/store", storeMetrics.Handler())
+		}
 		mux.Handle("/console/", srv.ConsoleHandler())
 		mux.Handle("/{$}", http.RedirectHandler("/console/", http.StatusFound))
 		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
@@ -289,9 +293,8 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, ready chan<- string)
 		defer hs.Close()
 		log.Info("metrics and console listening", "metrics", "http://"+mlis.Addr().String()+"/metrics", "console", "http://"+mlis.Addr().String()+"/console/")
 	}
-	abs, _ := filepath.Abs(path)
 	log.Info("setpoint-server listening", "addr", lis.Addr().String(), "tls", opts.TLS != nil,
-		"mutual_tls", cfg.TLSClientCA != "", "auth", opts.Auth != nil, "data", abs)
+		"mutual_tls", cfg.TLSClientCA != "", "auth", opts.Auth != nil, "data", where)
 	if ready != nil {
 		ready <- lis.Addr().String()
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/setpointhq/setpoint/internal/testkit"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server"
+	"github.com/setpointhq/setpoint/store"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 )
@@ -28,12 +29,20 @@ type Harness struct {
 }
 
 // Start starts a server whose store is a new file in dir. Stop releases it.
-func Start(dir string) (*Harness, error) {
+func Start(dir string) (*Harness, error) { return StartOn(dir, nil) }
+
+// StartOn starts a server on st (another backend, such as etcd) instead of
+// the file in dir, when st is not nil; Stop does not close st.
+func StartOn(dir string, st store.Store) (*Harness, error) {
 	h := &Harness{Clock: &Clock{}}
-	srv, err := servertest.Run(servertest.Config{Dir: dir, Options: server.Options{
+	cfg := servertest.Config{Dir: dir, Options: server.Options{
 		Now:         h.Clock.Now,
 		ExpireAfter: -1, // scenario times are far from each other; nothing expires
-	}})
+	}}
+	if st != nil {
+		cfg.Wrap = func(store.Store) store.Store { return st }
+	}
+	srv, err := servertest.Run(cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/store/etcdstore"
+)
+
+// StoreConfig selects where the history is kept: a bbolt file in
+// -data-dir (the default) or etcd, shared by several servers
+// (docs/scale-out.md).
+type StoreConfig struct {
+	// Kind is "bolt" or "etcd".
+	Kind string
+	// Endpoints are the etcd client URLs, comma-separated.
+	Endpoints string
+	// Cert, Key and CA are the etcd client certificate, its key and the
+	// CA verifying etcd's certificate (PEM); all empty for plaintext.
+	Cert, Key, CA string
+	// Prefix is put before every key the store writes in etcd.
+	Prefix string
+}
+
+// RegisterFlags registers the store's flags on fs.
+func (c *StoreConfig) RegisterFlags(fs interface {
+	StringVar(p *string, name, value, usage string)
+}) {
+	fs.StringVar(&c.Kind, "store", "bolt", `where the history is kept: "bolt" (a file in -data-dir) or "etcd" (shared by several servers; see -etcd-*)`)
+	fs.StringVar(&c.Endpoints, "etcd-endpoints", "", "etcd client URLs, comma-separated (with -store=etcd)")
+	fs.StringVar(&c.Cert, "etcd-cert", "", "etcd client certificate (PEM)")
+	fs.StringVar(&c.Key, "etcd-key", "", "etcd client private key (PEM)")
+	fs.StringVar(&c.CA, "etcd-ca", "", "CA bundle (PEM) verifying etcd's certificate")
+	fs.StringVar(&c.Prefix, "etcd-prefix", etcdstore.DefaultPrefix, "prefix of every key the server writes in etcd")
+}
+
+// Validate checks the store flags.
+func (c *StoreConfig) Validate() error {
+	switch c.Kind {
+	case "bolt":
+		if c.Endpoints != "" || c.Cert != "" || c.Key != "" || c.CA != "" {
+			return errors.New("-etcd-* flags need -store=etcd")
+		}
+	case "etcd":
+		if c.Endpoints == "" {
+			return errors.New("-store=etcd needs -etcd-endpoints")
+		}
+		if (c.Cert == "") != (c.Key == "") {
+			return errors.New("-etcd-cert and -etcd-key go together")
+		}
+		if c.Prefix == "" {
+			return errors.New("-etcd-prefix must not be empty")
+		}
+	default:
+		return fmt.Errorf("-store: %q is neither bolt nor etcd", c.Kind)
+	}
+	return nil
+}
+
+// storeMetrics are the etcd store's request latencies and conflicts.
+type storeMetrics struct {
+	reg       *prometheus.Registry
+	latency   *prometheus.HistogramVec
+	conflicts prometheus.Counter
+}
+
+func newStoreMetrics() *storeMetrics {
+	m := &storeMetrics{
+		reg: prometheus.NewRegistry(),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "setpoint_etcd_request_duration_seconds",
+			Help:    "Latency of the store's etcd requests, by operation.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}, []string{"op"}),
+		conflicts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "setpoint_etcd_conflicts_total",
+			Help: "Store transactions that lost a race for a target (or the feed) and were retried.",
+		}),
+	}
+	m.reg.MustRegister(m.latency, m.conflicts)
+	return m
+}
+
+func (m *storeMetrics) observe(op string, d time.Duration, conflict bool) {
+	m.latency.WithLabelValues(op).Observe(d.Seconds())
+	if conflict {
+		m.conflicts.Inc()
+	}
+}
+
+// Handler serves the metrics in Prometheus' text format.
+func (m *storeMetrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// openStore opens the configured store; close releases it (and the etcd
+// client). metrics is nil for bbolt. where describes the store for the log.
+func openStore(ctx context.Context, cfg Config) (st store.Store, close func() error, metrics *storeMetrics, where string, err error) {
+	opts := store.Options{MaxChanges: cfg.MaxChanges, DecisionRetention: cfg.DecisionRetention}
+	if cfg.Store.Kind != "etcd" {
+		path := filepath.Join(cfg.DataDir, "setpoint.db")
+		b, err := store.Open(path, opts)
+		if err != nil {
+			return nil, nil, nil, "", err
+		}
+		abs, _ := filepath.Abs(path)
+		return b, b.Close, nil, abs, nil
+	}
+	var tlsCfg *tls.Config
+	if cfg.Store.Cert != "" || cfg.Store.CA != "" {
+		info := transport.TLSInfo{CertFile: cfg.Store.Cert, KeyFile: cfg.Store.Key, TrustedCAFile: cfg.Store.CA}
+		if tlsCfg, err = info.ClientConfig(); err != nil {
+			return nil, nil, nil, "", fmt.Errorf("etcd TLS: %w", err)
+		}
+	}
+	endpoints := strings.Split(cfg.Store.Endpoints, ",")
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, TLS: tlsCfg, DialTimeout: 10 * time.Second, Context: ctx})
+	if err != nil {
+		return nil, nil, nil, "", fmt.Errorf("etcd: %w", err)
+	}
+	metrics = newStoreMetrics()
+	e, err := etcdstore.New(ctx, cli, etcdstore.Options{
+		Prefix:            cfg.Store.Prefix,
+		MaxChanges:        cfg.MaxChanges,
+		DecisionRetention: cfg.DecisionRetention,
+		Observe:           metrics.observe,
+	})
+	if err != nil {
+		cli.Close()
+		return nil, nil, nil, "", err
+	}
+	return e, func() error { return errors.Join(e.Close(), cli.Close()) }, metrics, "etcd " + cfg.Store.Endpoints + " prefix " + cfg.Store.Prefix, nil
+}
