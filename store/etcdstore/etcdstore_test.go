@@ -33,7 +33,7 @@ var (
 	prefixes    atomic.Int64
 )
 
-func client(t *testing.T) *clientv3.Client {
+func client(t testing.TB) *clientv3.Client {
 	t.Helper()
 	clusterOnce.Do(func() {
 		// The cluster outlives the test that starts it: it is a package
@@ -231,6 +231,16 @@ func TestCopyBoltToEtcdAndBack(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" || len(got) != 25 {
 		t.Errorf("records after bbolt → etcd → bbolt (-want +got):\n%s", diff)
 	}
+}
+
+// openB is open for benchmarks.
+func openB(b *testing.B) *etcdstore.Store {
+	st, err := etcdstore.New(context.Background(), client(b), etcdstore.Options{Prefix: fmt.Sprintf("/bench-%d/", time.Now().UnixNano())})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { st.Close() })
+	return st
 }
 
 // TestMain stops the shared cluster after the tests.
