@@ -87,6 +87,10 @@ type Store struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
+	// feedMu serializes this process's updates: most move the feed
+	// sequence, and would only conflict with each other in etcd.
+	feedMu sync.Mutex
+
 	mu        sync.Mutex
 	cond      *sync.Cond
 	delivered int64 // etcd revision the feed watcher has delivered up to
@@ -213,6 +217,10 @@ func (s *Store) Update(ctx context.Context, key target.Key, fn func(rec *target.
 		return target.Record{}, err
 	}
 	rk := s.recKey(kb)
+	// Holding feedMu, this server's own writes never conflict with each
+	// other; only other servers' writes make a transaction fail.
+	s.feedMu.Lock()
+	defer s.feedMu.Unlock()
 	for {
 		start := time.Now()
 		got, err := s.cli.Txn(ctx).Then(clientv3.OpGet(rk), clientv3.OpGet(s.seqKey())).Commit()
