@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -335,18 +334,7 @@ func TestConcurrentUpdatesOfOneKeyLoseNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []int32
-	for _, r := range rec.History.Recommendations {
-		got = append(got, r.Replicas)
-	}
-	slices.Sort(got)
-	want := make([]int32, callers)
-	for i := range want {
-		want[i] = int32(i)
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("recommendations kept (-want +got):\n%s", diff)
-	}
+	storetest.CheckEachOnce(t, storetest.Replicas(rec), callers)
 	if s := st.Stats(); s.Writes != callers || s.Commits > callers {
 		t.Errorf("Stats() = %+v, want %d writes in at most as many commits", s, callers)
 	}

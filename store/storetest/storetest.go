@@ -5,8 +5,11 @@ package storetest
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/setpointhq/setpoint/store"
 	"github.com/setpointhq/setpoint/target"
@@ -60,6 +63,29 @@ func DecideFn(id string) func(*target.Record) error {
 		rec.Status.DesiredReplicas++
 		rec.LastSeen = At(0)
 		return nil
+	}
+}
+
+// Replicas lists the replicas of rec's recommendations, in their order.
+func Replicas(rec target.Record) []int32 {
+	var out []int32
+	for _, r := range rec.History.Recommendations {
+		out = append(out, r.Replicas)
+	}
+	return out
+}
+
+// CheckEachOnce fails t unless got holds each of 0…n-1 exactly once, in
+// any order: every one of n concurrent updates was kept.
+func CheckEachOnce(t testing.TB, got []int32, n int) {
+	t.Helper()
+	got = slices.Sorted(slices.Values(got))
+	want := make([]int32, n)
+	for i := range want {
+		want[i] = int32(i)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("recommendations kept (-want +got):\n%s", diff)
 	}
 }
 
