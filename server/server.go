@@ -260,6 +260,18 @@ func New(st store.Store, o Options) (*Server, error) {
 	return s, nil
 }
 
+// SetServing says whether the server can serve (its store is reachable):
+// the gRPC health service answers SERVING or NOT_SERVING, for the server
+// as a whole and for the autoscaler service.
+func (s *Server) SetServing(ok bool) {
+	status := healthpb.HealthCheckResponse_NOT_SERVING
+	if ok {
+		status = healthpb.HealthCheckResponse_SERVING
+	}
+	s.health.SetServingStatus("", status)
+	s.health.SetServingStatus(setpointv1.AutoscalerService_ServiceDesc.ServiceName, status)
+}
+
 func (o Options) withDefaults() Options {
 	if o.Now == nil {
 		o.Now = time.Now

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/setpointhq/setpoint/store"
 	"github.com/setpointhq/setpoint/store/etcdstore"
@@ -126,7 +127,10 @@ func openStore(ctx context.Context, cfg Config) (st store.Store, close func() er
 		}
 	}
 	endpoints := strings.Split(cfg.Store.Endpoints, ",")
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, TLS: tlsCfg, DialTimeout: 10 * time.Second, Context: ctx})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, TLS: tlsCfg, DialTimeout: 10 * time.Second, Context: ctx,
+		// The store reports etcd's errors itself (and health follows them);
+		// the client's own retry chatter would flood the log.
+		Logger: zap.NewNop()})
 	if err != nil {
 		return nil, nil, nil, "", fmt.Errorf("etcd: %w", err)
 	}
@@ -142,4 +146,39 @@ func openStore(ctx context.Context, cfg Config) (st store.Store, close func() er
 		return nil, nil, nil, "", err
 	}
 	return e, func() error { return errors.Join(e.Close(), cli.Close()) }, metrics, "etcd " + cfg.Store.Endpoints + " prefix " + cfg.Store.Prefix, nil
+}
+
+// healthInterval is how often a shared store's reachability is checked.
+var healthInterval = 2 * time.Second
+
+// watchHealth checks the store with healthy every healthInterval until ctx
+// ends, and tells set whether it answered (the gRPC health service then
+// says NOT_SERVING while etcd is unreachable, so load balancers and agents
+// go to another replica).
+func watchHealth(ctx context.Context, healthy func(context.Context) error, set func(bool), log interface {
+	Warn(msg string, args ...any)
+}) {
+	t := time.NewTicker(healthInterval)
+	defer t.Stop()
+	last := true
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		cctx, cancel := context.WithTimeout(ctx, healthInterval)
+		err := healthy(cctx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if ok := err == nil; ok != last {
+			if !ok {
+				log.Warn("store unreachable: health NOT_SERVING", "err", err)
+			}
+			set(ok)
+			last = ok
+		}
+	}
 }

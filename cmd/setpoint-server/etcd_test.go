@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -41,9 +42,23 @@ func TestRunOnEtcd(t *testing.T) {
 	if _, err := setpointv1.NewAutoscalerServiceClient(conn).ListTargets(t.Context(), &setpointv1.ListTargetsRequest{}); err != nil {
 		t.Errorf("ListTargets: %v", err)
 	}
+	// With every etcd member gone the server says NOT_SERVING.
+	for i := range c.Endpoints {
+		c.Kill(i)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := healthpb.NewHealthClient(conn).Check(t.Context(), &healthpb.HealthCheckRequest{})
+		if err == nil && resp.Status == healthpb.HealthCheckResponse_NOT_SERVING {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("health with etcd down: %v, %v; want NOT_SERVING", resp, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("run: %v", err)
 	}
 }
-

@@ -271,6 +271,9 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, ready chan<- string)
 	if err != nil {
 		return err
 	}
+	if h, ok := st.(interface{ Healthy(context.Context) error }); ok {
+		go watchHealth(ctx, h.Healthy, srv.SetServing, log)
+	}
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return err
