@@ -29,11 +29,12 @@ func manifests(t *testing.T, path string) []map[string]any {
 	return out
 }
 
-// The server's arguments in deploy/server.yaml are flags this binary has
-// and pass Validate: the manifest cannot drift from the binary.
-func TestDeployServerArgs(t *testing.T) {
+// serverArgs returns the server container's arguments in the Deployment
+// of the manifest at path.
+func serverArgs(t *testing.T, path string) []string {
+	t.Helper()
 	var args []string
-	for _, obj := range manifests(t, "../../deploy/server.yaml") {
+	for _, obj := range manifests(t, path) {
 		if obj["kind"] != "Deployment" {
 			continue
 		}
@@ -42,6 +43,28 @@ func TestDeployServerArgs(t *testing.T) {
 			args = append(args, a.(string))
 		}
 	}
+	return args
+}
+
+// The HA overlay's server arguments (deploy-ha) select etcd, over mutual
+// TLS, and pass Validate.
+func TestDeployHAServerArgs(t *testing.T) {
+	c := defaults(t, serverArgs(t, "../../deploy-ha/server-patch.yaml")...)
+	if err := c.Validate(); err != nil {
+		t.Errorf("deploy-ha arguments: %v", err)
+	}
+	if c.Store.Kind != "etcd" || c.Store.Cert == "" || c.Store.CA == "" || c.TLSClientCA == "" || c.AuthConfig == "" {
+		t.Errorf("deploy-ha must run on etcd with client certificates and serve mutual TLS: %+v", c)
+	}
+	if objs := manifests(t, "../../deploy-ha/pdb.yaml"); len(objs) != 1 || objs[0]["kind"] != "PodDisruptionBudget" {
+		t.Errorf("deploy-ha/pdb.yaml: %v", objs)
+	}
+}
+
+// The server's arguments in deploy/server.yaml are flags this binary has
+// and pass Validate: the manifest cannot drift from the binary.
+func TestDeployServerArgs(t *testing.T) {
+	args := serverArgs(t, "../../deploy/server.yaml")
 	if len(args) == 0 {
 		t.Fatal("no server arguments in deploy/server.yaml")
 	}
