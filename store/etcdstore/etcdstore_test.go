@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/setpointhq/setpoint/engine"
 	"github.com/setpointhq/setpoint/internal/etcdtest"
@@ -40,7 +41,7 @@ func client(t testing.TB) *clientv3.Client {
 		fixture = etcdtest.Start(&fixtureTB{TB: t}, 3)
 		endpoints = fixture.Endpoints
 	})
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
