@@ -106,6 +106,13 @@ type Options struct {
 	// a stream that falls further behind is ended with Aborted and resumes.
 	// 0 means DefaultWatchBuffer.
 	WatchBuffer int
+	// ResumeKey is the secret under which the Watch resume points of
+	// callers that may not read every cluster are sealed (at least 16
+	// bytes; ResumeKeySize is what setpoint-server keeps). Points made
+	// under one key are refused under another: servers behind one address
+	// share it, and a server keeps it across restarts so its callers can
+	// resume. nil means a random key for this process.
+	ResumeKey []byte
 	// MaxSimulatePods bounds the pods a Simulate pod model synthesizes
 	// (spec.max_replicas, initial and step replica counts). 0 means
 	// DefaultMaxSimulatePods.
@@ -242,11 +249,17 @@ func New(st store.Store, o Options) (*Server, error) {
 	}
 	registerFeedMetrics(registry, h, st)
 	s.hub = h
+	resume, err := newResumePoints(o.ResumeKey)
+	if err != nil {
+		h.stop()
+		return nil, err
+	}
 	s.svc = &service{
 		store: st, now: o.Now, newID: o.NewID, log: o.Logger,
 		authenticated:    o.Auth != nil,
 		limits:           simulateLimits{maxSteps: o.MaxSimulateSteps, maxPods: o.MaxSimulatePods},
 		hub:              s.hub,
+		resume:           resume,
 		metrics:          svcMetrics,
 		maxResponseBytes: o.MaxResponseBytes,
 	}

@@ -28,6 +28,8 @@ type service struct {
 	limits simulateLimits
 	// hub fans the store's change feed out to Watch streams.
 	hub *hub
+	// resume seals the Watch resume points of tenants (resume.go).
+	resume *resumePoints
 	// metrics are the service's Prometheus metrics.
 	metrics *metrics
 	// maxResponseBytes bounds a ListTargets page (budget.go).

@@ -181,14 +181,34 @@ func (s *service) Watch(req *setpointv1.WatchRequest, stream grpc.ServerStreamin
 	s.metrics.watchStreams.Inc()
 	defer s.metrics.watchStreams.Dec()
 
+	// point is what the caller sees of a revision: the revision itself
+	// for a caller that reads every cluster, a sealed resume point for
+	// any other (resume.go).
+	point := func(rev uint64) uint64 { return rev }
 	last := latest
 	if after := req.GetResumeAfter(); after > 0 {
-		if after > latest {
-			return status.Errorf(codes.OutOfRange, "revision %d is newer than the latest, %d", after, latest)
+		if seal, ok := s.sealerFor(ctx); ok {
+			point = seal.seal
+			rev, err := seal.open(after)
+			if err != nil {
+				e := &setpointv1.ValidationError{}
+				e.Add("resume_after", "%v: resume from a point a stream's header or changes gave you, or watch without it", err)
+				return toStatus(ctx, s.log, e.Err())
+			}
+			if rev > latest {
+				return status.Error(codes.OutOfRange, "watch: resume_after is ahead of the changes this server has; watch without resume_after")
+			}
+			last = rev
+		} else {
+			if after > latest {
+				return status.Errorf(codes.OutOfRange, "revision %d is newer than the latest, %d", after, latest)
+			}
+			last = after
 		}
-		last = after
+	} else if seal, ok := s.sealerFor(ctx); ok {
+		point = seal.seal
 	}
-	if err := stream.SendHeader(metadata.Pairs(RevisionHeader, strconv.FormatUint(last, 10))); err != nil {
+	if err := stream.SendHeader(metadata.Pairs(RevisionHeader, strconv.FormatUint(point(last), 10))); err != nil {
 		return err
 	}
 	// Catch up from the store up to the revision the subscription started
@@ -196,7 +216,7 @@ func (s *service) Watch(req *setpointv1.WatchRequest, stream grpc.ServerStreamin
 	for last < latest {
 		cs, err := s.hub.feed.Changes(ctx, last, watchPage)
 		if errors.Is(err, store.ErrOutOfRange) {
-			return status.Errorf(codes.OutOfRange, "watch: the changes after revision %d are no longer kept; read the targets again and watch without resume_after", last)
+			return status.Errorf(codes.OutOfRange, "watch: the changes after resume point %d are no longer kept; read the targets again and watch without resume_after", point(last))
 		} else if err != nil {
 			return toStatus(ctx, s.log, err)
 		}
@@ -205,7 +225,7 @@ func (s *service) Watch(req *setpointv1.WatchRequest, stream grpc.ServerStreamin
 		}
 		for _, c := range cs {
 			if match(c.Key) {
-				if err := stream.Send(watchResponse(c)); err != nil {
+				if err := stream.Send(watchResponse(c, point)); err != nil {
 					return err
 				}
 			}
@@ -218,14 +238,14 @@ func (s *service) Watch(req *setpointv1.WatchRequest, stream grpc.ServerStreamin
 			return status.FromContextError(ctx.Err()).Err()
 		case <-w.ended:
 			if w.cut {
-				return status.Errorf(codes.Aborted, "watch: the stream fell behind by more than %d changes and was ended; resume with resume_after=%d", s.hub.buffer, last)
+				return status.Errorf(codes.Aborted, "watch: the stream fell behind by more than %d changes and was ended; resume with resume_after=%d", s.hub.buffer, point(last))
 			}
-			return status.Errorf(codes.Unavailable, "watch: the server is shutting down; resume with resume_after=%d", last)
+			return status.Errorf(codes.Unavailable, "watch: the server is shutting down; resume with resume_after=%d", point(last))
 		case c := <-w.ch:
 			if c.Revision <= last {
 				continue // already sent while catching up
 			}
-			if err := stream.Send(watchResponse(c)); err != nil {
+			if err := stream.Send(watchResponse(c, point)); err != nil {
 				return err
 			}
 			last = c.Revision
@@ -272,10 +292,22 @@ func (s *service) watchFilter(ctx context.Context, req *setpointv1.WatchRequest)
 	}, nil
 }
 
-// watchResponse is the API form of a change.
-func watchResponse(c store.Change) *setpointv1.WatchResponse {
+// sealerFor returns the resume-point permutation of the caller, and false
+// for a caller that sees revisions as they are: one that reads every
+// cluster, or any caller of a server without authentication.
+func (s *service) sealerFor(ctx context.Context) (sealer, bool) {
+	p, ok := PrincipalFrom(ctx)
+	if !s.authenticated || !ok || p.CanRead("") {
+		return sealer{}, false
+	}
+	return s.resume.sealer(p.Name), true
+}
+
+// watchResponse is the API form of a change; point turns its revision
+// into what the caller sees.
+func watchResponse(c store.Change, point func(uint64) uint64) *setpointv1.WatchResponse {
 	out := &setpointv1.WatchResponse{
-		Revision: c.Revision,
+		Revision: point(c.Revision),
 		Target:   &setpointv1.TargetKey{Cluster: c.Key.Cluster, Namespace: c.Key.Namespace, Name: c.Key.Name},
 	}
 	switch c.Kind {

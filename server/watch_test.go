@@ -299,8 +299,11 @@ func TestWatchPermissions(t *testing.T) {
 	all, _ := watch(t, t.Context(), reader, &setpointv1.WatchRequest{})
 	recommendIn(t, admin, "eu2", "web", 1)
 	recommendIn(t, admin, "eu1", "web", 2)
-	if d := cmp.Diff([]string{"2 eu1/shop/web decision 4"}, recv(t, all, 1)); d != "" {
-		t.Errorf("restricted reader sees (-want +got):\n%s", d)
+	// The restricted reader gets only eu1's change, under a sealed resume
+	// point rather than the revision (2) that counts eu2's writes too.
+	got := recv(t, all, 1)
+	if rev, rest, _ := strings.Cut(got[0], " "); rev == "2" || rest != "eu1/shop/web decision 4" {
+		t.Errorf("restricted reader sees %q, want eu1/shop/web decision 4 under a sealed point", got[0])
 	}
 	for _, tt := range []struct {
 		name   string
@@ -340,4 +343,97 @@ func TestWatchEndsAtShutdown(t *testing.T) {
 	if _, err := s.Recv(); status.Code(err) != codes.Unavailable {
 		t.Errorf("Recv after shutdown: %v, want Unavailable", err)
 	}
+}
+
+// TestWatchResumePointsOfTenants: a caller that may not read every cluster
+// sees sealed resume points, not the feed's revisions (which count every
+// tenant's writes); its points resume without missing or repeating a
+// change, also after a restart with the same key, and are refused, naming
+// resume_after, when forged, another principal's, or made under another key.
+func TestWatchResumePointsOfTenants(t *testing.T) {
+	auth := authFromFile(t, `{"principals": [
+	  {"name": "dash-eu1", "role": "platform", "clusters": ["eu1"], "token_sha256": ["`+sha256hex("eu1-reader")+`"]},
+	  {"name": "dash-eu1-b", "role": "platform", "clusters": ["eu1"], "token_sha256": ["`+sha256hex("eu1-reader-b")+`"]},
+	  {"name": "ops", "role": "admin", "token_sha256": ["`+sha256hex("admin")+`"]}
+	]}`)
+	key := []byte("0123456789abcdef0123456789abcdef")
+	ts := start(t, setup{opts: server.Options{Auth: auth, ResumeKey: key}})
+	as := func(ts *testServer, token string) setpointv1.AutoscalerServiceClient {
+		return ts.client(t, grpc.WithTransportCredentials(insecureCreds()), grpc.WithPerRPCCredentials(bearer(token)))
+	}
+	admin, reader, other := as(ts, "admin"), as(ts, "eu1-reader"), as(ts, "eu1-reader-b")
+	points := func(s grpc.ServerStreamingClient[setpointv1.WatchResponse], n int) (revs []uint64, changes []string) {
+		t.Helper()
+		for _, c := range recv(t, s, n) {
+			rev, rest, _ := strings.Cut(c, " ")
+			r, err := strconv.ParseUint(rev, 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			revs, changes = append(revs, r), append(changes, rest)
+		}
+		return revs, changes
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	s, header := watch(t, ctx, reader, &setpointv1.WatchRequest{})
+	sAdmin, _ := watch(t, ctx, admin, &setpointv1.WatchRequest{Cluster: "eu1"})
+	recommendIn(t, admin, "eu1", "web", 1)
+	recommendIn(t, admin, "eu2", "web", 1)
+	recommendIn(t, admin, "eu2", "api", 1)
+	recommendIn(t, admin, "eu1", "api", 2)
+	seen, changes := points(s, 2)
+	real, _ := points(sAdmin, 2)
+	cancel()
+	if d := cmp.Diff([]uint64{1, 4}, real); d != "" {
+		t.Fatalf("admin's revisions (-want +got):\n%s", d)
+	}
+	for i, p := range append([]uint64{header}, seen...) {
+		if p <= 4 || (i > 0 && p == real[i-1]) {
+			t.Errorf("tenant's point %d = %d: a revision shows through", i, p)
+		}
+	}
+	if d := cmp.Diff([]string{"eu1/shop/web decision 2", "eu1/shop/api decision 4"}, changes); d != "" {
+		t.Errorf("tenant's changes (-want +got):\n%s", d)
+	}
+
+	// Missed while away: resuming from the first point gives the second
+	// change, then a new one, and nothing else.
+	recommendIn(t, admin, "eu1", "web", 3)
+	s, h := watch(t, t.Context(), reader, &setpointv1.WatchRequest{ResumeAfter: seen[0]})
+	if h != seen[0] {
+		t.Errorf("header = %d, want the resume point %d", h, seen[0])
+	}
+	revs, changes := points(s, 2)
+	if d := cmp.Diff([]string{"eu1/shop/api decision 4", "eu1/shop/web decision 5"}, changes); d != "" {
+		t.Errorf("resumed changes (-want +got):\n%s", d)
+	}
+	if revs[0] != seen[1] {
+		t.Errorf("the same change's point differs between streams: %d, %d", revs[0], seen[1])
+	}
+
+	refused := func(c setpointv1.AutoscalerServiceClient, after uint64) error {
+		t.Helper()
+		s, err := c.Watch(t.Context(), &setpointv1.WatchRequest{ResumeAfter: after})
+		if err == nil {
+			_, err = s.Recv()
+		}
+		return err
+	}
+	wantViolation(t, refused(other, seen[0]), "resume_after")    // another principal's
+	wantViolation(t, refused(reader, seen[0]^1), "resume_after") // garbled
+	wantViolation(t, refused(reader, 3), "resume_after")         // a bare revision
+
+	// After a restart with the same key the point still resumes; under
+	// another key it is refused.
+	ts.stop(t)
+	ts2 := start(t, setup{path: ts.path, opts: server.Options{Auth: auth, ResumeKey: key}})
+	s, _ = watch(t, t.Context(), as(ts2, "eu1-reader"), &setpointv1.WatchRequest{ResumeAfter: revs[1]})
+	recommendIn(t, as(ts2, "admin"), "eu1", "api", 1)
+	if _, changes := points(s, 1); changes[0] != "eu1/shop/api decision 2" {
+		t.Errorf("after restart: %v, want eu1/shop/api decision 2", changes)
+	}
+	ts2.stop(t)
+	ts3 := start(t, setup{path: ts.path, opts: server.Options{Auth: auth, ResumeKey: []byte("another key of sixteen+ bytes")}})
+	wantViolation(t, refused(as(ts3, "eu1-reader"), revs[1]), "resume_after")
 }

@@ -131,9 +131,10 @@ func (c *Client) watchOnce(ctx context.Context, req *setpointv1.WatchRequest, o 
 			return received, err
 		}
 		received = true
-		if ch.GetRevision() > req.ResumeAfter {
-			req.ResumeAfter = ch.GetRevision()
-		}
+		// Changes arrive in order, so the last one is where to resume. A
+		// caller that may not read every cluster gets sealed resume points
+		// that do not grow: never compare them, only pass them back.
+		req.ResumeAfter = ch.GetRevision()
 		if !yield(ch, nil) {
 			return received, errStopped
 		}

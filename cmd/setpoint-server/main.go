@@ -21,6 +21,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
@@ -29,6 +30,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -94,6 +96,10 @@ type Config struct {
 	// MaxChanges is how many recent changes the store keeps for Watch
 	// streams to resume from.
 	MaxChanges int
+	// ResumeKeyFile holds the secret that seals tenants' Watch resume
+	// points (server.Options.ResumeKey); empty means resume.key in
+	// DataDir, created on first start.
+	ResumeKeyFile string
 	// Tenancy keeps tenants apart (tenancy.go).
 	Tenancy Tenancy
 	// DecisionRetention is how long each target's decision log keeps a
@@ -143,6 +149,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxSimulatePods, "max-simulate-pods", server.DefaultMaxSimulatePods, "pods a Simulate pod model may synthesize (bounds max_replicas)")
 	fs.IntVar(&c.WatchBuffer, "watch-buffer", server.DefaultWatchBuffer, "changes a Watch stream may fall behind before it is ended with where to resume")
 	fs.IntVar(&c.MaxChanges, "max-changes", store.DefaultMaxChanges, "recent changes kept on disk for Watch streams to resume from")
+	fs.StringVar(&c.ResumeKeyFile, "resume-key-file", "", "file of the secret that seals tenants' Watch resume points (default: resume.key in -data-dir, created on first start; give every server behind one address the same file)")
 	c.Tenancy.RegisterFlags(fs)
 	c.Store.RegisterFlags(fs)
 	fs.DurationVar(&c.DecisionRetention, "decision-retention", store.DefaultDecisionRetention, "how long each target's decision log (ListDecisions, the console's timeline) keeps a decision; negative keeps none")
@@ -258,6 +265,9 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, ready chan<- string)
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data directory: %w", err)
 	}
+	if opts.ResumeKey, err = resumeKey(cfg); err != nil {
+		return err
+	}
 	st, closeStore, storeMetrics, where, err := openStore(ctx, cfg)
 	if err != nil {
 		return err
@@ -304,4 +314,39 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, ready chan<- string)
 	err = srv.Serve(ctx, lis)
 	log.Info("setpoint-server stopped")
 	return err
+}
+
+// resumeKey reads the secret that seals tenants' Watch resume points from
+// cfg.ResumeKeyFile, or from resume.key in the data directory, which it
+// creates (ResumeKeySize random bytes, mode 0600) when missing.
+func resumeKey(cfg Config) ([]byte, error) {
+	path := cfg.ResumeKeyFile
+	if path == "" {
+		path = filepath.Join(cfg.DataDir, "resume.key")
+		key := make([]byte, server.ResumeKeySize)
+		if _, err := rand.Read(key); err != nil {
+			return nil, err
+		}
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err == nil {
+			_, err = f.Write(key)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return nil, fmt.Errorf("-resume-key-file: write %s: %w", path, err)
+			}
+			return key, nil
+		} else if !errors.Is(err, os.ErrExist) {
+			return nil, fmt.Errorf("-resume-key-file: create %s: %w", path, err)
+		}
+	}
+	key, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("-resume-key-file: %w", err)
+	}
+	if len(key) < 16 {
+		return nil, fmt.Errorf("-resume-key-file: %s holds %d bytes; the secret needs at least 16 (e.g. head -c 32 /dev/urandom > %s)", path, len(key), path)
+	}
+	return key, nil
 }

@@ -132,7 +132,10 @@ export function createSetpointClient(o: SetpointClientOptions): SetpointClient {
           };
           for await (const ch of autoscaler.watch(next, { signal, timeoutMs: 0, onHeader })) {
             backoff = 100;
-            if (ch.revision > next.resumeAfter) next.resumeAfter = ch.revision;
+            // Changes arrive in order: the last is where to resume. Sealed
+            // resume points (callers that may not read every cluster) do not
+            // grow, so they are passed back, never compared.
+            next.resumeAfter = ch.revision;
             yield ch;
           }
         } catch (err) {

@@ -4360,9 +4360,12 @@ type WatchRequest struct {
 	Namespace string `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
 	// Only this autoscaler, when set (requires namespace).
 	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
-	// Stream the changes after this revision (a WatchResponse.revision seen
-	// before); 0 streams only changes made after the call. A revision older
-	// than the oldest change still kept fails with OUT_OF_RANGE.
+	// Stream the changes after this resume point (a WatchResponse.revision
+	// or setpoint-revision header seen before); 0 streams only changes made
+	// after the call. A point older than the oldest change still kept fails
+	// with OUT_OF_RANGE; a point this server did not give this caller (forged,
+	// another principal's, made under another resume key) with
+	// INVALID_ARGUMENT naming resume_after.
 	ResumeAfter   uint64 `protobuf:"varint,4,opt,name=resume_after,json=resumeAfter,proto3" json:"resume_after,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -4429,8 +4432,13 @@ func (x *WatchRequest) GetResumeAfter() uint64 {
 // WatchResponse is one recorded change.
 type WatchResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The change's revision: increasing across the whole service; pass the
-	// last one seen as WatchRequest.resume_after to resume.
+	// Where to resume after this change: pass the last one seen as
+	// WatchRequest.resume_after. For a caller that reads every cluster
+	// (admins, platforms granted all clusters) it is the change's revision,
+	// increasing across the whole service. For any other caller it is an
+	// opaque resume point sealed for that caller alone: it reveals nothing of
+	// other tenants' writes and does not grow, so never compare points, only
+	// pass the last one back.
 	Revision uint64 `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
 	// The autoscaler changed.
 	Target *TargetKey `protobuf:"bytes,2,opt,name=target,proto3" json:"target,omitempty"`

@@ -2487,9 +2487,12 @@ export type WatchRequest = Message<"setpoint.v1.WatchRequest"> & {
   name: string;
 
   /**
-   * Stream the changes after this revision (a WatchResponse.revision seen
-   * before); 0 streams only changes made after the call. A revision older
-   * than the oldest change still kept fails with OUT_OF_RANGE.
+   * Stream the changes after this resume point (a WatchResponse.revision
+   * or setpoint-revision header seen before); 0 streams only changes made
+   * after the call. A point older than the oldest change still kept fails
+   * with OUT_OF_RANGE; a point this server did not give this caller (forged,
+   * another principal's, made under another resume key) with
+   * INVALID_ARGUMENT naming resume_after.
    *
    * @generated from field: uint64 resume_after = 4;
    */
@@ -2510,8 +2513,13 @@ export const WatchRequestSchema: GenMessage<WatchRequest> = /*@__PURE__*/
  */
 export type WatchResponse = Message<"setpoint.v1.WatchResponse"> & {
   /**
-   * The change's revision: increasing across the whole service; pass the
-   * last one seen as WatchRequest.resume_after to resume.
+   * Where to resume after this change: pass the last one seen as
+   * WatchRequest.resume_after. For a caller that reads every cluster
+   * (admins, platforms granted all clusters) it is the change's revision,
+   * increasing across the whole service. For any other caller it is an
+   * opaque resume point sealed for that caller alone: it reveals nothing of
+   * other tenants' writes and does not grow, so never compare points, only
+   * pass the last one back.
    *
    * @generated from field: uint64 revision = 1;
    */
