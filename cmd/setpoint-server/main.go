@@ -265,9 +265,6 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, ready chan<- string)
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data directory: %w", err)
 	}
-	if opts.ResumeKey, err = resumeKey(cfg); err != nil {
-		return err
-	}
 	st, closeStore, storeMetrics, where, err := openStore(ctx, cfg)
 	if err != nil {
 		return err
@@ -277,6 +274,11 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, ready chan<- string)
 			err = cerr
 		}
 	}()
+	// After the store: its lock keeps a second server on the same data
+	// directory from making a key of its own.
+	if opts.ResumeKey, err = resumeKey(cfg); err != nil {
+		return err
+	}
 	srv, err := server.New(st, opts)
 	if err != nil {
 		return err
@@ -318,26 +320,15 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, ready chan<- string)
 
 // resumeKey reads the secret that seals tenants' Watch resume points from
 // cfg.ResumeKeyFile, or from resume.key in the data directory, which it
-// creates (ResumeKeySize random bytes, mode 0600) when missing.
+// creates (ResumeKeySize random bytes, mode 0600) when missing. The file
+// appears whole and durable or not at all: it is written and synced under
+// a temporary name, then linked into place and the directory synced, so a
+// power cut never leaves a short key behind.
 func resumeKey(cfg Config) ([]byte, error) {
 	path := cfg.ResumeKeyFile
 	if path == "" {
 		path = filepath.Join(cfg.DataDir, "resume.key")
-		key := make([]byte, server.ResumeKeySize)
-		if _, err := rand.Read(key); err != nil {
-			return nil, err
-		}
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if err == nil {
-			_, err = f.Write(key)
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				return nil, fmt.Errorf("-resume-key-file: write %s: %w", path, err)
-			}
-			return key, nil
-		} else if !errors.Is(err, os.ErrExist) {
+		if err := createResumeKey(path); err != nil {
 			return nil, fmt.Errorf("-resume-key-file: create %s: %w", path, err)
 		}
 	}
@@ -349,4 +340,50 @@ func resumeKey(cfg Config) ([]byte, error) {
 		return nil, fmt.Errorf("-resume-key-file: %s holds %d bytes; the secret needs at least 16 (e.g. head -c 32 /dev/urandom > %s)", path, len(key), path)
 	}
 	return key, nil
+}
+
+// createResumeKey writes a new random secret to path unless a file is
+// there already.
+func createResumeKey(path string) error {
+	if _, err := os.Stat(path); err == nil {
+		return nil
+	}
+	key := make([]byte, server.ResumeKeySize)
+	if _, err := rand.Read(key); err != nil {
+		return err
+	}
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, ".resume.key.*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	_, err = f.Write(key)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	// The caller holds the store's lock on the data directory, so no
+	// other server makes a key there meanwhile.
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if errors.Is(err, syscall.ENOTSUP) || errors.Is(err, syscall.EINVAL) {
+		err = nil // a filesystem that cannot sync a directory (FUSE ones)
+	}
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
