@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -67,6 +68,11 @@ type Options struct {
 	// ReadyTimeout bounds the wait for etcd and the kube-apiserver to become
 	// ready. Zero means DefaultReadyTimeout.
 	ReadyTimeout time.Duration
+
+	// CRDs are CustomResourceDefinition manifests (one YAML document each,
+	// for example AutoscalerCRD's) that Start installs, as InstallCRD does,
+	// before it returns.
+	CRDs [][]byte
 }
 
 // Cluster is a running etcd and kube-apiserver on loopback. Its methods are
@@ -81,6 +87,7 @@ type Cluster struct {
 	frontProxyCA *testpki.CA
 	admin        *rest.Config
 	client       kubernetes.Interface
+	dynamic      dynamic.Interface
 
 	etcd      *process
 	apiserver *process
@@ -155,6 +162,11 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 	if err := c.startAPIServer(ctx, filepath.Join(bin, "kube-apiserver"), append(apiserverArgs, opts.APIServerFlags...)); err != nil {
 		return nil, err
+	}
+	for _, crd := range opts.CRDs {
+		if err := c.InstallCRD(ctx, crd); err != nil {
+			return nil, err
+		}
 	}
 	return c, nil
 }
@@ -324,6 +336,9 @@ func (c *Cluster) startAPIServer(ctx context.Context, path string, credentialArg
 		if c.client, err = kubernetes.NewForConfig(c.admin); err != nil {
 			return fmt.Errorf("kubetest: %w", err)
 		}
+		if c.dynamic, err = dynamic.NewForConfig(c.admin); err != nil {
+			return fmt.Errorf("kubetest: %w", err)
+		}
 		err = waitReady(ctx, p, c.ready)
 		if err == nil {
 			return nil
@@ -458,6 +473,10 @@ func (c *Cluster) Config() *rest.Config { return rest.CopyConfig(c.admin) }
 
 // Client returns a clientset for the admin identity.
 func (c *Cluster) Client() kubernetes.Interface { return c.client }
+
+// Dynamic returns a dynamic client for the admin identity, for custom
+// resources such as Autoscalers.
+func (c *Cluster) Dynamic() dynamic.Interface { return c.dynamic }
 
 // Host returns the kube-apiserver URL, "https://127.0.0.1:<port>".
 func (c *Cluster) Host() string { return c.host }

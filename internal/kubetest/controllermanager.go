@@ -9,9 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
-
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 // ControllerManagerOptions configures StartControllerManager.
@@ -57,7 +54,7 @@ func (c *Cluster) StartControllerManager(ctx context.Context, opts ControllerMan
 	n := len(c.controllerManagers)
 	c.mu.Unlock()
 	kubeconfig := filepath.Join(c.dir, fmt.Sprintf("kube-controller-manager-%d.kubeconfig", n))
-	if err := c.writeKubeconfig(kubeconfig); err != nil {
+	if err := c.WriteKubeconfig(kubeconfig); err != nil {
 		return nil, err
 	}
 	controllers := opts.Controllers
@@ -111,17 +108,4 @@ func (c *Cluster) StartControllerManager(ctx context.Context, opts ControllerMan
 		}
 		return nil, err
 	}
-}
-
-// writeKubeconfig writes a kubeconfig for the admin identity to path.
-func (c *Cluster) writeKubeconfig(path string) error {
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["kubetest"] = &clientcmdapi.Cluster{Server: c.host, CertificateAuthorityData: c.caPEM}
-	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: c.admin.CertData, ClientKeyData: c.admin.KeyData}
-	cfg.Contexts["kubetest"] = &clientcmdapi.Context{Cluster: "kubetest", AuthInfo: "admin"}
-	cfg.CurrentContext = "kubetest"
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		return fmt.Errorf("kubetest: write kubeconfig: %w", err)
-	}
-	return nil
 }

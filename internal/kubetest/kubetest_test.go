@@ -34,7 +34,11 @@ func TestCluster(t *testing.T) {
 		t.Skip("starts a kube-apiserver and etcd; skipped with -short")
 	}
 	start := time.Now()
-	c := kubetest.StartT(t, kubetest.Options{})
+	crd, err := kubetest.AutoscalerCRD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := kubetest.StartT(t, kubetest.Options{CRDs: [][]byte{crd}})
 	t.Logf("cluster ready in %v at %s", time.Since(start).Round(time.Millisecond), c.Host())
 
 	ctx := t.Context()
@@ -84,6 +88,13 @@ func TestCluster(t *testing.T) {
 		}
 		if *got.Spec.Replicas != 3 {
 			t.Errorf("deployment replicas = %d after scale update, want 3", *got.Spec.Replicas)
+		}
+	})
+
+	t.Run("CRDs installed at start", func(t *testing.T) {
+		autoscalers := schema.GroupVersionResource{Group: "setpoint.dev", Version: "v1alpha1", Resource: "autoscalers"}
+		if _, err := c.Dynamic().Resource(autoscalers).Namespace(ns).List(ctx, metav1.ListOptions{}); err != nil {
+			t.Errorf("list autoscalers: %v", err)
 		}
 	})
 

@@ -3,13 +3,14 @@ package kubetest
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
@@ -29,17 +30,13 @@ func (c *Cluster) InstallCRD(ctx context.Context, manifest []byte) error {
 		return fmt.Errorf("kubetest: CRD manifest: %w", err)
 	}
 	u := &unstructured.Unstructured{Object: obj}
-	dyn, err := dynamic.NewForConfig(c.Config())
-	if err != nil {
-		return fmt.Errorf("kubetest: %w", err)
-	}
-	res := dyn.Resource(crdResource)
+	res := c.dynamic.Resource(crdResource)
 	if _, err := res.Create(ctx, u, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("kubetest: create CRD %s: %w", u.GetName(), err)
 	}
 	group, _, _ := unstructured.NestedString(obj, "spec", "group")
 	versions, _, _ := unstructured.NestedSlice(obj, "spec", "versions")
-	err = testkit.Poll(ctx, 30*time.Second, func() error {
+	err := testkit.Poll(ctx, 30*time.Second, func() error {
 		got, err := res.Get(ctx, u.GetName(), metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -66,6 +63,25 @@ func (c *Cluster) InstallCRD(ctx context.Context, manifest []byte) error {
 		return fmt.Errorf("kubetest: CRD %s not established: %w", u.GetName(), err)
 	}
 	return nil
+}
+
+// autoscalerCRD is the Autoscaler CRD's manifest, relative to the
+// repository root.
+const autoscalerCRD = "deploy/setpoint.dev_autoscalers.yaml"
+
+// AutoscalerCRD returns the manifest of Setpoint's Autoscaler
+// CustomResourceDefinition as deployed (deploy/setpoint.dev_autoscalers.yaml),
+// for Options.CRDs.
+func AutoscalerCRD() ([]byte, error) {
+	root, err := repoRoot()
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(filepath.Join(root, autoscalerCRD))
+	if err != nil {
+		return nil, fmt.Errorf("kubetest: %w", err)
+	}
+	return b, nil
 }
 
 // WriteKubeconfig writes a kubeconfig file for the admin identity at path,

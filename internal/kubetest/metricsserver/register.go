@@ -217,17 +217,27 @@ func certPool(pemData []byte) (*x509.CertPool, error) {
 	return pool, nil
 }
 
-// StartRegistered starts a server that trusts the cluster's front-proxy CA
-// (as a real aggregated API server does) and registers it with the cluster
-// as its admin; the caller closes it.
-func StartRegistered(ctx context.Context, c *kubetest.Cluster) (*Server, error) {
-	s, err := Start(Options{ClientCA: c.FrontProxyCAPEM()})
+// StartRegistered starts a server that trusts the front-proxy CA of every
+// cluster given (as a real aggregated API server trusts its cluster's) and
+// registers it with each as its admin, so that several clusters read the
+// same metrics; the caller closes it.
+func StartRegistered(ctx context.Context, clusters ...*kubetest.Cluster) (*Server, error) {
+	if len(clusters) == 0 {
+		return nil, errors.New("metricsserver: StartRegistered needs a cluster")
+	}
+	var bundle []byte
+	for _, c := range clusters {
+		bundle = append(bundle, c.FrontProxyCAPEM()...)
+	}
+	s, err := Start(Options{ClientCA: bundle})
 	if err != nil {
 		return nil, err
 	}
-	if err := s.Register(ctx, c.Config()); err != nil {
-		s.Close()
-		return nil, err
+	for _, c := range clusters {
+		if err := s.Register(ctx, c.Config()); err != nil {
+			s.Close()
+			return nil, err
+		}
 	}
 	return s, nil
 }
