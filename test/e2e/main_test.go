@@ -33,9 +33,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
@@ -240,6 +238,8 @@ type agentConfig struct {
 	settings agent.Settings
 	// rest is the agent's identity; the cluster admin when nil.
 	rest *rest.Config
+	// serve is which kinds the agent serves; Autoscalers when empty.
+	serve agent.Serve
 }
 
 // testAgent is one agent run by a test.
@@ -277,21 +277,20 @@ func agentOptions(t *testing.T, ns string, cfg agentConfig) (agent.Options, func
 	if cfg.wrap != nil {
 		svc = cfg.wrap(svc)
 	}
-	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: clients.Kube.EventsV1()})
 	bctx, bcancel := context.WithCancel(context.Background())
-	if err := broadcaster.StartRecordingToSinkWithContext(bctx); err != nil {
-		t.Fatal(err)
-	}
+	recorders := agent.StartEventRecorders(bctx, clients.Kube)
 	opts := clients.Options()
 	opts.Service = svc
-	opts.Events = broadcaster.NewRecorder(scheme.Scheme, "setpoint-agent")
+	opts.Events = recorders.Autoscalers
+	opts.HPAEvents = recorders.HPAs
+	opts.Serve = cfg.serve
 	opts.Namespace = ns
 	opts.Cluster = "e2e"
 	opts.Settings = cfg.settings
 	opts.SyncPeriod = syncPeriod
 	opts.RecommendTimeout = 2 * time.Second
 	opts.RateLimiter = workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, 2*time.Second)
-	return opts, func() { broadcaster.Shutdown(); bcancel() }
+	return opts, func() { recorders.Stop(); bcancel() }
 }
 
 // startAgent runs an agent for namespace ns until the test ends.
