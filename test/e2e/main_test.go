@@ -240,6 +240,10 @@ type agentConfig struct {
 	rest *rest.Config
 	// serve is which kinds the agent serves; Autoscalers when empty.
 	serve agent.Serve
+	// standDown is the agent's StandDownWindow; its default when zero.
+	standDown time.Duration
+	// prometheus records the agent's metrics; none when nil.
+	prometheus *agent.Metrics
 }
 
 // testAgent is one agent run by a test.
@@ -284,6 +288,8 @@ func agentOptions(t *testing.T, ns string, cfg agentConfig) (agent.Options, func
 	opts.Events = recorders.Autoscalers
 	opts.HPAEvents = recorders.HPAs
 	opts.Serve = cfg.serve
+	opts.StandDownWindow = cfg.standDown
+	opts.Prometheus = cfg.prometheus
 	opts.Namespace = ns
 	opts.Cluster = "e2e"
 	opts.Settings = cfg.settings
@@ -510,8 +516,20 @@ func condition(a *v1alpha1.Autoscaler, ct autoscalingv2.HorizontalPodAutoscalerC
 	return nil
 }
 
+// statusText renders the status of the Autoscaler ns/name, or of the HPA
+// of that name when there is no such Autoscaler, for failure messages.
 func statusText(t *testing.T, ns, name string) string {
-	a := autoscaler(t, ns, name)
+	u, err := env.dyn.Resource(v1alpha1.AutoscalerResource).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		if h, herr := env.kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(context.Background(), name, metav1.GetOptions{}); herr == nil {
+			return hpaText(h)
+		}
+		return err.Error()
+	}
+	a, err := v1alpha1.FromUnstructured(u)
+	if err != nil {
+		return err.Error()
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "current=%d desired=%d targets=%q", a.Status.CurrentReplicas, a.Status.DesiredReplicas, a.Status.Targets)
 	for _, c := range a.Status.Conditions {
