@@ -20,6 +20,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
+
+	"github.com/setpointhq/setpoint/agent/api/v1alpha1"
 )
 
 // hpaHarness is a Controller serving HPAs over fakes: the typed clientset
@@ -295,5 +297,92 @@ func TestHPAStandsDown(t *testing.T) {
 	}
 	if c := findCondition(hh.hpa(t).Status.Conditions, ConditionStandingDown); c != nil {
 		t.Errorf("condition %s still set: %+v", ConditionStandingDown, c)
+	}
+}
+
+func TestComputesMetrics(t *testing.T) {
+	scaledToZero := v1alpha1.AutoscalerStatus{Conditions: []autoscalingv2.HorizontalPodAutoscalerCondition{{Type: autoscalingv2.ScaledToZero, Status: corev1.ConditionTrue}}}
+	external := []autoscalingv2.MetricSpec{{Type: autoscalingv2.ExternalMetricSourceType}}
+	for _, tc := range []struct {
+		name    string
+		min     *int32
+		metrics []autoscalingv2.MetricSpec
+		st      v1alpha1.AutoscalerStatus
+		current int32
+		want    bool
+	}{
+		{name: "within range", current: 3, want: true},
+		{name: "above max", current: 11},
+		{name: "below min", min: ptr.To[int32](4), current: 3},
+		{name: "below the default min", current: 0},
+		{name: "zero, scaled there by hand", min: ptr.To[int32](0), metrics: external, current: 0},
+		{name: "zero, scaled there by the autoscaler", min: ptr.To[int32](0), metrics: external, st: scaledToZero, current: 0, want: true},
+		{name: "zero, min raised since", min: ptr.To[int32](2), st: scaledToZero, current: 0, want: true},
+		{name: "zero, no object or external metric", min: ptr.To[int32](0), st: scaledToZero, current: 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := &v1alpha1.AutoscalerSpec{MinReplicas: tc.min, MaxReplicas: 10, Metrics: tc.metrics}
+			if got := computesMetrics(spec, &tc.st, tc.current); got != tc.want {
+				t.Errorf("computesMetrics = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// A target whose scale has no selector: the controller's SelectorRequired
+// Event, and the HPA's selector is not recorded as selecting everything.
+func TestHPASelectorRequired(t *testing.T) {
+	rec := &Recommendation{DecisionID: "d1", DesiredReplicas: 2, Error: computeFailedPrefix + "selector is required"}
+	hh := newHPAHarness(t, testHPA(), rec, ServeHPAs)
+	hh.scales.scales["ns/web"].Status.Selector = ""
+	_ = hh.c.reconcile(context.Background(), "hpa:ns/web")
+	evs := drain(hh.hpaEvents)
+	want := []string{"Warning SelectorRequired selector is required", "Warning FailedComputeMetricsReplicas selector is required"}
+	if diff := cmp.Diff(want, evs); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	if sel := hh.c.selectors["hpa:ns/web"]; sel != nil && !sel.Empty() {
+		t.Errorf("recorded selector %v", sel)
+	}
+}
+
+// The recorders combine similar Events as the HPA controller's do: after
+// ten Events of one reason about one object with different messages, the
+// next ones are one "(combined from similar events): …" Event.
+func TestEventRecordersCombineSimilarEvents(t *testing.T) {
+	kube := kubefake.NewClientset()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rec := StartEventRecorders(ctx, kube)
+	defer rec.Stop()
+	h := testHPA()
+	h.UID = "u1"
+	for i := range 12 {
+		rec.HPAs.Eventf(h, corev1.EventTypeNormal, "SuccessfulRescale", "New size: %d; reason: All metrics below target", 20-i)
+	}
+	var list *corev1.EventList
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var err error
+		list, err = kube.CoreV1().Events("ns").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		combined := false
+		for _, e := range list.Items {
+			combined = combined || strings.HasPrefix(e.Message, "(combined from similar events): New size: ")
+		}
+		if combined {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no combined Event among %d", len(list.Items))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, e := range list.Items {
+		if e.Source.Component != HPAEventComponent || e.InvolvedObject.Kind != "HorizontalPodAutoscaler" {
+			t.Errorf("event from %q about %q", e.Source.Component, e.InvolvedObject.Kind)
+		}
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -218,7 +219,21 @@ func (r *run) reconcile(ctx context.Context) (string, error) {
 	r.status.CurrentReplicas = current
 	r.observeExternal(ctx, current)
 
+	// The selector is checked, and the autoscaler's pods compared with the
+	// others', only when the HPA controller would compute metrics.
 	selector, err := labels.Parse(sc.Status.Selector)
+	switch {
+	case sc.Status.Selector == "":
+		selector = labels.Nothing()
+		if computesMetrics(spec, &r.prev, current) {
+			r.event(corev1.EventTypeWarning, "SelectorRequired", "%s", "selector is required")
+		}
+	case err != nil:
+		selector = labels.Nothing()
+		if computesMetrics(spec, &r.prev, current) {
+			r.event(corev1.EventTypeWarning, "InvalidSelector", "couldn't convert selector into a corresponding internal selector object: %v", err)
+		}
+	}
 	var pods []*corev1.Pod
 	if err == nil && sc.Status.Selector != "" {
 		pods, err = r.c.podsFor(r.meta.Namespace, selector)
@@ -226,12 +241,11 @@ func (r *run) reconcile(ctx context.Context) (string, error) {
 			return resultError, fmt.Errorf("agent: list pods: %w", err)
 		}
 		sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
-	}
-	if selector == nil {
-		selector = labels.Nothing()
-	}
-	if msg, ambiguous := r.c.ambiguous(r.key, sc.Status.Selector, selector, pods); ambiguous {
-		return r.ambiguousSelector(ctx, msg)
+		if computesMetrics(spec, &r.prev, current) {
+			if msg, ambiguous := r.c.ambiguous(r.key, sc.Status.Selector, selector, pods); ambiguous {
+				return r.ambiguousSelector(ctx, msg)
+			}
+		}
 	}
 	rm, values, took := r.c.opts.Metrics.fetchMetrics(ctx, r.meta.Namespace, spec, selector)
 
@@ -344,6 +358,31 @@ func (r *run) metricEvents(rec *Recommendation, metrics []autoscalingv2.MetricSp
 	if msg, whole := strings.CutPrefix(rec.Error, computeFailedPrefix); whole {
 		r.event(corev1.EventTypeWarning, "FailedComputeMetricsReplicas", "%s", msg)
 	}
+}
+
+// computesMetrics reports whether the HPA controller computes the metrics
+// of an autoscaler with this spec and status at current replicas, and so
+// validates its selector and compares its pods with other autoscalers':
+// not when the replica count is outside [min, max] (it goes to the limit
+// at once), nor at zero replicas unless the autoscaler scaled to zero
+// itself (ScaledToZero=True) and can scale back from zero.
+func computesMetrics(spec *v1alpha1.AutoscalerSpec, st *v1alpha1.AutoscalerStatus, current int32) bool {
+	minReplicas := ptr.Deref(spec.MinReplicas, hpa.DefaultMinReplicas)
+	switch {
+	case current == 0:
+		c := findCondition(st.Conditions, autoscalingv2.ScaledToZero)
+		scaledToZero := c != nil && c.Status == corev1.ConditionTrue
+		objectOrExternal := false
+		for _, m := range spec.Metrics {
+			if m.Type == autoscalingv2.ObjectMetricSourceType || m.Type == autoscalingv2.ExternalMetricSourceType {
+				objectOrExternal = true
+			}
+		}
+		return scaledToZero && (minReplicas != 0 || objectOrExternal)
+	case current > spec.MaxReplicas, current < minReplicas:
+		return false
+	}
+	return true
 }
 
 // ambiguousSelector refuses to decide for an Autoscaler whose pods another
