@@ -1,6 +1,8 @@
 package differential
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,6 +26,13 @@ func cpuUtilization(pct int32) autoscalingv2.MetricSpec {
 
 func quantity(s string) *resource.Quantity { q := resource.MustParse(s); return &q }
 
+// onCPU is the spec of one autoscaler of "app" at 50% CPU utilization,
+// from 1 to max replicas, with behavior b.
+func onCPU(max int32, b *autoscalingv2.HorizontalPodAutoscalerBehavior) []autoscalingv2.HorizontalPodAutoscalerSpec {
+	return []autoscalingv2.HorizontalPodAutoscalerSpec{{ScaleTargetRef: ref("app"), MinReplicas: ptr.To[int32](1), MaxReplicas: max,
+		Metrics: []autoscalingv2.MetricSpec{cpuUtilization(50)}, Behavior: b}}
+}
+
 // keda is an External metric as KEDA's ScaledObjects generate it: a metric
 // named s<index>-<trigger>, selected by the ScaledObject's name, with an
 // AverageValue target.
@@ -33,18 +42,28 @@ func keda(metric, perPod string) autoscalingv2.MetricSpec {
 		Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: quantity(perPod)}}}
 }
 
+// all is the same value for every pod.
 func all(v string) func(int) string { return func(int) string { return v } }
+
+// each is the same CPU usage for every pod, however many there are.
+func each(v string) func(int, int) string { return func(int, int) string { return v } }
+
+// spread is a total CPU usage of milli millicores shared evenly by the
+// pods, however many there are (rounded down per pod).
+func spread(milli int) func(int, int) string {
+	return func(_, n int) string { return fmt.Sprintf("%dm", milli/n) }
+}
 
 // cases are the side-by-side cases; each runs in parallel with the others.
 func cases() []differenceCase {
-	return []differenceCase{{
+	cs := []differenceCase{{
 		name: "cpu", replicas: 2,
-		autoscalers: []autoscalingv2.HorizontalPodAutoscalerSpec{{ScaleTargetRef: ref("app"), MinReplicas: ptr.To[int32](1), MaxReplicas: 10,
-			Metrics: []autoscalingv2.MetricSpec{cpuUtilization(50)}}},
+		autoscalers: onCPU(10, nil),
 		steps: []step{
-			{what: "75% of request against 50%: up", load: load{cpu: all("75m")}},
-			{what: "52%: within tolerance", load: load{cpu: all("52m")}},
-			{what: "20%: down after the default window", load: load{cpu: all("20m")}},
+			{what: "55%: past the 10% tolerance only in float64 (|1-1.1| > 0.1)", load: load{cpu: spread(110)}},
+			{what: "75% of request against 50%: up", load: load{cpu: each("75m")}},
+			{what: "52%: within tolerance", load: load{cpu: each("52m")}},
+			{what: "20%: down after the default window", load: load{cpu: each("20m")}},
 		},
 	}, {
 		name: "memory-container", replicas: 2,
@@ -56,8 +75,8 @@ func cases() []differenceCase {
 					Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: ptr.To[int32](60)}}},
 			}}},
 		steps: []step{
-			{what: "memory 50Mi/40Mi, cpu 30%/60%: memory wins", load: load{cpu: all("30m")}},
-			{what: "cpu 150%/60%: cpu wins", load: load{cpu: all("150m")}},
+			{what: "memory 50Mi/40Mi, cpu 30%/60%: memory wins", load: load{cpu: each("30m")}},
+			{what: "cpu 150%/60%: cpu wins", load: load{cpu: each("150m")}},
 		},
 	}, {
 		name: "pods-object", replicas: 2,
@@ -83,36 +102,102 @@ func cases() []differenceCase {
 			{what: "no series", load: load{}},
 		},
 	}, {
-		// Fewer than ten rescales: past ten Events of one reason within ten
-		// minutes, the controller's recorder combines them
-		// (docs/differences.md).
 		name: "behavior", replicas: 2,
+		autoscalers: onCPU(10, &autoscalingv2.HorizontalPodAutoscalerBehavior{
+			ScaleUp: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr.To[int32](0), Policies: []autoscalingv2.HPAScalingPolicy{
+				{Type: autoscalingv2.PodsScalingPolicy, Value: 2, PeriodSeconds: 3}, {Type: autoscalingv2.PercentScalingPolicy, Value: 50, PeriodSeconds: 3}}},
+			ScaleDown: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr.To[int32](3), SelectPolicy: ptr.To(autoscalingv2.MinChangePolicySelect),
+				Policies: []autoscalingv2.HPAScalingPolicy{{Type: autoscalingv2.PercentScalingPolicy, Value: 50, PeriodSeconds: 2}, {Type: autoscalingv2.PodsScalingPolicy, Value: 3, PeriodSeconds: 2}}},
+		}),
+		steps: []step{
+			{what: "400%: up by policy steps to the max", load: load{cpu: each("200m")}},
+			{what: "5%: down by the smaller policy", load: load{cpu: each("5m")}},
+		},
+	}, {
+		name: "stabilization", replicas: 4,
+		autoscalers: onCPU(10, &autoscalingv2.HorizontalPodAutoscalerBehavior{
+			ScaleUp:   &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr.To[int32](6)},
+			ScaleDown: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr.To[int32](8)},
+		}),
+		steps: []step{
+			{what: "at target", load: load{cpu: spread(200)}},
+			{what: "300% for 3 s, inside the 6 s scale-up window", load: load{cpu: each("150m")}, lasts: 3 * time.Second},
+			{what: "back at target: no scale-up happened", load: load{cpu: spread(200)}},
+			{what: "20% for 3 s, inside the 8 s scale-down window", load: load{cpu: each("10m")}, lasts: 3 * time.Second},
+			{what: "back at target: no scale-down happened", load: load{cpu: spread(200)}},
+			{what: "300%: up once the window has passed", load: load{cpu: each("150m")}},
+		},
+	}, {
+		name: "scale-down-policy", replicas: 8,
+		autoscalers: onCPU(10, &autoscalingv2.HorizontalPodAutoscalerBehavior{
+			ScaleUp: &autoscalingv2.HPAScalingRules{SelectPolicy: ptr.To(autoscalingv2.DisabledPolicySelect)},
+			ScaleDown: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr.To[int32](0),
+				Policies: []autoscalingv2.HPAScalingPolicy{{Type: autoscalingv2.PodsScalingPolicy, Value: 2, PeriodSeconds: 3}, {Type: autoscalingv2.PercentScalingPolicy, Value: 10, PeriodSeconds: 3}}},
+		}),
+		steps: []step{
+			{what: "5%: down by the larger policy, 2 pods per 3 s, to min", load: load{cpu: each("5m")}},
+			{what: "400%: scale-up disabled", load: load{cpu: each("200m")}},
+		},
+	}, {
+		name: "tolerance", replicas: 4,
+		autoscalers: onCPU(10, &autoscalingv2.HorizontalPodAutoscalerBehavior{
+			ScaleUp:   &autoscalingv2.HPAScalingRules{Tolerance: quantity("0.2")},
+			ScaleDown: &autoscalingv2.HPAScalingRules{Tolerance: quantity("300m")},
+		}),
+		steps: []step{
+			{what: "58%: within a 20% scale-up tolerance", load: load{cpu: spread(232)}},
+			{what: "36%: within a 30% scale-down tolerance", load: load{cpu: spread(144)}},
+			{what: "30%: past it", load: load{cpu: spread(120)}},
+			{what: "65%: past the scale-up tolerance", load: load{cpu: spread(195)}},
+		},
+	}, {
+		name: "value-targets", replicas: 2,
 		autoscalers: []autoscalingv2.HorizontalPodAutoscalerSpec{{ScaleTargetRef: ref("app"), MinReplicas: ptr.To[int32](1), MaxReplicas: 10,
-			Metrics: []autoscalingv2.MetricSpec{cpuUtilization(50)},
-			Behavior: &autoscalingv2.HorizontalPodAutoscalerBehavior{
-				ScaleUp: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr.To[int32](0), Policies: []autoscalingv2.HPAScalingPolicy{
-					{Type: autoscalingv2.PodsScalingPolicy, Value: 2, PeriodSeconds: 3}, {Type: autoscalingv2.PercentScalingPolicy, Value: 50, PeriodSeconds: 3}}},
-				ScaleDown: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr.To[int32](3), SelectPolicy: ptr.To(autoscalingv2.MinChangePolicySelect),
-					Policies: []autoscalingv2.HPAScalingPolicy{{Type: autoscalingv2.PercentScalingPolicy, Value: 50, PeriodSeconds: 2}, {Type: autoscalingv2.PodsScalingPolicy, Value: 3, PeriodSeconds: 2}}},
+			Metrics: []autoscalingv2.MetricSpec{
+				{Type: autoscalingv2.ObjectMetricSourceType, Object: &autoscalingv2.ObjectMetricSource{DescribedObject: autoscalingv2.CrossVersionObjectReference{APIVersion: "v1", Kind: "Service", Name: "app"},
+					Metric: autoscalingv2.MetricIdentifier{Name: "hits"}, Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: quantity("20")}}},
+				{Type: autoscalingv2.ExternalMetricSourceType, External: &autoscalingv2.ExternalMetricSource{
+					Metric: autoscalingv2.MetricIdentifier{Name: "queue", Selector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+						{Key: "scaledobject.keda.sh/name", Operator: metav1.LabelSelectorOpIn, Values: []string{"app", "other"}}}}},
+					Target: autoscalingv2.MetricTarget{Type: autoscalingv2.ValueMetricType, Value: quantity("100")}}},
 			}}},
 		steps: []step{
-			{what: "400%: up by policy steps to the max", load: load{cpu: all("200m")}},
-			{what: "5%: down by the smaller policy", load: load{cpu: all("5m")}},
+			{what: "object 120 at 20 per pod, external 250 against 100 in all: the object wins", load: load{object: "120", external: "250"}},
+			{what: "object gone, external 50: no scale-down while a metric fails", load: load{external: "50"}},
+			{what: "object back at 40: down to the external metric's 3", load: load{object: "40", external: "50"}},
+		},
+	}, {
+		// Past ten Events of one reason about one object within ten
+		// minutes, the controller's recorder combines them into one
+		// "(combined from similar events): ..." Event; the agent records
+		// through the same recorder.
+		name: "many-rescales", replicas: 2,
+		autoscalers: onCPU(13, &autoscalingv2.HorizontalPodAutoscalerBehavior{ScaleUp: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr.To[int32](0),
+			Policies: []autoscalingv2.HPAScalingPolicy{{Type: autoscalingv2.PodsScalingPolicy, Value: 1, PeriodSeconds: 1}}}}),
+		steps: []step{
+			{what: "400%: up one pod a second, eleven rescales", load: load{cpu: each("200m")}},
+		},
+		expect: func(o observed) error {
+			for _, e := range o.Events {
+				if strings.Contains(e, "(combined from similar events)") {
+					return nil
+				}
+			}
+			return fmt.Errorf("no combined Event: %q", o.Events)
 		},
 	}, {
 		name: "unready-missing", replicas: 4,
-		autoscalers: []autoscalingv2.HorizontalPodAutoscalerSpec{{ScaleTargetRef: ref("app"), MinReplicas: ptr.To[int32](1), MaxReplicas: 10,
-			Metrics: []autoscalingv2.MetricSpec{cpuUtilization(50)}}},
+		autoscalers: onCPU(10, nil),
 		steps: []step{
 			{what: "one pod unready and just started, one without metrics, two hot", load: load{
-				cpu:   func(i int) string { return map[int]string{0: "90m", 1: "90m", 2: "", 3: "10m"}[i] },
+				cpu:   func(i, _ int) string { return map[int]string{0: "90m", 1: "90m", 2: "", 3: "10m"}[i] },
 				ready: func(i int) bool { return i != 3 },
 				started: func(i int) time.Duration {
 					return map[bool]time.Duration{true: 10 * time.Second, false: 10 * time.Minute}[i == 3]
 				},
 			}},
 			{what: "cold with a pod missing: the missing one counts as at target", load: load{
-				cpu: func(i int) string {
+				cpu: func(i, _ int) string {
 					if i == 2 {
 						return ""
 					}
@@ -126,17 +211,17 @@ func cases() []differenceCase {
 		autoscalers: []autoscalingv2.HorizontalPodAutoscalerSpec{{ScaleTargetRef: ref("app"), MinReplicas: ptr.To[int32](1), MaxReplicas: 10,
 			Metrics: []autoscalingv2.MetricSpec{cpuUtilization(50), keda("failing-queue", "5")}}},
 		steps: []step{
-			{what: "cpu answers, the external metric fails", load: load{cpu: all("75m")}},
-			{what: "cpu has no samples either", load: load{cpu: all("")}},
+			{what: "cpu answers, the external metric fails", load: load{cpu: each("75m")}},
+			{what: "cpu has no samples either", load: load{cpu: each("")}},
 		},
 	}, {
 		name: "limits", replicas: 3,
 		autoscalers: []autoscalingv2.HorizontalPodAutoscalerSpec{{ScaleTargetRef: ref("app"), MinReplicas: ptr.To[int32](2), MaxReplicas: 5,
 			Metrics: []autoscalingv2.MetricSpec{cpuUtilization(50)}}},
 		steps: []step{
-			{what: "far above: max", load: load{cpu: all("500m")}},
-			{what: "scaled by hand above max", load: load{cpu: all("50m")}, scale: 7},
-			{what: "far below: min", load: load{cpu: all("1m")}},
+			{what: "far above: max", load: load{cpu: each("500m")}},
+			{what: "scaled by hand above max", load: load{cpu: each("50m")}, scale: 7},
+			{what: "far below: min", load: load{cpu: each("1m")}},
 		},
 	}, {
 		name: "ambiguous", replicas: 2,
@@ -149,10 +234,15 @@ func cases() []differenceCase {
 		// before that, the first one synced scales alone, on either side,
 		// by timing.
 		steps: []step{
-			{what: "at target while both autoscalers register", load: load{cpu: all("50m")}},
-			{what: "90%: neither scales", load: load{cpu: all("90m")}},
+			{what: "at target while both autoscalers register", load: load{cpu: each("50m")}},
+			{what: "90%: neither scales", load: load{cpu: each("90m")}},
 		},
 	}}
+	// In native mode an HPA and an Autoscaler selecting the same pods see
+	// each other, as two HPAs do.
+	mixed := cs[len(cs)-1]
+	mixed.name, mixed.sides, mixed.mixed = "ambiguous-mixed", []side{kube, native}, true
+	return append(cs, mixed)
 }
 
 // TestDifferential runs every case side by side with kube-controller-manager.

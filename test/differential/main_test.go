@@ -2,17 +2,16 @@ package differential
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -43,9 +42,13 @@ var long = settings{sync: 5 * time.Second, tolerance: 0.1, cpuInitialization: 5 
 
 // env is what every case shares.
 var env struct {
-	cluster  *kubetest.Cluster
-	kube     kubernetes.Interface
-	dyn      dynamic.Interface
+	// withKCM is the API server kube-controller-manager's HPA controller
+	// serves; the Setpoint agents there serve Autoscalers only.
+	withKCM *kubetest.Cluster
+	// native is a second API server with no controller manager, where
+	// the Setpoint agents serve HorizontalPodAutoscalers themselves.
+	native *kubetest.Cluster
+	// metrics serves the metrics APIs to both API servers.
 	metrics  *metricsserver.Server
 	kcm      *kubetest.ControllerManager
 	settings settings
@@ -59,6 +62,17 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	env.settings, env.scale = short, 1
+	// The cases mostly wait out sync periods and windows: run them all at
+	// once, not GOMAXPROCS at a time, unless -parallel says otherwise.
+	flag.Parse()
+	parallel := false
+	flag.Visit(func(f *flag.Flag) { parallel = parallel || f.Name == "test.parallel" })
+	if !parallel {
+		if err := flag.Set("test.parallel", fmt.Sprint(len(cases()))); err != nil {
+			fmt.Fprintln(os.Stderr, "differential:", err)
+			os.Exit(1)
+		}
+	}
 	if os.Getenv("SETPOINT_DIFFERENTIAL_LONG") != "" {
 		env.settings, env.scale = long, 5
 	}
@@ -74,24 +88,33 @@ func run(m *testing.M) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	start := time.Now()
-	c, err := kubetest.Start(ctx, kubetest.Options{})
+	crd, err := kubetest.AutoscalerCRD()
 	if err != nil {
 		return 0, err
 	}
-	defer c.Stop()
-	env.cluster, env.kube = c, c.Client()
-	if env.dyn, err = dynamic.NewForConfig(c.Config()); err != nil {
+	// The two API servers start side by side.
+	var clusters [2]*kubetest.Cluster
+	var errs [2]error
+	var wg sync.WaitGroup
+	for i := range clusters {
+		wg.Go(func() { clusters[i], errs[i] = kubetest.Start(ctx, kubetest.Options{CRDs: [][]byte{crd}}) })
+	}
+	wg.Wait()
+	for _, c := range clusters {
+		if c != nil {
+			defer c.Stop()
+		}
+	}
+	if err := errors.Join(errs[:]...); err != nil {
 		return 0, err
 	}
-	if env.metrics, err = metricsserver.StartRegistered(ctx, c); err != nil {
+	env.withKCM, env.native = clusters[0], clusters[1]
+	if env.metrics, err = metricsserver.StartRegistered(ctx, env.withKCM, env.native); err != nil {
 		return 0, err
 	}
 	defer env.metrics.Close()
-	if err := installAutoscalerCRD(ctx); err != nil {
-		return 0, err
-	}
 	s := env.settings
-	env.kcm, err = c.StartControllerManager(ctx, kubetest.ControllerManagerOptions{Flags: []string{
+	env.kcm, err = env.withKCM.StartControllerManager(ctx, kubetest.ControllerManagerOptions{Flags: []string{
 		"--horizontal-pod-autoscaler-sync-period=" + s.sync.String(),
 		"--horizontal-pod-autoscaler-tolerance=" + fmt.Sprint(s.tolerance),
 		"--horizontal-pod-autoscaler-cpu-initialization-period=" + s.cpuInitialization.String(),
@@ -101,7 +124,7 @@ func run(m *testing.M) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	fmt.Printf("differential: apiserver, metrics APIs, CRD and kube-controller-manager ready in %v\n", time.Since(start).Round(time.Millisecond))
+	fmt.Printf("differential: two apiservers, metrics APIs, CRD and kube-controller-manager ready in %v\n", time.Since(start).Round(time.Millisecond))
 	code := m.Run()
 	if code != 0 {
 		fmt.Fprintf(os.Stderr, "differential: kube-controller-manager log (last lines):\n%s\n", env.kcm.Log(40))
@@ -109,22 +132,13 @@ func run(m *testing.M) (int, error) {
 	return code, nil
 }
 
-// installAutoscalerCRD creates the Autoscaler CRD from deploy/ and waits
-// until the apiserver serves it.
-func installAutoscalerCRD(ctx context.Context) error {
-	b, err := os.ReadFile("../../deploy/setpoint.dev_autoscalers.yaml")
-	if err != nil {
-		return err
-	}
-	return env.cluster.InstallCRD(ctx, b)
-}
-
-// startAgent runs a Setpoint agent for namespace ns, against the Setpoint
-// server at addr, until the test ends. It runs with the same controller
-// settings as kube-controller-manager.
-func startAgent(t *testing.T, ns, addr string) {
+// startAgent runs a Setpoint agent for namespace ns of cluster c, serving
+// the kinds serve names, against the Setpoint server at addr, until the
+// test ends. It runs with the same controller settings as
+// kube-controller-manager.
+func startAgent(t *testing.T, c *kubetest.Cluster, ns, addr string, serve agent.Serve) {
 	t.Helper()
-	clients, err := agent.NewKubeClients(env.cluster.Config(), agent.KubeClientOptions{})
+	clients, err := agent.NewKubeClients(c.Config(), agent.KubeClientOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,17 +146,19 @@ func startAgent(t *testing.T, ns, addr string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: clients.Kube.EventsV1()})
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background().WithValues("ns", ns)))
-	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
-		t.Fatal(err)
-	}
+	recorders := agent.StartEventRecorders(ctx, clients.Kube)
 	s := env.settings
 	opts := clients.Options()
 	opts.Service = agent.NewGRPCService(conn)
-	opts.Events = broadcaster.NewRecorder(scheme.Scheme, "setpoint-agent")
+	opts.Events, opts.HPAEvents = recorders.Autoscalers, recorders.HPAs
+	opts.Serve = serve
 	opts.Namespace = ns
-	opts.Cluster = "differential"
+	// The server keeps the two API servers' targets apart by cluster.
+	opts.Cluster = "with-kcm"
+	if c == env.native {
+		opts.Cluster = "native"
+	}
 	opts.Settings = agent.Settings{
 		Tolerance:                    ptr.To(s.tolerance),
 		CPUInitializationPeriod:      ptr.To(s.cpuInitialization),
@@ -152,21 +168,21 @@ func startAgent(t *testing.T, ns, addr string) {
 	opts.SyncPeriod = s.sync
 	opts.RecommendTimeout = 5 * time.Second
 	opts.RateLimiter = workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, s.sync)
-	c, err := agent.New(opts)
+	ctrl, err := agent.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := c.Run(ctx); err != nil && ctx.Err() == nil {
+		if err := ctrl.Run(ctx); err != nil && ctx.Err() == nil {
 			t.Errorf("agent: %v", err)
 		}
 	}()
 	t.Cleanup(func() {
 		cancel()
 		<-done
-		broadcaster.Shutdown()
+		recorders.Stop()
 		conn.Close()
 	})
 }

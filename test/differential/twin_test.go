@@ -18,27 +18,63 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 
-	"github.com/setpointhq/setpoint/agent"
 	"github.com/setpointhq/setpoint/agent/api/v1alpha1"
+	"github.com/setpointhq/setpoint/internal/kubetest"
 	"github.com/setpointhq/setpoint/internal/kubetest/metricsserver"
 	"github.com/setpointhq/setpoint/internal/testkit"
 )
 
-// side says who serves a twin namespace.
+// side says who serves a twin's autoscalers, and on which API server.
 type side string
 
 const (
-	kube     side = "kube-controller-manager"
+	// kube is the reference: HPAs served by kube-controller-manager.
+	kube side = "kube-controller-manager"
+	// setpoint is Autoscalers with the same specs, served by a Setpoint
+	// agent on the same API server as kube.
 	setpoint side = "setpoint"
+	// native is the same HPAs on the second API server, served by a
+	// Setpoint agent in native mode (-serve=hpas).
+	native side = "setpoint-native"
 )
 
-// load is the metric timeline's state at one step, the same for both twins.
-// A nil function leaves that input as it was.
+// allSides are the twins of a case that names none, the reference first.
+var allSides = []side{kube, setpoint, native}
+
+// cluster is the API server the side's twin lives on.
+func (s side) cluster() *kubetest.Cluster {
+	if s == native {
+		return env.native
+	}
+	return env.withKCM
+}
+
+// suffix ends the names of the side's twin namespaces.
+func (s side) suffix() string {
+	return map[side]string{kube: "k", setpoint: "s", native: "n"}[s]
+}
+
+// kind is the kind of one autoscaler object.
+type kind string
+
+const (
+	hpaKind        kind = "HorizontalPodAutoscaler"
+	autoscalerKind kind = "Autoscaler"
+)
+
+// load is the metric timeline's state at one step, the same for every
+// twin. A nil function leaves that input as it was.
 type load struct {
-	// cpu is pod i's CPU usage; "" means metrics-server has no sample.
-	cpu func(i int) string
+	// cpu is pod i's CPU usage of n pods; "" means metrics-server has no
+	// sample.
+	cpu func(i, n int) string
 	// ready is pod i's readiness; nil means ready.
 	ready func(i int) bool
 	// started is how long ago pod i started; nil means 10 minutes.
@@ -53,20 +89,39 @@ type load struct {
 }
 
 // twin is one namespace of a case: a Deployment "app" (and more targets
-// when the case asks), pods played by the test, and the autoscaler(s).
+// when the case asks), pods played by the test, and the autoscalers.
 type twin struct {
 	t    *testing.T
 	side side
 	ns   string
+	kube kubernetes.Interface
+	dyn  dynamic.Interface
 	// targets are the Deployments whose pods the twin plays.
 	targets []target
+	// kinds are the kinds of the case's autoscalers in this twin, by
+	// index.
+	kinds []kind
+	// played is what play last applied to each target, to skip work
+	// when nothing changed; only play's goroutine touches it.
+	played map[string]played
 
 	mu   sync.Mutex
 	load load
+	// version counts the changes of load.
+	version int
 	// seq is the replica counts "app" went through, without repeats.
 	seq []int32
-	// hand counts the changes by hand (scaleByHand).
-	hand int
+	// handGeneration is the generation of "app" that the last change by
+	// hand (scaleByHand) made: an older one is stale for seq.
+	handGeneration int64
+	// changed wakes play when the load changes.
+	changed chan struct{}
+}
+
+// played is a target's replica count and load version as play left them.
+type played struct {
+	replicas int
+	version  int
 }
 
 // target is one Deployment of a twin: its name and its pods' labels.
@@ -75,11 +130,12 @@ type target struct {
 	labels map[string]string
 }
 
-func newTwin(t *testing.T, s side, ns string, targets []target, replicas int32) *twin {
+func newTwin(t *testing.T, s side, ns string, targets []target, kinds []kind, replicas int32) *twin {
 	t.Helper()
-	w := &twin{t: t, side: s, ns: ns, targets: targets}
+	c := s.cluster()
+	w := &twin{t: t, side: s, ns: ns, kube: c.Client(), dyn: c.Dynamic(), targets: targets, kinds: kinds, played: map[string]played{}, changed: make(chan struct{}, 1)}
 	ctx := t.Context()
-	if _, err := env.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+	if _, err := w.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, tg := range targets {
@@ -94,11 +150,11 @@ func newTwin(t *testing.T, s side, ns string, targets []target, replicas int32) 
 				},
 			},
 		}
-		if _, err := env.kube.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		if _, err := w.kube.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tg.name}, Spec: corev1.ServiceSpec{Selector: tg.labels, Ports: []corev1.ServicePort{{Port: 80}}}}
-		if _, err := env.kube.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		if _, err := w.kube.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -122,49 +178,72 @@ func (w *twin) set(l load) {
 		w.load.podsMetric = l.podsMetric
 	}
 	w.load.object, w.load.external = l.object, l.external
+	w.version++
+	w.wake()
 }
 
 // play is the ReplicaSet and the kubelet: it makes each target's pods match
 // its replica count, writes their readiness and start time, and publishes
-// their metrics. It runs until ctx ends.
+// their metrics, whenever a Deployment or the load changes. It runs until
+// ctx ends.
 func (w *twin) play(ctx context.Context) {
+	factory := informers.NewSharedInformerFactoryWithOptions(w.kube, 0, informers.WithNamespace(w.ns))
+	deployments := factory.Apps().V1().Deployments()
+	wake := func(any) { w.wake() }
+	if _, err := deployments.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: wake, UpdateFunc: func(_, o any) { wake(o) }, DeleteFunc: wake,
+	}); err != nil {
+		w.t.Errorf("%s: watch deployments: %v", w.ns, err)
+		return
+	}
+	factory.Start(ctx.Done())
+	defer factory.Shutdown()
+	factory.WaitForCacheSync(ctx.Done())
 	for ctx.Err() == nil {
 		for i, tg := range w.targets {
-			if err := w.playTarget(ctx, tg, i == 0); err != nil && ctx.Err() == nil {
+			d, err := deployments.Lister().Deployments(w.ns).Get(tg.name)
+			if err == nil {
+				err = w.playTarget(ctx, tg, i == 0, d)
+			}
+			if err != nil && ctx.Err() == nil {
 				w.t.Logf("%s: play %s: %v", w.ns, tg.name, err)
 			}
 		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(100 * time.Millisecond):
+		case <-w.changed:
+		case <-time.After(time.Second):
 		}
 	}
 }
 
-func (w *twin) playTarget(ctx context.Context, tg target, first bool) error {
-	w.mu.Lock()
-	hand := w.hand
-	w.mu.Unlock()
-	d, err := env.kube.AppsV1().Deployments(w.ns).Get(ctx, tg.name, metav1.GetOptions{})
-	if err != nil {
-		return err
+// wake makes play look again.
+func (w *twin) wake() {
+	select {
+	case w.changed <- struct{}{}:
+	default:
 	}
+}
+
+// playTarget makes tg's pods and metrics match d's replica count and the
+// load; first says whether tg is "app", whose counts make the sequence.
+func (w *twin) playTarget(ctx context.Context, tg target, first bool, d *appsv1.Deployment) error {
 	n := int(*d.Spec.Replicas)
-	if first {
-		w.mu.Lock()
-		// A read from before a change by hand is stale for the sequence.
-		if hand == w.hand && (len(w.seq) == 0 || w.seq[len(w.seq)-1] != int32(n)) {
-			w.seq = append(w.seq, int32(n))
-		}
-		w.mu.Unlock()
-	}
 	w.mu.Lock()
-	l := w.load
+	// A read from before a change by hand is stale for the sequence.
+	if first && d.Generation >= w.handGeneration && (len(w.seq) == 0 || w.seq[len(w.seq)-1] != int32(n)) {
+		w.seq = append(w.seq, int32(n))
+	}
+	l, version := w.load, w.version
 	w.mu.Unlock()
+	now := played{replicas: n, version: version}
+	if w.played[tg.name] == now {
+		return nil
+	}
 	// Metrics first, for every pod at once: a pod that does not exist yet
 	// is ignored by both sides, and neither reads half a step.
 	w.publish(l, tg, n)
-	pods := env.kube.CoreV1().Pods(w.ns)
+	pods := w.kube.CoreV1().Pods(w.ns)
 	for i := range n {
 		name := fmt.Sprintf("%s-%d", tg.name, i)
 		want := podStatus(l, i)
@@ -203,10 +282,11 @@ func (w *twin) playTarget(ctx context.Context, tg target, first bool) error {
 		env.metrics.DeletePodMetrics(w.ns, name)
 		env.metrics.DeleteCustomMetric("pods", w.ns, name, "requests")
 	}
+	w.played[tg.name] = now
 	return nil
 }
 
-// start is a fixed origin for pod start times, so that both twins' pods
+// start is a fixed origin for pod start times, so that all twins' pods
 // carry the same times and a pod's times do not move between writes.
 var start = time.Now().Truncate(time.Second)
 
@@ -249,7 +329,7 @@ func (w *twin) publish(l load, tg target, n int) {
 		var remove []metav1.ObjectMeta
 		for i := range n {
 			meta := metav1.ObjectMeta{Namespace: w.ns, Name: fmt.Sprintf("%s-%d", tg.name, i), Labels: tg.labels}
-			if v := l.cpu(i); v != "" {
+			if v := l.cpu(i, n); v != "" {
 				set = append(set, metricsv1beta1.PodMetrics{ObjectMeta: meta, Containers: []metricsv1beta1.ContainerMetrics{{Name: "app",
 					Usage: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(v), corev1.ResourceMemory: resource.MustParse("50Mi")}}}})
 			} else {
@@ -291,40 +371,90 @@ func (w *twin) sequence() []int32 {
 	return slices.Clone(w.seq)
 }
 
+// create creates the case's i-th autoscaler, of the twin's kind for it.
+func (w *twin) create(i int, spec autoscalingv2.HorizontalPodAutoscalerSpec) error {
+	ctx, name := w.t.Context(), autoscalerName(i)
+	if w.kinds[i] == hpaKind {
+		h := &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name}, Spec: spec}
+		got, err := w.kube.AutoscalingV2().HorizontalPodAutoscalers(w.ns).Create(ctx, h, metav1.CreateOptions{})
+		if err != nil {
+			return err
+		}
+		// A field of a disabled feature gate is dropped without a word:
+		// the case would then test less than it says.
+		if tolerances(spec.Behavior) != tolerances(got.Spec.Behavior) {
+			return fmt.Errorf("the API server dropped the scaling tolerances (feature gate HPAConfigurableTolerance off?): sent %s, stored %s",
+				tolerances(spec.Behavior), tolerances(got.Spec.Behavior))
+		}
+		return nil
+	}
+	a := &v1alpha1.Autoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name}, Spec: v1alpha1.AutoscalerSpec{
+		ScaleTargetRef: spec.ScaleTargetRef, MinReplicas: spec.MinReplicas, MaxReplicas: spec.MaxReplicas, Metrics: spec.Metrics, Behavior: spec.Behavior}}
+	u, err := v1alpha1.ToUnstructured(a)
+	if err != nil {
+		return err
+	}
+	_, err = w.dyn.Resource(v1alpha1.AutoscalerResource).Namespace(w.ns).Create(ctx, u, metav1.CreateOptions{})
+	return err
+}
+
+// tolerances prints the per-direction tolerances of b.
+func tolerances(b *autoscalingv2.HorizontalPodAutoscalerBehavior) string {
+	q := func(r *autoscalingv2.HPAScalingRules) string {
+		if r == nil || r.Tolerance == nil {
+			return "-"
+		}
+		return r.Tolerance.String()
+	}
+	if b == nil {
+		return "up - down -"
+	}
+	return "up " + q(b.ScaleUp) + " down " + q(b.ScaleDown)
+}
+
 // observed is what a user sees of one autoscaler: `kubectl get` and
-// `kubectl describe` of it.
+// `kubectl describe` of it, and the replicas of its target.
 type observed struct {
-	Replicas       int32
-	Desired        int32
+	Replicas        int32
+	CurrentReplicas int32
+	Desired         int32
+	// Scaled says whether the status has a last scale time.
+	Scaled         bool
 	Conditions     []string
 	CurrentMetrics []autoscalingv2.MetricStatus
-	Events         []string
+	// Events are the distinct "type reason message" lines.
+	Events []string
+	// EventSources are the distinct sources of the Events as `kubectl
+	// describe` prints them (its From column). An Autoscaler's differ
+	// from an HPA's by design, so they are compared between HPAs only.
+	EventSources []string
 }
 
 // hpaConditions are the condition types the HPA controller writes; the
 // agent's own (ServiceAvailable, Paused) are not compared.
 var hpaConditions = []autoscalingv2.HorizontalPodAutoscalerConditionType{autoscalingv2.AbleToScale, autoscalingv2.ScalingActive, autoscalingv2.ScalingLimited, autoscalingv2.ScaledToZero}
 
-// observe reads the autoscaler name's state.
-func (w *twin) observe(ctx context.Context, name, targetName string) (observed, error) {
+// observe reads the state of the case's i-th autoscaler.
+func (w *twin) observe(ctx context.Context, i int, targetName string) (observed, error) {
 	var o observed
-	d, err := env.kube.AppsV1().Deployments(w.ns).Get(ctx, targetName, metav1.GetOptions{})
+	name := autoscalerName(i)
+	d, err := w.kube.AppsV1().Deployments(w.ns).Get(ctx, targetName, metav1.GetOptions{})
 	if err != nil {
 		return o, err
 	}
 	o.Replicas = *d.Spec.Replicas
 	var conds []autoscalingv2.HorizontalPodAutoscalerCondition
-	kind := "HorizontalPodAutoscaler"
-	switch w.side {
-	case kube:
-		h, err := env.kube.AutoscalingV2().HorizontalPodAutoscalers(w.ns).Get(ctx, name, metav1.GetOptions{})
+	var last *metav1.Time
+	switch w.kinds[i] {
+	case hpaKind:
+		h, err := w.kube.AutoscalingV2().HorizontalPodAutoscalers(w.ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return o, err
 		}
-		o.Desired, o.CurrentMetrics, conds = h.Status.DesiredReplicas, h.Status.CurrentMetrics, h.Status.Conditions
-	case setpoint:
-		kind = "Autoscaler"
-		u, err := env.dyn.Resource(v1alpha1.AutoscalerResource).Namespace(w.ns).Get(ctx, name, metav1.GetOptions{})
+		s := h.Status
+		o.CurrentReplicas, o.Desired, o.CurrentMetrics, conds, last = s.CurrentReplicas, s.DesiredReplicas, s.CurrentMetrics, s.Conditions, s.LastScaleTime
+	case autoscalerKind:
+		u, err := w.dyn.Resource(v1alpha1.AutoscalerResource).Namespace(w.ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return o, err
 		}
@@ -332,15 +462,17 @@ func (w *twin) observe(ctx context.Context, name, targetName string) (observed, 
 		if err != nil {
 			return o, err
 		}
-		o.Desired, o.CurrentMetrics, conds = a.Status.DesiredReplicas, a.Status.CurrentMetrics, a.Status.Conditions
+		s := a.Status
+		o.CurrentReplicas, o.Desired, o.CurrentMetrics, conds, last = s.CurrentReplicas, s.DesiredReplicas, s.CurrentMetrics, s.Conditions, s.LastScaleTime
 	}
+	o.Scaled = last != nil
 	for _, c := range conds {
 		if slices.Contains(hpaConditions, c.Type) {
 			o.Conditions = append(o.Conditions, w.normalize(fmt.Sprintf("%s=%s %s: %s", c.Type, c.Status, c.Reason, c.Message)))
 		}
 	}
 	sort.Strings(o.Conditions)
-	list, err := env.kube.CoreV1().Events(w.ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=" + kind + ",involvedObject.name=" + name})
+	list, err := w.kube.CoreV1().Events(w.ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=" + string(w.kinds[i]) + ",involvedObject.name=" + name})
 	if err != nil {
 		return o, err
 	}
@@ -349,9 +481,29 @@ func (w *twin) observe(ctx context.Context, name, targetName string) (observed, 
 		if !slices.Contains(o.Events, line) {
 			o.Events = append(o.Events, line)
 		}
+		if from := eventSource(e); w.kinds[i] == hpaKind && !slices.Contains(o.EventSources, from) {
+			o.EventSources = append(o.EventSources, from)
+		}
 	}
 	sort.Strings(o.Events)
+	sort.Strings(o.EventSources)
 	return o, nil
+}
+
+// eventSource is the From column of `kubectl describe` for e: the
+// component, and the host or reporting instance when there is one.
+func eventSource(e corev1.Event) string {
+	component, host := e.Source.Component, e.Source.Host
+	if component == "" {
+		component = e.ReportingController
+	}
+	if host == "" {
+		host = e.ReportingInstance
+	}
+	if host == "" {
+		return component
+	}
+	return component + ", " + host
 }
 
 // exampleList is the list of autoscalers an AmbiguousSelector message
@@ -371,191 +523,12 @@ func (w *twin) normalize(s string) string {
 	})
 }
 
-// quantities compares resource quantities by their canonical string, as
-// kubectl prints them.
-var quantities = cmp.Transformer("quantity", func(q resource.Quantity) string { return q.String() })
-
-// differenceCase is one side-by-side case.
-type differenceCase struct {
-	name string
-	// replicas is each target's replica count at the start.
-	replicas int32
-	// targets are the Deployments; nil means one, "app" with app=<name>.
-	targets []target
-	// autoscalers are the specs, one autoscaler each, named after their
-	// index ("app", "app-2", ...); the first watches "app".
-	autoscalers []autoscalingv2.HorizontalPodAutoscalerSpec
-	// steps is the timeline.
-	steps []step
-}
-
-// step is one point of a case's timeline.
-type step struct {
-	what string
-	load load
-	// scale sets the replica count of "app" by hand first (0 leaves it).
-	scale int32
-}
-
-// autoscalerName is the name of a case's i-th autoscaler.
-func autoscalerName(i int) string {
-	if i == 0 {
-		return "app"
-	}
-	return fmt.Sprintf("app-%d", i+1)
-}
-
-// run runs the case on twin namespaces and compares them after each step.
-func (c differenceCase) run(t *testing.T, addr string) {
-	t.Parallel()
-	targets := c.targets
-	if targets == nil {
-		targets = []target{{name: "app", labels: map[string]string{"app": c.name}}}
-	}
-	twins := map[side]*twin{
-		kube:     newTwin(t, kube, c.name+"-k", targets, c.replicas),
-		setpoint: newTwin(t, setpoint, c.name+"-s", targets, c.replicas),
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	t.Cleanup(func() { cancel(); wg.Wait() })
-	for _, w := range twins {
-		w.set(c.steps[0].load)
-		// The first pods and their metrics exist before the autoscalers,
-		// so that neither side starts by reading a half-built twin.
-		for i, tg := range w.targets {
-			if err := w.playTarget(t.Context(), tg, i == 0); err != nil {
-				t.Fatal(err)
-			}
-		}
-		wg.Go(func() { w.play(ctx) })
-	}
-	startAgent(t, twins[setpoint].ns, addr)
-	for i, spec := range c.autoscalers {
-		name := autoscalerName(i)
-		h := &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: twins[kube].ns, Name: name}, Spec: spec}
-		if _, err := env.kube.AutoscalingV2().HorizontalPodAutoscalers(h.Namespace).Create(t.Context(), h, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		a := &v1alpha1.Autoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: twins[setpoint].ns, Name: name}, Spec: v1alpha1.AutoscalerSpec{
-			ScaleTargetRef: spec.ScaleTargetRef, MinReplicas: spec.MinReplicas, MaxReplicas: spec.MaxReplicas, Metrics: spec.Metrics, Behavior: spec.Behavior}}
-		u, err := v1alpha1.ToUnstructured(a)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := env.dyn.Resource(v1alpha1.AutoscalerResource).Namespace(a.Namespace).Create(t.Context(), u, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		// Which of several autoscalers syncs first is up to timing; each
-		// is seen by both sides before the next exists.
-		if len(c.autoscalers) > 1 {
-			for _, w := range twins {
-				w.waitSynced(name, spec.ScaleTargetRef.Name)
-			}
-		}
-	}
-	for i, s := range c.steps {
-		if i > 0 {
-			for _, w := range twins {
-				w.set(s.load)
-			}
-		}
-		if s.scale > 0 {
-			for _, w := range twins {
-				w.scaleByHand(s.scale)
-			}
-		}
-		c.settle(t, twins, s.what)
-	}
-	k, sp := twins[kube].sequence(), twins[setpoint].sequence()
-	if !slices.Equal(k, sp) {
-		t.Errorf("replica sequences differ:\n  %s: %v\n  %s: %v", kube, k, setpoint, sp)
-	} else {
-		t.Logf("replica sequence %v", k)
-	}
-	checkFieldManagers(t, twins[setpoint].ns, len(sp) > 1)
-}
-
-// checkFieldManagers checks that the agent's writes carry its field
-// manager: the Autoscaler's status and, when it rescaled, the target's scale.
-func checkFieldManagers(t *testing.T, ns string, rescaled bool) {
-	t.Helper()
-	u, err := env.dyn.Resource(v1alpha1.AutoscalerResource).Namespace(ns).Get(t.Context(), "app", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !managedBy(u.GetManagedFields(), agent.FieldManager, "status") {
-		t.Errorf("Autoscaler %s/app: no status fields managed by %q", ns, agent.FieldManager)
-	}
-	if !rescaled {
-		return
-	}
-	d, err := env.kube.AppsV1().Deployments(ns).Get(t.Context(), "app", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !managedBy(d.GetManagedFields(), agent.FieldManager, "scale") {
-		t.Errorf("Deployment %s/app: no scale fields managed by %q", ns, agent.FieldManager)
-	}
-}
-
-func managedBy(fields []metav1.ManagedFieldsEntry, manager, subresource string) bool {
-	return slices.ContainsFunc(fields, func(f metav1.ManagedFieldsEntry) bool { return f.Manager == manager && f.Subresource == subresource })
-}
-
-// settle waits until both twins have held the same state for three sync
-// periods and the default scale-down window, and fails with the difference when that does not happen in time.
-func (c differenceCase) settle(t *testing.T, twins map[side]*twin, what string) {
-	t.Helper()
-	s := env.settings
-	// Holding longer than the default scale-down window lets a pending
-	// scale-down happen before the step counts as settled.
-	hold := max(3*s.sync, s.downscaleStabilizing+2*s.sync)
-	deadline := time.Now().Add(30*time.Second*env.scale + s.downscaleStabilizing)
-	var since time.Time
-	var last string
-	for time.Now().Before(deadline) {
-		diff, err := c.compare(t.Context(), twins)
-		switch {
-		case err != nil:
-			last, since = err.Error(), time.Time{}
-		case diff != "":
-			last, since = diff, time.Time{}
-		case since.IsZero():
-			since = time.Now()
-		case time.Since(since) >= hold:
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("step %q: the twins did not settle to the same state: %s", what, last)
-}
-
-// compare reports the difference between the twins' observed states, or "".
-func (c differenceCase) compare(ctx context.Context, twins map[side]*twin) (string, error) {
-	var diffs []string
-	for i, spec := range c.autoscalers {
-		name := autoscalerName(i)
-		k, err := twins[kube].observe(ctx, name, spec.ScaleTargetRef.Name)
-		if err != nil {
-			return "", err
-		}
-		sp, err := twins[setpoint].observe(ctx, name, spec.ScaleTargetRef.Name)
-		if err != nil {
-			return "", err
-		}
-		if d := cmp.Diff(k, sp, quantities); d != "" {
-			diffs = append(diffs, fmt.Sprintf("%s (-%s +%s):\n%s", name, kube, setpoint, d))
-		}
-	}
-	return strings.Join(diffs, "\n"), nil
-}
-
-// waitSynced waits until the autoscaler name has a ScalingActive condition.
-func (w *twin) waitSynced(name, targetName string) {
+// waitSynced waits until the case's i-th autoscaler has a ScalingActive
+// condition.
+func (w *twin) waitSynced(i int, targetName string) {
 	w.t.Helper()
-	testkit.Eventually(w.t, 30*time.Second*env.scale, name+" synced", func() error {
-		o, err := w.observe(w.t.Context(), name, targetName)
+	testkit.Eventually(w.t, 30*time.Second*env.scale, w.ns+"/"+autoscalerName(i)+" synced", func() error {
+		o, err := w.observe(w.t.Context(), i, targetName)
 		if err != nil {
 			return err
 		}
@@ -574,16 +547,26 @@ func (w *twin) waitSynced(name, targetName string) {
 func (w *twin) scaleByHand(replicas int32) {
 	w.t.Helper()
 	ctx := w.t.Context()
-	sc, err := env.kube.AppsV1().Deployments(w.ns).GetScale(ctx, "app", metav1.GetOptions{})
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		d, err := w.kube.AppsV1().Deployments(w.ns).Get(ctx, "app", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		d.Spec.Replicas = &replicas
+		if d, err = w.kube.AppsV1().Deployments(w.ns).Update(ctx, d, metav1.UpdateOptions{}); err != nil {
+			return err
+		}
+		w.handGeneration = d.Generation
+		return nil
+	})
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	sc.Spec.Replicas = replicas
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if _, err := env.kube.AppsV1().Deployments(w.ns).UpdateScale(ctx, "app", sc, metav1.UpdateOptions{}); err != nil {
-		w.t.Fatal(err)
-	}
 	w.seq = append(w.seq, replicas)
-	w.hand++
 }
+
+// quantities compares resource quantities by their canonical string, as
+// kubectl prints them.
+var quantities = cmp.Transformer("quantity", func(q resource.Quantity) string { return q.String() })

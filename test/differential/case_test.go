@@ -1,0 +1,279 @@
+package differential
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/setpointhq/setpoint/agent"
+	"github.com/setpointhq/setpoint/agent/api/v1alpha1"
+)
+
+// differenceCase is one side-by-side case.
+type differenceCase struct {
+	name string
+	// replicas is each target's replica count at the start.
+	replicas int32
+	// targets are the Deployments; nil means one, "app" with app=<name>.
+	targets []target
+	// autoscalers are the specs, one autoscaler each, named after their
+	// index ("app", "app-2", ...); the first watches "app".
+	autoscalers []autoscalingv2.HorizontalPodAutoscalerSpec
+	// sides are the twins the case runs, kube first; nil means allSides.
+	sides []side
+	// mixed makes the native twin's autoscalers after the first
+	// Autoscalers rather than HPAs, its agent serving both kinds: in
+	// native mode an HPA and an Autoscaler must see each other as two
+	// HPAs do.
+	mixed bool
+	// steps is the timeline.
+	steps []step
+	// expect, when set, checks the reference's final state of the first
+	// autoscaler: that the case exercised what it is there for.
+	expect func(observed) error
+}
+
+// step is one point of a case's timeline.
+type step struct {
+	what string
+	load load
+	// scale sets the replica count of "app" by hand first (0 leaves it).
+	scale int32
+	// lasts, when set, is how long the step's load lasts: a blip shorter
+	// than a stabilization window. Such a step is not settled; the next
+	// step's comparison covers it.
+	lasts time.Duration
+}
+
+// autoscalerName is the name of a case's i-th autoscaler.
+func autoscalerName(i int) string {
+	if i == 0 {
+		return "app"
+	}
+	return fmt.Sprintf("app-%d", i+1)
+}
+
+// kinds are the kinds of the case's autoscalers in the twin of side s.
+func (c differenceCase) kinds(s side) []kind {
+	kinds := make([]kind, len(c.autoscalers))
+	for i := range kinds {
+		switch {
+		case s == setpoint, s == native && c.mixed && i > 0:
+			kinds[i] = autoscalerKind
+		default:
+			kinds[i] = hpaKind
+		}
+	}
+	return kinds
+}
+
+// run runs the case on its twins and compares them with the reference
+// after each step.
+func (c differenceCase) run(t *testing.T, addr string) {
+	t.Parallel()
+	targets := c.targets
+	if targets == nil {
+		targets = []target{{name: "app", labels: map[string]string{"app": c.name}}}
+	}
+	sides := c.sides
+	if sides == nil {
+		sides = allSides
+	}
+	var twins []*twin
+	for _, s := range sides {
+		twins = append(twins, newTwin(t, s, c.name+"-"+s.suffix(), targets, c.kinds(s), c.replicas))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	for _, w := range twins {
+		w.set(c.steps[0].load)
+		// The first pods and their metrics exist before the autoscalers,
+		// so that no side starts by reading a half-built twin.
+		for i, tg := range w.targets {
+			d, err := w.kube.AppsV1().Deployments(w.ns).Get(t.Context(), tg.name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := w.playTarget(t.Context(), tg, i == 0, d); err != nil {
+				t.Fatal(err)
+			}
+		}
+		wg.Go(func() { w.play(ctx) })
+		switch {
+		case w.side == setpoint:
+			startAgent(t, w.side.cluster(), w.ns, addr, agent.ServeAutoscalers)
+		case w.side == native && c.mixed:
+			startAgent(t, w.side.cluster(), w.ns, addr, agent.ServeBoth)
+		case w.side == native:
+			startAgent(t, w.side.cluster(), w.ns, addr, agent.ServeHPAs)
+		}
+	}
+	for i, spec := range c.autoscalers {
+		for _, w := range twins {
+			if err := w.create(i, spec); err != nil {
+				t.Fatalf("%s: %v", w.ns, err)
+			}
+		}
+		// Which of several autoscalers syncs first is up to timing; each
+		// is seen by every side before the next exists.
+		if len(c.autoscalers) > 1 {
+			for _, w := range twins {
+				w.waitSynced(i, spec.ScaleTargetRef.Name)
+			}
+		}
+	}
+	for i, s := range c.steps {
+		if i > 0 {
+			for _, w := range twins {
+				w.set(s.load)
+			}
+		}
+		if s.scale > 0 {
+			for _, w := range twins {
+				w.scaleByHand(s.scale)
+			}
+		}
+		if s.lasts > 0 {
+			time.Sleep(s.lasts)
+			continue
+		}
+		c.settle(t, twins, s.what)
+	}
+	ref := twins[0].sequence()
+	for _, w := range twins[1:] {
+		if got := w.sequence(); !slices.Equal(ref, got) {
+			t.Errorf("replica sequences differ:\n  %s: %v\n  %s: %v", twins[0].side, ref, w.side, got)
+		}
+	}
+	t.Logf("replica sequence %v", ref)
+	if c.expect != nil {
+		o, err := twins[0].observe(t.Context(), 0, c.autoscalers[0].ScaleTargetRef.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.expect(o); err != nil {
+			t.Errorf("%s: the case did not exercise what it is for: %v", twins[0].side, err)
+		}
+	}
+	for _, w := range twins[1:] {
+		w.checkWrites(len(w.sequence()) > 1)
+	}
+}
+
+// checkWrites checks what the agent's writes carry: its field manager on
+// the autoscalers' status and, when it rescaled, the target's scale; and on
+// an HPA it serves, the annotation with its decision (unless it refused
+// every decision as AmbiguousSelector).
+func (w *twin) checkWrites(rescaled bool) {
+	t := w.t
+	t.Helper()
+	ctx := t.Context()
+	for i, k := range w.kinds {
+		name := autoscalerName(i)
+		var meta metav1.Object
+		switch k {
+		case hpaKind:
+			h, err := w.kube.AutoscalingV2().HorizontalPodAutoscalers(w.ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			meta = h
+			// An HPA the agent refuses to scale for AmbiguousSelector
+			// from its first sync has no decision to name.
+			ambiguous := slices.ContainsFunc(h.Status.Conditions, func(c autoscalingv2.HorizontalPodAutoscalerCondition) bool {
+				return c.Type == autoscalingv2.ScalingActive && c.Reason == "AmbiguousSelector"
+			})
+			if h.Annotations[agent.DecisionAnnotation] == "" && !ambiguous {
+				t.Errorf("%s %s/%s: no %s annotation", k, w.ns, name, agent.DecisionAnnotation)
+			}
+		case autoscalerKind:
+			u, err := w.dyn.Resource(v1alpha1.AutoscalerResource).Namespace(w.ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			meta = u
+		}
+		if !managedBy(meta.GetManagedFields(), agent.FieldManager, "status") {
+			t.Errorf("%s %s/%s: no status fields managed by %q", k, w.ns, name, agent.FieldManager)
+		}
+	}
+	if !rescaled {
+		return
+	}
+	d, err := w.kube.AppsV1().Deployments(w.ns).Get(ctx, "app", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !managedBy(d.GetManagedFields(), agent.FieldManager, "scale") {
+		t.Errorf("Deployment %s/app: no scale fields managed by %q", w.ns, agent.FieldManager)
+	}
+}
+
+func managedBy(fields []metav1.ManagedFieldsEntry, manager, subresource string) bool {
+	return slices.ContainsFunc(fields, func(f metav1.ManagedFieldsEntry) bool { return f.Manager == manager && f.Subresource == subresource })
+}
+
+// settle waits until every twin has held the reference's state for three
+// sync periods and the default scale-down window, and fails with the
+// differences when that does not happen in time.
+func (c differenceCase) settle(t *testing.T, twins []*twin, what string) {
+	t.Helper()
+	s := env.settings
+	// Holding longer than the default scale-down window lets a pending
+	// scale-down happen before the step counts as settled.
+	hold := max(3*s.sync, s.downscaleStabilizing+2*s.sync)
+	deadline := time.Now().Add(30*time.Second*env.scale + s.downscaleStabilizing)
+	var since time.Time
+	var last string
+	for time.Now().Before(deadline) {
+		diff, err := c.compare(t.Context(), twins)
+		switch {
+		case err != nil:
+			last, since = err.Error(), time.Time{}
+		case diff != "":
+			last, since = diff, time.Time{}
+		case since.IsZero():
+			since = time.Now()
+		case time.Since(since) >= hold:
+			return
+		}
+		time.Sleep(s.sync / 2)
+	}
+	t.Fatalf("step %q: the twins did not settle to the same state: %s", what, last)
+}
+
+// compare reports the differences between the reference twin's observed
+// state and every other's, or "".
+func (c differenceCase) compare(ctx context.Context, twins []*twin) (string, error) {
+	var diffs []string
+	ref := twins[0]
+	for i, spec := range c.autoscalers {
+		want, err := ref.observe(ctx, i, spec.ScaleTargetRef.Name)
+		if err != nil {
+			return "", err
+		}
+		for _, w := range twins[1:] {
+			got, err := w.observe(ctx, i, spec.ScaleTargetRef.Name)
+			if err != nil {
+				return "", err
+			}
+			want := want
+			if w.kinds[i] != ref.kinds[i] {
+				want.EventSources, got.EventSources = nil, nil
+			}
+			if d := cmp.Diff(want, got, quantities); d != "" {
+				diffs = append(diffs, fmt.Sprintf("%s (-%s +%s):\n%s", autoscalerName(i), ref.side, w.side, d))
+			}
+		}
+	}
+	return strings.Join(diffs, "\n"), nil
+}
