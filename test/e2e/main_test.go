@@ -93,27 +93,20 @@ func run(m *testing.M) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	start := time.Now()
-	c, err := kubetest.Start(ctx, kubetest.Options{})
+	crd, err := kubetest.AutoscalerCRD()
+	if err != nil {
+		return 0, err
+	}
+	c, err := kubetest.Start(ctx, kubetest.Options{CRDs: [][]byte{crd, []byte(widgetCRD)}})
 	if err != nil {
 		return 0, err
 	}
 	defer c.Stop()
-	env.cluster, env.kube = c, c.Client()
-	if env.dyn, err = dynamic.NewForConfig(c.Config()); err != nil {
+	env.cluster, env.kube, env.dyn = c, c.Client(), c.Dynamic()
+	if env.metrics, err = metricsserver.StartRegistered(ctx, c); err != nil {
 		return 0, err
 	}
-	ms, err := metricsserver.Start(metricsserver.Options{ClientCA: c.FrontProxyCAPEM()})
-	if err != nil {
-		return 0, err
-	}
-	defer ms.Close()
-	if err := ms.Register(ctx, c.Config()); err != nil {
-		return 0, err
-	}
-	env.metrics = ms
-	if err := installCRDs(ctx); err != nil {
-		return 0, err
-	}
+	defer env.metrics.Close()
 	dir, err := os.MkdirTemp("", "setpoint-e2e")
 	if err != nil {
 		return 0, err
@@ -128,21 +121,7 @@ func run(m *testing.M) (int, error) {
 	return m.Run(), nil
 }
 
-// installCRDs creates the Autoscaler CRD from deploy/ and the test's
-// Widget CRD, and waits until both are established.
-func installCRDs(ctx context.Context) error {
-	b, err := os.ReadFile("../../deploy/setpoint.dev_autoscalers.yaml")
-	if err != nil {
-		return err
-	}
-	for _, doc := range [][]byte{b, []byte(widgetCRD)} {
-		if err := env.cluster.InstallCRD(ctx, doc); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
+// widgetCRD is the test's custom resource with a scale subresource.
 const widgetCRD = `
 apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
