@@ -231,16 +231,18 @@ func (c differenceCase) settle(t *testing.T, twins []*twin, what string) {
 	// Holding longer than the default scale-down window lets a pending
 	// scale-down happen before the step counts as settled.
 	hold := max(3*s.sync, s.downscaleStabilizing+2*s.sync)
-	deadline := time.Now().Add(30*time.Second*env.scale + s.downscaleStabilizing)
-	var since time.Time
+	// A step may wait out a window and a policy period or two before it
+	// holds still; the deadline only matters when it never does.
+	deadline := time.Now().Add(60*time.Second*env.scale + s.downscaleStabilizing)
+	var since, lastAt time.Time
 	var last string
 	for time.Now().Before(deadline) {
 		diff, err := c.compare(t.Context(), twins)
 		switch {
 		case err != nil:
-			last, since = err.Error(), time.Time{}
+			last, lastAt, since = err.Error(), time.Now(), time.Time{}
 		case diff != "":
-			last, since = diff, time.Time{}
+			last, lastAt, since = diff, time.Now(), time.Time{}
 		case since.IsZero():
 			since = time.Now()
 		case time.Since(since) >= hold:
@@ -248,7 +250,32 @@ func (c differenceCase) settle(t *testing.T, twins []*twin, what string) {
 		}
 		time.Sleep(s.sync / 2)
 	}
-	t.Fatalf("step %q: the twins did not settle to the same state: %s", what, last)
+	for i := range c.autoscalers {
+		for _, w := range twins[1:] {
+			if e := w.explanation(i); e != "" {
+				t.Logf("%s/%s: Setpoint's explanation now: %s", w.ns, autoscalerName(i), e)
+			}
+		}
+	}
+	t.Fatalf("step %q: the twins did not settle to the same state; the last difference, %v before the deadline: %s",
+		what, deadline.Sub(lastAt).Round(time.Millisecond), last)
+}
+
+// explanation is Setpoint's explanation of its last decision for the
+// case's i-th autoscaler when it is an Autoscaler, or "".
+func (w *twin) explanation(i int) string {
+	if w.kinds[i] != autoscalerKind {
+		return ""
+	}
+	u, err := w.dyn.Resource(v1alpha1.AutoscalerResource).Namespace(w.ns).Get(w.t.Context(), autoscalerName(i), metav1.GetOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	a, err := v1alpha1.FromUnstructured(u)
+	if err != nil || a.Status.Explanation == nil {
+		return fmt.Sprint(err)
+	}
+	return fmt.Sprintf("%+v", *a.Status.Explanation)
 }
 
 // compare reports the differences between the reference twin's observed

@@ -125,7 +125,9 @@ func cases() []differenceCase {
 			{what: "back at target: no scale-up happened", load: load{cpu: spread(200)}},
 			{what: "20% for 3 s, inside the 8 s scale-down window", load: load{cpu: each("10m")}, lasts: 3 * time.Second},
 			{what: "back at target: no scale-down happened", load: load{cpu: spread(200)}},
-			{what: "300%: up once the window has passed", load: load{cpu: each("150m")}},
+			{what: "300%: up once the window has passed, by the default policy (100% in 15 s)", load: load{cpu: each("150m")}},
+			{what: "300% on", load: load{cpu: each("150m")}, lasts: 10 * time.Second},
+			{what: "300%: max once the policy's period has passed", load: load{cpu: each("150m")}},
 		},
 	}, {
 		name: "scale-down-policy", replicas: 8,
