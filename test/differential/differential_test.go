@@ -2,6 +2,7 @@ package differential
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -52,6 +53,20 @@ func each(v string) func(int, int) string { return func(int, int) string { retur
 // pods, however many there are (rounded down per pod).
 func spread(milli int) func(int, int) string {
 	return func(_, n int) string { return fmt.Sprintf("%dm", milli/n) }
+}
+
+// hasEvents fails naming the words that no Event line of o contains.
+func hasEvents(o observed, words ...string) error {
+	var missing []string
+	for _, w := range words {
+		if !slices.ContainsFunc(o.Events, func(e string) bool { return strings.Contains(e, w) }) {
+			missing = append(missing, w)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("no Event with %q among %q", missing, o.Events)
+	}
+	return nil
 }
 
 // cases are the side-by-side cases; each runs in parallel with the others.
@@ -179,14 +194,7 @@ func cases() []differenceCase {
 		steps: []step{
 			{what: "400%: up one pod a second, eleven rescales", load: load{cpu: each("200m")}},
 		},
-		expect: func(o observed) error {
-			for _, e := range o.Events {
-				if strings.Contains(e, "(combined from similar events)") {
-					return nil
-				}
-			}
-			return fmt.Errorf("no combined Event: %q", o.Events)
-		},
+		expect: func(o observed) error { return hasEvents(o, "(combined from similar events)") },
 	}, {
 		name: "unready-missing", replicas: 4,
 		autoscalers: onCPU(10, nil),
@@ -215,6 +223,30 @@ func cases() []differenceCase {
 		steps: []step{
 			{what: "cpu answers, the external metric fails", load: load{cpu: each("75m")}},
 			{what: "cpu has no samples either", load: load{cpu: each("")}},
+		},
+	}, {
+		// The messages of metrics that fail each in their own way, as
+		// kubectl describe shows them, next to one that works.
+		name: "errors", replicas: 2,
+		autoscalers: []autoscalingv2.HorizontalPodAutoscalerSpec{{ScaleTargetRef: ref("app"), MinReplicas: ptr.To[int32](1), MaxReplicas: 10,
+			Metrics: []autoscalingv2.MetricSpec{
+				cpuUtilization(50),
+				{Type: autoscalingv2.ContainerResourceMetricSourceType, ContainerResource: &autoscalingv2.ContainerResourceMetricSource{Name: corev1.ResourceCPU, Container: "sidecar",
+					Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: ptr.To[int32](50)}}},
+				{Type: autoscalingv2.PodsMetricSourceType, Pods: &autoscalingv2.PodsMetricSource{Metric: autoscalingv2.MetricIdentifier{Name: "absent",
+					Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"verb": "GET"}}},
+					Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: quantity("10")}}},
+				{Type: autoscalingv2.ExternalMetricSourceType, External: &autoscalingv2.ExternalMetricSource{
+					Metric: autoscalingv2.MetricIdentifier{Name: "absent-queue", Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"queue": "jobs"},
+						MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "region", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"b", "a"}}}}},
+					Target: autoscalingv2.MetricTarget{Type: autoscalingv2.ValueMetricType, Value: quantity("100")}}},
+			}}},
+		steps: []step{
+			{what: "cpu 75%, three metrics failing: up on cpu alone", load: load{cpu: each("75m")}},
+			{what: "cpu 10%: no scale-down while metrics fail", load: load{cpu: each("10m")}},
+		},
+		expect: func(o observed) error {
+			return hasEvents(o, "FailedGetContainerResourceMetric", "FailedGetPodsMetric", "FailedGetExternalMetric")
 		},
 	}, {
 		name: "limits", replicas: 3,
