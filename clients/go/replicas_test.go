@@ -26,6 +26,9 @@ import (
 	"github.com/setpointhq/setpoint/store/etcdstore"
 )
 
+// shutdownTimeout bounds the replicas' graceful stop.
+const shutdownTimeout = 30 * time.Second
+
 // replica is one of several servers sharing an etcd store, on a listener
 // that can be cut as a machine's death cuts its connections.
 type replica struct {
@@ -52,7 +55,7 @@ func startReplicas(t *testing.T, cluster *etcdtest.Cluster, n int) []*replica {
 			t.Fatal(err)
 		}
 		lis := &cuttable{Listener: l}
-		srv, err := servertest.Run(servertest.Config{Backend: st, Listener: lis, Options: server.Options{ShutdownTimeout: 5 * time.Second}})
+		srv, err := servertest.Run(servertest.Config{Backend: st, Listener: lis, Options: server.Options{ShutdownTimeout: shutdownTimeout}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -184,7 +187,8 @@ func load(ctx context.Context, c *setpointclient.Client, cs *calls, req *setpoin
 // NOT_SERVING gets no calls until it serves again; a server shut down
 // gracefully costs the callers no error; a server whose connections are
 // cut costs at most the writes in flight on it (UNAVAILABLE, not retried
-// by the service config), and no read.
+// by the service config), and no read. The clients' health streams do not
+// hold a server's shutdown.
 func TestCallsSpreadAndFailOverAcrossReplicas(t *testing.T) {
 	cluster := etcdtest.Start(t, 3)
 	reps := startReplicas(t, cluster, 3)
@@ -253,8 +257,14 @@ func TestCallsSpreadAndFailOverAcrossReplicas(t *testing.T) {
 	stop := make(chan struct{})
 	wait := load(ctx, c, cs, req, workers, stop)
 	time.Sleep(300 * time.Millisecond)
+	stopping := time.Now()
 	if err := reps[0].Stop(); err != nil {
 		t.Fatal(err)
+	}
+	// The health streams the balancing clients hold end with the
+	// server's GOAWAY: they do not hold the stop until its timeout.
+	if took := time.Since(stopping); took > shutdownTimeout/3 {
+		t.Errorf("graceful stop took %v of its %v timeout", took, shutdownTimeout)
 	}
 	time.Sleep(300 * time.Millisecond)
 	close(stop)
