@@ -43,16 +43,8 @@ func TestDialMutualTLSOrToken(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := parse(t, append(base, tt.args...)...)
-			if err := cfg.Validate(); err != nil {
-				t.Fatal(err)
-			}
-			conn, err := dial(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
-			_, err = setpointv1.NewAutoscalerServiceClient(conn).ListTargets(t.Context(), &setpointv1.ListTargetsRequest{Cluster: tt.cluster})
+			conn := dialed(t, append(base, tt.args...)...)
+			_, err := setpointv1.NewAutoscalerServiceClient(conn).ListTargets(t.Context(), &setpointv1.ListTargetsRequest{Cluster: tt.cluster})
 			if status.Code(err) != tt.want {
 				t.Errorf("ListTargets: %v, want %v", err, tt.want)
 			}
@@ -65,15 +57,7 @@ func TestDialMutualTLSOrToken(t *testing.T) {
 func TestDialSpreadsOverServers(t *testing.T) {
 	a := servertest.Start(t, servertest.Config{})
 	b := servertest.Start(t, servertest.Config{})
-	cfg := parse(t, "-leader-election-identity=x", "-insecure", "-service-address", a.Addr+","+b.Addr)
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	conn, err := dial(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := dialed(t, "-leader-election-identity=x", "-insecure", "-service-address", a.Addr+","+b.Addr)
 	client := setpointv1.NewAutoscalerServiceClient(conn)
 	answered := func() map[string]int {
 		got := map[string]int{}
@@ -101,4 +85,20 @@ func TestDialSpreadsOverServers(t *testing.T) {
 	if _, err := dial(parse(t, "-insecure", "-service-address", a.Addr+",nonsense")); err == nil {
 		t.Error("a list with an entry that is not host:port was accepted")
 	}
+}
+
+// dialed returns the agent's connection configured by args (validated),
+// closed when the test ends.
+func dialed(t *testing.T, args ...string) *grpc.ClientConn {
+	t.Helper()
+	cfg := parse(t, args...)
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := dial(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
 }

@@ -97,14 +97,7 @@ an etcd prefix no server uses yet.
 		Example: `  setpointctl store copy --from bolt:/var/lib/setpoint/setpoint.db --to etcd:https://e1:2379,https://e2:2379,https://e3:2379 --etcd-ca ca.pem --etcd-cert client.pem --etcd-key client-key.pem`,
 		Args:    noArgs,
 	}
-	registerLocations(cmd, f)
-	cmd.RunE = localRun(func(cmd *cobra.Command, _ []string) error {
-		from, to, err := f.parse(cmd)
-		if err != nil {
-			return err
-		}
-		return e.storeCopy(cmd.Context(), f, from, to)
-	})
+	withLocations(cmd, f, e.storeCopy)
 	return cmd
 }
 
@@ -120,31 +113,37 @@ other target. It lists what differs and exits 1 when anything does.
 		Example: `  setpointctl store verify --from bolt:/var/lib/setpoint/setpoint.db --to etcd:https://e1:2379 --etcd-ca ca.pem --etcd-cert client.pem --etcd-key client-key.pem`,
 		Args:    noArgs,
 	}
-	registerLocations(cmd, f)
+	withLocations(cmd, f, e.storeVerify)
+	return cmd
+}
+
+// withLocations registers --from and --to on cmd and makes it run run
+// with the stores they name.
+func withLocations(cmd *cobra.Command, f *storeFlags, run func(ctx context.Context, f *storeFlags, from, to location) error) {
+	cmd.Flags().StringVar(&f.from, "from", "", "the store to read: bolt:PATH or etcd:URL[,URL...]")
+	cmd.Flags().StringVar(&f.to, "to", "", "the store to write (copy) or compare with (verify): bolt:PATH or etcd:URL[,URL...]")
 	cmd.RunE = localRun(func(cmd *cobra.Command, _ []string) error {
 		from, to, err := f.parse(cmd)
 		if err != nil {
 			return err
 		}
-		ctx := cmd.Context()
-		src, err := openLocation(ctx, from, f.etcd, false)
-		if err != nil {
-			return err
-		}
-		defer src.close()
-		dst, err := openLocation(ctx, to, f.etcd, false)
-		if err != nil {
-			return err
-		}
-		defer dst.close()
-		return e.verified(ctx, src, dst)
+		return run(cmd.Context(), f, from, to)
 	})
-	return cmd
 }
 
-func registerLocations(cmd *cobra.Command, f *storeFlags) {
-	cmd.Flags().StringVar(&f.from, "from", "", "the store to read: bolt:PATH or etcd:URL[,URL...]")
-	cmd.Flags().StringVar(&f.to, "to", "", "the store to write (copy) or compare with (verify): bolt:PATH or etcd:URL[,URL...]")
+// storeVerify compares the stores from and to.
+func (e *env) storeVerify(ctx context.Context, f *storeFlags, from, to location) error {
+	src, err := openLocation(ctx, from, f.etcd, false)
+	if err != nil {
+		return err
+	}
+	defer src.close()
+	dst, err := openLocation(ctx, to, f.etcd, false)
+	if err != nil {
+		return err
+	}
+	defer dst.close()
+	return e.verified(ctx, src, dst)
 }
 
 // location is where a store lives.
