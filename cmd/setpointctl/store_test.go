@@ -27,7 +27,7 @@ import (
 // steps 15 s per decision, decides each of names three times, reports the
 // first rescale of each as applied (a scale event in its history), and
 // stops the server.
-func populate(t *testing.T, path string, names ...string) {
+func populate(t testing.TB, path string, names ...string) {
 	t.Helper()
 	var mu sync.Mutex
 	now := exampleNow
