@@ -156,6 +156,7 @@ func TestStoreCopyRoundTrip(t *testing.T) {
 		{[]string{"--from", "bolt:" + a, "--to", etcd, "--etcd-prefix", "/move/"}, "already holds 5 targets"},
 		{[]string{"--from", etcd, "--etcd-prefix", "/move/", "--to", "bolt:" + b}, "exists: copy into a new file"},
 		{[]string{"--from", "bolt:" + filepath.Join(dir, "missing.db"), "--to", "bolt:" + filepath.Join(dir, "c.db")}, "no such file"},
+		{[]string{"--from", etcd, "--etcd-prefix", "/moved/", "--to", "bolt:" + filepath.Join(dir, "c.db")}, "holds no target: nothing to copy"},
 	} {
 		_, errs, code := runStore(t, append([]string{"store", "copy"}, tt.args...)...)
 		if code != exitFailed || !strings.Contains(errs, tt.want) {

@@ -266,6 +266,11 @@ func (e *env) storeCopy(ctx context.Context, f *storeFlags, from, to location) (
 		return err
 	}
 	defer src.close()
+	if n, _, err := src.Count(ctx); err != nil {
+		return fmt.Errorf("%s: %w", from, err)
+	} else if n == 0 {
+		return fmt.Errorf("%s holds no target: nothing to copy (is it the store the servers use? with etcd, --etcd-prefix must be their -etcd-prefix)", from)
+	}
 	final := to
 	if to.kind == "bolt" {
 		if _, err := os.Stat(to.path); err == nil {
