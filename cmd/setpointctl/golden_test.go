@@ -93,6 +93,7 @@ func TestGolden(t *testing.T) {
 		// Success.
 		{"history-seeded", []string{"--addr", addr, "history", "dev/shop/web"}},
 		{"single-dash-flags", []string{"-addr", addr, "list", "-cluster", "dev"}},
+		{"list-one-of-two-servers-down", []string{"--addr", down + "," + addr, "list"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

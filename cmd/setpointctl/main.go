@@ -200,7 +200,7 @@ type Config struct {
 
 // RegisterFlags registers the connection flags on fs.
 func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&c.Addr, "addr", setpointclient.DefaultAddr, "the Setpoint server's address (host:port)")
+	fs.StringVar(&c.Addr, "addr", setpointclient.DefaultAddr, "the Setpoint server's address (host:port), or several servers' (host:port,host:port,...)")
 	fs.StringVar(&c.Token, "token", os.Getenv("SETPOINT_TOKEN"), "bearer token (default $SETPOINT_TOKEN)")
 	fs.BoolVar(&c.TLS, "tls", false, "use TLS (implied by --ca, --cert)")
 	fs.StringVar(&c.Files.CA, "ca", "", "CA certificate (PEM) verifying the server; default: the system's roots")
