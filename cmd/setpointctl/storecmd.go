@@ -34,6 +34,8 @@ const storeTerms = `A store is named by its backend and where it lives:
 
 A bbolt file is copied offline: stop the setpoint-server that uses it first
 (the file is locked while a server has it open, and the command says so).
+It is opened as the server opens it: a file an older version wrote is
+first brought up to this version's layout.
 For a consistent copy from etcd, stop the servers that write under the
 prefix too; a target that changes during the copy fails the verification.
 
