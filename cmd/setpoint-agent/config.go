@@ -78,7 +78,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	if b, err := os.ReadFile(serviceAccountNamespaceFile); err == nil && len(strings.TrimSpace(string(b))) > 0 {
 		namespace = strings.TrimSpace(string(b))
 	}
-	fs.StringVar(&c.ServiceAddress, "service-address", "setpoint-server.setpoint-system.svc:7443", "gRPC address of the Setpoint service: host:port (every address DNS gives the name: a headless Service reaches every replica), dns:///host:port, or host:port,host:port,...; calls are balanced over the healthy ones")
+	fs.StringVar(&c.ServiceAddress, "service-address", "setpoint-server.setpoint-system.svc:7443", "the Setpoint service: host:port, dns:///host:port or host:port,host:port,...; calls go round-robin to its healthy addresses")
 	fs.BoolVar(&c.Insecure, "insecure", false, "talk plaintext gRPC to the service (no TLS)")
 	fs.StringVar(&c.CAFile, "tls-ca-file", "", "PEM CA bundle that verifies the service's certificate (default: system roots)")
 	fs.StringVar(&c.CertFile, "tls-cert-file", "", "PEM client certificate for mutual TLS (with -tls-key-file)")
