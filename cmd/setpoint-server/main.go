@@ -297,10 +297,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, ready chan<- string)
 			return err
 		}
 		mux := http.NewServeMux()
-		mux.Handle("/metrics", srv.MetricsHandler())
-		if storeMetrics != nil {
-			mux.Handle("/metrics/store", storeMetrics.Handler())
-		}
+		mux.Handle("/metrics", metricsHandler(srv, storeMetrics))
 		mux.Handle("/console/", srv.ConsoleHandler())
 		mux.Handle("/{$}", http.RedirectHandler("/console/", http.StatusFound))
 		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
