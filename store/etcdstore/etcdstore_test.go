@@ -326,3 +326,47 @@ func TestStaleCacheConflictsAndLosesNothing(t *testing.T) {
 		t.Errorf("%d conflicts, want 1", n)
 	}
 }
+
+// Two servers updating different targets at once never conflict: each
+// transaction compares only its own target's record.
+func TestUpdatesOfDifferentTargetsDoNotConflict(t *testing.T) {
+	ctx := context.Background()
+	prefix := fmt.Sprintf("/disjoint-%d/", time.Now().UnixNano())
+	var conflicts, commits atomic.Int64
+	observe := func(op string, _ time.Duration, conflict bool) {
+		if op == "commit" {
+			commits.Add(1)
+		}
+		if conflict {
+			conflicts.Add(1)
+		}
+	}
+	var stores []*etcdstore.Store
+	for range 2 {
+		st, err := etcdstore.New(ctx, client(t), etcdstore.Options{Prefix: prefix, Observe: observe})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		stores = append(stores, st)
+	}
+	const targets, rounds = 16, 5
+	var wg sync.WaitGroup
+	for i := range targets {
+		wg.Go(func() {
+			key := target.Key{Cluster: "c", Namespace: "n", Name: fmt.Sprint(i)}
+			for r := range rounds {
+				if _, err := stores[i%2].Update(ctx, key, storetest.DecideFn(fmt.Sprint("d", r))); err != nil {
+					t.Errorf("Update %d/%d: %v", i, r, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := conflicts.Load(); n != 0 {
+		t.Errorf("%d conflicts among %d transactions, want none", n, commits.Load())
+	}
+	if n := commits.Load(); n != targets*rounds {
+		t.Errorf("%d transactions for %d updates, want one each", n, targets*rounds)
+	}
+}
