@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -27,15 +29,16 @@ const phaseEtcd = "etcd"
 // etcdServer is a server on the etcd store, in this process, over a
 // cluster this process started (or endpoints it was given).
 type etcdServer struct {
-	addr    string
-	cluster *etcdtest.Cluster // nil on given endpoints
-	dir     string            // the cluster's, removed by stop
-	cli     *clientv3.Client
-	st      *etcdstore.Store
-	cancel  context.CancelFunc
-	served  chan error
-	counts  etcdCounts
-	where   string
+	addr      string
+	cluster   *etcdtest.Cluster // nil on given endpoints
+	dir       string            // the cluster's, removed by stop
+	cli       *clientv3.Client
+	st        *etcdstore.Store
+	cancel    context.CancelFunc
+	served    chan error
+	counts    etcdCounts
+	where     string
+	endpoints []string
 }
 
 // etcdCounts counts the store's etcd requests.
@@ -59,10 +62,40 @@ func (c *etcdCounts) observe(op string, d time.Duration, conflict bool) {
 	}
 }
 
-// snapshot returns the counters' values.
-func (c *etcdCounts) snapshot() EtcdFigures {
+// snapshot returns the counters' values and the bytes the members have
+// written to their write-ahead logs.
+func (e *etcdServer) snapshot(ctx context.Context) EtcdFigures {
+	c := &e.counts
 	return EtcdFigures{Reads: c.reads.Load(), Commits: c.commits.Load(), Conflicts: c.conflicts.Load(),
-		Other: c.other.Load(), commitTime: time.Duration(c.commitTime.Load())}
+		Other: c.other.Load(), commitTime: time.Duration(c.commitTime.Load()), walBytes: e.walBytes(ctx)}
+}
+
+// walBytes sums etcd_disk_wal_write_bytes_total over the members' /metrics;
+// a member that does not answer counts 0.
+func (e *etcdServer) walBytes(ctx context.Context) float64 {
+	var sum float64
+	for _, ep := range e.endpoints {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, ep+"/metrics", nil)
+		if err != nil {
+			continue
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			if v, ok := strings.CutPrefix(sc.Text(), "etcd_disk_wal_write_bytes_total "); ok {
+				var f float64
+				if _, err := fmt.Sscan(v, &f); err == nil {
+					sum += f
+				}
+			}
+		}
+		resp.Body.Close()
+	}
+	return sum
 }
 
 // startEtcdServer starts cfg's etcd cluster (unless cfg gives endpoints)
@@ -101,6 +134,7 @@ func startEtcdServer(ctx context.Context, cfg Config, logf func(string, ...any))
 	} else {
 		e.where = "etcd at " + cfg.EtcdEndpoints
 	}
+	e.endpoints = endpoints
 	logf("server on %s", e.where)
 	if e.cli, err = clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 10 * time.Second, Logger: zap.NewNop()}); err != nil {
 		return nil, err
@@ -151,6 +185,10 @@ func (e *etcdServer) stop() error {
 type EtcdFigures struct {
 	// Where describes the cluster.
 	Where string `json:"where"`
+	// WALBytesPerCall is the bytes the members wrote to their write-ahead
+	// logs (all members together) per successful call: what one decision
+	// costs in raft log.
+	WALBytesPerCall float64 `json:"wal_bytes_per_call"`
 	// Reads are the record reads before a transaction (a cache miss),
 	// Commits the transactions, Conflicts those that lost a race for
 	// their target and were retried, Other every other request.
@@ -164,6 +202,7 @@ type EtcdFigures struct {
 	CommitMs            float64 `json:"commit_mean_ms"`
 
 	commitTime time.Duration
+	walBytes   float64
 }
 
 // addEtcd adds the store's counters between before and after.
@@ -176,12 +215,14 @@ func (r *PhaseResult) addEtcd(where string, before, after EtcdFigures) {
 	r.Etcd.Conflicts += after.Conflicts - before.Conflicts
 	r.Etcd.Other += after.Other - before.Other
 	r.Etcd.commitTime += after.commitTime - before.commitTime
+	r.Etcd.walBytes += after.walBytes - before.walBytes
 }
 
 // finishEtcd computes the per-call figures.
 func (f *EtcdFigures) finish(calls int) {
 	if calls > 0 {
 		f.RequestsPerDecision = float64(f.Reads+f.Commits+f.Other) / float64(calls)
+		f.WALBytesPerCall = f.walBytes / float64(calls)
 	}
 	if f.Commits > 0 {
 		f.CommitMs = ms(f.commitTime / time.Duration(f.Commits))

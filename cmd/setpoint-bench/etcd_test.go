@@ -36,8 +36,8 @@ func TestRunEtcd(t *testing.T) {
 	}
 	// Every successful call is one transaction; a call reads first only
 	// when its target is not cached, and the 2 callers never share one.
-	if f := e.Etcd; f == nil || f.Commits != uint64(e.Decisions+e.Observes) || f.Conflicts != 0 || f.Reads > 8 || f.CommitMs <= 0 || e.EtcdCPUPerCall <= 0 {
-		t.Errorf("etcd figures %+v, members' cpu %v µs per call: want one transaction per call, no conflict, at most one read per target", f, e.EtcdCPUPerCall)
+	if f := e.Etcd; f == nil || f.Commits != uint64(e.Decisions+e.Observes) || f.Conflicts != 0 || f.Reads > 8 || f.CommitMs <= 0 || e.EtcdCPUPerCall <= 0 || f.WALBytesPerCall < 3*100 {
+		t.Errorf("etcd figures %+v, members' cpu %v µs per call: want one transaction per call, no conflict, at most one read per target, a record in every member's log", f, e.EtcdCPUPerCall)
 	}
 	if rep.EtcdRatio <= 0 || rep.Ratio <= 0 {
 		t.Errorf("ratios etcd/bbolt %v, real/baseline %v: want > 0", rep.EtcdRatio, rep.Ratio)

@@ -249,8 +249,8 @@ func (r *Report) Table() string {
 				s.Commits, s.Writes, s.WritesPerCommit, s.MaxBatch, mib(s.FileBytes))
 		}
 		if e := p.Etcd; e != nil {
-			fmt.Fprintf(&b, "etcd: %s; %d transactions (%.2f ms mean, %d conflicts), %d reads, %d other requests: %.2f requests per call",
-				e.Where, e.Commits, e.CommitMs, e.Conflicts, e.Reads, e.Other, e.RequestsPerDecision)
+			fmt.Fprintf(&b, "etcd: %s; %d transactions (%.2f ms mean, %d conflicts), %d reads, %d other requests: %.2f requests and %.0f WAL bytes (all members) per call",
+				e.Where, e.Commits, e.CommitMs, e.Conflicts, e.Reads, e.Other, e.RequestsPerDecision, e.WALBytesPerCall)
 			if p.EtcdCPUPerCall > 0 {
 				fmt.Fprintf(&b, ", members' cpu %.0f µs per call", p.EtcdCPUPerCall)
 			}

@@ -135,11 +135,11 @@ func run(ctx context.Context, cfg Config, logw io.Writer) (rep *Report, err erro
 		}
 		if cfg.Etcd && ctx.Err() == nil {
 			logf("round %d/%d: %s", round+1, cfg.Rounds, phaseEtcd)
-			before, cpu0 := etcdSrv.counts.snapshot(), etcdSrv.membersCPU()
+			before, cpu0 := etcdSrv.snapshot(ctx), etcdSrv.membersCPU()
 			res := runPhase(ctx, cfg, etcdConns, targets)
 			res.etcdCPU = etcdSrv.membersCPU() - cpu0
 			etcdRes.merge(res)
-			etcdRes.addEtcd(etcdSrv.where, before, etcdSrv.counts.snapshot())
+			etcdRes.addEtcd(etcdSrv.where, before, etcdSrv.snapshot(ctx))
 		}
 		if cfg.Baseline && ctx.Err() == nil {
 			logf("round %d/%d: %s", round+1, cfg.Rounds, phaseBaseline)
