@@ -1,6 +1,8 @@
 package etcdstore
 
 import (
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/setpointhq/setpoint/store"
@@ -73,17 +75,36 @@ func TestChangeRevisions(t *testing.T) {
 			t.Errorf("change %d: resume from %d, etcd revision %d; want %d, 7", i, got, etcdRevision(revs[i]), want)
 		}
 	}
-	cs := []store.Change{{Key: target.Key{Name: "a"}, Kind: store.ChangeObservation, Event: &target.Event{Kind: target.EventApplied}},
-		{Key: target.Key{Name: "a"}, Kind: store.ChangeDeleted}}
-	b, err := encodeChanges(cs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := decodeChanges(9, b)
-	if err != nil || len(got) != 2 || got[0].Revision != changeRevision(9, 0, 2) || got[1].Kind != store.ChangeDeleted {
-		t.Errorf("decodeChanges = %+v, %v", got, err)
-	}
-	if _, err := decodeChanges(9, b[:len(b)-1]); err == nil {
-		t.Error("decodeChanges of a cut value: no error")
+}
+
+func TestFeedValues(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		msg  string // of the observed event
+		form byte
+	}{
+		{"small, kept plain", "", feedPlain},
+		{"repetitive, compressed", strings.Repeat("scaled up by policy ", 50), feedS2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs := []store.Change{{Key: target.Key{Name: "a"}, Kind: store.ChangeObservation, Event: &target.Event{Kind: target.EventFailed, Message: tc.msg}},
+				{Key: target.Key{Name: "a"}, Kind: store.ChangeDeleted}}
+			b, err := encodeChanges(cs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b[0] != tc.form {
+				t.Errorf("form %#x, want %#x (%d bytes)", b[0], tc.form, len(b))
+			}
+			got, err := decodeChanges(9, b)
+			if err != nil || len(got) != 2 || got[0].Revision != changeRevision(9, 0, 2) || got[0].Event.Message != tc.msg || got[1].Kind != store.ChangeDeleted {
+				t.Errorf("decodeChanges = %+v, %v", got, err)
+			}
+			for _, bad := range [][]byte{b[:len(b)-1], nil, {0x7f}} {
+				if _, err := decodeChanges(9, bad); !errors.Is(err, store.ErrCorrupt) {
+					t.Errorf("decodeChanges(%q): %v, want ErrCorrupt", bad, err)
+				}
+			}
+		})
 	}
 }

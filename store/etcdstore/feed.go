@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/klauspost/compress/s2"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -53,13 +54,27 @@ func resumeFrom(r uint64) int64 {
 
 func (s *Store) feedKey() string { return s.prefix + "feed" }
 
-// encodeChanges is the feed key's value for cs: each change's stored form
-// after its length (uvarint).
+// The first byte of the feed key's value says how the rest is kept.
+const (
+	// feedPlain: the changes as they are.
+	feedPlain = 0x00
+	// feedS2: the changes compressed with S2 (github.com/klauspost/compress/s2).
+	feedS2 = 0x01
+)
+
+// maxFeedValue bounds a decompressed feed value, so that a corrupt one
+// cannot exhaust memory.
+const maxFeedValue = 64 << 20
+
+// encodeChanges is the feed key's value for cs: feedS2 or feedPlain, then
+// each change's stored form after its length (uvarint), compressed when
+// that is smaller (a decision's explanation is repetitive text, which
+// halves it: less raft log and less etcd history per decision).
 func encodeChanges(cs []store.Change) ([]byte, error) {
 	if len(cs) > maxChangesPerWrite {
 		return nil, fmt.Errorf("%w: one write records %d changes, more than %d", store.ErrInvalid, len(cs), maxChangesPerWrite)
 	}
-	var out []byte
+	out := []byte{feedPlain}
 	for i := range cs {
 		v, err := store.EncodeChange(&cs[i])
 		if err != nil {
@@ -68,12 +83,41 @@ func encodeChanges(cs []store.Change) ([]byte, error) {
 		out = binary.AppendUvarint(out, uint64(len(v)))
 		out = append(out, v...)
 	}
+	if z := s2.Encode(nil, out[1:]); 1+len(z) < len(out) {
+		return append([]byte{feedS2}, z...), nil
+	}
 	return out, nil
+}
+
+// uncompressFeed returns the changes part of a feed value.
+func uncompressFeed(rev int64, b []byte) ([]byte, error) {
+	if len(b) == 0 {
+		return nil, fmt.Errorf("%w: empty feed entry at etcd revision %d", store.ErrCorrupt, rev)
+	}
+	switch b[0] {
+	case feedPlain:
+		return b[1:], nil
+	case feedS2:
+		n, err := s2.DecodedLen(b[1:])
+		if err != nil || n > maxFeedValue {
+			return nil, fmt.Errorf("%w: feed entry at etcd revision %d: length %d, %v", store.ErrCorrupt, rev, n, err)
+		}
+		out, err := s2.Decode(nil, b[1:])
+		if err != nil {
+			return nil, fmt.Errorf("%w: feed entry at etcd revision %d: %v", store.ErrCorrupt, rev, err)
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("%w: feed entry at etcd revision %d: unknown form %#x", store.ErrCorrupt, rev, b[0])
 }
 
 // decodeChanges is the inverse of encodeChanges for the value written at
 // etcd revision rev; it numbers the changes.
 func decodeChanges(rev int64, b []byte) ([]store.Change, error) {
+	b, err := uncompressFeed(rev, b)
+	if err != nil {
+		return nil, err
+	}
 	var vals [][]byte
 	for len(b) > 0 {
 		n, k := binary.Uvarint(b)
