@@ -64,13 +64,17 @@ func TestFaultsUnderLoad(t *testing.T) {
 		}
 	}
 	l.Stop()
+	t.Logf("load ran %v", time.Since(l.hist.began).Round(time.Millisecond))
 	for _, e := range l.errs {
 		t.Errorf("the load's own mistake: %s", e)
 	}
 	t.Logf("faults: %d server kills, %d etcd member kills, %d etcd leader kills", f.servers, f.members, f.leaders)
+	f.logGaps()
 	t.Logf("load: %d Recommend and %d Observe acknowledged, %d Observe refused (a later decision came first), %d calls of unknown outcome, %d reads",
 		l.count.recommends.Load(), l.count.observes.Load(), l.count.refused.Load(), l.count.unknown.Load(), l.count.reads.Load())
+	began := time.Now()
 	check(t, l)
+	t.Logf("checks took %v", time.Since(began).Round(time.Millisecond))
 }
 
 // faults injects faults into a cluster under load, one at a time, each
@@ -82,6 +86,13 @@ type faults struct {
 	rng *rand.Rand
 
 	servers, members, leaders int
+	windows                   []window
+}
+
+// window is when a fault lasted, in the history's time.
+type window struct {
+	what     string
+	from, to int64
 }
 
 // down is how long a fault lasts: a second in CI, up to three in a long
@@ -115,12 +126,13 @@ func (f *faults) settle(d time.Duration) {
 func (f *faults) killServer() {
 	f.t.Helper()
 	i := f.rng.IntN(servers)
-	before := f.acked()
+	before, from := f.acked(), f.l.hist.now()
 	f.c.kill(i)
 	d := f.down()
 	time.Sleep(d)
 	during := f.acked() - before
 	took := f.c.restart(f.t, i)
+	f.windows = append(f.windows, window{"a server kill", from, f.l.hist.now()})
 	f.servers++
 	f.t.Logf("server %d killed for %v: %d calls acknowledged meanwhile; restarted in %v", i, d, during, took)
 	if during == 0 {
@@ -137,7 +149,7 @@ func (f *faults) killMember(leader bool) {
 	if !leader {
 		i = (i + 1 + f.rng.IntN(2)) % 3
 	}
-	before, began := f.acked(), time.Now()
+	before, began, from := f.acked(), time.Now(), f.l.hist.now()
 	f.c.etcd.Kill(i)
 	what := "etcd member"
 	if leader {
@@ -154,6 +166,7 @@ func (f *faults) killMember(leader bool) {
 		f.t.Fatal(err)
 	}
 	f.t.Logf("%s m%d down for %v: %d calls acknowledged meanwhile; restarted", what, i, time.Since(began).Round(time.Millisecond), during)
+	f.windows = append(f.windows, window{map[bool]string{false: "an etcd member kill", true: "an etcd leader kill"}[leader], from, f.l.hist.now()})
 	if leader {
 		f.leaders++
 	} else {
@@ -165,6 +178,38 @@ func (f *faults) killMember(leader bool) {
 	f.settle(f.down())
 }
 
+// logGaps logs, for each kind of fault, the longest time in which no call
+// was acknowledged while a fault of that kind lasted: how long the service
+// was unavailable to a caller that tries every server.
+func (f *faults) logGaps() {
+	var acks []int64
+	for _, calls := range f.l.hist.calls {
+		for _, c := range calls {
+			if (c.in.kind == recommend || c.in.kind == observe) && !c.out.unknown && !c.out.refused {
+				acks = append(acks, c.end)
+			}
+		}
+	}
+	slices.Sort(acks)
+	longest := map[string]time.Duration{}
+	var kinds []string
+	for _, w := range f.windows {
+		if _, ok := longest[w.what]; !ok {
+			kinds = append(kinds, w.what)
+		}
+		var gap int64
+		for i := 1; i < len(acks); i++ {
+			if acks[i] >= w.from && acks[i-1] <= w.to {
+				gap = max(gap, acks[i]-max(acks[i-1], w.from))
+			}
+		}
+		longest[w.what] = max(longest[w.what], time.Duration(gap))
+	}
+	for _, k := range kinds {
+		f.t.Logf("longest time without an acknowledged call during %s: %v", k, longest[k].Round(time.Millisecond))
+	}
+}
+
 // check reads every target from every server once the load has stopped,
 // then checks that every acknowledged call is there and that each
 // target's history is linearizable.
@@ -173,6 +218,8 @@ func check(t *testing.T, l *load) {
 	clients := l.c.dial(t)
 	h := l.hist
 	final := map[string][]*setpointv1.Target{}
+	lastRead := map[string]call{}
+	var found, lost int
 	for k, name := range h.targets {
 		for s, cl := range clients {
 			c, ok := finalRead(l, name, cl, s)
@@ -181,10 +228,14 @@ func check(t *testing.T, l *load) {
 			}
 			h.add(name, c.call)
 			final[name] = append(final[name], c.target)
+			lastRead[name] = c.call
 		}
-		checkAcked(t, name, h.calls[name], final[name], decisionLog(t, clients[k%servers], name))
+		f, l := checkAcked(t, name, h.calls[name], final[name], decisionLog(t, clients[k%servers], name))
+		found, lost = found+f, lost+l
 	}
+	t.Logf("acknowledged calls looked up on every server (and Recommends in the decision log): %d found, %d lost, over %d targets", found, lost, len(h.targets))
 	var checked, illegal int
+	began := time.Now()
 	for _, name := range h.targets {
 		calls := h.calls[name]
 		proposalOf := map[string]int32{}
@@ -193,7 +244,7 @@ func check(t *testing.T, l *load) {
 				proposalOf[c.id] = c.in.p
 			}
 		}
-		ops, err := operations(calls, proposalOf)
+		ops, model, err := operations(calls, lastRead[name], proposalOf)
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
 			continue
@@ -213,7 +264,7 @@ func check(t *testing.T, l *load) {
 			t.Logf("%s: the checker gave up after %v", name, *checkFor)
 		}
 	}
-	t.Logf("linearizability: %d targets checked, %d not linearizable", checked, illegal)
+	t.Logf("linearizability: %d targets checked in %v, %d not linearizable", checked, time.Since(began).Round(time.Millisecond), illegal)
 }
 
 // finalCall is a final read: the recorded call and what it returned.
@@ -259,9 +310,16 @@ func decisionLog(t *testing.T, cl *setpointclient.Client, name string) []*setpoi
 // checkAcked checks that every acknowledged Recommend of a target is in
 // its history on every server (its proposal at its decision time) and in
 // its decision log, and that every acknowledged Observe left its Applied
-// event on every server.
-func checkAcked(t *testing.T, name string, calls []call, final []*setpointv1.Target, log []*setpointv1.LoggedDecision) {
+// event on every server. It returns how many look-ups found the call and
+// how many did not.
+func checkAcked(t *testing.T, name string, calls []call, final []*setpointv1.Target, log []*setpointv1.LoggedDecision) (found, lost int) {
 	t.Helper()
+	miss := func(format string, args ...any) {
+		lost++
+		if lost <= 20 {
+			t.Errorf("LOST: "+format, args...)
+		}
+	}
 	idOf := map[int32]string{}
 	for _, c := range calls {
 		if c.in.kind != recommend || c.out.unknown {
@@ -272,15 +330,19 @@ func checkAcked(t *testing.T, name string, calls []call, final []*setpointv1.Tar
 			if !slices.ContainsFunc(tg.GetHistory().GetRecommendations(), func(r *setpointv1.Recommendation) bool {
 				return r.GetReplicas() == c.in.p && r.GetTime().AsTime().UnixNano() == c.at
 			}) {
-				t.Errorf("LOST: acknowledged Recommend of %s (proposal %d, decision %s at %d ns, via server %d) is not in the history read from server %d",
+				miss("acknowledged Recommend of %s (proposal %d, decision %s at %d ns, via server %d) is not in the history read from server %d",
 					name, c.in.p, c.id, c.at, c.server, s)
+			} else {
+				found++
 			}
 		}
 		if !slices.ContainsFunc(log, func(d *setpointv1.LoggedDecision) bool {
 			return d.GetDecisionTime().AsTime().UnixNano() == c.at && d.GetDesiredReplicas() == c.out.desired
 		}) {
-			t.Errorf("LOST: acknowledged Recommend of %s (proposal %d, decision %s at %d ns, desired %d) is not in the decision log",
+			miss("acknowledged Recommend of %s (proposal %d, decision %s at %d ns, desired %d) is not in the decision log",
 				name, c.in.p, c.id, c.at, c.out.desired)
+		} else {
+			found++
 		}
 	}
 	for _, c := range calls {
@@ -291,9 +353,12 @@ func checkAcked(t *testing.T, name string, calls []call, final []*setpointv1.Tar
 			if !slices.ContainsFunc(tg.GetEvents(), func(e *setpointv1.Event) bool {
 				return e.GetKind() == "Applied" && e.GetDecisionId() == idOf[c.in.p]
 			}) {
-				t.Errorf("LOST: acknowledged Observe of %s (decision %s, proposal %d, via server %d) left no Applied event on server %d",
+				miss("acknowledged Observe of %s (decision %s, proposal %d, via server %d) left no Applied event on server %d",
 					name, idOf[c.in.p], c.in.p, c.server, s)
+			} else {
+				found++
 			}
 		}
 	}
+	return found, lost
 }

@@ -132,7 +132,7 @@ type load struct {
 // in lanes of about three, and readers.
 func startLoad(c *cluster, clients [][]*setpointclient.Client, readers int) *load {
 	l := &load{c: c, hist: newHistory(), stop: make(chan struct{})}
-	for i := range max(1, len(clients)/servers) {
+	for i := range max(1, (len(clients)-readers)/servers) {
 		l.lanes = append(l.lanes, &lane{name: fmt.Sprintf("l%d", i)})
 	}
 	for w, cl := range clients[:len(clients)-readers] {

@@ -34,15 +34,18 @@ func TestModel(t *testing.T) {
 		{"concurrent, either order", []call{rec(5, 5, 0, 10), rec(3, 3, 1, 9), get([]int32{3, 5}, nil, 11, 12)}, true},
 		{"a failed call that took effect", []call{lost(7, 0), rec(3, 7, 2, 3), get([]int32{7, 3}, nil, 4, 5)}, true},
 		{"a failed call that did not", []call{lost(7, 0), rec(3, 3, 2, 3), get([]int32{3}, nil, 4, 5)}, true},
-		{"Observe of a decision no longer last", []call{rec(5, 5, 0, 1), rec(3, 5, 2, 3), obs(5, true, 4, 5)}, true},
+		{"Observe of a decision no longer last", []call{rec(5, 5, 0, 1), rec(3, 5, 2, 3), obs(5, true, 4, 5), get([]int32{5, 3}, nil, 6, 7)}, true},
+		{"a read while a call is under way", []call{rec(5, 5, 0, 1), rec(3, 5, 2, 9), get([]int32{5}, nil, 3, 4), get([]int32{5, 3}, nil, 5, 6), get([]int32{5, 3}, nil, 10, 11)}, true},
 
 		{"a lost acknowledged Recommend", []call{rec(5, 5, 0, 1), rec(3, 5, 2, 3), get([]int32{3}, nil, 4, 5)}, false},
 		{"a lost update: decided without the one before", []call{rec(5, 5, 0, 1), rec(3, 3, 2, 3), get([]int32{5, 3}, nil, 4, 5)}, false},
 		{"recorded against real-time order", []call{rec(5, 5, 0, 1), rec(3, 5, 2, 3), get([]int32{3, 5}, nil, 4, 5)}, false},
 		{"recorded twice", []call{rec(5, 5, 0, 1), get([]int32{5, 5}, nil, 4, 5)}, false},
-		{"a stale read", []call{rec(5, 5, 0, 1), get(nil, nil, 2, 3)}, false},
-		{"Observe accepted for a decision no longer last", []call{rec(5, 5, 0, 1), rec(3, 5, 2, 3), obs(5, false, 4, 5)}, false},
-		{"Observe refused for the last decision", []call{rec(5, 5, 0, 1), obs(5, true, 2, 3)}, false},
+		{"a stale read", []call{rec(5, 5, 0, 1), get(nil, nil, 2, 3), get([]int32{5}, nil, 4, 5)}, false},
+		{"reads going back", []call{rec(5, 5, 0, 9), get([]int32{5}, nil, 2, 3), get(nil, nil, 4, 5), get([]int32{5}, nil, 10, 11)}, false},
+		{"a read of what was never written", []call{rec(5, 5, 0, 1), get([]int32{5, 4}, nil, 2, 3), get([]int32{5}, nil, 4, 5)}, false},
+		{"Observe accepted for a decision no longer last", []call{rec(5, 5, 0, 1), rec(3, 5, 2, 3), obs(5, false, 4, 5), get([]int32{5, 3}, []int32{5}, 6, 7)}, false},
+		{"Observe refused for the last decision", []call{rec(5, 5, 0, 1), obs(5, true, 2, 3), get([]int32{5}, nil, 4, 5)}, false},
 		{"a lost acknowledged Observe", []call{rec(5, 5, 0, 1), obs(5, false, 2, 3), get([]int32{5}, nil, 4, 5)}, false},
 	}
 	for _, tt := range tests {
@@ -53,7 +56,8 @@ func TestModel(t *testing.T) {
 					proposalOf[c.id] = c.in.p
 				}
 			}
-			ops, err := operations(tt.calls, proposalOf)
+			// The last call is the final read.
+			ops, model, err := operations(tt.calls, tt.calls[len(tt.calls)-1], proposalOf)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -3,6 +3,7 @@ package ha
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/anishathalye/porcupine"
@@ -24,7 +25,14 @@ import (
 //   - a read (GetTarget) returns the proposals of the history and the
 //     Applied events, in order.
 //
-// The state is strings of 2-byte proposals, so that states compare with ==.
+// Every call appends its own value, so in any linearization the appends
+// come in the order the final read (after the load, after every fault)
+// shows: a different order would make that read fail. The model is told
+// that order and accepts an append only as the next one of it. This prunes
+// only orders the final read would reject anyway, and so the checker need
+// not try every order of concurrent calls first — without it, a target of
+// 40 calls could take minutes. Its state is then how far each order has
+// got, and the last decision.
 
 // kind is the kind of a call.
 type kind uint8
@@ -50,70 +58,77 @@ type output struct {
 	desired int32
 	// refused: Observe was refused as not the last decision.
 	refused bool
-	// recs and applied are what a read saw: the history's proposals and
-	// the Applied events' proposals, in order, encoded as the state is.
-	recs, applied string
+	// recs and applied are what a read saw, as lengths of prefixes of the
+	// final order: -1 when what it saw is no prefix of it.
+	recs, applied int
+	// shown is what a read saw, for the log.
+	shown string
 }
 
-// state is the model's state of one target.
+// state is the model's state of one target: the history holds the first
+// recs proposals of the final order, the Applied events the first applied
+// of theirs, and last is the last decision's proposal (0 for none).
 type state struct {
-	recs, applied string // proposals, 2 bytes each
-	last          int32  // the last decision's proposal; 0 for none
+	recs, applied int
+	last          int32
 }
 
-// enc is the 2-byte encoding of proposals.
-func enc(ps ...int32) string {
-	b := make([]byte, 0, 2*len(ps))
-	for _, p := range ps {
-		b = append(b, byte(p>>8), byte(p))
-	}
-	return string(b)
+// order is the final read of one target: what the model appends in.
+type order struct {
+	recs, applied []int32
+	highest       []int32 // highest[i] is the largest of recs[:i]
 }
 
-// dec is enc's inverse.
-func dec(s string) []int32 {
-	ps := make([]int32, 0, len(s)/2)
-	for i := 0; i+1 < len(s); i += 2 {
-		ps = append(ps, int32(s[i])<<8|int32(s[i+1]))
+func newOrder(recs, applied []int32) *order {
+	o := &order{recs: recs, applied: applied, highest: make([]int32, len(recs)+1)}
+	for i, p := range recs {
+		o.highest[i+1] = max(o.highest[i], p)
 	}
-	return ps
+	return o
 }
 
-func contains(s string, p int32) bool {
-	for _, q := range dec(s) {
-		if q == p {
-			return true
-		}
+// prefix is the length of the prefix of full that seen is, or -1.
+func prefix(seen, full []int32) int {
+	if len(seen) > len(full) || !slices.Equal(seen, full[:len(seen)]) {
+		return -1
 	}
-	return false
+	return len(seen)
 }
 
-func maxOf(s string) int32 {
-	var m int32
-	for _, q := range dec(s) {
-		m = max(m, q)
+// model is the porcupine model of a target whose final read is o.
+func (o *order) model() porcupine.Model {
+	return porcupine.Model{
+		Init:              func() any { return state{} },
+		Step:              o.step,
+		DescribeOperation: describe,
+		DescribeState: func(st any) string {
+			s := st.(state)
+			return fmt.Sprintf("recs %v applied %v last %d", o.recs[:s.recs], o.applied[:s.applied], s.last)
+		},
 	}
-	return m
 }
 
 // step is the model's transition; see the comment at the top.
-func step(st, in0, out0 any) (bool, any) {
+func (o *order) step(st, in0, out0 any) (bool, any) {
 	s, in, out := st.(state), in0.(input), out0.(output)
 	switch in.kind {
 	case recommend:
-		if !out.unknown && out.desired != max(in.p, maxOf(s.recs)) {
+		if s.recs == len(o.recs) || o.recs[s.recs] != in.p {
 			return false, s
 		}
-		return true, state{recs: s.recs + enc(in.p), applied: s.applied, last: in.p}
+		if !out.unknown && out.desired != max(in.p, o.highest[s.recs]) {
+			return false, s
+		}
+		return true, state{recs: s.recs + 1, applied: s.applied, last: in.p}
 	case observe:
-		if contains(s.applied, in.p) { // a repeated report changes nothing
+		if slices.Contains(o.applied[:s.applied], in.p) { // a repeated report changes nothing
 			return !out.refused, s
 		}
 		if s.last == in.p {
-			if out.refused {
+			if out.refused || s.applied == len(o.applied) || o.applied[s.applied] != in.p {
 				return false, s
 			}
-			return true, state{recs: s.recs, applied: s.applied + enc(in.p), last: s.last}
+			return true, state{recs: s.recs, applied: s.applied + 1, last: s.last}
 		}
 		return out.unknown || out.refused, s
 	default:
@@ -135,7 +150,7 @@ func describe(in0, out0 any) string {
 	case in.kind == observe:
 		res = "ok"
 	default:
-		res = fmt.Sprintf("recs %v applied %v", dec(out.recs), dec(out.applied))
+		res = out.shown
 	}
 	switch in.kind {
 	case recommend:
@@ -145,17 +160,6 @@ func describe(in0, out0 any) string {
 	default:
 		return "GetTarget → " + res
 	}
-}
-
-// model is the porcupine model of one target's history.
-var model = porcupine.Model{
-	Init:              func() any { return state{} },
-	Step:              step,
-	DescribeOperation: describe,
-	DescribeState: func(st any) string {
-		s := st.(state)
-		return fmt.Sprintf("recs %v applied %v last %d", dec(s.recs), dec(s.applied), s.last)
-	},
 }
 
 // call is one recorded call of one target.
@@ -175,27 +179,42 @@ type call struct {
 	readIDs  []string
 }
 
-// operations turns one target's calls into porcupine operations: reads get
-// their outputs; calls of unknown outcome end at infinity (they may take
-// effect at any moment after they began), and those whose effect no read
-// ever saw are left out — they did not take effect, since nothing leaves
-// a history during a run — which keeps the search small.
-func operations(calls []call, proposalOf map[string]int32) ([]porcupine.Operation, error) {
+// operations turns one target's calls into porcupine operations and
+// returns them with the model to check them against, whose order is the
+// final read's. Reads get their outputs; calls of unknown outcome end at
+// infinity (they may take effect at any moment after they began), and
+// those whose effect no read ever saw are left out — they did not take
+// effect, since nothing leaves a history during a run — which keeps the
+// search small.
+func operations(calls []call, final call, proposalOf map[string]int32) ([]porcupine.Operation, porcupine.Model, error) {
+	appliedOf := func(c *call) ([]int32, error) {
+		var ps []int32
+		for _, id := range c.readIDs {
+			p, ok := proposalOf[id]
+			if !ok {
+				return nil, fmt.Errorf("a read saw an Applied event of decision %s, which no acknowledged Recommend of the target returned", id)
+			}
+			ps = append(ps, p)
+		}
+		return ps, nil
+	}
+	finalApplied, err := appliedOf(&final)
+	if err != nil {
+		return nil, porcupine.Model{}, err
+	}
+	o := newOrder(final.readRecs, finalApplied)
 	seenRecs, seenApplied := map[int32]bool{}, map[int32]bool{}
 	for i := range calls {
 		c := &calls[i]
 		if c.in.kind != read || c.out.unknown {
 			continue
 		}
-		var applied []int32
-		for _, id := range c.readIDs {
-			p, ok := proposalOf[id]
-			if !ok {
-				return nil, fmt.Errorf("a read saw an Applied event of decision %s, which no acknowledged Recommend of the target returned", id)
-			}
-			applied = append(applied, p)
+		applied, err := appliedOf(c)
+		if err != nil {
+			return nil, porcupine.Model{}, err
 		}
-		c.out.recs, c.out.applied = enc(c.readRecs...), enc(applied...)
+		c.out.recs, c.out.applied = prefix(c.readRecs, o.recs), prefix(applied, o.applied)
+		c.out.shown = fmt.Sprintf("recs %v applied %v", c.readRecs, applied)
 		for _, p := range c.readRecs {
 			seenRecs[p] = true
 		}
@@ -217,7 +236,7 @@ func operations(calls []call, proposalOf map[string]int32) ([]porcupine.Operatio
 		}
 		ops = append(ops, porcupine.Operation{ClientId: c.client, Input: c.in, Output: c.out, Call: c.start, Return: end})
 	}
-	return ops, nil
+	return ops, o.model(), nil
 }
 
 // explain lists a target's calls in the order they began (after
