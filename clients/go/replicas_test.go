@@ -152,7 +152,8 @@ func (c *calls) snapshot() (map[string]int, map[string][]error) {
 	return served, errs
 }
 
-// recommendAndRead makes one Recommend and one GetTarget of key.
+// recommendAndRead makes one Recommend of req and one GetTarget of its
+// target, recording each in cs.
 func recommendAndRead(ctx context.Context, c *setpointclient.Client, cs *calls, req *setpointv1.RecommendRequest) {
 	cs.do("Recommend", func(opts ...grpc.CallOption) error {
 		_, err := c.Recommend(ctx, req, opts...)
