@@ -34,7 +34,7 @@ func TestConcurrentRecommends(t *testing.T) {
 		feeds = append(feeds, watch(ctx, t, cl))
 	}
 
-	var reordered int
+	var clamped int
 	for r := range rounds {
 		name := fmt.Sprintf("pair-%d", r)
 		if _, err := clients[0].Recommend(t.Context(), request(name, 1, 1)); err != nil {
@@ -113,8 +113,8 @@ func TestConcurrentRecommends(t *testing.T) {
 			logged = append(logged, d.GetDecisionTime().AsTime().UnixNano())
 		}
 		want := []int64{got[first].GetDecisionTime().AsTime().UnixNano(), got[second].GetDecisionTime().AsTime().UnixNano()}
-		if want[0] > want[1] {
-			reordered++
+		if want[1]-want[0] == 1 {
+			clamped++ // the second read the clock before the first was recorded
 		}
 		if i, j := slices.Index(logged, want[0]), slices.Index(logged, want[1]); i < 0 || j < 0 || i > j {
 			t.Errorf("%s: the decision log has the decisions at %v (ns), want the first recorded (%d) before the second (%d)", name, logged, want[0], want[1])
@@ -128,7 +128,7 @@ func TestConcurrentRecommends(t *testing.T) {
 		}
 	}
 	cancel()
-	t.Logf("%d rounds; in %d the decision recorded second was stamped earlier than the first", rounds, reordered)
+	t.Logf("%d rounds; in %d the decision recorded second had read the clock before the first was recorded, and was stamped a nanosecond after it", rounds, clamped)
 }
 
 // feed is the decisions one server's Watch stream delivered, by target.
