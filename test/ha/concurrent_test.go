@@ -100,12 +100,16 @@ func TestConcurrentRecommends(t *testing.T) {
 		if d := got[second].GetDesiredReplicas(); d != max(p[0], p[1]) {
 			t.Errorf("%s: the second recorded decision (proposal %d) decided %d, want %d: it did not see the first", name, p[second], d, max(p[0], p[1]))
 		}
-		// Observe takes the second as the last decision, not the first.
-		if _, err := clients[via[first]].Applied(t.Context(), key(name), got[first].GetDecisionId(), replicas, got[first].GetDesiredReplicas()); status.Code(err) != codes.InvalidArgument {
-			t.Errorf("%s: Observe(applied) of the first recorded decision: %v, want InvalidArgument (not the last decision)", name, err)
+		// Observe takes the second as the last decision, not the first,
+		// whichever server it is reported to: each is reported to the
+		// server that did not make it (an agent balancing over the servers
+		// may), so the server that made the first decision and last wrote
+		// the target must see the second.
+		if _, err := clients[via[second]].Applied(t.Context(), key(name), got[first].GetDecisionId(), replicas, got[first].GetDesiredReplicas()); status.Code(err) != codes.InvalidArgument {
+			t.Errorf("%s: Observe(applied) of the first recorded decision via server %d: %v, want InvalidArgument (not the last decision)", name, via[second], err)
 		}
-		if _, err := clients[via[second]].Applied(t.Context(), key(name), got[second].GetDecisionId(), replicas, got[second].GetDesiredReplicas()); err != nil {
-			t.Errorf("%s: Observe(applied) of the last decision: %v", name, err)
+		if _, err := clients[via[first]].Applied(t.Context(), key(name), got[second].GetDecisionId(), replicas, got[second].GetDesiredReplicas()); err != nil {
+			t.Errorf("%s: Observe(applied) of the last decision via server %d (which made the first): %v", name, via[first], err)
 		}
 		// The decision log lists them in the same order.
 		var logged []int64
