@@ -74,6 +74,7 @@ func TestFaultsUnderLoad(t *testing.T) {
 	f.logGaps()
 	t.Logf("load: %d Recommend and %d Observe acknowledged, %d Observe refused (a later decision came first), %d calls of unknown outcome, %d reads",
 		l.count.recommends.Load(), l.count.observes.Load(), l.count.refused.Load(), l.count.unknown.Load(), l.count.reads.Load())
+	t.Logf("calls of unknown outcome by status: %v", l.count.byCode)
 	began := time.Now()
 	check(t, l)
 	t.Logf("checks took %v", time.Since(began).Round(time.Millisecond))
