@@ -81,6 +81,9 @@ type Config struct {
 	// client; KeepaliveTime and KeepaliveTimeout time the server's pings
 	// of idle connections.
 	KeepaliveMinTime, KeepaliveTime, KeepaliveTimeout time.Duration
+	// MaxConnectionAge is how long a client connection is kept before the
+	// client is asked to reconnect; negative keeps it for ever.
+	MaxConnectionAge time.Duration
 	// ExpireAfter is how long a target not seen is kept.
 	ExpireAfter time.Duration
 	// ExpireInterval is how often expired targets are removed.
@@ -93,8 +96,8 @@ type Config struct {
 	// WatchBuffer is how many changes one Watch stream may fall behind
 	// before it is ended with where to resume.
 	WatchBuffer int
-	// MaxChanges is how many recent changes the store keeps for Watch
-	// streams to resume from.
+	// MaxChanges is how many recent changes the bbolt store keeps for
+	// Watch streams to resume from (on etcd, etcd's compaction decides).
 	MaxChanges int
 	// ResumeKeyFile holds the secret that seals tenants' Watch resume
 	// points (server.Options.ResumeKey); empty means resume.key in
@@ -141,6 +144,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxInFlightRecommends, "max-inflight-recommends", server.DefaultMaxInFlightRecommends, "Recommend calls in flight before ResourceExhausted")
 	fs.DurationVar(&c.KeepaliveMinTime, "keepalive-min-time", server.DefaultKeepaliveMinTime, "clients pinging more often are disconnected (too_many_pings)")
 	fs.DurationVar(&c.KeepaliveTime, "keepalive-time", server.DefaultKeepaliveTime, "ping a client after its connection is idle this long")
+	fs.DurationVar(&c.MaxConnectionAge, "max-connection-age", server.DefaultMaxConnectionAge, "ask a client to reconnect after its connection is this old, so agents spread over replicas find added ones (negative: never)")
 	fs.DurationVar(&c.KeepaliveTimeout, "keepalive-timeout", server.DefaultKeepaliveTimeout, "close a connection whose ping is not answered within this")
 	fs.DurationVar(&c.ExpireAfter, "expire-after", server.DefaultExpireAfter, "forget targets not seen for this long")
 	fs.DurationVar(&c.ExpireInterval, "expire-interval", server.DefaultExpireInterval, "how often to forget expired targets")
@@ -148,7 +152,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxSimulateSteps, "max-simulate-steps", server.DefaultMaxSimulateSteps, "steps one Simulate call may carry")
 	fs.IntVar(&c.MaxSimulatePods, "max-simulate-pods", server.DefaultMaxSimulatePods, "pods a Simulate pod model may synthesize (bounds max_replicas)")
 	fs.IntVar(&c.WatchBuffer, "watch-buffer", server.DefaultWatchBuffer, "changes a Watch stream may fall behind before it is ended with where to resume")
-	fs.IntVar(&c.MaxChanges, "max-changes", store.DefaultMaxChanges, "recent changes kept on disk for Watch streams to resume from")
+	fs.IntVar(&c.MaxChanges, "max-changes", store.DefaultMaxChanges, "recent changes kept on disk for Watch streams to resume from (bbolt; with -store=etcd, etcd's compaction decides)")
 	fs.StringVar(&c.ResumeKeyFile, "resume-key-file", "", "file of the secret that seals tenants' Watch resume points (default: resume.key in -data-dir, created on first start; give every server behind one address the same file)")
 	c.Tenancy.RegisterFlags(fs)
 	c.Store.RegisterFlags(fs)
@@ -236,6 +240,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, ready chan<- string)
 		KeepaliveMinTime:      cfg.KeepaliveMinTime,
 		KeepaliveTime:         cfg.KeepaliveTime,
 		KeepaliveTimeout:      cfg.KeepaliveTimeout,
+		MaxConnectionAge:      cfg.MaxConnectionAge,
 		ExpireAfter:           cfg.ExpireAfter,
 		ExpireInterval:        cfg.ExpireInterval,
 		ShutdownTimeout:       cfg.ShutdownTimeout,
@@ -297,10 +302,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, ready chan<- string)
 			return err
 		}
 		mux := http.NewServeMux()
-		mux.Handle("/metrics", srv.MetricsHandler())
-		if storeMetrics != nil {
-			mux.Handle("/metrics/store", storeMetrics.Handler())
-		}
+		mux.Handle("/metrics", metricsHandler(srv, storeMetrics))
 		mux.Handle("/console/", srv.ConsoleHandler())
 		mux.Handle("/{$}", http.RedirectHandler("/console/", http.StatusFound))
 		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
