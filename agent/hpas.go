@@ -248,6 +248,10 @@ func (r *run) writeHPAStatus(ctx context.Context) error {
 	}
 	client := r.c.opts.Kube.AutoscalingV2().HorizontalPodAutoscalers(r.key.namespace)
 	h := r.hpa.DeepCopy()
+	// The cache's managed fields lack their field sets (trimHPA): sent
+	// back, they would replace the stored ones. Without any, the API
+	// server keeps what it has.
+	h.ManagedFields = nil
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		h.Status = st
 		_, err := client.UpdateStatus(ctx, h, metav1.UpdateOptions{FieldManager: FieldManager})

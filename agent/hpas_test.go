@@ -131,6 +131,11 @@ func (hh *hpaHarness) writes() []string {
 		}
 		switch w := a.(type) {
 		case clienttesting.UpdateActionImpl:
+			// The cached managed fields have no field sets: sending them
+			// would replace the stored ones.
+			if h, ok := w.Object.(*autoscalingv2.HorizontalPodAutoscaler); ok && h.ManagedFields != nil {
+				out = append(out, "update with managed fields")
+			}
 			out = append(out, "update "+w.GetSubresource()+" by "+w.UpdateOptions.FieldManager)
 		case clienttesting.PatchActionImpl:
 			out = append(out, "patch "+w.GetSubresource()+" by "+w.PatchOptions.FieldManager)
@@ -266,6 +271,9 @@ func TestHPAStandsDown(t *testing.T) {
 	c := findCondition(stored.Status.Conditions, ConditionStandingDown)
 	if c == nil || c.Status != corev1.ConditionTrue || c.Reason != ReasonAnotherController || !strings.Contains(c.Message, `"kube-controller-manager"`) {
 		t.Fatalf("condition %s = %+v", ConditionStandingDown, c)
+	}
+	if diff := cmp.Diff([]string{"update status by " + FieldManager}, hh.writes()); diff != "" {
+		t.Errorf("writes (-want +got):\n%s", diff)
 	}
 	evs := drain(hh.hpaEvents)
 	if len(evs) != 1 || !strings.HasPrefix(evs[0], "Warning AnotherController the status of this HorizontalPodAutoscaler was written by \"kube-controller-manager\"") {
