@@ -37,6 +37,14 @@
 //
 //	go run ./cmd/setpoint-bench -fill 1000000 -concurrency 64 -duration 10s -baseline
 //
+// Etcd mode: -etcd also starts a server on the etcd store (store/etcdstore)
+// in this process, over a 3-member etcd cluster on loopback it launches
+// from the etcd binary `make kube-binaries` builds (or -etcd-binary, or
+// the running cluster at -etcd-endpoints), and measures it in the same
+// rounds as the bbolt server and the baseline, reporting etcd/bbolt:
+//
+//	go run ./cmd/setpoint-bench -concurrency 64 -duration 10s -rounds 3 -baseline -etcd
+//
 // The report is a table on standard output; -json FILE also writes it as
 // JSON (-json - writes only JSON to standard output).
 package main
@@ -103,6 +111,18 @@ type Config struct {
 	// CPUProfile, when set, is a file the CPU profile of the real phases is
 	// written to.
 	CPUProfile string
+	// Etcd also measures a server on the etcd store, in the same rounds.
+	Etcd bool
+	// EtcdEndpoints, when set, are a running etcd cluster's client URLs
+	// (comma-separated) for Etcd; empty launches one.
+	EtcdEndpoints string
+	// EtcdBinary is the etcd binary to launch; empty uses the one `make
+	// kube-binaries` builds.
+	EtcdBinary string
+	// EtcdMembers is the size of the launched cluster.
+	EtcdMembers int
+	// EtcdNoFsync launches the members with --unsafe-no-fsync.
+	EtcdNoFsync bool
 }
 
 // RegisterFlags registers the configuration's flags, with their defaults,
@@ -125,6 +145,11 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Dir, "dir", "", "directory of the in-process store's file (kept); default a temporary directory (removed)")
 	fs.StringVar(&c.JSON, "json", "", "also write the report as JSON to this file; - writes only JSON to stdout")
 	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of the real phases to this file")
+	fs.BoolVar(&c.Etcd, "etcd", false, "also measure a server on the etcd store in the same rounds, and report etcd/bbolt")
+	fs.StringVar(&c.EtcdEndpoints, "etcd-endpoints", "", "with -etcd: a running etcd cluster's client URLs, comma-separated; empty launches one on loopback")
+	fs.StringVar(&c.EtcdBinary, "etcd-binary", "", "with -etcd: the etcd binary to launch; empty uses the one make kube-binaries builds")
+	fs.IntVar(&c.EtcdMembers, "etcd-members", 3, "with -etcd: members of the launched cluster")
+	fs.BoolVar(&c.EtcdNoFsync, "etcd-no-fsync", false, "with -etcd: launch the members with --unsafe-no-fsync")
 }
 
 // Validate checks the configuration's values.
@@ -153,6 +178,15 @@ func (c *Config) Validate() error {
 	}
 	if c.Fill > 0 && c.Addr != "" {
 		errs = append(errs, errors.New("-fill needs the in-process server: leave -addr empty"))
+	}
+	if c.Etcd && (c.Addr != "" || c.Fill > 0) {
+		errs = append(errs, errors.New("-etcd compares in-process servers: leave -addr and -fill unset"))
+	}
+	if !c.Etcd && (c.EtcdEndpoints != "" || c.EtcdBinary != "" || c.EtcdNoFsync) {
+		errs = append(errs, errors.New("-etcd-* flags need -etcd"))
+	}
+	if c.EtcdMembers <= 0 {
+		errs = append(errs, errors.New("-etcd-members must be > 0"))
 	}
 	if !(c.ObserveRatio >= 0 && c.ObserveRatio <= 1) {
 		errs = append(errs, errors.New("-observe-ratio must be within 0..1"))

@@ -53,6 +53,12 @@ func TestConfigValidate(t *testing.T) {
 		{name: "negative requests", args: []string{"-requests", "-1"}, wantErr: "-requests"},
 		{name: "fill with addr", args: []string{"-fill", "10", "-addr", "127.0.0.1:1"}, wantErr: "-fill"},
 		{name: "ratio NaN", args: []string{"-observe-ratio", "NaN"}, wantErr: "-observe-ratio"},
+		{name: "etcd", args: []string{"-etcd", "-etcd-no-fsync", "-etcd-members", "1"}},
+		{name: "etcd endpoints", args: []string{"-etcd", "-etcd-endpoints", "http://127.0.0.1:2379"}},
+		{name: "etcd with addr", args: []string{"-etcd", "-addr", "127.0.0.1:1"}, wantErr: "-etcd compares"},
+		{name: "etcd with fill", args: []string{"-etcd", "-fill", "10"}, wantErr: "-etcd compares"},
+		{name: "etcd flags without etcd", args: []string{"-etcd-endpoints", "http://127.0.0.1:2379"}, wantErr: "need -etcd"},
+		{name: "zero etcd members", args: []string{"-etcd", "-etcd-members", "0"}, wantErr: "-etcd-members"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

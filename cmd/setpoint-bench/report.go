@@ -25,6 +25,9 @@ type Report struct {
 	// Ratio is the real server's Recommend throughput divided by the
 	// baseline's; 0 without -baseline.
 	Ratio float64 `json:"throughput_ratio,omitempty"`
+	// EtcdRatio is the etcd-backed server's Recommend throughput divided
+	// by the bbolt-backed one's; 0 without -etcd.
+	EtcdRatio float64 `json:"etcd_bbolt_ratio,omitempty"`
 	// RSS is this process's memory at the end (server, load generator and
 	// baseline together) when the server is in-process.
 	RSS *RSS `json:"rss,omitempty"`
@@ -87,6 +90,12 @@ type PhaseResult struct {
 	// Store is the embedded store's figures; nil for the baseline or a
 	// remote server.
 	Store *StoreFigures `json:"store,omitempty"`
+	// Etcd is the etcd store's requests (the etcd phases only).
+	Etcd *EtcdFigures `json:"etcd,omitempty"`
+	// EtcdCPUPerCall is the etcd members' CPU (user+sys) per successful
+	// call, in µs, when this process launched them.
+	EtcdCPUPerCall float64 `json:"etcd_cpu_us_per_call,omitempty"`
+	etcdCPU        time.Duration
 
 	Elapsed                 time.Duration   `json:"-"`
 	CPU                     time.Duration   `json:"-"`
@@ -123,6 +132,7 @@ func (r *PhaseResult) merge(o *PhaseResult) {
 	}
 	r.Elapsed += o.Elapsed
 	r.CPU += o.CPU
+	r.etcdCPU += o.etcdCPU
 }
 
 // addStore adds the store's counters between before and after.
@@ -147,6 +157,10 @@ func (r *PhaseResult) finish() {
 	}
 	if calls := r.Decisions + r.Observes; calls > 0 {
 		r.CPUPerCall = float64(r.CPU.Microseconds()) / float64(calls)
+		r.EtcdCPUPerCall = float64(r.etcdCPU.Microseconds()) / float64(calls)
+	}
+	if r.Etcd != nil {
+		r.Etcd.finish(r.Decisions + r.Observes)
 	}
 	r.ErrorCount = 0
 	for _, n := range r.Errors {
@@ -216,6 +230,9 @@ func (r *Report) Table() string {
 	if r.Ratio > 0 {
 		fmt.Fprintf(&b, "\nreal/baseline Recommend throughput: %.2f\n", r.Ratio)
 	}
+	if r.EtcdRatio > 0 {
+		fmt.Fprintf(&b, "etcd/bbolt Recommend throughput: %.2f\n", r.EtcdRatio)
+	}
 	for _, p := range r.Phases {
 		if p.ErrorCount > 0 {
 			var es []string
@@ -230,6 +247,14 @@ func (r *Report) Table() string {
 		if s := p.Store; s != nil {
 			fmt.Fprintf(&b, "store: %d commits (fsyncs) for %d writes, %.1f writes/commit, largest commit %d writes; file %.1f MiB\n",
 				s.Commits, s.Writes, s.WritesPerCommit, s.MaxBatch, mib(s.FileBytes))
+		}
+		if e := p.Etcd; e != nil {
+			fmt.Fprintf(&b, "etcd: %s; %d transactions (%.2f ms mean, %d conflicts), %d reads, %d other requests: %.2f requests and %.0f WAL bytes (all members) per call",
+				e.Where, e.Commits, e.CommitMs, e.Conflicts, e.Reads, e.Other, e.RequestsPerDecision, e.WALBytesPerCall)
+			if p.EtcdCPUPerCall > 0 {
+				fmt.Fprintf(&b, ", members' cpu %.0f µs per call", p.EtcdCPUPerCall)
+			}
+			b.WriteString("\n")
 		}
 		fmt.Fprintf(&b, "%s: %.1f s, %.2f cores busy (whole process)\n", p.Name, p.Seconds, p.CoresBusy)
 	}
@@ -314,6 +339,17 @@ func (c Config) args() string {
 	}
 	if c.Fill > 0 {
 		fmt.Fprintf(&b, " -fill %d", c.Fill)
+	}
+	if c.Etcd {
+		b.WriteString(" -etcd")
+		if c.EtcdEndpoints != "" {
+			fmt.Fprintf(&b, " -etcd-endpoints %s", c.EtcdEndpoints)
+		} else {
+			fmt.Fprintf(&b, " -etcd-members %d", c.EtcdMembers)
+		}
+		if c.EtcdNoFsync {
+			b.WriteString(" -etcd-no-fsync")
+		}
 	}
 	return b.String()
 }

@@ -74,6 +74,27 @@ func run(ctx context.Context, cfg Config, logw io.Writer) (rep *Report, err erro
 	if err != nil {
 		return nil, fmt.Errorf("first call to the server: %w", err)
 	}
+	var (
+		etcdSrv   *etcdServer
+		etcdConns []*grpc.ClientConn
+	)
+	if cfg.Etcd {
+		if etcdSrv, err = startEtcdServer(ctx, cfg, logf); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if serr := etcdSrv.stop(); serr != nil && err == nil {
+				err = serr
+			}
+		}()
+		if etcdConns, err = dialAll(etcdSrv.addr, cfg); err != nil {
+			return nil, err
+		}
+		defer closeAll(etcdConns)
+		if _, err := warmUp(ctx, etcdConns[0], targets[0], cfg); err != nil {
+			return nil, fmt.Errorf("first call to the server on etcd: %w", err)
+		}
+	}
 	var baseConns []*grpc.ClientConn
 	if cfg.Baseline {
 		base, err := startBaseline(canned)
@@ -87,7 +108,7 @@ func run(ctx context.Context, cfg Config, logw io.Writer) (rep *Report, err erro
 		defer closeAll(baseConns)
 	}
 
-	realRes, baseRes := newPhaseResult(phaseReal), newPhaseResult(phaseBaseline)
+	realRes, baseRes, etcdRes := newPhaseResult(phaseReal), newPhaseResult(phaseBaseline), newPhaseResult(phaseEtcd)
 	for round := range cfg.Rounds {
 		if ctx.Err() != nil {
 			break
@@ -112,6 +133,14 @@ func run(ctx context.Context, cfg Config, logw io.Writer) (rep *Report, err erro
 		if real != nil {
 			realRes.addStore(before, real.Store.Stats())
 		}
+		if cfg.Etcd && ctx.Err() == nil {
+			logf("round %d/%d: %s", round+1, cfg.Rounds, phaseEtcd)
+			before, cpu0 := etcdSrv.snapshot(ctx), etcdSrv.membersCPU()
+			res := runPhase(ctx, cfg, etcdConns, targets)
+			res.etcdCPU = etcdSrv.membersCPU() - cpu0
+			etcdRes.merge(res)
+			etcdRes.addEtcd(etcdSrv.where, before, etcdSrv.snapshot(ctx))
+		}
 		if cfg.Baseline && ctx.Err() == nil {
 			logf("round %d/%d: %s", round+1, cfg.Rounds, phaseBaseline)
 			baseRes.merge(runPhase(ctx, cfg, baseConns, targets))
@@ -119,6 +148,13 @@ func run(ctx context.Context, cfg Config, logw io.Writer) (rep *Report, err erro
 	}
 	realRes.finish()
 	rep.Phases = append(rep.Phases, realRes)
+	if cfg.Etcd {
+		etcdRes.finish()
+		rep.Phases = append(rep.Phases, etcdRes)
+		if realRes.Throughput > 0 {
+			rep.EtcdRatio = etcdRes.Throughput / realRes.Throughput
+		}
+	}
 	if cfg.Baseline {
 		baseRes.finish()
 		rep.Phases = append(rep.Phases, baseRes)

@@ -16,6 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/setpointhq/setpoint/server"
 	"github.com/setpointhq/setpoint/store"
 	"github.com/setpointhq/setpoint/store/etcdstore"
 )
@@ -70,40 +71,47 @@ func (c *StoreConfig) Validate() error {
 	return nil
 }
 
-// storeMetrics are the etcd store's request latencies and conflicts.
+// storeMetrics are the etcd store's request latencies and conflicts,
+// served with the server's own on /metrics.
 type storeMetrics struct {
-	reg       *prometheus.Registry
 	latency   *prometheus.HistogramVec
-	conflicts prometheus.Counter
+	conflicts *prometheus.CounterVec
 }
 
 func newStoreMetrics() *storeMetrics {
 	m := &storeMetrics{
-		reg: prometheus.NewRegistry(),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "setpoint_etcd_request_duration_seconds",
-			Help:    "Latency of the store's etcd requests, by operation.",
+			Help:    "Latency of the store's etcd requests, by operation (read, commit, get, list, delete, changes, count, revision).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 		}, []string{"op"}),
-		conflicts: prometheus.NewCounter(prometheus.CounterOpts{
+		conflicts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "setpoint_etcd_conflicts_total",
-			Help: "Store transactions that lost a race for a target (or the feed) and were retried.",
-		}),
+			Help: "Store transactions that lost a race for their target to another writer and were retried, by operation (commit, delete).",
+		}, []string{"op"}),
 	}
-	m.reg.MustRegister(m.latency, m.conflicts)
+	for _, op := range []string{"commit", "delete"} {
+		m.conflicts.WithLabelValues(op) // exported at 0 before the first
+	}
 	return m
 }
 
 func (m *storeMetrics) observe(op string, d time.Duration, conflict bool) {
 	m.latency.WithLabelValues(op).Observe(d.Seconds())
 	if conflict {
-		m.conflicts.Inc()
+		m.conflicts.WithLabelValues(op).Inc()
 	}
 }
 
-// Handler serves the metrics in Prometheus' text format.
-func (m *storeMetrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+// metricsHandler serves srv's metrics and, with the etcd store, the
+// store's, in Prometheus' text format.
+func metricsHandler(srv *server.Server, m *storeMetrics) http.Handler {
+	if m == nil {
+		return srv.MetricsHandler()
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(srv.Collector(), m.latency, m.conflicts)
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
 }
 
 // openStore opens the configured store; close releases it (and the etcd
@@ -137,7 +145,6 @@ func openStore(ctx context.Context, cfg Config) (st store.Store, close func() er
 	metrics = newStoreMetrics()
 	e, err := etcdstore.New(ctx, cli, etcdstore.Options{
 		Prefix:            cfg.Store.Prefix,
-		MaxChanges:        cfg.MaxChanges,
 		DecisionRetention: cfg.DecisionRetention,
 		Observe:           metrics.observe,
 	})

@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,10 +20,11 @@ import (
 )
 
 // The server runs on a 3-member etcd cluster with -store=etcd and reports
-// the store's etcd latency.
+// the store's etcd latency and conflicts on /metrics beside its own.
 func TestRunOnEtcd(t *testing.T) {
 	c := etcdtest.Start(t, 3)
-	cfg := defaults(t, "-insecure-dev", "-listen", "127.0.0.1:0", "-metrics-listen", "127.0.0.1:0",
+	metricsAddr := freeAddr(t)
+	cfg := defaults(t, "-insecure-dev", "-listen", "127.0.0.1:0", "-metrics-listen", metricsAddr,
 		"-data-dir", filepath.Join(t.TempDir(), "data"), "-store", "etcd",
 		"-etcd-endpoints", strings.Join(c.Endpoints, ","), "-etcd-prefix", "/run-test/")
 	if err := cfg.Validate(); err != nil {
@@ -42,6 +45,16 @@ func TestRunOnEtcd(t *testing.T) {
 	if _, err := setpointv1.NewAutoscalerServiceClient(conn).ListTargets(t.Context(), &setpointv1.ListTargetsRequest{}); err != nil {
 		t.Errorf("ListTargets: %v", err)
 	}
+	metrics := scrape(t, "http://"+metricsAddr+"/metrics")
+	for _, want := range []string{
+		`setpoint_etcd_request_duration_seconds_count{op="list"} 1`, // the ListTargets
+		`setpoint_etcd_conflicts_total{op="commit"} 0`,
+		"# TYPE grpc_server_handled_total counter", // the server's own
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %q:\n%s", want, metrics)
+		}
+	}
 	// With every etcd member gone the server says NOT_SERVING.
 	for i := range c.Endpoints {
 		c.Kill(i)
@@ -61,4 +74,31 @@ func TestRunOnEtcd(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Errorf("run: %v", err)
 	}
+}
+
+// freeAddr returns a loopback address no one listens on (for a flag that
+// does not report the port it got).
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// scrape returns the body of a GET of url.
+func scrape(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d, %v", url, resp.StatusCode, err)
+	}
+	return string(b)
 }

@@ -93,8 +93,8 @@ type Config struct {
 	// WatchBuffer is how many changes one Watch stream may fall behind
 	// before it is ended with where to resume.
 	WatchBuffer int
-	// MaxChanges is how many recent changes the store keeps for Watch
-	// streams to resume from.
+	// MaxChanges is how many recent changes the bbolt store keeps for
+	// Watch streams to resume from (on etcd, etcd's compaction decides).
 	MaxChanges int
 	// ResumeKeyFile holds the secret that seals tenants' Watch resume
 	// points (server.Options.ResumeKey); empty means resume.key in
@@ -148,7 +148,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxSimulateSteps, "max-simulate-steps", server.DefaultMaxSimulateSteps, "steps one Simulate call may carry")
 	fs.IntVar(&c.MaxSimulatePods, "max-simulate-pods", server.DefaultMaxSimulatePods, "pods a Simulate pod model may synthesize (bounds max_replicas)")
 	fs.IntVar(&c.WatchBuffer, "watch-buffer", server.DefaultWatchBuffer, "changes a Watch stream may fall behind before it is ended with where to resume")
-	fs.IntVar(&c.MaxChanges, "max-changes", store.DefaultMaxChanges, "recent changes kept on disk for Watch streams to resume from")
+	fs.IntVar(&c.MaxChanges, "max-changes", store.DefaultMaxChanges, "recent changes kept on disk for Watch streams to resume from (bbolt; with -store=etcd, etcd's compaction decides)")
 	fs.StringVar(&c.ResumeKeyFile, "resume-key-file", "", "file of the secret that seals tenants' Watch resume points (default: resume.key in -data-dir, created on first start; give every server behind one address the same file)")
 	c.Tenancy.RegisterFlags(fs)
 	c.Store.RegisterFlags(fs)
@@ -297,10 +297,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, ready chan<- string)
 			return err
 		}
 		mux := http.NewServeMux()
-		mux.Handle("/metrics", srv.MetricsHandler())
-		if storeMetrics != nil {
-			mux.Handle("/metrics/store", storeMetrics.Handler())
-		}
+		mux.Handle("/metrics", metricsHandler(srv, storeMetrics))
 		mux.Handle("/console/", srv.ConsoleHandler())
 		mux.Handle("/{$}", http.RedirectHandler("/console/", http.StatusFound))
 		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}

@@ -11,7 +11,7 @@ import (
 	"github.com/setpointhq/setpoint/target"
 )
 
-// BenchmarkDecide64 records decisions of 1,000 targets from 64 goroutines,
+// BenchmarkDecide64 records decisions of 1,000 targets from 64×GOMAXPROCS goroutines,
 // on etcd (a 3-member cluster on loopback, fsync off) and, in the same
 // run, on a bbolt file, so the two can be compared.
 func BenchmarkDecide64(b *testing.B) {

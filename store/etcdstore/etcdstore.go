@@ -3,33 +3,38 @@
 //
 // Under a prefix P (Options.Prefix) it keeps:
 //
-//	P r/<key>      one record per target, in the bbolt store's codec
-//	P seq          the revision of the latest change (8 bytes, big-endian)
-//	P c/<rev>      one change of the feed, rev as 16 hex digits
+//	P r/<key>        one record per target, in the bbolt store's codec
+//	P d/<key><time>  the target's decision log, as the bbolt store keeps it
+//	P feed           the changes of the latest write that recorded any
 //
-// An Update reads the record (and, when it will record changes, the
-// sequence key), runs the caller's function, and commits with one etcd
-// transaction that compares the mod revisions it read: if another writer
-// got there first the transaction fails and the function runs again on
-// what that writer stored. Two servers deciding one target therefore
-// serialize and neither decision is lost. Writes that record changes also
-// compare the sequence key, so the feed's revisions are dense (1, 2, 3…)
-// exactly as the bbolt store numbers them; writes that record no change
-// (a target's LastSeen) compare only their record.
+// An Update reads the record (or takes it from a cache of the records this
+// server last wrote), runs the caller's function, and commits with one
+// etcd transaction that compares the record's mod revision: if another
+// writer got there first the transaction fails, answers the record that
+// writer stored, and the function runs again on it. Two servers deciding
+// one target therefore serialize and neither decision is lost, while
+// updates of different targets never conflict. The same transaction writes
+// the decision log entry and the feed key.
 //
-// The feed is kept as keys, not as etcd's own history, so etcd's
-// compaction never removes a change the store still promises: the newest
-// Options.MaxChanges are kept and older ones are answered with
-// store.ErrOutOfRange, as the bbolt store answers.
+// The change feed is etcd's own history of the feed key: a change's
+// revision is the etcd revision of its write shifted left by 16 bits plus
+// its index in the write, so revisions increase strictly but are not
+// dense. Changes reads past changes with a watch from that revision;
+// changes etcd has compacted away are answered with store.ErrOutOfRange,
+// as the bbolt store answers for changes beyond its MaxChanges. The feed's
+// retention is therefore etcd's compaction (run etcd with
+// --auto-compaction-mode=periodic --auto-compaction-retention, as a
+// Kubernetes control plane does; docs/scale-out.md).
 //
 // # Size budget
 //
 // etcd refuses requests larger than its --max-request-bytes (1.5 MiB by
-// default). A write carries one record and at most a few changes; the
-// store refuses, with store.ErrInvalid and before sending, a record whose
-// encoded form is larger than MaxRecordBytes (1 MiB), leaving half a MiB
-// for the key, the changes and the transaction's framing. Keys are bounded
-// as the bbolt store bounds them.
+// default). The store refuses, with store.ErrInvalid and before sending, a
+// record whose encoded form is larger than MaxRecordBytes (1 MiB), and a
+// write whose record, changes and decision log entry together are larger
+// than MaxWriteBytes (1.25 MiB), leaving a quarter MiB for the keys and
+// the transaction's framing. Keys are bounded as the bbolt store bounds
+// them.
 package etcdstore
 
 import (
@@ -37,7 +42,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/base64"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
@@ -53,8 +57,15 @@ import (
 // MaxRecordBytes is the largest encoded record the store sends to etcd.
 const MaxRecordBytes = 1 << 20
 
+// MaxWriteBytes is the largest sum of the values of one write (record,
+// changes, decision log entry) the store sends to etcd.
+const MaxWriteBytes = MaxRecordBytes + MaxRecordBytes/4
+
 // DefaultPrefix is the key prefix of Options.Prefix's zero value.
 const DefaultPrefix = "/setpoint/"
+
+// DefaultCacheBytes is the size of Options.CacheBytes's zero value.
+const DefaultCacheBytes = 64 << 20
 
 // Options configure a Store. The zero value selects every default.
 type Options struct {
@@ -67,13 +78,15 @@ type Options struct {
 	// decision log; 0 means store.DefaultDecisionRetention, negative keeps
 	// no log.
 	DecisionRetention time.Duration
-	// MaxChanges is how many changes the feed keeps; 0 means
-	// store.DefaultMaxChanges.
-	MaxChanges int
+	// CacheBytes bounds the encoded records the store remembers to skip
+	// the read before an update; 0 means DefaultCacheBytes, negative
+	// disables the cache.
+	CacheBytes int
 	// Now stamps deletions in the change feed; time.Now when nil.
 	Now func() time.Time
 	// Observe, when set, is told how long each etcd request took and
-	// whether a transaction lost a race (a conflict, then retried).
+	// whether a transaction lost a race for its target (a conflict, then
+	// retried).
 	Observe func(op string, d time.Duration, conflict bool)
 }
 
@@ -83,20 +96,16 @@ type Store struct {
 	cli    *clientv3.Client
 	opts   Options
 	prefix string
+	cache  *recordCache
 
 	cancel context.CancelFunc
 	done   chan struct{}
-
-	// feedMu serializes this process's updates: most move the feed
-	// sequence, and would only conflict with each other in etcd.
-	feedMu sync.Mutex
 
 	mu        sync.Mutex
 	cond      *sync.Cond
 	delivered int64 // etcd revision the feed watcher has delivered up to
 	closed    bool
 	followers map[*int]func([]store.Change)
-	watchErr  error
 }
 
 var _ store.Store = (*Store)(nil)
@@ -104,18 +113,18 @@ var _ store.Store = (*Store)(nil)
 // New returns a Store on cli, which the Store does not close. It reads the
 // current etcd revision and follows the change feed from there.
 func New(ctx context.Context, cli *clientv3.Client, opts Options) (*Store, error) {
-	if opts.MaxChanges < 0 || opts.MaxEvents < 0 || opts.MaxHistory < 0 {
+	if opts.MaxEvents < 0 || opts.MaxHistory < 0 {
 		return nil, fmt.Errorf("%w: negative option", store.ErrInvalid)
 	}
 	opts.Prefix = cmp.Or(opts.Prefix, DefaultPrefix)
-	opts.MaxChanges = cmp.Or(opts.MaxChanges, store.DefaultMaxChanges)
 	opts.DecisionRetention = cmp.Or(opts.DecisionRetention, store.DefaultDecisionRetention)
+	opts.CacheBytes = cmp.Or(opts.CacheBytes, DefaultCacheBytes)
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	s := &Store{cli: cli, opts: opts, prefix: opts.Prefix, done: make(chan struct{})}
+	s := &Store{cli: cli, opts: opts, prefix: opts.Prefix, cache: newRecordCache(opts.CacheBytes), done: make(chan struct{})}
 	s.cond = sync.NewCond(&s.mu)
-	resp, err := cli.Get(ctx, s.seqKey())
+	resp, err := cli.Get(ctx, s.feedKey(), clientv3.WithCountOnly())
 	if err != nil {
 		return nil, fmt.Errorf("etcdstore: %w", err)
 	}
@@ -126,15 +135,11 @@ func New(ctx context.Context, cli *clientv3.Client, opts Options) (*Store, error
 	return s, nil
 }
 
-func (s *Store) seqKey() string { return s.prefix + "seq" }
-
 func (s *Store) recKey(kb []byte) string { return s.prefix + "r/" + string(kb) }
 
 func (s *Store) decisionKey(kb []byte, at time.Time) string {
 	return s.prefix + "d/" + string(store.DecisionKey(kb, at))
 }
-
-func (s *Store) changeKey(rev uint64) string { return fmt.Sprintf("%sc/%016x", s.prefix, rev) }
 
 // observe reports one etcd request to Options.Observe.
 func (s *Store) observe(op string, start time.Time, conflict bool) {
@@ -166,45 +171,29 @@ func (s *Store) Close() error {
 
 // Healthy reports whether etcd answers a linearizable read.
 func (s *Store) Healthy(ctx context.Context) error {
-	_, err := s.cli.Get(ctx, s.seqKey(), clientv3.WithCountOnly())
+	_, err := s.cli.Get(ctx, s.feedKey(), clientv3.WithCountOnly())
 	return err
 }
 
-// readSeq returns the latest change revision and the sequence key's mod
-// revision from a Get of it.
-func readSeq(r *clientv3.GetResponse) (seq uint64, mod int64) {
-	if len(r.Kvs) == 0 {
-		return 0, 0
-	}
-	if len(r.Kvs[0].Value) == 8 {
-		seq = binary.BigEndian.Uint64(r.Kvs[0].Value)
-	}
-	return seq, r.Kvs[0].ModRevision
+// stored is a record as etcd holds it: its value and mod revision (0 when
+// there is none).
+type stored struct {
+	val []byte
+	mod int64
 }
 
-// feedOps numbers cs after seq and returns the operations that store them,
-// move the sequence key, and drop changes beyond MaxChanges.
-func (s *Store) feedOps(cs []store.Change, seq uint64) ([]clientv3.Op, error) {
-	var ops []clientv3.Op
-	for i := range cs {
-		seq++
-		cs[i].Revision = seq
-		v, err := store.EncodeChange(&cs[i])
-		if err != nil {
-			return nil, err
-		}
-		ops = append(ops, clientv3.OpPut(s.changeKey(seq), string(v)))
+// storedOf returns the record of a read of one record key.
+func storedOf(kvs []*mvccpb.KeyValue) stored {
+	if len(kvs) == 0 {
+		return stored{}
 	}
-	ops = append(ops, clientv3.OpPut(s.seqKey(), string(binary.BigEndian.AppendUint64(nil, seq))))
-	if seq > uint64(s.opts.MaxChanges) {
-		cutoff := seq - uint64(s.opts.MaxChanges) // keep revisions after cutoff
-		ops = append(ops, clientv3.OpDelete(s.changeKey(0), clientv3.WithRange(s.changeKey(cutoff+1))))
-	}
-	return ops, nil
+	return stored{val: kvs[0].Value, mod: kvs[0].ModRevision}
 }
 
-// Update implements store.Store: get, run fn, commit if neither the
-// record nor (when changes are recorded) the feed moved; else again.
+// Update implements store.Store: read (or take from the cache), run fn,
+// commit if the record did not move, else run fn again on the record the
+// failed transaction answered. It makes one etcd transaction when the
+// cache is current, and one read and one transaction otherwise.
 func (s *Store) Update(ctx context.Context, key target.Key, fn func(rec *target.Record) error) (target.Record, error) {
 	if s.isClosed() {
 		return target.Record{}, store.ErrClosed
@@ -217,73 +206,97 @@ func (s *Store) Update(ctx context.Context, key target.Key, fn func(rec *target.
 		return target.Record{}, err
 	}
 	rk := s.recKey(kb)
-	// Holding feedMu, this server's own writes never conflict with each
-	// other; only other servers' writes make a transaction fail.
-	s.feedMu.Lock()
-	defer s.feedMu.Unlock()
+	cur, known := stored{}, false
+	if e, ok := s.cache.get(key); ok {
+		cur, known = stored{val: e.val, mod: e.mod}, true
+	}
 	for {
-		start := time.Now()
-		got, err := s.cli.Txn(ctx).Then(clientv3.OpGet(rk), clientv3.OpGet(s.seqKey())).Commit()
-		s.observe("read", start, false)
-		if err != nil {
-			return target.Record{}, s.ctxErr(ctx, err)
-		}
-		recResp, seqResp := got.Responses[0].GetResponseRange(), got.Responses[1].GetResponseRange()
-		rec, modRev := target.Record{Key: key}, int64(0)
-		if len(recResp.Kvs) > 0 {
-			modRev = recResp.Kvs[0].ModRevision
-			if rec, err = store.DecodeRecord(key, recResp.Kvs[0].Value); err != nil {
-				return target.Record{}, err
-			}
-		}
-		changes, err := store.ApplyUpdate(key, &rec, modRev != 0, s.opts.Limits, fn)
-		if err != nil {
-			return target.Record{}, err
-		}
-		val, err := store.EncodeRecord(&rec)
-		if err != nil {
-			return target.Record{}, err
-		}
-		if len(val) > MaxRecordBytes {
-			return target.Record{}, fmt.Errorf("%w: record of %s is %d bytes encoded, more than %d", store.ErrInvalid, key, len(val), MaxRecordBytes)
-		}
-		cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(rk), "=", modRev)}
-		ops := []clientv3.Op{clientv3.OpPut(rk, string(val))}
-		if len(changes) > 0 {
-			seq, seqMod := readSeq((*clientv3.GetResponse)(seqResp))
-			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(s.seqKey()), "=", seqMod))
-			more, err := s.feedOps(changes, seq)
+		if !known {
+			// Serializable: the transaction's compare catches a stale
+			// read, and its answer replaces it.
+			start := time.Now()
+			resp, err := s.cli.Get(ctx, rk, clientv3.WithSerializable())
+			s.observe("read", start, false)
 			if err != nil {
-				return target.Record{}, err
+				return target.Record{}, s.ctxErr(ctx, err)
 			}
-			ops = append(ops, more...)
-			if changes[0].Kind == store.ChangeDecision && s.opts.DecisionRetention >= 0 {
-				logged, err := store.EncodeLoggedDecision(rec.Last)
-				if err != nil {
-					return target.Record{}, fmt.Errorf("etcdstore: update %s: decision log: %w", key, err)
-				}
-				ops = append(ops,
-					clientv3.OpDelete(s.decisionKey(kb, time.Time{}), clientv3.WithRange(s.decisionKey(kb, rec.Last.At.Add(-s.opts.DecisionRetention)))),
-					clientv3.OpPut(s.decisionKey(kb, rec.Last.At), string(logged)))
-			}
+			cur, known = storedOf(resp.Kvs), true
 		}
-		start = time.Now()
-		resp, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
+		rec, val, changes, ops, err := s.prepare(key, kb, cur, fn)
+		if err != nil {
+			return target.Record{}, err
+		}
+		start := time.Now()
+		resp, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(rk), "=", cur.mod)).
+			Then(ops...).Else(clientv3.OpGet(rk)).Commit()
 		if err != nil {
 			s.observe("commit", start, false)
+			s.cache.drop(key)
 			return target.Record{}, s.ctxErr(ctx, err)
 		}
 		s.observe("commit", start, !resp.Succeeded)
 		if !resp.Succeeded {
+			cur = storedOf(resp.Responses[0].GetResponseRange().Kvs)
 			continue
 		}
+		rev := resp.Header.Revision
+		s.cache.put(key, rev, val)
 		if len(changes) > 0 {
-			if err := s.waitDelivered(ctx, resp.Header.Revision); err != nil {
+			if err := s.waitDelivered(ctx, rev); err != nil {
 				return target.Record{}, err
 			}
 		}
 		return rec, nil
 	}
+}
+
+// prepare runs fn on the record cur of key (whose KeyBytes are kb) and
+// returns what to store: the record, its encoded value, the changes it
+// records and the operations of the transaction that writes them.
+func (s *Store) prepare(key target.Key, kb []byte, cur stored, fn func(*target.Record) error) (target.Record, []byte, []store.Change, []clientv3.Op, error) {
+	rec := target.Record{Key: key}
+	if cur.mod != 0 {
+		var err error
+		if rec, err = store.DecodeRecord(key, cur.val); err != nil {
+			s.cache.drop(key)
+			return target.Record{}, nil, nil, nil, err
+		}
+	}
+	changes, err := store.ApplyUpdate(key, &rec, cur.mod != 0, s.opts.Limits, fn)
+	if err != nil {
+		return target.Record{}, nil, nil, nil, err
+	}
+	val, err := store.EncodeRecord(&rec)
+	if err != nil {
+		return target.Record{}, nil, nil, nil, err
+	}
+	if len(val) > MaxRecordBytes {
+		return target.Record{}, nil, nil, nil, fmt.Errorf("%w: record of %s is %d bytes encoded, more than %d", store.ErrInvalid, key, len(val), MaxRecordBytes)
+	}
+	ops := []clientv3.Op{clientv3.OpPut(s.recKey(kb), string(val))}
+	size := len(val)
+	if len(changes) > 0 {
+		feed, err := encodeChanges(changes)
+		if err != nil {
+			return target.Record{}, nil, nil, nil, err
+		}
+		size += len(feed)
+		ops = append(ops, clientv3.OpPut(s.feedKey(), string(feed)))
+		if changes[0].Kind == store.ChangeDecision && s.opts.DecisionRetention >= 0 {
+			logged, err := store.EncodeLoggedDecision(rec.Last)
+			if err != nil {
+				return target.Record{}, nil, nil, nil, fmt.Errorf("etcdstore: update %s: decision log: %w", key, err)
+			}
+			size += len(logged)
+			ops = append(ops,
+				clientv3.OpDelete(s.decisionKey(kb, time.Time{}), clientv3.WithRange(s.decisionKey(kb, rec.Last.At.Add(-s.opts.DecisionRetention)))),
+				clientv3.OpPut(s.decisionKey(kb, rec.Last.At), string(logged)))
+		}
+	}
+	if size > MaxWriteBytes {
+		return target.Record{}, nil, nil, nil, fmt.Errorf("%w: the write of %s is %d bytes (record, changes and decision log), more than %d", store.ErrInvalid, key, size, MaxWriteBytes)
+	}
+	return rec, val, changes, ops, nil
 }
 
 // ctxErr returns ctx's error when it has ended, else err wrapped.
@@ -379,23 +392,21 @@ func (s *Store) List(ctx context.Context, q store.Query) ([]target.Record, strin
 	return records, next, errors.Join(corrupt...)
 }
 
-// remove deletes the record at rk (as read at modRev) and records its
-// deletion; ok is false when the record or the feed moved meanwhile.
+// remove deletes the record at rk (as read at modRev) and its decision
+// log, and records its deletion; ok is false when the record moved
+// meanwhile.
 func (s *Store) remove(ctx context.Context, key target.Key, rk string, modRev int64) (ok bool, err error) {
-	start := time.Now()
-	seqResp, err := s.cli.Get(ctx, s.seqKey())
-	if err != nil {
-		return false, s.ctxErr(ctx, err)
-	}
-	seq, seqMod := readSeq(seqResp)
-	ops, err := s.feedOps([]store.Change{{Key: key, Kind: store.ChangeDeleted, At: s.opts.Now().UTC()}}, seq)
+	feed, err := encodeChanges([]store.Change{{Key: key, Kind: store.ChangeDeleted, At: s.opts.Now().UTC()}})
 	if err != nil {
 		return false, err
 	}
-	resp, err := s.cli.Txn(ctx).If(
-		clientv3.Compare(clientv3.ModRevision(rk), "=", modRev),
-		clientv3.Compare(clientv3.ModRevision(s.seqKey()), "=", seqMod),
-	).Then(append([]clientv3.Op{clientv3.OpDelete(rk), clientv3.OpDelete(s.prefix+"d/"+rk[len(s.recKey(nil)):], clientv3.WithPrefix())}, ops...)...).Commit()
+	start := time.Now()
+	resp, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(rk), "=", modRev)).Then(
+		clientv3.OpDelete(rk),
+		clientv3.OpDelete(s.prefix+"d/"+rk[len(s.recKey(nil)):], clientv3.WithPrefix()),
+		clientv3.OpPut(s.feedKey(), string(feed)),
+	).Commit()
+	s.cache.drop(key)
 	if err != nil {
 		s.observe("delete", start, false)
 		return false, s.ctxErr(ctx, err)
@@ -475,178 +486,4 @@ func (s *Store) Expire(ctx context.Context, cutoff time.Time) (int, error) {
 		}
 		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}
-}
-
-// Revision implements store.Feed.
-func (s *Store) Revision(ctx context.Context) (uint64, error) {
-	if s.isClosed() {
-		return 0, store.ErrClosed
-	}
-	resp, err := s.cli.Get(ctx, s.seqKey())
-	if err != nil {
-		return 0, s.ctxErr(ctx, err)
-	}
-	seq, _ := readSeq(resp)
-	return seq, nil
-}
-
-// Count implements store.Store: the number of records and the latest
-// revision, read at one etcd revision.
-func (s *Store) Count(ctx context.Context) (int, uint64, error) {
-	if s.isClosed() {
-		return 0, 0, store.ErrClosed
-	}
-	resp, err := s.cli.Txn(ctx).Then(
-		clientv3.OpGet(s.recKey(nil), clientv3.WithPrefix(), clientv3.WithCountOnly()),
-		clientv3.OpGet(s.seqKey()),
-	).Commit()
-	if err != nil {
-		return 0, 0, s.ctxErr(ctx, err)
-	}
-	seq, _ := readSeq((*clientv3.GetResponse)(resp.Responses[1].GetResponseRange()))
-	return int(resp.Responses[0].GetResponseRange().Count), seq, nil
-}
-
-// Changes implements store.Feed.
-func (s *Store) Changes(ctx context.Context, after uint64, limit int) ([]store.Change, error) {
-	if s.isClosed() {
-		return nil, store.ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if limit <= 0 {
-		return nil, fmt.Errorf("%w: limit %d", store.ErrInvalid, limit)
-	}
-	end := clientv3.GetPrefixRangeEnd(s.prefix + "c/")
-	resp, err := s.cli.Txn(ctx).Then(
-		clientv3.OpGet(s.seqKey()),
-		clientv3.OpGet(s.changeKey(0), clientv3.WithRange(end), clientv3.WithLimit(1)),
-		clientv3.OpGet(s.changeKey(after+1), clientv3.WithRange(end), clientv3.WithLimit(int64(limit))),
-	).Commit()
-	if err != nil {
-		return nil, s.ctxErr(ctx, err)
-	}
-	latest, _ := readSeq((*clientv3.GetResponse)(resp.Responses[0].GetResponseRange()))
-	oldest := latest + 1
-	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) > 0 {
-		if oldest, err = s.parseChangeRev(kvs[0].Key); err != nil {
-			return nil, err
-		}
-	}
-	switch {
-	case after > latest:
-		return nil, fmt.Errorf("%w: revision %d is newer than the latest, %d", store.ErrOutOfRange, after, latest)
-	case after+1 < oldest:
-		return nil, fmt.Errorf("%w: changes after revision %d are no longer kept (the oldest kept is %d)", store.ErrOutOfRange, after, oldest)
-	}
-	var out []store.Change
-	for _, kv := range resp.Responses[2].GetResponseRange().Kvs {
-		c, err := s.decodeChangeKV(kv)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	return out, nil
-}
-
-func (s *Store) parseChangeRev(k []byte) (uint64, error) {
-	var rev uint64
-	if _, err := fmt.Sscanf(string(k[len(s.prefix)+2:]), "%016x", &rev); err != nil {
-		return 0, fmt.Errorf("%w: change key %q", store.ErrCorrupt, k)
-	}
-	return rev, nil
-}
-
-func (s *Store) decodeChangeKV(kv *mvccpb.KeyValue) (store.Change, error) {
-	rev, err := s.parseChangeRev(kv.Key)
-	if err != nil {
-		return store.Change{}, err
-	}
-	return store.DecodeChange(rev, kv.Value)
-}
-
-// Follow implements store.Feed. fn sees every change of every server
-// sharing the prefix, in revision order, from one watcher goroutine; a
-// write of this Store returns only after its changes were handed to fn.
-func (s *Store) Follow(fn func([]store.Change)) (stop func()) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.followers == nil {
-		s.followers = map[*int]func([]store.Change){}
-	}
-	id := new(int)
-	s.followers[id] = fn
-	return func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		delete(s.followers, id)
-	}
-}
-
-// watch follows the change keys from etcd revision rev until ctx ends.
-// Followers are called with s.mu held, so stop waits for a call under way.
-func (s *Store) watch(ctx context.Context, rev int64) {
-	defer close(s.done)
-	for ctx.Err() == nil {
-		wch := s.cli.Watch(clientv3.WithRequireLeader(ctx), s.prefix+"c/", clientv3.WithPrefix(), clientv3.WithRev(rev))
-		for wr := range wch {
-			if err := wr.Err(); err != nil {
-				if wr.CompactRevision > rev {
-					rev = wr.CompactRevision // changes in between are still in Changes
-				}
-				break
-			}
-			var cs []store.Change
-			for _, ev := range wr.Events {
-				if ev.Type != clientv3.EventTypePut {
-					continue
-				}
-				if c, err := s.decodeChangeKV(ev.Kv); err == nil {
-					cs = append(cs, c)
-				}
-			}
-			s.mu.Lock()
-			if len(cs) > 0 {
-				for _, f := range s.followers {
-					f(cs)
-				}
-			}
-			r := wr.Header.Revision
-			if len(wr.Events) > 0 {
-				r = max(r, wr.Events[len(wr.Events)-1].Kv.ModRevision)
-			}
-			if r > s.delivered {
-				s.delivered = r
-				s.cond.Broadcast()
-			}
-			s.mu.Unlock()
-			rev = max(rev, r+1)
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-// waitDelivered waits until the watcher has handed etcd revision rev to
-// the followers, or ctx ends.
-func (s *Store) waitDelivered(ctx context.Context, rev int64) error {
-	stop := context.AfterFunc(ctx, func() {
-		s.mu.Lock()
-		s.cond.Broadcast()
-		s.mu.Unlock()
-	})
-	defer stop()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for s.delivered < rev && !s.closed {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		s.cond.Wait()
-	}
-	return nil
 }

@@ -70,10 +70,9 @@ func open(t *testing.T, opts store.Options, prefix string) *etcdstore.Store {
 		prefix = fmt.Sprintf("/test-%d-%d/", time.Now().UnixNano(), prefixes.Add(1))
 	}
 	st, err := etcdstore.New(context.Background(), client(t), etcdstore.Options{
-		Prefix:     prefix,
-		Limits:     store.Limits{MaxEvents: opts.MaxEvents, MaxHistory: opts.MaxHistory},
-		MaxChanges: opts.MaxChanges,
-		Now:        opts.Now,
+		Prefix: prefix,
+		Limits: store.Limits{MaxEvents: opts.MaxEvents, MaxHistory: opts.MaxHistory},
+		Now:    opts.Now,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -88,7 +87,7 @@ func TestContract(t *testing.T) {
 
 // Two stores on one prefix are two servers: concurrent updates of one
 // target from both are all recorded, in one order, and the feed numbers
-// them densely.
+// them in that order.
 func TestConcurrentUpdatesFromTwoServersLoseNothing(t *testing.T) {
 	const callers = 40
 	prefix := fmt.Sprintf("/two-%d/", time.Now().UnixNano())
@@ -124,8 +123,8 @@ func TestConcurrentUpdatesFromTwoServersLoseNothing(t *testing.T) {
 	}
 	var fed []int32
 	for i, c := range cs {
-		if c.Revision != uint64(i+1) {
-			t.Errorf("change %d has revision %d", i, c.Revision)
+		if i > 0 && c.Revision <= cs[i-1].Revision {
+			t.Errorf("change %d has revision %d after %d", i, c.Revision, cs[i-1].Revision)
 		}
 		var n int32
 		fmt.Sscanf(c.Decision.ID, "d%d", &n)
@@ -137,36 +136,42 @@ func TestConcurrentUpdatesFromTwoServersLoseNothing(t *testing.T) {
 	storetest.CheckEachOnce(t, got, callers)
 }
 
-func TestFeedOutOfRangeAndFollow(t *testing.T) {
+// Changes etcd has compacted away are out of range; those after the
+// compaction are still read, and a new prefix's feed starts after it.
+func TestFeedOutOfRangeAfterCompaction(t *testing.T) {
 	ctx := context.Background()
-	st := open(t, store.Options{MaxChanges: 2}, "")
-	var mu sync.Mutex
-	var followed []uint64
-	stop := st.Follow(func(cs []store.Change) {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range cs {
-			followed = append(followed, c.Revision)
-		}
-	})
-	defer stop()
+	st := open(t, store.Options{}, "")
 	for i := range 4 {
 		storetest.Put(t, st, target.Record{Key: target.Key{Cluster: "c", Namespace: "n", Name: fmt.Sprint(i)}, Last: &target.LastDecision{ID: "x"}})
 	}
-	mu.Lock()
-	if diff := cmp.Diff([]uint64{1, 2, 3, 4}, followed); diff != "" {
-		t.Errorf("followed when the writes returned (-want +got):\n%s", diff)
+	cs, err := st.Changes(ctx, 0, 10)
+	if err != nil || len(cs) != 4 {
+		t.Fatalf("Changes(0) = %d, %v; want 4", len(cs), err)
 	}
-	mu.Unlock()
-	if _, err := st.Changes(ctx, 1, 10); err == nil || !errorsIs(err, store.ErrOutOfRange) {
-		t.Errorf("Changes(1) with 2 kept = %v, want ErrOutOfRange", err)
+	// Compact up to the third write: the first two are gone.
+	third := compactAt(t, st, cs[2].Revision)
+	if _, err := st.Changes(ctx, cs[0].Revision, 10); !errorsIs(err, store.ErrOutOfRange) {
+		t.Errorf("Changes after a compacted change = %v, want ErrOutOfRange", err)
 	}
-	if cs, err := st.Changes(ctx, 2, 10); err != nil || len(cs) != 2 {
-		t.Errorf("Changes(2) = %d, %v; want the 2 kept", len(cs), err)
+	if got, err := st.Changes(ctx, cs[1].Revision, 10); err != nil || len(got) != 2 || got[0].Revision != cs[2].Revision {
+		t.Errorf("Changes after the last compacted write = %d, %v; want the 2 kept", len(got), err)
 	}
-	if _, err := st.Changes(ctx, 5, 10); !errorsIs(err, store.ErrOutOfRange) {
-		t.Errorf("Changes beyond the latest = %v, want ErrOutOfRange", err)
+	fresh := open(t, store.Options{}, "")
+	storetest.Put(t, fresh, target.Record{Key: target.Key{Cluster: "c", Namespace: "n", Name: "new"}, Last: &target.LastDecision{ID: "y"}})
+	if got, err := fresh.Changes(ctx, 0, 10); err != nil || len(got) != 1 {
+		t.Errorf("a new prefix's Changes(0) after compaction at %d = %d, %v; want its 1 change", third, len(got), err)
 	}
+}
+
+// compactAt compacts the shared cluster up to the etcd revision of the
+// write that recorded change rev, and returns that revision.
+func compactAt(t *testing.T, st *etcdstore.Store, rev uint64) int64 {
+	t.Helper()
+	r := etcdstore.EtcdRevision(rev)
+	if _, err := client(t).Compact(context.Background(), r, clientv3.WithCompactPhysical()); err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
 func TestRefusesOversizedRecord(t *testing.T) {
@@ -282,5 +287,86 @@ func TestDecisionLog(t *testing.T) {
 	}
 	if ds, _, err := st.Decisions(ctx, key, store.DecisionQuery{}); err != nil || len(ds) != 0 {
 		t.Errorf("Decisions after Delete = %d, %v; want none", len(ds), err)
+	}
+}
+
+// A server whose cached record is stale (another server wrote it with no
+// change for the feed, so nothing told the first) loses one transaction
+// to the conflict and keeps the other server's write.
+func TestStaleCacheConflictsAndLosesNothing(t *testing.T) {
+	ctx := context.Background()
+	prefix := fmt.Sprintf("/stale-%d/", time.Now().UnixNano())
+	var conflicts atomic.Int64
+	cli := client(t)
+	a, err := etcdstore.New(ctx, cli, etcdstore.Options{Prefix: prefix, Observe: func(op string, _ time.Duration, conflict bool) {
+		if conflict {
+			conflicts.Add(1)
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b := open(t, store.Options{}, prefix)
+	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
+	if _, err := a.Update(ctx, key, storetest.DecideFn("d1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Update(ctx, key, func(r *target.Record) error { r.Ref.Name = "seen-by-b"; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	got, err := a.Update(ctx, key, storetest.DecideFn("d2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Ref.Name != "seen-by-b" || got.Last.ID != "d2" || got.Status.DesiredReplicas != 2 {
+		t.Errorf("after a stale cache: ref %q, last %s, desired %d; want b's ref, d2, 2", got.Ref.Name, got.Last.ID, got.Status.DesiredReplicas)
+	}
+	if n := conflicts.Load(); n != 1 {
+		t.Errorf("%d conflicts, want 1", n)
+	}
+}
+
+// Two servers updating different targets at once never conflict: each
+// transaction compares only its own target's record.
+func TestUpdatesOfDifferentTargetsDoNotConflict(t *testing.T) {
+	ctx := context.Background()
+	prefix := fmt.Sprintf("/disjoint-%d/", time.Now().UnixNano())
+	var conflicts, commits atomic.Int64
+	observe := func(op string, _ time.Duration, conflict bool) {
+		if op == "commit" {
+			commits.Add(1)
+		}
+		if conflict {
+			conflicts.Add(1)
+		}
+	}
+	var stores []*etcdstore.Store
+	for range 2 {
+		st, err := etcdstore.New(ctx, client(t), etcdstore.Options{Prefix: prefix, Observe: observe})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		stores = append(stores, st)
+	}
+	const targets, rounds = 16, 5
+	var wg sync.WaitGroup
+	for i := range targets {
+		wg.Go(func() {
+			key := target.Key{Cluster: "c", Namespace: "n", Name: fmt.Sprint(i)}
+			for r := range rounds {
+				if _, err := stores[i%2].Update(ctx, key, storetest.DecideFn(fmt.Sprint("d", r))); err != nil {
+					t.Errorf("Update %d/%d: %v", i, r, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := conflicts.Load(); n != 0 {
+		t.Errorf("%d conflicts among %d transactions, want none", n, commits.Load())
+	}
+	if n := commits.Load(); n != targets*rounds {
+		t.Errorf("%d transactions for %d updates, want one each", n, targets*rounds)
 	}
 }

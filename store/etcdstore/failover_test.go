@@ -30,7 +30,7 @@ func TestLeaderKillLosesNoAcknowledgedDecision(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { cli.Close() })
-		st, err := etcdstore.New(ctx, cli, etcdstore.Options{Prefix: "/failover/", MaxChanges: 100000})
+		st, err := etcdstore.New(ctx, cli, etcdstore.Options{Prefix: "/failover/"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -254,8 +256,11 @@ func feedCountsTargets(t *testing.T, open Opener) {
 		}
 	}
 	n, rev, err := st.Count(ctx)
-	if err != nil || n != 3 || rev != 3 {
-		t.Fatalf("Count = %d, %d, %v; want 3 targets at revision 3", n, rev, err)
+	if err != nil || n != 3 {
+		t.Fatalf("Count = %d, %d, %v; want 3 targets", n, rev, err)
+	}
+	if latest, err := st.Revision(ctx); err != nil || rev != latest {
+		t.Fatalf("Count's revision %d, Revision %d, %v; want the same", rev, latest, err)
 	}
 	if _, err := st.Update(ctx, k("a"), decideFn("d2")); err != nil { // not a new target
 		t.Fatal(err)
@@ -285,3 +290,126 @@ func feedCountsTargets(t *testing.T, open Opener) {
 
 // errAny in a test table accepts any non-nil error.
 var errAny = errors.New("any error")
+
+// feedResumes: the feed numbers changes with strictly increasing
+// revisions (not necessarily dense), Changes after any of them returns
+// exactly the later ones, Revision is the latest, and Follow has seen each
+// write's changes, in the same order, when the write returns.
+func feedResumes(t *testing.T, open Opener) {
+	ctx := context.Background()
+	st := open(t, store.Options{})
+	var (
+		mu       sync.Mutex
+		followed []string
+	)
+	stop := st.Follow(func(cs []store.Change) {
+		mu.Lock()
+		defer mu.Unlock()
+		followed = append(followed, describe(cs)...)
+	})
+	defer stop()
+	if rev, err := st.Revision(ctx); err != nil || rev != 0 {
+		t.Fatalf("Revision of a new store = %d, %v; want 0", rev, err)
+	}
+	if cs, err := st.Changes(ctx, 0, 10); err != nil || len(cs) != 0 {
+		t.Fatalf("Changes of a new store = %v, %v; want none", cs, err)
+	}
+	k := func(n string) target.Key { return target.Key{Cluster: "eu1", Namespace: "shop", Name: n} }
+	observe := func(id string) func(*target.Record) error {
+		return func(r *target.Record) error {
+			r.Events = append(r.Events, target.Event{Kind: target.EventApplied, DecisionID: id, At: at(1)})
+			return nil
+		}
+	}
+	both := func(r *target.Record) error { // two changes in one write
+		if err := decideFn("d3")(r); err != nil {
+			return err
+		}
+		return observe("d3")(r)
+	}
+	var want []string
+	for _, w := range []struct {
+		key  string
+		fn   func(*target.Record) error
+		want []string
+	}{
+		{"a", decideFn("d1"), []string{"a Decision created"}},
+		{"b", decideFn("d2"), []string{"b Decision created"}},
+		{"b", observe("d2"), []string{"b Observation"}},
+		{"a", both, []string{"a Decision", "a Observation"}},
+		{"b", func(r *target.Record) error { r.LastSeen = at(9); return nil }, nil},
+		{"b", nil, []string{"b Deleted"}},
+	} {
+		var err error
+		if w.fn == nil {
+			err = st.Delete(ctx, k(w.key))
+		} else {
+			_, err = st.Update(ctx, k(w.key), w.fn)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, w.want...)
+		mu.Lock()
+		got := slices.Clone(followed)
+		mu.Unlock()
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("followed when the write returned (-want +got):\n%s", diff)
+		}
+	}
+	all, err := st.Changes(ctx, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, describe(all)); diff != "" {
+		t.Fatalf("Changes(0) (-want +got):\n%s", diff)
+	}
+	for i := 1; i < len(all); i++ {
+		if all[i].Revision <= all[i-1].Revision {
+			t.Errorf("revision %d follows %d", all[i].Revision, all[i-1].Revision)
+		}
+	}
+	latest, err := st.Revision(ctx)
+	if err != nil || latest != all[len(all)-1].Revision {
+		t.Errorf("Revision = %d, %v; want the last change's, %d", latest, err, all[len(all)-1].Revision)
+	}
+	for i, c := range all {
+		for _, limit := range []int{1, 100} {
+			got, err := st.Changes(ctx, c.Revision, limit)
+			if err != nil {
+				t.Fatalf("Changes(%d, %d): %v", c.Revision, limit, err)
+			}
+			rest := all[i+1:]
+			rest = rest[:min(limit, len(rest))]
+			if diff := cmp.Diff(revisions(rest), revisions(got)); diff != "" {
+				t.Errorf("Changes after change %d, limit %d (-want +got):\n%s", i, limit, diff)
+			}
+		}
+	}
+	if _, err := st.Changes(ctx, latest+1, 10); !errors.Is(err, store.ErrOutOfRange) {
+		t.Errorf("Changes after a revision beyond the latest: %v, want ErrOutOfRange", err)
+	}
+}
+
+// describe names each change by its target, its kind and whether it
+// created the record.
+func describe(cs []store.Change) []string {
+	var out []string
+	for _, c := range cs {
+		d := c.Key.Name + " " + string(c.Kind)
+		if c.Created {
+			d += " created"
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// revisions lists the revisions of cs.
+func revisions(cs []store.Change) []uint64 {
+	var out []uint64
+	for _, c := range cs {
+		out = append(out, c.Revision)
+	}
+	return out
+}

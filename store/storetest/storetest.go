@@ -32,6 +32,7 @@ func Run(t *testing.T, open Opener) {
 		{"ListRejectsBadQueries", listRejectsBadQueries},
 		{"Expire", expire},
 		{"FeedCountsTargets", feedCountsTargets},
+		{"FeedResumes", feedResumes},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.test(t, open) })
 	}

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"context"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/setpointhq/setpoint/internal/kubetest"
+)
+
+// TestRunEtcd runs a tiny workload bounded by its request count against
+// the bbolt server, a server on a 3-member etcd cluster the bench
+// launches, and the baseline, and checks the etcd phase's figures and the
+// etcd/bbolt ratio.
+func TestRunEtcd(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	bin, err := kubetest.EtcdBinary(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := defaults(t, "-targets", "8", "-clusters", "2", "-concurrency", "2", "-duration", "1m",
+		"-requests", "20", "-rounds", "2", "-observe-ratio", "0.5", "-baseline", "-etcd", "-etcd-binary", bin, "-etcd-no-fsync")
+	rep, err := run(ctx, cfg, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Phases) != 3 || rep.Phases[0].Name != phaseReal || rep.Phases[1].Name != phaseEtcd || rep.Phases[2].Name != phaseBaseline {
+		t.Fatalf("phases %v: want setpoint, etcd, baseline", rep.Phases)
+	}
+	e := rep.Phases[1]
+	if e.Decisions != 2*20 || e.ErrorCount != 0 || e.Undecided != 0 || e.Observes == 0 {
+		t.Errorf("etcd: %d decisions, %d errors, %d undecided, %d observes; want 40, none, none, some", e.Decisions, e.ErrorCount, e.Undecided, e.Observes)
+	}
+	// Every successful call is one transaction; a call reads first only
+	// when its target is not cached, and the 2 callers never share one.
+	if f := e.Etcd; f == nil || f.Commits != uint64(e.Decisions+e.Observes) || f.Conflicts != 0 || f.Reads > 8 || f.CommitMs <= 0 || e.EtcdCPUPerCall <= 0 || f.WALBytesPerCall < 3*100 {
+		t.Errorf("etcd figures %+v, members' cpu %v µs per call: want one transaction per call, no conflict, at most one read per target, a record in every member's log", f, e.EtcdCPUPerCall)
+	}
+	if rep.EtcdRatio <= 0 || rep.Ratio <= 0 {
+		t.Errorf("ratios etcd/bbolt %v, real/baseline %v: want > 0", rep.EtcdRatio, rep.Ratio)
+	}
+	table := rep.Table()
+	for _, want := range []string{"etcd      Recommend", "etcd/bbolt Recommend throughput", "3-member etcd cluster on loopback (fsync off)"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("Table() lacks %q:\n%s", want, table)
+		}
+	}
+}

@@ -1,0 +1,110 @@
+package etcdstore
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/target"
+)
+
+func TestRecordCache(t *testing.T) {
+	k := func(n string) target.Key { return target.Key{Cluster: "c", Namespace: "n", Name: n} }
+	val := make([]byte, 10)
+	for _, tc := range []struct {
+		name string
+		max  int
+		do   func(c *recordCache)
+		want map[string]int64 // name → mod cached
+	}{
+		{"kept", 800, func(c *recordCache) { c.put(k("a"), 5, val) }, map[string]int64{"a": 5}},
+		{"disabled", -1, func(c *recordCache) { c.put(k("a"), 5, val) }, map[string]int64{}},
+		{"older write ignored", 800, func(c *recordCache) { c.put(k("a"), 5, val); c.put(k("a"), 4, val) }, map[string]int64{"a": 5}},
+		{"newer write replaces", 800, func(c *recordCache) { c.put(k("a"), 5, val); c.put(k("a"), 6, val) }, map[string]int64{"a": 6}},
+		{"over a value budget of an eighth", 79, func(c *recordCache) { c.put(k("a"), 5, val) }, map[string]int64{}},
+		{"evicts to stay within budget", 80, func(c *recordCache) {
+			for i, n := range []string{"a", "b", "c", "d", "e", "f", "g", "h", "i"} {
+				c.put(k(n), int64(i+1), val)
+			}
+		}, nil}, // checked by size below
+		{"a later change drops it", 800, func(c *recordCache) {
+			c.put(k("a"), 5, val)
+			c.put(k("b"), 5, val)
+			c.forget([]store.Change{{Key: k("a"), Revision: changeRevision(6, 0, 1)}, {Key: k("b"), Revision: changeRevision(5, 0, 1)}})
+		}, map[string]int64{"b": 5}},
+		{"dropped", 800, func(c *recordCache) { c.put(k("a"), 5, val); c.drop(k("a")) }, map[string]int64{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newRecordCache(tc.max)
+			tc.do(c)
+			if c.bytes > max(tc.max, 0) || c.bytes != len(c.m)*len(val) {
+				t.Errorf("%d bytes in %d entries, budget %d", c.bytes, len(c.m), tc.max)
+			}
+			if tc.want == nil {
+				if len(c.m) != 8 {
+					t.Errorf("%d entries, want 8", len(c.m))
+				}
+				return
+			}
+			got := map[string]int64{}
+			for key, e := range c.m {
+				got[key.Name] = e.mod
+			}
+			if len(got) != len(tc.want) {
+				t.Errorf("cached %v, want %v", got, tc.want)
+			}
+			for n, mod := range tc.want {
+				if e, ok := c.get(k(n)); !ok || e.mod != mod {
+					t.Errorf("get(%s) = %v, %v; want mod %d", n, e, ok, mod)
+				}
+			}
+		})
+	}
+}
+
+func TestChangeRevisions(t *testing.T) {
+	// Three changes at etcd revision 7 take the last three indexes; the
+	// last one resumes from revision 8, the others from 7.
+	revs := []uint64{changeRevision(7, 0, 3), changeRevision(7, 1, 3), changeRevision(7, 2, 3)}
+	if revs[0] <= changeRevision(6, 0, 1) || revs[0] >= revs[1] || revs[1] >= revs[2] || revs[2] >= changeRevision(8, 0, 1) {
+		t.Errorf("revisions %v not strictly between those of revisions 6 and 8", revs)
+	}
+	for i, want := range []int64{7, 7, 8} {
+		if got := resumeFrom(revs[i]); got != want || etcdRevision(revs[i]) != 7 {
+			t.Errorf("change %d: resume from %d, etcd revision %d; want %d, 7", i, got, etcdRevision(revs[i]), want)
+		}
+	}
+}
+
+func TestFeedValues(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		msg  string // of the observed event
+		form byte
+	}{
+		{"small, kept plain", "", feedPlain},
+		{"repetitive, compressed", strings.Repeat("scaled up by policy ", 50), feedS2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs := []store.Change{{Key: target.Key{Name: "a"}, Kind: store.ChangeObservation, Event: &target.Event{Kind: target.EventFailed, Message: tc.msg}},
+				{Key: target.Key{Name: "a"}, Kind: store.ChangeDeleted}}
+			b, err := encodeChanges(cs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b[0] != tc.form {
+				t.Errorf("form %#x, want %#x (%d bytes)", b[0], tc.form, len(b))
+			}
+			got, err := decodeChanges(9, b)
+			if err != nil || len(got) != 2 || got[0].Revision != changeRevision(9, 0, 2) || got[0].Event.Message != tc.msg || got[1].Kind != store.ChangeDeleted {
+				t.Errorf("decodeChanges = %+v, %v", got, err)
+			}
+			for _, bad := range [][]byte{b[:len(b)-1], nil, {0x7f}} {
+				if _, err := decodeChanges(9, bad); !errors.Is(err, store.ErrCorrupt) {
+					t.Errorf("decodeChanges(%q): %v, want ErrCorrupt", bad, err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,4 @@
+package etcdstore
+
+// EtcdRevision exports etcdRevision to the tests.
+var EtcdRevision = etcdRevision

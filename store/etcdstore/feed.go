@@ -1,0 +1,348 @@
+package etcdstore
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/klauspost/compress/s2"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/setpointhq/setpoint/store"
+)
+
+// This file is the change feed. Every write that records changes also puts
+// them, in the same transaction, as the value of one key (P feed); the
+// etcd revisions of that key are the feed. A change's revision is the
+// etcd revision of its write shifted left by subBits, plus its index: the
+// n changes of a write take the last n indexes, so the last change of
+// every write ends in subBits one bits. Revisions increase strictly, are
+// never reused, and name the etcd revision a reader resumes from (the
+// next one, after a write's last change). Reading past changes is a watch
+// of the feed key from there; etcd's compaction is the feed's retention.
+
+// subBits is how many low bits of a change's revision number the changes
+// of one write; the rest is the write's etcd revision.
+const subBits = 16
+
+// maxChangesPerWrite is the most changes one write may record.
+const maxChangesPerWrite = 1 << subBits
+
+// lastIndex is the index of the last change of a write.
+const lastIndex = maxChangesPerWrite - 1
+
+// changeRevision is the revision of the i-th of the n changes of the
+// write at etcd revision rev.
+func changeRevision(rev int64, i, n int) uint64 {
+	return uint64(rev)<<subBits | uint64(maxChangesPerWrite-n+i)
+}
+
+// etcdRevision is the etcd revision of the write that recorded the change
+// of revision r.
+func etcdRevision(r uint64) int64 { return int64(r >> subBits) }
+
+// resumeFrom is the etcd revision from which the feed holds the changes
+// after revision r.
+func resumeFrom(r uint64) int64 {
+	if r&lastIndex == lastIndex {
+		return etcdRevision(r) + 1
+	}
+	return etcdRevision(r)
+}
+
+func (s *Store) feedKey() string { return s.prefix + "feed" }
+
+// The first byte of the feed key's value says how the rest is kept.
+const (
+	// feedPlain: the changes as they are.
+	feedPlain = 0x00
+	// feedS2: the changes compressed with S2 (github.com/klauspost/compress/s2).
+	feedS2 = 0x01
+)
+
+// maxFeedValue bounds a decompressed feed value, so that a corrupt one
+// cannot exhaust memory.
+const maxFeedValue = 64 << 20
+
+// encodeChanges is the feed key's value for cs: feedS2 or feedPlain, then
+// each change's stored form after its length (uvarint), compressed when
+// that is smaller (a decision's explanation is repetitive text, which
+// halves it: less raft log and less etcd history per decision).
+func encodeChanges(cs []store.Change) ([]byte, error) {
+	if len(cs) > maxChangesPerWrite {
+		return nil, fmt.Errorf("%w: one write records %d changes, more than %d", store.ErrInvalid, len(cs), maxChangesPerWrite)
+	}
+	out := []byte{feedPlain}
+	for i := range cs {
+		v, err := store.EncodeChange(&cs[i])
+		if err != nil {
+			return nil, err
+		}
+		out = binary.AppendUvarint(out, uint64(len(v)))
+		out = append(out, v...)
+	}
+	if z := s2.Encode(nil, out[1:]); 1+len(z) < len(out) {
+		return append([]byte{feedS2}, z...), nil
+	}
+	return out, nil
+}
+
+// uncompressFeed returns the changes part of a feed value.
+func uncompressFeed(rev int64, b []byte) ([]byte, error) {
+	if len(b) == 0 {
+		return nil, fmt.Errorf("%w: empty feed entry at etcd revision %d", store.ErrCorrupt, rev)
+	}
+	switch b[0] {
+	case feedPlain:
+		return b[1:], nil
+	case feedS2:
+		n, err := s2.DecodedLen(b[1:])
+		if err != nil || n > maxFeedValue {
+			return nil, fmt.Errorf("%w: feed entry at etcd revision %d: length %d, %v", store.ErrCorrupt, rev, n, err)
+		}
+		out, err := s2.Decode(nil, b[1:])
+		if err != nil {
+			return nil, fmt.Errorf("%w: feed entry at etcd revision %d: %v", store.ErrCorrupt, rev, err)
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("%w: feed entry at etcd revision %d: unknown form %#x", store.ErrCorrupt, rev, b[0])
+}
+
+// decodeChanges is the inverse of encodeChanges for the value written at
+// etcd revision rev; it numbers the changes.
+func decodeChanges(rev int64, b []byte) ([]store.Change, error) {
+	b, err := uncompressFeed(rev, b)
+	if err != nil {
+		return nil, err
+	}
+	var vals [][]byte
+	for len(b) > 0 {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || n > uint64(len(b)-k) || len(vals) == maxChangesPerWrite {
+			return nil, fmt.Errorf("%w: feed entry at etcd revision %d", store.ErrCorrupt, rev)
+		}
+		vals = append(vals, b[k:k+int(n)])
+		b = b[k+int(n):]
+	}
+	out := make([]store.Change, len(vals))
+	for i, v := range vals {
+		var err error
+		if out[i], err = store.DecodeChange(changeRevision(rev, i, len(vals)), v); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// latestOf returns the revision of the latest change from a read of the
+// feed key: 0 before the first.
+func latestOf(kvs []*mvccpb.KeyValue) (uint64, error) {
+	if len(kvs) == 0 {
+		return 0, nil
+	}
+	cs, err := decodeChanges(kvs[0].ModRevision, kvs[0].Value)
+	if err != nil {
+		return 0, err
+	}
+	if len(cs) == 0 {
+		return changeRevision(kvs[0].ModRevision, 0, 0) - 1, nil
+	}
+	return cs[len(cs)-1].Revision, nil
+}
+
+// Revision implements store.Feed: the revision of the latest change, read
+// linearizably.
+func (s *Store) Revision(ctx context.Context) (uint64, error) {
+	if s.isClosed() {
+		return 0, store.ErrClosed
+	}
+	start := time.Now()
+	resp, err := s.cli.Get(ctx, s.feedKey())
+	s.observe("revision", start, false)
+	if err != nil {
+		return 0, s.ctxErr(ctx, err)
+	}
+	return latestOf(resp.Kvs)
+}
+
+// Count implements store.Store: the number of records and the latest
+// change's revision, read at one etcd revision.
+func (s *Store) Count(ctx context.Context) (int, uint64, error) {
+	if s.isClosed() {
+		return 0, 0, store.ErrClosed
+	}
+	start := time.Now()
+	resp, err := s.cli.Txn(ctx).Then(
+		clientv3.OpGet(s.recKey(nil), clientv3.WithPrefix(), clientv3.WithCountOnly()),
+		clientv3.OpGet(s.feedKey()),
+	).Commit()
+	s.observe("count", start, false)
+	if err != nil {
+		return 0, 0, s.ctxErr(ctx, err)
+	}
+	rev, err := latestOf(resp.Responses[1].GetResponseRange().Kvs)
+	if err != nil {
+		return 0, 0, err
+	}
+	return int(resp.Responses[0].GetResponseRange().Count), rev, nil
+}
+
+// Changes implements store.Feed by watching the feed key from the etcd
+// revision of `after` up to the latest change. Changes that etcd has
+// compacted away are answered with store.ErrOutOfRange, naming the oldest
+// revision still kept.
+func (s *Store) Changes(ctx context.Context, after uint64, limit int) ([]store.Change, error) {
+	if s.isClosed() {
+		return nil, store.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		return nil, fmt.Errorf("%w: limit %d", store.ErrInvalid, limit)
+	}
+	start := time.Now()
+	defer func() { s.observe("changes", start, false) }()
+	resp, err := s.cli.Get(ctx, s.feedKey())
+	if err != nil {
+		return nil, s.ctxErr(ctx, err)
+	}
+	latest, err := latestOf(resp.Kvs)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case after > latest:
+		return nil, fmt.Errorf("%w: revision %d is newer than the latest, %d", store.ErrOutOfRange, after, latest)
+	case after == latest:
+		return nil, nil
+	}
+	// No change is older than the feed key itself: a fresh prefix on a
+	// compacted cluster still reads from its beginning.
+	from := max(resumeFrom(after), resp.Kvs[0].CreateRevision)
+	last := resp.Kvs[0].ModRevision
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var out []store.Change
+	for wr := range s.cli.Watch(wctx, s.feedKey(), clientv3.WithRev(from)) {
+		if wr.CompactRevision != 0 {
+			return nil, fmt.Errorf("%w: changes after revision %d are no longer kept (those after %d are)", store.ErrOutOfRange, after, changeRevision(wr.CompactRevision-1, 0, 0)-1)
+		}
+		if err := wr.Err(); err != nil {
+			return nil, s.ctxErr(ctx, err)
+		}
+		for _, ev := range wr.Events {
+			if ev.Type != clientv3.EventTypePut {
+				continue
+			}
+			cs, err := decodeChanges(ev.Kv.ModRevision, ev.Kv.Value)
+			if err != nil {
+				return nil, err
+			}
+			for _, c := range cs {
+				if c.Revision <= after {
+					continue
+				}
+				if out = append(out, c); len(out) == limit {
+					return out, nil
+				}
+			}
+			if ev.Kv.ModRevision >= last {
+				return out, nil
+			}
+		}
+	}
+	return nil, s.ctxErr(ctx, fmt.Errorf("feed watch ended"))
+}
+
+// Follow implements store.Feed. fn sees every change of every server
+// sharing the prefix, in revision order, from one watcher goroutine; a
+// write of this Store returns only after its changes were handed to fn.
+func (s *Store) Follow(fn func([]store.Change)) (stop func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.followers == nil {
+		s.followers = map[*int]func([]store.Change){}
+	}
+	id := new(int)
+	s.followers[id] = fn
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		delete(s.followers, id)
+	}
+}
+
+// watch follows the feed key from etcd revision rev until ctx ends, hands
+// its changes to the followers and drops the cached records they make
+// stale. Followers are called with s.mu held, so stop waits for a call
+// under way.
+func (s *Store) watch(ctx context.Context, rev int64) {
+	defer close(s.done)
+	for ctx.Err() == nil {
+		wch := s.cli.Watch(clientv3.WithRequireLeader(ctx), s.feedKey(), clientv3.WithRev(rev))
+		for wr := range wch {
+			if err := wr.Err(); err != nil {
+				if wr.CompactRevision > rev {
+					// Fell behind etcd's compaction: the changes in
+					// between are gone; followers see a gap.
+					rev = wr.CompactRevision
+				}
+				break
+			}
+			var cs []store.Change
+			for _, ev := range wr.Events {
+				if ev.Type != clientv3.EventTypePut {
+					continue
+				}
+				if got, err := decodeChanges(ev.Kv.ModRevision, ev.Kv.Value); err == nil {
+					cs = append(cs, got...)
+				}
+			}
+			s.cache.forget(cs)
+			s.mu.Lock()
+			if len(cs) > 0 {
+				for _, f := range s.followers {
+					f(cs)
+				}
+			}
+			r := wr.Header.Revision
+			if len(wr.Events) > 0 {
+				r = max(r, wr.Events[len(wr.Events)-1].Kv.ModRevision)
+			}
+			if r > s.delivered {
+				s.delivered = r
+				s.cond.Broadcast()
+			}
+			s.mu.Unlock()
+			rev = max(rev, r+1)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// waitDelivered waits until the watcher has handed etcd revision rev to
+// the followers, or ctx ends.
+func (s *Store) waitDelivered(ctx context.Context, rev int64) error {
+	stop := context.AfterFunc(ctx, func() {
+		s.mu.Lock()
+		s.cond.Broadcast()
+		s.mu.Unlock()
+	})
+	defer stop()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for s.delivered < rev && !s.closed {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		s.cond.Wait()
+	}
+	return nil
+}
