@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
@@ -392,5 +394,35 @@ func TestEventRecordersCombineSimilarEvents(t *testing.T) {
 		if e.Source.Component != HPAEventComponent || e.InvolvedObject.Kind != "HorizontalPodAutoscaler" {
 			t.Errorf("event from %q about %q", e.Source.Component, e.InvolvedObject.Kind)
 		}
+	}
+}
+
+// While the service does not answer, the HPA says why it is not served
+// (ServiceAvailable=False), and the target is left alone; once it answers,
+// the condition goes: an HPA served normally carries none of the agent's.
+func TestHPAServiceUnavailable(t *testing.T) {
+	hh := newHPAHarness(t, testHPA(), scaleUp(), ServeHPAs)
+	hh.svc.err = status.Error(codes.Unavailable, "connection refused")
+	if err := hh.c.reconcile(context.Background(), "hpa:ns/web"); err == nil {
+		t.Fatal("reconcile succeeded with the service down")
+	}
+	h := hh.hpa(t)
+	if c := findCondition(h.Status.Conditions, v1alpha1.ConditionServiceAvailable); c == nil || c.Status != corev1.ConditionFalse || c.Reason != v1alpha1.ReasonServiceUnavailable {
+		t.Fatalf("ServiceAvailable = %+v", c)
+	}
+	if hh.scales.updates != 0 {
+		t.Errorf("%d scale updates with the service down", hh.scales.updates)
+	}
+
+	hh.svc.err = nil
+	cached, _ := trimHPA(h)
+	if err := hh.c.hpas.GetIndexer().Update(cached); err != nil {
+		t.Fatal(err)
+	}
+	if err := hh.c.reconcile(context.Background(), "hpa:ns/web"); err != nil {
+		t.Fatal(err)
+	}
+	if c := findCondition(hh.hpa(t).Status.Conditions, v1alpha1.ConditionServiceAvailable); c != nil {
+		t.Errorf("ServiceAvailable still on the HPA: %+v", c)
 	}
 }
