@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -278,7 +281,7 @@ func TestHPAStandsDown(t *testing.T) {
 		t.Errorf("writes (-want +got):\n%s", diff)
 	}
 	evs := drain(hh.hpaEvents)
-	if len(evs) != 1 || !strings.HasPrefix(evs[0], "Warning AnotherController the status of this HorizontalPodAutoscaler was written by \"kube-controller-manager\"") {
+	if len(evs) != 1 || !strings.HasPrefix(evs[0], "Warning AnotherController the status of this HorizontalPodAutoscaler is written by \"kube-controller-manager\"") {
 		t.Errorf("events = %q", evs)
 	}
 
@@ -425,4 +428,68 @@ func TestHPAServiceUnavailable(t *testing.T) {
 	if c := findCondition(hh.hpa(t).Status.Conditions, v1alpha1.ConditionServiceAvailable); c != nil {
 		t.Errorf("ServiceAvailable still on the HPA: %+v", c)
 	}
+}
+
+// Standing down, the agent never writes over the other controller's
+// status: when that controller wrote since the agent's read (a conflict),
+// the condition goes onto its status as it now is; and once set, the
+// condition is not written again while the other controller goes on.
+func TestHPAStandDownKeepsTheOtherStatus(t *testing.T) {
+	h := testHPA()
+	h.ManagedFields = []metav1.ManagedFieldsEntry{statusEntry("kube-controller-manager", now.Add(-5*time.Second))}
+	hh := newHPAHarness(t, h, scaleUp(), ServeHPAs)
+	// The other controller writes after the agent's cache was filled: the
+	// agent's first write conflicts (the fake does not compare resource
+	// versions; a reactor does, once).
+	newer := hh.hpa(t)
+	newer.Status.DesiredReplicas = 9
+	if _, err := hh.kube.AutoscalingV2().HorizontalPodAutoscalers("ns").UpdateStatus(context.Background(), newer, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	conflicted := false
+	hh.kube.PrependReactor("update", "horizontalpodautoscalers", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "status" || conflicted {
+			return false, nil, nil
+		}
+		conflicted = true
+		return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "autoscaling", Resource: "horizontalpodautoscalers"}, "web", errors.New("the object has been modified"))
+	})
+	hh.kube.ClearActions()
+	if err := hh.c.reconcile(context.Background(), "hpa:ns/web"); err != nil {
+		t.Fatal(err)
+	}
+	stored := hh.hpa(t)
+	if !conflicted || stored.Status.DesiredReplicas != 9 || findCondition(stored.Status.Conditions, ConditionStandingDown) == nil {
+		t.Fatalf("status = %s", hpaStatusText(stored))
+	}
+
+	// The other controller writes again; the condition stays as it is.
+	// (The fake keeps managed fields of its own: the cache gets the
+	// entry the API server would have.)
+	stored.Status.DesiredReplicas = 8
+	if _, err := hh.kube.AutoscalingV2().HorizontalPodAutoscalers("ns").UpdateStatus(context.Background(), stored, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	stored = hh.hpa(t)
+	stored.ManagedFields = []metav1.ManagedFieldsEntry{statusEntry("kube-controller-manager", now.Add(-time.Second))}
+	cached, _ := trimHPA(stored.DeepCopy())
+	if err := hh.c.hpas.GetIndexer().Update(cached); err != nil {
+		t.Fatal(err)
+	}
+	hh.kube.ClearActions()
+	if err := hh.c.reconcile(context.Background(), "hpa:ns/web"); err != nil {
+		t.Fatal(err)
+	}
+	if w := hh.writes(); len(w) != 0 {
+		t.Errorf("writes while still standing down: %v", w)
+	}
+}
+
+func hpaStatusText(h *autoscalingv2.HorizontalPodAutoscaler) string {
+	var b strings.Builder
+	b.WriteString("desired=" + strconv.Itoa(int(h.Status.DesiredReplicas)))
+	for _, c := range h.Status.Conditions {
+		b.WriteString(" " + string(c.Type) + "=" + string(c.Status) + "/" + c.Reason)
+	}
+	return b.String()
 }
