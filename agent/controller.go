@@ -126,7 +126,9 @@ type Options struct {
 	Clock clock.PassiveClock
 }
 
-// Controller reconciles Autoscalers: it is the agent's control loop.
+// Controller reconciles the autoscalers the agent serves (Options.Serve):
+// Autoscalers, HorizontalPodAutoscalers or both. It is the agent's control
+// loop.
 type Controller struct {
 	opts Options
 

@@ -223,14 +223,16 @@ func otherStatusWriter(fields []metav1.ManagedFieldsEntry, now time.Time, window
 // a Warning Event when the agent starts standing down, and the
 // setpoint_agent_standing_down series say so.
 func (r *run) standDown(ctx context.Context, manager string, at time.Time) (string, error) {
-	msg := fmt.Sprintf("the status of this HorizontalPodAutoscaler was written by %q at %s: another HPA controller serves it, so Setpoint stands down; "+
-		"turn off kube-controller-manager's HPA controller (--controllers=*,-horizontalpodautoscaling) to let Setpoint serve it",
-		manager, at.UTC().Format(time.RFC3339))
+	// The message names no time, so it stays the same while the other
+	// controller goes on writing: the condition is written once.
+	msg := fmt.Sprintf("the status of this HorizontalPodAutoscaler is written by %q: another HPA controller serves it, so Setpoint stands down; "+
+		"turn off kube-controller-manager's HPA controller (--controllers=*,-horizontalpodautoscaling) to let Setpoint serve it", manager)
 	if findCondition(r.prev.Conditions, ConditionStandingDown) == nil {
 		r.event(corev1.EventTypeWarning, ReasonAnotherController, "%s", msg)
 		klog.FromContext(ctx).Info("agent: another controller writes this HPA's status; standing down", "manager", manager, "at", at)
 	}
 	r.c.opts.Prometheus.standingDown(r.key.namespace, r.key.name, true)
+	r.standingDown = true
 	r.status.Conditions = setCondition(r.status.Conditions, ConditionStandingDown, corev1.ConditionTrue, ReasonAnotherController, msg, r.now)
 	if err := r.writeStatus(ctx); err != nil {
 		return resultError, err
@@ -240,7 +242,9 @@ func (r *run) standDown(ctx context.Context, manager string, at time.Time) (stri
 
 // writeHPAStatus writes the HPA status r.status stands for when it differs
 // from the object's, retrying on conflict with a fresh read, then the
-// decision annotations when the status was written.
+// decision annotations when the status was written. Standing down, a
+// conflict means the other controller wrote meanwhile: the retry sets the
+// condition on its status rather than writing over it.
 func (r *run) writeHPAStatus(ctx context.Context) error {
 	st := hpaStatusOf(&r.status)
 	if equality.Semantic.DeepEqual(r.hpa.Status, st) {
@@ -248,6 +252,10 @@ func (r *run) writeHPAStatus(ctx context.Context) error {
 	}
 	client := r.c.opts.Kube.AutoscalingV2().HorizontalPodAutoscalers(r.key.namespace)
 	h := r.hpa.DeepCopy()
+	// The cache's managed fields lack their field sets (trimHPA): sent
+	// back, they would replace the stored ones. Without any, the API
+	// server keeps what it has.
+	h.ManagedFields = nil
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		h.Status = st
 		_, err := client.UpdateStatus(ctx, h, metav1.UpdateOptions{FieldManager: FieldManager})
@@ -257,6 +265,11 @@ func (r *run) writeHPAStatus(ctx context.Context) error {
 				return gerr
 			}
 			h = fresh
+			if r.standingDown {
+				c := findCondition(r.status.Conditions, ConditionStandingDown)
+				st = *fresh.Status.DeepCopy()
+				st.Conditions = setCondition(st.Conditions, c.Type, c.Status, c.Reason, c.Message, r.now)
+			}
 		}
 		return err
 	})

@@ -2,14 +2,19 @@ package agent
 
 import (
 	"context"
+	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -131,6 +136,11 @@ func (hh *hpaHarness) writes() []string {
 		}
 		switch w := a.(type) {
 		case clienttesting.UpdateActionImpl:
+			// The cached managed fields have no field sets: sending them
+			// would replace the stored ones.
+			if h, ok := w.Object.(*autoscalingv2.HorizontalPodAutoscaler); ok && h.ManagedFields != nil {
+				out = append(out, "update with managed fields")
+			}
 			out = append(out, "update "+w.GetSubresource()+" by "+w.UpdateOptions.FieldManager)
 		case clienttesting.PatchActionImpl:
 			out = append(out, "patch "+w.GetSubresource()+" by "+w.PatchOptions.FieldManager)
@@ -267,8 +277,11 @@ func TestHPAStandsDown(t *testing.T) {
 	if c == nil || c.Status != corev1.ConditionTrue || c.Reason != ReasonAnotherController || !strings.Contains(c.Message, `"kube-controller-manager"`) {
 		t.Fatalf("condition %s = %+v", ConditionStandingDown, c)
 	}
+	if diff := cmp.Diff([]string{"update status by " + FieldManager}, hh.writes()); diff != "" {
+		t.Errorf("writes (-want +got):\n%s", diff)
+	}
 	evs := drain(hh.hpaEvents)
-	if len(evs) != 1 || !strings.HasPrefix(evs[0], "Warning AnotherController the status of this HorizontalPodAutoscaler was written by \"kube-controller-manager\"") {
+	if len(evs) != 1 || !strings.HasPrefix(evs[0], "Warning AnotherController the status of this HorizontalPodAutoscaler is written by \"kube-controller-manager\"") {
 		t.Errorf("events = %q", evs)
 	}
 
@@ -385,4 +398,98 @@ func TestEventRecordersCombineSimilarEvents(t *testing.T) {
 			t.Errorf("event from %q about %q", e.Source.Component, e.InvolvedObject.Kind)
 		}
 	}
+}
+
+// While the service does not answer, the HPA says why it is not served
+// (ServiceAvailable=False), and the target is left alone; once it answers,
+// the condition goes: an HPA served normally carries none of the agent's.
+func TestHPAServiceUnavailable(t *testing.T) {
+	hh := newHPAHarness(t, testHPA(), scaleUp(), ServeHPAs)
+	hh.svc.err = status.Error(codes.Unavailable, "connection refused")
+	if err := hh.c.reconcile(context.Background(), "hpa:ns/web"); err == nil {
+		t.Fatal("reconcile succeeded with the service down")
+	}
+	h := hh.hpa(t)
+	if c := findCondition(h.Status.Conditions, v1alpha1.ConditionServiceAvailable); c == nil || c.Status != corev1.ConditionFalse || c.Reason != v1alpha1.ReasonServiceUnavailable {
+		t.Fatalf("ServiceAvailable = %+v", c)
+	}
+	if hh.scales.updates != 0 {
+		t.Errorf("%d scale updates with the service down", hh.scales.updates)
+	}
+
+	hh.svc.err = nil
+	cached, _ := trimHPA(h)
+	if err := hh.c.hpas.GetIndexer().Update(cached); err != nil {
+		t.Fatal(err)
+	}
+	if err := hh.c.reconcile(context.Background(), "hpa:ns/web"); err != nil {
+		t.Fatal(err)
+	}
+	if c := findCondition(hh.hpa(t).Status.Conditions, v1alpha1.ConditionServiceAvailable); c != nil {
+		t.Errorf("ServiceAvailable still on the HPA: %+v", c)
+	}
+}
+
+// Standing down, the agent never writes over the other controller's
+// status: when that controller wrote since the agent's read (a conflict),
+// the condition goes onto its status as it now is; and once set, the
+// condition is not written again while the other controller goes on.
+func TestHPAStandDownKeepsTheOtherStatus(t *testing.T) {
+	h := testHPA()
+	h.ManagedFields = []metav1.ManagedFieldsEntry{statusEntry("kube-controller-manager", now.Add(-5*time.Second))}
+	hh := newHPAHarness(t, h, scaleUp(), ServeHPAs)
+	// The other controller writes after the agent's cache was filled: the
+	// agent's first write conflicts (the fake does not compare resource
+	// versions; a reactor does, once).
+	newer := hh.hpa(t)
+	newer.Status.DesiredReplicas = 9
+	if _, err := hh.kube.AutoscalingV2().HorizontalPodAutoscalers("ns").UpdateStatus(context.Background(), newer, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	conflicted := false
+	hh.kube.PrependReactor("update", "horizontalpodautoscalers", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "status" || conflicted {
+			return false, nil, nil
+		}
+		conflicted = true
+		return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "autoscaling", Resource: "horizontalpodautoscalers"}, "web", errors.New("the object has been modified"))
+	})
+	hh.kube.ClearActions()
+	if err := hh.c.reconcile(context.Background(), "hpa:ns/web"); err != nil {
+		t.Fatal(err)
+	}
+	stored := hh.hpa(t)
+	if !conflicted || stored.Status.DesiredReplicas != 9 || findCondition(stored.Status.Conditions, ConditionStandingDown) == nil {
+		t.Fatalf("status = %s", hpaStatusText(stored))
+	}
+
+	// The other controller writes again; the condition stays as it is.
+	// (The fake keeps managed fields of its own: the cache gets the
+	// entry the API server would have.)
+	stored.Status.DesiredReplicas = 8
+	if _, err := hh.kube.AutoscalingV2().HorizontalPodAutoscalers("ns").UpdateStatus(context.Background(), stored, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	stored = hh.hpa(t)
+	stored.ManagedFields = []metav1.ManagedFieldsEntry{statusEntry("kube-controller-manager", now.Add(-time.Second))}
+	cached, _ := trimHPA(stored.DeepCopy())
+	if err := hh.c.hpas.GetIndexer().Update(cached); err != nil {
+		t.Fatal(err)
+	}
+	hh.kube.ClearActions()
+	if err := hh.c.reconcile(context.Background(), "hpa:ns/web"); err != nil {
+		t.Fatal(err)
+	}
+	if w := hh.writes(); len(w) != 0 {
+		t.Errorf("writes while still standing down: %v", w)
+	}
+}
+
+func hpaStatusText(h *autoscalingv2.HorizontalPodAutoscaler) string {
+	var b strings.Builder
+	b.WriteString("desired=" + strconv.Itoa(int(h.Status.DesiredReplicas)))
+	for _, c := range h.Status.Conditions {
+		b.WriteString(" " + string(c.Type) + "=" + string(c.Status) + "/" + c.Reason)
+	}
+	return b.String()
 }

@@ -152,6 +152,8 @@ type run struct {
 	failedMetrics bool
 	// decisionID is this reconcile's decision, once made.
 	decisionID string
+	// standingDown is set when the agent stands down for the HPA.
+	standingDown bool
 }
 
 // errorLabel is the reconcile's error label for its result, as the HPA

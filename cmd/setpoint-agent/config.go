@@ -58,6 +58,10 @@ type Config struct {
 	// ConsoleURL is the Setpoint web console's address, linked from the
 	// explanation annotation of each HPA served.
 	ConsoleURL string
+	// StandDownWindow is how long after another controller's last write
+	// of an HPA's status the agent leaves the HPA alone; zero means
+	// agent.DefaultStandDownWindowPeriods sync periods.
+	StandDownWindow time.Duration
 	// Namespace restricts the agent to one namespace; empty means all.
 	Namespace string
 	// Kubeconfig is the kubeconfig file; empty uses the in-cluster config.
@@ -103,6 +107,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var(&c.DownscaleStabilizationWindow, "downscale-stabilization-window", "scale-down stabilization window when the spec has no behavior; unset: the service's default")
 	fs.StringVar(&c.Serve, "serve", string(agent.ServeAutoscalers), "which kinds the agent serves: autoscalers (setpoint.dev Autoscalers), hpas (autoscaling/v2 HorizontalPodAutoscalers, with kube-controller-manager's HPA controller off: docs/native-hpa.md) or both")
 	fs.StringVar(&c.ConsoleURL, "console-url", "", "address of the Setpoint web console (e.g. https://setpoint.example.com/console/), linked from each served HPA's setpoint.dev/explanation annotation; empty names the setpointctl command instead")
+	fs.DurationVar(&c.StandDownWindow, "stand-down-window", 0, "how long after another controller last wrote an HPA's status the agent leaves that HPA alone (default: 4 sync periods)")
 	fs.StringVar(&c.Namespace, "namespace", "", "reconcile only this namespace's Autoscalers (default: all namespaces)")
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", "", "kubeconfig file (default: the in-cluster configuration)")
 	fs.BoolVar(&c.LeaderElect, "leader-elect", true, "run only while holding the leader Lease")
@@ -130,6 +135,9 @@ func (c *Config) Validate() error {
 	}
 	if _, err := agent.ParseServe(c.Serve); err != nil {
 		errs = append(errs, fmt.Errorf("-serve %q must be autoscalers, hpas or both", c.Serve))
+	}
+	if c.StandDownWindow < 0 {
+		errs = append(errs, errors.New("-stand-down-window must not be negative"))
 	}
 	if c.ConsoleURL != "" {
 		if u, err := url.Parse(c.ConsoleURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -181,7 +189,7 @@ var flagGroups = []struct {
 	flags []string
 }{
 	{"Setpoint service", []string{"service-address", "insecure", "tls-ca-file", "tls-cert-file", "tls-key-file", "tls-server-name", "token-file", "recommend-timeout"}},
-	{"Kubernetes", []string{"kubeconfig", "serve", "namespace", "cluster-name", "console-url", "kube-api-qps", "kube-api-burst"}},
+	{"Kubernetes", []string{"kubeconfig", "serve", "stand-down-window", "namespace", "cluster-name", "console-url", "kube-api-qps", "kube-api-burst"}},
 	{"Reconciling", []string{"sync-period", "workers"}},
 	{"Decision settings (sent with each request; unset: the service's default)", []string{"tolerance", "cpu-initialization-period", "initial-readiness-delay", "downscale-stabilization-window"}},
 	{"Leader election", []string{"leader-elect", "leader-election-namespace", "leader-election-name", "leader-election-identity", "leader-election-lease-duration", "leader-election-renew-deadline", "leader-election-retry-period"}},

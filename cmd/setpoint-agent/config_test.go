@@ -87,6 +87,7 @@ func TestValidateRejects(t *testing.T) {
 		"no address":        {"-service-address="},
 		"unknown serve":     {"-serve=deployments"},
 		"console not a URL": {"-console-url=setpoint:7444"},
+		"negative window":   {"-stand-down-window=-1s"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			c := parse(t, append([]string{"-leader-election-identity=a"}, args...)...)

@@ -127,6 +127,7 @@ func run(ctx context.Context, cfg *Config) error {
 	opts.HPAEvents = recorders.HPAs
 	opts.Serve = agent.Serve(cfg.Serve)
 	opts.ConsoleURL = cfg.ConsoleURL
+	opts.StandDownWindow = cfg.StandDownWindow
 	opts.Cluster = cfg.ClusterName
 	opts.Namespace = cfg.Namespace
 	opts.Settings = cfg.Settings()

@@ -1,8 +1,10 @@
 // Package e2e tests the agent end to end: a real kube-apiserver and etcd
 // (internal/kubetest), the test metrics server behind the aggregation layer,
 // the real Setpoint server in-process over loopback TCP with a bbolt file,
-// and agents running against them. No kubelet or controller manager runs:
-// the tests create pods and write their status themselves.
+// and agents running against them. No kubelet or controller manager runs
+// (but for the one case that starts kube-controller-manager's HPA
+// controller, alone): the tests create pods and write their status
+// themselves.
 //
 // One apiserver serves every case; each case has its own namespace and its
 // own agent restricted to it, with a 1 s sync period.

@@ -247,8 +247,8 @@ func TestNativeStandsDownForTheBuiltInController(t *testing.T) {
 	t.Cleanup(func() { stopUsage(); wg.Wait() })
 
 	reg := prometheus.NewRegistry()
-	startAgent(t, ns, agentConfig{serve: agent.ServeHPAs, standDown: 3 * time.Second, prometheus: agent.NewMetrics(reg)})
-	waitHPAEvent(t, ns, "web", "horizontal-pod-autoscaler Warning "+agent.ReasonAnotherController+` the status of this HorizontalPodAutoscaler was written by "kube-controller-manager"`)
+	startAgent(t, ns, agentConfig{serve: agent.ServeHPAs, standDown: 5 * time.Second, prometheus: agent.NewMetrics(reg)})
+	waitHPAEvent(t, ns, "web", "horizontal-pod-autoscaler Warning "+agent.ReasonAnotherController+` the status of this HorizontalPodAutoscaler is written by "kube-controller-manager"`)
 	// While the controller runs, the agent keeps standing down.
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
