@@ -249,6 +249,26 @@ func cases() []differenceCase {
 			return hasEvents(o, "FailedGetContainerResourceMetric", "FailedGetPodsMetric", "FailedGetExternalMetric")
 		},
 	}, {
+		// Per-pod values whose sum in milli-units passes the int64 range:
+		// the controller's sum wraps, and so must Setpoint's. The wrapped
+		// average makes the count swing with the number of pods, so min
+		// and max hold it at 2: the current metric and the conditions show
+		// the wrap.
+		name: "overflow", replicas: 2,
+		autoscalers: []autoscalingv2.HorizontalPodAutoscalerSpec{{ScaleTargetRef: ref("app"), MinReplicas: ptr.To[int32](2), MaxReplicas: 2,
+			Metrics: []autoscalingv2.MetricSpec{{Type: autoscalingv2.PodsMetricSourceType, Pods: &autoscalingv2.PodsMetricSource{Metric: autoscalingv2.MetricIdentifier{Name: "requests"},
+				Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: quantity("1P")}}}}}},
+		steps: []step{
+			{what: "two pods at 9P each: 1.8e19 milli-units in all, a negative average once wrapped", load: load{podsMetric: all("9P")}},
+		},
+		expect: func(o observed) error {
+			if len(o.CurrentMetrics) != 1 || o.CurrentMetrics[0].Pods == nil || o.CurrentMetrics[0].Pods.Current.AverageValue == nil ||
+				o.CurrentMetrics[0].Pods.Current.AverageValue.Sign() >= 0 {
+				return fmt.Errorf("current metrics %+v: want one Pods metric with a negative (wrapped) average", o.CurrentMetrics)
+			}
+			return nil
+		},
+	}, {
 		name: "limits", replicas: 3,
 		autoscalers: []autoscalingv2.HorizontalPodAutoscalerSpec{{ScaleTargetRef: ref("app"), MinReplicas: ptr.To[int32](2), MaxReplicas: 5,
 			Metrics: []autoscalingv2.MetricSpec{cpuUtilization(50)}}},
