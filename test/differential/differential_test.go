@@ -34,6 +34,16 @@ func onCPU(max int32, b *autoscalingv2.HorizontalPodAutoscalerBehavior) []autosc
 		Metrics: []autoscalingv2.MetricSpec{cpuUtilization(50)}, Behavior: b}}
 }
 
+// pods is a scaling policy of n pods per period of seconds.
+func pods(n, seconds int32) autoscalingv2.HPAScalingPolicy {
+	return autoscalingv2.HPAScalingPolicy{Type: autoscalingv2.PodsScalingPolicy, Value: n, PeriodSeconds: seconds}
+}
+
+// percent is a scaling policy of pct percent per period of seconds.
+func percent(pct, seconds int32) autoscalingv2.HPAScalingPolicy {
+	return autoscalingv2.HPAScalingPolicy{Type: autoscalingv2.PercentScalingPolicy, Value: pct, PeriodSeconds: seconds}
+}
+
 // keda is an External metric as KEDA's ScaledObjects generate it: a metric
 // named s<index>-<trigger>, selected by the ScaledObject's name, with an
 // AverageValue target.
@@ -120,9 +130,9 @@ func cases() []differenceCase {
 		name: "behavior", replicas: 2,
 		autoscalers: onCPU(10, &autoscalingv2.HorizontalPodAutoscalerBehavior{
 			ScaleUp: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr.To[int32](0), Policies: []autoscalingv2.HPAScalingPolicy{
-				{Type: autoscalingv2.PodsScalingPolicy, Value: 2, PeriodSeconds: 3}, {Type: autoscalingv2.PercentScalingPolicy, Value: 50, PeriodSeconds: 3}}},
+				pods(2, 3), percent(50, 3)}},
 			ScaleDown: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr.To[int32](3), SelectPolicy: ptr.To(autoscalingv2.MinChangePolicySelect),
-				Policies: []autoscalingv2.HPAScalingPolicy{{Type: autoscalingv2.PercentScalingPolicy, Value: 50, PeriodSeconds: 2}, {Type: autoscalingv2.PodsScalingPolicy, Value: 3, PeriodSeconds: 2}}},
+				Policies: []autoscalingv2.HPAScalingPolicy{percent(50, 2), pods(3, 2)}},
 		}),
 		steps: []step{
 			{what: "400%: up by policy steps to the max", load: load{cpu: each("200m")}},
@@ -149,7 +159,7 @@ func cases() []differenceCase {
 		autoscalers: onCPU(10, &autoscalingv2.HorizontalPodAutoscalerBehavior{
 			ScaleUp: &autoscalingv2.HPAScalingRules{SelectPolicy: ptr.To(autoscalingv2.DisabledPolicySelect)},
 			ScaleDown: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr.To[int32](0),
-				Policies: []autoscalingv2.HPAScalingPolicy{{Type: autoscalingv2.PodsScalingPolicy, Value: 2, PeriodSeconds: 3}, {Type: autoscalingv2.PercentScalingPolicy, Value: 10, PeriodSeconds: 3}}},
+				Policies: []autoscalingv2.HPAScalingPolicy{pods(2, 3), percent(10, 3)}},
 		}),
 		steps: []step{
 			{what: "5%: down by the larger policy, 2 pods per 3 s, to min", load: load{cpu: each("5m")}},
@@ -190,7 +200,7 @@ func cases() []differenceCase {
 		// through the same recorder.
 		name: "many-rescales", replicas: 2,
 		autoscalers: onCPU(13, &autoscalingv2.HorizontalPodAutoscalerBehavior{ScaleUp: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr.To[int32](0),
-			Policies: []autoscalingv2.HPAScalingPolicy{{Type: autoscalingv2.PodsScalingPolicy, Value: 1, PeriodSeconds: 1}}}}),
+			Policies: []autoscalingv2.HPAScalingPolicy{pods(1, 1)}}}),
 		steps: []step{
 			{what: "400%: up one pod a second, eleven rescales", load: load{cpu: each("200m")}},
 		},
