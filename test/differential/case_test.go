@@ -103,7 +103,10 @@ func (c differenceCase) run(t *testing.T, addr string) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := w.playTarget(t.Context(), tg, i == 0, d); err != nil {
+			if i == 0 {
+				w.record(d)
+			}
+			if err := w.playTarget(t.Context(), tg, d); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -223,26 +226,31 @@ func managedBy(fields []metav1.ManagedFieldsEntry, manager, subresource string) 
 }
 
 // settle waits until every twin has held the reference's state for three
-// sync periods and the default scale-down window, and fails with the
+// sync periods with no change pending in the reference, and fails with the
 // differences when that does not happen in time.
+//
+// A scale-up or scale-down held back by a stabilization window is pending:
+// the reference says so (AbleToScale ScaleUpStabilized or
+// ScaleDownStabilized) until the window lets it happen. So a step waits out
+// a window only when it has something to wait for.
 func (c differenceCase) settle(t *testing.T, twins []*twin, what string) {
 	t.Helper()
 	s := env.settings
-	// Holding longer than the default scale-down window lets a pending
-	// scale-down happen before the step counts as settled.
-	hold := max(3*s.sync, s.downscaleStabilizing+2*s.sync)
+	hold := 3 * s.sync
 	// A step may wait out a window and a policy period or two before it
 	// holds still; the deadline only matters when it never does.
-	deadline := time.Now().Add(60*time.Second*env.scale + s.downscaleStabilizing)
+	deadline := time.Now().Add(60*time.Second*env.scale + 2*s.downscaleStabilizing)
 	var since, lastAt time.Time
 	var last string
 	for time.Now().Before(deadline) {
-		diff, err := c.compare(t.Context(), twins)
+		diff, pending, err := c.compare(t.Context(), twins)
 		switch {
 		case err != nil:
 			last, lastAt, since = err.Error(), time.Now(), time.Time{}
 		case diff != "":
 			last, lastAt, since = diff, time.Now(), time.Time{}
+		case pending != "":
+			last, lastAt, since = "no difference, but the reference has a change pending: "+pending, time.Now(), time.Time{}
 		case since.IsZero():
 			since = time.Now()
 		case time.Since(since) >= hold:
@@ -279,19 +287,24 @@ func (w *twin) explanation(i int) string {
 }
 
 // compare reports the differences between the reference twin's observed
-// state and every other's, or "".
-func (c differenceCase) compare(ctx context.Context, twins []*twin) (string, error) {
+// state and every other's, or "", and the reference's pending change, or "".
+func (c differenceCase) compare(ctx context.Context, twins []*twin) (diff, pending string, err error) {
 	var diffs []string
 	ref := twins[0]
 	for i, spec := range c.autoscalers {
 		want, err := ref.observe(ctx, i, spec.ScaleTargetRef.Name)
 		if err != nil {
-			return "", err
+			return "", "", err
+		}
+		for _, cond := range want.Conditions {
+			if strings.HasPrefix(cond, "AbleToScale=True ScaleUpStabilized:") || strings.HasPrefix(cond, "AbleToScale=True ScaleDownStabilized:") {
+				pending = autoscalerName(i) + " " + cond
+			}
 		}
 		for _, w := range twins[1:] {
 			got, err := w.observe(ctx, i, spec.ScaleTargetRef.Name)
 			if err != nil {
-				return "", err
+				return "", "", err
 			}
 			want := want
 			if w.kinds[i] != ref.kinds[i] {
@@ -302,5 +315,5 @@ func (c differenceCase) compare(ctx context.Context, twins []*twin) (string, err
 			}
 		}
 	}
-	return strings.Join(diffs, "\n"), nil
+	return strings.Join(diffs, "\n"), pending, nil
 }

@@ -189,9 +189,9 @@ func cases() []differenceCase {
 					Target: autoscalingv2.MetricTarget{Type: autoscalingv2.ValueMetricType, Value: quantity("100")}}},
 			}}},
 		steps: []step{
-			{what: "object 120 at 20 per pod, external 250 against 100 in all: the object wins", load: load{object: "120", external: "250"}},
+			{what: "object 120 at 20 per pod, external 100 against 100 in all: the object wins", load: load{object: "120", external: "100"}},
 			{what: "object gone, external 50: no scale-down while a metric fails", load: load{external: "50"}},
-			{what: "object back at 40: down to the external metric's 3", load: load{object: "40", external: "50"}},
+			{what: "object back at 40: down by the external metric's half, twice, to the object's 2", load: load{object: "40", external: "50"}},
 		},
 	}, {
 		// Past ten Events of one reason about one object within ten

@@ -2,6 +2,7 @@ package differential
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -102,8 +103,10 @@ type twin struct {
 	// index.
 	kinds []kind
 	// played is what play last applied to each target, to skip work
-	// when nothing changed; only play's goroutine touches it.
+	// when nothing changed, and made how many pods it left; only play's
+	// goroutine touches them.
 	played map[string]played
+	made   map[string]int
 
 	mu   sync.Mutex
 	load load
@@ -133,7 +136,7 @@ type target struct {
 func newTwin(t *testing.T, s side, ns string, targets []target, kinds []kind, replicas int32) *twin {
 	t.Helper()
 	c := s.cluster()
-	w := &twin{t: t, side: s, ns: ns, kube: c.Client(), dyn: c.Dynamic(), targets: targets, kinds: kinds, played: map[string]played{}, changed: make(chan struct{}, 1)}
+	w := &twin{t: t, side: s, ns: ns, kube: c.Client(), dyn: c.Dynamic(), targets: targets, kinds: kinds, played: map[string]played{}, made: map[string]int{}, changed: make(chan struct{}, 1)}
 	ctx := t.Context()
 	if _, err := w.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -189,9 +192,16 @@ func (w *twin) set(l load) {
 func (w *twin) play(ctx context.Context) {
 	factory := informers.NewSharedInformerFactoryWithOptions(w.kube, 0, informers.WithNamespace(w.ns))
 	deployments := factory.Apps().V1().Deployments()
-	wake := func(any) { w.wake() }
+	// Every version of "app" the watch delivers is recorded, so that the
+	// sequence has every count even when play is busy.
+	seen := func(obj any) {
+		if d, ok := obj.(*appsv1.Deployment); ok && d.Name == w.targets[0].name {
+			w.record(d)
+		}
+		w.wake()
+	}
 	if _, err := deployments.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: wake, UpdateFunc: func(_, o any) { wake(o) }, DeleteFunc: wake,
+		AddFunc: seen, UpdateFunc: func(_, o any) { seen(o) }, DeleteFunc: seen,
 	}); err != nil {
 		w.t.Errorf("%s: watch deployments: %v", w.ns, err)
 		return
@@ -200,10 +210,10 @@ func (w *twin) play(ctx context.Context) {
 	defer factory.Shutdown()
 	factory.WaitForCacheSync(ctx.Done())
 	for ctx.Err() == nil {
-		for i, tg := range w.targets {
+		for _, tg := range w.targets {
 			d, err := deployments.Lister().Deployments(w.ns).Get(tg.name)
 			if err == nil {
-				err = w.playTarget(ctx, tg, i == 0, d)
+				err = w.playTarget(ctx, tg, d)
 			}
 			if err != nil && ctx.Err() == nil {
 				w.t.Logf("%s: play %s: %v", w.ns, tg.name, err)
@@ -225,15 +235,23 @@ func (w *twin) wake() {
 	}
 }
 
+// record adds the replica count of d, a version of "app", to the sequence
+// when it differs from the last.
+func (w *twin) record(d *appsv1.Deployment) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := *d.Spec.Replicas
+	// A version from before a change by hand is stale for the sequence.
+	if d.Generation >= w.handGeneration && (len(w.seq) == 0 || w.seq[len(w.seq)-1] != n) {
+		w.seq = append(w.seq, n)
+	}
+}
+
 // playTarget makes tg's pods and metrics match d's replica count and the
-// load; first says whether tg is "app", whose counts make the sequence.
-func (w *twin) playTarget(ctx context.Context, tg target, first bool, d *appsv1.Deployment) error {
+// load.
+func (w *twin) playTarget(ctx context.Context, tg target, d *appsv1.Deployment) error {
 	n := int(*d.Spec.Replicas)
 	w.mu.Lock()
-	// A read from before a change by hand is stale for the sequence.
-	if first && d.Generation >= w.handGeneration && (len(w.seq) == 0 || w.seq[len(w.seq)-1] != int32(n)) {
-		w.seq = append(w.seq, int32(n))
-	}
 	l, version := w.load, w.version
 	w.mu.Unlock()
 	now := played{replicas: n, version: version}
@@ -243,46 +261,83 @@ func (w *twin) playTarget(ctx context.Context, tg target, first bool, d *appsv1.
 	// Metrics first, for every pod at once: a pod that does not exist yet
 	// is ignored by both sides, and neither reads half a step.
 	w.publish(l, tg, n)
-	pods := w.kube.CoreV1().Pods(w.ns)
+	// Pods are made and removed all at once, each complete when the
+	// autoscalers first see it, so that no side reads a half-played step.
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	fail := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		errs = append(errs, err)
+	}
 	for i := range n {
-		name := fmt.Sprintf("%s-%d", tg.name, i)
-		want := podStatus(l, i)
-		p, err := pods.Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			pod := &corev1.Pod{
-				ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name, Labels: tg.labels},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{
-					Name: "app", Image: "example.invalid/app:1",
-					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-						corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("100Mi")}},
-				}}},
+		wg.Go(func() {
+			if err := w.playPod(ctx, tg, fmt.Sprintf("%s-%d", tg.name, i), podStatus(l, i)); err != nil {
+				fail(err)
 			}
-			if p, err = pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-				return err
-			}
-		} else if err != nil {
-			return err
-		}
-		if !sameStatus(p.Status, want) {
-			p.Status = want
-			if _, err := pods.UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
-				return err
-			}
-		}
+		})
 	}
-	for i := n; ; i++ {
-		name := fmt.Sprintf("%s-%d", tg.name, i)
-		err := pods.Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
-		if apierrors.IsNotFound(err) {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		env.metrics.DeletePodMetrics(w.ns, name)
-		env.metrics.DeleteCustomMetric("pods", w.ns, name, "requests")
+	for i := n; i < w.made[tg.name]; i++ {
+		wg.Go(func() {
+			name := fmt.Sprintf("%s-%d", tg.name, i)
+			err := w.kube.CoreV1().Pods(w.ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+			if err != nil && !apierrors.IsNotFound(err) {
+				fail(err)
+				return
+			}
+			env.metrics.DeletePodMetrics(w.ns, name)
+			env.metrics.DeleteCustomMetric("pods", w.ns, name, "requests")
+		})
 	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	w.made[tg.name] = n
 	w.played[tg.name] = now
+	return nil
+}
+
+// hiddenLabel is the only label of a pod play has created but not yet
+// given its status: no selector matches it.
+const hiddenLabel = "differential.setpoint.dev/starting"
+
+// playPod makes pod name of tg exist with status want. A new pod is
+// created outside tg's selector, given its status, then labelled, so that
+// nothing sees it without its status.
+func (w *twin) playPod(ctx context.Context, tg target, name string, want corev1.PodStatus) error {
+	pods := w.kube.CoreV1().Pods(w.ns)
+	p, err := pods.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name, Labels: map[string]string{hiddenLabel: "true"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{
+				Name: "app", Image: "example.invalid/app:1",
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+					corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("100Mi")}},
+			}}},
+		}
+		if p, err = pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	} else if err != nil {
+		return err
+	}
+	if !sameStatus(p.Status, want) {
+		p.Status = want
+		if p, err = pods.UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+			return err
+		}
+	}
+	if p.Labels[hiddenLabel] != "" {
+		p.Labels = tg.labels
+		if _, err = pods.Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
