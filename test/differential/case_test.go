@@ -237,9 +237,10 @@ func (c differenceCase) settle(t *testing.T, twins []*twin, what string) {
 	t.Helper()
 	s := env.settings
 	hold := 3 * s.sync
-	// A step may wait out a window and a policy period or two before it
+	// A step may wait out a window and a policy period or two, or scale
+	// down three times in a row, each after the default window, before it
 	// holds still; the deadline only matters when it never does.
-	deadline := time.Now().Add(60*time.Second*env.scale + 2*s.downscaleStabilizing)
+	deadline := time.Now().Add(60*time.Second*env.scale + 4*s.downscaleStabilizing)
 	var since, lastAt time.Time
 	var last string
 	for time.Now().Before(deadline) {
