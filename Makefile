@@ -70,7 +70,7 @@ test: check-generated lint kube-binaries chromium ## everything CI runs: generat
 differential: kube-binaries ## Setpoint side by side with kube-controller-manager's HPA controller, CI's short windows (docs/differential.md)
 	$(GO) test -count=1 -v ./test/differential
 
-differential-long: kube-binaries ## the differential suite with the controller's default windows and a 5 s sync period (about 10 min)
+differential-long: kube-binaries ## the differential suite with the controller's default windows and a 5 s sync period (about 20 min)
 	SETPOINT_DIFFERENTIAL_LONG=1 $(GO) test -count=1 -timeout 60m -v ./test/differential
 
 conformance: ## replay the conformance corpus through a real server over gRPC
