@@ -12,8 +12,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -63,42 +61,12 @@ func Start(t testing.TB, n int) *Cluster {
 }
 
 func start(ctx context.Context, t testing.TB, bin string, n int) (*Cluster, error) {
-	ports, err := freePorts(2 * n)
+	c, err := Launch(ctx, LaunchOptions{Binary: bin, Dir: t.TempDir(), Members: n, NoFsync: true})
 	if err != nil {
 		return nil, err
 	}
-	dir := t.TempDir()
-	c := &Cluster{bin: bin}
-	var initial []string
-	for i := range n {
-		initial = append(initial, fmt.Sprintf("m%d=http://127.0.0.1:%d", i, ports[2*i+1]))
-	}
-	for i := range n {
-		client := "http://127.0.0.1:" + strconv.Itoa(ports[2*i])
-		peer := "http://127.0.0.1:" + strconv.Itoa(ports[2*i+1])
-		logPath := filepath.Join(dir, fmt.Sprintf("m%d.log", i))
-		args := []string{
-			"--name=" + fmt.Sprintf("m%d", i),
-			"--data-dir=" + filepath.Join(dir, fmt.Sprintf("m%d", i)),
-			"--listen-client-urls=" + client, "--advertise-client-urls=" + client,
-			"--listen-peer-urls=" + peer, "--initial-advertise-peer-urls=" + peer,
-			"--initial-cluster=" + strings.Join(initial, ","),
-			"--initial-cluster-state=new", "--initial-cluster-token=etcdtest",
-			"--unsafe-no-fsync", "--log-level=warn",
-		}
-		cmd, err := startMember(bin, args, logPath)
-		if err != nil {
-			return nil, err
-		}
-		c.members = append(c.members, cmd)
-		c.args = append(c.args, args)
-		c.Endpoints = append(c.Endpoints, client)
-		c.logs = append(c.logs, logPath)
-	}
 	t.Cleanup(func() {
-		for i := range c.members {
-			c.Kill(i)
-		}
+		c.Stop()
 		if t.Failed() {
 			for _, l := range c.logs {
 				b, _ := os.ReadFile(l)
@@ -106,14 +74,6 @@ func start(ctx context.Context, t testing.TB, bin string, n int) (*Cluster, erro
 			}
 		}
 	})
-	for _, ep := range c.Endpoints {
-		if err := waitHealthy(ctx, ep); err != nil {
-			for i := range c.members {
-				c.Kill(i)
-			}
-			return nil, err
-		}
-	}
 	return c, nil
 }
 

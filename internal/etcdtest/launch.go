@@ -3,12 +3,9 @@ package etcdtest
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 )
 
 // LaunchOptions configure Launch.
@@ -35,7 +32,7 @@ func Launch(ctx context.Context, o LaunchOptions) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{}
+	c := &Cluster{bin: o.Binary}
 	var initial []string
 	for i := range o.Members {
 		initial = append(initial, fmt.Sprintf("m%d=http://127.0.0.1:%d", i, ports[2*i+1]))
@@ -43,12 +40,6 @@ func Launch(ctx context.Context, o LaunchOptions) (*Cluster, error) {
 	for i := range o.Members {
 		client := "http://127.0.0.1:" + strconv.Itoa(ports[2*i])
 		peer := "http://127.0.0.1:" + strconv.Itoa(ports[2*i+1])
-		logPath := filepath.Join(o.Dir, fmt.Sprintf("m%d.log", i))
-		logf, err := os.Create(logPath)
-		if err != nil {
-			c.Stop()
-			return nil, err
-		}
 		args := []string{
 			"--name=" + fmt.Sprintf("m%d", i),
 			"--data-dir=" + filepath.Join(o.Dir, fmt.Sprintf("m%d", i)),
@@ -60,16 +51,14 @@ func Launch(ctx context.Context, o LaunchOptions) (*Cluster, error) {
 		if o.NoFsync {
 			args = append(args, "--unsafe-no-fsync")
 		}
-		cmd := exec.Command(o.Binary, args...)
-		cmd.Stdout, cmd.Stderr = logf, logf
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		err = cmd.Start()
-		logf.Close()
+		logPath := filepath.Join(o.Dir, fmt.Sprintf("m%d.log", i))
+		cmd, err := startMember(o.Binary, args, logPath)
 		if err != nil {
 			c.Stop()
 			return nil, err
 		}
 		c.members = append(c.members, cmd)
+		c.args = append(c.args, args)
 		c.Endpoints = append(c.Endpoints, client)
 		c.logs = append(c.logs, logPath)
 	}
@@ -91,6 +80,8 @@ func (c *Cluster) Stop() {
 
 // Pids returns the process ids of the members still running.
 func (c *Cluster) Pids() []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	var out []int
 	for _, m := range c.members {
 		if m.Process != nil && m.ProcessState == nil {
