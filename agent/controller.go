@@ -139,13 +139,13 @@ type Controller struct {
 	autoscalers cache.SharedIndexInformer
 	// hpas caches *autoscalingv2.HorizontalPodAutoscaler (trimHPA); nil
 	// when the controller does not serve HPAs.
-	hpas       cache.SharedIndexInformer
+	hpas cache.SharedIndexInformer
 	// kubeFactory holds the typed informers: pods, and HPAs when served.
 	kubeFactory informers.SharedInformerFactory
-	pods       corelisters.PodLister
-	podIndex   cache.Indexer
-	podsSynced cache.InformerSynced
-	queue      workqueue.TypedRateLimitingInterface[string]
+	pods        corelisters.PodLister
+	podIndex    cache.Indexer
+	podsSynced  cache.InformerSynced
+	queue       workqueue.TypedRateLimitingInterface[string]
 
 	mu sync.Mutex
 	// keys is what the agent remembers of each Autoscaler between
