@@ -139,12 +139,13 @@ type Controller struct {
 	autoscalers cache.SharedIndexInformer
 	// hpas caches *autoscalingv2.HorizontalPodAutoscaler (trimHPA); nil
 	// when the controller does not serve HPAs.
-	hpas       cache.SharedIndexInformer
-	podFactory informers.SharedInformerFactory
-	pods       corelisters.PodLister
-	podIndex   cache.Indexer
-	podsSynced cache.InformerSynced
-	queue      workqueue.TypedRateLimitingInterface[string]
+	hpas cache.SharedIndexInformer
+	// kubeFactory holds the typed informers: pods, and HPAs when served.
+	kubeFactory informers.SharedInformerFactory
+	pods        corelisters.PodLister
+	podIndex    cache.Indexer
+	podsSynced  cache.InformerSynced
+	queue       workqueue.TypedRateLimitingInterface[string]
 
 	mu sync.Mutex
 	// keys is what the agent remembers of each Autoscaler between
@@ -222,7 +223,7 @@ func New(opts Options) (*Controller, error) {
 	// No informer resync: each key schedules its own next reconcile
 	// (schedule), so reconciles are spread over the sync period instead
 	// of coming all at once.
-	c.podFactory = informers.NewSharedInformerFactoryWithOptions(opts.Kube, 0, informers.WithNamespace(opts.Namespace))
+	c.kubeFactory = informers.NewSharedInformerFactoryWithOptions(opts.Kube, 0, informers.WithNamespace(opts.Namespace))
 	if opts.Serve.Autoscalers() {
 		c.autoscalerFactory = dynamicinformer.NewFilteredDynamicSharedInformerFactory(opts.Dynamic, 0, opts.Namespace, nil)
 		c.autoscalers = c.autoscalerFactory.ForResource(v1alpha1.AutoscalerResource).Informer()
@@ -234,7 +235,7 @@ func New(opts Options) (*Controller, error) {
 		}
 	}
 	if opts.Serve.HPAs() {
-		c.hpas = c.podFactory.Autoscaling().V2().HorizontalPodAutoscalers().Informer()
+		c.hpas = c.kubeFactory.Autoscaling().V2().HorizontalPodAutoscalers().Informer()
 		if err := c.hpas.SetTransform(trimHPA); err != nil {
 			return nil, fmt.Errorf("agent: HPA cache: %w", err)
 		}
@@ -244,7 +245,7 @@ func New(opts Options) (*Controller, error) {
 	}
 	// Pods change status all the time; the agent reads them from the cache
 	// at each reconcile and never reacts to them, as the HPA controller.
-	podInformer := c.podFactory.Core().V1().Pods()
+	podInformer := c.kubeFactory.Core().V1().Pods()
 	if err := podInformer.Informer().SetTransform(trimPod); err != nil {
 		return nil, fmt.Errorf("agent: pod cache: %w", err)
 	}
@@ -302,13 +303,13 @@ func (c *Controller) Run(ctx context.Context) error {
 	if c.hpas != nil {
 		synced = append(synced, c.hpas.HasSynced)
 	}
-	c.podFactory.Start(ctx.Done())
+	c.kubeFactory.Start(ctx.Done())
 	defer func() {
 		c.queue.ShutDown()
 		if c.autoscalerFactory != nil {
 			c.autoscalerFactory.Shutdown()
 		}
-		c.podFactory.Shutdown()
+		c.kubeFactory.Shutdown()
 	}()
 
 	logger.Info("agent: waiting for caches to sync", "serve", c.opts.Serve)

@@ -207,7 +207,7 @@ func newHarness(t *testing.T, a *v1alpha1.Autoscaler, rec *Recommendation) *harn
 	}
 	other := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db-1", Labels: map[string]string{"app": "db"}}}
 	for _, p := range []*corev1.Pod{pod, other} {
-		if err := c.podFactory.Core().V1().Pods().Informer().GetIndexer().Add(p); err != nil {
+		if err := c.kubeFactory.Core().V1().Pods().Informer().GetIndexer().Add(p); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -97,7 +97,7 @@ func newHPAHarness(t *testing.T, h *autoscalingv2.HorizontalPodAutoscaler, rec *
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web-1", Labels: map[string]string{"app": "web"}},
 		Status:     corev1.PodStatus{Phase: corev1.PodRunning},
 	}
-	if err := c.podFactory.Core().V1().Pods().Informer().GetIndexer().Add(pod); err != nil {
+	if err := c.kubeFactory.Core().V1().Pods().Informer().GetIndexer().Add(pod); err != nil {
 		t.Fatal(err)
 	}
 	hh.c = c

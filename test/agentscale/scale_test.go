@@ -33,7 +33,12 @@ func TestSmallScale(t *testing.T) {
 		if p.reconcilesPerSec <= 0 || math.IsNaN(p.intervalP50) {
 			t.Errorf("-serve=%s: no steady reconciles: %+v", p.serve, p)
 		}
-		if p.requestsPerReconcile > 2.2 || p.writesPerReconcile > 0.05 {
+		// 2 requests per reconcile (the Scale, the pod metrics) plus the
+		// discovery the agent refreshes once per period (a few GETs over
+		// the period's 20 reconciles: 0.05–0.35 per reconcile, by how
+		// many refreshes fall in the window); a third request per
+		// reconcile would make 3.
+		if p.requestsPerReconcile > 2.5 || p.writesPerReconcile > 0.05 {
 			t.Errorf("-serve=%s: requests per unchanged reconcile = %.2f (writes %.2f), want ≤ 2 and none", p.serve, p.requestsPerReconcile, p.writesPerReconcile)
 		}
 		if p.stopErrors != 0 || p.stopKeyLines != 0 {
