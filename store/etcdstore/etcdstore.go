@@ -22,9 +22,10 @@
 // dense. Changes reads past changes with a watch from that revision;
 // changes etcd has compacted away are answered with store.ErrOutOfRange,
 // as the bbolt store answers for changes beyond its MaxChanges. The feed's
-// retention is therefore etcd's compaction (run etcd with
-// --auto-compaction-mode=periodic --auto-compaction-retention, as a
-// Kubernetes control plane does; docs/scale-out.md).
+// retention is therefore etcd's compaction: Options.CompactEvery makes the
+// servers compact it themselves, as Kubernetes API servers do, or etcd
+// does with --auto-compaction-mode=periodic --auto-compaction-retention
+// (docs/scale-out.md).
 //
 // # Size budget
 //
@@ -44,6 +45,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -84,6 +86,15 @@ type Options struct {
 	CacheBytes int
 	// Now stamps deletions in the change feed; time.Now when nil.
 	Now func() time.Time
+	// CompactEvery, when positive, makes the servers sharing the prefix
+	// compact etcd's whole history (every prefix's: as a Kubernetes API
+	// server does) about once per CompactEvery, keeping at least
+	// CompactEvery of it; 0 leaves compaction to etcd
+	// (--auto-compaction-retention) or to another client.
+	CompactEvery time.Duration
+	// Logger receives what the store cannot report to a caller (a failed
+	// compaction); nil discards it.
+	Logger *slog.Logger
 	// Observe, when set, is told how long each etcd request took and
 	// whether a transaction lost a race for its target (a conflict, then
 	// retried).
@@ -98,8 +109,9 @@ type Store struct {
 	prefix string
 	cache  *recordCache
 
-	cancel context.CancelFunc
-	done   chan struct{}
+	cancel      context.CancelFunc
+	done        chan struct{} // closed when the feed watcher has stopped
+	compactDone chan struct{} // closed when compaction has stopped
 
 	mu        sync.Mutex
 	cond      *sync.Cond
@@ -113,7 +125,7 @@ var _ store.Store = (*Store)(nil)
 // New returns a Store on cli, which the Store does not close. It reads the
 // current etcd revision and follows the change feed from there.
 func New(ctx context.Context, cli *clientv3.Client, opts Options) (*Store, error) {
-	if opts.MaxEvents < 0 || opts.MaxHistory < 0 {
+	if opts.MaxEvents < 0 || opts.MaxHistory < 0 || opts.CompactEvery < 0 {
 		return nil, fmt.Errorf("%w: negative option", store.ErrInvalid)
 	}
 	opts.Prefix = cmp.Or(opts.Prefix, DefaultPrefix)
@@ -122,7 +134,8 @@ func New(ctx context.Context, cli *clientv3.Client, opts Options) (*Store, error
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	s := &Store{cli: cli, opts: opts, prefix: opts.Prefix, cache: newRecordCache(opts.CacheBytes), done: make(chan struct{})}
+	s := &Store{cli: cli, opts: opts, prefix: opts.Prefix, cache: newRecordCache(opts.CacheBytes),
+		done: make(chan struct{}), compactDone: make(chan struct{})}
 	s.cond = sync.NewCond(&s.mu)
 	resp, err := cli.Get(ctx, s.feedKey(), clientv3.WithCountOnly())
 	if err != nil {
@@ -132,6 +145,11 @@ func New(ctx context.Context, cli *clientv3.Client, opts Options) (*Store, error
 	wctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	go s.watch(wctx, resp.Header.Revision+1)
+	if opts.CompactEvery > 0 {
+		go s.compactLoop(wctx)
+	} else {
+		close(s.compactDone)
+	}
 	return s, nil
 }
 
@@ -166,6 +184,7 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	s.cancel()
 	<-s.done
+	<-s.compactDone
 	return nil
 }
 
