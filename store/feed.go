@@ -42,8 +42,9 @@ const (
 
 // Change is one recorded change of one target.
 type Change struct {
-	// Revision numbers the change: increasing across the whole store,
-	// starting at 1, never reused (also across restarts).
+	// Revision numbers the change: strictly increasing across the whole
+	// store, never reused (also across restarts). Bolt numbers 1, 2, 3…;
+	// other backends may leave gaps (store/etcdstore does).
 	Revision uint64
 	// Key is the target changed.
 	Key target.Key
