@@ -7,7 +7,7 @@ CORPUS   ?= testdata/conformance/scenarios
 NPM      ?= npm
 TS       := clients/ts
 
-.PHONY: build image noisy-neighbour agent-scale load help run generate lint check-generated vet kube-binaries chromium ts-deps test test-ts test-console conformance differential differential-long bench fuzz fuzz-short crash powerloss dict
+.PHONY: build image noisy-neighbour agent-scale load help run generate lint check-generated vet kube-binaries chromium ts-deps test test-ts test-console conformance differential differential-long bench fuzz fuzz-short crash powerloss chaos dict
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -116,6 +116,11 @@ crash: ## the crash test with KILLS SIGKILLs (default 200; CI runs 20)
 NOISY_DURATION ?= 60s
 noisy-neighbour: ## the noisy-neighbour test for NOISY_DURATION per phase (default 60s; CI runs 2s)
 	SETPOINT_NOISY_DURATION=$(NOISY_DURATION) $(GO) test ./server -count=1 -v -timeout 30m -run '^TestNoisyNeighbour$$'
+
+CHAOS_DURATION ?= 5m
+
+chaos: kube-binaries ## three servers on a 3-member etcd under load, killing servers, members and the etcd leader for CHAOS_DURATION (default 5m; CI runs one fault of each); checks nothing acknowledged is lost and histories are linearizable
+	$(GO) test ./test/ha -count=1 -v -timeout 60m -run '^TestFaultsUnderLoad$$' -ha.duration $(CHAOS_DURATION)
 
 CUTS ?= 500
 

@@ -43,7 +43,9 @@
 //     count the last decision started from; Observe needs nothing else.
 //   - Record.Events only grow at the end (a store may trim the oldest).
 //   - Record.LastSeen is the time of the last transition that changed the
-//     record (a retried applied report changes nothing).
+//     record (a retried applied report changes nothing); it never moves
+//     backwards, so decisions and events are stamped in the order they
+//     are recorded, whichever server's clock made them.
 //   - A transition that returns an error leaves the record unchanged.
 //
 // The package imports the engine and the standard library only; it knows

@@ -38,10 +38,22 @@ type Input struct {
 // runs from rec.Status and rec.History, and rec.Last, rec.Status,
 // rec.History and rec.LastSeen take the outcome.
 //
+// A target's clock never runs backwards: when now is before rec.LastSeen
+// (another server's clock, or an update retried after a conflict with a
+// time taken before it), the decision is made and stamped at rec.LastSeen,
+// and never at the previous decision's own time (one nanosecond after it
+// instead), so decisions are stamped in the order they are recorded and
+// no two of a target's decisions share a stamp (the decision log is kept
+// by time).
+//
 // Decide is pure: equal arguments give equal records. When the engine
 // rejects the input (an *engine.FieldError) Decide returns that error and
 // leaves rec unchanged.
 func Decide(rec *Record, in Input, id string, now time.Time) error {
+	now = notBefore(now, rec.LastSeen)
+	if rec.Last != nil && !now.After(rec.Last.At) {
+		now = rec.Last.At.Add(time.Nanosecond)
+	}
 	e := in.Engine
 	e.Now, e.Status = now, rec.Status
 	d, err := engine.Decide(e, rec.History)
@@ -82,12 +94,14 @@ type Observation struct {
 //     (ErrStaleDecision otherwise).
 //   - EventExternal is only recorded as an event.
 //
+// As in Decide, a time before rec.LastSeen is taken as rec.LastSeen.
 // A target without a decision is ErrNoDecision. Observe is pure; on an
 // error it leaves rec unchanged.
 func Observe(rec *Record, o Observation, now time.Time) error {
 	if rec.Last == nil {
 		return ErrNoDecision
 	}
+	now = notBefore(now, rec.LastSeen)
 	ev := Event{Kind: o.Kind, From: o.From, To: o.To, At: now, DecisionID: o.DecisionID}
 	switch o.Kind {
 	case EventApplied:
@@ -111,4 +125,12 @@ func Observe(rec *Record, o Observation, now time.Time) error {
 	rec.Events = append(rec.Events, ev)
 	rec.LastSeen = now
 	return nil
+}
+
+// notBefore returns t, or floor when t is before it.
+func notBefore(t, floor time.Time) time.Time {
+	if t.Before(floor) {
+		return floor
+	}
+	return t
 }

@@ -194,3 +194,44 @@ func TestObserveWithoutDecision(t *testing.T) {
 		t.Errorf("Observe before any decision = %v, want ErrNoDecision", err)
 	}
 }
+
+// TestClockNeverRunsBackwards: a transition at a time before the record's
+// last one (another server's clock, a retry after a conflict) is stamped at
+// the record's last time, so stamps follow the order of recording; a
+// decision never shares the previous decision's stamp.
+func TestClockNeverRunsBackwards(t *testing.T) {
+	earlier, later := t0.Add(-time.Second), t0.Add(time.Second)
+	tests := []struct {
+		name   string
+		at     time.Time
+		apply  func(rec *target.Record, at time.Time) error
+		stamp  func(rec target.Record) time.Time
+		wantAt time.Time
+	}{
+		{"decision before the last", earlier,
+			func(rec *target.Record, at time.Time) error { return target.Decide(rec, input(4), "d2", at) },
+			func(rec target.Record) time.Time { return rec.Last.At }, t0.Add(time.Nanosecond)},
+		{"decision at the last's own time", t0,
+			func(rec *target.Record, at time.Time) error { return target.Decide(rec, input(4), "d2", at) },
+			func(rec target.Record) time.Time { return rec.Last.At }, t0.Add(time.Nanosecond)},
+		{"decision after the last", later,
+			func(rec *target.Record, at time.Time) error { return target.Decide(rec, input(4), "d2", at) },
+			func(rec target.Record) time.Time { return rec.Last.At }, later},
+		{"observation before the last", earlier,
+			func(rec *target.Record, at time.Time) error {
+				return target.Observe(rec, target.Observation{Kind: target.EventApplied, DecisionID: "d1", From: 2, To: 4}, at)
+			},
+			func(rec target.Record) time.Time { return rec.Events[len(rec.Events)-1].At }, t0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := decided(t)
+			if err := tt.apply(&rec, tt.at); err != nil {
+				t.Fatal(err)
+			}
+			if got := tt.stamp(rec); !got.Equal(tt.wantAt) || !rec.LastSeen.Equal(tt.wantAt) {
+				t.Errorf("stamp, LastSeen = %v, %v; want both %v", got, rec.LastSeen, tt.wantAt)
+			}
+		})
+	}
+}

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 
+	"github.com/setpointhq/setpoint/clients/go/endpoints"
 	"github.com/setpointhq/setpoint/internal/netaddr"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"google.golang.org/grpc"
@@ -48,27 +50,39 @@ type Client struct {
 	conn *grpc.ClientConn
 }
 
-// Dial returns a client of the server at addr (host:port, or any gRPC
-// target such as dns:///setpoint.example:7443). The connection is made
-// lazily, by the first call.
+// Dial returns a client of the servers addr names, in any form package
+// endpoints reads: host:port (every address DNS gives the name), a gRPC
+// target such as dns:///setpoint-headless.setpoint-system:7443, or a
+// comma-separated list of host:port.
+//
+// With DefaultServiceConfig calls are balanced round-robin over the
+// servers whose health service answers SERVING (a server shutting down,
+// or whose store is unreachable, gets no new calls), and reads that fail
+// with UNAVAILABLE are retried, each attempt on the next server. The
+// connections are made lazily, by the first call.
 func Dial(addr string, o Options) (*Client, error) {
 	creds := insecure.NewCredentials()
 	if o.TLS != nil {
 		creds = credentials.NewTLS(o.TLS)
 	}
+	target, opts, err := endpoints.Target(addr)
+	if err != nil {
+		return nil, fmt.Errorf("setpointclient: %w", err)
+	}
 	sc := o.ServiceConfig
 	if sc == "" {
 		sc = DefaultServiceConfig
 	}
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds), grpc.WithDefaultServiceConfig(sc)}
+	opts = append(opts, grpc.WithTransportCredentials(creds), grpc.WithDefaultServiceConfig(sc))
 	opts = append(opts, userTermsInterceptors(addr)...)
 	if o.Token != "" {
-		if o.TLS == nil && !netaddr.Loopback(addr) {
+		remote := func(a string) bool { return !netaddr.Loopback(a) }
+		if o.TLS == nil && slices.ContainsFunc(endpoints.Split(addr), remote) {
 			return nil, fmt.Errorf("setpointclient: refusing to send a bearer token in plaintext to %s: configure TLS", addr)
 		}
 		opts = append(opts, grpc.WithPerRPCCredentials(bearer{token: o.Token, requireTLS: o.TLS != nil}))
 	}
-	conn, err := grpc.NewClient(addr, append(opts, o.DialOptions...)...)
+	conn, err := grpc.NewClient(target, append(opts, o.DialOptions...)...)
 	if err != nil {
 		return nil, fmt.Errorf("setpointclient: dial %s: %w", addr, err)
 	}

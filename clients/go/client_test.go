@@ -26,6 +26,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	setpointclient "github.com/setpointhq/setpoint/clients/go"
+	"github.com/setpointhq/setpoint/clients/go/endpoints"
 )
 
 func TestDialRefusesPlaintextTokensOffLoopback(t *testing.T) {
@@ -40,6 +41,14 @@ func TestDialRefusesPlaintextTokensOffLoopback(t *testing.T) {
 		{"setpoint.example:7443", setpointclient.Options{}, true},
 		{"setpoint.example:7443", setpointclient.Options{Token: "t"}, false},
 		{"setpoint.example:7443", setpointclient.Options{Token: "t", TLS: &tls.Config{MinVersion: tls.VersionTLS12}}, true},
+		{"127.0.0.1:7443,127.0.0.1:7444", setpointclient.Options{Token: "t"}, true},
+		{"127.0.0.1:7443,setpoint.example:7443", setpointclient.Options{Token: "t"}, false},
+		{"a.example:7443,b.example:7443", setpointclient.Options{Token: "t", TLS: &tls.Config{MinVersion: tls.VersionTLS12}}, true},
+		{"dns:///setpoint-headless.setpoint-system:7443", setpointclient.Options{}, true},
+		// A list names host:port, nothing else.
+		{"a.example:7443,b.example", setpointclient.Options{}, false},
+		{"a.example:7443,", setpointclient.Options{}, false},
+		{"", setpointclient.Options{}, false},
 	}
 	for _, tt := range tests {
 		c, err := setpointclient.Dial(tt.addr, tt.opts)
@@ -155,6 +164,24 @@ func TestServiceConfigNames(t *testing.T) {
 				t.Errorf("%s has no method %s", n.Service, n.Method)
 			}
 		}
+	}
+}
+
+// The default service config balances as endpoints.Balanced says.
+func TestServiceConfigBalances(t *testing.T) {
+	type balancing struct {
+		LoadBalancingConfig []map[string]any
+		HealthCheckConfig   map[string]any
+	}
+	var want, got balancing
+	if err := json.Unmarshal([]byte(endpoints.Balanced), &want); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(setpointclient.DefaultServiceConfig), &got); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" || len(got.LoadBalancingConfig) == 0 {
+		t.Errorf("DefaultServiceConfig's balancing (-endpoints.Balanced +got):\n%s", diff)
 	}
 }
 

@@ -19,6 +19,18 @@
 // on loopback (setpoint-server -insecure-dev); Dial refuses to send a token
 // in plaintext to any other address.
 //
+// # Several servers
+//
+// Setpoint on etcd runs several server replicas sharing one history
+// (docs/scale-out.md). The address Dial takes may name all of them: a
+// host:port whose DNS name has several addresses (a headless Kubernetes
+// Service), a gRPC target such as
+// dns:///setpoint-headless.setpoint-system:7443, or a comma-separated list
+// of host:port (package endpoints). Calls go round-robin to the replicas
+// whose gRPC health service answers SERVING, so a replica shutting down
+// or cut off from etcd gets no new calls, and a read that fails with
+// UNAVAILABLE is retried on the next replica.
+//
 // # Retries and deadlines
 //
 // Every call gets a deadline and the reads (GetTarget, ListTargets,
@@ -26,7 +38,8 @@
 // the gRPC service config in DefaultServiceConfig. A deadline already on
 // the caller's context wins when it is shorter. Recommend, Observe and
 // DeleteTarget are not retried: they change the target's history, and a
-// retry after a lost answer would record the change twice. Watch and
+// retry after a lost answer would record the change twice (gRPC itself
+// retries, on another replica, a call that never reached a server). Watch and
 // Backup are streams and have no deadline; Changes resumes a broken watch
 // by itself.
 //

@@ -18,7 +18,9 @@ const serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccou
 
 // Config is everything setpoint-agent is configured with.
 type Config struct {
-	// ServiceAddress is the Setpoint service's gRPC address, host:port.
+	// ServiceAddress is the Setpoint service's gRPC address: host:port, a
+	// gRPC target, or a comma-separated list of host:port (package
+	// clients/go/endpoints).
 	ServiceAddress string
 	// Insecure talks plaintext gRPC to the service (no TLS).
 	Insecure bool
@@ -76,7 +78,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	if b, err := os.ReadFile(serviceAccountNamespaceFile); err == nil && len(strings.TrimSpace(string(b))) > 0 {
 		namespace = strings.TrimSpace(string(b))
 	}
-	fs.StringVar(&c.ServiceAddress, "service-address", "setpoint-server.setpoint-system.svc:7443", "gRPC address (host:port) of the Setpoint service")
+	fs.StringVar(&c.ServiceAddress, "service-address", "setpoint-server.setpoint-system.svc:7443", "the Setpoint service: host:port, dns:///host:port or host:port,host:port,...; calls go round-robin to its healthy addresses")
 	fs.BoolVar(&c.Insecure, "insecure", false, "talk plaintext gRPC to the service (no TLS)")
 	fs.StringVar(&c.CAFile, "tls-ca-file", "", "PEM CA bundle that verifies the service's certificate (default: system roots)")
 	fs.StringVar(&c.CertFile, "tls-cert-file", "", "PEM client certificate for mutual TLS (with -tls-key-file)")

@@ -1,10 +1,17 @@
 package main
 
 import (
+	"fmt"
 	"path/filepath"
 	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/peer"
 
 	"github.com/setpointhq/setpoint/internal/securetest"
+	"github.com/setpointhq/setpoint/internal/servertest"
+	"github.com/setpointhq/setpoint/internal/testkit"
 	"github.com/setpointhq/setpoint/internal/testpki"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"google.golang.org/grpc/codes"
@@ -36,19 +43,62 @@ func TestDialMutualTLSOrToken(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := parse(t, append(base, tt.args...)...)
-			if err := cfg.Validate(); err != nil {
-				t.Fatal(err)
-			}
-			conn, err := dial(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
-			_, err = setpointv1.NewAutoscalerServiceClient(conn).ListTargets(t.Context(), &setpointv1.ListTargetsRequest{Cluster: tt.cluster})
+			conn := dialed(t, append(base, tt.args...)...)
+			_, err := setpointv1.NewAutoscalerServiceClient(conn).ListTargets(t.Context(), &setpointv1.ListTargetsRequest{Cluster: tt.cluster})
 			if status.Code(err) != tt.want {
 				t.Errorf("ListTargets: %v, want %v", err, tt.want)
 			}
 		})
 	}
+}
+
+// The agent spreads its calls over every server -service-address lists,
+// and leaves out one that stopped.
+func TestDialSpreadsOverServers(t *testing.T) {
+	a := servertest.Start(t, servertest.Config{})
+	b := servertest.Start(t, servertest.Config{})
+	conn := dialed(t, "-leader-election-identity=x", "-insecure", "-service-address", a.Addr+","+b.Addr)
+	client := setpointv1.NewAutoscalerServiceClient(conn)
+	answered := func() map[string]int {
+		got := map[string]int{}
+		for range 10 {
+			var p peer.Peer
+			if _, err := client.ListTargets(t.Context(), &setpointv1.ListTargetsRequest{}, grpc.Peer(&p)); err != nil {
+				t.Fatalf("ListTargets: %v", err)
+			}
+			got[p.Addr.String()]++
+		}
+		return got
+	}
+	testkit.Eventually(t, 5*time.Second, "calls to both servers", func() error {
+		if got := answered(); got[a.Addr] == 0 || got[b.Addr] == 0 {
+			return fmt.Errorf("answered %v", got)
+		}
+		return nil
+	})
+	if err := a.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if got := answered(); got[b.Addr] != 10 {
+		t.Errorf("with %s stopped: answered %v, want every call by %s", a.Addr, got, b.Addr)
+	}
+	if _, err := dial(parse(t, "-insecure", "-service-address", a.Addr+",nonsense")); err == nil {
+		t.Error("a list with an entry that is not host:port was accepted")
+	}
+}
+
+// dialed returns the agent's connection configured by args (validated),
+// closed when the test ends.
+func dialed(t *testing.T, args ...string) *grpc.ClientConn {
+	t.Helper()
+	cfg := parse(t, args...)
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := dial(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
 }

@@ -45,6 +45,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/setpointhq/setpoint/agent"
+	"github.com/setpointhq/setpoint/clients/go/endpoints"
 )
 
 func main() {
@@ -237,7 +238,14 @@ func dial(cfg *Config) (*grpc.ClientConn, error) {
 	// Ping an idle connection every 30 s (the server tolerates pings every
 	// 10 s or more, its -keepalive-min-time), so a dead one is noticed.
 	opts = append(opts, grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}))
-	conn, err := grpc.NewClient(cfg.ServiceAddress, opts...)
+	// Every server replica the address names, balanced over the healthy
+	// ones: a replica shutting down gets no new calls.
+	target, resolve, err := endpoints.Target(cfg.ServiceAddress)
+	if err != nil {
+		return nil, fmt.Errorf("setpoint-agent: -service-address: %w", err)
+	}
+	opts = append(opts, grpc.WithDefaultServiceConfig(endpoints.Balanced))
+	conn, err := grpc.NewClient(target, append(opts, resolve...)...)
 	if err != nil {
 		return nil, fmt.Errorf("setpoint-agent: dial %s: %w", cfg.ServiceAddress, err)
 	}

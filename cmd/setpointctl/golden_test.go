@@ -61,6 +61,9 @@ func TestGolden(t *testing.T) {
 		{"help-certs", []string{"certs", "-h"}},
 		{"help-autoscale", []string{"autoscale", "-h"}},
 		{"help-import-hpa", []string{"import-hpa", "-h"}},
+		{"help-store", []string{"store", "--help"}},
+		{"help-store-copy", []string{"store", "copy", "-h"}},
+		{"help-store-verify", []string{"help", "store", "verify"}},
 		// Wrong command lines, exit 2.
 		{"unknown-command", []string{"frobnicate"}},
 		{"misspelt-command", []string{"lst"}},
@@ -74,16 +77,23 @@ func TestGolden(t *testing.T) {
 		{"autoscale-no-max", []string{"autoscale", "deployment/web"}},
 		{"autoscale-bad-workload", []string{"autoscale", "web", "--max", "3"}},
 		{"cert-without-key", []string{"--cert", "c.pem", "list"}},
+		{"store-copy-no-from", []string{"store", "copy", "--to", "etcd:http://127.0.0.1:2379"}},
+		{"store-copy-bad-location", []string{"store", "copy", "--from", "setpoint.db", "--to", "etcd:http://127.0.0.1:2379"}},
+		{"store-copy-bad-endpoint", []string{"store", "copy", "--from", "bolt:setpoint.db", "--to", "etcd:127.0.0.1:2379"}},
+		{"store-copy-same", []string{"store", "copy", "--from", "bolt:a.db", "--to", "bbolt:a.db"}},
+		{"store-copy-etcd-cert-without-key", []string{"store", "copy", "--from", "bolt:a.db", "--to", "etcd:https://e1:2379", "--etcd-cert", "c.pem"}},
 		// Failures, exit 1.
 		{"get-not-found", []string{"--addr", addr, "get", "dev/shop/nope"}},
 		{"list-no-server", []string{"--addr", down, "list"}},
 		{"recommend-missing-file", []string{"--addr", addr, "recommend", "-f", "testdata/missing.json"}},
 		{"autoscale-no-cluster", []string{"autoscale", "deployment/web", "--max", "3"}},
 		{"simulate-no-file", []string{"--addr", addr, "simulate"}},
+		{"store-verify-missing-file", []string{"store", "verify", "--from", "bolt:testdata/missing.db", "--to", "bolt:testdata/missing-too.db"}},
 		{"autoscale-no-kubeconfig", []string{"autoscale", "deployment/web", "--max", "3", "--kubeconfig", "testdata/missing-kubeconfig"}},
 		// Success.
 		{"history-seeded", []string{"--addr", addr, "history", "dev/shop/web"}},
 		{"single-dash-flags", []string{"-addr", addr, "list", "-cluster", "dev"}},
+		{"list-one-of-two-servers-down", []string{"--addr", down + "," + addr, "list"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,8 +1,9 @@
 // Command setpointctl is the command line of Setpoint: it reads what the
 // service keeps (targets, their last decision in words, their history), follows
 // decisions as they happen, asks what-if questions, backs the store up,
-// issues the certificates of an installation, and creates the agent's
-// Autoscaler objects in a cluster.
+// issues the certificates of an installation, creates the agent's
+// Autoscaler objects in a cluster, and copies a store between bbolt and
+// etcd (offline, verified target by target).
 //
 //	setpointctl list [--cluster C] [--namespace N] [-o table|wide|json|yaml]
 //	setpointctl get CLUSTER/NAMESPACE/NAME [-o table|wide|json|yaml]
@@ -14,6 +15,7 @@
 //	setpointctl delete CLUSTER/NAMESPACE/NAME
 //	setpointctl backup -o FILE
 //	setpointctl certs [--dir DIR] [--cluster NAME]... [--server-name NAME]...
+//	setpointctl store copy|verify --from STORE --to STORE [--etcd-prefix P] [--etcd-ca F --etcd-cert F --etcd-key F]
 //	setpointctl autoscale KIND/NAME --max N [--min N] [--cpu-percent P] [-n NS] [--name NAME] [--dry-run]
 //	setpointctl import-hpa [NAME...] [-n NS | -A] [-f FILE] [--apply]
 //	setpointctl completion bash|zsh|fish|powershell
@@ -169,7 +171,7 @@ func (c *cli) rootCommand() *cobra.Command {
 		listCmd(e), getCmd(e), explainCmd(e), historyCmd(e), watchCmd(e),
 		simulateCmd(e), recommendCmd(e), deleteCmd(e), backupCmd(e),
 		autoscaleCmd(e), importHPACmd(e),
-		certsCmd(e),
+		certsCmd(e), storeCmd(e),
 	} {
 		root.AddCommand(sub)
 	}
@@ -198,7 +200,7 @@ type Config struct {
 
 // RegisterFlags registers the connection flags on fs.
 func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&c.Addr, "addr", setpointclient.DefaultAddr, "the Setpoint server's address (host:port)")
+	fs.StringVar(&c.Addr, "addr", setpointclient.DefaultAddr, "the Setpoint server's address (host:port), or several servers' (host:port,host:port,...)")
 	fs.StringVar(&c.Token, "token", os.Getenv("SETPOINT_TOKEN"), "bearer token (default $SETPOINT_TOKEN)")
 	fs.BoolVar(&c.TLS, "tls", false, "use TLS (implied by --ca, --cert)")
 	fs.StringVar(&c.Files.CA, "ca", "", "CA certificate (PEM) verifying the server; default: the system's roots")

@@ -149,7 +149,7 @@ func TestListFormats(t *testing.T) {
 	}
 }
 
-func readExample(t *testing.T) *setpointv1.RecommendRequest {
+func readExample(t testing.TB) *setpointv1.RecommendRequest {
 	t.Helper()
 	req := &setpointv1.RecommendRequest{}
 	if err := readMessage(nil, example, req); err != nil {

@@ -1,6 +1,8 @@
 // Package etcdtest starts real etcd clusters on loopback for tests: the
 // etcd binary the end-to-end tests build (hack/kube-binaries.sh), several
-// members on free ports, each in its own temporary directory.
+// members on free ports, each in its own temporary directory. A test can
+// kill a member (SIGKILL), start it again on its data, and find the
+// leader, to inject the faults of the fault tests (test/ha).
 package etcdtest
 
 import (
@@ -13,19 +15,28 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
 	"github.com/setpointhq/setpoint/internal/kubetest"
 )
 
-// Cluster is a running etcd cluster on loopback.
+// Cluster is a running etcd cluster on loopback. Its methods are safe for
+// concurrent use.
 type Cluster struct {
 	// Endpoints are the members' client URLs, in member order.
 	Endpoints []string
-	members   []*exec.Cmd
-	logs      []string
+	bin       string
+	args      [][]string // each member's arguments, to start it again
+
+	mu      sync.Mutex
+	members []*exec.Cmd
+	logs    []string
 }
 
 // Start starts an n-member etcd cluster and waits until every member is
@@ -57,7 +68,7 @@ func start(ctx context.Context, t testing.TB, bin string, n int) (*Cluster, erro
 		return nil, err
 	}
 	dir := t.TempDir()
-	c := &Cluster{}
+	c := &Cluster{bin: bin}
 	var initial []string
 	for i := range n {
 		initial = append(initial, fmt.Sprintf("m%d=http://127.0.0.1:%d", i, ports[2*i+1]))
@@ -66,27 +77,21 @@ func start(ctx context.Context, t testing.TB, bin string, n int) (*Cluster, erro
 		client := "http://127.0.0.1:" + strconv.Itoa(ports[2*i])
 		peer := "http://127.0.0.1:" + strconv.Itoa(ports[2*i+1])
 		logPath := filepath.Join(dir, fmt.Sprintf("m%d.log", i))
-		logf, err := os.Create(logPath)
+		args := []string{
+			"--name=" + fmt.Sprintf("m%d", i),
+			"--data-dir=" + filepath.Join(dir, fmt.Sprintf("m%d", i)),
+			"--listen-client-urls=" + client, "--advertise-client-urls=" + client,
+			"--listen-peer-urls=" + peer, "--initial-advertise-peer-urls=" + peer,
+			"--initial-cluster=" + strings.Join(initial, ","),
+			"--initial-cluster-state=new", "--initial-cluster-token=etcdtest",
+			"--unsafe-no-fsync", "--log-level=warn",
+		}
+		cmd, err := startMember(bin, args, logPath)
 		if err != nil {
 			return nil, err
 		}
-		cmd := exec.Command(bin,
-			"--name="+fmt.Sprintf("m%d", i),
-			"--data-dir="+filepath.Join(dir, fmt.Sprintf("m%d", i)),
-			"--listen-client-urls="+client, "--advertise-client-urls="+client,
-			"--listen-peer-urls="+peer, "--initial-advertise-peer-urls="+peer,
-			"--initial-cluster="+strings.Join(initial, ","),
-			"--initial-cluster-state=new", "--initial-cluster-token=etcdtest",
-			"--unsafe-no-fsync", "--log-level=warn",
-		)
-		cmd.Stdout, cmd.Stderr = logf, logf
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		if err := cmd.Start(); err != nil {
-			logf.Close()
-			return nil, err
-		}
-		logf.Close()
 		c.members = append(c.members, cmd)
+		c.args = append(c.args, args)
 		c.Endpoints = append(c.Endpoints, client)
 		c.logs = append(c.logs, logPath)
 	}
@@ -112,12 +117,99 @@ func start(ctx context.Context, t testing.TB, bin string, n int) (*Cluster, erro
 	return c, nil
 }
 
-// Kill sends SIGKILL to member i and waits for it to exit.
+// startMember starts the etcd binary with args, its output appended to
+// logPath.
+func startMember(bin string, args []string, logPath string) (*exec.Cmd, error) {
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	return cmd, nil
+}
+
+// Kill sends SIGKILL to member i and waits for it to exit; a member that
+// is not running is left alone.
 func (c *Cluster) Kill(i int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if p := c.members[i].Process; p != nil && c.members[i].ProcessState == nil {
 		_ = p.Kill()
 		_ = c.members[i].Wait()
 	}
+}
+
+// Running reports whether member i runs (was not killed since it was last
+// started).
+func (c *Cluster) Running(i int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.members[i].ProcessState == nil
+}
+
+// Restart starts member i again, on its data directory and ports, after a
+// Kill, and waits until it reports healthy (it has a leader and its store
+// answers). It is an error to restart a running member.
+func (c *Cluster) Restart(ctx context.Context, i int) error {
+	c.mu.Lock()
+	if c.members[i].ProcessState == nil {
+		c.mu.Unlock()
+		return fmt.Errorf("etcdtest: member m%d is running", i)
+	}
+	cmd, err := startMember(c.bin, c.args[i], c.logs[i])
+	if err != nil {
+		c.mu.Unlock()
+		return fmt.Errorf("etcdtest: restart m%d: %w", i, err)
+	}
+	c.members[i] = cmd
+	c.mu.Unlock()
+	return waitHealthy(ctx, c.Endpoints[i])
+}
+
+// Leader returns the index of the member that is the cluster's leader, as
+// the running members report it; an error when none reports one (an
+// election is under way, or a quorum is down).
+func (c *Cluster) Leader(ctx context.Context) (int, error) {
+	var errs []string
+	for i, ep := range c.Endpoints {
+		if !c.Running(i) {
+			continue
+		}
+		id, leader, err := memberStatus(ctx, ep)
+		if err != nil {
+			errs = append(errs, err.Error())
+			continue
+		}
+		if leader == 0 {
+			continue
+		}
+		if leader == id {
+			return i, nil
+		}
+	}
+	return -1, fmt.Errorf("etcdtest: no member reports being the leader %v", errs)
+}
+
+// memberStatus asks the member at endpoint for its id and its leader's.
+func memberStatus(ctx context.Context, endpoint string) (id, leader uint64, err error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 2 * time.Second, Logger: zap.NewNop(), Context: ctx})
+	if err != nil {
+		return 0, 0, err
+	}
+	defer cli.Close()
+	s, err := cli.Status(ctx, endpoint)
+	if err != nil {
+		return 0, 0, fmt.Errorf("status of %s: %w", endpoint, err)
+	}
+	return s.Header.MemberId, s.Leader, nil
 }
 
 func waitHealthy(ctx context.Context, endpoint string) error {

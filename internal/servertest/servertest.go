@@ -6,7 +6,8 @@
 //
 // Run starts one and returns it; Stop shuts it down and closes the store.
 // Start does the same for a test and stops the server when the test ends.
-// Everything is injectable through Config: the store file and its options,
+// Everything is injectable through Config: the store file and its options
+// (or an open store of another backend, such as etcd),
 // a wrapper around the store (to inject faults), the listener, and the
 // server's Options (clock, logger, TLS, authentication, limits).
 package servertest
@@ -41,6 +42,11 @@ type Config struct {
 	// Open, when set, is an open store to serve instead of a file Run
 	// opens (Path, Dir and Store are then ignored); Stop closes it.
 	Open *store.Bolt
+	// Backend, when set, is an open store of any backend to serve (an
+	// etcd store, for several servers sharing one history) instead of a
+	// bbolt file: Path, Dir, Store and Open are then ignored,
+	// Server.Store is nil, and Stop leaves the store open.
+	Backend store.Store
 	// Wrap, when set, wraps the store the server is given (for example to
 	// inject faults); Server.Store stays the bbolt store.
 	Wrap func(store.Store) store.Store
@@ -57,7 +63,8 @@ type Server struct {
 	Addr string
 	// Path is the store file.
 	Path string
-	// Store is the server's bbolt store, open until Stop.
+	// Store is the server's bbolt store, open until Stop; nil with
+	// Config.Backend.
 	Store *store.Bolt
 	// Server is the running server.
 	Server *server.Server
@@ -84,7 +91,9 @@ func Run(cfg Config) (s *Server, err error) {
 	if cfg.Listener != nil {
 		cleanup = append(cleanup, ignoreClosed(cfg.Listener.Close))
 	}
-	if cfg.Open != nil {
+	if cfg.Backend != nil {
+		s.Path = ""
+	} else if cfg.Open != nil {
 		s.Store, s.Path = cfg.Open, cfg.Open.Path()
 	} else if s.Path == "" {
 		dir := cfg.Dir
@@ -97,13 +106,16 @@ func Run(cfg Config) (s *Server, err error) {
 		}
 		s.Path = filepath.Join(dir, "setpoint.db")
 	}
-	if s.Store == nil {
-		if s.Store, err = store.Open(s.Path, cfg.Store); err != nil {
-			return nil, err
+	var st store.Store = cfg.Backend
+	if st == nil {
+		if s.Store == nil {
+			if s.Store, err = store.Open(s.Path, cfg.Store); err != nil {
+				return nil, err
+			}
 		}
+		cleanup = append(cleanup, s.Store.Close)
+		st = s.Store
 	}
-	cleanup = append(cleanup, s.Store.Close)
-	var st store.Store = s.Store
 	if cfg.Wrap != nil {
 		st = cfg.Wrap(st)
 	}
@@ -147,8 +159,10 @@ func (s *Server) Stop() error {
 		if err := <-s.served; err != nil {
 			errs = append(errs, fmt.Errorf("servertest: serve: %w", err))
 		}
-		if err := s.Store.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("servertest: close store: %w", err))
+		if s.Store != nil {
+			if err := s.Store.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("servertest: close store: %w", err))
+			}
 		}
 		if s.temp != "" {
 			errs = append(errs, os.RemoveAll(s.temp))

@@ -1,5 +1,5 @@
 // Package acked is the load and the check of the durability tests
-// (test/crash, test/powerloss): it builds and starts the real
+// (test/crash, test/powerloss; test/ha runs its servers with it): it builds and starts the real
 // setpoint-server binary, drives it with Recommend and Observe calls while
 // recording which were acknowledged, and checks afterwards that every
 // acknowledged call is in the store and that the bbolt file passes its
@@ -55,6 +55,9 @@ type Server struct {
 	Log string
 	// Addr is the loopback address every start listens on.
 	Addr string
+	// Extra are more flags, after (and so overriding) the common ones:
+	// e.g. -store=etcd and its endpoints (test/ha).
+	Extra []string
 }
 
 // Args are the arguments the server runs with. They are here, in one
@@ -62,7 +65,8 @@ type Server struct {
 func (s Server) Args() []string {
 	// -insecure-dev: plaintext without authentication on loopback, the
 	// binary's development mode; these tests are about the store.
-	return []string{"-insecure-dev", "-listen", s.Addr, "-metrics-listen=", "-data-dir", s.DataDir, "-shutdown-timeout", "1s"}
+	args := []string{"-insecure-dev", "-listen", s.Addr, "-metrics-listen=", "-data-dir", s.DataDir, "-shutdown-timeout", "1s"}
+	return append(args, s.Extra...)
 }
 
 // Start starts the server and returns once it has answered a Recommend,

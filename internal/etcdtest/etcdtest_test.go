@@ -1,0 +1,72 @@
+package etcdtest_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/setpointhq/setpoint/internal/etcdtest"
+)
+
+// Killing the leader makes another member leader; the killed member,
+// restarted on its data, catches up with what was written meanwhile.
+func TestKillLeaderAndRestart(t *testing.T) {
+	c := etcdtest.Start(t, 3)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	leader := waitLeader(ctx, t, c)
+	c.Kill(leader)
+	if c.Running(leader) {
+		t.Fatalf("m%d runs after Kill", leader)
+	}
+	if next := waitLeader(ctx, t, c); next == leader {
+		t.Fatalf("the killed member m%d is still the leader", leader)
+	}
+	cli := client(t, c.Endpoints...)
+	if _, err := cli.Put(ctx, "k", "written while the old leader was down"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Restart(ctx, leader); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Restart(ctx, leader); err == nil {
+		t.Error("Restart of a running member: no error")
+	}
+	// A serializable read is answered from the member's own store.
+	restarted := client(t, c.Endpoints[leader])
+	resp, err := restarted.Get(ctx, "k", clientv3.WithSerializable())
+	for err == nil && len(resp.Kvs) == 0 && ctx.Err() == nil {
+		time.Sleep(50 * time.Millisecond)
+		resp, err = restarted.Get(ctx, "k", clientv3.WithSerializable())
+	}
+	if err != nil || len(resp.Kvs) == 0 {
+		t.Fatalf("restarted m%d does not have the key written while it was down: %v %v", leader, resp, err)
+	}
+}
+
+func waitLeader(ctx context.Context, t *testing.T, c *etcdtest.Cluster) int {
+	t.Helper()
+	for {
+		i, err := c.Leader(ctx)
+		if err == nil {
+			return i
+		}
+		if ctx.Err() != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func client(t *testing.T, endpoints ...string) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
