@@ -212,7 +212,10 @@ func storedOf(kvs []*mvccpb.KeyValue) stored {
 // Update implements store.Store: read (or take from the cache), run fn,
 // commit if the record did not move, else run fn again on the record the
 // failed transaction answered. It makes one etcd transaction when the
-// cache is current, and one read and one transaction otherwise.
+// cache is current, and one read and one transaction otherwise. When fn
+// fails on a record not known to be current, Update reads the record
+// linearizably and runs fn again if it moved, so that an error, like a
+// write, is about the record as stored when Update was called or later.
 func (s *Store) Update(ctx context.Context, key target.Key, fn func(rec *target.Record) error) (target.Record, error) {
 	if s.isClosed() {
 		return target.Record{}, store.ErrClosed
@@ -225,12 +228,15 @@ func (s *Store) Update(ctx context.Context, key target.Key, fn func(rec *target.
 		return target.Record{}, err
 	}
 	rk := s.recKey(kb)
-	cur, known := stored{}, false
+	// cur is the record fn runs on: a guess (cached, or read serializably)
+	// until current says it was read linearizably or answered by a
+	// failed transaction.
+	cur, have, current := stored{}, false, false
 	if e, ok := s.cache.get(key); ok {
-		cur, known = stored{val: e.val, mod: e.mod}, true
+		cur, have = stored{val: e.val, mod: e.mod}, true
 	}
 	for {
-		if !known {
+		if !have {
 			// Serializable: the transaction's compare catches a stale
 			// read, and its answer replaces it.
 			start := time.Now()
@@ -239,11 +245,27 @@ func (s *Store) Update(ctx context.Context, key target.Key, fn func(rec *target.
 			if err != nil {
 				return target.Record{}, s.ctxErr(ctx, err)
 			}
-			cur, known = storedOf(resp.Kvs), true
+			cur, have = storedOf(resp.Kvs), true
 		}
 		rec, val, changes, ops, err := s.prepare(key, kb, cur, fn)
 		if err != nil {
-			return target.Record{}, err
+			if current {
+				return target.Record{}, err
+			}
+			// An error is an answer about the stored record, and no
+			// compare checks it: make sure fn refused the current one.
+			start := time.Now()
+			resp, rerr := s.cli.Get(ctx, rk)
+			s.observe("read", start, false)
+			if rerr != nil {
+				return target.Record{}, s.ctxErr(ctx, rerr)
+			}
+			latest := storedOf(resp.Kvs)
+			if latest.mod == cur.mod {
+				return target.Record{}, err
+			}
+			cur, current = latest, true
+			continue
 		}
 		start := time.Now()
 		resp, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(rk), "=", cur.mod)).
@@ -255,7 +277,7 @@ func (s *Store) Update(ctx context.Context, key target.Key, fn func(rec *target.
 		}
 		s.observe("commit", start, !resp.Succeeded)
 		if !resp.Succeeded {
-			cur = storedOf(resp.Responses[0].GetResponseRange().Kvs)
+			cur, current = storedOf(resp.Responses[0].GetResponseRange().Kvs), true
 			continue
 		}
 		rev := resp.Header.Revision

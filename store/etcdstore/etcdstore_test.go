@@ -416,3 +416,40 @@ func TestCompactEvery(t *testing.T) {
 		t.Errorf("Get after compaction = %+v, %v", rec.Last, err)
 	}
 }
+
+// A function's error is an answer about the stored record too: a server
+// whose cached record is stale does not return a refusal made on it, but
+// runs the function again on the current record.
+func TestStaleCacheNeverRefuses(t *testing.T) {
+	ctx := context.Background()
+	prefix := fmt.Sprintf("/refuse-%d/", time.Now().UnixNano())
+	a, b := open(t, store.Options{}, prefix), open(t, store.Options{}, prefix)
+	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
+	if _, err := a.Update(ctx, key, storetest.DecideFn("d1")); err != nil {
+		t.Fatal(err)
+	}
+	// b's write records no change, so nothing tells a its cache is stale.
+	if _, err := b.Update(ctx, key, func(r *target.Record) error { r.Ref.Name = "applied-by-b"; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	errRefused := fmt.Errorf("refused")
+	var ran []string
+	got, err := a.Update(ctx, key, func(r *target.Record) error {
+		ran = append(ran, r.Ref.Name)
+		if r.Ref.Name != "applied-by-b" {
+			return errRefused
+		}
+		r.LastSeen = storetest.At(5)
+		return nil
+	})
+	if err != nil || got.Ref.Name != "applied-by-b" {
+		t.Fatalf("Update on a stale cache = %q, %v; want it run on b's record", got.Ref.Name, err)
+	}
+	if fmt.Sprint(ran) != "[ applied-by-b]" {
+		t.Errorf("fn ran on %q, want the cached record, then the current one", ran)
+	}
+	// On the current record the refusal stands, after one read.
+	if _, err := a.Update(ctx, key, func(r *target.Record) error { return errRefused }); err != errRefused {
+		t.Errorf("Update refused on the current record: %v, want the refusal", err)
+	}
+}
