@@ -63,11 +63,30 @@ func Start(t testing.TB, n int) *Cluster {
 }
 
 func start(ctx context.Context, t testing.TB, bin string, n int) (*Cluster, error) {
+	c, err := launch(ctx, bin, t.TempDir(), n, true)
+	if err != nil {
+		return nil, err
+	}
+	t.Cleanup(func() {
+		c.Stop()
+		if t.Failed() {
+			for _, l := range c.logs {
+				b, _ := os.ReadFile(l)
+				t.Logf("%s:\n%s", l, tail(string(b), 20))
+			}
+		}
+	})
+	return c, nil
+}
+
+// launch starts an n-member cluster of bin in dir (fsync off when noFsync)
+// and waits until every member is healthy; on an error it kills what it
+// started.
+func launch(ctx context.Context, bin, dir string, n int, noFsync bool) (*Cluster, error) {
 	ports, err := freePorts(2 * n)
 	if err != nil {
 		return nil, err
 	}
-	dir := t.TempDir()
 	c := &Cluster{bin: bin}
 	var initial []string
 	for i := range n {
@@ -84,10 +103,14 @@ func start(ctx context.Context, t testing.TB, bin string, n int) (*Cluster, erro
 			"--listen-peer-urls=" + peer, "--initial-advertise-peer-urls=" + peer,
 			"--initial-cluster=" + strings.Join(initial, ","),
 			"--initial-cluster-state=new", "--initial-cluster-token=etcdtest",
-			"--unsafe-no-fsync", "--log-level=warn",
+			"--log-level=warn",
+		}
+		if noFsync {
+			args = append(args, "--unsafe-no-fsync")
 		}
 		cmd, err := startMember(bin, args, logPath)
 		if err != nil {
+			c.Stop()
 			return nil, err
 		}
 		c.members = append(c.members, cmd)
@@ -95,22 +118,9 @@ func start(ctx context.Context, t testing.TB, bin string, n int) (*Cluster, erro
 		c.Endpoints = append(c.Endpoints, client)
 		c.logs = append(c.logs, logPath)
 	}
-	t.Cleanup(func() {
-		for i := range c.members {
-			c.Kill(i)
-		}
-		if t.Failed() {
-			for _, l := range c.logs {
-				b, _ := os.ReadFile(l)
-				t.Logf("%s:\n%s", l, tail(string(b), 20))
-			}
-		}
-	})
 	for _, ep := range c.Endpoints {
 		if err := waitHealthy(ctx, ep); err != nil {
-			for i := range c.members {
-				c.Kill(i)
-			}
+			c.Stop()
 			return nil, err
 		}
 	}

@@ -3,12 +3,6 @@ package etcdtest
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
-	"strings"
-	"syscall"
 )
 
 // LaunchOptions configure Launch.
@@ -31,66 +25,23 @@ func Launch(ctx context.Context, o LaunchOptions) (*Cluster, error) {
 	if o.Members <= 0 {
 		return nil, fmt.Errorf("etcdtest: %d members", o.Members)
 	}
-	ports, err := freePorts(2 * o.Members)
-	if err != nil {
-		return nil, err
-	}
-	c := &Cluster{}
-	var initial []string
-	for i := range o.Members {
-		initial = append(initial, fmt.Sprintf("m%d=http://127.0.0.1:%d", i, ports[2*i+1]))
-	}
-	for i := range o.Members {
-		client := "http://127.0.0.1:" + strconv.Itoa(ports[2*i])
-		peer := "http://127.0.0.1:" + strconv.Itoa(ports[2*i+1])
-		logPath := filepath.Join(o.Dir, fmt.Sprintf("m%d.log", i))
-		logf, err := os.Create(logPath)
-		if err != nil {
-			c.Stop()
-			return nil, err
-		}
-		args := []string{
-			"--name=" + fmt.Sprintf("m%d", i),
-			"--data-dir=" + filepath.Join(o.Dir, fmt.Sprintf("m%d", i)),
-			"--listen-client-urls=" + client, "--advertise-client-urls=" + client,
-			"--listen-peer-urls=" + peer, "--initial-advertise-peer-urls=" + peer,
-			"--initial-cluster=" + strings.Join(initial, ","),
-			"--initial-cluster-state=new", "--initial-cluster-token=etcdtest", "--log-level=warn",
-		}
-		if o.NoFsync {
-			args = append(args, "--unsafe-no-fsync")
-		}
-		cmd := exec.Command(o.Binary, args...)
-		cmd.Stdout, cmd.Stderr = logf, logf
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		err = cmd.Start()
-		logf.Close()
-		if err != nil {
-			c.Stop()
-			return nil, err
-		}
-		c.members = append(c.members, cmd)
-		c.Endpoints = append(c.Endpoints, client)
-		c.logs = append(c.logs, logPath)
-	}
-	for _, ep := range c.Endpoints {
-		if err := waitHealthy(ctx, ep); err != nil {
-			c.Stop()
-			return nil, err
-		}
-	}
-	return c, nil
+	return launch(ctx, o.Binary, o.Dir, o.Members, o.NoFsync)
 }
 
 // Stop kills every member.
 func (c *Cluster) Stop() {
-	for i := range c.members {
+	c.mu.Lock()
+	n := len(c.members)
+	c.mu.Unlock()
+	for i := range n {
 		c.Kill(i)
 	}
 }
 
-// Pids returns the process ids of the members still running.
+// Pids returns the process ids of the members that run.
 func (c *Cluster) Pids() []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	var out []int
 	for _, m := range c.members {
 		if m.Process != nil && m.ProcessState == nil {
