@@ -14,7 +14,9 @@
 // writer stored, and the function runs again on it. Two servers deciding
 // one target therefore serialize and neither decision is lost, while
 // updates of different targets never conflict. The same transaction writes
-// the decision log entry and the feed key.
+// the decision log entry and the feed key. The function's error (a
+// refusal) is checked too: made on a cached record, it stands only once a
+// linearizable read shows the record has not moved.
 //
 // The change feed is etcd's own history of the feed key: a change's
 // revision is the etcd revision of its write shifted left by 16 bits plus
