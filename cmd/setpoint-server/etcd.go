@@ -91,7 +91,7 @@ func newStoreMetrics() *storeMetrics {
 	m := &storeMetrics{
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "setpoint_etcd_request_duration_seconds",
-			Help:    "Latency of the store's etcd requests, by operation (read, commit, get, list, delete, changes, count, revision).",
+			Help:    "Latency of the store's etcd requests, by operation (read, commit, get, list, delete, changes, count, revision, compact).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 		}, []string{"op"}),
 		conflicts: prometheus.NewCounterVec(prometheus.CounterOpts{
