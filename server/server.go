@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"runtime"
@@ -43,6 +44,8 @@ const (
 	DefaultShutdownTimeout       = 30 * time.Second
 	DefaultHandshakeTimeout      = 10 * time.Second
 	DefaultMaxConnectionIdle     = 15 * time.Minute
+	DefaultMaxConnectionAge      = 30 * time.Minute
+	DefaultMaxConnectionAgeGrace = time.Minute
 	DefaultStreamWindow          = 64 << 10
 )
 
@@ -135,6 +138,15 @@ type Options struct {
 	// MaxConnectionIdle is how long a connection without calls is kept;
 	// 0 means DefaultMaxConnectionIdle.
 	MaxConnectionIdle time.Duration
+	// MaxConnectionAge is how long a connection is kept before the server
+	// asks its client to reconnect (GOAWAY; calls in flight finish within
+	// MaxConnectionAgeGrace, Watch streams are then closed and resume), so
+	// clients balancing over several replicas find added ones. 0 means
+	// DefaultMaxConnectionAge; negative keeps connections for ever.
+	MaxConnectionAge time.Duration
+	// MaxConnectionAgeGrace bounds how long calls in flight may run after
+	// MaxConnectionAge; 0 means DefaultMaxConnectionAgeGrace.
+	MaxConnectionAgeGrace time.Duration
 	// FairSlots is how many unary calls of the guarded services run at
 	// once; the others wait in one queue per principal, served in turn (see
 	// fair.go). 0 means DefaultFairSlots.
@@ -221,7 +233,8 @@ func New(st store.Store, o Options) (*Server, error) {
 		grpc.MaxConcurrentStreams(o.MaxConcurrentStreams),
 		grpc.ForceServerCodecV2(newRequestCodec()), // codec.go: undecodable requests are InvalidArgument
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: o.KeepaliveMinTime, PermitWithoutStream: true}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: o.KeepaliveTime, Timeout: o.KeepaliveTimeout, MaxConnectionIdle: o.MaxConnectionIdle}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: o.KeepaliveTime, Timeout: o.KeepaliveTimeout,
+			MaxConnectionIdle: o.MaxConnectionIdle, MaxConnectionAge: connectionAge(o.MaxConnectionAge), MaxConnectionAgeGrace: o.MaxConnectionAgeGrace}),
 		grpc.ConnectionTimeout(o.HandshakeTimeout),
 		// Static flow-control windows (no BDP growth): a call refused before
 		// its body is read has sent at most one stream window.
@@ -349,6 +362,10 @@ func (o Options) withDefaults() Options {
 	o.HandshakeTimeout = positiveOr(o.HandshakeTimeout, DefaultHandshakeTimeout)
 	o.StreamWindow = min(positiveOr(o.StreamWindow, DefaultStreamWindow), 1<<28)
 	o.MaxConnectionIdle = positiveOr(o.MaxConnectionIdle, DefaultMaxConnectionIdle)
+	if o.MaxConnectionAge == 0 {
+		o.MaxConnectionAge = DefaultMaxConnectionAge
+	}
+	o.MaxConnectionAgeGrace = positiveOr(o.MaxConnectionAgeGrace, DefaultMaxConnectionAgeGrace)
 	o.FairSlots = positiveOr(o.FairSlots, DefaultFairSlots)
 	o.MaxRunningPerPrincipal = positiveOr(o.MaxRunningPerPrincipal, DefaultMaxRunningPerPrincipal)
 	o.MaxCallsPerPrincipal = positiveOr(o.MaxCallsPerPrincipal, DefaultMaxCallsPerPrincipal)
@@ -455,4 +472,13 @@ func (s *Server) expireLoop(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// connectionAge is gRPC's MaxConnectionAge for age: none (gRPC's infinity)
+// when age is negative.
+func connectionAge(age time.Duration) time.Duration {
+	if age < 0 {
+		return time.Duration(math.MaxInt64)
+	}
+	return age
 }

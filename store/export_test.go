@@ -25,3 +25,11 @@ var (
 	BucketRecords        = bucketRecords
 	KeyMetaSchemaVersion = keyMetaSchemaVersion
 )
+
+// SetCopyWorkers sets how many records Copy writes at once and returns a
+// function restoring the default.
+func SetCopyWorkers(n int) (restore func()) {
+	old := copyWorkers
+	copyWorkers = n
+	return func() { copyWorkers = old }
+}

@@ -152,7 +152,8 @@ func (c *calls) snapshot() (map[string]int, map[string][]error) {
 	return served, errs
 }
 
-// recommendAndRead makes one Recommend and one GetTarget of key.
+// recommendAndRead makes one Recommend of req and one GetTarget of its
+// target, recording each in cs.
 func recommendAndRead(ctx context.Context, c *setpointclient.Client, cs *calls, req *setpointv1.RecommendRequest) {
 	cs.do("Recommend", func(opts ...grpc.CallOption) error {
 		_, err := c.Recommend(ctx, req, opts...)
@@ -205,7 +206,33 @@ func TestCallsSpreadAndFailOverAcrossReplicas(t *testing.T) {
 	req := readRequest()
 	cs := newCalls()
 
-	// Spread: each server answers, and every decision is in the one log.
+	// Spread: once connected to all three, each server answers a third of
+	// the calls, and every decision is in the one log.
+	if _, err := c.Recommend(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	answered := map[string]int{}
+	testkit.Eventually(t, 10*time.Second, "connections to all three servers", func() error {
+		recommendAndRead(ctx, c, cs, req)
+		served, errs := cs.snapshot()
+		if len(errs) > 0 {
+			t.Fatalf("errors with every server up: %v", errs)
+		}
+		for a, n := range served {
+			answered[a] += n
+		}
+		for _, a := range addrs {
+			if answered[a] == 0 {
+				return fmt.Errorf("%s answered none of %v", a, answered)
+			}
+		}
+		return nil
+	})
+	logged, err := c.ListDecisions(ctx, &setpointv1.ListDecisionsRequest{Target: req.Target})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := len(logged.GetDecisions())
 	const rounds = 30
 	for range rounds {
 		recommendAndRead(ctx, c, cs, req)
@@ -219,12 +246,12 @@ func TestCallsSpreadAndFailOverAcrossReplicas(t *testing.T) {
 			t.Errorf("server %s answered %d of %d calls, want about a third: %v", a, served[a], 2*rounds, served)
 		}
 	}
-	logged, err := c.ListDecisions(ctx, &setpointv1.ListDecisionsRequest{Target: req.Target})
+	logged, err = c.ListDecisions(ctx, &setpointv1.ListDecisionsRequest{Target: req.Target})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := len(logged.GetDecisions()); n != rounds {
-		t.Errorf("decision log holds %d decisions, want the %d made through three servers", n, rounds)
+	if n := len(logged.GetDecisions()) - before; n != rounds {
+		t.Errorf("decision log gained %d decisions, want the %d made through three servers", n, rounds)
 	}
 
 	// Health: a server answering NOT_SERVING is left out, then taken back.

@@ -81,6 +81,9 @@ type Config struct {
 	// client; KeepaliveTime and KeepaliveTimeout time the server's pings
 	// of idle connections.
 	KeepaliveMinTime, KeepaliveTime, KeepaliveTimeout time.Duration
+	// MaxConnectionAge is how long a client connection is kept before the
+	// client is asked to reconnect; negative keeps it for ever.
+	MaxConnectionAge time.Duration
 	// ExpireAfter is how long a target not seen is kept.
 	ExpireAfter time.Duration
 	// ExpireInterval is how often expired targets are removed.
@@ -141,6 +144,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxInFlightRecommends, "max-inflight-recommends", server.DefaultMaxInFlightRecommends, "Recommend calls in flight before ResourceExhausted")
 	fs.DurationVar(&c.KeepaliveMinTime, "keepalive-min-time", server.DefaultKeepaliveMinTime, "clients pinging more often are disconnected (too_many_pings)")
 	fs.DurationVar(&c.KeepaliveTime, "keepalive-time", server.DefaultKeepaliveTime, "ping a client after its connection is idle this long")
+	fs.DurationVar(&c.MaxConnectionAge, "max-connection-age", server.DefaultMaxConnectionAge, "ask a client to reconnect after its connection is this old, so agents spread over replicas find added ones (negative: never)")
 	fs.DurationVar(&c.KeepaliveTimeout, "keepalive-timeout", server.DefaultKeepaliveTimeout, "close a connection whose ping is not answered within this")
 	fs.DurationVar(&c.ExpireAfter, "expire-after", server.DefaultExpireAfter, "forget targets not seen for this long")
 	fs.DurationVar(&c.ExpireInterval, "expire-interval", server.DefaultExpireInterval, "how often to forget expired targets")
@@ -236,6 +240,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, ready chan<- string)
 		KeepaliveMinTime:      cfg.KeepaliveMinTime,
 		KeepaliveTime:         cfg.KeepaliveTime,
 		KeepaliveTimeout:      cfg.KeepaliveTimeout,
+		MaxConnectionAge:      cfg.MaxConnectionAge,
 		ExpireAfter:           cfg.ExpireAfter,
 		ExpireInterval:        cfg.ExpireInterval,
 		ShutdownTimeout:       cfg.ShutdownTimeout,

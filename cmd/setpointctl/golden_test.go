@@ -88,6 +88,7 @@ func TestGolden(t *testing.T) {
 		{"recommend-missing-file", []string{"--addr", addr, "recommend", "-f", "testdata/missing.json"}},
 		{"autoscale-no-cluster", []string{"autoscale", "deployment/web", "--max", "3"}},
 		{"simulate-no-file", []string{"--addr", addr, "simulate"}},
+		{"store-copy-etcd-unreachable", []string{"store", "copy", "--from", "etcd:http://127.0.0.1:1", "--etcd-dial-timeout", "300ms", "--to", "bolt:testdata/never.db"}},
 		{"store-verify-missing-file", []string{"store", "verify", "--from", "bolt:testdata/missing.db", "--to", "bolt:testdata/missing-too.db"}},
 		{"autoscale-no-kubeconfig", []string{"autoscale", "deployment/web", "--max", "3", "--kubeconfig", "testdata/missing-kubeconfig"}},
 		// Success.

@@ -34,7 +34,9 @@ func BenchmarkStoreCopy(b *testing.B) {
 		name string
 		args func() []string
 	}{
-		{"bolt-to-bolt", func() []string { return []string{"--from", "bolt:" + src, "--to", "bolt:" + filepath.Join(dir, fmt.Sprint(n, ".db"))} }},
+		{"bolt-to-bolt", func() []string {
+			return []string{"--from", "bolt:" + src, "--to", "bolt:" + filepath.Join(dir, fmt.Sprint(n, ".db"))}
+		}},
 		{"bolt-to-etcd", func() []string {
 			return []string{"--from", "bolt:" + src, "--to", etcd, "--etcd-prefix", fmt.Sprintf("/bench-%d/", n)}
 		}},

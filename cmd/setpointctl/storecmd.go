@@ -262,7 +262,7 @@ func openLocation(ctx context.Context, l location, ef etcdFlags, create bool) (*
 // storeCopy copies from into the empty store to and verifies the copy. A
 // bbolt destination is written under a temporary name and renamed into
 // place only once verified.
-func (e *env) storeCopy(ctx context.Context, f *storeFlags, from, to location) (err error) {
+func (e *env) storeCopy(ctx context.Context, f *storeFlags, from, to location) error {
 	src, err := openLocation(ctx, from, f.etcd, false)
 	if err != nil {
 		return err
@@ -310,6 +310,9 @@ func (e *env) storeCopy(ctx context.Context, f *storeFlags, from, to location) (
 	fmt.Fprintf(e.stdout, "copied %s from %s to %s\n", targets(n), from, final)
 	dst.where = final
 	if err := e.verified(ctx, src, dst); err != nil {
+		if final.kind == "etcd" {
+			return fmt.Errorf("%w\nThe copy stays under %s; delete it (etcdctl del --prefix %s) before copying again", err, final, final.prefix)
+		}
 		return err
 	}
 	if final.kind == "bolt" {

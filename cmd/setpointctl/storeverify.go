@@ -7,6 +7,7 @@ import (
 	"io"
 	"reflect"
 	"strings"
+	"sync"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -87,26 +88,31 @@ func (c *comparison) print(w io.Writer, src, dst location) {
 	list("cannot be decoded in "+src.String()+" (not compared)", c.srcCorrupt, none)
 }
 
+// readers is how many targets compareStores reads back at once.
+const readers = 16
+
 // compareStores reads every target of src, reads it back from dst and
 // compares the two records; then it lists dst for targets src does not
 // hold. Errors other than a record's are returned as they are.
 func compareStores(ctx context.Context, src, dst store.Store) (*comparison, error) {
 	c := &comparison{}
 	seen := map[tgt.Key]bool{}
-	err := eachRecord(ctx, src, func(r tgt.Record) error {
-		c.compared++
-		seen[r.Key] = true
-		got, err := dst.Get(ctx, r.Key)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			c.missing = append(c.missing, r.Key)
-		case errors.Is(err, store.ErrCorrupt):
-			c.corrupt = append(c.corrupt, r.Key)
-		case err != nil:
-			return fmt.Errorf("read %s back: %w", r.Key.String(), err)
-		default:
-			if fields := differentFields(r, got); len(fields) > 0 {
-				c.differs = append(c.differs, fieldDiff{r.Key, fields})
+	err := eachPage(ctx, src, func(page []tgt.Record) error {
+		got, errs := readBack(ctx, dst, page)
+		for i, r := range page {
+			c.compared++
+			seen[r.Key] = true
+			switch err := errs[i]; {
+			case errors.Is(err, store.ErrNotFound):
+				c.missing = append(c.missing, r.Key)
+			case errors.Is(err, store.ErrCorrupt):
+				c.corrupt = append(c.corrupt, r.Key)
+			case err != nil:
+				return fmt.Errorf("read %s back: %w", r.Key, err)
+			default:
+				if fields := differentFields(r, got[i]); len(fields) > 0 {
+					c.differs = append(c.differs, fieldDiff{r.Key, fields})
+				}
 			}
 		}
 		return nil
@@ -122,16 +128,38 @@ func compareStores(ctx context.Context, src, dst store.Store) (*comparison, erro
 			c.extra = append(c.extra, k)
 		}
 	}
-	err = eachRecord(ctx, dst, func(r tgt.Record) error { other(r.Key); return nil }, other)
+	err = eachPage(ctx, dst, func(page []tgt.Record) error {
+		for _, r := range page {
+			other(r.Key)
+		}
+		return nil
+	}, other)
 	if err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-// eachRecord calls fn with every record of s in key order, and corrupt
-// with the key of every record s cannot decode.
-func eachRecord(ctx context.Context, s store.Store, fn func(tgt.Record) error, corrupt func(tgt.Key)) error {
+// readBack gets the record of each of page's keys from s, readers at a
+// time: got[i] and errs[i] answer page[i].
+func readBack(ctx context.Context, s store.Store, page []tgt.Record) (got []tgt.Record, errs []error) {
+	got, errs = make([]tgt.Record, len(page)), make([]error, len(page))
+	sem := make(chan struct{}, readers)
+	var wg sync.WaitGroup
+	for i, r := range page {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			got[i], errs[i] = s.Get(ctx, r.Key)
+		})
+	}
+	wg.Wait()
+	return got, errs
+}
+
+// eachPage calls fn with every page of s's records, in key order, and
+// corrupt with the key of every record s cannot decode.
+func eachPage(ctx context.Context, s store.Store, fn func([]tgt.Record) error, corrupt func(tgt.Key)) error {
 	q := store.Query{PageSize: store.MaxPageSize}
 	for {
 		page, next, err := s.List(ctx, q)
@@ -141,10 +169,8 @@ func eachRecord(ctx context.Context, s store.Store, fn func(tgt.Record) error, c
 		for _, ce := range corruptErrors(err) {
 			corrupt(ce.Key)
 		}
-		for _, r := range page {
-			if err := fn(r); err != nil {
-				return err
-			}
+		if err := fn(page); err != nil {
+			return err
 		}
 		if next == "" {
 			return nil

@@ -12,8 +12,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -63,7 +61,7 @@ func Start(t testing.TB, n int) *Cluster {
 }
 
 func start(ctx context.Context, t testing.TB, bin string, n int) (*Cluster, error) {
-	c, err := launch(ctx, bin, t.TempDir(), n, true)
+	c, err := Launch(ctx, LaunchOptions{Binary: bin, Dir: t.TempDir(), Members: n, NoFsync: true})
 	if err != nil {
 		return nil, err
 	}
@@ -76,54 +74,6 @@ func start(ctx context.Context, t testing.TB, bin string, n int) (*Cluster, erro
 			}
 		}
 	})
-	return c, nil
-}
-
-// launch starts an n-member cluster of bin in dir (fsync off when noFsync)
-// and waits until every member is healthy; on an error it kills what it
-// started.
-func launch(ctx context.Context, bin, dir string, n int, noFsync bool) (*Cluster, error) {
-	ports, err := freePorts(2 * n)
-	if err != nil {
-		return nil, err
-	}
-	c := &Cluster{bin: bin}
-	var initial []string
-	for i := range n {
-		initial = append(initial, fmt.Sprintf("m%d=http://127.0.0.1:%d", i, ports[2*i+1]))
-	}
-	for i := range n {
-		client := "http://127.0.0.1:" + strconv.Itoa(ports[2*i])
-		peer := "http://127.0.0.1:" + strconv.Itoa(ports[2*i+1])
-		logPath := filepath.Join(dir, fmt.Sprintf("m%d.log", i))
-		args := []string{
-			"--name=" + fmt.Sprintf("m%d", i),
-			"--data-dir=" + filepath.Join(dir, fmt.Sprintf("m%d", i)),
-			"--listen-client-urls=" + client, "--advertise-client-urls=" + client,
-			"--listen-peer-urls=" + peer, "--initial-advertise-peer-urls=" + peer,
-			"--initial-cluster=" + strings.Join(initial, ","),
-			"--initial-cluster-state=new", "--initial-cluster-token=etcdtest",
-			"--log-level=warn",
-		}
-		if noFsync {
-			args = append(args, "--unsafe-no-fsync")
-		}
-		cmd, err := startMember(bin, args, logPath)
-		if err != nil {
-			c.Stop()
-			return nil, err
-		}
-		c.members = append(c.members, cmd)
-		c.args = append(c.args, args)
-		c.Endpoints = append(c.Endpoints, client)
-		c.logs = append(c.logs, logPath)
-	}
-	for _, ep := range c.Endpoints {
-		if err := waitHealthy(ctx, ep); err != nil {
-			c.Stop()
-			return nil, err
-		}
-	}
 	return c, nil
 }
 

@@ -3,6 +3,9 @@ package etcdtest
 import (
 	"context"
 	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
 )
 
 // LaunchOptions configure Launch.
@@ -25,20 +28,57 @@ func Launch(ctx context.Context, o LaunchOptions) (*Cluster, error) {
 	if o.Members <= 0 {
 		return nil, fmt.Errorf("etcdtest: %d members", o.Members)
 	}
-	return launch(ctx, o.Binary, o.Dir, o.Members, o.NoFsync)
+	ports, err := freePorts(2 * o.Members)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{bin: o.Binary}
+	var initial []string
+	for i := range o.Members {
+		initial = append(initial, fmt.Sprintf("m%d=http://127.0.0.1:%d", i, ports[2*i+1]))
+	}
+	for i := range o.Members {
+		client := "http://127.0.0.1:" + strconv.Itoa(ports[2*i])
+		peer := "http://127.0.0.1:" + strconv.Itoa(ports[2*i+1])
+		args := []string{
+			"--name=" + fmt.Sprintf("m%d", i),
+			"--data-dir=" + filepath.Join(o.Dir, fmt.Sprintf("m%d", i)),
+			"--listen-client-urls=" + client, "--advertise-client-urls=" + client,
+			"--listen-peer-urls=" + peer, "--initial-advertise-peer-urls=" + peer,
+			"--initial-cluster=" + strings.Join(initial, ","),
+			"--initial-cluster-state=new", "--initial-cluster-token=etcdtest", "--log-level=warn",
+		}
+		if o.NoFsync {
+			args = append(args, "--unsafe-no-fsync")
+		}
+		logPath := filepath.Join(o.Dir, fmt.Sprintf("m%d.log", i))
+		cmd, err := startMember(o.Binary, args, logPath)
+		if err != nil {
+			c.Stop()
+			return nil, err
+		}
+		c.members = append(c.members, cmd)
+		c.args = append(c.args, args)
+		c.Endpoints = append(c.Endpoints, client)
+		c.logs = append(c.logs, logPath)
+	}
+	for _, ep := range c.Endpoints {
+		if err := waitHealthy(ctx, ep); err != nil {
+			c.Stop()
+			return nil, err
+		}
+	}
+	return c, nil
 }
 
 // Stop kills every member.
 func (c *Cluster) Stop() {
-	c.mu.Lock()
-	n := len(c.members)
-	c.mu.Unlock()
-	for i := range n {
+	for i := range c.members {
 		c.Kill(i)
 	}
 }
 
-// Pids returns the process ids of the members that run.
+// Pids returns the process ids of the members still running.
 func (c *Cluster) Pids() []int {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -113,6 +113,9 @@ func (l *lane) current() (string, bool) {
 // counters count the load's outcomes.
 type counters struct {
 	recommends, observes, refused, unknown, reads atomic.Int64
+
+	mu     sync.Mutex
+	byCode map[codes.Code]int // calls of unknown outcome, by status code
 }
 
 // load is callers and readers working until stop.
@@ -264,6 +267,12 @@ func (l *load) failed(name string, c *call, err error) bool {
 	c.out.unknown = true
 	l.hist.add(name, *c)
 	l.count.unknown.Add(1)
+	l.count.mu.Lock()
+	if l.count.byCode == nil {
+		l.count.byCode = map[codes.Code]int{}
+	}
+	l.count.byCode[status.Code(err)]++
+	l.count.mu.Unlock()
 	return true
 }
 
