@@ -23,6 +23,10 @@ var (
 	// malformed page token, a Query with Namespace but no Cluster, a
 	// negative page size.
 	ErrInvalid = errors.New("store: invalid argument")
+	// ErrUnavailable: the store's backend did not answer in time or has
+	// no quorum (an etcd cluster electing a leader, or out of reach); a
+	// write may or may not have been made. Trying again later is right.
+	ErrUnavailable = errors.New("store: unavailable")
 	// ErrSchemaVersion: the file's layout is not one this binary can use
 	// (written by a newer version, or not a Setpoint store at all).
 	ErrSchemaVersion = errors.New("store: unsupported schema version")

@@ -52,7 +52,10 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/setpointhq/setpoint/store"
 	"github.com/setpointhq/setpoint/target"
@@ -342,7 +345,9 @@ func (s *Store) prepare(key target.Key, kb []byte, cur stored, fn func(*target.R
 	return rec, val, changes, ops, nil
 }
 
-// ctxErr returns ctx's error when it has ended, else err wrapped.
+// ctxErr returns ctx's error when it has ended, store.ErrClosed after
+// Close, else err wrapped: as store.ErrUnavailable when etcd had no leader,
+// timed out or could not be reached.
 func (s *Store) ctxErr(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
@@ -350,7 +355,24 @@ func (s *Store) ctxErr(ctx context.Context, err error) error {
 	if s.isClosed() {
 		return store.ErrClosed
 	}
+	if unavailable(err) {
+		return fmt.Errorf("%w: etcd: %w", store.ErrUnavailable, err)
+	}
 	return fmt.Errorf("etcdstore: %w", err)
+}
+
+// unavailable reports whether err says etcd could not serve the request
+// now (no leader, leader changed, timed out, unreachable), as opposed to
+// refusing it.
+func unavailable(err error) bool {
+	var ee rpctypes.EtcdError
+	if errors.As(err, &ee) {
+		return ee.Code() == codes.Unavailable || ee.Code() == codes.DeadlineExceeded
+	}
+	if st, ok := status.FromError(err); ok {
+		return st.Code() == codes.Unavailable || st.Code() == codes.DeadlineExceeded
+	}
+	return errors.Is(err, context.DeadlineExceeded)
 }
 
 // Get implements store.Store.

@@ -9,6 +9,8 @@ import (
 	"github.com/klauspost/compress/s2"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/setpointhq/setpoint/store"
 )
@@ -255,7 +257,7 @@ func (s *Store) Changes(ctx context.Context, after uint64, limit int) ([]store.C
 			}
 		}
 	}
-	return nil, s.ctxErr(ctx, fmt.Errorf("feed watch ended"))
+	return nil, s.ctxErr(ctx, status.Error(codes.Unavailable, "the feed watch ended"))
 }
 
 // Follow implements store.Feed. fn sees every change of every server
