@@ -28,13 +28,16 @@ func TestAmbiguous(t *testing.T) {
 			want: "pods by selector app=web are controlled by more than one HPA (e.g. [ns/a ns/b])"},
 		{name: "three name two", known: map[string]labels.Selector{"ns/c": web, "ns/b": web}, pods: []*corev1.Pod{pod("web")}, wantOK: true,
 			want: "pods by selector app=web are controlled by more than one HPA (e.g. [ns/a ns/b])"},
+		{name: "an HPA and an Autoscaler", known: map[string]labels.Selector{"hpa:ns/b": web}, pods: []*corev1.Pod{pod("web")}, wantOK: true,
+			want: "pods by selector app=web are controlled by more than one HPA (e.g. [ns/a ns/b])"},
+		{name: "an HPA of another namespace", known: map[string]labels.Selector{"hpa:other/b": web}, pods: []*corev1.Pod{pod("web")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &Controller{selectors: map[string]labels.Selector{}}
 			for k, s := range tc.known {
 				c.selectors[k] = s
 			}
-			got, ok := c.ambiguous("ns/a", "app=web", web, tc.pods)
+			got, ok := c.ambiguous(objectKey{namespace: "ns", name: "a"}, "app=web", web, tc.pods)
 			if got != tc.want || ok != tc.wantOK {
 				t.Errorf("ambiguous = %q, %v; want %q, %v", got, ok, tc.want, tc.wantOK)
 			}

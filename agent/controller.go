@@ -26,7 +26,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/scale"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -51,6 +51,10 @@ const (
 	// scale"). The HPA controller's default is 5, for decisions made in
 	// its own process.
 	DefaultWorkers = 50
+	// DefaultStandDownWindowPeriods is Options.StandDownWindow's default in
+	// sync periods: an HPA controller that serves an HPA writes its status
+	// whenever a metric's value changes, so within a few periods.
+	DefaultStandDownWindowPeriods = 4
 )
 
 // Options configure a Controller. Kube, Dynamic, Scales, Mapper and Service
@@ -70,8 +74,26 @@ type Options struct {
 	Metrics MetricsClients
 	// Service is the Setpoint service.
 	Service Service
-	// Events records Kubernetes Events; nil records none.
-	Events events.EventRecorder
+	// Serve says which kinds the controller serves: Autoscalers (the
+	// default when empty), HorizontalPodAutoscalers, or both.
+	Serve Serve
+	// Events records Kubernetes Events about Autoscalers; nil records
+	// none. StartEventRecorders gives one that records as the HPA
+	// controller does.
+	Events record.EventRecorder
+	// HPAEvents records Kubernetes Events about HorizontalPodAutoscalers,
+	// as the HPA controller's source "horizontal-pod-autoscaler"
+	// (StartEventRecorders); nil records none.
+	HPAEvents record.EventRecorder
+	// ConsoleURL is the Setpoint web console's address, e.g.
+	// "https://setpoint.example.com/console/"; the ExplanationAnnotation
+	// of an HPA links to its page there. Empty names the setpointctl
+	// command instead.
+	ConsoleURL string
+	// StandDownWindow is how long after another controller last wrote an
+	// HPA's status the agent leaves that HPA alone
+	// (DefaultStandDownWindowPeriods sync periods when zero).
+	StandDownWindow time.Duration
 	// Namespace restricts the controller to one namespace's Autoscalers and
 	// pods; empty watches all namespaces.
 	Namespace string
@@ -104,15 +126,22 @@ type Options struct {
 	Clock clock.PassiveClock
 }
 
-// Controller reconciles Autoscalers: it is the agent's control loop.
+// Controller reconciles the autoscalers the agent serves (Options.Serve):
+// Autoscalers, HorizontalPodAutoscalers or both. It is the agent's control
+// loop.
 type Controller struct {
 	opts Options
 
 	autoscalerFactory dynamicinformer.DynamicSharedInformerFactory
 	// autoscalers caches *v1alpha1.Autoscaler, converted from the dynamic
-	// client's maps as they arrive (typedAutoscaler).
+	// client's maps as they arrive (typedAutoscaler); nil when the
+	// controller does not serve Autoscalers.
 	autoscalers cache.SharedIndexInformer
-	podFactory  informers.SharedInformerFactory
+	// hpas caches *autoscalingv2.HorizontalPodAutoscaler (trimHPA); nil
+	// when the controller does not serve HPAs.
+	hpas cache.SharedIndexInformer
+	// kubeFactory holds the typed informers: pods, and HPAs when served.
+	kubeFactory informers.SharedInformerFactory
 	pods        corelisters.PodLister
 	podIndex    cache.Indexer
 	podsSynced  cache.InformerSynced
@@ -169,8 +198,20 @@ func New(opts Options) (*Controller, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
+	if opts.Serve == "" {
+		opts.Serve = ServeAutoscalers
+	}
+	if _, err := ParseServe(string(opts.Serve)); err != nil {
+		return nil, err
+	}
+	if opts.StandDownWindow <= 0 {
+		opts.StandDownWindow = DefaultStandDownWindowPeriods * opts.SyncPeriod
+	}
 	if opts.Events == nil {
 		opts.Events = nopRecorder{}
+	}
+	if opts.HPAEvents == nil {
+		opts.HPAEvents = nopRecorder{}
 	}
 	c := &Controller{
 		opts:      opts,
@@ -182,30 +223,29 @@ func New(opts Options) (*Controller, error) {
 	// No informer resync: each key schedules its own next reconcile
 	// (schedule), so reconciles are spread over the sync period instead
 	// of coming all at once.
-	c.autoscalerFactory = dynamicinformer.NewFilteredDynamicSharedInformerFactory(opts.Dynamic, 0, opts.Namespace, nil)
-	c.autoscalers = c.autoscalerFactory.ForResource(v1alpha1.AutoscalerResource).Informer()
-	if err := c.autoscalers.SetTransform(typedAutoscaler); err != nil {
-		return nil, fmt.Errorf("agent: autoscaler cache: %w", err)
+	c.kubeFactory = informers.NewSharedInformerFactoryWithOptions(opts.Kube, 0, informers.WithNamespace(opts.Namespace))
+	if opts.Serve.Autoscalers() {
+		c.autoscalerFactory = dynamicinformer.NewFilteredDynamicSharedInformerFactory(opts.Dynamic, 0, opts.Namespace, nil)
+		c.autoscalers = c.autoscalerFactory.ForResource(v1alpha1.AutoscalerResource).Informer()
+		if err := c.autoscalers.SetTransform(typedAutoscaler); err != nil {
+			return nil, fmt.Errorf("agent: autoscaler cache: %w", err)
+		}
+		if _, err := c.autoscalers.AddEventHandler(specChanges(c.enqueue)); err != nil {
+			return nil, fmt.Errorf("agent: add event handler: %w", err)
+		}
 	}
-	_, err := c.autoscalers.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: c.enqueue,
-		UpdateFunc: func(oldObj, newObj any) {
-			o, ok1 := oldObj.(metav1.Object)
-			n, ok2 := newObj.(metav1.Object)
-			// A new generation is a spec change; status writes are not.
-			if !ok1 || !ok2 || o.GetGeneration() != n.GetGeneration() {
-				c.enqueue(newObj)
-			}
-		},
-		DeleteFunc: c.enqueue,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("agent: add event handler: %w", err)
+	if opts.Serve.HPAs() {
+		c.hpas = c.kubeFactory.Autoscaling().V2().HorizontalPodAutoscalers().Informer()
+		if err := c.hpas.SetTransform(trimHPA); err != nil {
+			return nil, fmt.Errorf("agent: HPA cache: %w", err)
+		}
+		if _, err := c.hpas.AddEventHandler(specChanges(c.enqueueHPA)); err != nil {
+			return nil, fmt.Errorf("agent: add event handler: %w", err)
+		}
 	}
 	// Pods change status all the time; the agent reads them from the cache
 	// at each reconcile and never reacts to them, as the HPA controller.
-	c.podFactory = informers.NewSharedInformerFactoryWithOptions(opts.Kube, 0, informers.WithNamespace(opts.Namespace))
-	podInformer := c.podFactory.Core().V1().Pods()
+	podInformer := c.kubeFactory.Core().V1().Pods()
 	if err := podInformer.Informer().SetTransform(trimPod); err != nil {
 		return nil, fmt.Errorf("agent: pod cache: %w", err)
 	}
@@ -216,6 +256,23 @@ func New(opts Options) (*Controller, error) {
 	c.podIndex = podInformer.Informer().GetIndexer()
 	c.podsSynced = podInformer.Informer().HasSynced
 	return c, nil
+}
+
+// specChanges is the event handler of an autoscaler informer: enqueue on
+// add, delete and a new generation (a spec change); status writes are not
+// spec changes.
+func specChanges(enqueue func(any)) cache.ResourceEventHandlerFuncs {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: enqueue,
+		UpdateFunc: func(oldObj, newObj any) {
+			o, ok1 := oldObj.(metav1.Object)
+			n, ok2 := newObj.(metav1.Object)
+			if !ok1 || !ok2 || o.GetGeneration() != n.GetGeneration() {
+				enqueue(newObj)
+			}
+		},
+		DeleteFunc: enqueue,
+	}
 }
 
 func (c *Controller) enqueue(obj any) {
@@ -238,16 +295,25 @@ func (c *Controller) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	defer utilruntime.HandleCrash()
 
-	c.autoscalerFactory.Start(ctx.Done())
-	c.podFactory.Start(ctx.Done())
+	synced := []cache.InformerSynced{c.podsSynced}
+	if c.autoscalerFactory != nil {
+		c.autoscalerFactory.Start(ctx.Done())
+		synced = append(synced, c.autoscalers.HasSynced)
+	}
+	if c.hpas != nil {
+		synced = append(synced, c.hpas.HasSynced)
+	}
+	c.kubeFactory.Start(ctx.Done())
 	defer func() {
 		c.queue.ShutDown()
-		c.autoscalerFactory.Shutdown()
-		c.podFactory.Shutdown()
+		if c.autoscalerFactory != nil {
+			c.autoscalerFactory.Shutdown()
+		}
+		c.kubeFactory.Shutdown()
 	}()
 
-	logger.Info("agent: waiting for caches to sync")
-	if !cache.WaitForCacheSync(ctx.Done(), c.autoscalers.HasSynced, c.podsSynced) {
+	logger.Info("agent: waiting for caches to sync", "serve", c.opts.Serve)
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return fmt.Errorf("agent: caches did not sync: %w", context.Cause(ctx))
 	}
 	c.synced.Store(true)
@@ -319,10 +385,14 @@ func (c *Controller) processNextItem(ctx, workCtx context.Context) bool {
 	return true
 }
 
-// schedule queues key's next periodic reconcile, unless the Autoscaler is
+// schedule queues key's next periodic reconcile, unless the object is
 // gone.
 func (c *Controller) schedule(key string) {
-	if _, exists, err := c.autoscalers.GetIndexer().GetByKey(key); err != nil || !exists {
+	k, err := parseKey(key)
+	if err != nil {
+		return
+	}
+	if _, exists, err := c.cached(k); err != nil || !exists {
 		return
 	}
 	c.queue.AddAfter(key, nextSync(key, c.opts.Clock.Now(), c.opts.SyncPeriod))
@@ -347,14 +417,25 @@ func nextSync(key string, now time.Time, period time.Duration) time.Duration {
 	return time.Duration(next - now.UnixNano())
 }
 
-// keyState is what the agent remembers of one Autoscaler between
-// reconciles.
+// cached returns the cached object of k: an *v1alpha1.Autoscaler (or the
+// dynamic form of one that did not convert) or an
+// *autoscalingv2.HorizontalPodAutoscaler. A kind the controller does not
+// serve has no objects.
+func (c *Controller) cached(k objectKey) (any, bool, error) {
+	inf := c.autoscalers
+	if k.hpa {
+		inf = c.hpas
+	}
+	if inf == nil {
+		return nil, false, nil
+	}
+	return inf.GetIndexer().GetByKey(k.namespace + "/" + k.name)
+}
+
+// keyState is what the agent remembers of one autoscaler between
+// reconciles: only what its metrics need. What the target was left at is
+// read from the autoscaler's status (leftAt), not remembered.
 type keyState struct {
-	// replicas is the target's spec.replicas as the agent left it at the
-	// end of the last reconcile: a different value at the next reconcile
-	// is an external change; known says whether it was set.
-	replicas int32
-	known    bool
 	// started is when the last reconcile started.
 	started time.Time
 }
@@ -483,4 +564,7 @@ func typedAutoscaler(obj any) (any, error) {
 // nopRecorder records no Events.
 type nopRecorder struct{}
 
-func (nopRecorder) Eventf(_, _ runtime.Object, _, _, _, _ string, _ ...any) {}
+func (nopRecorder) Event(runtime.Object, string, string, string)          {}
+func (nopRecorder) Eventf(runtime.Object, string, string, string, ...any) {}
+func (nopRecorder) AnnotatedEventf(runtime.Object, map[string]string, string, string, string, ...any) {
+}

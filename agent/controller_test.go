@@ -27,7 +27,7 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/scale"
-	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
@@ -153,7 +153,7 @@ type harness struct {
 	svc     *fakeService
 	scales  *fakeScales
 	dyn     *dynamicfake.FakeDynamicClient
-	events  *events.FakeRecorder
+	events  *record.FakeRecorder
 	a       *v1alpha1.Autoscaler
 	pods    []*corev1.Pod
 	setupFn func(*Options)
@@ -164,7 +164,7 @@ func newHarness(t *testing.T, a *v1alpha1.Autoscaler, rec *Recommendation) *harn
 	h := &harness{
 		svc:    &fakeService{rec: rec},
 		scales: &fakeScales{scales: map[string]*autoscalingv1.Scale{}},
-		events: events.NewFakeRecorder(100),
+		events: record.NewFakeRecorder(100),
 		a:      a,
 	}
 	h.scales.scales["ns/web"] = &autoscalingv1.Scale{
@@ -207,7 +207,7 @@ func newHarness(t *testing.T, a *v1alpha1.Autoscaler, rec *Recommendation) *harn
 	}
 	other := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db-1", Labels: map[string]string{"app": "db"}}}
 	for _, p := range []*corev1.Pod{pod, other} {
-		if err := c.podFactory.Core().V1().Pods().Informer().GetIndexer().Add(p); err != nil {
+		if err := c.kubeFactory.Core().V1().Pods().Informer().GetIndexer().Add(p); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -394,6 +394,9 @@ func TestReconcileInvalidArgument(t *testing.T) {
 	}
 }
 
+// The replica count the last reconcile left is read from the status, so a
+// change made by someone else is seen by a controller that did not make
+// the last reconcile (a new leader).
 func TestReconcileObservesExternalChange(t *testing.T) {
 	rec := scaleUp()
 	rec.Rescale, rec.DesiredReplicas = false, 2
@@ -401,6 +404,9 @@ func TestReconcileObservesExternalChange(t *testing.T) {
 	if err := h.c.reconcile(context.Background(), "ns/web"); err != nil {
 		t.Fatal(err)
 	}
+	written := testAutoscaler()
+	written.Status = h.status(t)
+	h = newHarness(t, written, rec)
 	h.scales.scales["ns/web"].Spec.Replicas = 7
 	rec2 := *rec
 	rec2.DesiredReplicas = 7
@@ -411,6 +417,31 @@ func TestReconcileObservesExternalChange(t *testing.T) {
 	want := []Observation{{Target: Target{Cluster: "c1", Namespace: "ns", Name: "web"}, Kind: ObservedExternal, From: 2, To: 7, At: now}}
 	if diff := cmp.Diff(want, h.svc.observed); diff != "" {
 		t.Errorf("observations (-want +got):\n%s", diff)
+	}
+}
+
+func TestLeftAt(t *testing.T) {
+	able := func(reason string) []autoscalingv2.HorizontalPodAutoscalerCondition {
+		return []autoscalingv2.HorizontalPodAutoscalerCondition{{Type: autoscalingv2.AbleToScale, Status: corev1.ConditionTrue, Reason: reason}}
+	}
+	for _, tc := range []struct {
+		name  string
+		s     v1alpha1.AutoscalerStatus
+		want  int32
+		known bool
+	}{
+		{name: "never reconciled", s: v1alpha1.AutoscalerStatus{}},
+		{name: "scale unread", s: v1alpha1.AutoscalerStatus{CurrentReplicas: 3, Conditions: able("FailedGetScale")}},
+		{name: "rescaled", s: v1alpha1.AutoscalerStatus{CurrentReplicas: 3, DesiredReplicas: 5, Conditions: able("SucceededRescale")}, want: 5, known: true},
+		{name: "not rescaled", s: v1alpha1.AutoscalerStatus{CurrentReplicas: 3, DesiredReplicas: 3, Conditions: able("SucceededGetScale")}, want: 3, known: true},
+		{name: "rescale failed", s: v1alpha1.AutoscalerStatus{CurrentReplicas: 3, DesiredReplicas: 1, Conditions: able("FailedUpdateScale")}, want: 3, known: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, known := leftAt(&tc.s)
+			if got != tc.want || known != tc.known {
+				t.Errorf("leftAt = %d, %v; want %d, %v", got, known, tc.want, tc.known)
+			}
+		})
 	}
 }
 

@@ -1,6 +1,7 @@
 // Package agent is Setpoint's in-cluster agent: it watches Autoscaler custom
-// resources (setpoint.dev/v1alpha1), gathers what the Kubernetes HPA would
-// read for each — the target's Scale subresource, its pods, and the values
+// resources (setpoint.dev/v1alpha1) — or, with Options.Serve, autoscaling/v2
+// HorizontalPodAutoscalers themselves, or both — gathers what the
+// Kubernetes HPA would read for each — the target's Scale subresource, its pods, and the values
 // of the resource, custom and external metrics APIs — sends it to the
 // Setpoint service, and applies the answer. The agent never decides: every
 // replica count comes from the service.
@@ -35,6 +36,34 @@
 // (KubeClientOptions), and the agent logs when that limit is what delays
 // requests. When Run's context ends the workers take no further key;
 // reconciles in flight finish within Options.ShutdownGrace.
+//
+// # Native HPA mode
+//
+// Serving HPAs (ServeHPAs, ServeBoth) replaces kube-controller-manager's
+// HPA controller, which must then be off (docs/native-hpa.md). An HPA goes
+// through the same loop as an Autoscaler, under the queue key
+// "hpa:namespace/name" and the service target name "hpa:<name>"; the
+// agent writes the status fields the controller writes (currentReplicas,
+// desiredReplicas, lastScaleTime, currentMetrics, conditions,
+// observedGeneration once the scale was read) and records Events through
+// client-go's core/v1 recorder under the controller's source
+// "horizontal-pod-autoscaler". Its own marks are two annotations,
+// DecisionAnnotation and ExplanationAnnotation, written with each status
+// change, and — only while the service fails — the ServiceAvailable=False
+// condition.
+//
+// If another field manager wrote an HPA's status within
+// Options.StandDownWindow (the built-in controller still on, or another
+// autoscaler), the agent stands down for that HPA: it neither decides nor
+// scales, sets ConditionStandingDown, records a Warning Event
+// (ReasonAnotherController) when it starts, and exports
+// setpoint_agent_standing_down. It serves the HPA again once that manager
+// has been quiet for the window.
+//
+// AmbiguousSelector sees every autoscaler the agent serves, both kinds
+// together. What the last reconcile left the target at is read from the
+// status (leftAt), so an external change is noticed after a leader
+// failover too.
 //
 // # Failures
 //

@@ -19,6 +19,7 @@ const (
 	resultInvalid            = "invalid"
 	resultPaused             = "paused"
 	resultDeleted            = "deleted"
+	resultStoodDown          = "stood_down"
 )
 
 // The label values of action and error, as the Kubernetes HPA controller
@@ -54,6 +55,7 @@ type Metrics struct {
 	desired           *prometheus.GaugeVec
 	proposed          *prometheus.GaugeVec
 	limited           *prometheus.GaugeVec
+	standing          *prometheus.GaugeVec
 	interval          prometheus.Histogram
 	kubeRequests      *prometheus.CounterVec
 	throttledSeconds  prometheus.Counter
@@ -79,7 +81,8 @@ var intervalBuckets = []float64{0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.98, 1, 1.02, 
 // NewMetrics creates the agent's metrics and registers them with reg:
 //
 //   - setpoint_agent_reconciles_total{result}: reconciles by result
-//     (success, error, service_unavailable, invalid, paused, deleted);
+//     (success, error, service_unavailable, invalid, paused, deleted,
+//     stood_down);
 //   - setpoint_agent_recommend_duration_seconds{code}: Recommend latency by
 //     gRPC status code;
 //   - setpoint_agent_rescales_total{result}: Scale updates by result
@@ -100,6 +103,9 @@ var intervalBuckets = []float64{0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.98, 1, 1.02, 
 //   - setpoint_agent_decision_limited{namespace,hpa_name,kind,reason}: 1
 //     for each step (stabilization, rate limit, min/max) that moved the
 //     last decision of an Autoscaler away from its metrics' proposal;
+//   - setpoint_agent_standing_down{namespace,hpa_name}: 1 for each
+//     HorizontalPodAutoscaler whose status another controller writes, so
+//     the agent stands down for it (ConditionStandingDown);
 //   - setpoint_agent_reconcile_interval_ratio: the time between two
 //     reconciles of the same Autoscaler over the sync period (1 is on
 //     time; above 1, the agent is behind);
@@ -157,6 +163,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: "setpoint", Subsystem: "agent", Name: "decision_limited",
 			Help: "1 for each step (kind: Stabilized, Limited, ...; reason: ScaleUpStabilized, ScaleDownLimit, TooManyReplicas, ...) that moved an Autoscaler's last decision away from its metrics' proposal.",
 		}, append(target, "kind", "reason")),
+		standing: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "setpoint", Subsystem: "agent", Name: "standing_down",
+			Help: "1 for each HorizontalPodAutoscaler whose status another controller writes: the agent stands down for it.",
+		}, target),
 		interval: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "setpoint", Subsystem: "agent", Name: "reconcile_interval_ratio",
 			Help:    "Time between two reconciles of the same Autoscaler over the sync period: 1 is on time, above 1 the agent is behind.",
@@ -174,7 +184,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	reg.MustRegister(m.reconciles, m.recommend, m.rescales, m.reconciliations, m.reconcileDuration,
 		m.computations, m.computeDuration, m.autoscalers, m.desired, m.proposed, m.limited,
-		m.interval, m.kubeRequests, m.throttledSeconds)
+		m.standing, m.interval, m.kubeRequests, m.throttledSeconds)
 	return m
 }
 
@@ -238,6 +248,19 @@ func (m *Metrics) present(namespace, name string) {
 	}
 }
 
+// standingDown sets whether the agent stands down for the HPA
+// namespace/name; the series exists only while it does.
+func (m *Metrics) standingDown(namespace, name string, on bool) {
+	if m == nil {
+		return
+	}
+	if on {
+		m.standing.WithLabelValues(namespace, name).Set(1)
+		return
+	}
+	m.standing.DeleteLabelValues(namespace, name)
+}
+
 // gone removes a deleted Autoscaler and its series.
 func (m *Metrics) gone(namespace, name string) {
 	if m == nil {
@@ -250,6 +273,7 @@ func (m *Metrics) gone(namespace, name string) {
 	delete(m.targets, key)
 	m.autoscalers.Set(float64(len(m.targets)))
 	m.desired.DeleteLabelValues(namespace, name)
+	m.standing.DeleteLabelValues(namespace, name)
 	if ts == nil {
 		return
 	}

@@ -17,10 +17,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -30,45 +31,46 @@ import (
 	"github.com/setpointhq/setpoint/hpa"
 )
 
-// Event actions (events/v1 requires one).
-const (
-	actionScale     = "Scale"
-	actionGetScale  = "GetScale"
-	actionGetMetric = "GetMetric"
-	actionCompute   = "ComputeReplicas"
-	actionRecommend = "Recommend"
-	actionStatus    = "UpdateStatus"
-)
-
-// reconcile brings one Autoscaler, named by its namespace/name key, in line
-// with the service's decision. It is level-based: it reads everything it
-// needs afresh.
+// reconcile brings one autoscaler, named by its queue key (parseKey), in
+// line with the service's decision. It is level-based: it reads everything
+// it needs afresh.
 func (c *Controller) reconcile(ctx context.Context, key string) error {
-	namespace, name, err := cache.SplitMetaNamespaceKey(key)
+	k, err := parseKey(key)
 	if err != nil {
 		c.opts.Prometheus.reconciled(resultError)
 		return fmt.Errorf("%w: bad key %q", errTerminal, key)
 	}
-	target := Target{Cluster: c.opts.Cluster, Namespace: namespace, Name: name}
-	obj, exists, err := c.autoscalers.GetIndexer().GetByKey(key)
+	target := k.target(c.opts.Cluster)
+	obj, exists, err := c.cached(k)
 	if err != nil {
 		c.opts.Prometheus.reconciled(resultError)
 		return err
 	}
 	if !exists {
-		return c.deleted(ctx, key, target)
-	}
-	a, err := autoscalerOf(obj)
-	if err != nil {
-		c.opts.Prometheus.reconciled(resultError)
-		return fmt.Errorf("%w: %v", errTerminal, err)
+		return c.deleted(ctx, k, target)
 	}
 	start := time.Now()
 	now := c.opts.Clock.Now()
+	r := &run{c: c, target: target, now: metav1.NewTime(now), key: k, action: actionNone}
+	if k.hpa {
+		h, ok := obj.(*autoscalingv2.HorizontalPodAutoscaler)
+		if !ok {
+			c.opts.Prometheus.reconciled(resultError)
+			return fmt.Errorf("%w: unexpected object %T", errTerminal, obj)
+		}
+		r.hpa, r.obj, r.meta, r.spec = h, h, &h.ObjectMeta, autoscalerSpecOf(h)
+		r.prev = autoscalerStatusOf(&h.Status)
+	} else {
+		a, err := autoscalerOf(obj)
+		if err != nil {
+			c.opts.Prometheus.reconciled(resultError)
+			return fmt.Errorf("%w: %v", errTerminal, err)
+		}
+		r.a, r.obj, r.meta, r.spec, r.prev = a, a, &a.ObjectMeta, &a.Spec, a.Status
+	}
 	c.started(key, now)
-	r := &run{c: c, a: a, target: target, now: metav1.NewTime(now), key: key, action: actionNone}
-	r.status = *a.Status.DeepCopy()
-	c.opts.Prometheus.present(namespace, name)
+	r.status = *r.prev.DeepCopy()
+	c.opts.Prometheus.present(k.namespace, k.name)
 	result, err := r.reconcile(ctx)
 	c.opts.Prometheus.reconciled(result)
 	c.opts.Prometheus.reconciliation(r.action, r.errorLabel(result), time.Since(start))
@@ -105,31 +107,41 @@ func (c *Controller) started(key string, now time.Time) {
 	}
 }
 
-// deleted tells the service a deleted Autoscaler's history can go.
-func (c *Controller) deleted(ctx context.Context, key string, target Target) error {
+// deleted tells the service a deleted autoscaler's history can go.
+func (c *Controller) deleted(ctx context.Context, k objectKey, target Target) error {
 	c.mu.Lock()
-	delete(c.keys, key)
-	delete(c.selectors, key)
+	delete(c.keys, k.String())
+	delete(c.selectors, k.String())
 	c.mu.Unlock()
 	callCtx, cancel := context.WithTimeout(ctx, c.opts.RecommendTimeout)
 	defer cancel()
 	if err := c.opts.Service.DeleteTarget(callCtx, target); err != nil {
 		c.opts.Prometheus.reconciled(resultServiceUnavailable)
-		return fmt.Errorf("agent: delete target %s: %w", key, err)
+		return fmt.Errorf("agent: delete target %s: %w", k, err)
 	}
 	klog.FromContext(ctx).V(2).Info("agent: target deleted from the service")
 	c.opts.Prometheus.reconciled(resultDeleted)
-	c.opts.Prometheus.gone(target.Namespace, target.Name)
+	c.opts.Prometheus.gone(k.namespace, k.name)
 	return nil
 }
 
-// run is one reconcile of one Autoscaler.
+// run is one reconcile of one autoscaler: an Autoscaler or an HPA, read
+// through the same fields.
 type run struct {
 	c *Controller
-	// a is the cached Autoscaler: shared, never modified.
-	a      *v1alpha1.Autoscaler
+	// a is the cached Autoscaler, or nil for an HPA; hpa the cached HPA,
+	// or nil for an Autoscaler. Both are shared, never modified.
+	a   *v1alpha1.Autoscaler
+	hpa *autoscalingv2.HorizontalPodAutoscaler
+	// obj is the object Events are about; meta its metadata.
+	obj  runtime.Object
+	meta *metav1.ObjectMeta
+	// spec is the autoscaler's spec (an HPA's, as an Autoscaler spec
+	// without paused and dryRun); prev its status as read.
+	spec   *v1alpha1.AutoscalerSpec
+	prev   v1alpha1.AutoscalerStatus
 	target Target
-	key    string
+	key    objectKey
 	now    metav1.Time
 	// status is the status being built, from a copy of the current one.
 	status v1alpha1.AutoscalerStatus
@@ -138,6 +150,10 @@ type run struct {
 	// failedMetrics is true when the decision carried an error (some
 	// metric could not be computed).
 	failedMetrics bool
+	// decisionID is this reconcile's decision, once made.
+	decisionID string
+	// standingDown is set when the agent stands down for the HPA.
+	standingDown bool
 }
 
 // errorLabel is the reconcile's error label for its result, as the HPA
@@ -153,15 +169,33 @@ func (r *run) errorLabel(result string) string {
 	return errorNone
 }
 
-func (r *run) event(eventtype, reason, action, note string, args ...any) {
-	r.c.opts.Events.Eventf(r.a, nil, eventtype, reason, action, note, args...)
+// event records an Event about the autoscaler through its kind's recorder.
+func (r *run) event(eventtype, reason, messageFmt string, args ...any) {
+	rec := r.c.opts.Events
+	if r.hpa != nil {
+		rec = r.c.opts.HPAEvents
+	}
+	rec.Eventf(r.obj, eventtype, reason, messageFmt, args...)
 }
 
 func (r *run) reconcile(ctx context.Context) (string, error) {
 	logger := klog.FromContext(ctx)
-	spec := &r.a.Spec
-	r.status.ObservedGeneration = r.a.Generation
-	r.status.Reference = reference(spec.ScaleTargetRef)
+	spec := r.spec
+	if r.hpa != nil {
+		if manager, at, ok := otherStatusWriter(r.hpa.ManagedFields, r.now.Time, r.c.opts.StandDownWindow); ok {
+			return r.standDown(ctx, manager, at)
+		}
+		if findCondition(r.status.Conditions, ConditionStandingDown) != nil {
+			logger.Info("agent: no other controller wrote this HPA's status lately; serving it")
+			r.status.Conditions = removeCondition(r.status.Conditions, ConditionStandingDown)
+		}
+		r.c.opts.Prometheus.standingDown(r.key.namespace, r.key.name, false)
+	} else {
+		// The HPA controller sets observedGeneration only once it read the
+		// target's scale; an Autoscaler's says which spec the status is for.
+		r.status.ObservedGeneration = r.meta.Generation
+		r.status.Reference = reference(spec.ScaleTargetRef)
+	}
 
 	if spec.Paused {
 		r.status.Conditions = setCondition(r.status.Conditions, v1alpha1.ConditionPaused, corev1.ConditionTrue, v1alpha1.ReasonPaused,
@@ -170,40 +204,56 @@ func (r *run) reconcile(ctx context.Context) (string, error) {
 	}
 	r.status.Conditions = removeCondition(r.status.Conditions, v1alpha1.ConditionPaused)
 
-	sc, gr, err := r.c.scaleFor(ctx, r.a.Namespace, spec.ScaleTargetRef)
+	sc, gr, err := r.c.scaleFor(ctx, r.meta.Namespace, spec.ScaleTargetRef)
 	if err != nil {
-		msg := fmt.Sprintf("the HPA controller was unable to get the target's current scale: %v", err)
-		r.event(corev1.EventTypeWarning, "FailedGetScale", actionGetScale, "%s", err.Error())
-		r.status.Conditions = setCondition(r.status.Conditions, autoscalingv2.AbleToScale, corev1.ConditionFalse, "FailedGetScale", msg, r.now)
+		r.event(corev1.EventTypeWarning, "FailedGetScale", "%s", err.Error())
+		r.status.Conditions = setCondition(r.status.Conditions, autoscalingv2.AbleToScale, corev1.ConditionFalse, "FailedGetScale",
+			fmt.Sprintf("the HPA controller was unable to get the target's current scale: %v", err), r.now)
 		if serr := r.writeStatus(ctx); serr != nil {
 			logger.Error(serr, "agent: update status")
 		}
-		return resultError, fmt.Errorf("agent: get scale of %s: %w", r.status.Reference, err)
+		return resultError, fmt.Errorf("agent: get scale of %s: %w", reference(spec.ScaleTargetRef), err)
 	}
+	r.status.Conditions = setCondition(r.status.Conditions, autoscalingv2.AbleToScale, corev1.ConditionTrue, "SucceededGetScale",
+		"the HPA controller was able to get the target's current scale", r.now)
+	r.status.ObservedGeneration = r.meta.Generation
 	current := sc.Spec.Replicas
 	r.status.CurrentReplicas = current
 	r.observeExternal(ctx, current)
 
+	// The selector is checked, and the autoscaler's pods compared with the
+	// others', only when the HPA controller would compute metrics.
 	selector, err := labels.Parse(sc.Status.Selector)
+	switch {
+	case sc.Status.Selector == "":
+		selector = labels.Nothing()
+		if computesMetrics(spec, &r.prev, current) {
+			r.event(corev1.EventTypeWarning, "SelectorRequired", "%s", "selector is required")
+		}
+	case err != nil:
+		selector = labels.Nothing()
+		if computesMetrics(spec, &r.prev, current) {
+			r.event(corev1.EventTypeWarning, "InvalidSelector", "couldn't convert selector into a corresponding internal selector object: %v", err)
+		}
+	}
 	var pods []*corev1.Pod
 	if err == nil && sc.Status.Selector != "" {
-		pods, err = r.c.podsFor(r.a.Namespace, selector)
+		pods, err = r.c.podsFor(r.meta.Namespace, selector)
 		if err != nil {
 			return resultError, fmt.Errorf("agent: list pods: %w", err)
 		}
 		sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
+		if computesMetrics(spec, &r.prev, current) {
+			if msg, ambiguous := r.c.ambiguous(r.key, sc.Status.Selector, selector, pods); ambiguous {
+				return r.ambiguousSelector(ctx, msg)
+			}
+		}
 	}
-	if selector == nil {
-		selector = labels.Nothing()
-	}
-	if msg, ambiguous := r.c.ambiguous(r.key, sc.Status.Selector, selector, pods); ambiguous {
-		return r.ambiguousSelector(ctx, msg)
-	}
-	rm, values, took := r.c.opts.Metrics.fetchMetrics(ctx, r.a.Namespace, spec, selector)
+	rm, values, took := r.c.opts.Metrics.fetchMetrics(ctx, r.meta.Namespace, spec, selector)
 
 	req := &Request{
 		Target:          r.target,
-		Generation:      r.a.Generation,
+		Generation:      r.meta.Generation,
 		Spec:            *spec.DeepCopy(),
 		Settings:        r.c.opts.Settings,
 		Scale:           Scale{Replicas: sc.Spec.Replicas, StatusReplicas: sc.Status.Replicas, Selector: sc.Status.Selector},
@@ -216,6 +266,7 @@ func (r *run) reconcile(ctx context.Context) (string, error) {
 	if err != nil {
 		return r.serviceFailed(ctx, err)
 	}
+	r.decisionID = rec.DecisionID
 	r.status.Conditions = setCondition(r.status.Conditions, v1alpha1.ConditionServiceAvailable, corev1.ConditionTrue, v1alpha1.ReasonServiceAvailable,
 		"the Setpoint service answered the last request", r.now)
 	if rec.Error != "" {
@@ -227,7 +278,7 @@ func (r *run) reconcile(ctx context.Context) (string, error) {
 	if len(metrics) == 0 {
 		metrics = []autoscalingv2.MetricSpec{hpa.DefaultMetric()}
 	}
-	r.c.opts.Prometheus.decided(r.a.Namespace, r.a.Name, metrics, current, rec, took)
+	r.c.opts.Prometheus.decided(r.meta.Namespace, r.meta.Name, metrics, current, rec, took)
 	r.metricEvents(rec, metrics)
 	if !spec.DryRun {
 		r.action = actionOf(rec.Rescale, rec.DesiredReplicas, current)
@@ -236,42 +287,41 @@ func (r *run) reconcile(ctx context.Context) (string, error) {
 	r.status.DesiredReplicas = rec.DesiredReplicas
 	r.status.CurrentMetrics = rec.CurrentMetrics
 	r.status.Conditions = mergeConditions(r.status.Conditions, rec.Conditions, r.now)
-	r.status.Explanation = explanationOf(rec, spec.DryRun, current)
-	r.status.Targets = formatTargets(metrics, rec.CurrentMetrics)
+	if r.hpa == nil {
+		r.status.Explanation = explanationOf(rec, spec.DryRun, current)
+		r.status.Targets = formatTargets(metrics, rec.CurrentMetrics)
+	}
 
-	leftAt := current
 	switch {
 	case !rec.Rescale || rec.DesiredReplicas == current:
 	case spec.DryRun:
 		r.c.opts.Prometheus.rescaled("dry_run")
-		r.event(corev1.EventTypeNormal, "DryRunRescale", actionScale, "New size would be %d (dry run); reason: %s", rec.DesiredReplicas, rec.Reason)
+		r.event(corev1.EventTypeNormal, "DryRunRescale", "New size would be %d (dry run); reason: %s", rec.DesiredReplicas, rec.Reason)
 		// The decision assumed the rescale happens; it does not.
 		r.status.Conditions = setCondition(r.status.Conditions, autoscalingv2.AbleToScale, corev1.ConditionFalse, "DryRun",
 			fmt.Sprintf("dryRun is set: would scale from %d to %d", current, rec.DesiredReplicas), r.now)
 	default:
-		if err := r.c.updateScale(ctx, r.a.Namespace, gr, sc, rec.DesiredReplicas); err != nil {
+		if err := r.c.updateScale(ctx, r.meta.Namespace, gr, sc, rec.DesiredReplicas); err != nil {
 			r.c.opts.Prometheus.rescaled("failed")
-			r.event(corev1.EventTypeWarning, "FailedRescale", actionScale, "New size: %d; reason: %s; error: %v", rec.DesiredReplicas, rec.Reason, err)
+			r.event(corev1.EventTypeWarning, "FailedRescale", "New size: %d; reason: %s; error: %v", rec.DesiredReplicas, rec.Reason, err)
 			r.status.Conditions = setCondition(r.status.Conditions, autoscalingv2.AbleToScale, corev1.ConditionFalse, "FailedUpdateScale",
 				fmt.Sprintf("the HPA controller was unable to update the target scale: %v", err), r.now)
-			r.status.DesiredReplicas = r.a.Status.DesiredReplicas
+			r.status.DesiredReplicas = r.prev.DesiredReplicas
 			r.observe(ctx, &Observation{Target: r.target, DecisionID: rec.DecisionID, Kind: ObservedFailed, From: current, To: rec.DesiredReplicas, Err: err.Error(), At: r.c.opts.Clock.Now()})
 			if serr := r.writeStatus(ctx); serr != nil {
 				logger.Error(serr, "agent: update status")
 			}
-			return resultError, fmt.Errorf("agent: rescale %s to %d: %w", r.status.Reference, rec.DesiredReplicas, err)
+			return resultError, fmt.Errorf("agent: rescale %s to %d: %w", reference(spec.ScaleTargetRef), rec.DesiredReplicas, err)
 		}
 		r.c.opts.Prometheus.rescaled("applied")
-		leftAt = rec.DesiredReplicas
 		r.status.LastScaleTime = &r.now
 		if rec.LastScaleTime != nil {
 			r.status.LastScaleTime = rec.LastScaleTime.DeepCopy()
 		}
-		r.event(corev1.EventTypeNormal, "SuccessfulRescale", actionScale, "New size: %d; reason: %s", rec.DesiredReplicas, rec.Reason)
-		logger.Info("agent: rescaled", "target", r.status.Reference, "from", current, "to", rec.DesiredReplicas, "reason", rec.Reason)
+		r.event(corev1.EventTypeNormal, "SuccessfulRescale", "New size: %d; reason: %s", rec.DesiredReplicas, rec.Reason)
+		logger.Info("agent: rescaled", "target", reference(spec.ScaleTargetRef), "from", current, "to", rec.DesiredReplicas, "reason", rec.Reason)
 		r.observe(ctx, &Observation{Target: r.target, DecisionID: rec.DecisionID, Kind: ObservedApplied, From: current, To: rec.DesiredReplicas, At: r.c.opts.Clock.Now()})
 	}
-	r.c.setReplicas(r.key, leftAt)
 	if err := r.writeStatus(ctx); err != nil {
 		return resultError, err
 	}
@@ -305,48 +355,76 @@ func (r *run) metricEvents(rec *Recommendation, metrics []autoscalingv2.MetricSp
 		case autoscalingv2.ExternalMetricSourceType:
 			reason = "FailedGetExternalMetric"
 		}
-		r.event(corev1.EventTypeWarning, reason, actionGetMetric, "%s", m.Err)
+		r.event(corev1.EventTypeWarning, reason, "%s", m.Err)
 	}
 	if msg, whole := strings.CutPrefix(rec.Error, computeFailedPrefix); whole {
-		r.event(corev1.EventTypeWarning, "FailedComputeMetricsReplicas", actionCompute, "%s", msg)
+		r.event(corev1.EventTypeWarning, "FailedComputeMetricsReplicas", "%s", msg)
 	}
+}
+
+// computesMetrics reports whether the HPA controller computes the metrics
+// of an autoscaler with this spec and status at current replicas, and so
+// validates its selector and compares its pods with other autoscalers':
+// not when the replica count is outside [min, max] (it goes to the limit
+// at once), nor at zero replicas unless the autoscaler scaled to zero
+// itself (ScaledToZero=True) and can scale back from zero.
+func computesMetrics(spec *v1alpha1.AutoscalerSpec, st *v1alpha1.AutoscalerStatus, current int32) bool {
+	minReplicas := ptr.Deref(spec.MinReplicas, hpa.DefaultMinReplicas)
+	switch {
+	case current == 0:
+		c := findCondition(st.Conditions, autoscalingv2.ScaledToZero)
+		scaledToZero := c != nil && c.Status == corev1.ConditionTrue
+		objectOrExternal := false
+		for _, m := range spec.Metrics {
+			if m.Type == autoscalingv2.ObjectMetricSourceType || m.Type == autoscalingv2.ExternalMetricSourceType {
+				objectOrExternal = true
+			}
+		}
+		return scaledToZero && (minReplicas != 0 || objectOrExternal)
+	case current > spec.MaxReplicas, current < minReplicas:
+		return false
+	}
+	return true
 }
 
 // ambiguousSelector refuses to decide for an Autoscaler whose pods another
 // autoscaler also selects, as the HPA controller does: ScalingActive=False
 // with reason AmbiguousSelector, no current metrics, and two Warning Events.
 func (r *run) ambiguousSelector(ctx context.Context, msg string) (string, error) {
-	r.event(corev1.EventTypeWarning, "AmbiguousSelector", actionCompute, "%s", msg)
+	r.event(corev1.EventTypeWarning, "AmbiguousSelector", "%s", msg)
 	r.status.Conditions = setCondition(r.status.Conditions, autoscalingv2.AbleToScale, corev1.ConditionTrue, "SucceededGetScale",
 		"the HPA controller was able to get the target's current scale", r.now)
 	r.status.Conditions = setCondition(r.status.Conditions, autoscalingv2.ScalingActive, corev1.ConditionFalse, "AmbiguousSelector", msg, r.now)
 	r.status.CurrentMetrics = nil
-	r.status.Targets = formatTargets(r.a.Spec.Metrics, nil)
+	if r.hpa == nil {
+		r.status.Targets = formatTargets(r.spec.Metrics, nil)
+	}
 	if err := r.writeStatus(ctx); err != nil {
 		klog.FromContext(ctx).Error(err, "agent: update status")
 	}
-	r.event(corev1.EventTypeWarning, "FailedComputeMetricsReplicas", actionCompute, "%s", msg)
+	r.event(corev1.EventTypeWarning, "FailedComputeMetricsReplicas", "%s", msg)
 	r.failedMetrics = true
 	return resultError, fmt.Errorf("%w: %s", errTerminal, msg)
 }
 
-// ambiguous records key's pod selector and reports whether any of pods is
-// also selected by another Autoscaler of the namespace, with the HPA
-// controller's message: "pods by selector <selector> are controlled by more
-// than one HPA (e.g. [<ns>/<name> <ns>/<name>])". Like the controller it
-// names at most two autoscalers, and only those reconciled at least once.
-func (c *Controller) ambiguous(key, selectorText string, selector labels.Selector, pods []*corev1.Pod) (string, bool) {
-	namespace, _, _ := cache.SplitMetaNamespaceKey(key)
+// ambiguous records k's pod selector and reports whether any of pods is
+// also selected by another autoscaler of the namespace that the agent
+// serves — Autoscalers and HPAs alike — with the HPA controller's message:
+// "pods by selector <selector> are controlled by more than one HPA (e.g.
+// [<ns>/<name> <ns>/<name>])". Like the controller it names at most two
+// autoscalers, and only those reconciled at least once.
+func (c *Controller) ambiguous(k objectKey, selectorText string, selector labels.Selector, pods []*corev1.Pod) (string, bool) {
 	c.mu.Lock()
-	c.selectors[key] = selector
+	c.selectors[k.String()] = selector
 	var others []string
-	for k, sel := range c.selectors {
-		if ns, _, _ := cache.SplitMetaNamespaceKey(k); ns != namespace {
+	for key, sel := range c.selectors {
+		o, err := parseKey(key)
+		if err != nil || o.namespace != k.namespace {
 			continue
 		}
 		for _, p := range pods {
 			if sel.Matches(labels.Set(p.Labels)) {
-				others = append(others, k)
+				others = append(others, o.namespace+"/"+o.name)
 				break
 			}
 		}
@@ -361,27 +439,28 @@ func (c *Controller) ambiguous(key, selectorText string, selector labels.Selecto
 }
 
 // observeExternal reports a change of spec.replicas made by someone else
-// since the last reconcile.
+// since the last reconcile: current differs from what the last reconcile
+// left the target at, as the autoscaler's status records it (leftAt).
 func (r *run) observeExternal(ctx context.Context, current int32) {
-	last, known := r.c.setReplicas(r.key, current)
-	if known && last != current {
+	if last, known := leftAt(&r.prev); known && last != current {
 		r.observe(ctx, &Observation{Target: r.target, Kind: ObservedExternal, From: last, To: current, At: r.c.opts.Clock.Now()})
 	}
 }
 
-// setReplicas records the target's spec.replicas as the agent leaves it
-// and returns the previous value, if known.
-func (c *Controller) setReplicas(key string, replicas int32) (last int32, known bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ks := c.keys[key]
-	if ks == nil {
-		ks = &keyState{}
-		c.keys[key] = ks
+// leftAt is the target's replica count as the reconcile that wrote status
+// s left it, read from the status alone (so it survives a leader
+// failover): the desired count after a rescale (AbleToScale reason
+// SucceededRescale), the current count otherwise. It is unknown before the
+// first reconcile that read the target's scale.
+func leftAt(s *v1alpha1.AutoscalerStatus) (int32, bool) {
+	able := findCondition(s.Conditions, autoscalingv2.AbleToScale)
+	switch {
+	case able == nil, able.Reason == "FailedGetScale":
+		return 0, false
+	case able.Reason == "SucceededRescale":
+		return s.DesiredReplicas, true
 	}
-	last, known = ks.replicas, ks.known
-	ks.replicas, ks.known = replicas, true
-	return last, known
+	return s.CurrentReplicas, true
 }
 
 // observe sends an observation; a failure is logged, not retried: the
@@ -419,7 +498,7 @@ func (r *run) serviceFailed(ctx context.Context, err error) (string, error) {
 			"the Setpoint service rejected the request: "+text, r.now)
 		r.status.Conditions = setCondition(r.status.Conditions, autoscalingv2.ScalingActive, corev1.ConditionFalse, v1alpha1.ReasonInvalidSpec,
 			"the Setpoint service rejected the request: "+text, r.now)
-		r.event(corev1.EventTypeWarning, v1alpha1.ReasonInvalidSpec, actionRecommend, "the Setpoint service rejected the request: %s", text)
+		r.event(corev1.EventTypeWarning, v1alpha1.ReasonInvalidSpec, "the Setpoint service rejected the request: %s", text)
 		if serr := r.writeStatus(ctx); serr != nil {
 			logger.Error(serr, "agent: update status")
 			return resultInvalid, serr
@@ -433,7 +512,7 @@ func (r *run) serviceFailed(ctx context.Context, err error) (string, error) {
 		}
 		text := fmt.Sprintf("the Setpoint service did not answer (%s): %s; the target is left unchanged", code, msg)
 		r.status.Conditions = setCondition(r.status.Conditions, v1alpha1.ConditionServiceAvailable, corev1.ConditionFalse, v1alpha1.ReasonServiceUnavailable, text, r.now)
-		r.event(corev1.EventTypeWarning, v1alpha1.ReasonServiceUnavailable, actionRecommend, "%s", text)
+		r.event(corev1.EventTypeWarning, v1alpha1.ReasonServiceUnavailable, "%s", text)
 		if serr := r.writeStatus(ctx); serr != nil {
 			logger.Error(serr, "agent: update status")
 		}
@@ -441,7 +520,7 @@ func (r *run) serviceFailed(ctx context.Context, err error) (string, error) {
 	default:
 		text := fmt.Sprintf("the Setpoint service failed (%s): %s; the target is left unchanged", code, msg)
 		r.status.Conditions = setCondition(r.status.Conditions, v1alpha1.ConditionServiceAvailable, corev1.ConditionFalse, v1alpha1.ReasonServiceError, text, r.now)
-		r.event(corev1.EventTypeWarning, v1alpha1.ReasonServiceError, actionRecommend, "%s", text)
+		r.event(corev1.EventTypeWarning, v1alpha1.ReasonServiceError, "%s", text)
 		if serr := r.writeStatus(ctx); serr != nil {
 			logger.Error(serr, "agent: update status")
 		}
@@ -485,6 +564,9 @@ func explanationOf(rec *Recommendation, dryRun bool, current int32) *v1alpha1.Ex
 // fresh read. An unchanged status costs no request.
 func (r *run) writeStatus(ctx context.Context) error {
 	atAPIPrecision(&r.status)
+	if r.hpa != nil {
+		return r.writeHPAStatus(ctx)
+	}
 	if equality.Semantic.DeepEqual(r.a.Status, r.status) {
 		return nil
 	}
@@ -513,7 +595,7 @@ func (r *run) writeStatus(ctx context.Context) error {
 	})
 	if err != nil {
 		if !apierrors.IsNotFound(err) && ctx.Err() == nil {
-			r.event(corev1.EventTypeWarning, "FailedUpdateStatus", actionStatus, "%s", err.Error())
+			r.event(corev1.EventTypeWarning, "FailedUpdateStatus", "%s", err.Error())
 		}
 		return fmt.Errorf("agent: update status: %w", err)
 	}
@@ -521,7 +603,7 @@ func (r *run) writeStatus(ctx context.Context) error {
 }
 
 // FieldManager names the agent in the managed fields of what it writes:
-// the Autoscaler's status and the target's scale.
+// an autoscaler's status, an HPA's annotations and the target's scale.
 const FieldManager = "setpoint-agent"
 
 // atAPIPrecision rounds the times of s as the API server stores them
@@ -548,11 +630,12 @@ func toUnstructuredStatus(s *v1alpha1.AutoscalerStatus) (map[string]any, error) 
 }
 
 // scaleFor reads the Scale subresource of a target, trying each resource
-// its kind maps to.
+// its kind maps to. Its errors are the HPA controller's, unwrapped: the
+// FailedGetScale Event carries them as they are.
 func (c *Controller) scaleFor(ctx context.Context, namespace string, ref autoscalingv2.CrossVersionObjectReference) (*autoscalingv1.Scale, schema.GroupResource, error) {
 	gv, err := schema.ParseGroupVersion(ref.APIVersion)
 	if err != nil {
-		return nil, schema.GroupResource{}, fmt.Errorf("invalid scaleTargetRef.apiVersion %q: %w", ref.APIVersion, err)
+		return nil, schema.GroupResource{}, err
 	}
 	gk := schema.GroupKind{Group: gv.Group, Kind: ref.Kind}
 	mappings, err := c.opts.Mapper.RESTMappings(gk)
@@ -560,7 +643,7 @@ func (c *Controller) scaleFor(ctx context.Context, namespace string, ref autosca
 		if rm, ok := c.opts.Mapper.(meta.ResettableRESTMapper); ok && meta.IsNoMatchError(err) {
 			rm.Reset()
 		}
-		return nil, schema.GroupResource{}, fmt.Errorf("unable to determine resource for scale target reference: %w", err)
+		return nil, schema.GroupResource{}, err
 	}
 	var firstErr error
 	for _, m := range mappings {
@@ -574,7 +657,7 @@ func (c *Controller) scaleFor(ctx context.Context, namespace string, ref autosca
 		}
 	}
 	if firstErr == nil {
-		firstErr = fmt.Errorf("no resource found for %s", gk)
+		firstErr = errors.New("unrecognized resource")
 	}
 	return nil, schema.GroupResource{}, firstErr
 }

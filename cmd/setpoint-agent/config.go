@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -52,6 +53,15 @@ type Config struct {
 	CPUInitializationPeriod      optDuration
 	InitialReadinessDelay        optDuration
 	DownscaleStabilizationWindow optDuration
+	// Serve is which kinds the agent serves: autoscalers, hpas or both.
+	Serve string
+	// ConsoleURL is the Setpoint web console's address, linked from the
+	// explanation annotation of each HPA served.
+	ConsoleURL string
+	// StandDownWindow is how long after another controller's last write
+	// of an HPA's status the agent leaves the HPA alone; zero means
+	// agent.DefaultStandDownWindowPeriods sync periods.
+	StandDownWindow time.Duration
 	// Namespace restricts the agent to one namespace; empty means all.
 	Namespace string
 	// Kubeconfig is the kubeconfig file; empty uses the in-cluster config.
@@ -95,6 +105,9 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var(&c.CPUInitializationPeriod, "cpu-initialization-period", "period after a pod starts during which its CPU samples are checked against readiness; unset: the service's default")
 	fs.Var(&c.InitialReadinessDelay, "initial-readiness-delay", "period after a pod starts during which an unready pod counts as never ready; unset: the service's default")
 	fs.Var(&c.DownscaleStabilizationWindow, "downscale-stabilization-window", "scale-down stabilization window when the spec has no behavior; unset: the service's default")
+	fs.StringVar(&c.Serve, "serve", string(agent.ServeAutoscalers), "which kinds the agent serves: autoscalers (setpoint.dev Autoscalers), hpas (autoscaling/v2 HorizontalPodAutoscalers, with kube-controller-manager's HPA controller off: docs/native-hpa.md) or both")
+	fs.StringVar(&c.ConsoleURL, "console-url", "", "address of the Setpoint web console (e.g. https://setpoint.example.com/console/), linked from each served HPA's setpoint.dev/explanation annotation; empty names the setpointctl command instead")
+	fs.DurationVar(&c.StandDownWindow, "stand-down-window", 0, "how long after another controller last wrote an HPA's status the agent leaves that HPA alone (default: 4 sync periods)")
 	fs.StringVar(&c.Namespace, "namespace", "", "reconcile only this namespace's Autoscalers (default: all namespaces)")
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", "", "kubeconfig file (default: the in-cluster configuration)")
 	fs.BoolVar(&c.LeaderElect, "leader-elect", true, "run only while holding the leader Lease")
@@ -119,6 +132,17 @@ func (c *Config) Validate() error {
 	}
 	if c.Insecure && (c.CAFile != "" || c.CertFile != "" || c.ServerName != "") {
 		errs = append(errs, errors.New("-insecure excludes the -tls-* flags"))
+	}
+	if _, err := agent.ParseServe(c.Serve); err != nil {
+		errs = append(errs, fmt.Errorf("-serve %q must be autoscalers, hpas or both", c.Serve))
+	}
+	if c.StandDownWindow < 0 {
+		errs = append(errs, errors.New("-stand-down-window must not be negative"))
+	}
+	if c.ConsoleURL != "" {
+		if u, err := url.Parse(c.ConsoleURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("-console-url %q must be an http or https URL", c.ConsoleURL))
+		}
 	}
 	if c.ClusterName == "" {
 		errs = append(errs, errors.New("-cluster-name is required"))
@@ -165,7 +189,7 @@ var flagGroups = []struct {
 	flags []string
 }{
 	{"Setpoint service", []string{"service-address", "insecure", "tls-ca-file", "tls-cert-file", "tls-key-file", "tls-server-name", "token-file", "recommend-timeout"}},
-	{"Kubernetes", []string{"kubeconfig", "namespace", "cluster-name", "kube-api-qps", "kube-api-burst"}},
+	{"Kubernetes", []string{"kubeconfig", "serve", "stand-down-window", "namespace", "cluster-name", "console-url", "kube-api-qps", "kube-api-burst"}},
 	{"Reconciling", []string{"sync-period", "workers"}},
 	{"Decision settings (sent with each request; unset: the service's default)", []string{"tolerance", "cpu-initialization-period", "initial-readiness-delay", "downscale-stabilization-window"}},
 	{"Leader election", []string{"leader-elect", "leader-election-namespace", "leader-election-name", "leader-election-identity", "leader-election-lease-duration", "leader-election-renew-deadline", "leader-election-retry-period"}},
@@ -175,7 +199,7 @@ var flagGroups = []struct {
 // usage writes -help: the agent's flags by group, one line each, then the
 // names of the logging flags (logging) on a line of their own.
 func usage(w io.Writer, fs, logging *flag.FlagSet) {
-	fmt.Fprintf(w, "Usage: %s [flags]\n\nReconciles Autoscaler resources with decisions from the Setpoint service.\n", fs.Name())
+	fmt.Fprintf(w, "Usage: %s [flags]\n\nReconciles Autoscalers (and, with -serve, HorizontalPodAutoscalers) with decisions from the Setpoint service.\n", fs.Name())
 	for _, g := range flagGroups {
 		fmt.Fprintf(w, "\n%s:\n", g.title)
 		for _, name := range g.flags {

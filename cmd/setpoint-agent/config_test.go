@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+
+	"github.com/setpointhq/setpoint/agent"
 )
 
 func parse(t *testing.T, args ...string) *Config {
@@ -47,6 +49,33 @@ func TestSettingsFlags(t *testing.T) {
 	}
 }
 
+func TestServeFlag(t *testing.T) {
+	for _, tc := range []struct {
+		arg               string
+		autoscalers, hpas bool
+	}{
+		{"", true, false},
+		{"-serve=autoscalers", true, false},
+		{"-serve=hpas", false, true},
+		{"-serve=both", true, true},
+	} {
+		t.Run(tc.arg, func(t *testing.T) {
+			args := []string{"-leader-election-identity=a", "-console-url=https://setpoint.example.com/console/"}
+			if tc.arg != "" {
+				args = append(args, tc.arg)
+			}
+			c := parse(t, args...)
+			if err := c.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			s := agent.Serve(c.Serve)
+			if s.Autoscalers() != tc.autoscalers || s.HPAs() != tc.hpas {
+				t.Errorf("serve %q: autoscalers %v, hpas %v", c.Serve, s.Autoscalers(), s.HPAs())
+			}
+		})
+	}
+}
+
 func TestValidateRejects(t *testing.T) {
 	for name, args := range map[string][]string{
 		"cert without key":  {"-tls-cert-file=c.pem"},
@@ -56,6 +85,9 @@ func TestValidateRejects(t *testing.T) {
 		"negative delay":    {"-initial-readiness-delay=-1s"},
 		"lease order":       {"-leader-election-lease-duration=5s", "-leader-election-renew-deadline=10s"},
 		"no address":        {"-service-address="},
+		"unknown serve":     {"-serve=deployments"},
+		"console not a URL": {"-console-url=setpoint:7444"},
+		"negative window":   {"-stand-down-window=-1s"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			c := parse(t, append([]string{"-leader-election-identity=a"}, args...)...)

@@ -1,7 +1,10 @@
 // Command setpoint-agent runs Setpoint's in-cluster agent: it reconciles
-// Autoscaler resources (setpoint.dev/v1alpha1) by asking the Setpoint
-// service for each decision and applying it to the target's Scale
-// subresource. See package agent for the loop and deploy/ for manifests.
+// Autoscaler resources (setpoint.dev/v1alpha1) — and with -serve hpas or
+// both, autoscaling/v2 HorizontalPodAutoscalers in place of
+// kube-controller-manager's HPA controller (docs/native-hpa.md) — by asking
+// the Setpoint service for each decision and applying it to the target's
+// Scale subresource. See package agent for the loop and deploy/ for
+// manifests.
 //
 // Usage:
 //
@@ -37,10 +40,8 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/klog/v2"
 
@@ -93,12 +94,8 @@ func run(ctx context.Context, cfg *Config) error {
 	}
 	defer conn.Close()
 
-	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: clients.Kube.EventsV1()})
-	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
-		return fmt.Errorf("setpoint-agent: events: %w", err)
-	}
-	defer broadcaster.Shutdown()
-	recorder := broadcaster.NewRecorder(scheme.Scheme, "setpoint-agent")
+	recorders := agent.StartEventRecorders(ctx, clients.Kube)
+	defer recorders.Stop()
 
 	var (
 		current atomic.Pointer[agent.Controller]
@@ -126,7 +123,11 @@ func run(ctx context.Context, cfg *Config) error {
 
 	opts := clients.Options()
 	opts.Service = agent.NewGRPCService(conn)
-	opts.Events = recorder
+	opts.Events = recorders.Autoscalers
+	opts.HPAEvents = recorders.HPAs
+	opts.Serve = agent.Serve(cfg.Serve)
+	opts.ConsoleURL = cfg.ConsoleURL
+	opts.StandDownWindow = cfg.StandDownWindow
 	opts.Cluster = cfg.ClusterName
 	opts.Namespace = cfg.Namespace
 	opts.Settings = cfg.Settings()

@@ -18,6 +18,9 @@
 // Usage (make agent-scale runs it; docs/benchmarks.md has the figures):
 //
 //	go run ./test/agentscale -n 100,500,1000,2000,5000
+//
+// -serve autoscalers,hpas measures native mode (the agent serving
+// HorizontalPodAutoscalers) after Autoscalers at each N, in the same run.
 package main
 
 import (
@@ -38,6 +41,7 @@ func main() {
 	ns := fs.String("n", "100,500,1000,2000,5000", "comma-separated counts of Autoscalers, run in increasing order")
 	fs.DurationVar(&cfg.syncPeriod, "sync-period", 15*time.Second, "the agent's -sync-period (its default is 15s)")
 	fs.DurationVar(&cfg.window, "window", 0, "steady-state measurement window (default: 2 sync periods)")
+	serves := fs.String("serve", "autoscalers", "comma-separated -serve values measured at each N, in order: autoscalers, hpas (native mode)")
 	fs.IntVar(&cfg.podsPer, "pods", 2, "running pods per target")
 	fs.StringVar(&cfg.profileDir, "cpuprofile-dir", "", "write the agent's CPU profile over each window to DIR/cpu-N.pprof (runs the agent with -profiling)")
 	fs.StringVar(&cfg.kubeBin, "kube-bin-dir", "", "directory of kube-apiserver and etcd (default: internal/kubetest's)")
@@ -49,6 +53,15 @@ func main() {
 			os.Exit(2)
 		}
 		cfg.counts = append(cfg.counts, n)
+	}
+	for _, s := range strings.Split(*serves, ",") {
+		switch s = strings.TrimSpace(s); s {
+		case "autoscalers", "hpas":
+			cfg.serves = append(cfg.serves, s)
+		default:
+			fmt.Fprintf(os.Stderr, "agentscale: bad -serve %q: autoscalers or hpas\n", s)
+			os.Exit(2)
+		}
 	}
 	if cfg.window == 0 {
 		cfg.window = 2 * cfg.syncPeriod

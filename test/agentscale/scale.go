@@ -39,7 +39,11 @@ import (
 
 // config is one run of the benchmark.
 type config struct {
-	counts     []int
+	counts []int
+	// serves are the agent's -serve values measured at each N, in order:
+	// "autoscalers" (Autoscaler objects) and "hpas" (HorizontalPodAutoscalers,
+	// native mode). Empty means autoscalers only.
+	serves     []string
 	syncPeriod time.Duration
 	window     time.Duration
 	podsPer    int
@@ -54,6 +58,8 @@ type config struct {
 // point is what one N measured.
 type point struct {
 	n int
+	// serve is what the agent served: autoscalers or hpas.
+	serve string
 	// firstStatus is from the agent's start until every Autoscaler had a
 	// status.
 	firstStatus time.Duration
@@ -68,7 +74,7 @@ type point struct {
 	heapPerAutoscaler float64
 	heapLive          float64
 	// requestsPerReconcile are the agent's Kubernetes API requests per
-	// reconcile; statusWritesPerReconcile the PUTs among them.
+	// reconcile; writesPerReconcile the PUTs and PATCHes among them.
 	requestsPerReconcile, writesPerReconcile float64
 	// throttled is the time requests waited for the client-side limit
 	// during the window.
@@ -108,12 +114,18 @@ func run(ctx context.Context, cfg config) ([]point, error) {
 		return nil, err
 	}
 	defer cleanup()
+	serves := cfg.serves
+	if len(serves) == 0 {
+		serves = []string{"autoscalers"}
+	}
 	var points []point
 	for i, n := range cfg.counts {
-		p := e.measure(ctx, n, fmt.Sprintf("r%d", i))
-		points = append(points, p)
-		if p.err != nil {
-			return points, p.err
+		for j, serve := range serves {
+			p := e.measure(ctx, n, serve, fmt.Sprintf("r%d-%d", i, j))
+			points = append(points, p)
+			if p.err != nil {
+				return points, p.err
+			}
 		}
 	}
 	return points, nil
@@ -281,20 +293,26 @@ func (e *env) ensureTargets(ctx context.Context, n int) error {
 	return nil
 }
 
-// createAutoscalers creates n Autoscalers named <prefix>-<i>, one per
-// target.
-func (e *env) createAutoscalers(ctx context.Context, n int, prefix string) error {
+// createAutoscalers creates n autoscalers named <prefix>-<i>, one per
+// target: Autoscalers, or HorizontalPodAutoscalers when serve is "hpas".
+func (e *env) createAutoscalers(ctx context.Context, n int, serve, prefix string) error {
 	return parallel(ctx, 0, n, func(ctx context.Context, i int) error {
 		ns := namespaceOf(i)
+		meta := metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("%s-%d", prefix, i)}
+		spec := autoscalingv2.HorizontalPodAutoscalerSpec{
+			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: fmt.Sprintf("app-%d", i)},
+			MinReplicas:    ptr.To[int32](1),
+			MaxReplicas:    10,
+			Metrics: []autoscalingv2.MetricSpec{{Type: autoscalingv2.ResourceMetricSourceType, Resource: &autoscalingv2.ResourceMetricSource{
+				Name: corev1.ResourceCPU, Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: ptr.To[int32](50)}}}},
+		}
+		if serve == "hpas" {
+			_, err := e.kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Create(ctx, &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: meta, Spec: spec}, metav1.CreateOptions{})
+			return err
+		}
 		a := &v1alpha1.Autoscaler{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("%s-%d", prefix, i)},
-			Spec: v1alpha1.AutoscalerSpec{
-				ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: fmt.Sprintf("app-%d", i)},
-				MinReplicas:    ptr.To[int32](1),
-				MaxReplicas:    10,
-				Metrics: []autoscalingv2.MetricSpec{{Type: autoscalingv2.ResourceMetricSourceType, Resource: &autoscalingv2.ResourceMetricSource{
-					Name: corev1.ResourceCPU, Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: ptr.To[int32](50)}}}},
-			},
+			ObjectMeta: meta,
+			Spec:       v1alpha1.AutoscalerSpec{ScaleTargetRef: spec.ScaleTargetRef, MinReplicas: spec.MinReplicas, MaxReplicas: spec.MaxReplicas, Metrics: spec.Metrics},
 		}
 		u, err := v1alpha1.ToUnstructured(a)
 		if err != nil {
@@ -305,10 +323,15 @@ func (e *env) createAutoscalers(ctx context.Context, n int, prefix string) error
 	})
 }
 
-// deleteAutoscalers deletes every Autoscaler (the agent is stopped).
+// deleteAutoscalers deletes every Autoscaler and HPA (the agent is
+// stopped).
 func (e *env) deleteAutoscalers(ctx context.Context) error {
 	for i := 0; i < e.targets; i += 1000 {
 		err := e.dyn.Resource(v1alpha1.AutoscalerResource).Namespace(namespaceOf(i)).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		err = e.kube.AutoscalingV2().HorizontalPodAutoscalers(namespaceOf(i)).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 		if err != nil {
 			return err
 		}
@@ -316,9 +339,22 @@ func (e *env) deleteAutoscalers(ctx context.Context) error {
 	return nil
 }
 
-// withStatus counts the Autoscalers that have a status written by the
-// agent (an observed generation).
-func (e *env) withStatus(ctx context.Context) (int, error) {
+// withStatus counts the autoscalers of the kind served that have a status
+// written by the agent (an observed generation).
+func (e *env) withStatus(ctx context.Context, serve string) (int, error) {
+	if serve == "hpas" {
+		list, err := e.kube.AutoscalingV2().HorizontalPodAutoscalers("").List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		if err != nil {
+			return 0, err
+		}
+		n := 0
+		for _, h := range list.Items {
+			if ptr.Deref(h.Status.ObservedGeneration, 0) > 0 {
+				n++
+			}
+		}
+		return n, nil
+	}
 	list, err := e.dyn.Resource(v1alpha1.AutoscalerResource).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
 	if err != nil {
 		return 0, err
@@ -376,29 +412,30 @@ func parallel(ctx context.Context, from, to int, f func(ctx context.Context, i i
 	return context.Cause(ctx)
 }
 
-// measure runs one point: fresh Autoscalers, a fresh agent.
-func (e *env) measure(ctx context.Context, n int, prefix string) (p point) {
-	p.n = n
-	fail := func(err error) point { p.err = fmt.Errorf("N=%d: %w", n, err); return p }
+// measure runs one point: fresh autoscalers of the kind serve names, a
+// fresh agent serving them.
+func (e *env) measure(ctx context.Context, n int, serve, prefix string) (p point) {
+	p.n, p.serve = n, serve
+	fail := func(err error) point { p.err = fmt.Errorf("N=%d, -serve=%s: %w", n, serve, err); return p }
 	if err := e.ensureTargets(ctx, n); err != nil {
 		return fail(err)
 	}
 	if err := e.deleteAutoscalers(ctx); err != nil {
 		return fail(err)
 	}
-	e.cfg.log("N=%d: creating Autoscalers", n)
-	if err := e.createAutoscalers(ctx, n, prefix); err != nil {
+	e.cfg.log("N=%d: creating autoscalers (-serve=%s)", n, serve)
+	if err := e.createAutoscalers(ctx, n, serve, prefix); err != nil {
 		return fail(err)
 	}
 
-	a, err := e.startAgent(n)
+	a, err := e.startAgent(n, serve)
 	if err != nil {
 		return fail(err)
 	}
 	defer a.kill()
 	e.cfg.log("N=%d: agent started; waiting for every status", n)
 	for {
-		got, err := e.withStatus(ctx)
+		got, err := e.withStatus(ctx, serve)
 		if err != nil {
 			return fail(err)
 		}
@@ -540,12 +577,12 @@ type agentProc struct {
 	exited      chan struct{}
 }
 
-func (e *env) startAgent(n int) (*agentProc, error) {
+func (e *env) startAgent(n int, serve string) (*agentProc, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
-	a := &agentProc{metricsAddr: fmt.Sprintf("127.0.0.1:%d", port), logPath: filepath.Join(e.dir, fmt.Sprintf("agent-%d.log", n)), exited: make(chan struct{})}
+	a := &agentProc{metricsAddr: fmt.Sprintf("127.0.0.1:%d", port), logPath: filepath.Join(e.dir, fmt.Sprintf("agent-%d-%s.log", n, serve)), exited: make(chan struct{})}
 	if a.log, err = os.Create(a.logPath); err != nil {
 		return nil, err
 	}
@@ -557,6 +594,7 @@ func (e *env) startAgent(n int) (*agentProc, error) {
 		"-cluster-name", "scale",
 		"-leader-elect=false",
 		"-metrics-address", a.metricsAddr,
+		"-serve", serve,
 	}
 	if e.cfg.profileDir != "" {
 		args = append(args, "-profiling")
@@ -681,7 +719,8 @@ func (a *agentProc) sample() (sample, error) {
 			s.reconciles += value
 		case "setpoint_agent_kube_requests_total":
 			s.requests += value
-			if labels["method"] == "PUT" {
+			// Status writes are PUTs, an HPA's annotations a PATCH.
+			if labels["method"] == "PUT" || labels["method"] == "PATCH" {
 				s.puts += value
 			}
 		case "setpoint_agent_kube_client_throttled_seconds_total":
@@ -758,15 +797,15 @@ func processCPU(pid int) (time.Duration, error) {
 // printTable writes the points as a Markdown table.
 func printTable(w io.Writer, cfg config, points []point) {
 	fmt.Fprintf(w, "\nsetpoint-agent on its defaults, sync period %v, %d pods per target, window %v\n\n", cfg.syncPeriod, cfg.podsPer, cfg.window)
-	fmt.Fprintln(w, "| N | all statuses | reconciles/s | interval p50 / p99 (× period) | agent CPU / reconcile | live heap (per Autoscaler) | API requests / reconcile (status writes) | throttled | busy workers (service share) | SIGTERM: exit, error lines, per-key lines | load avg |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| N | serves | all statuses | reconciles/s | interval p50 / p99 (× period) | agent CPU / reconcile | live heap (per Autoscaler) | API requests / reconcile (writes) | throttled | busy workers (service share) | SIGTERM: exit, error lines, per-key lines | load avg |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, p := range points {
 		if p.err != nil {
-			fmt.Fprintf(w, "| %d | failed: %v |\n", p.n, p.err)
+			fmt.Fprintf(w, "| %d | %s | failed: %v |\n", p.n, p.serve, p.err)
 			continue
 		}
-		fmt.Fprintf(w, "| %d | %.1f s | %.0f | %.2f / %.2f | %.2f ms | %.1f MB (%.1f KB) | %.2f (%.2f) | %v | %.1f (%.0f%%) | %.1f s, %d, %d | %s |\n",
-			p.n, p.firstStatus.Seconds(), p.reconcilesPerSec, p.intervalP50, p.intervalP99,
+		fmt.Fprintf(w, "| %d | %s | %.1f s | %.0f | %.2f / %.2f | %.2f ms | %.1f MB (%.1f KB) | %.2f (%.2f) | %v | %.1f (%.0f%%) | %.1f s, %d, %d | %s |\n",
+			p.n, p.serve, p.firstStatus.Seconds(), p.reconcilesPerSec, p.intervalP50, p.intervalP99,
 			float64(p.cpuPerReconcile)/float64(time.Millisecond), p.heapLive/1e6, p.heapPerAutoscaler/1e3,
 			p.requestsPerReconcile, p.writesPerReconcile, p.throttled.Round(time.Millisecond), p.busyWorkers, 100*p.recommendShare,
 			p.stopTime.Seconds(), p.stopErrors, p.stopKeyLines, p.load)

@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/setpointhq/setpoint/agent"
 	"github.com/setpointhq/setpoint/agent/api/v1alpha1"
 )
 
@@ -90,10 +91,13 @@ func TestDeployManifestsAndRBAC(t *testing.T) {
 	ns := newNamespace(t, "rbac")
 	createDeployment(t, ns, "web", 2)
 	runningPods(t, ns, "web", 2, "100m", "75m")
+	createDeployment(t, ns, "api", 2)
+	runningPods(t, ns, "api", 2, "100m", "75m")
 	createAutoscaler(t, ns, "web", v1alpha1.AutoscalerSpec{ScaleTargetRef: deploymentRef("web"), MinReplicas: ptr.To[int32](1), MaxReplicas: 10, Metrics: cpuUtilization(50)})
-	startLeaderAgent(t, ns, "setpoint-system", "agent-rbac", agentConfig{rest: sa})
+	startLeaderAgent(t, ns, "setpoint-system", "agent-rbac", agentConfig{rest: sa, serve: agent.ServeBoth})
 	waitReplicas(t, ns, "web", 3, 20*time.Second)
 	waitEvent(t, ns, "web", "Normal SuccessfulRescale New size: 3")
+	nativeWithServiceAccount(t, ns)
 	if h := holder(t, "setpoint-system"); h != "agent-rbac" {
 		t.Errorf("lease holder = %q", h)
 	}

@@ -143,6 +143,7 @@ func TestInstallSequence(t *testing.T) {
 	ns := newNamespace(t, "install")
 	opts, cleanup := agentOptions(t, ns, agentConfig{addr: addr, wrap: func(agent.Service) agent.Service { return agent.NewGRPCService(conn) }})
 	opts.Cluster = agentArgs["cluster-name"]
+	opts.Serve = agent.Serve(agentArgs["serve"])
 	a, err := agent.New(opts)
 	if err != nil {
 		t.Fatal(err)

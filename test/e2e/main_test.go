@@ -1,8 +1,10 @@
 // Package e2e tests the agent end to end: a real kube-apiserver and etcd
 // (internal/kubetest), the test metrics server behind the aggregation layer,
 // the real Setpoint server in-process over loopback TCP with a bbolt file,
-// and agents running against them. No kubelet or controller manager runs:
-// the tests create pods and write their status themselves.
+// and agents running against them. No kubelet or controller manager runs
+// (but for the one case that starts kube-controller-manager's HPA
+// controller, alone): the tests create pods and write their status
+// themselves.
 //
 // One apiserver serves every case; each case has its own namespace and its
 // own agent restricted to it, with a 1 s sync period.
@@ -33,9 +35,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
@@ -240,6 +240,12 @@ type agentConfig struct {
 	settings agent.Settings
 	// rest is the agent's identity; the cluster admin when nil.
 	rest *rest.Config
+	// serve is which kinds the agent serves; Autoscalers when empty.
+	serve agent.Serve
+	// standDown is the agent's StandDownWindow; its default when zero.
+	standDown time.Duration
+	// prometheus records the agent's metrics; none when nil.
+	prometheus *agent.Metrics
 }
 
 // testAgent is one agent run by a test.
@@ -277,21 +283,22 @@ func agentOptions(t *testing.T, ns string, cfg agentConfig) (agent.Options, func
 	if cfg.wrap != nil {
 		svc = cfg.wrap(svc)
 	}
-	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: clients.Kube.EventsV1()})
 	bctx, bcancel := context.WithCancel(context.Background())
-	if err := broadcaster.StartRecordingToSinkWithContext(bctx); err != nil {
-		t.Fatal(err)
-	}
+	recorders := agent.StartEventRecorders(bctx, clients.Kube)
 	opts := clients.Options()
 	opts.Service = svc
-	opts.Events = broadcaster.NewRecorder(scheme.Scheme, "setpoint-agent")
+	opts.Events = recorders.Autoscalers
+	opts.HPAEvents = recorders.HPAs
+	opts.Serve = cfg.serve
+	opts.StandDownWindow = cfg.standDown
+	opts.Prometheus = cfg.prometheus
 	opts.Namespace = ns
 	opts.Cluster = "e2e"
 	opts.Settings = cfg.settings
 	opts.SyncPeriod = syncPeriod
 	opts.RecommendTimeout = 2 * time.Second
 	opts.RateLimiter = workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, 2*time.Second)
-	return opts, func() { broadcaster.Shutdown(); bcancel() }
+	return opts, func() { recorders.Stop(); bcancel() }
 }
 
 // startAgent runs an agent for namespace ns until the test ends.
@@ -511,8 +518,20 @@ func condition(a *v1alpha1.Autoscaler, ct autoscalingv2.HorizontalPodAutoscalerC
 	return nil
 }
 
+// statusText renders the status of the Autoscaler ns/name, or of the HPA
+// of that name when there is no such Autoscaler, for failure messages.
 func statusText(t *testing.T, ns, name string) string {
-	a := autoscaler(t, ns, name)
+	u, err := env.dyn.Resource(v1alpha1.AutoscalerResource).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		if h, herr := env.kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(context.Background(), name, metav1.GetOptions{}); herr == nil {
+			return hpaText(h)
+		}
+		return err.Error()
+	}
+	a, err := v1alpha1.FromUnstructured(u)
+	if err != nil {
+		return err.Error()
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "current=%d desired=%d targets=%q", a.Status.CurrentReplicas, a.Status.DesiredReplicas, a.Status.Targets)
 	for _, c := range a.Status.Conditions {
