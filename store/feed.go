@@ -38,6 +38,13 @@ const (
 	ChangeObservation ChangeKind = "Observation"
 	// ChangeDeleted: the record was removed by Delete or Expire.
 	ChangeDeleted ChangeKind = "Deleted"
+	// ChangeGap: Follow's caller missed changes before the next one (a
+	// backend whose watch fell behind its own retention, as etcd's
+	// compaction); it carries no Revision, Key or value. A follower that
+	// must see every change starts over: it reads again what it keeps.
+	// Changes still answers for what is kept. The bbolt store never has
+	// gaps.
+	ChangeGap ChangeKind = "Gap"
 )
 
 // Change is one recorded change of one target.
@@ -76,8 +83,10 @@ type Feed interface {
 	// Follow calls fn with the changes of each commit, in revision order,
 	// from the committer goroutine, right after the commit and before the
 	// commit's writers are answered (so a caller holding its answer never
-	// races ahead of the feed), until stop is called. fn must not block and must not call stop; it may keep the
-	// slice but not modify it. After stop returns fn is not called again.
+	// races ahead of the feed), until stop is called. fn must not block
+	// and must not call stop; it may keep the slice but not modify it.
+	// After stop returns fn is not called again. A backend that can miss
+	// changes says so with a ChangeGap change where they were missed.
 	Follow(fn func([]Change)) (stop func())
 }
 

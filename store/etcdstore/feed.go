@@ -290,8 +290,14 @@ func (s *Store) watch(ctx context.Context, rev int64) {
 			if err := wr.Err(); err != nil {
 				if wr.CompactRevision > rev {
 					// Fell behind etcd's compaction: the changes in
-					// between are gone; followers see a gap.
+					// between are gone. The followers are told, and
+					// the cache, which those changes would have
+					// corrected, is dropped.
+					if s.opts.Logger != nil {
+						s.opts.Logger.Warn("the change feed fell behind etcd's compaction: changes were missed; Watch streams are ended and caches dropped", "from", rev, "to", wr.CompactRevision)
+					}
 					rev = wr.CompactRevision
+					s.gap()
 				}
 				break
 			}
@@ -326,6 +332,18 @@ func (s *Store) watch(ctx context.Context, rev int64) {
 		case <-ctx.Done():
 		case <-time.After(100 * time.Millisecond):
 		}
+	}
+}
+
+// gap tells the followers that changes were missed and forgets the
+// cached records.
+func (s *Store) gap() {
+	s.cache.clear()
+	gap := []store.Change{{Kind: store.ChangeGap}}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, f := range s.followers {
+		f(gap)
 	}
 }
 
