@@ -157,7 +157,7 @@ func TestUpdateRetriesAConflict(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := b.write(ctx, w.apply); err != nil {
+		if err := b.write(ctx, true, w.apply); err != nil {
 			t.Fatal(err)
 		}
 	}
