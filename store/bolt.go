@@ -588,18 +588,20 @@ func (b *Bolt) prepare(key target.Key, rk []byte, fn func(*target.Record) error)
 		}
 		w.oldIndex = lastSeenKey(rec.LastSeen, rk)
 	}
-	before := feedMark(&rec, w.read != nil)
-	if err := fn(&rec); err != nil { // a panic stays in the caller's goroutine: nothing is queued
+	// A panic in fn stays in the caller's goroutine: nothing is queued.
+	changes, err := ApplyUpdate(key, &rec, w.read != nil, Limits{MaxEvents: b.opts.MaxEvents, MaxHistory: b.opts.MaxHistory}, fn)
+	if err != nil {
 		return nil, err
 	}
-	w.changes = before.changes(key, &rec)
-	rec.Key = key
-	b.bound(&rec)
-	var err error
-	if w.val, err = encodeRecord(&rec); err != nil {
+	w.changes = changes
+	m, err := recordMessage(&rec)
+	if err != nil {
 		return nil, err
 	}
-	if w.encoded, err = encodeChanges(w.changes); err != nil {
+	if w.val, err = marshalRecord(key, m); err != nil {
+		return nil, err
+	}
+	if w.encoded, err = encodeChanges(w.changes, m); err != nil {
 		return nil, err
 	}
 	if len(w.changes) > 0 && w.changes[0].Kind == ChangeDecision && b.opts.DecisionRetention >= 0 {
@@ -647,9 +649,6 @@ func (w *preparedUpdate) apply(tx *bolt.Tx) error {
 	}
 	return nil
 }
-
-// bound applies the Options' limits to rec.
-func (b *Bolt) bound(rec *target.Record) { boundRecord(rec, b.opts.MaxEvents, b.opts.MaxHistory) }
 
 // boundRecord keeps rec's newest maxEvents events and maxHistory entries of
 // each history list.

@@ -25,6 +25,15 @@ import (
 // encodeRecord returns the stored form of rec. rec.Key is not part of it:
 // the key is the bucket key.
 func encodeRecord(rec *target.Record) ([]byte, error) {
+	m, err := recordMessage(rec)
+	if err != nil {
+		return nil, err
+	}
+	return marshalRecord(rec.Key, m)
+}
+
+// recordMessage returns the storage message of rec, before marshalling.
+func recordMessage(rec *target.Record) (*pb.Record, error) {
 	var e encoder
 	m := &pb.Record{
 		TargetRef: &pb.TargetRef{ApiVersion: rec.Ref.APIVersion, Kind: rec.Ref.Kind, Name: rec.Ref.Name},
@@ -53,9 +62,15 @@ func encodeRecord(rec *target.Record) ([]byte, error) {
 	if e.err != nil {
 		return nil, fmt.Errorf("store: encode record %s: %w", rec.Key, e.err)
 	}
+	return m, nil
+}
+
+// marshalRecord returns the stored form of m, the message of the record
+// of k.
+func marshalRecord(k target.Key, m *pb.Record) ([]byte, error) {
 	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
 	if err != nil {
-		return nil, fmt.Errorf("store: encode record %s: %w", rec.Key, err)
+		return nil, fmt.Errorf("store: encode record %s: %w", k, err)
 	}
 	return compressValue(b), nil
 }
