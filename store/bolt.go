@@ -148,9 +148,9 @@ type Bolt struct {
 	// queue. Changed under mu when a write is queued, so that the
 	// committer sees the queue and the count agree.
 	preparing atomic.Int64
-	wake    chan struct{} // one pending signal: the queue is not empty
-	closing chan struct{} // closed by Close
-	stopped chan struct{} // closed by the committer when it exits
+	wake      chan struct{} // one pending signal: the queue is not empty
+	closing   chan struct{} // closed by Close
+	stopped   chan struct{} // closed by the committer when it exits
 
 	commits, writes, maxBatch atomic.Uint64
 
