@@ -506,11 +506,23 @@ func (b *Bolt) view(fn func(tx *bolt.Tx) error) error {
 // with a *CorruptError without running fn; Delete clears it. A panic in fn
 // is raised in the caller's goroutine; nothing is stored for it.
 //
-// If ctx ends while the update waits, Update returns ctx.Err() at once. An
-// update the committer has not taken is then dropped: fn may have run, on
-// a record that is not stored, but nothing it made is stored. One already
-// taken may still be committed. The caller cannot tell which: after a
-// cancelled Update, Get says what is stored.
+// If ctx ends while the update waits — for its key, or queued for the
+// committer, also while the committer holds a batch open for Updates
+// still being prepared (Options.MaxBatchDelay) — Update returns ctx.Err()
+// at once and releases the key. What a cancelled update may then still do:
+//   - not yet taken by the committer: it is dropped. fn has run (perhaps
+//     more than once, after conflicts) on records that are not stored, and
+//     nothing it made is stored or appears in the change feed.
+//   - already taken (its batch is being written): it may still be
+//     committed after Update returned, with its change-feed entries and
+//     decision-log entry, exactly as if Update had returned nil. An Update
+//     of the same key that starts after the cancelled one returned may
+//     read the record before that commit; its write then conflicts, and it
+//     runs its function again on the record the cancelled update stored,
+//     so neither change is lost.
+//
+// The caller cannot tell which happened: after a cancelled Update, Get
+// (or the change feed) says what is stored.
 func (b *Bolt) Update(ctx context.Context, key target.Key, fn func(rec *target.Record) error) (target.Record, error) {
 	rk, err := recordKey(key)
 	if err != nil {
