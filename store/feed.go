@@ -383,7 +383,10 @@ func decodeChange(rev uint64, b []byte) (c Change, err error) {
 	switch k := m.GetKind().(type) {
 	case *pb.Change_Decision:
 		l := k.Decision
-		c.Kind, c.Decision = ChangeDecision, &target.LastDecision{ID: l.GetId(), At: d.time(l.GetAt()), Decision: d.decision(l.GetDecision()), Before: d.status(l.GetBefore()), From: lastFrom(l)}
+		// Before, which entries written by older versions carry, is left
+		// out as new entries leave it out (Change.Decision).
+		c.Kind, c.Decision = ChangeDecision, &target.LastDecision{ID: l.GetId(), At: d.time(l.GetAt()), Decision: d.decision(l.GetDecision()), From: lastFrom(l)}
+		c.Decision.Decision.History = engine.History{}
 	case *pb.Change_Observation:
 		e := d.event(k.Observation)
 		c.Kind, c.Event = ChangeObservation, &e
