@@ -196,6 +196,9 @@ func (c *converter) timestamp(field string, t *timestamppb.Timestamp) time.Time 
 // quantity parses a quantity into a milli-value. ok is false (and a
 // violation recorded) when it does not parse.
 func (c *converter) quantity(field, s string) (milli int64, ok bool) {
+	if v, ok := plainMilli(s); ok {
+		return v, true
+	}
 	q, err := resource.ParseQuantity(s)
 	if err != nil {
 		c.err.Add(field, "must be a quantity: %v", err)
@@ -208,6 +211,34 @@ func (c *converter) quantity(field, s string) (milli int64, ok bool) {
 		return 0, false
 	}
 	return q.MilliValue(), true
+}
+
+// plainMilli returns the milli-value of s when s is a plain decimal
+// integer of 1 to 15 digits, optionally followed by "m" ("250m", "3") —
+// how CPU quantities and most metric values are spelled — which is the
+// value resource.ParseQuantity gives it (FuzzPlainMilli). ok is false for
+// any other spelling, which then goes through resource.ParseQuantity.
+func plainMilli(s string) (milli int64, ok bool) {
+	n := len(s)
+	isMilli := n > 0 && s[n-1] == 'm'
+	if isMilli {
+		n--
+	}
+	if n == 0 || n > 15 {
+		return 0, false
+	}
+	var v int64
+	for i := range n {
+		d := s[i]
+		if d < '0' || d > '9' {
+			return 0, false
+		}
+		v = v*10 + int64(d-'0')
+	}
+	if !isMilli {
+		v *= 1000 // at most 10^18: within int64
+	}
+	return v, true
 }
 
 // The quantities whose milli-values an int64 holds.
