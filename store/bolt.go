@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -163,6 +164,8 @@ type Bolt struct {
 
 	// keys serializes the updates of each key in this process.
 	keys keyLocks
+	// compressors compress the values Update writes (compress.go).
+	compressors *compressors
 
 	// testHookBeforeCommit, when set, runs in the committer before each
 	// batch's transaction with the batch size. Set only by tests, before
@@ -201,6 +204,8 @@ func Open(path string, opts Options) (*Bolt, error) {
 		wake:    make(chan struct{}, 1),
 		closing: make(chan struct{}),
 		stopped: make(chan struct{}),
+		// One per processor: compressing is all CPU.
+		compressors: startCompressors(runtime.GOMAXPROCS(0)),
 	}
 	go b.commitLoop()
 	return b, nil
@@ -237,6 +242,7 @@ func (b *Bolt) Close() error {
 	close(b.closing)
 	b.mu.Unlock()
 	<-b.stopped
+	b.compressors.stop()
 	if err := b.db.Close(); err != nil {
 		return fmt.Errorf("store: close: %w", err)
 	}
@@ -610,7 +616,7 @@ func (b *Bolt) prepare(key target.Key, rk []byte, fn func(*target.Record) error)
 	if err != nil {
 		return nil, err
 	}
-	if w.val, err = marshalRecord(key, m); err != nil {
+	if w.val, err = marshalRecord(key, m, b.compressors.compress); err != nil {
 		return nil, err
 	}
 	if w.encoded, err = encodeChanges(w.changes, m); err != nil {

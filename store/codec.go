@@ -29,7 +29,7 @@ func encodeRecord(rec *target.Record) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return marshalRecord(rec.Key, m)
+	return marshalRecord(rec.Key, m, compressValue)
 }
 
 // recordMessage returns the storage message of rec, before marshalling.
@@ -66,13 +66,13 @@ func recordMessage(rec *target.Record) (*pb.Record, error) {
 }
 
 // marshalRecord returns the stored form of m, the message of the record
-// of k.
-func marshalRecord(k target.Key, m *pb.Record) ([]byte, error) {
+// of k; compress is compressValue, or a way to run it.
+func marshalRecord(k target.Key, m *pb.Record, compress func([]byte) []byte) ([]byte, error) {
 	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
 	if err != nil {
 		return nil, fmt.Errorf("store: encode record %s: %w", k, err)
 	}
-	return compressValue(b), nil
+	return compress(b), nil
 }
 
 // decodeRecord parses the stored form of the record of k. Any failure is a

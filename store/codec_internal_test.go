@@ -1,7 +1,9 @@
 package store
 
 import (
+	"bytes"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -208,4 +210,47 @@ func storedMessage(t *testing.T, rec *target.Record) *pb.Record {
 		t.Fatal(err)
 	}
 	return &m
+}
+
+// TestCompressorsCompressAsCompressValue: values compressed by the
+// compressors, from many goroutines at once and after they are stopped,
+// are exactly what compressValue makes of them.
+func TestCompressorsCompressAsCompressValue(t *testing.T) {
+	rec, _ := statusRecord()
+	m, err := recordMessage(&rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big, err := proto.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		in   []byte
+	}{
+		{"large", bytes.Repeat(big, 8)},
+		{"below minCompress", big[:min(len(big), minCompress-1)]},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want := compressValue(tc.in)
+			c := startCompressors(2)
+			var wg sync.WaitGroup
+			for range 8 {
+				wg.Go(func() {
+					for range 20 {
+						if got := c.compress(tc.in); !bytes.Equal(got, want) {
+							t.Errorf("compress = %d bytes, want compressValue's %d", len(got), len(want))
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			c.stop()
+			if got := c.compress(tc.in); !bytes.Equal(got, want) {
+				t.Errorf("after stop: compress = %d bytes, want compressValue's %d", len(got), len(want))
+			}
+		})
+	}
 }
