@@ -62,7 +62,7 @@
 // Before taking a batch, the committer waits while Updates of other keys
 // are being prepared (read, decided, encoded — counted from their key's
 // lock to their queueing), until they have all queued, the batch is full,
-// or Options.MaxBatchDelay (1 ms) has passed: with the decision made
+// or Options.MaxBatchDelay (3 ms) has passed: with the decision made
 // outside the writer, a committer that took each write the moment it was
 // queued committed one or two writes at a time at 64 callers, and every
 // commit costs more CPU than a decision. It never waits for a write that
