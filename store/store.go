@@ -83,7 +83,10 @@ type Store interface {
 	// error nothing is stored and that error is returned. fn may run more
 	// than once and must depend only on its argument. When ctx ends first,
 	// Update returns ctx.Err(); the change may or may not have been stored,
-	// and fn may have run although nothing it made was stored.
+	// and fn may have run although nothing it made was stored. A change
+	// stored after Update returned ctx.Err() is stored like any other, with
+	// its change-feed entries; an Update of the same key that read the
+	// record before it conflicts and runs its fn again on what was stored.
 	Update(ctx context.Context, key target.Key, fn func(rec *target.Record) error) (target.Record, error)
 	// Get returns the record for key, ErrNotFound or ErrCorrupt.
 	Get(ctx context.Context, key target.Key) (target.Record, error)
