@@ -69,11 +69,12 @@ type Options struct {
 	// DefaultMaxBatch.
 	MaxBatch int
 	// MaxBatchDelay bounds how long the committer waits, once a write is
-	// queued, for Updates of other keys that are being prepared (read,
-	// decided and encoded) at that moment, so that they share the commit.
-	// It never waits when no Update is being prepared: a lone caller's
-	// write is committed at once. 0 means DefaultMaxBatchDelay; negative
-	// never waits.
+	// queued, for more writes to share the commit: while Updates of other
+	// keys are being prepared (read, decided and encoded), and, when the
+	// last commit carried more than one write, for the whole delay. It
+	// never waits for a lone caller (nothing being prepared, one write per
+	// commit): its write is committed at once. 0 means
+	// DefaultMaxBatchDelay; negative never waits.
 	MaxBatchDelay time.Duration
 	// LockTimeout is how long Open waits for another process holding the
 	// file to release it. 0 means DefaultLockTimeout.
@@ -325,16 +326,18 @@ func (b *Bolt) commitLoop() {
 	defer close(b.stopped)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
+	last := 0 // writes in the last batch
 	for {
 		select {
 		case <-b.wake:
 		case <-b.closing:
 		}
 		for {
-			b.gather(timer)
+			b.gather(timer, last >= 2)
 			batch, closed := b.take()
 			if len(batch) > 0 {
 				b.commit(batch)
+				last = len(batch)
 				continue
 			}
 			if closed {
@@ -346,14 +349,20 @@ func (b *Bolt) commitLoop() {
 }
 
 // gather returns when the queued writes should be committed: at once when
-// the queue is empty or full (MaxBatch), when no Update is being prepared,
-// or when the store is closing; otherwise when the preparing Updates have
-// all queued their writes, or MaxBatchDelay after gather started. Without
-// it the committer commits a write the moment it is queued, and at 64
-// callers on two cores that is one or two writes per commit: every commit
-// (its pages, its two fsyncs) then costs more CPU than the decisions it
-// carries. timer is the committer's, stopped and drained.
-func (b *Bolt) gather(timer *time.Timer) {
+// the queue is empty or full (MaxBatch) or the store is closing, and when
+// no Update is being prepared unless the store is busy (busy: the last
+// batch carried more than one write); otherwise when the preparing
+// Updates have all queued their writes (not busy), or MaxBatchDelay after
+// gather started. Without it the committer commits a write the moment it
+// is queued, and at 64 callers on two cores that is one to three writes
+// per commit: every commit (its pages, its two fsyncs) then costs more CPU
+// than the decisions it carries. Counting the Updates being prepared is
+// not enough under load: most calls in flight are then elsewhere (being
+// received, decoded, answered), so the count is often zero while writes
+// keep arriving; a busy store therefore holds each batch for the whole
+// delay. A lone caller's batches carry one write: it never waits. timer is
+// the committer's, stopped and drained.
+func (b *Bolt) gather(timer *time.Timer, busy bool) {
 	if b.opts.MaxBatchDelay < 0 {
 		return
 	}
@@ -370,7 +379,7 @@ func (b *Bolt) gather(timer *time.Timer) {
 		b.mu.Lock()
 		n, preparing, closed := len(b.queue), b.preparing.Load(), b.closed
 		b.mu.Unlock()
-		if n == 0 || n >= b.opts.MaxBatch || preparing <= 0 || closed {
+		if n == 0 || n >= b.opts.MaxBatch || closed || (preparing <= 0 && !busy) {
 			return
 		}
 		if !started {

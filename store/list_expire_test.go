@@ -153,3 +153,52 @@ func TestGroupCommitWaitsForPreparingUpdates(t *testing.T) {
 		})
 	}
 }
+
+// TestGroupCommitHoldsBatchesWhileBusy: after a commit of more than one
+// write, a write is held for the whole MaxBatchDelay even with nothing
+// being prepared (under load most calls in flight are elsewhere); after a
+// commit of one write, the next is committed at once.
+func TestGroupCommitHoldsBatchesWhileBusy(t *testing.T) {
+	const delay = 5 * time.Millisecond
+	path := newPath(t)
+	synctest.Test(t, func(t *testing.T) {
+		st, err := store.Open(path, store.Options{MaxBatchDelay: delay})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		ctx := context.Background()
+		key := func(name string) target.Key { return target.Key{Cluster: "c", Namespace: "n", Name: name} }
+
+		// A commit of two writes: b is queued while a is being prepared.
+		proceed := make(chan struct{})
+		done := make(chan error, 2)
+		go func() {
+			_, err := st.Update(ctx, key("a"), func(r *target.Record) error { <-proceed; return appendRecommendation(1)(r) })
+			done <- err
+		}()
+		synctest.Wait()
+		go func() { _, err := st.Update(ctx, key("b"), appendRecommendation(2)); done <- err }()
+		synctest.Wait()
+		close(proceed)
+		for range 2 {
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		}
+		if s := st.Stats(); s.Commits != 1 || s.MaxBatch != 2 {
+			t.Fatalf("Stats() = %+v, want the two writes in one commit", s)
+		}
+
+		for i, want := range []time.Duration{delay, 0} {
+			start := time.Now()
+			if _, err := st.Update(ctx, key("c"), appendRecommendation(int32(3+i))); err != nil {
+				t.Fatal(err)
+			}
+			if d := time.Since(start); d != want {
+				t.Errorf("lone update %d took %v of the bubble's clock, want %v", i, d, want)
+			}
+		}
+	})
+	checkFile(t, path)
+}
