@@ -61,12 +61,14 @@
 // that arrive while a commit is being written make up the next batch.
 // Before taking a batch, the committer waits while Updates of other keys
 // are being prepared (read, decided, encoded — counted from their key's
-// lock to their queueing), until they have all queued, the batch is full,
-// or Options.MaxBatchDelay (3 ms) has passed: with the decision made
-// outside the writer, a committer that took each write the moment it was
-// queued committed one or two writes at a time at 64 callers, and every
-// commit costs more CPU than a decision. It never waits for a write that
-// is not on its way: a lone write is committed at once. Under load the
+// lock to their queueing) until they have all queued, and, when its last
+// commit carried more than one write, for the whole Options.MaxBatchDelay
+// (3 ms) — never longer than that, nor past a full batch: with the
+// decision made outside the writer, a committer that took each write the
+// moment it was queued committed one or two writes at a time at 64
+// callers, and every commit costs more CPU than a decision. It never waits
+// for a lone caller (nothing being prepared, one write per commit): its
+// write is committed at once. Under load the
 // cost of an fsync is shared by every decision waiting for it; without
 // load there is no added latency. (bbolt's own DB.Batch is not used: it
 // holds even a lone caller for its MaxBatchDelay.) Stats counts commits
