@@ -35,7 +35,7 @@ const (
 	// DefaultMaxBatch is the default number of writes that share a commit.
 	DefaultMaxBatch = 1000
 	// DefaultMaxBatchDelay is how long, by default, the committer holds a
-	// batch open for updates that are still being prepared: about two
+	// batch open for more writes (Options.MaxBatchDelay): about two
 	// commits' fsyncs on a virtual disk. At 64 calls in flight on two
 	// cores, 3 ms gave 7–8 writes per commit where 1 ms gave 4–8 and no
 	// wait 3–5, with no worse p99 (docs/benchmarks.md).
@@ -318,8 +318,8 @@ func (b *Bolt) write(ctx context.Context, prepared bool, apply func(tx *bolt.Tx)
 // commitLoop is the committer: it takes every queued write (up to MaxBatch),
 // applies them in one transaction, commits once and answers them, until the
 // store is closed and the queue is empty. Before taking a batch it waits,
-// for at most MaxBatchDelay, while Updates are being prepared (gather); it
-// never waits for a write that is not on its way: a lone write is
+// for at most MaxBatchDelay, for more writes (gather): while Updates are
+// being prepared, and while the store is busy. A lone caller's write is
 // committed at once, and writes that arrive during a commit form the next
 // batch.
 func (b *Bolt) commitLoop() {
