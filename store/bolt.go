@@ -524,8 +524,8 @@ func (b *Bolt) view(fn func(tx *bolt.Tx) error) error {
 // is raised in the caller's goroutine; nothing is stored for it.
 //
 // If ctx ends while the update waits — for its key, or queued for the
-// committer, also while the committer holds a batch open for Updates
-// still being prepared (Options.MaxBatchDelay) — Update returns ctx.Err()
+// committer, also while the committer holds a batch open for more writes
+// (Options.MaxBatchDelay) — Update returns ctx.Err()
 // at once and releases the key. What a cancelled update may then still do:
 //   - not yet taken by the committer: it is dropped. fn has run (perhaps
 //     more than once, after conflicts) on records that are not stored, and
