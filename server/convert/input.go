@@ -254,8 +254,13 @@ func (c *converter) quantities(field string, m map[string]string) map[string]int
 		return nil
 	}
 	out := make(map[string]int64, len(m))
-	// Sorted, so that violations come in a stable order.
-	for _, name := range slices.Sorted(maps.Keys(m)) {
+	// Sorted, so that violations come in a stable order; the first, quiet
+	// pass only asks whether there is one, and saves a slice per map.
+	names := maps.Keys(m)
+	if !c.quiet {
+		names = slices.Values(slices.Sorted(names))
+	}
+	for name := range names {
 		s := m[name]
 		f := c.keyed(field, name)
 		if name == "" {
