@@ -550,8 +550,9 @@ func (b *Bolt) Update(ctx context.Context, key target.Key, fn func(rec *target.R
 		return target.Record{}, err
 	}
 	defer unlock()
+	decision := isDecision(ctx)
 	for {
-		w, err := b.prepare(key, rk, fn)
+		w, err := b.prepare(key, rk, decision, fn)
 		if err != nil {
 			return target.Record{}, err
 		}
@@ -592,7 +593,7 @@ type preparedUpdate struct {
 // prepare reads the record of key, runs fn and encodes the result. It
 // counts itself in b.preparing; a prepared update stays counted until write
 // queues it, a failed (or panicking) one is taken off at once.
-func (b *Bolt) prepare(key target.Key, rk []byte, fn func(*target.Record) error) (*preparedUpdate, error) {
+func (b *Bolt) prepare(key target.Key, rk []byte, decision bool, fn func(*target.Record) error) (*preparedUpdate, error) {
 	b.preparing.Add(1)
 	prepared := false
 	defer func() {
@@ -612,15 +613,19 @@ func (b *Bolt) prepare(key target.Key, rk []byte, fn func(*target.Record) error)
 	rec := target.Record{Key: key}
 	if w.read != nil {
 		var err error
-		if rec, err = decodeRecord(key, w.read); err != nil {
+		if rec, err = decodeRecordFor(key, w.read, decision); err != nil {
 			return nil, err
 		}
 		w.oldIndex = lastSeenKey(rec.LastSeen, rk)
 	}
+	partial := rec.Last // with decision, only its ID and At are decoded
 	// A panic in fn stays in the caller's goroutine: nothing is queued.
 	changes, err := ApplyUpdate(key, &rec, w.read != nil, Limits{MaxEvents: b.opts.MaxEvents, MaxHistory: b.opts.MaxHistory}, fn)
 	if err != nil {
 		return nil, err
+	}
+	if decision && partial != nil && rec.Last == partial {
+		return nil, fmt.Errorf("store: update %s: a decision's function left the last decision in place (WithDecision)", key)
 	}
 	w.changes = changes
 	m, err := recordMessage(&rec)

@@ -8,7 +8,8 @@ import (
 )
 
 // BenchmarkRecordCodec measures encoding and decoding a full record, and
-// the share of it that is the last decision (lastDecision=no drops it).
+// the share of it that is the last decision (lastDecision=no drops it);
+// decodeForDecision decodes as an Update marked WithDecision does.
 func BenchmarkRecordCodec(b *testing.B) {
 	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
 	for _, tc := range []struct {
@@ -36,6 +37,14 @@ func BenchmarkRecordCodec(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				if _, err := store.DecodeRecord(key, val); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run("decodeForDecision/"+tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := store.DecodeRecordForDecision(key, val); err != nil {
 					b.Fatal(err)
 				}
 			}
