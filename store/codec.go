@@ -7,6 +7,7 @@ package store
 // not a valid message, and never panics.
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"reflect"
@@ -70,11 +71,17 @@ func recordMessage(rec *target.Record) (*pb.Record, error) {
 // marshalRecord returns the stored form of m, the message of the record
 // of k; compress is compressValue, or a way to run it.
 func marshalRecord(k target.Key, m *pb.Record, compress func([]byte) []byte) ([]byte, error) {
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	buf := getScratch()
+	b, err := proto.MarshalOptions{Deterministic: true}.MarshalAppend(*buf, m)
 	if err != nil {
 		return nil, fmt.Errorf("store: encode record %s: %w", k, err)
 	}
-	return compress(b), nil
+	out := compress(b)
+	if len(out) > 0 && &out[0] == &b[0] { // stored as it is
+		out = bytes.Clone(out)
+	}
+	putScratch(buf, b)
+	return out, nil
 }
 
 // decodeRecord parses the stored form of the record of k. Any failure is a
@@ -95,9 +102,12 @@ func decodeRecordFor(k target.Key, b []byte, forDecision bool) (rec target.Recor
 			rec, err = target.Record{}, &CorruptError{Key: k, Err: fmt.Errorf("panic while decoding: %v", p)}
 		}
 	}()
-	b, err = decompressValue(b)
-	if err != nil {
+	raw, buf := b, getScratch()
+	if b, err = decompressValueInto(*buf, raw); err != nil {
 		return target.Record{}, &CorruptError{Key: k, Err: err}
+	}
+	if len(raw) > 0 && raw[0] == s2Value { // b is the scratch buffer's, or a new one
+		defer putScratch(buf, b)
 	}
 	var m pb.Record
 	var head *lastHead

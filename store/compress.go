@@ -61,6 +61,25 @@ var valueDict = sync.OnceValue(func() *s2.Dict {
 	return d
 })
 
+// scratchBuffers hold a record's bytes while they are marshalled or
+// unmarshalled: the marshalled bytes are compressed (or copied) before a
+// buffer is put back, and unmarshalling copies what it keeps.
+var scratchBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxScratch is the largest buffer kept in scratchBuffers.
+const maxScratch = 64 << 10
+
+// getScratch returns an empty buffer of scratchBuffers.
+func getScratch() *[]byte { return scratchBuffers.Get().(*[]byte) }
+
+// putScratch puts b, whose bytes are no longer used, back as buf.
+func putScratch(buf *[]byte, b []byte) {
+	if cap(b) <= maxScratch {
+		*buf = b[:0]
+		scratchBuffers.Put(buf)
+	}
+}
+
 var flateReaders = sync.Pool{New: func() any { return flate.NewReader(nil) }}
 
 // compressValue returns the stored form of the marshalled message b: b
@@ -84,6 +103,12 @@ func compressValue(b []byte) []byte {
 
 // decompressValue returns the marshalled message of the stored value v.
 func decompressValue(v []byte) ([]byte, error) {
+	return decompressValueInto(nil, v)
+}
+
+// decompressValueInto is decompressValue, decompressing an S2 value into
+// buf when it has room.
+func decompressValueInto(buf, v []byte) ([]byte, error) {
 	if len(v) == 0 {
 		return v, nil
 	}
@@ -96,7 +121,10 @@ func decompressValue(v []byte) ([]byte, error) {
 		if n > maxRecordValue {
 			return nil, errValueTooLarge
 		}
-		out, err := valueDict().Decode(make([]byte, n), v[1:])
+		if cap(buf) < n {
+			buf = make([]byte, n)
+		}
+		out, err := valueDict().Decode(buf[:n], v[1:])
 		if err != nil {
 			return nil, fmt.Errorf("decompress: %w", err)
 		}
