@@ -254,27 +254,33 @@ func (c *converter) quantities(field string, m map[string]string) map[string]int
 		return nil
 	}
 	out := make(map[string]int64, len(m))
-	// Sorted, so that violations come in a stable order; the first, quiet
-	// pass only asks whether there is one, and saves a slice per map.
-	names := maps.Keys(m)
-	if !c.quiet {
-		names = slices.Values(slices.Sorted(names))
+	if c.quiet {
+		// The first, quiet pass only asks whether there is a violation.
+		for name, s := range m {
+			c.quantityEntry(out, field, name, s)
+		}
+		return out
 	}
-	for name := range names {
-		s := m[name]
-		f := c.keyed(field, name)
-		if name == "" {
-			c.err.Add(field, "resource name must be set")
-			continue
-		}
-		if v, ok := c.quantity(f, s); ok {
-			if v < 0 {
-				c.err.Add(f, "must be a quantity >= 0, got %q", s)
-			}
-			out[name] = v
-		}
+	// Sorted, so that violations come in a stable order.
+	for _, name := range slices.Sorted(maps.Keys(m)) {
+		c.quantityEntry(out, field, name, m[name])
 	}
 	return out
+}
+
+// quantityEntry converts the entry name: s of the map at field into out.
+func (c *converter) quantityEntry(out map[string]int64, field, name, s string) {
+	if name == "" {
+		c.err.Add(field, "resource name must be set")
+		return
+	}
+	f := c.keyed(field, name)
+	if v, ok := c.quantity(f, s); ok {
+		if v < 0 {
+			c.err.Add(f, "must be a quantity >= 0, got %q", s)
+		}
+		out[name] = v
+	}
 }
 
 func (c *converter) spec(s *setpointv1.HorizontalPodAutoscalerSpec, settings engine.Settings) engine.Spec {
@@ -581,6 +587,9 @@ func (c *converter) pods(ps []*setpointv1.Pod) []engine.Pod {
 			}
 			c.conditionStatus(f+".ready.status", pod.Ready.Status)
 		}
+		if n := len(p.GetContainers()); n > 0 {
+			pod.Containers = make([]engine.Container, 0, n)
+		}
 		for j, ct := range p.GetContainers() {
 			cf := c.indexed(f+".containers", j)
 			c.nonEmpty(cf+".name", ct.GetName())
@@ -604,11 +613,17 @@ func (c *converter) conditionStatus(field string, s engine.ConditionStatus) {
 
 func (c *converter) resourceMetrics(r *setpointv1.ResourceMetrics) engine.ResourceMetrics {
 	out := engine.ResourceMetrics{Err: r.GetError()}
+	if n := len(r.GetItems()); n > 0 {
+		out.Pods = make([]engine.PodUsage, 0, n)
+	}
 	for i, it := range r.GetItems() {
 		f := c.indexed("resource_metrics.items", i)
 		c.nonEmpty(f+".pod", it.GetPod())
 		u := engine.PodUsage{Pod: it.GetPod(), Timestamp: c.timestamp(f+".timestamp", it.GetTimestamp())}
 		c.duration(f+".window", it.GetWindow(), &u.Window)
+		if n := len(it.GetContainers()); n > 0 {
+			u.Containers = make([]engine.ContainerUsage, 0, n)
+		}
 		for j, ct := range it.GetContainers() {
 			cf := c.indexed(f+".containers", j)
 			u.Containers = append(u.Containers, engine.ContainerUsage{Name: ct.GetName(), Usage: c.quantities(cf+".usage", ct.GetUsage())})
