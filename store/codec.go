@@ -255,7 +255,15 @@ func lastFrom(l *pb.LastDecision) int32 {
 
 // encoder converts engine values to storage messages, keeping the first
 // error.
-type encoder struct{ err error }
+type encoder struct {
+	err error
+	// stamps hands out the messages' timestamps (a record holds dozens)
+	// from chunks of stampChunk, one allocation each.
+	stamps []timestamppb.Timestamp
+}
+
+// stampChunk is how many timestamps an encoder allocates at once.
+const stampChunk = 16
 
 // errTimeRange reports a time a Timestamp cannot hold.
 var errTimeRange = errors.New("time outside the years 1 to 9999")
@@ -264,7 +272,12 @@ func (e *encoder) time(t time.Time) *timestamppb.Timestamp {
 	if t.IsZero() {
 		return nil
 	}
-	ts := timestamppb.New(t)
+	if len(e.stamps) == cap(e.stamps) {
+		e.stamps = make([]timestamppb.Timestamp, 0, stampChunk)
+	}
+	e.stamps = e.stamps[:len(e.stamps)+1]
+	ts := &e.stamps[len(e.stamps)-1] // as timestamppb.New(t) makes it
+	ts.Seconds, ts.Nanos = t.Unix(), int32(t.Nanosecond())
 	if err := ts.CheckValid(); err != nil && e.err == nil {
 		e.err = fmt.Errorf("%w: %v", errTimeRange, t)
 	}
