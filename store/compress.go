@@ -89,16 +89,25 @@ func compressValue(b []byte) []byte {
 		return b
 	}
 	d := valueDict()
-	out := make([]byte, 1+s2.MaxEncodedLen(len(b)))
-	out[0] = s2Value
-	enc := d.Encode(out[1:], b) // written in place: out has room for the worst case
+	// Compressed into a pooled buffer with room for the worst case, then
+	// copied out at its size, which is about half of that room.
+	buf := getScratch()
+	out := *buf
+	if n := 1 + s2.MaxEncodedLen(len(b)); cap(out) < n {
+		out = make([]byte, n)
+	} else {
+		out = out[:n]
+	}
+	enc := d.Encode(out[1:], b)
 	if 1+len(enc) >= len(b) {
+		putScratch(buf, out)
 		return b
 	}
-	if &enc[0] != &out[1] {
-		return append(out[:1], enc...)
-	}
-	return out[:1+len(enc)]
+	val := make([]byte, 1+len(enc))
+	val[0] = s2Value
+	copy(val[1:], enc)
+	putScratch(buf, out)
+	return val
 }
 
 // decompressValue returns the marshalled message of the stored value v.
