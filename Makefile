@@ -7,7 +7,7 @@ CORPUS   ?= testdata/conformance/scenarios
 NPM      ?= npm
 TS       := clients/ts
 
-.PHONY: build image noisy-neighbour agent-scale load help run generate lint check-generated vet kube-binaries chromium ts-deps test test-ts test-console conformance differential differential-long bench fuzz fuzz-short crash powerloss chaos dict
+.PHONY: build image noisy-neighbour agent-scale load load-etcd help run generate lint check-generated vet kube-binaries chromium ts-deps test test-ts test-console conformance differential differential-long bench fuzz fuzz-short crash powerloss chaos dict
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -81,6 +81,9 @@ bench: ## Go benchmarks of the engine, the store and the server
 
 load: ## setpoint-bench: 64 in flight over gRPC against the no-op baseline, 3 rounds of 5 s (docs/benchmarks.md)
 	$(GO) run ./cmd/setpoint-bench -concurrency 64 -duration 5s -rounds 3 -baseline
+
+load-etcd: kube-binaries ## setpoint-bench -etcd: bbolt, etcd (3 members on loopback, fsync on) and the baseline in the same 3 rounds of 8 s, with etcd/bbolt (docs/benchmarks.md)
+	$(GO) run ./cmd/setpoint-bench -concurrency 64 -duration 8s -rounds 3 -baseline -etcd
 
 agent-scale: kube-binaries ## setpoint-agent on its defaults against the real kube-apiserver with N = 100 … 5,000 Autoscalers (minutes; not in CI; docs/benchmarks.md)
 	$(GO) run ./test/agentscale -n $(AGENT_SCALE_N)

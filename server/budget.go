@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
@@ -56,10 +57,13 @@ var boundedElsewhere = map[protoreflect.FullName]bool{
 // check adds to e a violation for every string of m longer than
 // maxString, every list or map (not bounded elsewhere) longer than
 // maxEntries and, for a Recommend, a spec larger than maxSpec. The walk
-// costs one pass over the decoded request; a field's path is spelled out
-// only for a violation.
+// costs one pass over the decoded request and allocates nothing while it
+// finds no violation: the path to the current field is a stack, spelled
+// out only for a violation.
 func (b budgets) check(e *setpointv1.ValidationError, m proto.Message) {
-	b.walk(e, m.ProtoReflect(), nil)
+	w := walker{budgets: b, e: e}
+	w.path = w.stack[:0]
+	w.walk(m.ProtoReflect())
 	if r, ok := m.(*setpointv1.RecommendRequest); ok && r.GetSpec() != nil {
 		if n := proto.Size(r.GetSpec()); n > b.maxSpec {
 			e.Add("spec", "is %d bytes encoded: a target stores at most %d", n, b.maxSpec)
@@ -67,93 +71,110 @@ func (b budgets) check(e *setpointv1.ValidationError, m proto.Message) {
 	}
 }
 
-// fieldPath is where a value sits in a request: a field of its parent, an
-// entry of a list (index) or of a map (key).
-type fieldPath struct {
-	parent *fieldPath
-	field  protoreflect.Name
-	index  int    // -1 when not a list entry
-	key    string // set for a map entry
-	isKey  bool
+// step is one step of a field path: a field of its parent, an entry of a
+// list (index) or of a map (key).
+type step struct {
+	field protoreflect.Name
+	index int    // -1 when not a list entry
+	key   string // set for a map entry
+	isKey bool
 }
 
-// String spells the path as the API does: "spec.metrics[0].name",
-// `match_labels["app"]`.
-func (p *fieldPath) String() string {
-	if p == nil {
-		return ""
-	}
-	s := p.parent.String()
-	switch {
-	case p.isKey:
-		return s + "[" + strconv.Quote(p.key) + "]"
-	case p.index >= 0:
-		return s + "[" + strconv.Itoa(p.index) + "]"
-	case s == "":
-		return string(p.field)
-	default:
-		return s + "." + string(p.field)
-	}
+// walker is one check's walk: the violations found, and the path from the
+// request to the value being checked.
+type walker struct {
+	budgets
+	e     *setpointv1.ValidationError
+	path  []step
+	stack [16]step // path's first steps, without an allocation
 }
 
-// walk checks the fields of m, at path.
-func (b budgets) walk(e *setpointv1.ValidationError, m protoreflect.Message, path *fieldPath) {
+// at spells the current path, then suffix, as the API does:
+// "spec.metrics[0].name", `match_labels["app"]`.
+func (w *walker) at(suffix string) string {
+	var sb strings.Builder
+	for _, p := range w.path {
+		switch {
+		case p.isKey:
+			sb.WriteString("[" + strconv.Quote(p.key) + "]")
+		case p.index >= 0:
+			sb.WriteString("[" + strconv.Itoa(p.index) + "]")
+		default:
+			if sb.Len() > 0 {
+				sb.WriteByte('.')
+			}
+			sb.WriteString(string(p.field))
+		}
+	}
+	sb.WriteString(suffix)
+	return sb.String()
+}
+
+func (w *walker) push(s step) { w.path = append(w.path, s) }
+func (w *walker) pop()        { w.path = w.path[:len(w.path)-1] }
+
+// walk checks the fields of m, at the current path.
+func (w *walker) walk(m protoreflect.Message) {
 	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		if len(e.Violations) >= 50 {
+		if len(w.e.Violations) >= 50 {
 			return false
 		}
-		at := &fieldPath{parent: path, field: fd.Name(), index: -1}
+		w.push(step{field: fd.Name(), index: -1})
+		defer w.pop()
 		switch {
 		case fd.IsMap():
 			mp := v.Map()
-			if mp.Len() > b.maxEntries {
-				e.Add(at.String(), "has %d entries: at most %d", mp.Len(), b.maxEntries)
+			if mp.Len() > w.maxEntries {
+				w.e.Add(w.at(""), "has %d entries: at most %d", mp.Len(), w.maxEntries)
 				return true
 			}
 			mp.Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
 				key := k.String()
-				if len(key) > b.maxString {
-					e.Add(at.String(), "has a key of %d bytes: at most %d", len(key), b.maxString)
+				if len(key) > w.maxString {
+					w.e.Add(w.at(""), "has a key of %d bytes: at most %d", len(key), w.maxString)
 					return false
 				}
-				b.value(e, fd.MapValue(), mv, func() *fieldPath { return &fieldPath{parent: at, key: key, isKey: true, index: -1} })
+				w.push(step{key: key, isKey: true, index: -1})
+				w.value(fd.MapValue(), mv)
+				w.pop()
 				return true
 			})
 		case fd.IsList():
 			l := v.List()
-			if l.Len() > b.maxEntries && !boundedElsewhere[fd.FullName()] {
-				e.Add(at.String(), "has %d entries: at most %d", l.Len(), b.maxEntries)
+			if l.Len() > w.maxEntries && !boundedElsewhere[fd.FullName()] {
+				w.e.Add(w.at(""), "has %d entries: at most %d", l.Len(), w.maxEntries)
 				return true
 			}
-			if typed := podChecks[fd.FullName()]; typed != nil {
-				for i := range l.Len() {
-					typed(b, e, l.Get(i).Message(), func() string { return (&fieldPath{parent: at, index: i}).String() })
-				}
-				return true
-			}
+			typed := podChecks[fd.FullName()]
 			for i := range l.Len() {
-				b.value(e, fd, l.Get(i), func() *fieldPath { return &fieldPath{parent: at, index: i} })
+				w.push(step{index: i})
+				if typed != nil {
+					typed(w, l.Get(i).Message())
+				} else {
+					w.value(fd, l.Get(i))
+				}
+				w.pop()
 			}
 		default:
-			b.value(e, fd, v, func() *fieldPath { return at })
+			w.value(fd, v)
 		}
 		return true
 	})
 }
 
-// value checks one value of field fd, at the path made by at.
-func (b budgets) value(e *setpointv1.ValidationError, fd protoreflect.FieldDescriptor, v protoreflect.Value, at func() *fieldPath) {
+// value checks one value of field fd, at the current path.
+func (w *walker) value(fd protoreflect.FieldDescriptor, v protoreflect.Value) {
 	switch fd.Kind() {
 	case protoreflect.StringKind:
-		if n := len(v.String()); n > b.maxString {
-			e.Add(at().String(), "is %d bytes: at most %d", n, b.maxString)
+		if n := len(v.String()); n > w.maxString {
+			w.e.Add(w.at(""), "is %d bytes: at most %d", n, w.maxString)
 		}
 	case protoreflect.BytesKind:
-		if n := len(v.Bytes()); n > b.maxString {
-			e.Add(at().String(), "is %d bytes: at most %d", n, b.maxString)
+		if n := len(v.Bytes()); n > w.maxString {
+			w.e.Add(w.at(""), "is %d bytes: at most %d", n, w.maxString)
 		}
 	case protoreflect.MessageKind, protoreflect.GroupKind:
-		b.walk(e, v.Message(), at())
+		w.walk(v.Message())
 	}
 }
 

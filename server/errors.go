@@ -61,6 +61,9 @@ func toStatus(ctx context.Context, log *slog.Logger, err error) error {
 		return status.Error(codes.DataLoss, "the target's stored record cannot be decoded")
 	case errors.Is(err, store.ErrClosed):
 		return status.Error(codes.Unavailable, "server is shutting down")
+	case errors.Is(err, store.ErrUnavailable):
+		log.WarnContext(ctx, "store unavailable", "err", err)
+		return status.Error(codes.Unavailable, "the store is unavailable; try again (a write may or may not have been made)")
 	default:
 		log.ErrorContext(ctx, "internal error", "err", err)
 		return status.Error(codes.Internal, "internal error")

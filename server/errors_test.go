@@ -33,6 +33,7 @@ func TestToStatus(t *testing.T) {
 		{"not found", fmt.Errorf("get: %w", store.ErrNotFound), codes.NotFound, ""},
 		{"corrupt", &store.CorruptError{Err: errors.New("secret detail")}, codes.DataLoss, ""},
 		{"closed", store.ErrClosed, codes.Unavailable, ""},
+		{"store unavailable", fmt.Errorf("%w: secret detail", store.ErrUnavailable), codes.Unavailable, ""},
 		{"stale", target.ErrStaleDecision, codes.FailedPrecondition, ""},
 		{"deadline", context.DeadlineExceeded, codes.DeadlineExceeded, ""},
 		{"anything else", errors.New("secret detail"), codes.Internal, ""},

@@ -220,7 +220,9 @@ func (f *fairness) unsafeDispatch() {
 // unary is the fairness interceptor of unary calls.
 func (f *fairness) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	var d usage // the call itself is held by the tap handle (tap.go)
-	if m, ok := req.(proto.Message); ok {
+	if n, ok := requestBytes(ctx); ok {
+		d.bytes = n // as received: proto.Size would encode the request again to count it
+	} else if m, ok := req.(proto.Message); ok {
 		d.bytes = int64(proto.Size(m))
 	}
 	if info.FullMethod == setpointv1.AutoscalerService_Simulate_FullMethodName {

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -171,6 +172,9 @@ func (t *targetCount) observe(cs []store.Change) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	switch {
+	case slices.ContainsFunc(cs, func(c store.Change) bool { return c.Kind == store.ChangeGap }):
+		// Targets created or deleted in the gap are unknown: count again.
+		t.counted = false
 	case t.counted:
 		t.n += delta(cs, 0)
 	case t.counting:

@@ -49,7 +49,7 @@ func (s *service) Recommend(ctx context.Context, req *setpointv1.RecommendReques
 	}
 	id, now := s.newID(), in.Now
 	tin := target.Input{Ref: convert.TargetRef(req.GetSpec().GetScaleTargetRef()), Engine: in}
-	rec, err := s.store.Update(ctx, convert.Key(req.GetTarget()), func(rec *target.Record) error {
+	rec, err := s.store.Update(store.WithDecision(ctx), convert.Key(req.GetTarget()), func(rec *target.Record) error {
 		return target.Decide(rec, tin, id, now)
 	})
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -148,18 +149,48 @@ type heldCallKey struct{}
 // method, however it ends).
 type calls struct{ fair *fairness }
 
-// TagRPC implements stats.Handler.
-func (calls) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+// TagRPC implements stats.Handler: it gives the call a place for the size
+// of its request (requestBytes).
+func (calls) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context {
+	return context.WithValue(ctx, requestSizeKey{}, new(requestSize))
+}
 
-// HandleRPC implements stats.Handler: at a call's end it gives back the
-// call held.
+// HandleRPC implements stats.Handler: it notes the size of each request
+// message received, and at a call's end it gives back the call held.
 func (c calls) HandleRPC(ctx context.Context, s stats.RPCStats) {
-	if _, ok := s.(*stats.End); !ok {
-		return
+	switch s := s.(type) {
+	case *stats.InPayload:
+		if n, ok := ctx.Value(requestSizeKey{}).(*requestSize); ok {
+			n.bytes.Store(int64(s.Length))
+			n.known.Store(true)
+		}
+	case *stats.End:
+		if who, ok := ctx.Value(heldCallKey{}).(string); ok {
+			c.fair.put(who, usage{calls: 1})
+		}
 	}
-	if who, ok := ctx.Value(heldCallKey{}).(string); ok {
-		c.fair.put(who, usage{calls: 1})
+}
+
+// requestSizeKey is the context key of a call's *requestSize.
+type requestSizeKey struct{}
+
+// requestSize is the size of the last request message a call received,
+// as grpc-go reports it to the stats handler (calls).
+type requestSize struct {
+	bytes atomic.Int64 // uncompressed: the encoded message's length
+	known atomic.Bool
+}
+
+// requestBytes returns the encoded size of the request message of the
+// call of ctx, as received: what proto.Size says of it, without walking
+// the decoded message again. ok is false outside a call of a server with
+// the calls stats handler, or before the message was received.
+func requestBytes(ctx context.Context) (n int64, ok bool) {
+	s, ok := ctx.Value(requestSizeKey{}).(*requestSize)
+	if !ok || !s.known.Load() {
+		return 0, false
 	}
+	return s.bytes.Load(), true
 }
 
 // TagConn implements stats.Handler.

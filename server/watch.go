@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -59,6 +60,8 @@ type watcher struct {
 	// fell behind, false when the server is shutting down.
 	ended chan struct{}
 	cut   bool
+	// gap is true when it was cut because the feed missed changes.
+	gap bool
 }
 
 // newHub follows feed; close stops it. cutoff, when not nil, is called for
@@ -82,6 +85,10 @@ func newHub(ctx context.Context, feed store.Feed, buffer int, cutoff func()) (*h
 func (h *hub) publish(cs []store.Change) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if slices.ContainsFunc(cs, func(c store.Change) bool { return c.Kind == store.ChangeGap }) {
+		h.missed(cs)
+		return
+	}
 	h.latest = max(h.latest, cs[len(cs)-1].Revision)
 	for _, o := range h.observers {
 		o(cs)
@@ -102,6 +109,23 @@ func (h *hub) publish(cs []store.Change) {
 				h.cutoff()
 			}
 			break
+		}
+	}
+}
+
+// missed handles a gap in the feed (a call of its own, store.ChangeGap):
+// the observers are told, and every watcher is cut off, so that its
+// caller resumes and learns from the store whether what it missed is still
+// kept; h.mu is held.
+func (h *hub) missed(cs []store.Change) {
+	for _, o := range h.observers {
+		o(cs)
+	}
+	for w := range h.watchers {
+		w.cut, w.gap = true, true
+		h.drop(w)
+		if h.cutoff != nil {
+			h.cutoff()
 		}
 	}
 }
@@ -237,6 +261,9 @@ func (s *service) Watch(req *setpointv1.WatchRequest, stream grpc.ServerStreamin
 		case <-ctx.Done():
 			return status.FromContextError(ctx.Err()).Err()
 		case <-w.ended:
+			if w.gap {
+				return status.Errorf(codes.Aborted, "watch: this server's change feed missed changes (it fell behind the store's compaction) and the stream was ended; resume with resume_after=%d", point(last))
+			}
 			if w.cut {
 				return status.Errorf(codes.Aborted, "watch: the stream fell behind by more than %d changes and was ended; resume with resume_after=%d", s.hub.buffer, point(last))
 			}

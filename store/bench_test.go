@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/setpointhq/setpoint/engine"
 	"github.com/setpointhq/setpoint/store"
@@ -14,13 +16,25 @@ import (
 // BenchmarkUpdate measures decisions per second on a real file, fsync
 // included: each op is one Update of a realistic record (a full spec,
 // status and decision, a short history). callers goroutines update
-// distinct targets; commits/op shows how many decisions share an fsync.
+// distinct targets; commits/op shows how many decisions share an fsync,
+// cpu-µs/op the process's CPU time (user and system) per Update. With
+// delay=off the committer does not wait for Updates being prepared
+// (Options.MaxBatchDelay < 0): the same run's comparison for group commit.
 func BenchmarkUpdate(b *testing.B) {
-	for _, callers := range []int{1, 64} {
-		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
-			st := open(b, newPath(b), store.Options{})
+	for _, bc := range []struct {
+		callers int
+		delay   time.Duration
+	}{{1, 0}, {64, 0}, {64, -1}} {
+		name := fmt.Sprintf("callers=%d", bc.callers)
+		if bc.delay < 0 {
+			name += "/delay=off"
+		}
+		b.Run(name, func(b *testing.B) {
+			callers := bc.callers
+			st := open(b, newPath(b), store.Options{MaxBatchDelay: bc.delay})
 			ctx := context.Background()
 			var wg sync.WaitGroup
+			cpu0 := processCPU(b)
 			b.ResetTimer()
 			for c := range callers {
 				n := b.N / callers
@@ -56,6 +70,16 @@ func BenchmarkUpdate(b *testing.B) {
 			b.StopTimer()
 			s := st.Stats()
 			b.ReportMetric(float64(s.Commits)/float64(b.N), "commits/op")
+			b.ReportMetric(float64(processCPU(b)-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
 		})
 	}
+}
+
+// processCPU is the CPU time the process has used, user and system.
+func processCPU(b *testing.B) time.Duration {
+	var u syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &u); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(u.Utime.Nano() + u.Stime.Nano())
 }

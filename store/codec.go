@@ -7,12 +7,15 @@ package store
 // not a valid message, and never panics.
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"reflect"
 	"slices"
 	"time"
+	"unicode/utf8"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -25,6 +28,15 @@ import (
 // encodeRecord returns the stored form of rec. rec.Key is not part of it:
 // the key is the bucket key.
 func encodeRecord(rec *target.Record) ([]byte, error) {
+	m, err := recordMessage(rec)
+	if err != nil {
+		return nil, err
+	}
+	return marshalRecord(rec.Key, m, compressValue)
+}
+
+// recordMessage returns the storage message of rec, before marshalling.
+func recordMessage(rec *target.Record) (*pb.Record, error) {
 	var e encoder
 	m := &pb.Record{
 		TargetRef: &pb.TargetRef{ApiVersion: rec.Ref.APIVersion, Kind: rec.Ref.Kind, Name: rec.Ref.Name},
@@ -53,16 +65,35 @@ func encodeRecord(rec *target.Record) ([]byte, error) {
 	if e.err != nil {
 		return nil, fmt.Errorf("store: encode record %s: %w", rec.Key, e.err)
 	}
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	return m, nil
+}
+
+// marshalRecord returns the stored form of m, the message of the record
+// of k; compress is compressValue, or a way to run it.
+func marshalRecord(k target.Key, m *pb.Record, compress func([]byte) []byte) ([]byte, error) {
+	buf := getScratch()
+	b, err := proto.MarshalOptions{Deterministic: true}.MarshalAppend(*buf, m)
 	if err != nil {
-		return nil, fmt.Errorf("store: encode record %s: %w", rec.Key, err)
+		return nil, fmt.Errorf("store: encode record %s: %w", k, err)
 	}
-	return compressValue(b), nil
+	out := compress(b)
+	if len(out) > 0 && &out[0] == &b[0] { // stored as it is
+		out = bytes.Clone(out)
+	}
+	putScratch(buf, b)
+	return out, nil
 }
 
 // decodeRecord parses the stored form of the record of k. Any failure is a
 // *CorruptError.
-func decodeRecord(k target.Key, b []byte) (rec target.Record, err error) {
+func decodeRecord(k target.Key, b []byte) (target.Record, error) {
+	return decodeRecordFor(k, b, false)
+}
+
+// decodeRecordFor is decodeRecord, and with forDecision of the record's
+// last decision only its ID and At (see WithDecision): the rest of it, the
+// largest part of a record, is neither unmarshalled nor checked.
+func decodeRecordFor(k target.Key, b []byte, forDecision bool) (rec target.Record, err error) {
 	defer func() {
 		// The decoder below only reads generated messages, which do not
 		// panic; this is the last line of the promise that bad bytes never
@@ -71,12 +102,21 @@ func decodeRecord(k target.Key, b []byte) (rec target.Record, err error) {
 			rec, err = target.Record{}, &CorruptError{Key: k, Err: fmt.Errorf("panic while decoding: %v", p)}
 		}
 	}()
-	b, err = decompressValue(b)
-	if err != nil {
+	raw, buf := b, getScratch()
+	if b, err = decompressValueInto(*buf, raw); err != nil {
 		return target.Record{}, &CorruptError{Key: k, Err: err}
 	}
+	if len(raw) > 0 && raw[0] == s2Value { // b is the scratch buffer's, or a new one
+		defer putScratch(buf, b)
+	}
 	var m pb.Record
-	if err := proto.Unmarshal(b, &m); err != nil {
+	var head *lastHead
+	if forDecision {
+		head, err = unmarshalWithoutLast(b, &m)
+	} else {
+		err = proto.Unmarshal(b, &m)
+	}
+	if err != nil {
 		return target.Record{}, &CorruptError{Key: k, Err: err}
 	}
 	var d decoder
@@ -90,7 +130,9 @@ func decodeRecord(k target.Key, b []byte) (rec target.Record, err error) {
 		Events:   mapSlice(m.GetEvents(), d.event),
 		LastSeen: d.time(m.GetLastSeen()),
 	}
-	if l := m.GetLast(); l != nil {
+	if head != nil {
+		rec.Last = &target.LastDecision{ID: head.id, At: head.time(&d)}
+	} else if l := m.GetLast(); l != nil {
 		rec.Last = &target.LastDecision{ID: l.GetId(), At: d.time(l.GetAt()), Decision: d.decision(l.GetDecision()), Before: d.statusRefs(l.GetBefore(), m.GetStatus()), From: lastFrom(l)}
 		if l.GetDecisionStatusIsRecordStatus() {
 			rec.Last.Decision.Status = d.status(m.GetStatus()) // a copy of its own
@@ -100,6 +142,93 @@ func decodeRecord(k target.Key, b []byte) (rec target.Record, err error) {
 		return target.Record{}, &CorruptError{Key: k, Err: d.err}
 	}
 	return rec, nil
+}
+
+// lastHead is what a decision reads of the previous one.
+type lastHead struct {
+	id    string
+	at    timestamppb.Timestamp
+	hasAt bool
+}
+
+// time is the decision's time, zero when it has none.
+func (h *lastHead) time(d *decoder) time.Time {
+	if !h.hasAt {
+		return time.Time{}
+	}
+	return d.time(&h.at)
+}
+
+// recordLastField and the lastDecision…Field constants are the field
+// numbers of Record.last, LastDecision.id and LastDecision.at.
+const (
+	recordLastField       protowire.Number = 6
+	lastDecisionIDField   protowire.Number = 1
+	lastDecisionTimeField protowire.Number = 2
+)
+
+// unmarshalWithoutLast unmarshals b, a stored Record, into m but for its
+// last decision, of which it returns the ID and time. A record without a
+// last decision, or whose last decision is not a single field (never
+// written so), is unmarshalled whole, and the returned head is nil.
+func unmarshalWithoutLast(b []byte, m *pb.Record) (*lastHead, error) {
+	start, end := -1, -1
+	for i := 0; i < len(b); {
+		num, typ, n := protowire.ConsumeTag(b[i:])
+		if n < 0 {
+			return nil, protowire.ParseError(n)
+		}
+		v := protowire.ConsumeFieldValue(num, typ, b[i+n:])
+		if v < 0 {
+			return nil, protowire.ParseError(v)
+		}
+		if num == recordLastField {
+			if start >= 0 || typ != protowire.BytesType {
+				return nil, proto.Unmarshal(b, m)
+			}
+			start, end = i, i+n+v
+		}
+		i += n + v
+	}
+	if start < 0 {
+		return nil, proto.Unmarshal(b, m)
+	}
+	if err := proto.Unmarshal(b[:start], m); err != nil {
+		return nil, err
+	}
+	if err := (proto.UnmarshalOptions{Merge: true}).Unmarshal(b[end:], m); err != nil {
+		return nil, err
+	}
+	_, _, n := protowire.ConsumeTag(b[start:])
+	last, _ := protowire.ConsumeBytes(b[start+n:]) // its length was checked above
+	head := &lastHead{}
+	for len(last) > 0 {
+		num, typ, n := protowire.ConsumeTag(last)
+		if n < 0 {
+			return nil, fmt.Errorf("last decision: %w", protowire.ParseError(n))
+		}
+		v := protowire.ConsumeFieldValue(num, typ, last[n:])
+		if v < 0 {
+			return nil, fmt.Errorf("last decision: %w", protowire.ParseError(v))
+		}
+		val := last[n : n+v]
+		last = last[n+v:]
+		if typ != protowire.BytesType || (num != lastDecisionIDField && num != lastDecisionTimeField) {
+			continue
+		}
+		content, _ := protowire.ConsumeBytes(val)
+		if num == lastDecisionIDField {
+			if !utf8.Valid(content) {
+				return nil, errors.New("last decision: id is not UTF-8")
+			}
+			head.id = string(content)
+		} else if err := (proto.UnmarshalOptions{Merge: true}).Unmarshal(content, &head.at); err != nil {
+			return nil, fmt.Errorf("last decision: at: %w", err)
+		} else {
+			head.hasAt = true
+		}
+	}
+	return head, nil
 }
 
 // mapSlice converts each element of in with f; empty gives nil.
@@ -126,7 +255,15 @@ func lastFrom(l *pb.LastDecision) int32 {
 
 // encoder converts engine values to storage messages, keeping the first
 // error.
-type encoder struct{ err error }
+type encoder struct {
+	err error
+	// stamps hands out the messages' timestamps (a record holds dozens)
+	// from chunks of stampChunk, one allocation each.
+	stamps []timestamppb.Timestamp
+}
+
+// stampChunk is how many timestamps an encoder allocates at once.
+const stampChunk = 16
 
 // errTimeRange reports a time a Timestamp cannot hold.
 var errTimeRange = errors.New("time outside the years 1 to 9999")
@@ -135,7 +272,12 @@ func (e *encoder) time(t time.Time) *timestamppb.Timestamp {
 	if t.IsZero() {
 		return nil
 	}
-	ts := timestamppb.New(t)
+	if len(e.stamps) == cap(e.stamps) {
+		e.stamps = make([]timestamppb.Timestamp, 0, stampChunk)
+	}
+	e.stamps = e.stamps[:len(e.stamps)+1]
+	ts := &e.stamps[len(e.stamps)-1] // as timestamppb.New(t) makes it
+	ts.Seconds, ts.Nanos = t.Unix(), int32(t.Nanosecond())
 	if err := ts.CheckValid(); err != nil && e.err == nil {
 		e.err = fmt.Errorf("%w: %v", errTimeRange, t)
 	}

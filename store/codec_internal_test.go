@@ -1,11 +1,14 @@
 package store
 
 import (
+	"bytes"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/setpointhq/setpoint/engine"
@@ -208,4 +211,111 @@ func storedMessage(t *testing.T, rec *target.Record) *pb.Record {
 		t.Fatal(err)
 	}
 	return &m
+}
+
+// TestCompressorsCompressAsCompressValue: values compressed by the
+// compressors, from many goroutines at once and after they are stopped,
+// are exactly what compressValue makes of them.
+func TestCompressorsCompressAsCompressValue(t *testing.T) {
+	rec, _ := statusRecord()
+	m, err := recordMessage(&rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big, err := proto.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		in   []byte
+	}{
+		{"large", bytes.Repeat(big, 8)},
+		{"below minCompress", big[:min(len(big), minCompress-1)]},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want := compressValue(tc.in)
+			c := startCompressors(2)
+			var wg sync.WaitGroup
+			for range 8 {
+				wg.Go(func() {
+					for range 20 {
+						if got := c.compress(tc.in); !bytes.Equal(got, want) {
+							t.Errorf("compress = %d bytes, want compressValue's %d", len(got), len(want))
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			c.stop()
+			if got := c.compress(tc.in); !bytes.Equal(got, want) {
+				t.Errorf("after stop: compress = %d bytes, want compressValue's %d", len(got), len(want))
+			}
+		})
+	}
+}
+
+// TestDecodeForDecisionSkipsOnlyTheLastDecision: decoding for a decision
+// (WithDecision) gives the record decodeRecord gives, but for the last
+// decision, of which only ID and At are kept; a last decision written as
+// more than one field (which proto merges) is decoded whole.
+func TestDecodeForDecisionSkipsOnlyTheLastDecision(t *testing.T) {
+	rec, _ := statusRecord()
+	noTime := rec
+	noTime.Last = &target.LastDecision{ID: "d0", Decision: rec.Last.Decision}
+	none := rec
+	none.Last = nil
+	raw := func(r target.Record) []byte { // uncompressed, as schema version 1 stored
+		m, err := recordMessage(&r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	twice := raw(rec) // Record.last once more, with another id: the second wins
+	twice = protowire.AppendTag(twice, recordLastField, protowire.BytesType)
+	twice = protowire.AppendBytes(twice, protowire.AppendString(protowire.AppendTag(nil, lastDecisionIDField, protowire.BytesType), "d2"))
+	encoded := func(r target.Record) []byte {
+		b, err := encodeRecord(&r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	for _, tc := range []struct {
+		name    string
+		val     []byte
+		partial bool // whether the last decision is left undecoded
+	}{
+		{"full record", encoded(rec), true},
+		{"uncompressed", raw(rec), true},
+		{"last decision without a time", encoded(noTime), true},
+		{"no last decision", encoded(none), false},
+		{"last decision in two fields", twice, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want, err := decodeRecord(rec.Key, tc.val)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.partial {
+				want.Last = &target.LastDecision{ID: want.Last.ID, At: want.Last.At}
+			}
+			got, err := decodeRecordFor(rec.Key, tc.val, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("decoded for a decision (-want +got):\n%s", diff)
+			}
+		})
+	}
+	if got, err := decodeRecordFor(rec.Key, twice, true); err != nil || got.Last.ID != "d2" {
+		t.Errorf("a last decision in two fields: ID %q, %v; want the second field's d2", got.Last.ID, err)
+	}
 }

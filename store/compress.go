@@ -61,6 +61,25 @@ var valueDict = sync.OnceValue(func() *s2.Dict {
 	return d
 })
 
+// scratchBuffers hold a record's bytes while they are marshalled or
+// unmarshalled: the marshalled bytes are compressed (or copied) before a
+// buffer is put back, and unmarshalling copies what it keeps.
+var scratchBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxScratch is the largest buffer kept in scratchBuffers.
+const maxScratch = 64 << 10
+
+// getScratch returns an empty buffer of scratchBuffers.
+func getScratch() *[]byte { return scratchBuffers.Get().(*[]byte) }
+
+// putScratch puts b, whose bytes are no longer used, back as buf.
+func putScratch(buf *[]byte, b []byte) {
+	if cap(b) <= maxScratch {
+		*buf = b[:0]
+		scratchBuffers.Put(buf)
+	}
+}
+
 var flateReaders = sync.Pool{New: func() any { return flate.NewReader(nil) }}
 
 // compressValue returns the stored form of the marshalled message b: b
@@ -70,20 +89,35 @@ func compressValue(b []byte) []byte {
 		return b
 	}
 	d := valueDict()
-	out := make([]byte, 1+s2.MaxEncodedLen(len(b)))
-	out[0] = s2Value
-	enc := d.Encode(out[1:], b) // written in place: out has room for the worst case
+	// Compressed into a pooled buffer with room for the worst case, then
+	// copied out at its size, which is about half of that room.
+	buf := getScratch()
+	out := *buf
+	if n := 1 + s2.MaxEncodedLen(len(b)); cap(out) < n {
+		out = make([]byte, n)
+	} else {
+		out = out[:n]
+	}
+	enc := d.Encode(out[1:], b)
 	if 1+len(enc) >= len(b) {
+		putScratch(buf, out)
 		return b
 	}
-	if &enc[0] != &out[1] {
-		return append(out[:1], enc...)
-	}
-	return out[:1+len(enc)]
+	val := make([]byte, 1+len(enc))
+	val[0] = s2Value
+	copy(val[1:], enc)
+	putScratch(buf, out)
+	return val
 }
 
 // decompressValue returns the marshalled message of the stored value v.
 func decompressValue(v []byte) ([]byte, error) {
+	return decompressValueInto(nil, v)
+}
+
+// decompressValueInto is decompressValue, decompressing an S2 value into
+// buf when it has room.
+func decompressValueInto(buf, v []byte) ([]byte, error) {
 	if len(v) == 0 {
 		return v, nil
 	}
@@ -96,7 +130,10 @@ func decompressValue(v []byte) ([]byte, error) {
 		if n > maxRecordValue {
 			return nil, errValueTooLarge
 		}
-		out, err := valueDict().Decode(make([]byte, n), v[1:])
+		if cap(buf) < n {
+			buf = make([]byte, n)
+		}
+		out, err := valueDict().Decode(buf[:n], v[1:])
 		if err != nil {
 			return nil, fmt.Errorf("decompress: %w", err)
 		}
@@ -124,4 +161,70 @@ func inflate(v []byte) ([]byte, error) {
 		return nil, errValueTooLarge
 	}
 	return out.Bytes(), nil
+}
+
+// compressors run compressValue for Bolt.Update on goroutines of their
+// own. S2's dictionary encoder keeps a 64 KiB hash table on its stack:
+// called on an Update's goroutine — deep in gRPC's and the server's
+// frames, and shrunk again by each garbage collection — every call grew
+// that stack and copied all those frames (3–4% of the process's CPU at 64
+// calls in flight). A compressor's stack is shallow, so growing it again
+// after a collection copies next to nothing.
+type compressors struct {
+	jobs chan *compressJob // unbuffered: a job sent is a job taken
+	done chan struct{}
+	wg   sync.WaitGroup
+}
+
+// compressJob is one value to compress and, once ready, its result.
+type compressJob struct {
+	in, out []byte
+	ready   chan struct{}
+}
+
+var compressJobs = sync.Pool{New: func() any { return &compressJob{ready: make(chan struct{}, 1)} }}
+
+// startCompressors starts n compressors; stop ends them.
+func startCompressors(n int) *compressors {
+	c := &compressors{jobs: make(chan *compressJob), done: make(chan struct{})}
+	for range n {
+		c.wg.Go(func() {
+			for {
+				select {
+				case j := <-c.jobs:
+					j.out = compressValue(j.in)
+					j.ready <- struct{}{}
+				case <-c.done:
+					return
+				}
+			}
+		})
+	}
+	return c
+}
+
+// compress returns compressValue(b), computed by a compressor, or in the
+// caller's goroutine once the compressors are stopped.
+func (c *compressors) compress(b []byte) []byte {
+	if len(b) < minCompress {
+		return b
+	}
+	j := compressJobs.Get().(*compressJob)
+	j.in = b
+	select {
+	case c.jobs <- j:
+		<-j.ready
+	case <-c.done:
+		j.out = compressValue(b)
+	}
+	out := j.out
+	j.in, j.out = nil, nil
+	compressJobs.Put(j)
+	return out
+}
+
+// stop ends the compressors; later calls of compress compress in place.
+func (c *compressors) stop() {
+	close(c.done)
+	c.wg.Wait()
 }

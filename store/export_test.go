@@ -33,3 +33,9 @@ func SetCopyWorkers(n int) (restore func()) {
 	copyWorkers = n
 	return func() { copyWorkers = old }
 }
+
+// DecodeRecordForDecision decodes a stored record as an Update marked
+// WithDecision does.
+func DecodeRecordForDecision(k target.Key, b []byte) (target.Record, error) {
+	return decodeRecordFor(k, b, true)
+}

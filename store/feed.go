@@ -10,6 +10,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/setpointhq/setpoint/engine"
 	pb "github.com/setpointhq/setpoint/proto/setpoint/storage/v1"
 	"github.com/setpointhq/setpoint/target"
 )
@@ -38,19 +39,30 @@ const (
 	ChangeObservation ChangeKind = "Observation"
 	// ChangeDeleted: the record was removed by Delete or Expire.
 	ChangeDeleted ChangeKind = "Deleted"
+	// ChangeGap: Follow's caller missed changes before the next one (a
+	// backend whose watch fell behind its own retention, as etcd's
+	// compaction); it carries no Revision, Key or value. A follower that
+	// must see every change starts over: it reads again what it keeps.
+	// Changes still answers for what is kept. The bbolt store never has
+	// gaps.
+	ChangeGap ChangeKind = "Gap"
 )
 
 // Change is one recorded change of one target.
 type Change struct {
-	// Revision numbers the change: increasing across the whole store,
-	// starting at 1, never reused (also across restarts).
+	// Revision numbers the change: strictly increasing across the whole
+	// store, never reused (also across restarts). Bolt numbers 1, 2, 3…;
+	// other backends may leave gaps (store/etcdstore does).
 	Revision uint64
 	// Key is the target changed.
 	Key target.Key
 	// Kind says what was recorded.
 	Kind ChangeKind
 	// Decision is the decision recorded (ChangeDecision); its
-	// Decision.History is empty.
+	// Decision.History and its Before are empty: the record keeps the
+	// history and the status the decision started from
+	// (target.Record.History, target.Record.Last.Before), and the feed
+	// keeps only what the decision said.
 	Decision *target.LastDecision
 	// Event is the event recorded (ChangeObservation).
 	Event *target.Event
@@ -75,8 +87,10 @@ type Feed interface {
 	// Follow calls fn with the changes of each commit, in revision order,
 	// from the committer goroutine, right after the commit and before the
 	// commit's writers are answered (so a caller holding its answer never
-	// races ahead of the feed), until stop is called. fn must not block and must not call stop; it may keep the
-	// slice but not modify it. After stop returns fn is not called again.
+	// races ahead of the feed), until stop is called. fn must not block
+	// and must not call stop; it may keep the slice but not modify it.
+	// After stop returns fn is not called again. A backend that can miss
+	// changes says so with a ChangeGap change where they were missed.
 	Follow(fn func([]Change)) (stop func())
 }
 
@@ -108,6 +122,7 @@ func (m mark) changes(key target.Key, rec *target.Record) []Change {
 	var out []Change
 	if rec.Last != nil && (!m.hadLast || rec.Last.ID != m.lastID) {
 		d := *rec.Last
+		d.Before, d.Decision.History = engine.Status{}, engine.History{}
 		out = append(out, Change{Key: key, Kind: ChangeDecision, Decision: &d})
 	}
 	if len(rec.Events) > m.events {
@@ -130,25 +145,11 @@ func (b *Bolt) deletion(key target.Key) Change {
 // changes beyond Options.MaxChanges, and queues cs to be published after
 // the commit. Its error leaves tx unusable.
 func (b *Bolt) appendChanges(tx *bolt.Tx, cs []Change) error {
-	vals, err := encodeChanges(cs)
+	vals, err := encodeChanges(cs, nil)
 	if err != nil {
 		return err
 	}
 	return b.appendEncoded(tx, cs, vals)
-}
-
-// encodeChanges returns the stored form of each change; a change's
-// revision is its key, not part of the value, so they can be encoded
-// before the transaction that numbers them.
-func encodeChanges(cs []Change) ([][]byte, error) {
-	vals := make([][]byte, len(cs))
-	for i := range cs {
-		var err error
-		if vals[i], err = encodeChange(&cs[i]); err != nil {
-			return nil, err
-		}
-	}
-	return vals, nil
 }
 
 // appendEncoded is appendChanges for changes encoded by encodeChanges
@@ -288,15 +289,69 @@ func (b *Bolt) Changes(ctx context.Context, after uint64, limit int) ([]Change, 
 	return out, nil
 }
 
+// encodeChanges returns the stored form of each change; a change's
+// revision is its key, not part of the value, so they can be encoded
+// before the transaction that numbers them. rec, when not nil, is the
+// message of the record the changes were made in: a decision's entry then
+// reuses what the record's message already holds of that decision instead
+// of converting it again.
+func encodeChanges(cs []Change, rec *pb.Record) ([][]byte, error) {
+	vals := make([][]byte, len(cs))
+	for i := range cs {
+		c := &cs[i]
+		var err error
+		if l := rec.GetLast(); c.Kind == ChangeDecision && l != nil && l.GetId() == c.Decision.ID {
+			vals[i], err = marshalChange(c, decisionOfRecord(rec))
+		} else {
+			vals[i], err = encodeChange(c)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return vals, nil
+}
+
+// decisionOfRecord is the change feed's message of the last decision of
+// the record message m (m.Last set), sharing m's messages: the
+// explanation, and the status when the decision's status is the record's.
+func decisionOfRecord(m *pb.Record) *pb.LastDecision {
+	l, d := m.GetLast(), m.GetLast().GetDecision()
+	status := d.GetStatus()
+	if l.GetDecisionStatusIsRecordStatus() {
+		status = m.GetStatus()
+	}
+	return &pb.LastDecision{Id: l.GetId(), At: l.GetAt(), From: l.From, Decision: &pb.Decision{
+		DesiredReplicas: d.GetDesiredReplicas(), Rescale: d.GetRescale(), Error: d.GetError(),
+		Status: status, Explanation: d.GetExplanation(),
+	}}
+}
+
 // encodeChange returns the stored form of c (setpoint.storage.v1.Change);
-// the revision is the bucket key.
+// the revision is the bucket key. A decision is stored without its
+// (empty) history and without Before: see Change.Decision.
 func encodeChange(c *Change) ([]byte, error) {
+	var decision *pb.LastDecision
+	if c.Kind == ChangeDecision {
+		var e encoder
+		d := c.Decision
+		decision = &pb.LastDecision{Id: d.ID, At: e.time(d.At), From: &d.From, Decision: e.decision(d.Decision)}
+		decision.Decision.History = nil
+		if e.err != nil {
+			return nil, fmt.Errorf("store: encode change of %s: %w", c.Key, e.err)
+		}
+	}
+	return marshalChange(c, decision)
+}
+
+// marshalChange returns the stored form of c, whose decision (for a
+// ChangeDecision) is already converted to its message.
+func marshalChange(c *Change, decision *pb.LastDecision) ([]byte, error) {
 	var e encoder
 	m := &pb.Change{Cluster: c.Key.Cluster, Namespace: c.Key.Namespace, Name: c.Key.Name, Created: c.Created}
 	switch c.Kind {
 	case ChangeDecision:
-		d := c.Decision
-		m.Kind = &pb.Change_Decision{Decision: &pb.LastDecision{Id: d.ID, At: e.time(d.At), Decision: e.decision(d.Decision), Before: e.status(d.Before), From: &d.From}}
+		m.Kind = &pb.Change_Decision{Decision: decision}
 	case ChangeObservation:
 		m.Kind = &pb.Change_Observation{Observation: e.event(*c.Event)}
 	case ChangeDeleted:
@@ -328,7 +383,10 @@ func decodeChange(rev uint64, b []byte) (c Change, err error) {
 	switch k := m.GetKind().(type) {
 	case *pb.Change_Decision:
 		l := k.Decision
-		c.Kind, c.Decision = ChangeDecision, &target.LastDecision{ID: l.GetId(), At: d.time(l.GetAt()), Decision: d.decision(l.GetDecision()), Before: d.status(l.GetBefore()), From: lastFrom(l)}
+		// Before, which entries written by older versions carry, is left
+		// out as new entries leave it out (Change.Decision).
+		c.Kind, c.Decision = ChangeDecision, &target.LastDecision{ID: l.GetId(), At: d.time(l.GetAt()), Decision: d.decision(l.GetDecision()), From: lastFrom(l)}
+		c.Decision.Decision.History = engine.History{}
 	case *pb.Change_Observation:
 		e := d.event(k.Observation)
 		c.Kind, c.Event = ChangeObservation, &e

@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/setpointhq/setpoint/engine"
 	"github.com/setpointhq/setpoint/store"
 	"github.com/setpointhq/setpoint/store/storetest"
 	"github.com/setpointhq/setpoint/target"
@@ -199,5 +201,51 @@ func TestFeedConcurrentWritesAreOrdered(t *testing.T) {
 	}
 	if st.Stats().Commits >= 200 {
 		t.Logf("no commit was shared (%d commits)", st.Stats().Commits)
+	}
+}
+
+// TestFeedDecisionIsTheRecordsDecision: a decision's entry in the feed, as
+// followed live and as read back by Changes, is the record's last decision
+// without its history and the status it started from (Change.Decision),
+// whether the decision's status is the record's or not.
+func TestFeedDecisionIsTheRecordsDecision(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// edit changes the record after the decision is made.
+		edit func(*target.Record)
+	}{
+		{name: "status is the record's", edit: func(*target.Record) {}},
+		{name: "status differs", edit: func(r *target.Record) { r.Status.DesiredReplicas = 7 }},
+		{name: "no status", edit: func(r *target.Record) { r.Last.Decision.Status = engine.Status{} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			st := open(t, newPath(t), store.Options{})
+			var followed []store.Change
+			stop := st.Follow(func(cs []store.Change) { followed = append(followed, cs...) })
+			defer stop()
+			key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
+			full := fullRecord(key)
+			full.Events = nil
+			tc.edit(&full)
+			stored, err := st.Update(ctx, key, func(r *target.Record) error { *r = full; return nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := *stored.Last
+			want.Before, want.Decision.History = engine.Status{}, engine.History{}
+			read, err := st.Changes(ctx, 0, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, got := range [][]store.Change{followed, read} {
+				if len(got) != 1 || got[0].Kind != store.ChangeDecision {
+					t.Fatalf("changes %v, want one decision", summarize(got))
+				}
+				if d := cmp.Diff(&want, got[0].Decision, cmpopts.EquateEmpty()); d != "" {
+					t.Errorf("the feed's decision (-want +got):\n%s", d)
+				}
+			}
+		})
 	}
 }

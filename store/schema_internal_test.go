@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	gocmp "github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/setpointhq/setpoint/engine"
 	"github.com/setpointhq/setpoint/target"
@@ -113,6 +115,12 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		k := target.Key{Cluster: "c", Namespace: "n", Name: "x"}
 		got, err := decodeRecord(k, b)
+		if _, perr := decodeRecordFor(k, b, true); perr != nil {
+			var ce *CorruptError
+			if !errors.As(perr, &ce) || ce.Key != k || strings.Contains(perr.Error(), "panic while decoding") {
+				t.Fatalf("decoding for a decision: %v is not a *CorruptError for %s, or a panic", perr, k)
+			}
+		}
 		if err != nil {
 			var ce *CorruptError
 			if !errors.As(err, &ce) || ce.Key != k || !errors.Is(err, ErrCorrupt) {
@@ -123,7 +131,29 @@ func FuzzDecodeRecord(f *testing.F) {
 		if _, err := encodeRecord(&got); err != nil {
 			t.Fatalf("a decoded record does not encode: %v", err)
 		}
+		// Decoding for a decision reads the same bytes, but for the last
+		// decision's ID and At.
+		if err := sameForDecision(k, b, got); err != nil {
+			t.Fatal(err)
+		}
 	})
+}
+
+// sameForDecision checks that decoding b for a decision gives whole, the
+// record decodeRecord gives, but for the last decision's ID and At.
+func sameForDecision(k target.Key, b []byte, whole target.Record) error {
+	part, err := decodeRecordFor(k, b, true)
+	if err != nil {
+		return fmt.Errorf("decodeRecord accepts what decoding for a decision rejects: %w", err)
+	}
+	if (whole.Last == nil) != (part.Last == nil) || (whole.Last != nil && (whole.Last.ID != part.Last.ID || !whole.Last.At.Equal(part.Last.At))) {
+		return fmt.Errorf("last decision decoded for a decision %+v, whole %+v", part.Last, whole.Last)
+	}
+	whole.Last, part.Last = nil, nil
+	if diff := gocmp.Diff(whole, part, cmpopts.EquateEmpty(), cmpopts.EquateNaNs()); diff != "" {
+		return fmt.Errorf("decoded for a decision (-whole +for a decision):\n%s", diff)
+	}
+	return nil
 }
 
 // TestUpdateRetriesAConflict: when the record changes between an update's
@@ -153,11 +183,11 @@ func TestUpdateRetriesAConflict(t *testing.T) {
 			return
 		}
 		slipped = true
-		w, err := b.prepare(key, rk, add(2))
+		w, err := b.prepare(key, rk, false, add(2))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := b.write(ctx, w.apply); err != nil {
+		if err := b.write(ctx, true, w.apply); err != nil {
 			t.Fatal(err)
 		}
 	}

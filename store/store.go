@@ -23,6 +23,10 @@ var (
 	// malformed page token, a Query with Namespace but no Cluster, a
 	// negative page size.
 	ErrInvalid = errors.New("store: invalid argument")
+	// ErrUnavailable: the store's backend did not answer in time or has
+	// no quorum (an etcd cluster electing a leader, or out of reach); a
+	// write may or may not have been made. Trying again later is right.
+	ErrUnavailable = errors.New("store: unavailable")
 	// ErrSchemaVersion: the file's layout is not one this binary can use
 	// (written by a newer version, or not a Setpoint store at all).
 	ErrSchemaVersion = errors.New("store: unsupported schema version")
@@ -79,7 +83,12 @@ type Store interface {
 	// error nothing is stored and that error is returned. fn may run more
 	// than once and must depend only on its argument. When ctx ends first,
 	// Update returns ctx.Err(); the change may or may not have been stored,
-	// and fn may have run although nothing it made was stored.
+	// and fn may have run although nothing it made was stored. A change
+	// stored after Update returned ctx.Err() is stored like any other, with
+	// its change-feed entries; an Update of the same key that read the
+	// record before it conflicts and runs its fn again on what was stored.
+	// A decision's ctx may say so (WithDecision): its fn then sees of the
+	// previous last decision only ID and At.
 	Update(ctx context.Context, key target.Key, fn func(rec *target.Record) error) (target.Record, error)
 	// Get returns the record for key, ErrNotFound or ErrCorrupt.
 	Get(ctx context.Context, key target.Key) (target.Record, error)
@@ -115,4 +124,23 @@ type Store interface {
 	// written. The snapshot is a store of the same kind: Open accepts a
 	// Bolt snapshot as it is.
 	Backup(ctx context.Context, size func(int64) error, w io.Writer) (int64, error)
+}
+
+// decisionCtxKey is the context key of WithDecision.
+type decisionCtxKey struct{}
+
+// WithDecision returns ctx marking the Updates made with it as decisions:
+// their function replaces the record's last decision with a new one (as
+// target.Decide does) and reads of the previous one only ID and At. A
+// store may then leave the rest of the previous decision, the largest
+// part of a record, undecoded: fn finds it zero. An Update whose function
+// returns nil but keeps the previous last decision fails, storing nothing.
+func WithDecision(ctx context.Context) context.Context {
+	return context.WithValue(ctx, decisionCtxKey{}, true)
+}
+
+// isDecision reports whether ctx comes from WithDecision.
+func isDecision(ctx context.Context) bool {
+	v, _ := ctx.Value(decisionCtxKey{}).(bool)
+	return v
 }

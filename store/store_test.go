@@ -682,3 +682,61 @@ func TestContract(t *testing.T) {
 		return open(t, newPath(t), opts)
 	})
 }
+
+// TestUpdateWithDecision: an Update marked as a decision sees of the
+// previous last decision only its ID and At, stores what an unmarked one
+// stores, and fails, storing nothing, when its function keeps the previous
+// last decision.
+func TestUpdateWithDecision(t *testing.T) {
+	ctx := context.Background()
+	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
+	full := fullRecord(key)
+	decide := func(id string, seen *target.LastDecision) func(*target.Record) error {
+		return func(r *target.Record) error {
+			if r.Last != nil {
+				*seen = *r.Last
+			}
+			r.Last = &target.LastDecision{ID: id, At: r.Last.At.Add(time.Minute), Decision: full.Last.Decision, Before: r.Status, From: 7}
+			r.LastSeen = r.Last.At
+			return nil
+		}
+	}
+	stored := map[bool]target.Record{}
+	for _, marked := range []bool{false, true} {
+		st := open(t, newPath(t), store.Options{})
+		put(t, st, full)
+		uctx := ctx
+		if marked {
+			uctx = store.WithDecision(ctx)
+		}
+		var seen target.LastDecision
+		if _, err := st.Update(uctx, key, decide("d-next", &seen)); err != nil {
+			t.Fatal(err)
+		}
+		want := *full.Last
+		if marked {
+			want = target.LastDecision{ID: full.Last.ID, At: full.Last.At}
+		}
+		if diff := cmp.Diff(want, seen); diff != "" {
+			t.Errorf("marked=%v: the function saw as the last decision (-want +got):\n%s", marked, diff)
+		}
+		rec, err := st.Get(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored[marked] = rec
+
+		if marked {
+			_, err := st.Update(uctx, key, func(r *target.Record) error { r.LastSeen = r.LastSeen.Add(time.Hour); return nil })
+			if err == nil {
+				t.Error("a decision keeping the previous last decision was stored")
+			}
+			if after, _ := st.Get(ctx, key); !cmp.Equal(after, rec) {
+				t.Errorf("a failed decision changed the record (-before +after):\n%s", cmp.Diff(rec, after))
+			}
+		}
+	}
+	if diff := cmp.Diff(stored[false], stored[true]); diff != "" {
+		t.Errorf("stored by a decision (-unmarked +marked):\n%s", diff)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -34,11 +35,15 @@ type StoreConfig struct {
 	Cert, Key, CA string
 	// Prefix is put before every key the store writes in etcd.
 	Prefix string
+	// CompactEvery is how often the servers compact etcd's history (the
+	// change feed Watch resumes from); 0 leaves it to etcd.
+	CompactEvery time.Duration
 }
 
 // RegisterFlags registers the store's flags on fs.
 func (c *StoreConfig) RegisterFlags(fs interface {
 	StringVar(p *string, name, value, usage string)
+	DurationVar(p *time.Duration, name string, value time.Duration, usage string)
 }) {
 	fs.StringVar(&c.Kind, "store", "bolt", `where the history is kept: "bolt" (a file in -data-dir) or "etcd" (shared by several servers; see -etcd-*)`)
 	fs.StringVar(&c.Endpoints, "etcd-endpoints", "", "etcd client URLs, comma-separated (with -store=etcd)")
@@ -46,6 +51,7 @@ func (c *StoreConfig) RegisterFlags(fs interface {
 	fs.StringVar(&c.Key, "etcd-key", "", "etcd client private key (PEM)")
 	fs.StringVar(&c.CA, "etcd-ca", "", "CA bundle (PEM) verifying etcd's certificate")
 	fs.StringVar(&c.Prefix, "etcd-prefix", etcdstore.DefaultPrefix, "prefix of every key the server writes in etcd")
+	fs.DurationVar(&c.CompactEvery, "etcd-compact-every", 5*time.Minute, "how often the servers compact etcd's whole history, keeping at least this much for Watch to resume from (as a Kubernetes API server does); 0 leaves it to etcd's --auto-compaction-retention")
 }
 
 // Validate checks the store flags.
@@ -65,6 +71,9 @@ func (c *StoreConfig) Validate() error {
 		if c.Prefix == "" {
 			return errors.New("-etcd-prefix must not be empty")
 		}
+		if c.CompactEvery < 0 {
+			return errors.New("-etcd-compact-every must be ≥ 0")
+		}
 	default:
 		return fmt.Errorf("-store: %q is neither bolt nor etcd", c.Kind)
 	}
@@ -82,7 +91,7 @@ func newStoreMetrics() *storeMetrics {
 	m := &storeMetrics{
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "setpoint_etcd_request_duration_seconds",
-			Help:    "Latency of the store's etcd requests, by operation (read, commit, get, list, delete, changes, count, revision).",
+			Help:    "Latency of the store's etcd requests, by operation (read, commit, get, list, delete, changes, count, revision, compact).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 		}, []string{"op"}),
 		conflicts: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -116,7 +125,7 @@ func metricsHandler(srv *server.Server, m *storeMetrics) http.Handler {
 
 // openStore opens the configured store; close releases it (and the etcd
 // client). metrics is nil for bbolt. where describes the store for the log.
-func openStore(ctx context.Context, cfg Config) (st store.Store, close func() error, metrics *storeMetrics, where string, err error) {
+func openStore(ctx context.Context, cfg Config, log *slog.Logger) (st store.Store, close func() error, metrics *storeMetrics, where string, err error) {
 	opts := store.Options{MaxChanges: cfg.MaxChanges, DecisionRetention: cfg.DecisionRetention}
 	if cfg.Store.Kind != "etcd" {
 		path := filepath.Join(cfg.DataDir, "setpoint.db")
@@ -146,6 +155,8 @@ func openStore(ctx context.Context, cfg Config) (st store.Store, close func() er
 	e, err := etcdstore.New(ctx, cli, etcdstore.Options{
 		Prefix:            cfg.Store.Prefix,
 		DecisionRetention: cfg.DecisionRetention,
+		CompactEvery:      cfg.Store.CompactEvery,
+		Logger:            log,
 		Observe:           metrics.observe,
 	})
 	if err != nil {

@@ -270,7 +270,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, ready chan<- string)
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data directory: %w", err)
 	}
-	st, closeStore, storeMetrics, where, err := openStore(ctx, cfg)
+	st, closeStore, storeMetrics, where, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return err
 	}

@@ -62,6 +62,8 @@ func TestValidate(t *testing.T) {
 		{"etcd store without endpoints", with("-store", "etcd"), false},
 		{"etcd flags with the bbolt store", with("-etcd-endpoints", "http://127.0.0.1:2379"), false},
 		{"etcd cert without key", with("-store", "etcd", "-etcd-endpoints", "http://e:2379", "-etcd-cert", "c.pem"), false},
+		{"etcd compaction left to etcd", with("-store", "etcd", "-etcd-endpoints", "http://e:2379", "-etcd-compact-every", "0s"), true},
+		{"negative etcd compaction", with("-store", "etcd", "-etcd-endpoints", "http://e:2379", "-etcd-compact-every", "-1s"), false},
 		{"unknown store", with("-store", "mysql"), false},
 		{"rate limit off", with("-rate-limit", "0"), true},
 		{"negative rate limit", with("-rate-limit", "-1"), false},

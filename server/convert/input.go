@@ -196,6 +196,9 @@ func (c *converter) timestamp(field string, t *timestamppb.Timestamp) time.Time 
 // quantity parses a quantity into a milli-value. ok is false (and a
 // violation recorded) when it does not parse.
 func (c *converter) quantity(field, s string) (milli int64, ok bool) {
+	if v, ok := plainMilli(s); ok {
+		return v, true
+	}
 	q, err := resource.ParseQuantity(s)
 	if err != nil {
 		c.err.Add(field, "must be a quantity: %v", err)
@@ -208,6 +211,34 @@ func (c *converter) quantity(field, s string) (milli int64, ok bool) {
 		return 0, false
 	}
 	return q.MilliValue(), true
+}
+
+// plainMilli returns the milli-value of s when s is a plain decimal
+// integer of 1 to 15 digits, optionally followed by "m" ("250m", "3") —
+// how CPU quantities and most metric values are spelled — which is the
+// value resource.ParseQuantity gives it (FuzzPlainMilli). ok is false for
+// any other spelling, which then goes through resource.ParseQuantity.
+func plainMilli(s string) (milli int64, ok bool) {
+	n := len(s)
+	isMilli := n > 0 && s[n-1] == 'm'
+	if isMilli {
+		n--
+	}
+	if n == 0 || n > 15 {
+		return 0, false
+	}
+	var v int64
+	for i := range n {
+		d := s[i]
+		if d < '0' || d > '9' {
+			return 0, false
+		}
+		v = v*10 + int64(d-'0')
+	}
+	if !isMilli {
+		v *= 1000 // at most 10^18: within int64
+	}
+	return v, true
 }
 
 // The quantities whose milli-values an int64 holds.
@@ -223,22 +254,33 @@ func (c *converter) quantities(field string, m map[string]string) map[string]int
 		return nil
 	}
 	out := make(map[string]int64, len(m))
+	if c.quiet {
+		// The first, quiet pass only asks whether there is a violation.
+		for name, s := range m {
+			c.quantityEntry(out, field, name, s)
+		}
+		return out
+	}
 	// Sorted, so that violations come in a stable order.
 	for _, name := range slices.Sorted(maps.Keys(m)) {
-		s := m[name]
-		f := c.keyed(field, name)
-		if name == "" {
-			c.err.Add(field, "resource name must be set")
-			continue
-		}
-		if v, ok := c.quantity(f, s); ok {
-			if v < 0 {
-				c.err.Add(f, "must be a quantity >= 0, got %q", s)
-			}
-			out[name] = v
-		}
+		c.quantityEntry(out, field, name, m[name])
 	}
 	return out
+}
+
+// quantityEntry converts the entry name: s of the map at field into out.
+func (c *converter) quantityEntry(out map[string]int64, field, name, s string) {
+	if name == "" {
+		c.err.Add(field, "resource name must be set")
+		return
+	}
+	f := c.keyed(field, name)
+	if v, ok := c.quantity(f, s); ok {
+		if v < 0 {
+			c.err.Add(f, "must be a quantity >= 0, got %q", s)
+		}
+		out[name] = v
+	}
 }
 
 func (c *converter) spec(s *setpointv1.HorizontalPodAutoscalerSpec, settings engine.Settings) engine.Spec {
@@ -545,6 +587,9 @@ func (c *converter) pods(ps []*setpointv1.Pod) []engine.Pod {
 			}
 			c.conditionStatus(f+".ready.status", pod.Ready.Status)
 		}
+		if n := len(p.GetContainers()); n > 0 {
+			pod.Containers = make([]engine.Container, 0, n)
+		}
 		for j, ct := range p.GetContainers() {
 			cf := c.indexed(f+".containers", j)
 			c.nonEmpty(cf+".name", ct.GetName())
@@ -568,11 +613,17 @@ func (c *converter) conditionStatus(field string, s engine.ConditionStatus) {
 
 func (c *converter) resourceMetrics(r *setpointv1.ResourceMetrics) engine.ResourceMetrics {
 	out := engine.ResourceMetrics{Err: r.GetError()}
+	if n := len(r.GetItems()); n > 0 {
+		out.Pods = make([]engine.PodUsage, 0, n)
+	}
 	for i, it := range r.GetItems() {
 		f := c.indexed("resource_metrics.items", i)
 		c.nonEmpty(f+".pod", it.GetPod())
 		u := engine.PodUsage{Pod: it.GetPod(), Timestamp: c.timestamp(f+".timestamp", it.GetTimestamp())}
 		c.duration(f+".window", it.GetWindow(), &u.Window)
+		if n := len(it.GetContainers()); n > 0 {
+			u.Containers = make([]engine.ContainerUsage, 0, n)
+		}
 		for j, ct := range it.GetContainers() {
 			cf := c.indexed(f+".containers", j)
 			u.Containers = append(u.Containers, engine.ContainerUsage{Name: ct.GetName(), Usage: c.quantities(cf+".usage", ct.GetUsage())})

@@ -90,3 +90,12 @@ func (c *recordCache) forget(cs []store.Change) {
 		}
 	}
 }
+
+// clear forgets every record: after a gap in the feed the watcher cannot
+// tell which ones other servers changed.
+func (c *recordCache) clear() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	clear(c.m)
+	c.bytes = 0
+}

@@ -1,9 +1,15 @@
 package etcdstore
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/setpointhq/setpoint/store"
 	"github.com/setpointhq/setpoint/target"
@@ -106,5 +112,32 @@ func TestFeedValues(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestUnavailable(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{rpctypes.ErrNoLeader, true},
+		{rpctypes.ErrLeaderChanged, true},
+		{rpctypes.ErrTimeout, true},
+		{fmt.Errorf("txn: %w", rpctypes.ErrTimeoutDueToConnectionLost), true},
+		{status.Error(codes.Unavailable, "connection refused"), true},
+		{context.DeadlineExceeded, true},
+		{rpctypes.ErrRequestTooLarge, false},
+		{rpctypes.ErrPermissionDenied, false},
+		{errors.New("anything else"), false},
+	} {
+		if got := unavailable(tc.err); got != tc.want {
+			t.Errorf("unavailable(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+	// What a caller gets: store.ErrUnavailable, and etcd's words.
+	s := &Store{}
+	err := s.ctxErr(context.Background(), rpctypes.ErrLeaderChanged)
+	if !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "leader changed") {
+		t.Errorf("ctxErr(leader changed) = %v, want store.ErrUnavailable naming it", err)
 	}
 }

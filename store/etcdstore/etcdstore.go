@@ -14,7 +14,9 @@
 // writer stored, and the function runs again on it. Two servers deciding
 // one target therefore serialize and neither decision is lost, while
 // updates of different targets never conflict. The same transaction writes
-// the decision log entry and the feed key.
+// the decision log entry and the feed key. The function's error (a
+// refusal) is checked too: made on a cached record, it stands only once a
+// linearizable read shows the record has not moved.
 //
 // The change feed is etcd's own history of the feed key: a change's
 // revision is the etcd revision of its write shifted left by 16 bits plus
@@ -22,9 +24,10 @@
 // dense. Changes reads past changes with a watch from that revision;
 // changes etcd has compacted away are answered with store.ErrOutOfRange,
 // as the bbolt store answers for changes beyond its MaxChanges. The feed's
-// retention is therefore etcd's compaction (run etcd with
-// --auto-compaction-mode=periodic --auto-compaction-retention, as a
-// Kubernetes control plane does; docs/scale-out.md).
+// retention is therefore etcd's compaction: Options.CompactEvery makes the
+// servers compact it themselves, as Kubernetes API servers do, or etcd
+// does with --auto-compaction-mode=periodic --auto-compaction-retention
+// (docs/scale-out.md).
 //
 // # Size budget
 //
@@ -44,11 +47,15 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/setpointhq/setpoint/store"
 	"github.com/setpointhq/setpoint/target"
@@ -84,6 +91,15 @@ type Options struct {
 	CacheBytes int
 	// Now stamps deletions in the change feed; time.Now when nil.
 	Now func() time.Time
+	// CompactEvery, when positive, makes the servers sharing the prefix
+	// compact etcd's whole history (every prefix's: as a Kubernetes API
+	// server does) about once per CompactEvery, keeping at least
+	// CompactEvery of it; 0 leaves compaction to etcd
+	// (--auto-compaction-retention) or to another client.
+	CompactEvery time.Duration
+	// Logger receives what the store cannot report to a caller (a failed
+	// compaction); nil discards it.
+	Logger *slog.Logger
 	// Observe, when set, is told how long each etcd request took and
 	// whether a transaction lost a race for its target (a conflict, then
 	// retried).
@@ -98,8 +114,9 @@ type Store struct {
 	prefix string
 	cache  *recordCache
 
-	cancel context.CancelFunc
-	done   chan struct{}
+	cancel      context.CancelFunc
+	done        chan struct{} // closed when the feed watcher has stopped
+	compactDone chan struct{} // closed when compaction has stopped
 
 	mu        sync.Mutex
 	cond      *sync.Cond
@@ -113,7 +130,7 @@ var _ store.Store = (*Store)(nil)
 // New returns a Store on cli, which the Store does not close. It reads the
 // current etcd revision and follows the change feed from there.
 func New(ctx context.Context, cli *clientv3.Client, opts Options) (*Store, error) {
-	if opts.MaxEvents < 0 || opts.MaxHistory < 0 {
+	if opts.MaxEvents < 0 || opts.MaxHistory < 0 || opts.CompactEvery < 0 {
 		return nil, fmt.Errorf("%w: negative option", store.ErrInvalid)
 	}
 	opts.Prefix = cmp.Or(opts.Prefix, DefaultPrefix)
@@ -122,7 +139,8 @@ func New(ctx context.Context, cli *clientv3.Client, opts Options) (*Store, error
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	s := &Store{cli: cli, opts: opts, prefix: opts.Prefix, cache: newRecordCache(opts.CacheBytes), done: make(chan struct{})}
+	s := &Store{cli: cli, opts: opts, prefix: opts.Prefix, cache: newRecordCache(opts.CacheBytes),
+		done: make(chan struct{}), compactDone: make(chan struct{})}
 	s.cond = sync.NewCond(&s.mu)
 	resp, err := cli.Get(ctx, s.feedKey(), clientv3.WithCountOnly())
 	if err != nil {
@@ -132,6 +150,11 @@ func New(ctx context.Context, cli *clientv3.Client, opts Options) (*Store, error
 	wctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	go s.watch(wctx, resp.Header.Revision+1)
+	if opts.CompactEvery > 0 {
+		go s.compactLoop(wctx)
+	} else {
+		close(s.compactDone)
+	}
 	return s, nil
 }
 
@@ -166,6 +189,7 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	s.cancel()
 	<-s.done
+	<-s.compactDone
 	return nil
 }
 
@@ -193,7 +217,10 @@ func storedOf(kvs []*mvccpb.KeyValue) stored {
 // Update implements store.Store: read (or take from the cache), run fn,
 // commit if the record did not move, else run fn again on the record the
 // failed transaction answered. It makes one etcd transaction when the
-// cache is current, and one read and one transaction otherwise.
+// cache is current, and one read and one transaction otherwise. When fn
+// fails on a record not known to be current, Update reads the record
+// linearizably and runs fn again if it moved, so that an error, like a
+// write, is about the record as stored when Update was called or later.
 func (s *Store) Update(ctx context.Context, key target.Key, fn func(rec *target.Record) error) (target.Record, error) {
 	if s.isClosed() {
 		return target.Record{}, store.ErrClosed
@@ -206,12 +233,15 @@ func (s *Store) Update(ctx context.Context, key target.Key, fn func(rec *target.
 		return target.Record{}, err
 	}
 	rk := s.recKey(kb)
-	cur, known := stored{}, false
+	// cur is the record fn runs on: a guess (cached, or read serializably)
+	// until current says it was read linearizably or answered by a
+	// failed transaction.
+	cur, have, current := stored{}, false, false
 	if e, ok := s.cache.get(key); ok {
-		cur, known = stored{val: e.val, mod: e.mod}, true
+		cur, have = stored{val: e.val, mod: e.mod}, true
 	}
 	for {
-		if !known {
+		if !have {
 			// Serializable: the transaction's compare catches a stale
 			// read, and its answer replaces it.
 			start := time.Now()
@@ -220,11 +250,27 @@ func (s *Store) Update(ctx context.Context, key target.Key, fn func(rec *target.
 			if err != nil {
 				return target.Record{}, s.ctxErr(ctx, err)
 			}
-			cur, known = storedOf(resp.Kvs), true
+			cur, have = storedOf(resp.Kvs), true
 		}
 		rec, val, changes, ops, err := s.prepare(key, kb, cur, fn)
 		if err != nil {
-			return target.Record{}, err
+			if current {
+				return target.Record{}, err
+			}
+			// An error is an answer about the stored record, and no
+			// compare checks it: make sure fn refused the current one.
+			start := time.Now()
+			resp, rerr := s.cli.Get(ctx, rk)
+			s.observe("read", start, false)
+			if rerr != nil {
+				return target.Record{}, s.ctxErr(ctx, rerr)
+			}
+			latest := storedOf(resp.Kvs)
+			if latest.mod == cur.mod {
+				return target.Record{}, err
+			}
+			cur, current = latest, true
+			continue
 		}
 		start := time.Now()
 		resp, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(rk), "=", cur.mod)).
@@ -236,7 +282,7 @@ func (s *Store) Update(ctx context.Context, key target.Key, fn func(rec *target.
 		}
 		s.observe("commit", start, !resp.Succeeded)
 		if !resp.Succeeded {
-			cur = storedOf(resp.Responses[0].GetResponseRange().Kvs)
+			cur, current = storedOf(resp.Responses[0].GetResponseRange().Kvs), true
 			continue
 		}
 		rev := resp.Header.Revision
@@ -299,7 +345,9 @@ func (s *Store) prepare(key target.Key, kb []byte, cur stored, fn func(*target.R
 	return rec, val, changes, ops, nil
 }
 
-// ctxErr returns ctx's error when it has ended, else err wrapped.
+// ctxErr returns ctx's error when it has ended, store.ErrClosed after
+// Close, else err wrapped: as store.ErrUnavailable when etcd had no leader,
+// timed out or could not be reached.
 func (s *Store) ctxErr(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
@@ -307,7 +355,24 @@ func (s *Store) ctxErr(ctx context.Context, err error) error {
 	if s.isClosed() {
 		return store.ErrClosed
 	}
+	if unavailable(err) {
+		return fmt.Errorf("%w: etcd: %w", store.ErrUnavailable, err)
+	}
 	return fmt.Errorf("etcdstore: %w", err)
+}
+
+// unavailable reports whether err says etcd could not serve the request
+// now (no leader, leader changed, timed out, unreachable), as opposed to
+// refusing it.
+func unavailable(err error) bool {
+	var ee rpctypes.EtcdError
+	if errors.As(err, &ee) {
+		return ee.Code() == codes.Unavailable || ee.Code() == codes.DeadlineExceeded
+	}
+	if st, ok := status.FromError(err); ok {
+		return st.Code() == codes.Unavailable || st.Code() == codes.DeadlineExceeded
+	}
+	return errors.Is(err, context.DeadlineExceeded)
 }
 
 // Get implements store.Store.

@@ -370,3 +370,49 @@ func TestUpdatesOfDifferentTargetsDoNotConflict(t *testing.T) {
 		t.Errorf("%d transactions for %d updates, want one each", n, targets*rounds)
 	}
 }
+
+// Servers sharing a prefix compact etcd's history about once per
+// CompactEvery, keeping at least that much: a change stays readable for
+// an interval after its write, and is out of range a few intervals later.
+func TestCompactEvery(t *testing.T) {
+	ctx := context.Background()
+	const every = 2 * time.Second
+	prefix := fmt.Sprintf("/compact-%d/", time.Now().UnixNano())
+	var stores []*etcdstore.Store
+	for range 2 {
+		st, err := etcdstore.New(ctx, client(t), etcdstore.Options{Prefix: prefix, CompactEvery: every})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		stores = append(stores, st)
+	}
+	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
+	written := time.Now()
+	for i, st := range stores {
+		if _, err := st.Update(ctx, key, storetest.DecideFn(fmt.Sprint("d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if cs, err := stores[0].Changes(ctx, 0, 10); err != nil || len(cs) != 2 {
+		t.Fatalf("Changes(0) %v after the writes = %d, %v; want both", time.Since(written), len(cs), err)
+	}
+	deadline := time.Now().Add(10 * every)
+	for {
+		_, err := stores[1].Changes(ctx, 0, 10)
+		if errorsIs(err, store.ErrOutOfRange) {
+			break
+		}
+		if err != nil || time.Now().After(deadline) {
+			t.Fatalf("Changes(0) %v after the writes: %v; want ErrOutOfRange once compacted", time.Since(written), err)
+		}
+		time.Sleep(every / 4)
+	}
+	if took := time.Since(written); took < every {
+		t.Errorf("compacted %v after the writes, less than the interval %v", took, every)
+	}
+	// The record itself is current data, never compacted.
+	if rec, err := stores[1].Get(ctx, key); err != nil || rec.Last.ID != "d1" {
+		t.Errorf("Get after compaction = %+v, %v", rec.Last, err)
+	}
+}

@@ -9,6 +9,8 @@ import (
 	"github.com/klauspost/compress/s2"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/setpointhq/setpoint/store"
 )
@@ -255,7 +257,7 @@ func (s *Store) Changes(ctx context.Context, after uint64, limit int) ([]store.C
 			}
 		}
 	}
-	return nil, s.ctxErr(ctx, fmt.Errorf("feed watch ended"))
+	return nil, s.ctxErr(ctx, status.Error(codes.Unavailable, "the feed watch ended"))
 }
 
 // Follow implements store.Feed. fn sees every change of every server
@@ -288,8 +290,14 @@ func (s *Store) watch(ctx context.Context, rev int64) {
 			if err := wr.Err(); err != nil {
 				if wr.CompactRevision > rev {
 					// Fell behind etcd's compaction: the changes in
-					// between are gone; followers see a gap.
+					// between are gone. The followers are told, and
+					// the cache, which those changes would have
+					// corrected, is dropped.
+					if s.opts.Logger != nil {
+						s.opts.Logger.Warn("the change feed fell behind etcd's compaction: changes were missed; Watch streams are ended and caches dropped", "from", rev, "to", wr.CompactRevision)
+					}
 					rev = wr.CompactRevision
+					s.gap()
 				}
 				break
 			}
@@ -324,6 +332,18 @@ func (s *Store) watch(ctx context.Context, rev int64) {
 		case <-ctx.Done():
 		case <-time.After(100 * time.Millisecond):
 		}
+	}
+}
+
+// gap tells the followers that changes were missed and forgets the
+// cached records.
+func (s *Store) gap() {
+	s.cache.clear()
+	gap := []store.Change{{Kind: store.ChangeGap}}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, f := range s.followers {
+		f(gap)
 	}
 }
 

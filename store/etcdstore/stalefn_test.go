@@ -46,4 +46,8 @@ func TestUpdateFnErrorIsDecidedOnTheStoredRecord(t *testing.T) {
 	if got.Ref.Name != "seen-by-b" || got.Ref.Kind != "seen-by-a" {
 		t.Errorf("ref %+v, want b's name and a's kind", got.Ref)
 	}
+	// On the current record a refusal stands.
+	if _, err := a.Update(ctx, key, func(r *target.Record) error { return errNotSeen }); !errors.Is(err, errNotSeen) {
+		t.Errorf("Update refused on the current record: %v, want the refusal", err)
+	}
 }

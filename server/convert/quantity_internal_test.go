@@ -1,0 +1,39 @@
+package convert
+
+import (
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// FuzzPlainMilli: wherever the fast path takes a quantity, its value is
+// the one resource.ParseQuantity gives; the seeds also pin which
+// spellings it takes.
+func FuzzPlainMilli(f *testing.F) {
+	for _, tc := range []struct {
+		s    string
+		fast bool
+	}{
+		{"250m", true}, {"3", true}, {"0", true}, {"0m", true}, {"007", true}, {"999999999999999", true},
+		{"999999999999999m", true}, {"1000000000000000", false}, {"", false}, {"m", false}, {"-1", false},
+		{"+1", false}, {"1.5", false}, {"1Gi", false}, {"1e3", false}, {"1k", false}, {" 1", false}, {"1mm", false},
+	} {
+		if _, ok := plainMilli(tc.s); ok != tc.fast {
+			f.Errorf("plainMilli(%q) took the fast path: %v, want %v", tc.s, ok, tc.fast)
+		}
+		f.Add(tc.s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		v, ok := plainMilli(s)
+		if !ok {
+			return
+		}
+		q, err := resource.ParseQuantity(s)
+		if err != nil {
+			t.Fatalf("plainMilli(%q) = %d, but ParseQuantity fails: %v", s, v, err)
+		}
+		if want := q.MilliValue(); v != want {
+			t.Fatalf("plainMilli(%q) = %d, ParseQuantity's milli-value %d", s, v, want)
+		}
+	})
+}
