@@ -51,6 +51,9 @@ type step struct {
 	// than a stabilization window. Such a step is not settled; the next
 	// step's comparison covers it.
 	lasts time.Duration
+	// held says the step ends rate-limited for good (a Disabled policy):
+	// settle does not wait for that limit to lift.
+	held bool
 }
 
 // autoscalerName is the name of a case's i-th autoscaler.
@@ -149,7 +152,7 @@ func (c differenceCase) run(t *testing.T, addr string) {
 			time.Sleep(s.lasts)
 			continue
 		}
-		c.settle(t, twins, s.what)
+		c.settle(t, twins, s)
 	}
 	ref := twins[0].sequence()
 	for _, w := range twins[1:] {
@@ -229,11 +232,12 @@ func managedBy(fields []metav1.ManagedFieldsEntry, manager, subresource string) 
 // sync periods with no change pending in the reference, and fails with the
 // differences when that does not happen in time.
 //
-// A scale-up or scale-down held back by a stabilization window is pending:
-// the reference says so (AbleToScale ScaleUpStabilized or
-// ScaleDownStabilized) until the window lets it happen. So a step waits out
-// a window only when it has something to wait for.
-func (c differenceCase) settle(t *testing.T, twins []*twin, what string) {
+// A scale-up or scale-down held back by a stabilization window or a rate
+// policy is pending: the reference says so (AbleToScale ScaleUpStabilized
+// or ScaleDownStabilized, ScalingLimited ScaleUpLimit or ScaleDownLimit)
+// until it happens. So a step waits out a window or a period only when it
+// has something to wait for.
+func (c differenceCase) settle(t *testing.T, twins []*twin, st step) {
 	t.Helper()
 	s := env.settings
 	hold := 3 * s.sync
@@ -244,7 +248,7 @@ func (c differenceCase) settle(t *testing.T, twins []*twin, what string) {
 	var since, lastAt time.Time
 	var last string
 	for time.Now().Before(deadline) {
-		diff, pending, err := c.compare(t.Context(), twins)
+		diff, pending, err := c.compare(t.Context(), twins, st.held)
 		switch {
 		case err != nil:
 			last, lastAt, since = err.Error(), time.Now(), time.Time{}
@@ -267,7 +271,7 @@ func (c differenceCase) settle(t *testing.T, twins []*twin, what string) {
 		}
 	}
 	t.Fatalf("step %q: the twins did not settle to the same state; the last difference, %v before the deadline: %s",
-		what, deadline.Sub(lastAt).Round(time.Millisecond), last)
+		st.what, deadline.Sub(lastAt).Round(time.Millisecond), last)
 }
 
 // explanation is Setpoint's explanation of its last decision for the
@@ -287,9 +291,18 @@ func (w *twin) explanation(i int) string {
 	return fmt.Sprintf("%+v", *a.Status.Explanation)
 }
 
+// pendingConditions are the reference's conditions that say a change is
+// held back for now: by a stabilization window or a rate policy's period.
+var pendingConditions = []string{
+	"AbleToScale=True ScaleUpStabilized:", "AbleToScale=True ScaleDownStabilized:",
+	"ScalingLimited=True ScaleUpLimit:", "ScalingLimited=True ScaleDownLimit:",
+}
+
 // compare reports the differences between the reference twin's observed
-// state and every other's, or "", and the reference's pending change, or "".
-func (c differenceCase) compare(ctx context.Context, twins []*twin) (diff, pending string, err error) {
+// state and every other's, or "", and the reference's pending change, or ""
+// (held: a rate limit that holds for good, such as a Disabled policy, is
+// not pending).
+func (c differenceCase) compare(ctx context.Context, twins []*twin, held bool) (diff, pending string, err error) {
 	var diffs []string
 	ref := twins[0]
 	for i, spec := range c.autoscalers {
@@ -298,8 +311,10 @@ func (c differenceCase) compare(ctx context.Context, twins []*twin) (diff, pendi
 			return "", "", err
 		}
 		for _, cond := range want.Conditions {
-			if strings.HasPrefix(cond, "AbleToScale=True ScaleUpStabilized:") || strings.HasPrefix(cond, "AbleToScale=True ScaleDownStabilized:") {
-				pending = autoscalerName(i) + " " + cond
+			for _, p := range pendingConditions {
+				if strings.HasPrefix(cond, p) && !(held && strings.HasPrefix(p, "ScalingLimited")) {
+					pending = autoscalerName(i) + " " + cond
+				}
 			}
 		}
 		for _, w := range twins[1:] {

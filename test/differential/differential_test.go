@@ -170,7 +170,7 @@ func cases() []differenceCase {
 		}),
 		steps: []step{
 			{what: "5%: down by the larger policy, 2 pods per 3 s, to min", load: load{cpu: each("5m")}},
-			{what: "400%: scale-up disabled", load: load{cpu: each("200m")}},
+			{what: "400%: scale-up disabled", load: load{cpu: each("200m")}, held: true},
 		},
 	}, {
 		name: "tolerance", replicas: 4,
