@@ -47,6 +47,7 @@ const (
 	DefaultMaxConnectionAge      = 30 * time.Minute
 	DefaultMaxConnectionAgeGrace = time.Minute
 	DefaultStreamWindow          = 64 << 10
+	DefaultStreamWorkers         = 64
 )
 
 // Options configure a Server. The zero value selects every default.
@@ -182,13 +183,23 @@ type Options struct {
 	// MaxResponseBytes bounds the encoded size of a ListTargets page; 0
 	// means DefaultMaxResponseBytes.
 	MaxResponseBytes int
+	// StreamWorkers is how many goroutines serve calls and are kept
+	// between them (gRPC's stream workers), so a call runs on a stack
+	// already grown by earlier ones instead of growing a new goroutine's;
+	// a call arriving while all are busy gets a goroutine of its own. They
+	// live while Serve runs. 0 means DefaultStreamWorkers; negative starts
+	// none (a goroutine per call).
+	StreamWorkers int
 }
 
 // Server is Setpoint's gRPC server: the AutoscalerService, the standard
 // health service and reflection, behind the interceptor chain described in
 // the package documentation.
 type Server struct {
+	// grpc is built by Serve (its stream workers live as long as Serve
+	// runs) from grpcOpts, with the services register registers.
 	grpc     *grpc.Server
+	grpcOpts []grpc.ServerOption
 	health   *health.Server
 	registry *prometheus.Registry
 	store    store.Store
@@ -246,8 +257,11 @@ func New(st store.Store, o Options) (*Server, error) {
 	if o.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(o.TLS)))
 	}
+	if o.StreamWorkers > 0 {
+		opts = append(opts, grpc.NumStreamWorkers(uint32(o.StreamWorkers)))
+	}
 	s := &Server{
-		grpc:     grpc.NewServer(opts...),
+		grpcOpts: opts,
 		health:   health.NewServer(),
 		registry: registry,
 		store:    st,
@@ -277,14 +291,41 @@ func New(st store.Store, o Options) (*Server, error) {
 		maxResponseBytes: o.MaxResponseBytes,
 	}
 	s.guard = g
-	setpointv1.RegisterAutoscalerServiceServer(s.grpc, s.svc)
-	setpointv1.RegisterAdminServiceServer(s.grpc, &admin{store: st, log: o.Logger})
-	healthpb.RegisterHealthServer(s.grpc, s.health)
-	reflection.Register(s.grpc)
-	metrics.InitializeMetrics(s.grpc)
+	services := serviceSet{}
+	s.register(services)
+	metrics.InitializeMetrics(services)
 	s.health.SetServingStatus(setpointv1.AutoscalerService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	return s, nil
 }
+
+// register registers the server's services with r: AutoscalerService,
+// AdminService, health and reflection.
+func (s *Server) register(r reflection.GRPCServer) {
+	setpointv1.RegisterAutoscalerServiceServer(r, s.svc)
+	setpointv1.RegisterAdminServiceServer(r, &admin{store: s.store, log: s.log})
+	healthpb.RegisterHealthServer(r, s.health)
+	reflection.Register(r)
+}
+
+// serviceSet collects the services a Server registers, described as a
+// gRPC server describes them, before Serve builds the gRPC server: New
+// initializes the gRPC metrics of every method from it.
+type serviceSet map[string]grpc.ServiceInfo
+
+// RegisterService implements grpc.ServiceRegistrar.
+func (ss serviceSet) RegisterService(sd *grpc.ServiceDesc, _ any) {
+	info := grpc.ServiceInfo{Metadata: sd.Metadata}
+	for _, m := range sd.Methods {
+		info.Methods = append(info.Methods, grpc.MethodInfo{Name: m.MethodName})
+	}
+	for _, st := range sd.Streams {
+		info.Methods = append(info.Methods, grpc.MethodInfo{Name: st.StreamName, IsClientStream: st.ClientStreams, IsServerStream: st.ServerStreams})
+	}
+	ss[sd.ServiceName] = info
+}
+
+// GetServiceInfo implements reflection.ServiceInfoProvider.
+func (ss serviceSet) GetServiceInfo() map[string]grpc.ServiceInfo { return ss }
 
 // SetServing says whether the server can serve (its store is reachable):
 // the gRPC health service answers SERVING or NOT_SERVING, for the server
@@ -377,6 +418,9 @@ func (o Options) withDefaults() Options {
 	o.MaxListEntries = positiveOr(o.MaxListEntries, DefaultMaxListEntries)
 	o.MaxSpecBytes = positiveOr(o.MaxSpecBytes, DefaultMaxSpecBytes)
 	o.MaxResponseBytes = positiveOr(o.MaxResponseBytes, DefaultMaxResponseBytes)
+	if o.StreamWorkers == 0 {
+		o.StreamWorkers = DefaultStreamWorkers
+	}
 	return o
 }
 
@@ -407,12 +451,17 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	if s.opts.ExpireAfter > 0 {
 		wg.Go(func() { s.expireLoop(expireCtx) })
 	}
+	// Built here, not in New: its stream workers start with it and end
+	// when it stops, and every way out of Serve stops it.
+	s.grpc = grpc.NewServer(s.grpcOpts...)
+	s.register(s.grpc)
 	served := make(chan error, 1)
 	go func() { served <- s.grpc.Serve(lis) }()
 	select {
 	case err := <-served:
 		s.health.Shutdown()
 		s.closeWatches()
+		s.grpc.Stop() // its workers
 		if errors.Is(err, grpc.ErrServerStopped) {
 			return nil
 		}
