@@ -59,11 +59,34 @@ var boundedElsewhere = map[protoreflect.FullName]bool{
 // maxEntries and, for a Recommend, a spec larger than maxSpec. The walk
 // costs one pass over the decoded request and allocates nothing while it
 // finds no violation: the path to the current field is a stack, spelled
-// out only for a violation.
+// out only for a violation. Recommend and Observe are walked with their
+// generated getters (budget_requests.go), every other request by
+// reflection.
 func (b budgets) check(e *setpointv1.ValidationError, m proto.Message) {
+	w := walker{budgets: b, e: e} // on the stack: the typed walks take no closure
+	if !w.typedCheck(m) {
+		b.walk(e, m)
+	}
+	b.checkSpec(e, m)
+}
+
+// checkReflective is check with the reflective walk for every request:
+// the reference the typed walks are tested against.
+func (b budgets) checkReflective(e *setpointv1.ValidationError, m proto.Message) {
+	b.walk(e, m)
+	b.checkSpec(e, m)
+}
+
+// walk adds to e the violations of m's strings, lists and maps, found by
+// reflection.
+func (b budgets) walk(e *setpointv1.ValidationError, m proto.Message) {
 	w := walker{budgets: b, e: e}
-	w.path = w.stack[:0]
 	w.walk(m.ProtoReflect())
+}
+
+// checkSpec adds to e a violation for the spec of a Recommend larger than
+// maxSpec.
+func (b budgets) checkSpec(e *setpointv1.ValidationError, m proto.Message) {
 	if r, ok := m.(*setpointv1.RecommendRequest); ok && r.GetSpec() != nil {
 		if n := proto.Size(r.GetSpec()); n > b.maxSpec {
 			e.Add("spec", "is %d bytes encoded: a target stores at most %d", n, b.maxSpec)
@@ -84,16 +107,22 @@ type step struct {
 // request to the value being checked.
 type walker struct {
 	budgets
-	e     *setpointv1.ValidationError
-	path  []step
-	stack [16]step // path's first steps, without an allocation
+	e *setpointv1.ValidationError
+	// path holds the steps to the value being checked, depth of them:
+	// a request nests less than maxDepth steps deep
+	// (TestRequestsNestLessThanMaxDepth).
+	path  [maxDepth]step
+	depth int
 }
+
+// maxDepth bounds the steps of a path: fields, list entries, map entries.
+const maxDepth = 24
 
 // at spells the current path, then suffix, as the API does:
 // "spec.metrics[0].name", `match_labels["app"]`.
 func (w *walker) at(suffix string) string {
 	var sb strings.Builder
-	for _, p := range w.path {
+	for _, p := range w.path[:min(w.depth, maxDepth)] {
 		switch {
 		case p.isKey:
 			sb.WriteString("[" + strconv.Quote(p.key) + "]")
@@ -110,8 +139,14 @@ func (w *walker) at(suffix string) string {
 	return sb.String()
 }
 
-func (w *walker) push(s step) { w.path = append(w.path, s) }
-func (w *walker) pop()        { w.path = w.path[:len(w.path)-1] }
+func (w *walker) push(s step) {
+	if w.depth < maxDepth {
+		w.path[w.depth] = s
+	}
+	w.depth++
+}
+
+func (w *walker) pop() { w.depth-- }
 
 // walk checks the fields of m, at the current path.
 func (w *walker) walk(m protoreflect.Message) {

@@ -13,13 +13,13 @@ import (
 // (none allocated per pod). TestPodBudgetsCoverEveryField keeps the
 // checks in step with the messages' fields.
 
-// podChecks are the typed checks of the elements of the per-pod lists;
-// the walker's path is the element's.
+// podChecks are the typed checks of the elements of the per-pod lists,
+// for the reflective walk; the walker's path is the element's.
 var podChecks = map[protoreflect.FullName]func(w *walker, m protoreflect.Message){
-	"setpoint.v1.RecommendRequest.pods":    checkPod,
-	"setpoint.v1.SimulateStep.pods":        checkPod,
-	"setpoint.v1.ResourceMetrics.items":    checkPodMetrics,
-	"setpoint.v1.MetricObservation.values": checkMetricValue,
+	"setpoint.v1.RecommendRequest.pods":    func(w *walker, m protoreflect.Message) { w.pod(m.Interface().(*setpointv1.Pod)) },
+	"setpoint.v1.SimulateStep.pods":        func(w *walker, m protoreflect.Message) { w.pod(m.Interface().(*setpointv1.Pod)) },
+	"setpoint.v1.ResourceMetrics.items":    func(w *walker, m protoreflect.Message) { w.podMetrics(m.Interface().(*setpointv1.PodMetrics)) },
+	"setpoint.v1.MetricObservation.values": func(w *walker, m protoreflect.Message) { w.metricValue(m.Interface().(*setpointv1.MetricValue)) },
 }
 
 // str checks string s of the field at the path, then suffix.
@@ -63,8 +63,7 @@ func (i containerPath) suffix(field string) string {
 	return ".containers[" + strconv.Itoa(int(i)) + "]." + field
 }
 
-func checkPod(w *walker, m protoreflect.Message) {
-	p := m.Interface().(*setpointv1.Pod)
+func (w *walker) pod(p *setpointv1.Pod) {
 	w.str(p.GetName(), ".name")
 	w.str(p.GetPhase(), ".phase")
 	w.str(p.GetReady().GetStatus(), ".ready.status")
@@ -77,8 +76,7 @@ func checkPod(w *walker, m protoreflect.Message) {
 	}
 }
 
-func checkPodMetrics(w *walker, m protoreflect.Message) {
-	p := m.Interface().(*setpointv1.PodMetrics)
+func (w *walker) podMetrics(p *setpointv1.PodMetrics) {
 	w.str(p.GetPod(), ".pod")
 	if w.list(len(p.GetContainers()), ".containers") {
 		for i, c := range p.GetContainers() {
@@ -108,8 +106,7 @@ func (w *walker) overlong(m map[string]string) bool {
 	return false
 }
 
-func checkMetricValue(w *walker, m protoreflect.Message) {
-	v := m.Interface().(*setpointv1.MetricValue)
+func (w *walker) metricValue(v *setpointv1.MetricValue) {
 	w.str(v.GetPod(), ".pod")
 	w.str(v.GetValue(), ".value")
 }
