@@ -8,7 +8,6 @@ import (
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
-	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
@@ -37,8 +36,7 @@ type chainConfig struct {
 // Streams pass the same steps; their requests are checked as the handler
 // receives them.
 func chain(c chainConfig) []grpc.ServerOption {
-	logger := slogAdapter(c.log)
-	logOpts := []logging.Option{logging.WithLogOnEvents(logging.FinishCall)}
+	logger := accessLog{log: c.log}
 	recoverOpts := []recovery.Option{recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
 		c.log.ErrorContext(ctx, "panic in handler", "panic", p, "stack", string(debug.Stack()))
 		return status.Error(codes.Internal, "internal error")
@@ -46,12 +44,12 @@ func chain(c chainConfig) []grpc.ServerOption {
 	guarded := selector.MatchFunc(guardedService)
 	unary := []grpc.UnaryServerInterceptor{
 		c.metrics.UnaryServerInterceptor(),
-		logging.UnaryServerInterceptor(logger, logOpts...),
+		logger.unary,      // accesslog.go
 		rejectUndecodable, // codec.go: before anything that may end a call
 	}
 	stream := []grpc.StreamServerInterceptor{
 		c.metrics.StreamServerInterceptor(),
-		logging.StreamServerInterceptor(logger, logOpts...),
+		logger.stream,
 		rejectUndecodableStream, // codec.go: before anything that may end a call
 	}
 	g := c.guard
@@ -84,13 +82,6 @@ func chain(c chainConfig) []grpc.ServerOption {
 func guardedService(_ context.Context, c interceptors.CallMeta) bool {
 	return c.Service == setpointv1.AutoscalerService_ServiceDesc.ServiceName ||
 		c.Service == setpointv1.AdminService_ServiceDesc.ServiceName
-}
-
-// slogAdapter makes a logging.Logger of an slog.Logger.
-func slogAdapter(l *slog.Logger) logging.Logger {
-	return logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
-		l.Log(ctx, slog.Level(lvl), msg, fields...)
-	})
 }
 
 // validate rejects a request whose Validate method fails, with
