@@ -8,12 +8,11 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
-	"google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 )
 
-// requestCodec is the server's protobuf codec: grpc-go's own, except for
+// requestCodec is the server's protobuf codec: Codec, except for
 // requests that do not decode (invalid wire format, invalid UTF-8 in a
 // string, nesting too deep). grpc-go answers those Internal, which tells
 // the caller and every alert that the server is at fault; the caller is.
@@ -22,9 +21,10 @@ import (
 // chain — answers InvalidArgument before any handler sees the message.
 type requestCodec struct{ encoding.CodecV2 }
 
-// newRequestCodec wraps grpc-go's registered protobuf codec.
+// newRequestCodec wraps the server's codec (Codec: grpc-go's protobuf
+// codec, with Recommend's per-pod parts decoded by hand).
 func newRequestCodec() requestCodec {
-	return requestCodec{encoding.GetCodecV2(proto.Name)}
+	return requestCodec{Codec()}
 }
 
 // undecodable maps a request message (by pointer) that did not decode to

@@ -431,9 +431,10 @@ func (n *noop) Observe(context.Context, *setpointv1.ObserveRequest) (*setpointv1
 
 // startBaseline serves a noop with canned on a loopback port, with the
 // gRPC options of the real server that set what the transport costs: its
-// message size and stream limits and its stream workers (goroutines kept
+// message size and stream limits, its stream workers (goroutines kept
 // between calls, so that neither pays for growing a fresh goroutine's
-// stack).
+// stack) and its codec (server.Codec: Recommend's per-pod parts decoded by
+// hand).
 func startBaseline(canned cannedResponses) (*baseline, error) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -442,7 +443,7 @@ func startBaseline(canned cannedResponses) (*baseline, error) {
 	canned.recommend = proto.Clone(canned.recommend).(*setpointv1.RecommendResponse)
 	canned.observe = proto.Clone(canned.observe).(*setpointv1.ObserveResponse)
 	srv := grpc.NewServer(grpc.MaxRecvMsgSize(server.DefaultMaxRecvMsgSize), grpc.MaxConcurrentStreams(server.DefaultMaxConcurrentStreams),
-		grpc.NumStreamWorkers(server.DefaultStreamWorkers))
+		grpc.NumStreamWorkers(server.DefaultStreamWorkers), grpc.ForceServerCodecV2(server.Codec()))
 	setpointv1.RegisterAutoscalerServiceServer(srv, &noop{canned: canned})
 	go func() { _ = srv.Serve(lis) }()
 	return &baseline{addr: lis.Addr().String(), srv: srv}, nil
