@@ -50,7 +50,12 @@
 // Server streams pass the same steps: their request is checked as the
 // handler receives it. Transport limits (message size, streams per
 // connection, keepalive enforcement, handshake and idle timeouts) are gRPC
-// server options. ListTargets pages are sized by bytes (budget.go). TLS comes
+// server options. So are the cost-cutting ones: calls run on gRPC stream
+// workers (Options.StreamWorkers: goroutines kept between calls, so a
+// call does not grow a fresh goroutine's stack), which Serve starts and
+// stops with the gRPC server it builds; and the codec (Codec, decode.go)
+// decodes a Recommend's pods, pod metrics and observations by hand, the
+// rest with proto.Unmarshal. ListTargets pages are sized by bytes (budget.go). TLS comes
 // from NewTLSConfig, which reloads rotated files; docs/security.md has the
 // threat model and the operator's view.
 //
