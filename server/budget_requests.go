@@ -12,7 +12,9 @@ import (
 // the reflective walk, which checks every other request.
 // TestTypedBudgetsMatchTheWalk compares both for an oversized value at
 // every string, map and list of the two requests, so a field added to them
-// must be added here too.
+// must be added here too. The walks are written out: a helper taking the
+// check of a list's entries as a function would move the walker, and its
+// path, to the heap.
 
 // typedCheck checks m with its typed walk and reports whether it has one.
 func (w *walker) typedCheck(m any) bool {

@@ -53,9 +53,6 @@ func (c fastCodec) Unmarshal(data mem.BufferSlice, v any) error {
 // repeated occurrence of a message field is).
 func decodeRecommend(b []byte, r *setpointv1.RecommendRequest) bool {
 	pods := slab[setpointv1.Pod](b, 5)
-	if len(pods) > 0 {
-		r.Pods = make([]*setpointv1.Pod, 0, len(pods))
-	}
 	return fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) bool {
 		if typ != protowire.BytesType {
 			return false
@@ -70,18 +67,14 @@ func decodeRecommend(b []byte, r *setpointv1.RecommendRequest) bool {
 		case 4:
 			return merge(v, &r.Scale)
 		case 5:
-			p := next(pods, len(r.Pods))
-			r.Pods = append(r.Pods, p)
-			return decodePod(v, p)
+			return entry(typ, v, &r.Pods, pods, 0, decodePod)
 		case 6:
 			if r.ResourceMetrics == nil {
 				r.ResourceMetrics = &setpointv1.ResourceMetrics{}
 			}
 			return decodeResourceMetrics(v, r.ResourceMetrics)
 		case 7:
-			o := &setpointv1.MetricObservation{}
-			r.Observations = append(r.Observations, o)
-			return decodeObservation(v, o)
+			return entry(typ, v, &r.Observations, nil, 0, decodeObservation)
 		}
 		return false
 	})
@@ -111,12 +104,24 @@ func slab[T any](b []byte, num protowire.Number) []T {
 	return make([]T, n)
 }
 
-// next returns the i-th message of a slab, or a new one past its end.
-func next[T any](s []T, i int) *T {
-	if i < len(s) {
-		return &s[i]
+// entry decodes v, the next entry of a list field, with decode into a
+// message appended to *list: the next one of the list's slab s (made for
+// the entries from the list's first on), or a new one past its end.
+func entry[T any](typ protowire.Type, v []byte, list *[]*T, s []T, first int, decode func([]byte, *T) bool) bool {
+	if typ != protowire.BytesType {
+		return false
 	}
-	return new(T)
+	if *list == nil && len(s) > 0 {
+		*list = make([]*T, 0, len(s))
+	}
+	var m *T
+	if i := len(*list) - first; i < len(s) {
+		m = &s[i]
+	} else {
+		m = new(T)
+	}
+	*list = append(*list, m)
+	return decode(v, m)
 }
 
 // fields calls f with each field of the message encoded in b: its number,
@@ -242,15 +247,7 @@ func decodePod(b []byte, p *setpointv1.Pod) bool {
 		case 5:
 			return message(typ, v, &p.Ready, decodeReady)
 		case 6:
-			if typ != protowire.BytesType {
-				return false
-			}
-			if p.Containers == nil {
-				p.Containers = make([]*setpointv1.Container, 0, len(containers))
-			}
-			c := next(containers, len(p.Containers))
-			p.Containers = append(p.Containers, c)
-			return decodeContainer(v, c)
+			return entry(typ, v, &p.Containers, containers, 0, decodeContainer)
 		case 7:
 			return mapEntry(typ, v, &p.Requests)
 		case 8:
@@ -296,15 +293,7 @@ func decodeResourceMetrics(b []byte, rm *setpointv1.ResourceMetrics) bool {
 		case 1:
 			return str(typ, v, &rm.Error)
 		case 2:
-			if typ != protowire.BytesType {
-				return false
-			}
-			if rm.Items == nil {
-				rm.Items = make([]*setpointv1.PodMetrics, 0, len(items))
-			}
-			p := next(items, len(rm.Items)-first)
-			rm.Items = append(rm.Items, p)
-			return decodePodMetrics(v, p)
+			return entry(typ, v, &rm.Items, items, first, decodePodMetrics)
 		}
 		return false
 	})
@@ -321,23 +310,19 @@ func decodePodMetrics(b []byte, p *setpointv1.PodMetrics) bool {
 		case 3:
 			return message(typ, v, &p.Window, decodeDuration)
 		case 4:
-			if typ != protowire.BytesType {
-				return false
-			}
-			if p.Containers == nil {
-				p.Containers = make([]*setpointv1.ContainerMetrics, 0, len(containers))
-			}
-			c := next(containers, len(p.Containers))
-			p.Containers = append(p.Containers, c)
-			return fields(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) bool {
-				switch num {
-				case 1:
-					return str(typ, v, &c.Name)
-				case 2:
-					return mapEntry(typ, v, &c.Usage)
-				}
-				return false
-			})
+			return entry(typ, v, &p.Containers, containers, 0, decodeContainerMetrics)
+		}
+		return false
+	})
+}
+
+func decodeContainerMetrics(b []byte, c *setpointv1.ContainerMetrics) bool {
+	return fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) bool {
+		switch num {
+		case 1:
+			return str(typ, v, &c.Name)
+		case 2:
+			return mapEntry(typ, v, &c.Usage)
 		}
 		return false
 	})
@@ -349,24 +334,23 @@ func decodeObservation(b []byte, o *setpointv1.MetricObservation) bool {
 		case 1:
 			return str(typ, v, &o.Error)
 		case 2:
-			if typ != protowire.BytesType {
-				return false
-			}
-			mv := &setpointv1.MetricValue{}
-			o.Values = append(o.Values, mv)
-			return fields(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) bool {
-				switch num {
-				case 1:
-					return str(typ, v, &mv.Pod)
-				case 2:
-					return str(typ, v, &mv.Value)
-				case 3:
-					return message(typ, v, &mv.Timestamp, decodeTimestamp)
-				case 4:
-					return message(typ, v, &mv.Window, decodeDuration)
-				}
-				return false
-			})
+			return entry(typ, v, &o.Values, nil, 0, decodeMetricValue)
+		}
+		return false
+	})
+}
+
+func decodeMetricValue(b []byte, mv *setpointv1.MetricValue) bool {
+	return fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) bool {
+		switch num {
+		case 1:
+			return str(typ, v, &mv.Pod)
+		case 2:
+			return str(typ, v, &mv.Value)
+		case 3:
+			return message(typ, v, &mv.Timestamp, decodeTimestamp)
+		case 4:
+			return message(typ, v, &mv.Window, decodeDuration)
 		}
 		return false
 	})
