@@ -187,8 +187,9 @@ type Options struct {
 	// between them (gRPC's stream workers), so a call runs on a stack
 	// already grown by earlier ones instead of growing a new goroutine's;
 	// a call arriving while all are busy (a Watch stream holds one for its
-	// life) gets a goroutine of its own. They live while Serve runs. 0 means DefaultStreamWorkers; negative starts
-	// none (a goroutine per call).
+	// life) gets a goroutine of its own. They live while Serve runs. 0
+	// means DefaultStreamWorkers; negative starts none (a goroutine per
+	// call).
 	StreamWorkers int
 }
 

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,8 +16,11 @@ import (
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server"
 	"github.com/setpointhq/setpoint/store"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 )
@@ -166,5 +172,62 @@ func TestShutdownEndsWatches(t *testing.T) {
 	<-stopped
 	if took := time.Since(began); took > 10*time.Second {
 		t.Errorf("shutdown with a watcher took %v", took)
+	}
+}
+
+// TestServeEndsItsGoroutines: the gRPC server's stream workers, and every
+// other goroutine Serve starts, end however Serve ends — its context
+// cancelled or its listener closed — and a server that never serves
+// starts none.
+func TestServeEndsItsGoroutines(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		end  func(cancel context.CancelFunc, lis net.Listener)
+	}{
+		{name: "context cancelled", end: func(cancel context.CancelFunc, _ net.Listener) { cancel() }},
+		{name: "listener closed", end: func(_ context.CancelFunc, lis net.Listener) { lis.Close() }},
+		{name: "never served"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := goleak.IgnoreCurrent()
+			st, err := store.Open(filepath.Join(t.TempDir(), "s.db"), store.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv, err := server.New(st, server.Options{StreamWorkers: 8, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.end != nil {
+				lis, err := net.Listen("tcp", "127.0.0.1:0")
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				served := make(chan error, 1)
+				go func() { served <- srv.Serve(ctx, lis) }()
+				conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true)); err != nil {
+					t.Fatal(err)
+				}
+				conn.Close()
+				tc.end(cancel, lis)
+				select {
+				case <-served: // nil or the listener's error: either way it ended
+				case <-time.After(10 * time.Second):
+					t.Fatal("Serve did not return")
+				}
+			}
+			if err := st.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := goleak.Find(before); err != nil {
+				t.Error(err)
+			}
+		})
 	}
 }
