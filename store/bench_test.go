@@ -20,18 +20,26 @@ import (
 // cpu-µs/op the process's CPU time (user and system) per Update. With
 // delay=off the committer does not wait for Updates being prepared
 // (Options.MaxBatchDelay < 0): the same run's comparison for group commit.
+// With cache=off there is no record cache (Options.RecordCacheBytes < 0):
+// every Update decodes the record it changes.
 func BenchmarkUpdate(b *testing.B) {
 	for _, bc := range []struct {
 		callers int
 		delay   time.Duration
-	}{{1, 0}, {64, 0}, {64, -1}} {
+		noCache bool
+	}{{1, 0, false}, {1, 0, true}, {64, 0, false}, {64, 0, true}, {64, -1, false}} {
 		name := fmt.Sprintf("callers=%d", bc.callers)
 		if bc.delay < 0 {
 			name += "/delay=off"
 		}
+		opts := store.Options{MaxBatchDelay: bc.delay}
+		if bc.noCache {
+			name += "/cache=off"
+			opts.RecordCacheBytes = -1
+		}
 		b.Run(name, func(b *testing.B) {
 			callers := bc.callers
-			st := open(b, newPath(b), store.Options{MaxBatchDelay: bc.delay})
+			st := open(b, newPath(b), opts)
 			ctx := context.Background()
 			var wg sync.WaitGroup
 			cpu0 := processCPU(b)

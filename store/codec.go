@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"time"
@@ -119,8 +120,17 @@ func decodeRecordFor(k target.Key, b []byte, forDecision bool) (rec target.Recor
 	if err != nil {
 		return target.Record{}, &CorruptError{Key: k, Err: err}
 	}
-	var d decoder
-	rec = target.Record{
+	return recordFromMessage(k, &m, head, false)
+}
+
+// recordFromMessage converts m, the storage message of the record of k, to
+// the record; with head, of the last decision only head's ID and At (m
+// then has no last decision). own makes the record share nothing with m
+// (maps are copied too): m may be the message of a record someone else
+// holds. Any failure is a *CorruptError.
+func recordFromMessage(k target.Key, m *pb.Record, head *lastHead, own bool) (target.Record, error) {
+	d := decoder{own: own}
+	rec := target.Record{
 		Key:      k,
 		Ref:      target.Ref{APIVersion: m.GetTargetRef().GetApiVersion(), Kind: m.GetTargetRef().GetKind(), Name: m.GetTargetRef().GetName()},
 		Spec:     d.spec(m.GetSpec()),
@@ -460,8 +470,12 @@ func (e *encoder) decision(v engine.Decision) *pb.Decision {
 }
 
 // decoder converts storage messages to engine values, keeping the first
-// error. Absent messages decode as zero values.
-type decoder struct{ err error }
+// error. Absent messages decode as zero values. With own, the values share
+// no map with the messages (slices and strings never are shared).
+type decoder struct {
+	err error
+	own bool
+}
 
 func (d *decoder) time(ts *timestamppb.Timestamp) time.Time {
 	if ts == nil {
@@ -532,6 +546,9 @@ func (d *decoder) metricIdentifier(m *pb.MetricIdentifier) engine.MetricIdentifi
 		}
 		if len(s.GetMatchLabels()) > 0 {
 			v.Selector.MatchLabels = s.GetMatchLabels()
+			if d.own {
+				v.Selector.MatchLabels = maps.Clone(v.Selector.MatchLabels)
+			}
 		}
 	}
 	return v
