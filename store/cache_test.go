@@ -307,7 +307,9 @@ func TestRecordCacheUnderConcurrentUpdates(t *testing.T) {
 		t.Run("cache="+size.name, func(t *testing.T) {
 			st := open(t, newPath(t), store.Options{RecordCacheBytes: size.bytes})
 			ctx := context.Background()
-			key := func(i int) target.Key { return target.Key{Cluster: "c", Namespace: "n", Name: fmt.Sprint("web-", i%keys)} }
+			key := func(i int) target.Key {
+				return target.Key{Cluster: "c", Namespace: "n", Name: fmt.Sprint("web-", i%keys)}
+			}
 			var wg sync.WaitGroup
 			for c := range callers {
 				wg.Go(func() {
