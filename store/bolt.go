@@ -675,10 +675,12 @@ func (b *Bolt) prepare(key target.Key, rk []byte, decision bool, fn func(*target
 	if err != nil {
 		return nil, err
 	}
-	if w.val, err = marshalRecord(key, m, b.compressors.compress); err != nil {
-		return nil, err
-	}
-	if w.encoded, err = encodeChanges(w.changes, m); err != nil {
+	// The change feed's entries are encoded from the marshalled record:
+	// a decision's entry is most of it.
+	if w.val, err = marshalRecordThen(key, m, b.compressors.compress, func(raw []byte) error {
+		w.encoded, err = encodeChanges(w.changes, m, raw)
+		return err
+	}); err != nil {
 		return nil, err
 	}
 	if len(w.changes) > 0 && w.changes[0].Kind == ChangeDecision && b.opts.DecisionRetention >= 0 {

@@ -72,10 +72,23 @@ func recordMessage(rec *target.Record) (*pb.Record, error) {
 // marshalRecord returns the stored form of m, the message of the record
 // of k; compress is compressValue, or a way to run it.
 func marshalRecord(k target.Key, m *pb.Record, compress func([]byte) []byte) ([]byte, error) {
+	return marshalRecordThen(k, m, compress, nil)
+}
+
+// marshalRecordThen is marshalRecord, calling then (when not nil) with the
+// marshalled message before it is compressed; the bytes are valid only
+// during the call. An error from then is returned.
+func marshalRecordThen(k target.Key, m *pb.Record, compress func([]byte) []byte, then func(raw []byte) error) ([]byte, error) {
 	buf := getScratch()
 	b, err := proto.MarshalOptions{Deterministic: true}.MarshalAppend(*buf, m)
 	if err != nil {
 		return nil, fmt.Errorf("store: encode record %s: %w", k, err)
+	}
+	if then != nil {
+		if err := then(b); err != nil {
+			putScratch(buf, b)
+			return nil, err
+		}
 	}
 	out := compress(b)
 	if len(out) > 0 && &out[0] == &b[0] { // stored as it is

@@ -55,3 +55,10 @@ func SetFailCommitHook(b *Bolt, f func() error) { b.testHookFailCommit = f }
 
 // IsDecision reports whether ctx comes from WithDecision.
 func IsDecision(ctx context.Context) bool { return isDecision(ctx) }
+
+// PageWrites is the number of page writes (pwrite calls) of b's commits
+// since Open.
+func PageWrites(b *Bolt) int64 {
+	s := b.db.Stats()
+	return s.TxStats.GetWrite()
+}

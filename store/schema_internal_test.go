@@ -103,7 +103,9 @@ func TestOrderedTime(t *testing.T) {
 }
 
 // FuzzDecodeRecord: any bytes decode to a record or a *CorruptError, never
-// a panic, and a decoded record encodes again.
+// a panic, and a decoded record encodes again: the record cache's copy of
+// it is the decoded one, and its decision's change-feed entry assembled
+// from its bytes is the marshalled one.
 func FuzzDecodeRecord(f *testing.F) {
 	rec := target.Record{Key: target.Key{Name: "x"}, LastSeen: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), Events: []target.Event{{Kind: target.EventApplied, From: 1, To: 2}}}
 	seed, err := encodeRecord(&rec)
@@ -139,6 +141,11 @@ func FuzzDecodeRecord(f *testing.F) {
 		}
 		if err := sameAsCached(k, &got); err != nil {
 			t.Fatal(err)
+		}
+		if got.Last != nil {
+			if err := sameDecisionChange(got, true); err != nil {
+				t.Fatalf("a decision's change-feed entry: %v", err)
+			}
 		}
 	})
 }
