@@ -40,6 +40,8 @@ func BenchmarkUpdate(b *testing.B) {
 		if bc.noCache {
 			name += "/cache=off"
 			opts.RecordCacheBytes = -1
+		} else {
+			name += "/cache=on"
 		}
 		b.Run(name, func(b *testing.B) {
 			callers := bc.callers
