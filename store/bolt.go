@@ -631,16 +631,24 @@ func (b *Bolt) prepare(key target.Key, rk []byte, decision bool, fn func(*target
 	}()
 	w := &preparedUpdate{store: b, rk: rk, key: key}
 	// Taken out of the cache whatever follows: fn may change it, and only
-	// a committed write puts a record back.
+	// a committed write puts a record back. A cached record is used
+	// without reading the stored value: the committer compares it with
+	// the value the record was decoded from, and when something else
+	// changed it (a Delete or Expire racing with the cache) the write
+	// conflicts and the update starts over, reading.
 	cached := b.cache.take(key)
-	hit := false
-	if err := b.view(func(tx *bolt.Tx) error {
+	hit := cached != nil
+	if hit {
+		b.mu.Lock()
+		closed := b.closed
+		b.mu.Unlock()
+		if closed {
+			return nil, ErrClosed
+		}
+		w.read = cached.val
+	} else if err := b.view(func(tx *bolt.Tx) error {
 		if raw := tx.Bucket(bucketRecords).Get(rk); raw != nil {
-			if hit = cached != nil && bytes.Equal(cached.val, raw); hit {
-				w.read = cached.val
-			} else {
-				w.read = bytes.Clone(raw) // valid only inside the transaction
-			}
+			w.read = bytes.Clone(raw) // valid only inside the transaction
 		}
 		return nil
 	}); err != nil {

@@ -10,13 +10,17 @@ import (
 
 // The record cache keeps, for the targets this process wrote last, the
 // record as decoded from the value it wrote, so that the next Update of a
-// hot target skips decompressing and unmarshalling it. The stored value is
-// the record's revision: an Update uses a cached record only when the
-// value it reads in its transaction is byte for byte the one the cached
-// record was decoded from, and equal bytes decode to an equal record. So a
-// record changed by anything else — Delete, Expire, another process
-// before a restart — is never taken from the cache, whatever happened to
-// the cache.
+// hot target skips reading and decoding it. The stored value is the
+// record's revision: an Update that takes a record from the cache runs
+// its function on it without a read, and the committer writes the result
+// only if the stored value is still byte for byte the one the cached
+// record was decoded from (equal bytes decode to an equal record).
+// Otherwise — the record was changed by something else: a Delete or
+// Expire racing with the cache (both drop the key's record, but an Update
+// committed just before them may put its record back after them) — the
+// write is a conflict and the update starts over, reading and decoding.
+// So nothing is ever stored from a stale cached record, whatever happened
+// to the cache; a function may only run once more.
 //
 // Ownership: a cached record is held by the cache alone. An Update takes
 // it out before its function runs (the function may change it), and a

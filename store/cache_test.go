@@ -20,6 +20,9 @@ import (
 // given exactly the record decoding the stored value gives — reflect.DeepEqual,
 // so also times' locations and monotonic readings, which the engine's
 // arithmetic would see — whether the record comes from the cache or not.
+// (Only after a Delete or Expire raced with the cache may a function be
+// given a stale record, and then its write conflicts and it runs again:
+// TestRecordCacheStaleRecordConflicts.)
 
 // cacheSizes are the record cache bounds the tests run with: none, one
 // that holds only a few records (evictions all the time), the default.
