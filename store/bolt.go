@@ -526,9 +526,10 @@ func (b *Bolt) view(fn func(tx *bolt.Tx) error) error {
 // bounded as Options say before the record is stored and returned.
 //
 // Only the write is serialized. Update reads the stored value in a
-// read-only transaction, decodes it, runs fn, bounds and encodes the
-// record and the change feed's entries in the caller's goroutine, and
-// queues the encoded bytes. The committer writes them only if the stored
+// read-only transaction, decodes it (or takes the record and the value it
+// was decoded from out of the record cache, cache.go, without reading),
+// runs fn, bounds and encodes the record and the change feed's entries in
+// the caller's goroutine, and queues the encoded bytes. The committer writes them only if the stored
 // value is still the one Update read, byte for byte (the value is the
 // record's revision: equal bytes mean an equal record); otherwise the
 // write is a conflict, and Update starts over from the new value, running
