@@ -529,11 +529,11 @@ func (b *Bolt) view(fn func(tx *bolt.Tx) error) error {
 // read-only transaction, decodes it (or takes the record and the value it
 // was decoded from out of the record cache, cache.go, without reading),
 // runs fn, bounds and encodes the record and the change feed's entries in
-// the caller's goroutine, and queues the encoded bytes. The committer writes them only if the stored
-// value is still the one Update read, byte for byte (the value is the
-// record's revision: equal bytes mean an equal record); otherwise the
-// write is a conflict, and Update starts over from the new value, running
-// fn again. Updates of one key therefore serialize — each stores what fn
+// the caller's goroutine, and queues the encoded bytes. The committer
+// writes them only if the stored value is still the one Update read, byte
+// for byte (the value is the record's revision: equal bytes mean an equal
+// record); otherwise the write is a conflict, and Update starts over from
+// the new value, running fn again. Updates of one key therefore serialize — each stores what fn
 // made of the record the previous one stored — while their decoding,
 // functions and encoding run in parallel, and concurrent writes of
 // different keys still share one commit and one fsync. Within the process,
