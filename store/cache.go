@@ -50,7 +50,7 @@ const DefaultRecordCacheBytes = 64 << 20
 // use.
 type recordCache struct {
 	mu    sync.Mutex
-	max   int64 // bytes, as sizeOf counts them
+	max   int64 // bytes, as put counts them (recordSize)
 	bytes int64
 	m     map[target.Key]*cachedRecord
 }
