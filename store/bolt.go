@@ -589,9 +589,8 @@ func (b *Bolt) Update(ctx context.Context, key target.Key, fn func(rec *target.R
 		}
 		if b.cache != nil {
 			// A record of the cache's own, decoded from the message of
-			// what was written: what decoding w.val for a decision would
-			// give (cache.go).
-			if own, err := recordFromMessage(key, w.msg, headOf(w.msg.GetLast()), true); err == nil {
+			// what was written: what decoding w.val would give.
+			if own, err := recordFromMessage(key, w.msg, nil, true); err == nil {
 				b.cache.put(key, w.val, own)
 			}
 		}
@@ -639,9 +638,6 @@ func (b *Bolt) prepare(key target.Key, rk []byte, decision bool, fn func(*target
 	// changed it (a Delete or Expire racing with the cache) the write
 	// conflicts and the update starts over, reading.
 	cached := b.cache.take(key)
-	if cached != nil && !decision && cached.rec.Last != nil {
-		cached = nil // it holds of the last decision only its ID and At
-	}
 	hit := cached != nil
 	if hit {
 		b.mu.Lock()
@@ -663,6 +659,9 @@ func (b *Bolt) prepare(key target.Key, rk []byte, decision bool, fn func(*target
 	switch {
 	case hit:
 		rec = cached.rec
+		if decision && rec.Last != nil { // as decodeRecordFor leaves it
+			rec.Last = &target.LastDecision{ID: rec.Last.ID, At: rec.Last.At}
+		}
 		w.oldIndex = lastSeenKey(rec.LastSeen, rk)
 	case w.read != nil:
 		var err error

@@ -22,14 +22,6 @@ import (
 // So nothing is ever stored from a stale cached record, whatever happened
 // to the cache; a function may only run once more.
 //
-// A cached record holds of its last decision only ID and At, as a
-// decision's Update decodes it (WithDecision): decisions, the updates
-// that come again and again, take it from the cache; another update (an
-// observation) of a record with a last decision reads and decodes the
-// whole record, and its commit puts the record back for the next
-// decision. Leaving the rest of the last decision out spares converting
-// it after every decision only for the next decision to replace it.
-//
 // Ownership: a cached record is held by the cache alone. An Update takes
 // it out before its function runs (the function may change it), and a
 // new record is put in only after its write was committed, built from the
@@ -39,9 +31,9 @@ import (
 // puts nothing back: the next one decodes.
 
 // DefaultRecordCacheBytes is the default bound of the record cache
-// (Options.RecordCacheBytes): about 24,000 records of a two-metric target
-// with a 20-entry history, which the cache counts as 2.7 KB each and which
-// hold as much heap (BenchmarkRecordCache). Bounded by bytes, the
+// (Options.RecordCacheBytes): about 18,000 records of a two-metric target
+// with a 20-entry history, which the cache counts as 3.7 KB each and which
+// hold 3.3 KB of heap each (BenchmarkRecordCache). Bounded by bytes, the
 // cache holds the hot targets of a store of a million as well as all of a
 // small one.
 const DefaultRecordCacheBytes = 64 << 20

@@ -44,7 +44,7 @@ func cached(t testing.TB, rec target.Record) ([]byte, target.Record) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	own, err := recordFromMessage(rec.Key, m, headOf(m.GetLast()), true)
+	own, err := recordFromMessage(rec.Key, m, nil, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,12 +122,12 @@ func BenchmarkRecordCache(b *testing.B) {
 	b.Run("convert", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := recordFromMessage(rec.Key, m, headOf(m.GetLast()), true); err != nil {
+			if _, err := recordFromMessage(rec.Key, m, nil, true); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
-	b.Run("decode-for-decision", func(b *testing.B) {
+	b.Run("decode", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			if _, err := decodeRecordFor(rec.Key, val, true); err != nil {
@@ -146,7 +146,7 @@ func BenchmarkRecordCache(b *testing.B) {
 				r := cacheRecord(i)
 				m, _ := recordMessage(&r)
 				v, _ := marshalRecord(r.Key, m, compressValue)
-				own, _ := recordFromMessage(r.Key, m, headOf(m.GetLast()), true)
+				own, _ := recordFromMessage(r.Key, m, nil, true)
 				c.put(r.Key, v, own)
 			}
 			runtime.GC()
@@ -192,10 +192,9 @@ func TestRecordCacheStaleRecordConflicts(t *testing.T) {
 		t.Fatal(err)
 	}
 	var given []int
-	got, err := st.Update(WithDecision(ctx), cached.Key, func(r *target.Record) error {
+	got, err := st.Update(ctx, cached.Key, func(r *target.Record) error {
 		given = append(given, len(r.History.Recommendations))
 		r.History.Recommendations = append(r.History.Recommendations, engine.Recommendation{Replicas: 9, At: r.LastSeen})
-		r.Last = &target.LastDecision{ID: "next", At: r.LastSeen.Add(time.Second)}
 		return nil
 	})
 	if err != nil {

@@ -174,19 +174,6 @@ type lastHead struct {
 	hasAt bool
 }
 
-// headOf is what a decision reads of the stored last decision l: its ID
-// and time, as unmarshalWithoutLast reads them; nil when l is.
-func headOf(l *pb.LastDecision) *lastHead {
-	if l == nil {
-		return nil
-	}
-	h := &lastHead{id: l.GetId()}
-	if at := l.GetAt(); at != nil {
-		h.at.Seconds, h.at.Nanos, h.hasAt = at.GetSeconds(), at.GetNanos(), true
-	}
-	return h
-}
-
 // time is the decision's time, zero when it has none.
 func (h *lastHead) time(d *decoder) time.Time {
 	if !h.hasAt {

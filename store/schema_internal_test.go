@@ -152,8 +152,8 @@ func FuzzDecodeRecord(f *testing.F) {
 
 // sameAsCached checks what the record cache relies on: the record it
 // keeps for rec, converted from rec's storage message, is exactly
-// (reflect.DeepEqual) what decoding rec's stored value for a decision
-// gives, and shares no map with rec.
+// (reflect.DeepEqual) what decoding rec's stored value gives, and shares
+// no map with rec.
 func sameAsCached(k target.Key, rec *target.Record) error {
 	m, err := recordMessage(rec)
 	if err != nil {
@@ -163,11 +163,11 @@ func sameAsCached(k target.Key, rec *target.Record) error {
 	if err != nil {
 		return fmt.Errorf("a decoded record does not marshal: %w", err)
 	}
-	decoded, err := decodeRecordFor(k, val, true)
+	decoded, err := decodeRecord(k, val)
 	if err != nil {
 		return fmt.Errorf("an encoded record does not decode: %w", err)
 	}
-	cached, err := recordFromMessage(k, m, headOf(m.GetLast()), true)
+	cached, err := recordFromMessage(k, m, nil, true)
 	if err != nil {
 		return fmt.Errorf("the cache's conversion fails: %w", err)
 	}
