@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/setpointhq/setpoint/engine"
+	"github.com/setpointhq/setpoint/internal/testkit"
 	"github.com/setpointhq/setpoint/store"
 	"github.com/setpointhq/setpoint/target"
 )
@@ -214,6 +215,8 @@ func TestRecordCacheKeepsNoRecordOfAFailedWrite(t *testing.T) {
 		// what that update returns (nil: it succeeds after a conflict).
 		fail    func(t *testing.T, st *store.Bolt) (ctx context.Context, cleanup func())
 		wantErr error
+		// mayStore: the failed update may have stored its record anyway.
+		mayStore bool
 	}{
 		{
 			name: "conflict with a delete",
@@ -244,13 +247,46 @@ func TestRecordCacheKeepsNoRecordOfAFailedWrite(t *testing.T) {
 			},
 		},
 		{
-			name: "cancelled while queued",
+			name: "cancelled before it is queued",
 			fail: func(t *testing.T, st *store.Bolt) (context.Context, func()) {
 				ctx, cancel := context.WithCancel(context.Background())
 				store.SetAfterPrepareHook(st, cancel)
 				return ctx, func() { store.SetAfterPrepareHook(st, nil) }
 			},
 			wantErr: context.Canceled,
+		},
+		{
+			// Update returns ctx.Err(), and its write is committed after
+			// it returned: the next update reads what it stored.
+			name: "cancelled after the committer took it",
+			fail: func(t *testing.T, st *store.Bolt) (context.Context, func()) {
+				ctx, cancel := context.WithCancel(context.Background())
+				entered, release := make(chan struct{}), make(chan struct{})
+				var once sync.Once
+				store.SetBeforeCommitHook(st, func(int) {
+					once.Do(func() {
+						close(entered)
+						<-release
+					})
+				})
+				go func() {
+					<-entered
+					cancel()
+				}()
+				commits := st.Stats().Commits
+				return ctx, func() {
+					close(release)
+					testkit.Eventually(t, time.Minute, "the taken write committed", func() error {
+						if st.Stats().Commits == commits {
+							return errors.New("not yet")
+						}
+						return nil
+					})
+					store.SetBeforeCommitHook(st, nil)
+				}
+			},
+			wantErr:  context.Canceled,
+			mayStore: true,
 		},
 		{
 			name: "failed commit",
@@ -283,7 +319,12 @@ func TestRecordCacheKeepsNoRecordOfAFailedWrite(t *testing.T) {
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("the failing update: %v, want %v", err, tc.wantErr)
 			}
-			if tc.wantErr != nil {
+			if tc.mayStore {
+				if after, err := st.Get(ctx, key); err != nil || after.Last == nil || after.Last.ID != "scrambled" {
+					t.Fatalf("the write taken before the cancellation was not stored: %+v, %v", after.Last, err)
+				}
+			}
+			if tc.wantErr != nil && !tc.mayStore {
 				if after, err := st.Get(ctx, key); err != nil || !reflect.DeepEqual(before, after) {
 					t.Errorf("a failed update changed the record (%v):\n%s", err, cmp.Diff(before, after))
 				}
