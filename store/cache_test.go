@@ -202,22 +202,26 @@ func TestRecordCacheIsInvisible(t *testing.T) {
 	}
 }
 
+// failure is a way for an update to fail.
+type failure struct {
+	name string
+	// fail makes the update after the first one fail, once; wantErr is
+	// what that update returns (nil: it succeeds after a conflict).
+	fail    func(t *testing.T, st *store.Bolt) (ctx context.Context, cleanup func())
+	wantErr error
+	// mayStore: the failed update may have stored its record anyway.
+	mayStore bool
+}
+
 // TestRecordCacheKeepsNoRecordOfAFailedWrite: an update that conflicts,
-// is cancelled while queued, or whose commit fails leaves no record in the
-// cache for the next update to find.
+// is cancelled (before or after the committer took its write), or whose
+// commit fails leaves no record in the cache for the next update to find;
+// stores with and without a cache end with equal records.
 func TestRecordCacheKeepsNoRecordOfAFailedWrite(t *testing.T) {
 	now := time.Now()
 	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
 	errDisk := errors.New("disk on fire")
-	for _, tc := range []struct {
-		name string
-		// fail makes the update after the first one fail, once; wantErr is
-		// what that update returns (nil: it succeeds after a conflict).
-		fail    func(t *testing.T, st *store.Bolt) (ctx context.Context, cleanup func())
-		wantErr error
-		// mayStore: the failed update may have stored its record anyway.
-		mayStore bool
-	}{
+	for _, tc := range []failure{
 		{
 			name: "conflict with a delete",
 			fail: func(t *testing.T, st *store.Bolt) (context.Context, func()) {
@@ -297,48 +301,68 @@ func TestRecordCacheKeepsNoRecordOfAFailedWrite(t *testing.T) {
 			wantErr: errDisk,
 		},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			st := open(t, newPath(t), store.Options{})
-			ctx := store.WithDecision(context.Background())
-			if _, err := checkedUpdate(t, ctx, st, key, cacheDecide("d-1", wallClock(now, 0))); err != nil {
-				t.Fatal(err)
-			}
-			before, err := st.Get(ctx, key)
-			if err != nil {
-				t.Fatal(err)
-			}
-			fctx, cleanup := tc.fail(t, st)
-			_, err = checkedUpdate(t, store.WithDecision(fctx), st, key, func(r *target.Record) error {
-				if err := cacheDecide("d-2", wallClock(now, 10))(r); err != nil {
-					return err
-				}
-				scramble(r) // in the record the cache gave, if it gave one
-				return nil
+		final := map[string]target.Record{}
+		for _, size := range cacheSizes {
+			t.Run(tc.name+"/cache="+size.name, func(t *testing.T) {
+				final[size.name] = failedWrite(t, store.Options{RecordCacheBytes: size.bytes}, now, key, tc)
 			})
-			cleanup()
-			if !errors.Is(err, tc.wantErr) {
-				t.Fatalf("the failing update: %v, want %v", err, tc.wantErr)
+		}
+		for _, size := range cacheSizes[1:] {
+			if !reflect.DeepEqual(final["off"], final[size.name]) {
+				t.Errorf("%s: the record stored with cache=%s differs from the one stored without a cache (-off +%s):\n%s", tc.name, size.name, size.name, cmp.Diff(final["off"], final[size.name]))
 			}
-			if tc.mayStore {
-				if after, err := st.Get(ctx, key); err != nil || after.Last == nil || after.Last.ID != "scrambled" {
-					t.Fatalf("the write taken before the cancellation was not stored: %+v, %v", after.Last, err)
-				}
-			}
-			if tc.wantErr != nil && !tc.mayStore {
-				if after, err := st.Get(ctx, key); err != nil || !reflect.DeepEqual(before, after) {
-					t.Errorf("a failed update changed the record (%v):\n%s", err, cmp.Diff(before, after))
-				}
-			}
-			for i := range 3 {
-				if _, err := checkedUpdate(t, ctx, st, key, cacheDecide(fmt.Sprint("d-next-", i), wallClock(now, 20+i))); err != nil {
-					t.Fatal(err)
-				}
-				if _, err := checkedUpdate(t, context.Background(), st, key, cacheObserve(target.EventExternal, wallClock(now, 20+i))); err != nil {
-					t.Fatal(err)
-				}
-			}
-		})
+		}
 	}
+}
+
+// failedWrite runs TestRecordCacheKeepsNoRecordOfAFailedWrite's steps on a
+// store opened with opts, the second update failing as fail makes it, and
+// returns the record stored at the end.
+func failedWrite(t *testing.T, opts store.Options, now time.Time, key target.Key, f failure) target.Record {
+	st := open(t, newPath(t), opts)
+	ctx := store.WithDecision(context.Background())
+	if _, err := checkedUpdate(t, ctx, st, key, cacheDecide("d-1", wallClock(now, 0))); err != nil {
+		t.Fatal(err)
+	}
+	before, err := st.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fctx, cleanup := f.fail(t, st)
+	_, err = checkedUpdate(t, store.WithDecision(fctx), st, key, func(r *target.Record) error {
+		if err := cacheDecide("d-2", wallClock(now, 10))(r); err != nil {
+			return err
+		}
+		scramble(r) // in the record the cache gave, if it gave one
+		return nil
+	})
+	cleanup()
+	if !errors.Is(err, f.wantErr) {
+		t.Fatalf("the failing update: %v, want %v", err, f.wantErr)
+	}
+	if f.mayStore {
+		if after, err := st.Get(ctx, key); err != nil || after.Last == nil || after.Last.ID != "scrambled" {
+			t.Fatalf("the write taken before the cancellation was not stored: %+v, %v", after.Last, err)
+		}
+	}
+	if f.wantErr != nil && !f.mayStore {
+		if after, err := st.Get(ctx, key); err != nil || !reflect.DeepEqual(before, after) {
+			t.Errorf("a failed update changed the record (%v):\n%s", err, cmp.Diff(before, after))
+		}
+	}
+	for i := range 3 {
+		if _, err := checkedUpdate(t, ctx, st, key, cacheDecide(fmt.Sprint("d-next-", i), wallClock(now, 20+i))); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := checkedUpdate(t, context.Background(), st, key, cacheObserve(target.EventExternal, wallClock(now, 20+i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec, err := st.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
 }
 
 // TestRecordCacheUnderConcurrentUpdates: callers updating a few keys at
