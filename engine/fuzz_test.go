@@ -72,7 +72,7 @@ func fuzzInput(r *fuzzBytes, current, minR, maxR, target int32, tolPermille uint
 		v := r.u8()
 		p := engine.Pod{
 			Name: name, Phase: engine.PodRunning, StartTime: now.Add(-time.Duration(r.u16()%900) * time.Second),
-			Containers: []engine.Container{{Name: "app", Requests: map[string]int64{"cpu": int64(r.u16() % 4000)}}},
+			Containers: []engine.Container{{Name: "app", Requests: engine.ResourceListOf(map[string]int64{"cpu": int64(r.u16() % 4000)})}},
 		}
 		switch v % 8 {
 		case 0:
@@ -94,19 +94,19 @@ func fuzzInput(r *fuzzBytes, current, minR, maxR, target int32, tolPermille uint
 			p.StartTime = time.Time{}
 		}
 		if v&0x40 != 0 {
-			p.Requests = map[string]int64{"cpu": int64(r.u16())}
+			p.Requests = engine.ResourceListOf(map[string]int64{"cpu": int64(r.u16())})
 		}
 		in.Pods = append(in.Pods, p)
 		if v&0x80 == 0 { // a sample
 			in.ResourceMetrics.Pods = append(in.ResourceMetrics.Pods, engine.PodUsage{
 				Pod: name, Timestamp: now.Add(-time.Duration(r.u8()) * time.Second), Window: time.Duration(r.u8()) * time.Second,
-				Containers: []engine.ContainerUsage{{Name: "app", Usage: map[string]int64{"cpu": int64(r.u16())}}},
+				Containers: []engine.ContainerUsage{{Name: "app", Usage: engine.ResourceListOf(map[string]int64{"cpu": int64(r.u16())})}},
 			})
 		}
 	}
 	if r.u8()%4 == 0 { // a sample of a pod that is not listed
 		in.ResourceMetrics.Pods = append(in.ResourceMetrics.Pods, engine.PodUsage{Pod: "ghost", Timestamp: now,
-			Containers: []engine.ContainerUsage{{Name: "app", Usage: map[string]int64{"cpu": int64(r.u16())}}}})
+			Containers: []engine.ContainerUsage{{Name: "app", Usage: engine.ResourceListOf(map[string]int64{"cpu": int64(r.u16())})}}})
 	}
 	// Metrics.
 	in.Spec.Metrics = []engine.MetricSpec{cpuUtilization(target)}
@@ -215,7 +215,7 @@ func FuzzDecide(f *testing.F) {
 			in.Now = in.Now.Add(time.Duration(r.u16()%600) * time.Second)
 			for i := range in.ResourceMetrics.Pods {
 				for j := range in.ResourceMetrics.Pods[i].Containers {
-					in.ResourceMetrics.Pods[i].Containers[j].Usage = map[string]int64{"cpu": int64(r.u16())}
+					in.ResourceMetrics.Pods[i].Containers[j].Usage = engine.ResourceListOf(map[string]int64{"cpu": int64(r.u16())})
 				}
 				in.ResourceMetrics.Pods[i].Timestamp = in.Now.Add(-time.Duration(r.u8()) * time.Second)
 			}

@@ -57,12 +57,12 @@ func richInput() engine.Input {
 		Pods: []engine.Pod{
 			{Name: "web-1", Phase: engine.PodRunning, StartTime: t0.Add(-time.Hour),
 				Ready:      &engine.PodReadiness{Status: engine.ConditionTrue, LastTransitionTime: t0.Add(-50 * time.Minute)},
-				Containers: []engine.Container{{Name: "app", Requests: map[string]int64{"cpu": 250, "memory": 256 << 20 * 1000}}, {Name: "sidecar", Requests: map[string]int64{"cpu": 50}, Sidecar: true}, {Name: "migrate", Requests: map[string]int64{"cpu": 500}, Init: true}},
-				Overhead:   map[string]int64{"cpu": 10}},
-			{Name: "web-2", Phase: engine.PodPending, Deleting: true, Requests: map[string]int64{"cpu": 1000}},
+				Containers: []engine.Container{{Name: "app", Requests: engine.ResourceListOf(map[string]int64{"cpu": 250, "memory": 256 << 20 * 1000})}, {Name: "sidecar", Requests: engine.ResourceListOf(map[string]int64{"cpu": 50}), Sidecar: true}, {Name: "migrate", Requests: engine.ResourceListOf(map[string]int64{"cpu": 500}), Init: true}},
+				Overhead:   engine.ResourceListOf(map[string]int64{"cpu": 10})},
+			{Name: "web-2", Phase: engine.PodPending, Deleting: true, Requests: engine.ResourceListOf(map[string]int64{"cpu": 1000})},
 		},
 		ResourceMetrics: engine.ResourceMetrics{Pods: []engine.PodUsage{
-			{Pod: "web-1", Timestamp: t0.Add(-10 * time.Second), Window: 30 * time.Second, Containers: []engine.ContainerUsage{{Name: "app", Usage: map[string]int64{"cpu": 180}}}},
+			{Pod: "web-1", Timestamp: t0.Add(-10 * time.Second), Window: 30 * time.Second, Containers: []engine.ContainerUsage{{Name: "app", Usage: engine.ResourceListOf(map[string]int64{"cpu": 180})}}},
 		}},
 		Observations: []engine.Observation{
 			{}, {},
@@ -196,10 +196,10 @@ func randomInput(r *rand.Rand) engine.Input {
 		if r.IntN(2) == 0 {
 			p.Ready = &engine.PodReadiness{Status: engine.ConditionFalse, LastTransitionTime: p.StartTime}
 		}
-		p.Containers = []engine.Container{{Name: "app", Requests: map[string]int64{"cpu": r.Int64N(1 << 40), "memory": r.Int64N(1 << 50)}}}
+		p.Containers = []engine.Container{{Name: "app", Requests: engine.ResourceListOf(map[string]int64{"cpu": r.Int64N(1 << 40), "memory": r.Int64N(1 << 50)})}}
 		in.Pods = append(in.Pods, p)
 		in.ResourceMetrics.Pods = append(in.ResourceMetrics.Pods, engine.PodUsage{Pod: p.Name, Timestamp: in.Now, Window: time.Duration(r.Int64N(1e11)),
-			Containers: []engine.ContainerUsage{{Name: "app", Usage: map[string]int64{"cpu": r.Int64N(1 << 40)}}}})
+			Containers: []engine.ContainerUsage{{Name: "app", Usage: engine.ResourceListOf(map[string]int64{"cpu": r.Int64N(1 << 40)})}}})
 	}
 	return in
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/setpointhq/setpoint/engine"
@@ -125,6 +126,9 @@ type converter struct {
 	// quiet: indexed and keyed return "" — the violations are only
 	// counted, not reported (see Input).
 	quiet bool
+	// lists backs the resource lists of the pods or the resource metrics
+	// being converted: sized once for all of them, each list a part of it.
+	lists engine.ResourceList
 }
 
 // indexed returns the field path prefix[i], or "" when quiet.
@@ -247,29 +251,35 @@ var (
 	minMilliQuantity = resource.NewMilliQuantity(-math.MaxInt64, resource.DecimalSI)
 )
 
-// quantities converts a resource name → quantity map; values must be >= 0.
-// An empty map gives nil.
-func (c *converter) quantities(field string, m map[string]string) map[string]int64 {
+// quantities converts a resource name → quantity map into a resource list
+// sorted by name, taken from c.lists; values must be >= 0. An empty map
+// gives nil.
+func (c *converter) quantities(field string, m map[string]string) engine.ResourceList {
 	if len(m) == 0 {
 		return nil
 	}
-	out := make(map[string]int64, len(m))
+	start := len(c.lists)
 	if c.quiet {
 		// The first, quiet pass only asks whether there is a violation.
 		for name, s := range m {
-			c.quantityEntry(out, field, name, s)
+			c.quantityEntry(field, name, s)
 		}
-		return out
+	} else {
+		// Sorted, so that violations come in a stable order.
+		for _, name := range slices.Sorted(maps.Keys(m)) {
+			c.quantityEntry(field, name, m[name])
+		}
 	}
-	// Sorted, so that violations come in a stable order.
-	for _, name := range slices.Sorted(maps.Keys(m)) {
-		c.quantityEntry(out, field, name, m[name])
+	out := c.lists[start:len(c.lists):len(c.lists)]
+	if len(out) > 1 {
+		slices.SortFunc(out, func(a, b engine.ResourceQuantity) int { return strings.Compare(a.Name, b.Name) })
 	}
 	return out
 }
 
-// quantityEntry converts the entry name: s of the map at field into out.
-func (c *converter) quantityEntry(out map[string]int64, field, name, s string) {
+// quantityEntry converts the entry name: s of the map at field, appending
+// it to c.lists.
+func (c *converter) quantityEntry(field, name, s string) {
 	if name == "" {
 		c.err.Add(field, "resource name must be set")
 		return
@@ -279,7 +289,7 @@ func (c *converter) quantityEntry(out map[string]int64, field, name, s string) {
 		if v < 0 {
 			c.err.Add(f, "must be a quantity >= 0, got %q", s)
 		}
-		out[name] = v
+		c.lists = append(c.lists, engine.ResourceQuantity{Name: name, Milli: v})
 	}
 }
 
@@ -558,6 +568,17 @@ func (c *converter) pods(ps []*setpointv1.Pod) []engine.Pod {
 	}
 	out := make([]engine.Pod, 0, len(ps))
 	seen := make(map[string]bool, len(ps))
+	// One array backs every pod's containers, one every resource list.
+	var containers, quantities int
+	for _, p := range ps {
+		containers += len(p.GetContainers())
+		quantities += len(p.GetRequests()) + len(p.GetOverhead())
+		for _, ct := range p.GetContainers() {
+			quantities += len(ct.GetRequests())
+		}
+	}
+	cts := make([]engine.Container, 0, containers)
+	c.lists = make(engine.ResourceList, 0, quantities)
 	for i, p := range ps {
 		f := c.indexed("pods", i)
 		switch {
@@ -587,16 +608,17 @@ func (c *converter) pods(ps []*setpointv1.Pod) []engine.Pod {
 			}
 			c.conditionStatus(f+".ready.status", pod.Ready.Status)
 		}
-		if n := len(p.GetContainers()); n > 0 {
-			pod.Containers = make([]engine.Container, 0, n)
-		}
+		first := len(cts)
 		for j, ct := range p.GetContainers() {
 			cf := c.indexed(f+".containers", j)
 			c.nonEmpty(cf+".name", ct.GetName())
 			if ct.GetRestartableInit() && ct.GetInit() {
 				c.err.Add(cf, "restartable_init and init are exclusive")
 			}
-			pod.Containers = append(pod.Containers, engine.Container{Name: ct.GetName(), Requests: c.quantities(cf+".requests", ct.GetRequests()), Sidecar: ct.GetRestartableInit(), Init: ct.GetInit()})
+			cts = append(cts, engine.Container{Name: ct.GetName(), Requests: c.quantities(cf+".requests", ct.GetRequests()), Sidecar: ct.GetRestartableInit(), Init: ct.GetInit()})
+		}
+		if len(cts) > first {
+			pod.Containers = cts[first:len(cts):len(cts)]
 		}
 		out = append(out, pod)
 	}
@@ -616,17 +638,28 @@ func (c *converter) resourceMetrics(r *setpointv1.ResourceMetrics) engine.Resour
 	if n := len(r.GetItems()); n > 0 {
 		out.Pods = make([]engine.PodUsage, 0, n)
 	}
+	// One array backs every item's containers, one every usage list.
+	var containers, quantities int
+	for _, it := range r.GetItems() {
+		containers += len(it.GetContainers())
+		for _, ct := range it.GetContainers() {
+			quantities += len(ct.GetUsage())
+		}
+	}
+	cts := make([]engine.ContainerUsage, 0, containers)
+	c.lists = make(engine.ResourceList, 0, quantities)
 	for i, it := range r.GetItems() {
 		f := c.indexed("resource_metrics.items", i)
 		c.nonEmpty(f+".pod", it.GetPod())
 		u := engine.PodUsage{Pod: it.GetPod(), Timestamp: c.timestamp(f+".timestamp", it.GetTimestamp())}
 		c.duration(f+".window", it.GetWindow(), &u.Window)
-		if n := len(it.GetContainers()); n > 0 {
-			u.Containers = make([]engine.ContainerUsage, 0, n)
-		}
+		first := len(cts)
 		for j, ct := range it.GetContainers() {
 			cf := c.indexed(f+".containers", j)
-			u.Containers = append(u.Containers, engine.ContainerUsage{Name: ct.GetName(), Usage: c.quantities(cf+".usage", ct.GetUsage())})
+			cts = append(cts, engine.ContainerUsage{Name: ct.GetName(), Usage: c.quantities(cf+".usage", ct.GetUsage())})
+		}
+		if len(cts) > first {
+			u.Containers = cts[first:len(cts):len(cts)]
 		}
 		out.Pods = append(out.Pods, u)
 	}

@@ -193,21 +193,21 @@ func pods(ps []engine.Pod) []*setpointv1.Pod {
 	return out
 }
 
-// quantityStrings prints a milli-value map; resources are printed in
+// quantityStrings prints a resource list; resources are printed in
 // BinarySI when they are memory-like ("memory", "ephemeral-storage",
 // "storage"), in DecimalSI otherwise.
-func quantityStrings(m map[string]int64) map[string]string {
-	if len(m) == 0 {
+func quantityStrings(l engine.ResourceList) map[string]string {
+	if len(l) == 0 {
 		return nil
 	}
-	out := make(map[string]string, len(m))
-	for name, v := range m {
+	out := make(map[string]string, len(l))
+	for _, q := range l {
 		format := engine.DecimalSI
-		switch name {
+		switch q.Name {
 		case "memory", "ephemeral-storage", "storage":
 			format = engine.BinarySI
 		}
-		out[name] = Quantity(engine.Quantity{Milli: v, Format: format})
+		out[q.Name] = Quantity(engine.Quantity{Milli: q.Milli, Format: format})
 	}
 	return out
 }
