@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"math/bits"
 	"slices"
 	"strconv"
 	"strings"
@@ -139,6 +140,14 @@ func (c *converter) indexed(prefix string, i int) string {
 	return prefix + "[" + strconv.Itoa(i) + "]"
 }
 
+// at returns the field path f+suffix, or "" when quiet.
+func (c *converter) at(f, suffix string) string {
+	if c.quiet {
+		return ""
+	}
+	return f + suffix
+}
+
 // keyed returns the field path prefix["key"], or "" when quiet.
 func (c *converter) keyed(prefix, key string) string {
 	if c.quiet {
@@ -218,31 +227,66 @@ func (c *converter) quantity(field, s string) (milli int64, ok bool) {
 }
 
 // plainMilli returns the milli-value of s when s is a plain decimal
-// integer of 1 to 15 digits, optionally followed by "m" ("250m", "3") —
-// how CPU quantities and most metric values are spelled — which is the
-// value resource.ParseQuantity gives it (FuzzPlainMilli). ok is false for
-// any other spelling, which then goes through resource.ParseQuantity.
+// integer of 1 to 15 digits followed by nothing, "m", a decimal SI suffix
+// up to "P" or a binary SI suffix up to "Pi" ("250m", "3", "512Mi", "2G")
+// and the value fits an int64 — how CPU and memory quantities and most
+// metric values are spelled — which is the value resource.ParseQuantity
+// gives it (FuzzPlainMilli). ok is false for any other spelling, which then
+// goes through resource.ParseQuantity.
 func plainMilli(s string) (milli int64, ok bool) {
-	n := len(s)
-	isMilli := n > 0 && s[n-1] == 'm'
-	if isMilli {
-		n--
+	n := 0
+	var v uint64
+	for ; n < len(s) && n < 16; n++ {
+		d := s[n]
+		if d < '0' || d > '9' {
+			break
+		}
+		v = v*10 + uint64(d-'0')
 	}
 	if n == 0 || n > 15 {
 		return 0, false
 	}
-	var v int64
-	for i := range n {
-		d := s[i]
-		if d < '0' || d > '9' {
-			return 0, false
-		}
-		v = v*10 + int64(d-'0')
+	unit, ok := suffixMilli(s[n:])
+	if !ok {
+		return 0, false
 	}
-	if !isMilli {
-		v *= 1000 // at most 10^18: within int64
+	hi, lo := bits.Mul64(v, unit)
+	if hi != 0 || lo > math.MaxInt64 {
+		return 0, false
 	}
-	return v, true
+	return int64(lo), true
+}
+
+// suffixMilli returns the milli-value of one unit of a quantity suffix
+// that plainMilli takes.
+func suffixMilli(suffix string) (uint64, bool) {
+	switch suffix {
+	case "m":
+		return 1, true
+	case "":
+		return 1e3, true
+	case "k":
+		return 1e6, true
+	case "M":
+		return 1e9, true
+	case "G":
+		return 1e12, true
+	case "T":
+		return 1e15, true
+	case "P":
+		return 1e18, true
+	case "Ki":
+		return 1e3 << 10, true
+	case "Mi":
+		return 1e3 << 20, true
+	case "Gi":
+		return 1e3 << 30, true
+	case "Ti":
+		return 1e3 << 40, true
+	case "Pi":
+		return 1e3 << 50, true
+	}
+	return 0, false
 }
 
 // The quantities whose milli-values an int64 holds.
@@ -592,9 +636,9 @@ func (c *converter) pods(ps []*setpointv1.Pod) []engine.Pod {
 			Name:      p.GetName(),
 			Phase:     engine.PodPhase(p.GetPhase()),
 			Deleting:  p.GetDeleting(),
-			StartTime: c.timestamp(f+".start_time", p.GetStartTime()),
-			Requests:  c.quantities(f+".requests", p.GetRequests()),
-			Overhead:  c.quantities(f+".overhead", p.GetOverhead()),
+			StartTime: c.timestamp(c.at(f, ".start_time"), p.GetStartTime()),
+			Requests:  c.quantities(c.at(f, ".requests"), p.GetRequests()),
+			Overhead:  c.quantities(c.at(f, ".overhead"), p.GetOverhead()),
 		}
 		switch pod.Phase {
 		case engine.PodPending, engine.PodRunning, engine.PodSucceeded, engine.PodFailed, engine.PodUnknown:
@@ -604,18 +648,18 @@ func (c *converter) pods(ps []*setpointv1.Pod) []engine.Pod {
 		if r := p.GetReady(); r != nil {
 			pod.Ready = &engine.PodReadiness{
 				Status:             engine.ConditionStatus(r.GetStatus()),
-				LastTransitionTime: c.timestamp(f+".ready.last_transition_time", r.GetLastTransitionTime()),
+				LastTransitionTime: c.timestamp(c.at(f, ".ready.last_transition_time"), r.GetLastTransitionTime()),
 			}
-			c.conditionStatus(f+".ready.status", pod.Ready.Status)
+			c.conditionStatus(c.at(f, ".ready.status"), pod.Ready.Status)
 		}
 		first := len(cts)
 		for j, ct := range p.GetContainers() {
-			cf := c.indexed(f+".containers", j)
-			c.nonEmpty(cf+".name", ct.GetName())
+			cf := c.indexed(c.at(f, ".containers"), j)
+			c.nonEmpty(c.at(cf, ".name"), ct.GetName())
 			if ct.GetRestartableInit() && ct.GetInit() {
 				c.err.Add(cf, "restartable_init and init are exclusive")
 			}
-			cts = append(cts, engine.Container{Name: ct.GetName(), Requests: c.quantities(cf+".requests", ct.GetRequests()), Sidecar: ct.GetRestartableInit(), Init: ct.GetInit()})
+			cts = append(cts, engine.Container{Name: ct.GetName(), Requests: c.quantities(c.at(cf, ".requests"), ct.GetRequests()), Sidecar: ct.GetRestartableInit(), Init: ct.GetInit()})
 		}
 		if len(cts) > first {
 			pod.Containers = cts[first:len(cts):len(cts)]
@@ -650,13 +694,13 @@ func (c *converter) resourceMetrics(r *setpointv1.ResourceMetrics) engine.Resour
 	c.lists = make(engine.ResourceList, 0, quantities)
 	for i, it := range r.GetItems() {
 		f := c.indexed("resource_metrics.items", i)
-		c.nonEmpty(f+".pod", it.GetPod())
-		u := engine.PodUsage{Pod: it.GetPod(), Timestamp: c.timestamp(f+".timestamp", it.GetTimestamp())}
-		c.duration(f+".window", it.GetWindow(), &u.Window)
+		c.nonEmpty(c.at(f, ".pod"), it.GetPod())
+		u := engine.PodUsage{Pod: it.GetPod(), Timestamp: c.timestamp(c.at(f, ".timestamp"), it.GetTimestamp())}
+		c.duration(c.at(f, ".window"), it.GetWindow(), &u.Window)
 		first := len(cts)
 		for j, ct := range it.GetContainers() {
-			cf := c.indexed(f+".containers", j)
-			cts = append(cts, engine.ContainerUsage{Name: ct.GetName(), Usage: c.quantities(cf+".usage", ct.GetUsage())})
+			cf := c.indexed(c.at(f, ".containers"), j)
+			cts = append(cts, engine.ContainerUsage{Name: ct.GetName(), Usage: c.quantities(c.at(cf, ".usage"), ct.GetUsage())})
 		}
 		if len(cts) > first {
 			u.Containers = cts[first:len(cts):len(cts)]
@@ -683,14 +727,14 @@ func (c *converter) observations(obs []*setpointv1.MetricObservation, metrics []
 			c.err.Add(f+".values", "an Object metric has at most one value, got %d", len(o.GetValues()))
 		}
 		for j, v := range o.GetValues() {
-			vf := c.indexed(f+".values", j)
-			mv := engine.MetricValue{Pod: v.GetPod(), Timestamp: c.timestamp(vf+".timestamp", v.GetTimestamp())}
-			mv.Milli, _ = c.quantity(vf+".value", v.GetValue())
+			vf := c.indexed(c.at(f, ".values"), j)
+			mv := engine.MetricValue{Pod: v.GetPod(), Timestamp: c.timestamp(c.at(vf, ".timestamp"), v.GetTimestamp())}
+			mv.Milli, _ = c.quantity(c.at(vf, ".value"), v.GetValue())
 			if pods {
-				c.nonEmpty(vf+".pod", mv.Pod)
+				c.nonEmpty(c.at(vf, ".pod"), mv.Pod)
 				mv.Window = DefaultPodsMetricWindow
 			}
-			c.duration(vf+".window", v.GetWindow(), &mv.Window)
+			c.duration(c.at(vf, ".window"), v.GetWindow(), &mv.Window)
 			out[i].Values = append(out[i].Values, mv)
 		}
 	}

@@ -16,7 +16,11 @@ func FuzzPlainMilli(f *testing.F) {
 	}{
 		{"250m", true}, {"3", true}, {"0", true}, {"0m", true}, {"007", true}, {"999999999999999", true},
 		{"999999999999999m", true}, {"1000000000000000", false}, {"", false}, {"m", false}, {"-1", false},
-		{"+1", false}, {"1.5", false}, {"1Gi", false}, {"1e3", false}, {"1k", false}, {" 1", false}, {"1mm", false},
+		{"+1", false}, {"1.5", false}, {"1e3", false}, {" 1", false}, {"1mm", false},
+		{"1k", true}, {"2M", true}, {"3G", true}, {"4T", true}, {"9P", true}, {"10P", false}, {"9223T", true}, {"9224T", false},
+		{"1E", false}, {"512Ki", true}, {"512Mi", true}, {"60Mi", true}, {"1Gi", true}, {"3Ti", true}, {"8Pi", true},
+		{"9Pi", false}, {"1Ei", false}, {"1K", false}, {"1mi", false}, {"1Mi ", false}, {"1.5Gi", false}, {"Mi", false},
+		{"9223372036854k", true}, {"9223372036855k", false}, {"999999999999999M", false}, {"0Pi", true}, {"1ki", false}, {"1i", false},
 	} {
 		if _, ok := plainMilli(tc.s); ok != tc.fast {
 			f.Errorf("plainMilli(%q) took the fast path: %v, want %v", tc.s, ok, tc.fast)
