@@ -598,12 +598,46 @@ func (c *converter) scale(s *setpointv1.Scale) engine.Scale {
 	if out.StatusReplicas < 0 {
 		c.err.Add("scale.status_replicas", "must be >= 0, got %d", out.StatusReplicas)
 	}
-	if out.Selector != "" {
+	if out.Selector != "" && !plainSelector(out.Selector) {
 		if _, err := labels.Parse(out.Selector); err != nil {
 			out.SelectorError = err.Error()
 		}
 	}
 	return out
+}
+
+// plainSelector reports whether s is a selector of equality requirements
+// only, "key=value" joined by commas, with keys and values of 1 to 63
+// letters, digits, '-', '_' and '.' that start and end with a letter or
+// digit (and, to stay clear of the lexer's keywords, are not "in" or
+// "notin") — how scale selectors are mostly spelled ("app=web"), and
+// selectors that labels.Parse accepts (FuzzPlainSelector). False means
+// nothing: s then goes through labels.Parse.
+func plainSelector(s string) bool {
+	for term := range strings.SplitSeq(s, ",") {
+		k, v, ok := strings.Cut(term, "=")
+		if !ok || !plainLabel(k) || !plainLabel(v) {
+			return false
+		}
+	}
+	return true
+}
+
+// plainLabel reports whether s is a label name or value plainSelector
+// takes.
+func plainLabel(s string) bool {
+	if len(s) == 0 || len(s) > 63 || s == "in" || s == "notin" {
+		return false
+	}
+	for i := range len(s) {
+		switch b := s[i]; {
+		case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9':
+		case (b == '-' || b == '_' || b == '.') && i > 0 && i < len(s)-1:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 func (c *converter) pods(ps []*setpointv1.Pod) []engine.Pod {
@@ -612,9 +646,13 @@ func (c *converter) pods(ps []*setpointv1.Pod) []engine.Pod {
 	}
 	out := make([]engine.Pod, 0, len(ps))
 	seen := make(map[string]bool, len(ps))
-	// One array backs every pod's containers, one every resource list.
-	var containers, quantities int
+	// One array backs every pod's containers, one every resource list,
+	// one every Ready condition.
+	var containers, quantities, readies int
 	for _, p := range ps {
+		if p.GetReady() != nil {
+			readies++
+		}
 		containers += len(p.GetContainers())
 		quantities += len(p.GetRequests()) + len(p.GetOverhead())
 		for _, ct := range p.GetContainers() {
@@ -623,6 +661,7 @@ func (c *converter) pods(ps []*setpointv1.Pod) []engine.Pod {
 	}
 	cts := make([]engine.Container, 0, containers)
 	c.lists = make(engine.ResourceList, 0, quantities)
+	ready := make([]engine.PodReadiness, 0, readies)
 	for i, p := range ps {
 		f := c.indexed("pods", i)
 		switch {
@@ -646,10 +685,11 @@ func (c *converter) pods(ps []*setpointv1.Pod) []engine.Pod {
 			c.err.Add(f+".phase", "must be Pending, Running, Succeeded, Failed or Unknown, got %q", pod.Phase)
 		}
 		if r := p.GetReady(); r != nil {
-			pod.Ready = &engine.PodReadiness{
+			ready = append(ready, engine.PodReadiness{
 				Status:             engine.ConditionStatus(r.GetStatus()),
 				LastTransitionTime: c.timestamp(c.at(f, ".ready.last_transition_time"), r.GetLastTransitionTime()),
-			}
+			})
+			pod.Ready = &ready[len(ready)-1]
 			c.conditionStatus(c.at(f, ".ready.status"), pod.Ready.Status)
 		}
 		first := len(cts)
