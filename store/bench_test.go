@@ -20,34 +20,51 @@ import (
 // cpu-µs/op the process's CPU time (user and system) per Update. With
 // delay=off the committer does not wait for Updates being prepared
 // (Options.MaxBatchDelay < 0): the same run's comparison for group commit.
+// With cache=off there is no record cache (Options.RecordCacheBytes < 0):
+// every Update decodes the record it changes.
 func BenchmarkUpdate(b *testing.B) {
 	for _, bc := range []struct {
 		callers int
 		delay   time.Duration
-	}{{1, 0}, {64, 0}, {64, -1}} {
+		noCache bool
+		targets int // per caller, updated in turn; 0 is 1
+	}{{1, 0, false, 0}, {1, 0, true, 0}, {64, 0, false, 0}, {64, 0, true, 0}, {64, -1, false, 0}, {64, 0, false, 16}} {
 		name := fmt.Sprintf("callers=%d", bc.callers)
+		if bc.targets > 0 {
+			name += fmt.Sprintf("/targets=%d", bc.callers*bc.targets)
+		}
 		if bc.delay < 0 {
 			name += "/delay=off"
 		}
+		opts := store.Options{MaxBatchDelay: bc.delay}
+		if bc.noCache {
+			name += "/cache=off"
+			opts.RecordCacheBytes = -1
+		} else {
+			name += "/cache=on"
+		}
 		b.Run(name, func(b *testing.B) {
 			callers := bc.callers
-			st := open(b, newPath(b), store.Options{MaxBatchDelay: bc.delay})
+			st := open(b, newPath(b), opts)
 			ctx := context.Background()
 			var wg sync.WaitGroup
-			cpu0 := processCPU(b)
+			cpu0, pages0 := processCPU(b), store.PageWrites(st)
 			b.ResetTimer()
 			for c := range callers {
 				n := b.N / callers
 				if c < b.N%callers {
 					n++
 				}
-				key := target.Key{Cluster: "bench", Namespace: "ns", Name: fmt.Sprintf("target-%03d", c)}
-				base := fullRecord(key)
+				keys := make([]target.Key, max(bc.targets, 1))
+				for t := range keys {
+					keys[t] = target.Key{Cluster: "bench", Namespace: "ns", Name: fmt.Sprintf("target-%03d-%02d", c, t)}
+				}
 				wg.Go(func() {
 					for i := range n {
+						key := keys[i%len(keys)]
 						_, err := st.Update(ctx, key, func(r *target.Record) error {
 							if r.LastSeen.IsZero() {
-								*r = base
+								*r = fullRecord(key)
 							}
 							h := &r.History.Recommendations
 							rec := engine.Recommendation{Replicas: int32(i % 10), At: at(i * 15)}
@@ -70,6 +87,7 @@ func BenchmarkUpdate(b *testing.B) {
 			b.StopTimer()
 			s := st.Stats()
 			b.ReportMetric(float64(s.Commits)/float64(b.N), "commits/op")
+			b.ReportMetric(float64(store.PageWrites(st)-pages0)/float64(b.N), "pagewrites/op")
 			b.ReportMetric(float64(processCPU(b)-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
 		})
 	}

@@ -18,6 +18,7 @@ import (
 	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/setpointhq/setpoint/engine"
+	pb "github.com/setpointhq/setpoint/proto/setpoint/storage/v1"
 	"github.com/setpointhq/setpoint/target"
 )
 
@@ -90,6 +91,10 @@ type Options struct {
 	// decision log (decisionlog.go), counted back from the target's newest
 	// decision. 0 means DefaultDecisionRetention; negative keeps no log.
 	DecisionRetention time.Duration
+	// RecordCacheBytes bounds the memory of the record cache (cache.go),
+	// which spares an Update of a recently written target decoding its
+	// record. 0 means DefaultRecordCacheBytes; negative disables the cache.
+	RecordCacheBytes int64
 }
 
 // withDefaults returns o with zero fields set to their defaults, or an
@@ -121,6 +126,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.FileMode == 0 {
 		o.FileMode = 0o600
+	}
+	if o.RecordCacheBytes == 0 {
+		o.RecordCacheBytes = DefaultRecordCacheBytes
 	}
 	return o, nil
 }
@@ -169,6 +177,9 @@ type Bolt struct {
 	keys keyLocks
 	// compressors compress the values Update writes (compress.go).
 	compressors *compressors
+	// cache keeps the records Update wrote last, decoded (cache.go); nil
+	// when disabled.
+	cache *recordCache
 
 	// testHookBeforeCommit, when set, runs in the committer before each
 	// batch's transaction with the batch size. Set only by tests, before
@@ -177,6 +188,11 @@ type Bolt struct {
 	// testHookAfterPrepare, when set, runs in Update between preparing a
 	// write and queueing it. Set only by tests, before any write.
 	testHookAfterPrepare func()
+	// testHookFailCommit, when set, runs in each batch's transaction after
+	// its writes; an error it returns rolls the transaction back, failing
+	// the whole batch as a failed commit does. Set only by tests, before
+	// any write.
+	testHookFailCommit func() error
 }
 
 var _ Store = (*Bolt)(nil)
@@ -209,6 +225,7 @@ func Open(path string, opts Options) (*Bolt, error) {
 		stopped: make(chan struct{}),
 		// One per processor: compressing is all CPU.
 		compressors: startCompressors(runtime.GOMAXPROCS(0)),
+		cache:       newRecordCache(opts.RecordCacheBytes),
 	}
 	go b.commitLoop()
 	return b, nil
@@ -447,6 +464,9 @@ func (b *Bolt) commit(batch []*request) {
 				}
 				r.err = err
 			}
+			if b.testHookFailCommit != nil {
+				return b.testHookFailCommit()
+			}
 			return nil
 		})
 		if broken >= 0 {
@@ -506,13 +526,14 @@ func (b *Bolt) view(fn func(tx *bolt.Tx) error) error {
 // bounded as Options say before the record is stored and returned.
 //
 // Only the write is serialized. Update reads the stored value in a
-// read-only transaction, decodes it, runs fn, bounds and encodes the
-// record and the change feed's entries in the caller's goroutine, and
-// queues the encoded bytes. The committer writes them only if the stored
-// value is still the one Update read, byte for byte (the value is the
-// record's revision: equal bytes mean an equal record); otherwise the
-// write is a conflict, and Update starts over from the new value, running
-// fn again. Updates of one key therefore serialize — each stores what fn
+// read-only transaction, decodes it (or takes the record and the value it
+// was decoded from out of the record cache, cache.go, without reading),
+// runs fn, bounds and encodes the record and the change feed's entries in
+// the caller's goroutine, and queues the encoded bytes. The committer
+// writes them only if the stored value is still the one Update read, byte
+// for byte (the value is the record's revision: equal bytes mean an equal
+// record); otherwise the write is a conflict, and Update starts over from
+// the new value, running fn again. Updates of one key therefore serialize — each stores what fn
 // made of the record the previous one stored — while their decoding,
 // functions and encoding run in parallel, and concurrent writes of
 // different keys still share one commit and one fsync. Within the process,
@@ -566,6 +587,13 @@ func (b *Bolt) Update(ctx context.Context, key target.Key, fn func(rec *target.R
 		if err != nil {
 			return target.Record{}, err
 		}
+		if b.cache != nil {
+			// A record of the cache's own, decoded from the message of
+			// what was written: what decoding w.val would give.
+			if own, err := recordFromMessage(key, w.msg, nil, true); err == nil {
+				b.cache.put(key, w.val, own)
+			}
+		}
 		return w.rec, nil
 	}
 }
@@ -588,6 +616,7 @@ type preparedUpdate struct {
 	encoded  [][]byte      // the changes' values
 	logged   []byte        // the decision log's entry of a new decision, or nil
 	rec      target.Record // what is stored, returned by Update
+	msg      *pb.Record    // the storage message of rec, marshalled as val
 }
 
 // prepare reads the record of key, runs fn and encodes the result. It
@@ -602,7 +631,23 @@ func (b *Bolt) prepare(key target.Key, rk []byte, decision bool, fn func(*target
 		}
 	}()
 	w := &preparedUpdate{store: b, rk: rk, key: key}
-	if err := b.view(func(tx *bolt.Tx) error {
+	// Taken out of the cache whatever follows: fn may change it, and only
+	// a committed write puts a record back. A cached record is used
+	// without reading the stored value: the committer compares it with
+	// the value the record was decoded from, and when something else
+	// changed it (a Delete or Expire racing with the cache) the write
+	// conflicts and the update starts over, reading.
+	cached := b.cache.take(key)
+	hit := cached != nil
+	if hit {
+		b.mu.Lock()
+		closed := b.closed
+		b.mu.Unlock()
+		if closed {
+			return nil, ErrClosed
+		}
+		w.read = cached.val
+	} else if err := b.view(func(tx *bolt.Tx) error {
 		if raw := tx.Bucket(bucketRecords).Get(rk); raw != nil {
 			w.read = bytes.Clone(raw) // valid only inside the transaction
 		}
@@ -611,7 +656,14 @@ func (b *Bolt) prepare(key target.Key, rk []byte, decision bool, fn func(*target
 		return nil, err
 	}
 	rec := target.Record{Key: key}
-	if w.read != nil {
+	switch {
+	case hit:
+		rec = cached.rec
+		if decision && rec.Last != nil { // as decodeRecordFor leaves it
+			rec.Last = &target.LastDecision{ID: rec.Last.ID, At: rec.Last.At}
+		}
+		w.oldIndex = lastSeenKey(rec.LastSeen, rk)
+	case w.read != nil:
 		var err error
 		if rec, err = decodeRecordFor(key, w.read, decision); err != nil {
 			return nil, err
@@ -632,10 +684,12 @@ func (b *Bolt) prepare(key target.Key, rk []byte, decision bool, fn func(*target
 	if err != nil {
 		return nil, err
 	}
-	if w.val, err = marshalRecord(key, m, b.compressors.compress); err != nil {
-		return nil, err
-	}
-	if w.encoded, err = encodeChanges(w.changes, m); err != nil {
+	// The change feed's entries are encoded from the marshalled record:
+	// a decision's entry is most of it.
+	if w.val, err = marshalRecordThen(key, m, b.compressors.compress, func(raw []byte) error {
+		w.encoded, err = encodeChanges(w.changes, m, raw)
+		return err
+	}); err != nil {
 		return nil, err
 	}
 	if len(w.changes) > 0 && w.changes[0].Kind == ChangeDecision && b.opts.DecisionRetention >= 0 {
@@ -644,7 +698,7 @@ func (b *Bolt) prepare(key target.Key, rk []byte, decision bool, fn func(*target
 		}
 	}
 	w.newIndex = lastSeenKey(rec.LastSeen, rk)
-	w.rec = rec
+	w.rec, w.msg = rec, m
 	prepared = true
 	return w, nil
 }
@@ -834,6 +888,7 @@ func (b *Bolt) Delete(ctx context.Context, key target.Key) error {
 	if err != nil {
 		return err
 	}
+	b.cache.drop(key) // spares memory; a stale record would not be used anyway
 	err = b.write(ctx, false, func(tx *bolt.Tx) error {
 		records, index := tx.Bucket(bucketRecords), tx.Bucket(bucketLastSeen)
 		raw := records.Get(rk)
@@ -907,6 +962,7 @@ func (b *Bolt) Expire(ctx context.Context, cutoff time.Time) (int, error) {
 				return &abortError{fmt.Errorf("store: expire: decision log: %w", err)}
 			}
 			if key, err := parseRecordKey(rk); err == nil {
+				b.cache.drop(key)
 				if err := b.appendChanges(tx, []Change{b.deletion(key)}); err != nil {
 					return &abortError{err}
 				}

@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"time"
@@ -71,10 +72,23 @@ func recordMessage(rec *target.Record) (*pb.Record, error) {
 // marshalRecord returns the stored form of m, the message of the record
 // of k; compress is compressValue, or a way to run it.
 func marshalRecord(k target.Key, m *pb.Record, compress func([]byte) []byte) ([]byte, error) {
+	return marshalRecordThen(k, m, compress, nil)
+}
+
+// marshalRecordThen is marshalRecord, calling then (when not nil) with the
+// marshalled message before it is compressed; the bytes are valid only
+// during the call. An error from then is returned.
+func marshalRecordThen(k target.Key, m *pb.Record, compress func([]byte) []byte, then func(raw []byte) error) ([]byte, error) {
 	buf := getScratch()
 	b, err := proto.MarshalOptions{Deterministic: true}.MarshalAppend(*buf, m)
 	if err != nil {
 		return nil, fmt.Errorf("store: encode record %s: %w", k, err)
+	}
+	if then != nil {
+		if err := then(b); err != nil {
+			putScratch(buf, b)
+			return nil, err
+		}
 	}
 	out := compress(b)
 	if len(out) > 0 && &out[0] == &b[0] { // stored as it is
@@ -119,8 +133,17 @@ func decodeRecordFor(k target.Key, b []byte, forDecision bool) (rec target.Recor
 	if err != nil {
 		return target.Record{}, &CorruptError{Key: k, Err: err}
 	}
-	var d decoder
-	rec = target.Record{
+	return recordFromMessage(k, &m, head, false)
+}
+
+// recordFromMessage converts m, the storage message of the record of k, to
+// the record; with head, of the last decision only head's ID and At (m
+// then has no last decision). own makes the record share nothing with m
+// (maps are copied too): m may be the message of a record someone else
+// holds. Any failure is a *CorruptError.
+func recordFromMessage(k target.Key, m *pb.Record, head *lastHead, own bool) (target.Record, error) {
+	d := decoder{own: own}
+	rec := target.Record{
 		Key:      k,
 		Ref:      target.Ref{APIVersion: m.GetTargetRef().GetApiVersion(), Kind: m.GetTargetRef().GetKind(), Name: m.GetTargetRef().GetName()},
 		Spec:     d.spec(m.GetSpec()),
@@ -460,8 +483,12 @@ func (e *encoder) decision(v engine.Decision) *pb.Decision {
 }
 
 // decoder converts storage messages to engine values, keeping the first
-// error. Absent messages decode as zero values.
-type decoder struct{ err error }
+// error. Absent messages decode as zero values. With own, the values share
+// no map with the messages (slices and strings never are shared).
+type decoder struct {
+	err error
+	own bool
+}
 
 func (d *decoder) time(ts *timestamppb.Timestamp) time.Time {
 	if ts == nil {
@@ -532,6 +559,9 @@ func (d *decoder) metricIdentifier(m *pb.MetricIdentifier) engine.MetricIdentifi
 		}
 		if len(s.GetMatchLabels()) > 0 {
 			v.Selector.MatchLabels = s.GetMatchLabels()
+			if d.own {
+				v.Selector.MatchLabels = maps.Clone(v.Selector.MatchLabels)
+			}
 		}
 	}
 	return v

@@ -52,6 +52,19 @@
 // that they follow each other instead of conflicting; a conflict then means
 // something else (Delete, Expire) wrote the record in between.
 //
+// A record cache (Options.RecordCacheBytes, cache.go) spares the read and
+// the decoding: after a commit, Update keeps the record it wrote,
+// converted from the storage message it marshalled (exactly what decoding
+// the value would give), with the value it wrote. The next Update of the
+// key takes it out of the cache and runs the function on it without
+// reading; its write carries the cached value as the one it read, so if
+// the record changed meanwhile (Delete and Expire drop cached records,
+// but may race with an Update putting its record back) the write
+// conflicts and the update starts over from what is stored. The cache
+// holds each record alone: it shares nothing with the record Update
+// returns, a function's record is never put back, and nothing of an
+// update that did not commit is kept.
+//
 // # Group commit
 //
 // Every write (Update, Delete, Expire) is queued to one committer goroutine.

@@ -1,6 +1,10 @@
 package store
 
-import "github.com/setpointhq/setpoint/target"
+import (
+	"context"
+
+	"github.com/setpointhq/setpoint/target"
+)
 
 // Hooks into the package's internals for the black-box tests of store_test.
 
@@ -38,4 +42,23 @@ func SetCopyWorkers(n int) (restore func()) {
 // WithDecision does.
 func DecodeRecordForDecision(k target.Key, b []byte) (target.Record, error) {
 	return decodeRecordFor(k, b, true)
+}
+
+// SetAfterPrepareHook makes Update call f between preparing a write and
+// queueing it. Call it before the store's first write, or while no Update
+// runs.
+func SetAfterPrepareHook(b *Bolt, f func()) { b.testHookAfterPrepare = f }
+
+// SetFailCommitHook makes each commit call f after its batch's writes; an
+// error from f rolls the transaction back. Call it while no write runs.
+func SetFailCommitHook(b *Bolt, f func() error) { b.testHookFailCommit = f }
+
+// IsDecision reports whether ctx comes from WithDecision.
+func IsDecision(ctx context.Context) bool { return isDecision(ctx) }
+
+// PageWrites is the number of page writes (pwrite calls) of b's commits
+// since Open.
+func PageWrites(b *Bolt) int64 {
+	s := b.db.Stats()
+	return s.TxStats.GetWrite()
 }

@@ -1,13 +1,16 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	bolt "go.etcd.io/bbolt"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/setpointhq/setpoint/engine"
@@ -145,7 +148,7 @@ func (b *Bolt) deletion(key target.Key) Change {
 // changes beyond Options.MaxChanges, and queues cs to be published after
 // the commit. Its error leaves tx unusable.
 func (b *Bolt) appendChanges(tx *bolt.Tx, cs []Change) error {
-	vals, err := encodeChanges(cs, nil)
+	vals, err := encodeChanges(cs, nil, nil)
 	if err != nil {
 		return err
 	}
@@ -292,16 +295,20 @@ func (b *Bolt) Changes(ctx context.Context, after uint64, limit int) ([]Change, 
 // encodeChanges returns the stored form of each change; a change's
 // revision is its key, not part of the value, so they can be encoded
 // before the transaction that numbers them. rec, when not nil, is the
-// message of the record the changes were made in: a decision's entry then
-// reuses what the record's message already holds of that decision instead
-// of converting it again.
-func encodeChanges(cs []Change, rec *pb.Record) ([][]byte, error) {
+// message of the record the changes were made in, and raw, when not nil,
+// rec marshalled: a decision's entry is then assembled from the bytes of
+// the decision in raw (decisionChangeOfRecord), or else from what rec
+// holds of it, instead of converting and marshalling it again.
+func encodeChanges(cs []Change, rec *pb.Record, raw []byte) ([][]byte, error) {
 	vals := make([][]byte, len(cs))
 	for i := range cs {
 		c := &cs[i]
 		var err error
 		if l := rec.GetLast(); c.Kind == ChangeDecision && l != nil && l.GetId() == c.Decision.ID {
-			vals[i], err = marshalChange(c, decisionOfRecord(rec))
+			var ok bool
+			if vals[i], ok = decisionChangeOfRecord(c, raw); !ok {
+				vals[i], err = marshalChange(c, decisionOfRecord(rec))
+			}
 		} else {
 			vals[i], err = encodeChange(c)
 		}
@@ -310,6 +317,126 @@ func encodeChanges(cs []Change, rec *pb.Record) ([][]byte, error) {
 		}
 	}
 	return vals, nil
+}
+
+// decisionChangeOfRecord returns the stored form of c, a decision
+// change of the record whose marshalled message is raw (its last decision
+// being c's decision): the bytes marshalChange(c, decisionOfRecord(m))
+// gives, assembled from the fields of raw as the deterministic marshaller
+// lays them out (in field-number order, a oneof last), without
+// marshalling the decision again. TestDecisionChangeOfRecord and
+// FuzzDecodeRecord check that the bytes are equal. ok is false when raw
+// is nil or not laid out as expected, or c's key cannot be stored (not
+// UTF-8): marshalChange then decides.
+func decisionChangeOfRecord(c *Change, raw []byte) (val []byte, ok bool) {
+	if raw == nil || !utf8.ValidString(c.Key.Cluster) || !utf8.ValidString(c.Key.Namespace) || !utf8.ValidString(c.Key.Name) {
+		return nil, false
+	}
+	rf, ok := splitFields(raw, 8)
+	if !ok || rf[6].raw == nil {
+		return nil, false
+	}
+	lf, ok := splitFields(rf[6].content, 6)
+	if !ok {
+		return nil, false
+	}
+	df, ok := splitFields(lf[3].content, 6)
+	if !ok {
+		return nil, false
+	}
+	status := df[4]
+	switch {
+	case lf[3].raw == nil:
+		return nil, false // no decision message: never written so
+	case lf[5].raw == nil:
+	case !bytes.Equal(lf[5].raw, []byte{5<<3 | byte(protowire.VarintType), 1}) || status.raw != nil:
+		return nil, false
+	default: // decision_status_is_record_status
+		status = rf[4]
+	}
+	// Decision: desired_replicas, rescale, error, status, explanation; no
+	// history.
+	dLen := len(df[1].raw) + len(df[2].raw) + len(df[3].raw) + len(df[5].raw)
+	if status.raw != nil {
+		dLen += bytesFieldLen(4, len(status.content))
+	}
+	// LastDecision: id, at, decision, from.
+	lLen := len(lf[1].raw) + len(lf[2].raw) + bytesFieldLen(3, dLen) + len(lf[6].raw)
+	n := bytesFieldLen(4, lLen)
+	for i, s := range []string{c.Key.Cluster, c.Key.Namespace, c.Key.Name} {
+		if s != "" {
+			n += bytesFieldLen(protowire.Number(i+1), len(s))
+		}
+	}
+	if c.Created {
+		n += protowire.SizeTag(7) + 1
+	}
+	b := make([]byte, 0, n)
+	for i, s := range []string{c.Key.Cluster, c.Key.Namespace, c.Key.Name} {
+		if s != "" {
+			b = protowire.AppendTag(b, protowire.Number(i+1), protowire.BytesType)
+			b = protowire.AppendString(b, s)
+		}
+	}
+	if c.Created { // the marshaller writes a oneof (kind) after the other fields
+		b = protowire.AppendTag(b, 7, protowire.VarintType)
+		b = protowire.AppendVarint(b, 1)
+	}
+	b = protowire.AppendTag(b, 4, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(lLen))
+	b = append(b, lf[1].raw...)
+	b = append(b, lf[2].raw...)
+	b = protowire.AppendTag(b, 3, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(dLen))
+	b = append(b, df[1].raw...)
+	b = append(b, df[2].raw...)
+	b = append(b, df[3].raw...)
+	if status.raw != nil {
+		b = protowire.AppendTag(b, 4, protowire.BytesType)
+		b = protowire.AppendBytes(b, status.content)
+	}
+	b = append(b, df[5].raw...)
+	b = append(b, lf[6].raw...)
+	if len(b) != n {
+		return nil, false
+	}
+	return b, true
+}
+
+// bytesFieldLen is the length of a length-delimited field num of n bytes.
+func bytesFieldLen(num protowire.Number, n int) int {
+	return protowire.SizeTag(num) + protowire.SizeBytes(n)
+}
+
+// field is one field of a marshalled message: all its bytes (tag
+// included), and for a length-delimited field its content.
+type field struct {
+	raw, content []byte
+}
+
+// splitFields returns the fields 1…max of the marshalled message b by
+// number (index 0 unused). ok is false when b does not parse, a field
+// appears twice, or a field is beyond max (the caller would drop it).
+func splitFields(b []byte, max protowire.Number) (fs [9]field, ok bool) {
+	if max >= protowire.Number(len(fs)) {
+		return fs, false
+	}
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 || num > max || fs[num].raw != nil {
+			return fs, false
+		}
+		v := protowire.ConsumeFieldValue(num, typ, b[n:])
+		if v < 0 {
+			return fs, false
+		}
+		fs[num].raw = b[:n+v]
+		if typ == protowire.BytesType {
+			fs[num].content, _ = protowire.ConsumeBytes(b[n:])
+		}
+		b = b[n+v:]
+	}
+	return fs, true
 }
 
 // decisionOfRecord is the change feed's message of the last decision of

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -102,7 +103,9 @@ func TestOrderedTime(t *testing.T) {
 }
 
 // FuzzDecodeRecord: any bytes decode to a record or a *CorruptError, never
-// a panic, and a decoded record encodes again.
+// a panic, and a decoded record encodes again: the record cache's copy of
+// it is the decoded one, and its decision's change-feed entry assembled
+// from its bytes is the marshalled one.
 func FuzzDecodeRecord(f *testing.F) {
 	rec := target.Record{Key: target.Key{Name: "x"}, LastSeen: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), Events: []target.Event{{Kind: target.EventApplied, From: 1, To: 2}}}
 	seed, err := encodeRecord(&rec)
@@ -136,7 +139,51 @@ func FuzzDecodeRecord(f *testing.F) {
 		if err := sameForDecision(k, b, got); err != nil {
 			t.Fatal(err)
 		}
+		if err := sameAsCached(k, &got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Last != nil {
+			if err := sameDecisionChange(got, true); err != nil {
+				t.Fatalf("a decision's change-feed entry: %v", err)
+			}
+		}
 	})
+}
+
+// sameAsCached checks what the record cache relies on: the record it
+// keeps for rec, converted from rec's storage message, is exactly
+// (reflect.DeepEqual) what decoding rec's stored value gives, and shares
+// no map with rec.
+func sameAsCached(k target.Key, rec *target.Record) error {
+	m, err := recordMessage(rec)
+	if err != nil {
+		return fmt.Errorf("a decoded record does not encode: %w", err)
+	}
+	val, err := marshalRecord(k, m, compressValue)
+	if err != nil {
+		return fmt.Errorf("a decoded record does not marshal: %w", err)
+	}
+	decoded, err := decodeRecord(k, val)
+	if err != nil {
+		return fmt.Errorf("an encoded record does not decode: %w", err)
+	}
+	cached, err := recordFromMessage(k, m, nil, true)
+	if err != nil {
+		return fmt.Errorf("the cache's conversion fails: %w", err)
+	}
+	// As reflect.DeepEqual, but NaN equals NaN: times must be the same
+	// values, location and monotonic reading included.
+	strict := gocmp.Options{cmpopts.EquateNaNs(), gocmp.Comparer(func(a, b time.Time) bool { return a == b })}
+	if diff := gocmp.Diff(decoded, cached, strict); diff != "" {
+		return fmt.Errorf("the cache's record is not the decoded one (-decoded +cached):\n%s", diff)
+	}
+	for i := range cached.Spec.Metrics {
+		if s := cached.Spec.Metrics[i].Metric.Selector; s != nil && len(s.MatchLabels) > 0 &&
+			reflect.ValueOf(s.MatchLabels).UnsafePointer() == reflect.ValueOf(rec.Spec.Metrics[i].Metric.Selector.MatchLabels).UnsafePointer() {
+			return errors.New("the cache's record shares a map with the record written")
+		}
+	}
+	return nil
 }
 
 // sameForDecision checks that decoding b for a decision gives whole, the

@@ -99,6 +99,9 @@ type Config struct {
 	// MaxChanges is how many recent changes the bbolt store keeps for
 	// Watch streams to resume from (on etcd, etcd's compaction decides).
 	MaxChanges int
+	// RecordCacheBytes bounds the bbolt store's cache of decoded records
+	// (store.Options.RecordCacheBytes); negative disables it.
+	RecordCacheBytes int64
 	// ResumeKeyFile holds the secret that seals tenants' Watch resume
 	// points (server.Options.ResumeKey); empty means resume.key in
 	// DataDir, created on first start.
@@ -153,6 +156,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxSimulatePods, "max-simulate-pods", server.DefaultMaxSimulatePods, "pods a Simulate pod model may synthesize (bounds max_replicas)")
 	fs.IntVar(&c.WatchBuffer, "watch-buffer", server.DefaultWatchBuffer, "changes a Watch stream may fall behind before it is ended with where to resume")
 	fs.IntVar(&c.MaxChanges, "max-changes", store.DefaultMaxChanges, "recent changes kept on disk for Watch streams to resume from (bbolt; with -store=etcd, etcd's compaction decides)")
+	fs.Int64Var(&c.RecordCacheBytes, "record-cache-bytes", store.DefaultRecordCacheBytes, "memory for the decoded records of recently decided targets, which spares their next decision decoding them (bbolt; negative disables)")
 	fs.StringVar(&c.ResumeKeyFile, "resume-key-file", "", "file of the secret that seals tenants' Watch resume points (default: resume.key in -data-dir, created on first start; give every server behind one address the same file)")
 	c.Tenancy.RegisterFlags(fs)
 	c.Store.RegisterFlags(fs)

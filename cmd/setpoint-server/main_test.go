@@ -77,6 +77,7 @@ func TestValidate(t *testing.T) {
 		{"zero watch buffer", with("-watch-buffer", "0"), false},
 		{"zero kept changes", with("-max-changes", "0"), false},
 		{"larger limits", with("-max-simulate-steps", "5000", "-watch-buffer", "4096", "-max-changes", "100000"), true},
+		{"no record cache", with("-record-cache-bytes", "-1"), true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,224 @@
+package store
+
+import (
+	"sync"
+	"unsafe"
+
+	"github.com/setpointhq/setpoint/engine"
+	"github.com/setpointhq/setpoint/target"
+)
+
+// The record cache keeps, for the targets this process wrote last, the
+// record as decoded from the value it wrote, so that the next Update of a
+// hot target skips reading and decoding it. The stored value is the
+// record's revision: an Update that takes a record from the cache runs
+// its function on it without a read, and the committer writes the result
+// only if the stored value is still byte for byte the one the cached
+// record was decoded from (equal bytes decode to an equal record).
+// Otherwise — the record was changed by something else: a Delete or
+// Expire racing with the cache (both drop the key's record, but an Update
+// committed just before them may put its record back after them) — the
+// write is a conflict and the update starts over, reading and decoding.
+// So nothing is ever stored from a stale cached record, whatever happened
+// to the cache; a function may only run once more.
+//
+// Ownership: a cached record is held by the cache alone. An Update takes
+// it out before its function runs (the function may change it), and a
+// new record is put in only after its write was committed, built from the
+// storage message of what was written (recordFromMessage, the decoder's
+// second half), so it shares nothing with the record Update returns, which
+// its caller may keep. A failed, cancelled, conflicting or refused Update
+// puts nothing back: the next one decodes.
+
+// DefaultRecordCacheBytes is the default bound of the record cache
+// (Options.RecordCacheBytes): about 18,000 records of a two-metric target
+// with a 20-entry history, which the cache counts as 3.7 KB each and which
+// hold 3.3 KB of heap each (BenchmarkRecordCache). Bounded by bytes, the
+// cache holds the hot targets of a store of a million as well as all of a
+// small one.
+const DefaultRecordCacheBytes = 64 << 20
+
+// recordCache is the record cache; nil disables it. Safe for concurrent
+// use.
+type recordCache struct {
+	mu    sync.Mutex
+	max   int64 // bytes, as put counts them (recordSize)
+	bytes int64
+	m     map[target.Key]*cachedRecord
+}
+
+// cachedRecord is a record decoded from the stored value val.
+type cachedRecord struct {
+	val  []byte // the stored value, never modified
+	rec  target.Record
+	size int64
+}
+
+// newRecordCache returns a cache of at most maxBytes, or nil (no cache)
+// for maxBytes ≤ 0.
+func newRecordCache(maxBytes int64) *recordCache {
+	if maxBytes <= 0 {
+		return nil
+	}
+	return &recordCache{max: maxBytes, m: map[target.Key]*cachedRecord{}}
+}
+
+// take removes key's record from the cache and returns it, or nil. The
+// caller owns what it returns.
+func (c *recordCache) take(key target.Key) *cachedRecord {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.m[key]
+	if e != nil {
+		delete(c.m, key)
+		c.bytes -= e.size
+	}
+	return e
+}
+
+// put gives the cache rec, decoded from the stored value val of key;
+// neither may be used by anyone else afterwards. It evicts arbitrary
+// records to stay within its bound; a record larger than an eighth of the
+// bound is not kept.
+func (c *recordCache) put(key target.Key, val []byte, rec target.Record) {
+	if c == nil {
+		return
+	}
+	e := &cachedRecord{val: val, rec: rec, size: int64(len(val)) + recordSize(&rec) + cacheEntryOverhead}
+	if e.size > c.max/8 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old := c.m[key]; old != nil {
+		delete(c.m, key)
+		c.bytes -= old.size
+	}
+	for k, old := range c.m { // a random start: arbitrary records
+		if c.bytes+e.size <= c.max {
+			break
+		}
+		delete(c.m, k)
+		c.bytes -= old.size
+	}
+	c.m[key] = e
+	c.bytes += e.size
+}
+
+// drop forgets key's record.
+func (c *recordCache) drop(key target.Key) {
+	c.take(key)
+}
+
+// cacheEntryOverhead is what a cache entry costs beyond its record and
+// value: the map slot, the key's header and the entry itself.
+const cacheEntryOverhead = 160
+
+// recordSize estimates the heap bytes that rec holds: its struct, the
+// backing arrays of its slices, its strings and maps. It walks the record
+// without allocating; the estimate is checked against the heap by
+// BenchmarkRecordCache.
+func recordSize(rec *target.Record) int64 {
+	n := int64(unsafe.Sizeof(*rec))
+	n += strs(rec.Key.Cluster, rec.Key.Namespace, rec.Key.Name, rec.Ref.APIVersion, rec.Ref.Kind, rec.Ref.Name)
+	n += specSize(&rec.Spec)
+	n += statusSize(&rec.Status)
+	n += historySize(&rec.History)
+	n += int64(cap(rec.Events)) * int64(unsafe.Sizeof(target.Event{}))
+	for i := range rec.Events {
+		n += strs(string(rec.Events[i].Kind), rec.Events[i].DecisionID, rec.Events[i].Message)
+	}
+	if l := rec.Last; l != nil {
+		n += int64(unsafe.Sizeof(*l)) + strs(l.ID, l.Decision.Error)
+		n += statusSize(&l.Decision.Status) + statusSize(&l.Before) + historySize(&l.Decision.History)
+		x := &l.Decision.Explanation
+		n += int64(cap(x.Metrics)) * int64(unsafe.Sizeof(engine.MetricExplanation{}))
+		for i := range x.Metrics {
+			n += strs(x.Metrics[i].Name, string(x.Metrics[i].Outcome), x.Metrics[i].Err)
+		}
+		n += int64(cap(x.Steps)) * int64(unsafe.Sizeof(engine.Step{}))
+		for i := range x.Steps {
+			n += strs(string(x.Steps[i].Kind), x.Steps[i].Reason, x.Steps[i].Message)
+		}
+	}
+	return n
+}
+
+// strs is the bytes of the strings ss.
+func strs(ss ...string) int64 {
+	var n int64
+	for _, s := range ss {
+		n += int64(len(s))
+	}
+	return n
+}
+
+func specSize(s *engine.Spec) int64 {
+	n := int64(cap(s.Metrics)) * int64(unsafe.Sizeof(engine.MetricSpec{}))
+	for i := range s.Metrics {
+		m := &s.Metrics[i]
+		n += strs(string(m.Type), m.Resource, m.Container, string(m.Target.Type)) + objectSize(&m.DescribedObject) + identifierSize(&m.Metric)
+	}
+	if b := s.Behavior; b != nil {
+		n += int64(unsafe.Sizeof(*b))
+		for _, r := range []*engine.Rules{&b.ScaleUp, &b.ScaleDown} {
+			n += strs(string(r.SelectPolicy)) + int64(cap(r.Policies))*int64(unsafe.Sizeof(engine.Policy{}))
+			for i := range r.Policies {
+				n += strs(string(r.Policies[i].Type))
+			}
+		}
+	}
+	return n
+}
+
+func objectSize(o *engine.ObjectReference) int64 { return strs(o.APIVersion, o.Kind, o.Name) }
+
+func identifierSize(m *engine.MetricIdentifier) int64 {
+	n := strs(m.Name)
+	if s := m.Selector; s != nil {
+		n += int64(unsafe.Sizeof(*s))
+		if len(s.MatchLabels) > 0 {
+			n += 200 // a map's header and first bucket
+			for k, v := range s.MatchLabels {
+				n += 32 + strs(k, v)
+			}
+		}
+		n += int64(cap(s.MatchExpressions)) * int64(unsafe.Sizeof(engine.LabelSelectorRequirement{}))
+		for i := range s.MatchExpressions {
+			r := &s.MatchExpressions[i]
+			n += strs(r.Key, r.Operator) + int64(cap(r.Values))*int64(unsafe.Sizeof(""))
+			n += strs(r.Values...)
+		}
+	}
+	return n
+}
+
+func statusSize(s *engine.Status) int64 {
+	n := int64(cap(s.CurrentMetrics)) * int64(unsafe.Sizeof(engine.MetricStatus{}))
+	for i := range s.CurrentMetrics {
+		m := &s.CurrentMetrics[i]
+		n += strs(string(m.Type), m.Resource, m.Container) + objectSize(&m.DescribedObject) + identifierSize(&m.Metric)
+		for _, q := range []*engine.Quantity{m.Value, m.AverageValue} {
+			if q != nil {
+				n += int64(unsafe.Sizeof(*q)) + strs(string(q.Format))
+			}
+		}
+		if m.AverageUtilization != nil {
+			n += 8
+		}
+	}
+	n += int64(cap(s.Conditions)) * int64(unsafe.Sizeof(engine.Condition{}))
+	for i := range s.Conditions {
+		c := &s.Conditions[i]
+		n += strs(string(c.Type), string(c.Status), c.Reason, c.Message)
+	}
+	return n
+}
+
+func historySize(h *engine.History) int64 {
+	return int64(cap(h.Recommendations))*int64(unsafe.Sizeof(engine.Recommendation{})) +
+		int64(cap(h.ScaleUpEvents)+cap(h.ScaleDownEvents))*int64(unsafe.Sizeof(engine.ScaleEvent{}))
+}

@@ -1,0 +1,212 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/setpointhq/setpoint/engine"
+	"github.com/setpointhq/setpoint/target"
+)
+
+// cacheRecord is a record of a two-metric target with a short history, as
+// the server keeps one.
+func cacheRecord(i int) target.Record {
+	rec, _ := statusRecord()
+	rec.Key.Name = fmt.Sprint("web-", i)
+	rec.Spec = engine.Spec{MinReplicas: 1, MaxReplicas: 20, Metrics: []engine.MetricSpec{
+		{Type: engine.ResourceSource, Resource: "cpu", Target: engine.Target{Type: engine.UtilizationTarget, Utilization: 70}},
+		{Type: engine.PodsSource, Metric: engine.MetricIdentifier{Name: "requests_per_second"}, Target: engine.Target{Type: engine.AverageValueTarget, Milli: 100_000}},
+	}}
+	for s := range 20 {
+		rec.History.Recommendations = append(rec.History.Recommendations, engine.Recommendation{Replicas: int32(s % 5), At: rec.LastSeen.Add(time.Duration(s) * 15 * time.Second)})
+	}
+	rec.Last.Decision.Explanation = engine.Explanation{CurrentReplicas: 3, Proposal: 4, Metrics: []engine.MetricExplanation{
+		{Name: "cpu resource utilization (percentage of request)", Outcome: engine.OutcomeScaled, Proposal: 4, Current: 90, Target: 70, Ratio: 1.28},
+		{Name: "pods metric requests_per_second", Outcome: engine.OutcomeWithinTolerance, Proposal: 3, Current: 100_000, Target: 100_000, Ratio: 1},
+	}}
+	return rec
+}
+
+// cached returns the cache's record for rec, its stored value and message.
+func cached(t testing.TB, rec target.Record) ([]byte, target.Record) {
+	m, err := recordMessage(&rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	val, err := marshalRecord(rec.Key, m, compressValue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := recordFromMessage(rec.Key, m, nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return val, own
+}
+
+// TestRecordCacheStaysWithinItsBound: the cache counts what it holds,
+// never holds more than its bound, gives each record once, and refuses a
+// record too large for it.
+func TestRecordCacheStaysWithinItsBound(t *testing.T) {
+	val, rec := cached(t, cacheRecord(0))
+	size := int64(len(val)) + recordSize(&rec) + cacheEntryOverhead
+	c := newRecordCache(10 * size)
+	if newRecordCache(0) != nil || newRecordCache(-1) != nil {
+		t.Fatal("a cache of no bytes is not disabled")
+	}
+	var keys []target.Key
+	for i := range 50 {
+		val, rec := cached(t, cacheRecord(i))
+		keys = append(keys, rec.Key)
+		c.put(rec.Key, val, rec)
+		c.put(rec.Key, val, rec) // a second put replaces the first
+		var sum int64
+		for _, e := range c.m {
+			sum += e.size
+		}
+		if c.bytes != sum || c.bytes > c.max || len(c.m) > 10 || (i >= 10 && len(c.m) < 9) {
+			t.Fatalf("after %d puts: %d entries counted as %d bytes, hold %d, bound %d", i+1, len(c.m), c.bytes, sum, c.max)
+		}
+		if c.m[rec.Key] == nil {
+			t.Fatalf("put %d: the record just put is not kept", i)
+		}
+	}
+	n, kept := 0, len(c.m)
+	for _, k := range keys {
+		if e := c.take(k); e != nil {
+			n++
+			if e.rec.Key != k {
+				t.Errorf("take(%s) gave the record of %s", k, e.rec.Key)
+			}
+			if c.take(k) != nil {
+				t.Errorf("take(%s) gave a record twice", k)
+			}
+		}
+	}
+	if n != kept || c.bytes != 0 || len(c.m) != 0 {
+		t.Errorf("took %d records, leaving %d bytes in %d entries; want %d, 0, 0", n, c.bytes, len(c.m), kept)
+	}
+	small := newRecordCache(4 * size)
+	small.put(rec.Key, val, rec)
+	if small.take(rec.Key) != nil {
+		t.Error("a record larger than an eighth of the bound was kept")
+	}
+	var disabled *recordCache
+	disabled.put(rec.Key, val, rec)
+	if disabled.take(rec.Key) != nil {
+		t.Error("a disabled cache gave a record")
+	}
+}
+
+// BenchmarkRecordCache measures what the cache costs per record of
+// cacheRecord: the conversion an Update pays after its commit (ns/op,
+// allocs), the heap a kept record holds (heap-B/record, measured) and
+// what the cache counts for it (counted-B/record).
+func BenchmarkRecordCache(b *testing.B) {
+	rec := cacheRecord(0)
+	m, err := recordMessage(&rec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	val, err := marshalRecord(rec.Key, m, compressValue)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("convert", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := recordFromMessage(rec.Key, m, nil, true); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("decode", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := decodeRecordFor(rec.Key, val, true); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("heap", func(b *testing.B) {
+		const n = 2000
+		for b.Loop() {
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			c := newRecordCache(1 << 40)
+			for i := range n {
+				r := cacheRecord(i)
+				m, _ := recordMessage(&r)
+				v, _ := marshalRecord(r.Key, m, compressValue)
+				own, _ := recordFromMessage(r.Key, m, nil, true)
+				c.put(r.Key, v, own)
+			}
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "heap-B/record")
+			b.ReportMetric(float64(c.bytes)/n, "counted-B/record")
+			runtime.KeepAlive(c)
+		}
+	})
+}
+
+// TestRecordCacheStaleRecordConflicts: when the stored value is no longer
+// the one a cached record was decoded from (here written behind the
+// store's back, as a Delete or Expire racing with the cache leaves it),
+// the update's write conflicts and its function runs again on the stored
+// record; nothing made from the stale record is stored.
+func TestRecordCacheStaleRecordConflicts(t *testing.T) {
+	st, err := Open(filepath.Join(t.TempDir(), "setpoint.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := st.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	ctx := context.Background()
+	cached := cacheRecord(0)
+	if _, err := st.Update(ctx, cached.Key, func(r *target.Record) error { *r = cached; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	stored := cacheRecord(0)
+	stored.History.Recommendations = stored.History.Recommendations[:1]
+	val, err := encodeRecord(&stored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rk, err := recordKey(stored.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketRecords).Put(rk, val) }); err != nil {
+		t.Fatal(err)
+	}
+	var given []int
+	got, err := st.Update(ctx, cached.Key, func(r *target.Record) error {
+		given = append(given, len(r.History.Recommendations))
+		r.History.Recommendations = append(r.History.Recommendations, engine.Recommendation{Replicas: 9, At: r.LastSeen})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []int{len(cached.History.Recommendations), 1}; !slices.Equal(given, want) {
+		t.Errorf("the function was given records of %v recommendations, want %v (the cached one, then the stored one)", given, want)
+	}
+	if n := len(got.History.Recommendations); n != 2 {
+		t.Errorf("stored %d recommendations, want 2", n)
+	}
+	if back, err := st.Get(ctx, cached.Key); err != nil || len(back.History.Recommendations) != 2 {
+		t.Errorf("Get: %d recommendations, %v; want 2", len(back.History.Recommendations), err)
+	}
+}
