@@ -96,7 +96,9 @@ AGENT_SCALE_N ?= 100,500,1000,2000,5000
 # fuzz coordinator can fail a duration-bounded run with "context deadline
 # exceeded" when its deadline races a busy worker (go.dev/issue/75804, fixed
 # in Go 1.27). See docs/reliability.md.
-FUZZ_TARGETS = ./engine:FuzzDecide:1000 ./server/convert:FuzzRecommendRequest:20000 \
+FUZZ_TARGETS = ./engine:FuzzDecide:1000 ./engine:FuzzResourceLists:10000 \
+               ./server/convert:FuzzRecommendRequest:20000 ./server/convert:FuzzPlainMilli:10000 \
+               ./server/convert:FuzzPlainSelector:5000 \
                ./server/convert:FuzzRoundTrip:2000 ./server:FuzzObserve:10000 ./server:FuzzDecodeRecommend:10000 \
                ./store:FuzzRecordCodec:50000 ./store:FuzzDecodeRecord:50000 ./store:FuzzRecordKey:50000
 FUZZTIME    ?= 60s

@@ -246,8 +246,12 @@ func rescaleFailed(prev Status, d Decision, at time.Time, message string) Status
 	return st
 }
 
+// conditionTypes is the number of condition types: a status' conditions
+// never outgrow it.
+const conditionTypes = 4
+
 func cloneStatus(s Status) Status {
-	s.Conditions = append([]Condition(nil), s.Conditions...)
+	s.Conditions = append(make([]Condition, 0, max(len(s.Conditions), conditionTypes)), s.Conditions...)
 	s.CurrentMetrics = append([]MetricStatus(nil), s.CurrentMetrics...)
 	return s
 }

@@ -25,11 +25,11 @@ func exampleInput(at time.Time) engine.Input {
 		in.Pods = append(in.Pods, engine.Pod{
 			Name: name, Phase: engine.PodRunning, StartTime: at.Add(-time.Hour),
 			Ready:      &engine.PodReadiness{Status: engine.ConditionTrue, LastTransitionTime: at.Add(-time.Hour)},
-			Containers: []engine.Container{{Name: "app", Requests: map[string]int64{"cpu": 500}}},
+			Containers: []engine.Container{{Name: "app", Requests: engine.ResourceListOf(map[string]int64{"cpu": 500})}},
 		})
 		in.ResourceMetrics.Pods = append(in.ResourceMetrics.Pods, engine.PodUsage{
 			Pod: name, Timestamp: at.Add(-15 * time.Second), Window: 30 * time.Second,
-			Containers: []engine.ContainerUsage{{Name: "app", Usage: map[string]int64{"cpu": 450}}},
+			Containers: []engine.ContainerUsage{{Name: "app", Usage: engine.ResourceListOf(map[string]int64{"cpu": 450})}},
 		})
 	}
 	return in

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"errors"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -72,7 +73,7 @@ func fuzzInput(r *fuzzBytes, current, minR, maxR, target int32, tolPermille uint
 		v := r.u8()
 		p := engine.Pod{
 			Name: name, Phase: engine.PodRunning, StartTime: now.Add(-time.Duration(r.u16()%900) * time.Second),
-			Containers: []engine.Container{{Name: "app", Requests: map[string]int64{"cpu": int64(r.u16() % 4000)}}},
+			Containers: []engine.Container{{Name: "app", Requests: cpuMemory(int64(r.u16() % 4000))}},
 		}
 		switch v % 8 {
 		case 0:
@@ -94,19 +95,19 @@ func fuzzInput(r *fuzzBytes, current, minR, maxR, target int32, tolPermille uint
 			p.StartTime = time.Time{}
 		}
 		if v&0x40 != 0 {
-			p.Requests = map[string]int64{"cpu": int64(r.u16())}
+			p.Requests = cpuMemory(int64(r.u16()))
 		}
 		in.Pods = append(in.Pods, p)
 		if v&0x80 == 0 { // a sample
 			in.ResourceMetrics.Pods = append(in.ResourceMetrics.Pods, engine.PodUsage{
 				Pod: name, Timestamp: now.Add(-time.Duration(r.u8()) * time.Second), Window: time.Duration(r.u8()) * time.Second,
-				Containers: []engine.ContainerUsage{{Name: "app", Usage: map[string]int64{"cpu": int64(r.u16())}}},
+				Containers: []engine.ContainerUsage{{Name: "app", Usage: cpuMemory(int64(r.u16()))}},
 			})
 		}
 	}
 	if r.u8()%4 == 0 { // a sample of a pod that is not listed
 		in.ResourceMetrics.Pods = append(in.ResourceMetrics.Pods, engine.PodUsage{Pod: "ghost", Timestamp: now,
-			Containers: []engine.ContainerUsage{{Name: "app", Usage: map[string]int64{"cpu": int64(r.u16())}}}})
+			Containers: []engine.ContainerUsage{{Name: "app", Usage: engine.ResourceListOf(map[string]int64{"cpu": int64(r.u16())})}}})
 	}
 	// Metrics.
 	in.Spec.Metrics = []engine.MetricSpec{cpuUtilization(target)}
@@ -150,6 +151,40 @@ func fuzzInput(r *fuzzBytes, current, minR, maxR, target int32, tolPermille uint
 		in.Spec.Behavior = &engine.Behavior{
 			ScaleUp:   fuzzRules(r, upWin),
 			ScaleDown: fuzzRules(r, downWin),
+		}
+	}
+	return in
+}
+
+// cpuMemory is a resource list of cpu millicores and as many mebibytes of
+// memory; the memory only makes the list longer than one.
+func cpuMemory(cpu int64) engine.ResourceList {
+	return engine.ResourceList{{Name: "cpu", Milli: cpu}, {Name: "memory", Milli: cpu << 20 * 1000}}
+}
+
+// reversedLists returns in with every resource list in reverse order (and
+// every other field shared).
+func reversedLists(in engine.Input) engine.Input {
+	rev := func(l engine.ResourceList) engine.ResourceList {
+		out := slices.Clone(l)
+		slices.Reverse(out)
+		return out
+	}
+	in.Pods = slices.Clone(in.Pods)
+	for i := range in.Pods {
+		p := &in.Pods[i]
+		p.Requests, p.Overhead = rev(p.Requests), rev(p.Overhead)
+		p.Containers = slices.Clone(p.Containers)
+		for j := range p.Containers {
+			p.Containers[j].Requests = rev(p.Containers[j].Requests)
+		}
+	}
+	in.ResourceMetrics.Pods = slices.Clone(in.ResourceMetrics.Pods)
+	for i := range in.ResourceMetrics.Pods {
+		u := &in.ResourceMetrics.Pods[i]
+		u.Containers = slices.Clone(u.Containers)
+		for j := range u.Containers {
+			u.Containers[j].Usage = rev(u.Containers[j].Usage)
 		}
 	}
 	return in
@@ -215,7 +250,7 @@ func FuzzDecide(f *testing.F) {
 			in.Now = in.Now.Add(time.Duration(r.u16()%600) * time.Second)
 			for i := range in.ResourceMetrics.Pods {
 				for j := range in.ResourceMetrics.Pods[i].Containers {
-					in.ResourceMetrics.Pods[i].Containers[j].Usage = map[string]int64{"cpu": int64(r.u16())}
+					in.ResourceMetrics.Pods[i].Containers[j].Usage = cpuMemory(int64(r.u16()))
 				}
 				in.ResourceMetrics.Pods[i].Timestamp = in.Now.Add(-time.Duration(r.u8()) * time.Second)
 			}
@@ -255,6 +290,11 @@ func checkDecision(t *testing.T, in engine.Input, h engine.History) bool {
 	}
 	if !cmp.Equal(hBefore, cloneHistory(h)) {
 		t.Fatalf("Decide modified its history argument")
+	}
+	// Resource lists, like the maps they replaced, have no order that
+	// counts.
+	if d3, err3 := engine.Decide(reversedLists(in), h); err3 != nil || !cmp.Equal(d, d3, cmpopts.EquateNaNs()) {
+		t.Fatalf("Decide depends on the order of resource lists: %v\n%s", err3, cmp.Diff(d, d3, cmpopts.EquateNaNs()))
 	}
 
 	spec, current, ex := in.Spec, in.Scale.Replicas, d.Explanation

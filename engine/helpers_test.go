@@ -108,7 +108,7 @@ func pod(name string, requests map[string]int64, opts ...podOpt) engine.Pod {
 		Phase:      engine.PodRunning,
 		StartTime:  now.Add(-10 * time.Minute),
 		Ready:      &engine.PodReadiness{Status: engine.ConditionTrue, LastTransitionTime: now.Add(-9 * time.Minute)},
-		Containers: []engine.Container{{Name: "app", Requests: requests}},
+		Containers: []engine.Container{{Name: "app", Requests: engine.ResourceListOf(requests)}},
 	}
 	for _, o := range opts {
 		o(&p)
@@ -142,7 +142,9 @@ func containers(cs ...engine.Container) podOpt {
 	return func(p *engine.Pod) { p.Containers = cs }
 }
 
-func podRequests(r map[string]int64) podOpt { return func(p *engine.Pod) { p.Requests = r } }
+func podRequests(r map[string]int64) podOpt {
+	return func(p *engine.Pod) { p.Requests = engine.ResourceListOf(r) }
+}
 
 // Resource metrics.
 
@@ -153,7 +155,7 @@ type usageOpt func(*engine.PodUsage)
 // ago over a 30s window.
 func usage(podName string, u map[string]int64, opts ...usageOpt) engine.PodUsage {
 	pu := engine.PodUsage{Pod: podName, Timestamp: now.Add(-10 * time.Second), Window: 30 * time.Second,
-		Containers: []engine.ContainerUsage{{Name: "app", Usage: u}}}
+		Containers: []engine.ContainerUsage{{Name: "app", Usage: engine.ResourceListOf(u)}}}
 	for _, o := range opts {
 		o(&pu)
 	}

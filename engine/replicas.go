@@ -114,6 +114,7 @@ type calculator struct {
 	sample []podSample
 	group  []podGroup
 	req    []int64
+	cur    samples // the samples newSamples returned last
 }
 
 // newSamples returns an empty samples backed by the calculator's buffer;
@@ -124,7 +125,8 @@ func (c *calculator) newSamples() *samples {
 	} else {
 		clear(c.sample)
 	}
-	return &samples{byPod: c.sample}
+	c.cur = samples{byPod: c.sample}
+	return &c.cur
 }
 
 // podAt returns the index of the pod named name in Input.Pods, or -1.
@@ -164,8 +166,11 @@ func (c *calculator) groupPods(metrics *samples, resource string) podGroups {
 	}
 	g := podGroups{of: c.group}
 	s := &c.in.Settings
+	// A pod started after initializing is still initializing: its start
+	// plus the period is after now.
+	initializing := c.in.Now.Add(-s.CPUInitializationPeriod)
 	for i := range c.in.Pods {
-		g.of[i] = c.groupOf(i, metrics, resource, s)
+		g.of[i] = c.groupOf(i, metrics, resource, s, initializing)
 		switch g.of[i] {
 		case groupReady:
 			g.ready++
@@ -180,8 +185,9 @@ func (c *calculator) groupPods(metrics *samples, resource string) podGroups {
 	return g
 }
 
-// groupOf is the group of pod i, whose sample is in metrics.
-func (c *calculator) groupOf(i int, metrics *samples, resource string, s *Settings) podGroup {
+// groupOf is the group of pod i, whose sample is in metrics; a pod
+// started after initializing is in its CPU initialization period.
+func (c *calculator) groupOf(i int, metrics *samples, resource string, s *Settings, initializing time.Time) podGroup {
 	metric := metrics.byPod[i]
 	pod := &c.in.Pods[i]
 	if pod.Deleting || pod.Phase == PodFailed {
@@ -200,7 +206,7 @@ func (c *calculator) groupOf(i int, metrics *samples, resource string, s *Settin
 	ready := pod.Ready
 	if ready == nil || pod.StartTime.IsZero() {
 		unready = true
-	} else if pod.StartTime.Add(s.CPUInitializationPeriod).After(c.in.Now) {
+	} else if pod.StartTime.After(initializing) {
 		// Still initializing: the sample must be a full window
 		// younger than the last readiness transition.
 		timestamp, window := metrics.when(metric)
@@ -235,11 +241,12 @@ func (c *calculator) resourceSamples(items []PodUsage, resource, container strin
 	for k := range items {
 		m := &items[k]
 		if container != "" {
-			for _, cu := range m.Containers {
+			for j := range m.Containers {
+				cu := &m.Containers[j]
 				if cu.Name != container {
 					continue
 				}
-				if v, ok := cu.Usage[resource]; ok {
+				if v, ok := cu.Usage.Get(resource); ok {
 					c.add(res, m.Pod, podSample{value: v, src: int32(k)}, &next)
 				}
 				break
@@ -248,8 +255,8 @@ func (c *calculator) resourceSamples(items []PodUsage, resource, container strin
 		}
 		var sum int64
 		missing := len(m.Containers) == 0
-		for _, cu := range m.Containers {
-			v, ok := cu.Usage[resource]
+		for j := range m.Containers {
+			v, ok := m.Containers[j].Usage.Get(resource)
 			if !ok {
 				missing = true
 				break
@@ -276,7 +283,7 @@ func (c *calculator) requests(resource, container string) ([]int64, error) {
 	out := c.req
 	for i := range c.in.Pods {
 		pod := &c.in.Pods[i]
-		if container == "" && podLevelRequestsSet(pod.Requests) {
+		if container == "" && len(pod.Requests) > 0 && podLevelRequestsSet(pod.Requests) {
 			v, ok := podRequest(pod, resource)
 			if !ok {
 				return nil, fmt.Errorf("missing pod-level request for %s in Pod %s", resource, pod.Name)
@@ -286,11 +293,12 @@ func (c *calculator) requests(resource, container string) ([]int64, error) {
 		}
 		var sum int64
 		found := false
-		for _, ct := range pod.Containers {
+		for j := range pod.Containers {
+			ct := &pod.Containers[j]
 			if ct.Init || (container != "" && ct.Name != container) {
 				continue
 			}
-			v, ok := ct.Requests[resource]
+			v, ok := ct.Requests.Get(resource)
 			if !ok {
 				return nil, fmt.Errorf("missing request for %s in container %s of Pod %s", resource, ct.Name, pod.Name)
 			}
@@ -317,8 +325,8 @@ func (c *calculator) requests(resource, container string) ([]int64, error) {
 func podRequest(pod *Pod, resource string) (int64, bool) {
 	var total, sidecars, initMax int64
 	ok := false
-	add := func(dst *int64, reqs map[string]int64) int64 {
-		v, has := reqs[resource]
+	add := func(dst *int64, reqs ResourceList) int64 {
+		v, has := reqs.Get(resource)
 		ok = ok || has
 		*dst += v
 		return v
@@ -338,7 +346,7 @@ func podRequest(pod *Pod, resource string) (int64, bool) {
 		}
 	}
 	total = max(total, initMax)
-	if v, has := pod.Requests[resource]; has && supportedPodLevel(resource) {
+	if v, has := pod.Requests.Get(resource); has && supportedPodLevel(resource) {
 		total, ok = v, true
 	}
 	add(&total, pod.Overhead)
@@ -348,9 +356,9 @@ func podRequest(pod *Pod, resource string) (int64, bool) {
 // podLevelRequestsSet reports whether pod-level requests name a resource
 // Kubernetes supports at pod level (cpu, memory, huge pages); only then do
 // they take precedence over the containers' requests.
-func podLevelRequestsSet(requests map[string]int64) bool {
-	for name := range requests {
-		if supportedPodLevel(name) {
+func podLevelRequestsSet(requests ResourceList) bool {
+	for i := range requests {
+		if supportedPodLevel(requests[i].Name) {
 			return true
 		}
 	}

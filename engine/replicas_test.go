@@ -278,11 +278,11 @@ func TestResourceUtilization(t *testing.T) {
 			// ceil(2·1) = 2 (without the sidecar's request: 166%, 4).
 			name: "sidecar requests counted",
 			in: cpuInput(1, 50, []engine.Pod{cpuPod("a", 0, containers(
-				engine.Container{Name: "app", Requests: map[string]int64{"cpu": 300}},
-				engine.Container{Name: "proxy", Requests: map[string]int64{"cpu": 200}}))},
+				engine.Container{Name: "app", Requests: engine.ResourceListOf(map[string]int64{"cpu": 300})},
+				engine.Container{Name: "proxy", Requests: engine.ResourceListOf(map[string]int64{"cpu": 200})}))},
 				cpuUsage("a", 0, usageContainers(
-					engine.ContainerUsage{Name: "app", Usage: map[string]int64{"cpu": 300}},
-					engine.ContainerUsage{Name: "proxy", Usage: map[string]int64{"cpu": 200}}))),
+					engine.ContainerUsage{Name: "app", Usage: engine.ResourceListOf(map[string]int64{"cpu": 300})},
+					engine.ContainerUsage{Name: "proxy", Usage: engine.ResourceListOf(map[string]int64{"cpu": 200})}))),
 			want: engine.MetricExplanation{Name: cpuName, Outcome: engine.OutcomeScaled, Proposal: 2,
 				Current: 100, Target: 50, Ratio: 2, RebalancedRatio: 2, ReadyPods: 1},
 		},
@@ -323,8 +323,8 @@ func TestResourceUtilization(t *testing.T) {
 			name: "sample with a container lacking the resource is missing",
 			in: cpuInput(2, 50, p("a", "b"), cpuUsage("a", 1000),
 				cpuUsage("b", 1000, usageContainers(
-					engine.ContainerUsage{Name: "app", Usage: map[string]int64{"cpu": 1000}},
-					engine.ContainerUsage{Name: "proxy", Usage: map[string]int64{"memory": 1}}))),
+					engine.ContainerUsage{Name: "app", Usage: engine.ResourceListOf(map[string]int64{"cpu": 1000})},
+					engine.ContainerUsage{Name: "proxy", Usage: engine.ResourceListOf(map[string]int64{"memory": 1})}))),
 			want: engine.MetricExplanation{Name: cpuName, Outcome: engine.OutcomeRebalanceHeld, Proposal: 2,
 				Current: 100, Target: 50, Ratio: 2, RebalancedRatio: 1, ReadyPods: 1, MissingPods: 1},
 		},
@@ -350,7 +350,7 @@ func TestResourceMetricErrors(t *testing.T) {
 				in := input(1, containerUtilization("cpu", "proxy", 50))
 				in.Pods = []engine.Pod{cpuPod("a", 1000)}
 				in.ResourceMetrics.Pods = []engine.PodUsage{usage("a", map[string]int64{"cpu": 1}, usageContainers(
-					engine.ContainerUsage{Name: "proxy", Usage: map[string]int64{"cpu": 1}}))}
+					engine.ContainerUsage{Name: "proxy", Usage: engine.ResourceListOf(map[string]int64{"cpu": 1})}))}
 				return in
 			}(),
 			wantReason: "FailedGetContainerResourceMetric",

@@ -1,6 +1,10 @@
 package engine
 
-import "time"
+import (
+	"slices"
+	"strings"
+	"time"
+)
 
 // Input is everything one decision depends on, apart from the target's
 // history. Every field is resolved: defaults (tolerance, windows, default
@@ -258,10 +262,47 @@ type Pod struct {
 	Containers []Container
 	// Requests are the pod-level resource requests (spec.resources.requests)
 	// in milli-units; nil when the pod sets none.
-	Requests map[string]int64
+	Requests ResourceList
 	// Overhead is spec.overhead in milli-units; counted only with pod-level
 	// requests, as Kubernetes' pod request aggregate counts it.
-	Overhead map[string]int64
+	Overhead ResourceList
+}
+
+// ResourceList is a Kubernetes resource list (requests, overhead, usage)
+// in milli-units: each resource named at most once, in any order.
+type ResourceList []ResourceQuantity
+
+// ResourceQuantity is one entry of a ResourceList.
+type ResourceQuantity struct {
+	// Name is the resource's name: "cpu", "memory", ….
+	Name string
+	// Milli is the amount in thousandths of the resource's unit.
+	Milli int64
+}
+
+// Get returns the amount of the resource named name, and whether the list
+// names it.
+func (l ResourceList) Get(name string) (milli int64, ok bool) {
+	for i := range l {
+		if l[i].Name == name {
+			return l[i].Milli, true
+		}
+	}
+	return 0, false
+}
+
+// ResourceListOf returns the resource list of m, sorted by name; nil when m
+// is empty.
+func ResourceListOf(m map[string]int64) ResourceList {
+	if len(m) == 0 {
+		return nil
+	}
+	l := make(ResourceList, 0, len(m))
+	for name, milli := range m {
+		l = append(l, ResourceQuantity{Name: name, Milli: milli})
+	}
+	slices.SortFunc(l, func(a, b ResourceQuantity) int { return strings.Compare(a.Name, b.Name) })
+	return l
 }
 
 // PodReadiness is a pod's Ready condition.
@@ -278,7 +319,7 @@ type Container struct {
 	Name string
 	// Requests are the container's resource requests in milli-units
 	// (cpu in millicores, memory in thousandths of a byte).
-	Requests map[string]int64
+	Requests ResourceList
 	// Sidecar marks a restartable init container (restartPolicy Always):
 	// its requests count like a regular container's.
 	Sidecar bool
@@ -312,8 +353,8 @@ type PodUsage struct {
 type ContainerUsage struct {
 	// Name is the container's name.
 	Name string
-	// Usage maps a resource name to its usage in milli-units.
-	Usage map[string]int64
+	// Usage is the container's usage of each resource, in milli-units.
+	Usage ResourceList
 }
 
 // Observation is what a custom or external metrics API answered for one

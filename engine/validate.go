@@ -2,7 +2,6 @@ package engine
 
 import (
 	"fmt"
-	"maps"
 	"math"
 	"slices"
 )
@@ -57,19 +56,8 @@ func (v *validator) input(in *Input) {
 	for i := range in.Pods {
 		v.pod(i, &in.Pods[i])
 	}
-	for i, p := range in.ResourceMetrics.Pods {
-		// Field paths are built only for a failure: a valid input of many
-		// pods costs no formatting.
-		f := func() string { return fmt.Sprintf("resourceMetrics.pods[%d]", i) }
-		if p.Pod == "" {
-			v.fail(f()+".pod", "must name a pod")
-		}
-		if p.Window < 0 {
-			v.fail(f()+".window", "must be >= 0")
-		}
-		for j, c := range p.Containers {
-			v.quantities(func() string { return fmt.Sprintf("%s.containers[%d].usage", f(), j) }, c.Usage)
-		}
+	for i := range in.ResourceMetrics.Pods {
+		v.podUsage(i, &in.ResourceMetrics.Pods[i])
 	}
 	if len(in.Observations) != len(in.Spec.Metrics) {
 		v.fail("observations", "must have one entry per spec metric (%d), got %d", len(in.Spec.Metrics), len(in.Observations))
@@ -79,17 +67,16 @@ func (v *validator) input(in *Input) {
 			break
 		}
 		obs := &in.Observations[i]
-		f := fmt.Sprintf("observations[%d]", i)
 		switch in.Spec.Metrics[i].Type {
 		case PodsSource:
-			for j, val := range obs.Values {
-				if val.Pod == "" {
-					v.fail(fmt.Sprintf("%s.values[%d].pod", f, j), "must name a pod")
+			for j := range obs.Values {
+				if obs.Values[j].Pod == "" {
+					v.fail(fmt.Sprintf("observations[%d].values[%d].pod", i, j), "must name a pod")
 				}
 			}
 		case ObjectSource:
 			if len(obs.Values) > 1 {
-				v.fail(f+".values", "an Object metric has at most one value, got %d", len(obs.Values))
+				v.fail(fmt.Sprintf("observations[%d].values", i), "an Object metric has at most one value, got %d", len(obs.Values))
 			}
 		}
 	}
@@ -112,7 +99,9 @@ func (v *validator) spec(s *Spec) {
 	hasObjectOrExternal := false
 	for i := range s.Metrics {
 		m := &s.Metrics[i]
-		v.metric(fmt.Sprintf("spec.metrics[%d]", i), m)
+		if !metricValid(m) {
+			v.metric(fmt.Sprintf("spec.metrics[%d]", i), m)
+		}
 		if m.Type == ObjectSource || m.Type == ExternalSource {
 			hasObjectOrExternal = true
 		}
@@ -133,6 +122,13 @@ var allowedTargets = map[MetricSourceType][]TargetType{
 	PodsSource:              {AverageValueTarget},
 	ObjectSource:            {ValueTarget, AverageValueTarget},
 	ExternalSource:          {ValueTarget, AverageValueTarget},
+}
+
+// metricValid reports whether metric m is valid; metric says why not.
+func metricValid(m *MetricSpec) bool {
+	var q validator
+	q.metric("", m)
+	return q.err == nil
 }
 
 func (v *validator) metric(f string, m *MetricSpec) {
@@ -204,11 +200,16 @@ func (v *validator) rules(f string, r *Rules) {
 			v.fail(pf()+".periodSeconds", "must be within [1, %d], got %d", MaxPolicyPeriodSeconds, p.PeriodSeconds)
 		}
 	}
-	v.tolerance(f+".tolerance", r.Tolerance)
+	if !toleranceValid(r.Tolerance) {
+		v.tolerance(f+".tolerance", r.Tolerance)
+	}
 }
 
+// toleranceValid reports whether t is a finite fraction >= 0.
+func toleranceValid(t float64) bool { return !math.IsNaN(t) && !math.IsInf(t, 0) && t >= 0 }
+
 func (v *validator) tolerance(f string, t float64) {
-	if !(!math.IsNaN(t) && !math.IsInf(t, 0) && t >= 0) {
+	if !toleranceValid(t) {
 		v.fail(f, "must be a finite fraction >= 0, got %v", t)
 	}
 }
@@ -226,58 +227,71 @@ func (v *validator) settings(s *Settings) {
 	}
 }
 
-// pod validates pods[i]; its field paths are built only for a failure.
+// pod validates pods[i] and adds it to the index. Field paths are built
+// only for a failure: a valid input of many pods costs no formatting.
 func (v *validator) pod(i int, p *Pod) {
-	f := func() string { return fmt.Sprintf("pods[%d]", i) }
 	if p.Name == "" {
-		v.fail(f()+".name", "must be set")
+		v.fail(fmt.Sprintf("pods[%d].name", i), "must be set")
 	}
 	if !v.pods.add(i) {
-		v.fail(f()+".name", "duplicate pod name %q", p.Name)
+		v.fail(fmt.Sprintf("pods[%d].name", i), "duplicate pod name %q", p.Name)
 	}
 	switch p.Phase {
 	case PodPending, PodRunning, PodSucceeded, PodFailed, PodUnknown:
 	default:
-		v.fail(f()+".phase", "unknown pod phase %q", p.Phase)
+		v.fail(fmt.Sprintf("pods[%d].phase", i), "unknown pod phase %q", p.Phase)
 	}
 	if p.Ready != nil {
 		switch p.Ready.Status {
 		case ConditionTrue, ConditionFalse, ConditionUnknown:
 		default:
-			v.fail(f()+".ready.status", "unknown condition status %q", p.Ready.Status)
+			v.fail(fmt.Sprintf("pods[%d].ready.status", i), "unknown condition status %q", p.Ready.Status)
 		}
 	}
-	v.quantities(func() string { return f() + ".requests" }, p.Requests)
-	for j, c := range p.Containers {
-		cf := func() string { return fmt.Sprintf("%s.containers[%d]", f(), j) }
+	if !quantitiesValid(p.Requests) {
+		v.quantities(fmt.Sprintf("pods[%d].requests", i), p.Requests)
+	}
+	if !quantitiesValid(p.Overhead) {
+		v.quantities(fmt.Sprintf("pods[%d].overhead", i), p.Overhead)
+	}
+	for j := range p.Containers {
+		c := &p.Containers[j]
 		if c.Name == "" {
-			v.fail(cf()+".name", "must be set")
+			v.fail(fmt.Sprintf("pods[%d].containers[%d].name", i, j), "must be set")
 		}
-		v.quantities(func() string { return cf() + ".requests" }, c.Requests)
+		if !quantitiesValid(c.Requests) {
+			v.quantities(fmt.Sprintf("pods[%d].containers[%d].requests", i, j), c.Requests)
+		}
 	}
 }
 
-// quantities validates a resource list; path returns its field path and
-// is called only for a failure.
-func (v *validator) quantities(path func() string, q map[string]int64) {
-	if commonQuantitiesValid(q) {
-		return
+// podUsage validates resourceMetrics.pods[i], p; field paths are built
+// only for a failure.
+func (v *validator) podUsage(i int, p *PodUsage) {
+	if p.Pod == "" {
+		v.fail(fmt.Sprintf("resourceMetrics.pods[%d].pod", i), "must name a pod")
 	}
-	valid := true
-	for name, milli := range q {
-		valid = valid && name != "" && milli >= 0
+	if p.Window < 0 {
+		v.fail(fmt.Sprintf("resourceMetrics.pods[%d].window", i), "must be >= 0")
 	}
-	if valid {
-		return
-	}
-	// Sorted, so that the first error reported does not depend on map order.
-	f := path()
-	for _, name := range slices.Sorted(maps.Keys(q)) {
-		if name == "" {
-			v.fail(f, "resource name must be set")
+	for j := range p.Containers {
+		if u := p.Containers[j].Usage; !quantitiesValid(u) {
+			v.quantities(fmt.Sprintf("resourceMetrics.pods[%d].containers[%d].usage", i, j), u)
 		}
-		if q[name] < 0 {
-			v.fail(f+"["+name+"]", "must be >= 0, got %d", q[name])
+	}
+}
+
+// quantities records the first invalid entry of the resource list q at
+// field f: a name unset or named twice, an amount < 0.
+func (v *validator) quantities(f string, q ResourceList) {
+	for i, e := range q {
+		switch {
+		case e.Name == "":
+			v.fail(f, "resource name must be set")
+		case e.Milli < 0:
+			v.fail(f+"["+e.Name+"]", "must be >= 0, got %d", e.Milli)
+		case slices.ContainsFunc(q[:i], func(o ResourceQuantity) bool { return o.Name == e.Name }):
+			v.fail(f+"["+e.Name+"]", "duplicate resource name")
 		}
 	}
 }
@@ -293,27 +307,32 @@ func (v *validator) status(s *Status) {
 	}
 }
 
-// commonQuantitiesValid reports whether q names only cpu and memory, with
-// values >= 0. Most resource lists are such; two lookups cost less than
-// iterating the map. False means q must be checked entry by entry.
-func commonQuantitiesValid(q map[string]int64) bool {
-	n := len(q)
-	if n == 0 {
-		return true
+// quantitiesValid reports whether every name of q is set and named once
+// and every amount is >= 0. An empty list costs no call.
+func quantitiesValid(q ResourceList) bool { return len(q) == 0 || listValid(q) }
+
+// listValid is quantitiesValid for a list of one or more. Lists are short
+// (cpu, memory, a few more), so names are compared pairwise up to a length
+// where a set costs less.
+func listValid(q ResourceList) bool {
+	for i := range q {
+		if q[i].Name == "" || q[i].Milli < 0 {
+			return false
+		}
 	}
-	if n > 2 {
-		return false
+	if len(q) > 16 {
+		seen := make(map[string]struct{}, len(q))
+		for i := range q {
+			seen[q[i].Name] = struct{}{}
+		}
+		return len(seen) == len(q)
 	}
-	seen := 0
-	for _, name := range [...]string{"cpu", "memory"} {
-		if milli, ok := q[name]; ok {
-			if milli < 0 {
+	for i := 1; i < len(q); i++ {
+		for j := range i {
+			if q[i].Name == q[j].Name {
 				return false
-			}
-			if seen++; seen == n {
-				return true
 			}
 		}
 	}
-	return false
+	return true
 }

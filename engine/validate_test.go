@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -67,12 +68,35 @@ func TestValidate(t *testing.T) {
 		{"duplicate pod names", func(in *engine.Input) { in.Pods[1].Name = "a" }, "pods[1].name"},
 		{"unknown pod phase", func(in *engine.Input) { in.Pods[0].Phase = "Crashing" }, "pods[0].phase"},
 		{"unknown readiness status", func(in *engine.Input) { in.Pods[0].Ready.Status = "Maybe" }, "pods[0].ready.status"},
-		{"negative request", func(in *engine.Input) { in.Pods[0].Containers[0].Requests["cpu"] = -1 }, "pods[0].containers[0].requests[cpu]"},
-		{"negative pod-level request", func(in *engine.Input) { in.Pods[0].Requests = map[string]int64{"memory": -1} }, "pods[0].requests[memory]"},
+		{"negative request", func(in *engine.Input) { in.Pods[0].Containers[0].Requests[0].Milli = -1 }, "pods[0].containers[0].requests[cpu]"},
+		{"negative pod-level request", func(in *engine.Input) { in.Pods[0].Requests = engine.ResourceListOf(map[string]int64{"memory": -1}) }, "pods[0].requests[memory]"},
+		{"request without a resource name", func(in *engine.Input) {
+			in.Pods[0].Containers[0].Requests = engine.ResourceList{{Name: "cpu", Milli: 1}, {Milli: 1}}
+		}, "pods[0].containers[0].requests"},
+		{"resource requested twice", func(in *engine.Input) {
+			in.Pods[1].Containers[0].Requests = engine.ResourceList{{Name: "cpu", Milli: 1}, {Name: "memory", Milli: 1}, {Name: "cpu", Milli: 2}}
+		}, "pods[1].containers[0].requests[cpu]"},
+		{"pod-level resource requested twice", func(in *engine.Input) {
+			in.Pods[0].Requests = engine.ResourceList{{Name: "memory", Milli: 1}, {Name: "memory", Milli: 1}}
+		}, "pods[0].requests[memory]"},
+		{"negative overhead", func(in *engine.Input) { in.Pods[1].Overhead = engine.ResourceList{{Name: "cpu", Milli: -1}} }, "pods[1].overhead[cpu]"},
+		{"overhead named twice", func(in *engine.Input) {
+			in.Pods[0].Overhead = engine.ResourceList{{Name: "cpu", Milli: 1}, {Name: "cpu", Milli: 1}}
+		}, "pods[0].overhead[cpu]"},
+		{"usage named twice", func(in *engine.Input) {
+			in.ResourceMetrics.Pods[1].Containers[0].Usage = engine.ResourceList{{Name: "cpu", Milli: 1}, {Name: "cpu", Milli: 1}}
+		}, "resourceMetrics.pods[1].containers[0].usage[cpu]"},
+		{"many resources, one named twice", func(in *engine.Input) {
+			var l engine.ResourceList
+			for i := range 40 {
+				l = append(l, engine.ResourceQuantity{Name: fmt.Sprintf("example.com/r%d", i%39), Milli: 1})
+			}
+			in.Pods[0].Containers[0].Requests = l
+		}, "pods[0].containers[0].requests[example.com/r0]"},
 		{"container without a name", func(in *engine.Input) { in.Pods[0].Containers[0].Name = "" }, "pods[0].containers[0].name"},
 		{"sample without a pod", func(in *engine.Input) { in.ResourceMetrics.Pods[1].Pod = "" }, "resourceMetrics.pods[1].pod"},
 		{"negative sample window", func(in *engine.Input) { in.ResourceMetrics.Pods[0].Window = -time.Second }, "resourceMetrics.pods[0].window"},
-		{"negative usage", func(in *engine.Input) { in.ResourceMetrics.Pods[0].Containers[0].Usage["cpu"] = -1 }, "resourceMetrics.pods[0].containers[0].usage[cpu]"},
+		{"negative usage", func(in *engine.Input) { in.ResourceMetrics.Pods[0].Containers[0].Usage[0].Milli = -1 }, "resourceMetrics.pods[0].containers[0].usage[cpu]"},
 		{"fewer observations than metrics", func(in *engine.Input) { in.Observations = in.Observations[:1] }, "observations"},
 		{"more observations than metrics", func(in *engine.Input) { in.Observations = append(in.Observations, engine.Observation{}) }, "observations"},
 		{"pods value without a pod", func(in *engine.Input) { in.Observations[1].Values[0].Pod = "" }, "observations[1].values[0].pod"},
@@ -120,21 +144,21 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-// TestValidateDeterministic: with several invalid entries in one map the
-// reported field does not depend on map iteration order.
-func TestValidateDeterministic(t *testing.T) {
+// TestValidateOrder: with several invalid entries in one resource list
+// the first in the list's order is reported, every time.
+func TestValidateOrder(t *testing.T) {
 	in := validInput()
-	in.Pods[0].Containers[0].Requests = map[string]int64{"z": -1, "cpu": -1, "memory": -1, "a": -1, "m": -1}
-	in.ResourceMetrics.Pods[0].Containers[0].Usage = map[string]int64{"z": -1, "b": -1, "y": -1}
+	in.Pods[0].Containers[0].Requests = engine.ResourceList{{Name: "z", Milli: -1}, {Name: "cpu", Milli: -1}, {Name: "a", Milli: -1}}
+	in.ResourceMetrics.Pods[0].Containers[0].Usage = engine.ResourceList{{Name: "b", Milli: -1}}
 	first := engine.Validate(in)
-	for range 200 {
+	for range 20 {
 		if err := engine.Validate(in); err.Error() != first.Error() {
 			t.Fatalf("Validate = %v, then %v", first, err)
 		}
 	}
 	var fe *engine.FieldError
-	if !errors.As(first, &fe) || fe.Field != "pods[0].containers[0].requests[a]" {
-		t.Errorf("Validate = %v; want the first field in sorted order, pods[0].containers[0].requests[a]", first)
+	if !errors.As(first, &fe) || fe.Field != "pods[0].containers[0].requests[z]" {
+		t.Errorf("Validate = %v; want the list's first invalid entry, pods[0].containers[0].requests[z]", first)
 	}
 }
 

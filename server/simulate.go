@@ -463,11 +463,12 @@ func (m *podModel) input(spec engine.Spec, settings engine.Settings, scale engin
 			in.Observations[i].Values = []engine.MetricValue{{Milli: *v, Timestamp: now}}
 		}
 	}
+	requests, usageList := engine.ResourceListOf(m.requests), engine.ResourceListOf(usage)
 	for j, started := range m.started {
 		name := podName(j)
 		pod := engine.Pod{
 			Name: name, Phase: engine.PodRunning,
-			Containers: []engine.Container{{Name: m.container, Requests: m.requests}},
+			Containers: []engine.Container{{Name: m.container, Requests: requests}},
 		}
 		if started.IsZero() {
 			pod.StartTime = m.firstStep.Add(-simLongAgo)
@@ -485,7 +486,7 @@ func (m *podModel) input(spec engine.Spec, settings engine.Settings, scale engin
 		if len(usage) > 0 {
 			in.ResourceMetrics.Pods = append(in.ResourceMetrics.Pods, engine.PodUsage{
 				Pod: name, Timestamp: now, Window: simMetricWindow,
-				Containers: []engine.ContainerUsage{{Name: m.container, Usage: usage}},
+				Containers: []engine.ContainerUsage{{Name: m.container, Usage: usageList}},
 			})
 		}
 	}

@@ -35,9 +35,9 @@ func input(replicas int32) target.Input {
 		start := t0.Add(-time.Hour)
 		in.Pods = append(in.Pods, engine.Pod{Name: name, Phase: engine.PodRunning, StartTime: start,
 			Ready:      &engine.PodReadiness{Status: engine.ConditionTrue, LastTransitionTime: start},
-			Containers: []engine.Container{{Name: "app", Requests: map[string]int64{"cpu": 500}}}})
+			Containers: []engine.Container{{Name: "app", Requests: engine.ResourceListOf(map[string]int64{"cpu": 500})}}})
 		in.ResourceMetrics.Pods = append(in.ResourceMetrics.Pods, engine.PodUsage{Pod: name, Timestamp: t0.Add(-15 * time.Second), Window: 15 * time.Second,
-			Containers: []engine.ContainerUsage{{Name: "app", Usage: map[string]int64{"cpu": 400}}}})
+			Containers: []engine.ContainerUsage{{Name: "app", Usage: engine.ResourceListOf(map[string]int64{"cpu": 400})}}})
 	}
 	return target.Input{Ref: target.Ref{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"}, Engine: in}
 }

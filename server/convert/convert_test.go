@@ -16,7 +16,9 @@ import (
 	"github.com/setpointhq/setpoint/server/convert"
 	"github.com/setpointhq/setpoint/target"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
@@ -57,12 +59,12 @@ func richInput() engine.Input {
 		Pods: []engine.Pod{
 			{Name: "web-1", Phase: engine.PodRunning, StartTime: t0.Add(-time.Hour),
 				Ready:      &engine.PodReadiness{Status: engine.ConditionTrue, LastTransitionTime: t0.Add(-50 * time.Minute)},
-				Containers: []engine.Container{{Name: "app", Requests: map[string]int64{"cpu": 250, "memory": 256 << 20 * 1000}}, {Name: "sidecar", Requests: map[string]int64{"cpu": 50}, Sidecar: true}, {Name: "migrate", Requests: map[string]int64{"cpu": 500}, Init: true}},
-				Overhead:   map[string]int64{"cpu": 10}},
-			{Name: "web-2", Phase: engine.PodPending, Deleting: true, Requests: map[string]int64{"cpu": 1000}},
+				Containers: []engine.Container{{Name: "app", Requests: engine.ResourceListOf(map[string]int64{"cpu": 250, "memory": 256 << 20 * 1000})}, {Name: "sidecar", Requests: engine.ResourceListOf(map[string]int64{"cpu": 50}), Sidecar: true}, {Name: "migrate", Requests: engine.ResourceListOf(map[string]int64{"cpu": 500}), Init: true}},
+				Overhead:   engine.ResourceListOf(map[string]int64{"cpu": 10})},
+			{Name: "web-2", Phase: engine.PodPending, Deleting: true, Requests: engine.ResourceListOf(map[string]int64{"cpu": 1000})},
 		},
 		ResourceMetrics: engine.ResourceMetrics{Pods: []engine.PodUsage{
-			{Pod: "web-1", Timestamp: t0.Add(-10 * time.Second), Window: 30 * time.Second, Containers: []engine.ContainerUsage{{Name: "app", Usage: map[string]int64{"cpu": 180}}}},
+			{Pod: "web-1", Timestamp: t0.Add(-10 * time.Second), Window: 30 * time.Second, Containers: []engine.ContainerUsage{{Name: "app", Usage: engine.ResourceListOf(map[string]int64{"cpu": 180})}}},
 		}},
 		Observations: []engine.Observation{
 			{}, {},
@@ -196,10 +198,10 @@ func randomInput(r *rand.Rand) engine.Input {
 		if r.IntN(2) == 0 {
 			p.Ready = &engine.PodReadiness{Status: engine.ConditionFalse, LastTransitionTime: p.StartTime}
 		}
-		p.Containers = []engine.Container{{Name: "app", Requests: map[string]int64{"cpu": r.Int64N(1 << 40), "memory": r.Int64N(1 << 50)}}}
+		p.Containers = []engine.Container{{Name: "app", Requests: engine.ResourceListOf(map[string]int64{"cpu": r.Int64N(1 << 40), "memory": r.Int64N(1 << 50)})}}
 		in.Pods = append(in.Pods, p)
 		in.ResourceMetrics.Pods = append(in.ResourceMetrics.Pods, engine.PodUsage{Pod: p.Name, Timestamp: in.Now, Window: time.Duration(r.Int64N(1e11)),
-			Containers: []engine.ContainerUsage{{Name: "app", Usage: map[string]int64{"cpu": r.Int64N(1 << 40)}}}})
+			Containers: []engine.ContainerUsage{{Name: "app", Usage: engine.ResourceListOf(map[string]int64{"cpu": r.Int64N(1 << 40)})}}})
 	}
 	return in
 }
@@ -437,5 +439,59 @@ func TestQuantity(t *testing.T) {
 		if got := convert.Quantity(tt.q); got != tt.want {
 			t.Errorf("Quantity(%+v) = %q, want %q", tt.q, got, tt.want)
 		}
+	}
+}
+
+// TestDecision: every field of a decision reaches its API form; a zero
+// time stays absent.
+func TestDecision(t *testing.T) {
+	util := int32(72)
+	d := engine.Decision{
+		DesiredReplicas: 5, Rescale: true, Error: "some metric failed",
+		Status: engine.Status{
+			CurrentReplicas: 3, DesiredReplicas: 5, LastScaleTime: t0,
+			CurrentMetrics: []engine.MetricStatus{
+				{Type: engine.ResourceSource, Resource: "cpu", AverageUtilization: &util, AverageValue: &engine.Quantity{Milli: 360}},
+				{},
+			},
+			Conditions: []engine.Condition{
+				{Type: engine.AbleToScale, Status: engine.ConditionTrue, Reason: "SucceededRescale", Message: "m1", LastTransitionTime: t0.Add(-time.Minute + 5)},
+				{Type: engine.ScalingActive, Status: engine.ConditionFalse, Reason: "FailedGetResourceMetric", Message: "m2"},
+			},
+		},
+		Explanation: engine.Explanation{
+			CurrentReplicas: 3, Winner: 0, Proposal: 5,
+			Metrics: []engine.MetricExplanation{
+				{Name: "cpu", Outcome: engine.OutcomeScaled, Proposal: 5, Current: 72, Target: 50, Ratio: 1.44, RebalancedRatio: 1.44, ReadyPods: 3, UnreadyPods: 1, MissingPods: 2, IgnoredPods: 4},
+				{Name: "queue", Outcome: engine.OutcomeFailed, Err: "boom"},
+			},
+			Steps: []engine.Step{{Kind: engine.StepLimited, From: 6, To: 5, Reason: "ScaleUpLimit", Message: "m3"}},
+		},
+	}
+	got := convert.Decision(target.LastDecision{ID: "id", At: t0, Decision: d})
+	want := &setpointv1.Decision{
+		DecisionId: "id", DecisionTime: timestamppb.New(t0), DesiredReplicas: 5, Rescale: true, Error: "some metric failed",
+		Status: &setpointv1.HorizontalPodAutoscalerStatus{
+			CurrentReplicas: 3, DesiredReplicas: 5, LastScaleTime: timestamppb.New(t0),
+			CurrentMetrics: []*setpointv1.MetricStatus{
+				{Type: "Resource", Resource: &setpointv1.ResourceMetricStatus{Name: "cpu", Current: &setpointv1.MetricValueStatus{AverageUtilization: &util, AverageValue: "360m"}}},
+				{Type: ""},
+			},
+			Conditions: []*setpointv1.Condition{
+				{Type: "AbleToScale", Status: "True", Reason: "SucceededRescale", Message: "m1", LastTransitionTime: timestamppb.New(t0.Add(-time.Minute + 5))},
+				{Type: "ScalingActive", Status: "False", Reason: "FailedGetResourceMetric", Message: "m2"},
+			},
+		},
+		Explanation: &setpointv1.Explanation{
+			CurrentReplicas: 3, Winner: 0, Proposal: 5,
+			Metrics: []*setpointv1.MetricExplanation{
+				{Name: "cpu", Outcome: "Scaled", Proposal: 5, Current: 72, Target: 50, Ratio: 1.44, RebalancedRatio: 1.44, ReadyPods: 3, UnreadyPods: 1, MissingPods: 2, IgnoredPods: 4},
+				{Name: "queue", Outcome: "Failed", Error: "boom"},
+			},
+			Steps: []*setpointv1.Step{{Kind: "Limited", From: 6, To: 5, Reason: "ScaleUpLimit", Message: "m3"}},
+		},
+	}
+	if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
+		t.Errorf("Decision (-want +got):\n%s", diff)
 	}
 }

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"math/bits"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/setpointhq/setpoint/engine"
@@ -125,6 +127,9 @@ type converter struct {
 	// quiet: indexed and keyed return "" — the violations are only
 	// counted, not reported (see Input).
 	quiet bool
+	// lists backs the resource lists of the pods or the resource metrics
+	// being converted: sized once for all of them, each list a part of it.
+	lists engine.ResourceList
 }
 
 // indexed returns the field path prefix[i], or "" when quiet.
@@ -133,6 +138,14 @@ func (c *converter) indexed(prefix string, i int) string {
 		return ""
 	}
 	return prefix + "[" + strconv.Itoa(i) + "]"
+}
+
+// at returns the field path f+suffix, or "" when quiet.
+func (c *converter) at(f, suffix string) string {
+	if c.quiet {
+		return ""
+	}
+	return f + suffix
 }
 
 // keyed returns the field path prefix["key"], or "" when quiet.
@@ -214,31 +227,66 @@ func (c *converter) quantity(field, s string) (milli int64, ok bool) {
 }
 
 // plainMilli returns the milli-value of s when s is a plain decimal
-// integer of 1 to 15 digits, optionally followed by "m" ("250m", "3") —
-// how CPU quantities and most metric values are spelled — which is the
-// value resource.ParseQuantity gives it (FuzzPlainMilli). ok is false for
-// any other spelling, which then goes through resource.ParseQuantity.
+// integer of 1 to 15 digits followed by nothing, "m", a decimal SI suffix
+// up to "P" or a binary SI suffix up to "Pi" ("250m", "3", "512Mi", "2G")
+// and the value fits an int64 — how CPU and memory quantities and most
+// metric values are spelled — which is the value resource.ParseQuantity
+// gives it (FuzzPlainMilli). ok is false for any other spelling, which then
+// goes through resource.ParseQuantity.
 func plainMilli(s string) (milli int64, ok bool) {
-	n := len(s)
-	isMilli := n > 0 && s[n-1] == 'm'
-	if isMilli {
-		n--
+	n := 0
+	var v uint64
+	for ; n < len(s) && n < 16; n++ {
+		d := s[n]
+		if d < '0' || d > '9' {
+			break
+		}
+		v = v*10 + uint64(d-'0')
 	}
 	if n == 0 || n > 15 {
 		return 0, false
 	}
-	var v int64
-	for i := range n {
-		d := s[i]
-		if d < '0' || d > '9' {
-			return 0, false
-		}
-		v = v*10 + int64(d-'0')
+	unit, ok := suffixMilli(s[n:])
+	if !ok {
+		return 0, false
 	}
-	if !isMilli {
-		v *= 1000 // at most 10^18: within int64
+	hi, lo := bits.Mul64(v, unit)
+	if hi != 0 || lo > math.MaxInt64 {
+		return 0, false
 	}
-	return v, true
+	return int64(lo), true
+}
+
+// suffixMilli returns the milli-value of one unit of a quantity suffix
+// that plainMilli takes.
+func suffixMilli(suffix string) (uint64, bool) {
+	switch suffix {
+	case "m":
+		return 1, true
+	case "":
+		return 1e3, true
+	case "k":
+		return 1e6, true
+	case "M":
+		return 1e9, true
+	case "G":
+		return 1e12, true
+	case "T":
+		return 1e15, true
+	case "P":
+		return 1e18, true
+	case "Ki":
+		return 1e3 << 10, true
+	case "Mi":
+		return 1e3 << 20, true
+	case "Gi":
+		return 1e3 << 30, true
+	case "Ti":
+		return 1e3 << 40, true
+	case "Pi":
+		return 1e3 << 50, true
+	}
+	return 0, false
 }
 
 // The quantities whose milli-values an int64 holds.
@@ -247,29 +295,35 @@ var (
 	minMilliQuantity = resource.NewMilliQuantity(-math.MaxInt64, resource.DecimalSI)
 )
 
-// quantities converts a resource name → quantity map; values must be >= 0.
-// An empty map gives nil.
-func (c *converter) quantities(field string, m map[string]string) map[string]int64 {
+// quantities converts a resource name → quantity map into a resource list
+// sorted by name, taken from c.lists; values must be >= 0. An empty map
+// gives nil.
+func (c *converter) quantities(field string, m map[string]string) engine.ResourceList {
 	if len(m) == 0 {
 		return nil
 	}
-	out := make(map[string]int64, len(m))
+	start := len(c.lists)
 	if c.quiet {
 		// The first, quiet pass only asks whether there is a violation.
 		for name, s := range m {
-			c.quantityEntry(out, field, name, s)
+			c.quantityEntry(field, name, s)
 		}
-		return out
+	} else {
+		// Sorted, so that violations come in a stable order.
+		for _, name := range slices.Sorted(maps.Keys(m)) {
+			c.quantityEntry(field, name, m[name])
+		}
 	}
-	// Sorted, so that violations come in a stable order.
-	for _, name := range slices.Sorted(maps.Keys(m)) {
-		c.quantityEntry(out, field, name, m[name])
+	out := c.lists[start:len(c.lists):len(c.lists)]
+	if len(out) > 1 {
+		slices.SortFunc(out, func(a, b engine.ResourceQuantity) int { return strings.Compare(a.Name, b.Name) })
 	}
 	return out
 }
 
-// quantityEntry converts the entry name: s of the map at field into out.
-func (c *converter) quantityEntry(out map[string]int64, field, name, s string) {
+// quantityEntry converts the entry name: s of the map at field, appending
+// it to c.lists.
+func (c *converter) quantityEntry(field, name, s string) {
 	if name == "" {
 		c.err.Add(field, "resource name must be set")
 		return
@@ -279,7 +333,7 @@ func (c *converter) quantityEntry(out map[string]int64, field, name, s string) {
 		if v < 0 {
 			c.err.Add(f, "must be a quantity >= 0, got %q", s)
 		}
-		out[name] = v
+		c.lists = append(c.lists, engine.ResourceQuantity{Name: name, Milli: v})
 	}
 }
 
@@ -544,12 +598,46 @@ func (c *converter) scale(s *setpointv1.Scale) engine.Scale {
 	if out.StatusReplicas < 0 {
 		c.err.Add("scale.status_replicas", "must be >= 0, got %d", out.StatusReplicas)
 	}
-	if out.Selector != "" {
+	if out.Selector != "" && !plainSelector(out.Selector) {
 		if _, err := labels.Parse(out.Selector); err != nil {
 			out.SelectorError = err.Error()
 		}
 	}
 	return out
+}
+
+// plainSelector reports whether s is a selector of equality requirements
+// only, "key=value" joined by commas, with keys and values of 1 to 63
+// letters, digits, '-', '_' and '.' that start and end with a letter or
+// digit (and, to stay clear of the lexer's keywords, are not "in" or
+// "notin") — how scale selectors are mostly spelled ("app=web"), and
+// selectors that labels.Parse accepts (FuzzPlainSelector). False means
+// nothing: s then goes through labels.Parse.
+func plainSelector(s string) bool {
+	for term := range strings.SplitSeq(s, ",") {
+		k, v, ok := strings.Cut(term, "=")
+		if !ok || !plainLabel(k) || !plainLabel(v) {
+			return false
+		}
+	}
+	return true
+}
+
+// plainLabel reports whether s is a label name or value plainSelector
+// takes.
+func plainLabel(s string) bool {
+	if len(s) == 0 || len(s) > 63 || s == "in" || s == "notin" {
+		return false
+	}
+	for i := range len(s) {
+		switch b := s[i]; {
+		case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9':
+		case (b == '-' || b == '_' || b == '.') && i > 0 && i < len(s)-1:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 func (c *converter) pods(ps []*setpointv1.Pod) []engine.Pod {
@@ -558,6 +646,22 @@ func (c *converter) pods(ps []*setpointv1.Pod) []engine.Pod {
 	}
 	out := make([]engine.Pod, 0, len(ps))
 	seen := make(map[string]bool, len(ps))
+	// One array backs every pod's containers, one every resource list,
+	// one every Ready condition.
+	var containers, quantities, readies int
+	for _, p := range ps {
+		if p.GetReady() != nil {
+			readies++
+		}
+		containers += len(p.GetContainers())
+		quantities += len(p.GetRequests()) + len(p.GetOverhead())
+		for _, ct := range p.GetContainers() {
+			quantities += len(ct.GetRequests())
+		}
+	}
+	cts := make([]engine.Container, 0, containers)
+	c.lists = make(engine.ResourceList, 0, quantities)
+	ready := make([]engine.PodReadiness, 0, readies)
 	for i, p := range ps {
 		f := c.indexed("pods", i)
 		switch {
@@ -571,9 +675,9 @@ func (c *converter) pods(ps []*setpointv1.Pod) []engine.Pod {
 			Name:      p.GetName(),
 			Phase:     engine.PodPhase(p.GetPhase()),
 			Deleting:  p.GetDeleting(),
-			StartTime: c.timestamp(f+".start_time", p.GetStartTime()),
-			Requests:  c.quantities(f+".requests", p.GetRequests()),
-			Overhead:  c.quantities(f+".overhead", p.GetOverhead()),
+			StartTime: c.timestamp(c.at(f, ".start_time"), p.GetStartTime()),
+			Requests:  c.quantities(c.at(f, ".requests"), p.GetRequests()),
+			Overhead:  c.quantities(c.at(f, ".overhead"), p.GetOverhead()),
 		}
 		switch pod.Phase {
 		case engine.PodPending, engine.PodRunning, engine.PodSucceeded, engine.PodFailed, engine.PodUnknown:
@@ -581,22 +685,24 @@ func (c *converter) pods(ps []*setpointv1.Pod) []engine.Pod {
 			c.err.Add(f+".phase", "must be Pending, Running, Succeeded, Failed or Unknown, got %q", pod.Phase)
 		}
 		if r := p.GetReady(); r != nil {
-			pod.Ready = &engine.PodReadiness{
+			ready = append(ready, engine.PodReadiness{
 				Status:             engine.ConditionStatus(r.GetStatus()),
-				LastTransitionTime: c.timestamp(f+".ready.last_transition_time", r.GetLastTransitionTime()),
-			}
-			c.conditionStatus(f+".ready.status", pod.Ready.Status)
+				LastTransitionTime: c.timestamp(c.at(f, ".ready.last_transition_time"), r.GetLastTransitionTime()),
+			})
+			pod.Ready = &ready[len(ready)-1]
+			c.conditionStatus(c.at(f, ".ready.status"), pod.Ready.Status)
 		}
-		if n := len(p.GetContainers()); n > 0 {
-			pod.Containers = make([]engine.Container, 0, n)
-		}
+		first := len(cts)
 		for j, ct := range p.GetContainers() {
-			cf := c.indexed(f+".containers", j)
-			c.nonEmpty(cf+".name", ct.GetName())
+			cf := c.indexed(c.at(f, ".containers"), j)
+			c.nonEmpty(c.at(cf, ".name"), ct.GetName())
 			if ct.GetRestartableInit() && ct.GetInit() {
 				c.err.Add(cf, "restartable_init and init are exclusive")
 			}
-			pod.Containers = append(pod.Containers, engine.Container{Name: ct.GetName(), Requests: c.quantities(cf+".requests", ct.GetRequests()), Sidecar: ct.GetRestartableInit(), Init: ct.GetInit()})
+			cts = append(cts, engine.Container{Name: ct.GetName(), Requests: c.quantities(c.at(cf, ".requests"), ct.GetRequests()), Sidecar: ct.GetRestartableInit(), Init: ct.GetInit()})
+		}
+		if len(cts) > first {
+			pod.Containers = cts[first:len(cts):len(cts)]
 		}
 		out = append(out, pod)
 	}
@@ -616,17 +722,28 @@ func (c *converter) resourceMetrics(r *setpointv1.ResourceMetrics) engine.Resour
 	if n := len(r.GetItems()); n > 0 {
 		out.Pods = make([]engine.PodUsage, 0, n)
 	}
+	// One array backs every item's containers, one every usage list.
+	var containers, quantities int
+	for _, it := range r.GetItems() {
+		containers += len(it.GetContainers())
+		for _, ct := range it.GetContainers() {
+			quantities += len(ct.GetUsage())
+		}
+	}
+	cts := make([]engine.ContainerUsage, 0, containers)
+	c.lists = make(engine.ResourceList, 0, quantities)
 	for i, it := range r.GetItems() {
 		f := c.indexed("resource_metrics.items", i)
-		c.nonEmpty(f+".pod", it.GetPod())
-		u := engine.PodUsage{Pod: it.GetPod(), Timestamp: c.timestamp(f+".timestamp", it.GetTimestamp())}
-		c.duration(f+".window", it.GetWindow(), &u.Window)
-		if n := len(it.GetContainers()); n > 0 {
-			u.Containers = make([]engine.ContainerUsage, 0, n)
-		}
+		c.nonEmpty(c.at(f, ".pod"), it.GetPod())
+		u := engine.PodUsage{Pod: it.GetPod(), Timestamp: c.timestamp(c.at(f, ".timestamp"), it.GetTimestamp())}
+		c.duration(c.at(f, ".window"), it.GetWindow(), &u.Window)
+		first := len(cts)
 		for j, ct := range it.GetContainers() {
-			cf := c.indexed(f+".containers", j)
-			u.Containers = append(u.Containers, engine.ContainerUsage{Name: ct.GetName(), Usage: c.quantities(cf+".usage", ct.GetUsage())})
+			cf := c.indexed(c.at(f, ".containers"), j)
+			cts = append(cts, engine.ContainerUsage{Name: ct.GetName(), Usage: c.quantities(c.at(cf, ".usage"), ct.GetUsage())})
+		}
+		if len(cts) > first {
+			u.Containers = cts[first:len(cts):len(cts)]
 		}
 		out.Pods = append(out.Pods, u)
 	}
@@ -650,14 +767,14 @@ func (c *converter) observations(obs []*setpointv1.MetricObservation, metrics []
 			c.err.Add(f+".values", "an Object metric has at most one value, got %d", len(o.GetValues()))
 		}
 		for j, v := range o.GetValues() {
-			vf := c.indexed(f+".values", j)
-			mv := engine.MetricValue{Pod: v.GetPod(), Timestamp: c.timestamp(vf+".timestamp", v.GetTimestamp())}
-			mv.Milli, _ = c.quantity(vf+".value", v.GetValue())
+			vf := c.indexed(c.at(f, ".values"), j)
+			mv := engine.MetricValue{Pod: v.GetPod(), Timestamp: c.timestamp(c.at(vf, ".timestamp"), v.GetTimestamp())}
+			mv.Milli, _ = c.quantity(c.at(vf, ".value"), v.GetValue())
 			if pods {
-				c.nonEmpty(vf+".pod", mv.Pod)
+				c.nonEmpty(c.at(vf, ".pod"), mv.Pod)
 				mv.Window = DefaultPodsMetricWindow
 			}
-			c.duration(vf+".window", v.GetWindow(), &mv.Window)
+			c.duration(c.at(vf, ".window"), v.GetWindow(), &mv.Window)
 			out[i].Values = append(out[i].Values, mv)
 		}
 	}

@@ -193,21 +193,21 @@ func pods(ps []engine.Pod) []*setpointv1.Pod {
 	return out
 }
 
-// quantityStrings prints a milli-value map; resources are printed in
+// quantityStrings prints a resource list; resources are printed in
 // BinarySI when they are memory-like ("memory", "ephemeral-storage",
 // "storage"), in DecimalSI otherwise.
-func quantityStrings(m map[string]int64) map[string]string {
-	if len(m) == 0 {
+func quantityStrings(l engine.ResourceList) map[string]string {
+	if len(l) == 0 {
 		return nil
 	}
-	out := make(map[string]string, len(m))
-	for name, v := range m {
+	out := make(map[string]string, len(l))
+	for _, q := range l {
 		format := engine.DecimalSI
-		switch name {
+		switch q.Name {
 		case "memory", "ephemeral-storage", "storage":
 			format = engine.BinarySI
 		}
-		out[name] = Quantity(engine.Quantity{Milli: v, Format: format})
+		out[q.Name] = Quantity(engine.Quantity{Milli: q.Milli, Format: format})
 	}
 	return out
 }
@@ -237,14 +237,26 @@ func Status(s engine.Status) *setpointv1.HorizontalPodAutoscalerStatus {
 		DesiredReplicas: s.DesiredReplicas,
 		LastScaleTime:   timestamp(s.LastScaleTime),
 	}
-	for _, m := range s.CurrentMetrics {
-		out.CurrentMetrics = append(out.CurrentMetrics, MetricStatus(m))
+	if len(s.CurrentMetrics) > 0 {
+		out.CurrentMetrics = make([]*setpointv1.MetricStatus, len(s.CurrentMetrics))
+		for i, m := range s.CurrentMetrics {
+			out.CurrentMetrics[i] = MetricStatus(m)
+		}
 	}
-	for _, c := range s.Conditions {
-		out.Conditions = append(out.Conditions, &setpointv1.Condition{
-			Type: string(c.Type), Status: string(c.Status), Reason: c.Reason, Message: c.Message,
-			LastTransitionTime: timestamp(c.LastTransitionTime),
-		})
+	if len(s.Conditions) > 0 {
+		// One array holds the conditions and one their times.
+		conds := make([]setpointv1.Condition, len(s.Conditions))
+		times := make([]timestamppb.Timestamp, len(s.Conditions))
+		out.Conditions = make([]*setpointv1.Condition, len(s.Conditions))
+		for i, c := range s.Conditions {
+			pc := &conds[i]
+			pc.Type, pc.Status, pc.Reason, pc.Message = string(c.Type), string(c.Status), c.Reason, c.Message
+			if !c.LastTransitionTime.IsZero() {
+				times[i].Seconds, times[i].Nanos = c.LastTransitionTime.Unix(), int32(c.LastTransitionTime.Nanosecond())
+				pc.LastTransitionTime = &times[i]
+			}
+			out.Conditions[i] = pc
+		}
 	}
 	return out
 }
@@ -277,15 +289,26 @@ func MetricStatus(m engine.MetricStatus) *setpointv1.MetricStatus {
 // Explanation returns a decision's explanation in the API's form.
 func Explanation(e engine.Explanation) *setpointv1.Explanation {
 	out := &setpointv1.Explanation{CurrentReplicas: e.CurrentReplicas, Winner: int32(e.Winner), Proposal: e.Proposal}
-	for _, m := range e.Metrics {
-		out.Metrics = append(out.Metrics, &setpointv1.MetricExplanation{
-			Name: m.Name, Outcome: string(m.Outcome), Proposal: m.Proposal, Error: m.Err,
-			Current: m.Current, Target: m.Target, Ratio: m.Ratio, RebalancedRatio: m.RebalancedRatio,
-			ReadyPods: m.ReadyPods, UnreadyPods: m.UnreadyPods, MissingPods: m.MissingPods, IgnoredPods: m.IgnoredPods,
-		})
+	if len(e.Metrics) > 0 {
+		// One array holds the metrics' explanations, one the steps.
+		ms := make([]setpointv1.MetricExplanation, len(e.Metrics))
+		out.Metrics = make([]*setpointv1.MetricExplanation, len(e.Metrics))
+		for i, m := range e.Metrics {
+			pm := &ms[i]
+			pm.Name, pm.Outcome, pm.Proposal, pm.Error = m.Name, string(m.Outcome), m.Proposal, m.Err
+			pm.Current, pm.Target, pm.Ratio, pm.RebalancedRatio = m.Current, m.Target, m.Ratio, m.RebalancedRatio
+			pm.ReadyPods, pm.UnreadyPods, pm.MissingPods, pm.IgnoredPods = m.ReadyPods, m.UnreadyPods, m.MissingPods, m.IgnoredPods
+			out.Metrics[i] = pm
+		}
 	}
-	for _, s := range e.Steps {
-		out.Steps = append(out.Steps, &setpointv1.Step{Kind: string(s.Kind), From: s.From, To: s.To, Reason: s.Reason, Message: s.Message})
+	if len(e.Steps) > 0 {
+		steps := make([]setpointv1.Step, len(e.Steps))
+		out.Steps = make([]*setpointv1.Step, len(e.Steps))
+		for i, s := range e.Steps {
+			ps := &steps[i]
+			ps.Kind, ps.From, ps.To, ps.Reason, ps.Message = string(s.Kind), s.From, s.To, s.Reason, s.Message
+			out.Steps[i] = ps
+		}
 	}
 	return out
 }
