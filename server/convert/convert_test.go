@@ -394,6 +394,12 @@ func TestValidation(t *testing.T) {
 		{"duplicate pod name", func(r *setpointv1.RecommendRequest) {
 			r.Pods = []*setpointv1.Pod{{Name: "a", Phase: "Running"}, {Name: "a", Phase: "Running"}}
 		}, "pods[1].name"},
+		{"duplicate pod name among many", func(r *setpointv1.RecommendRequest) {
+			r.Pods = nil
+			for i := range 40 {
+				r.Pods = append(r.Pods, &setpointv1.Pod{Name: fmt.Sprintf("p%d", i%39), Phase: "Running"})
+			}
+		}, "pods[39].name"},
 		{"unknown phase", func(r *setpointv1.RecommendRequest) { r.Pods = []*setpointv1.Pod{{Name: "a", Phase: "running"}} }, "pods[0].phase"},
 		{"negative request", func(r *setpointv1.RecommendRequest) {
 			r.Pods = []*setpointv1.Pod{{Name: "a", Phase: "Running", Containers: []*setpointv1.Container{{Name: "c", Requests: map[string]string{"cpu": "-1"}}}}}

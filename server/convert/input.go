@@ -358,8 +358,11 @@ func (c *converter) spec(s *setpointv1.HorizontalPodAutoscalerSpec, settings eng
 		c.err.Add("spec.metrics", "must have at least one metric")
 	}
 	objectOrExternal := false
+	if n := len(s.GetMetrics()); n > 0 {
+		out.Metrics = make([]engine.MetricSpec, 0, n)
+	}
 	for i, m := range s.GetMetrics() {
-		ms := c.metric(fmt.Sprintf("spec.metrics[%d]", i), m)
+		ms := c.metric(c.indexed("spec.metrics", i), m)
 		objectOrExternal = objectOrExternal || ms.Type == engine.ObjectSource || ms.Type == engine.ExternalSource
 		out.Metrics = append(out.Metrics, ms)
 	}
@@ -380,7 +383,9 @@ func (c *converter) spec(s *setpointv1.HorizontalPodAutoscalerSpec, settings eng
 // defaulting.
 func (c *converter) rules(f string, r *setpointv1.ScalingRules, window int32, policies []engine.Policy, tolerance float64) engine.Rules {
 	out := engine.Rules{StabilizationWindowSeconds: window, SelectPolicy: engine.SelectMax, Tolerance: tolerance}
-	out.Policies = append([]engine.Policy(nil), policies...)
+	if len(r.GetPolicies()) == 0 {
+		out.Policies = append([]engine.Policy(nil), policies...)
+	}
 	if r == nil {
 		return out
 	}
@@ -398,9 +403,9 @@ func (c *converter) rules(f string, r *setpointv1.ScalingRules, window int32, po
 		c.err.Add(f+".select_policy", "must be Max, Min or Disabled, got %q", sp)
 	}
 	if len(r.GetPolicies()) > 0 {
-		out.Policies = out.Policies[:0:0]
+		out.Policies = make([]engine.Policy, 0, len(r.GetPolicies()))
 		for i, p := range r.GetPolicies() {
-			pf := fmt.Sprintf("%s.policies[%d]", f, i)
+			pf := c.indexed(c.at(f, ".policies"), i)
 			pt := engine.PolicyType(p.GetType())
 			if pt != engine.PodsPolicy && pt != engine.PercentPolicy {
 				c.err.Add(pf+".type", "must be Pods or Percent, got %q", pt)
@@ -492,7 +497,7 @@ func (c *converter) nonEmpty(field, v string) {
 }
 
 func (c *converter) identifier(f string, id *setpointv1.MetricIdentifier) engine.MetricIdentifier {
-	c.nonEmpty(f+".name", id.GetName())
+	c.nonEmpty(c.at(f, ".name"), id.GetName())
 	out := engine.MetricIdentifier{Name: id.GetName()}
 	if s := id.GetSelector(); s != nil {
 		out.Selector = &engine.LabelSelector{}
@@ -545,9 +550,10 @@ func (c *converter) target(f string, t *setpointv1.MetricTarget, rule targetRule
 		return engine.Target{}
 	}
 	milli := func(field, s string) int64 {
-		v, ok := c.quantity(f+"."+field, s)
+		at := c.at(f, field)
+		v, ok := c.quantity(at, s)
 		if ok && v <= 0 {
-			c.err.Add(f+"."+field, "must be a quantity > 0, got %q", s)
+			c.err.Add(at, "must be a quantity > 0, got %q", s)
 		}
 		return v
 	}
@@ -570,13 +576,13 @@ func (c *converter) target(f string, t *setpointv1.MetricTarget, rule targetRule
 			c.err.Add(f+".average_value", "must be set")
 			break
 		}
-		out.Milli = milli("average_value", t.GetAverageValue())
+		out.Milli = milli(".average_value", t.GetAverageValue())
 	case engine.ValueTarget:
 		if t.GetValue() == "" {
 			c.err.Add(f+".value", "must be set")
 			break
 		}
-		out.Milli = milli("value", t.GetValue())
+		out.Milli = milli(".value", t.GetValue())
 	case engine.UtilizationTarget:
 		if t.AverageUtilization == nil {
 			c.err.Add(f+".average_utilization", "must be set (or average_value)")
@@ -645,7 +651,12 @@ func (c *converter) pods(ps []*setpointv1.Pod) []engine.Pod {
 		return nil
 	}
 	out := make([]engine.Pod, 0, len(ps))
-	seen := make(map[string]bool, len(ps))
+	// Duplicate names: a few pods are compared with the ones before them
+	// (no map to allocate), many are looked up in a map.
+	var seen map[string]bool
+	if len(ps) > smallPodCount {
+		seen = make(map[string]bool, len(ps))
+	}
 	// One array backs every pod's containers, one every resource list,
 	// one every Ready condition.
 	var containers, quantities, readies int
@@ -667,10 +678,12 @@ func (c *converter) pods(ps []*setpointv1.Pod) []engine.Pod {
 		switch {
 		case p.GetName() == "":
 			c.err.Add(f+".name", "must be set")
-		case seen[p.GetName()]:
+		case seenPod(seen, out, p.GetName()):
 			c.err.Add(f+".name", "duplicate pod name %q", p.GetName())
 		}
-		seen[p.GetName()] = true
+		if seen != nil {
+			seen[p.GetName()] = true
+		}
 		pod := engine.Pod{
 			Name:      p.GetName(),
 			Phase:     engine.PodPhase(p.GetPhase()),
@@ -707,6 +720,24 @@ func (c *converter) pods(ps []*setpointv1.Pod) []engine.Pod {
 		out = append(out, pod)
 	}
 	return out
+}
+
+// smallPodCount is the most pods whose names are checked for duplicates
+// without a map.
+const smallPodCount = 32
+
+// seenPod reports whether name is one of the pods converted before: in seen
+// when there is a map, else among before.
+func seenPod(seen map[string]bool, before []engine.Pod, name string) bool {
+	if seen != nil {
+		return seen[name]
+	}
+	for i := range before {
+		if before[i].Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *converter) conditionStatus(field string, s engine.ConditionStatus) {
