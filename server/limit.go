@@ -105,7 +105,9 @@ func (l requestLimits) check(req any) error {
 		bound(prefix+"resource_metrics.items", len(rm.GetItems()), l.maxPods, "pod metrics")
 		bound(prefix+"observations", len(obs), l.maxMetrics, "metrics")
 		for i, o := range obs {
-			bound(fmt.Sprintf("%sobservations[%d].values", prefix, i), len(o.GetValues()), l.maxPods, "pod values")
+			if n := len(o.GetValues()); n > l.maxPods { // the path is formatted only for a violation
+				bound(fmt.Sprintf("%sobservations[%d].values", prefix, i), n, l.maxPods, "pod values")
+			}
 		}
 	}
 	switch r := req.(type) {
