@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"log/slog"
+	"strings"
 
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"google.golang.org/grpc"
@@ -220,18 +221,16 @@ func (a auditor) decisions(ctx context.Context, req any, info *grpc.UnaryServerI
 // describeTarget names the target (or cluster/namespace selection) of a
 // request for the audit log.
 func describeTarget(req any) string {
+	// join joins the parts up to the first empty one with "/", in one
+	// allocation.
 	join := func(parts ...string) string {
-		s := ""
 		for i, p := range parts {
 			if p == "" {
+				parts = parts[:i]
 				break
 			}
-			if i > 0 {
-				s += "/"
-			}
-			s += p
 		}
-		return s
+		return strings.Join(parts, "/")
 	}
 	switch r := req.(type) {
 	case interface{ GetTarget() *setpointv1.TargetKey }:
