@@ -33,7 +33,7 @@ func Decide(in Input, h History) (Decision, error) {
 	if v.err != nil {
 		return Decision{}, v.err
 	}
-	return decide(in, h, &v.pods), nil
+	return decide(in, h, v.pods), nil
 }
 
 // RecordScale returns h with a rescale from → to applied at `at` recorded

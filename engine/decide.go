@@ -7,8 +7,10 @@ import (
 
 // decider carries one decision's working state.
 type decider struct {
-	in      *Input
-	pods    *podIndex // finds the pods of in.Pods by name
+	// in and pods are held by value: behind pointers, the compiler would
+	// move the caller's copies to the heap on every decision.
+	in      Input
+	pods    podIndex // finds the pods of in.Pods by name
 	now     time.Time
 	status  Status // the status being built, starting from in.Status
 	hist    History
@@ -18,9 +20,9 @@ type decider struct {
 // decide is Decide for validated input, whose pods are at the indices of
 // pods by name; it mirrors upstream's reconcileAutoscaler from the point
 // where the scale has been read.
-func decide(in Input, h History, pods *podIndex) Decision {
+func decide(in Input, h History, pods podIndex) Decision {
 	d := &decider{
-		in:      &in,
+		in:      in,
 		pods:    pods,
 		now:     in.Now,
 		status:  cloneStatus(in.Status),
@@ -31,7 +33,7 @@ func decide(in Input, h History, pods *podIndex) Decision {
 }
 
 func (d *decider) run() Decision {
-	in := d.in
+	in := &d.in
 	spec := &in.Spec
 	d.setCondition(AbleToScale, ConditionTrue, "SucceededGetScale", "the HPA controller was able to get the target's current scale")
 	current := in.Scale.Replicas
@@ -137,7 +139,7 @@ func (d *decider) run() Decision {
 // ones would scale down, the decision fails (failed is true). errText is
 // the error to report, which may be set even when failed is false.
 func (d *decider) computeMetrics() (proposal int32, statuses []MetricStatus, errText string, failed bool) {
-	in := d.in
+	in := &d.in
 	if in.Scale.Selector == "" {
 		d.setCondition(ScalingActive, ConditionFalse, "InvalidSelector", "the HPA target's scale is missing a selector")
 		return -1, nil, "selector is required", true
@@ -151,7 +153,7 @@ func (d *decider) computeMetrics() (proposal int32, statuses []MetricStatus, err
 	if b := in.Spec.Behavior; b != nil {
 		tols = tolerances{down: b.ScaleDown.Tolerance, up: b.ScaleUp.Tolerance}
 	}
-	c := &calculator{in: in, tols: tols, pods: d.pods}
+	c := &calculator{in: *in, tols: tols, pods: d.pods}
 	n := len(in.Spec.Metrics)
 	statuses = make([]MetricStatus, n)
 	d.explain.Metrics = make([]MetricExplanation, n)

@@ -172,8 +172,12 @@ func (c *calculator) evaluateResource(spec *MetricSpec, obs Observation, current
 		return fmt.Errorf("failed to get %s utilization: %w", spec.Resource, err)
 	}
 	r.proposal = proposal
-	r.status.AverageUtilization = &utilization
-	r.status.AverageValue = &Quantity{Milli: rawAverage, Format: format}
+	// The status's two values in one allocation.
+	values := &struct {
+		average     Quantity
+		utilization int32
+	}{Quantity{Milli: rawAverage, Format: format}, utilization}
+	r.status.AverageUtilization, r.status.AverageValue = &values.utilization, &values.average
 	return nil
 }
 

@@ -108,9 +108,11 @@ type metricError struct {
 // calculator evaluates metrics for one input. Its buffers, one slot per
 // pod, serve one metric at a time.
 type calculator struct {
-	in     *Input
+	// in and pods are copies of the decider's: pointers to them would
+	// move the decider to the heap.
+	in     Input
 	tols   tolerances
-	pods   *podIndex // finds the pods of in.Pods by name
+	pods   podIndex // finds the pods of in.Pods by name
 	sample []podSample
 	group  []podGroup
 	req    []int64

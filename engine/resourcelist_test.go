@@ -316,7 +316,7 @@ func FuzzResourceLists(f *testing.F) {
 			}
 		}
 
-		c := &calculator{in: &in, pods: &v.pods}
+		c := &calculator{in: in, pods: v.pods}
 		for _, resource := range fuzzResources {
 			for _, container := range append([]string{""}, fuzzContainers...) {
 				want, werr := oracleRequests(pods, podNames, resource, container)
