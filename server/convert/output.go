@@ -237,10 +237,14 @@ func Status(s engine.Status) *setpointv1.HorizontalPodAutoscalerStatus {
 		DesiredReplicas: s.DesiredReplicas,
 		LastScaleTime:   timestamp(s.LastScaleTime),
 	}
-	if len(s.CurrentMetrics) > 0 {
-		out.CurrentMetrics = make([]*setpointv1.MetricStatus, len(s.CurrentMetrics))
+	if n := len(s.CurrentMetrics); n > 0 {
+		// One array holds the metrics' statuses and one their values.
+		ms := make([]setpointv1.MetricStatus, n)
+		curs := make([]setpointv1.MetricValueStatus, n)
+		out.CurrentMetrics = make([]*setpointv1.MetricStatus, n)
 		for i, m := range s.CurrentMetrics {
-			out.CurrentMetrics[i] = MetricStatus(m)
+			metricStatus(m, &ms[i], &curs[i])
+			out.CurrentMetrics[i] = &ms[i]
 		}
 	}
 	if len(s.Conditions) > 0 {
@@ -263,8 +267,16 @@ func Status(s engine.Status) *setpointv1.HorizontalPodAutoscalerStatus {
 
 // MetricStatus returns one status.currentMetrics entry in the API's form.
 func MetricStatus(m engine.MetricStatus) *setpointv1.MetricStatus {
-	out := &setpointv1.MetricStatus{Type: string(m.Type)}
-	cur := &setpointv1.MetricValueStatus{AverageUtilization: m.AverageUtilization}
+	out := &setpointv1.MetricStatus{}
+	metricStatus(m, out, &setpointv1.MetricValueStatus{})
+	return out
+}
+
+// metricStatus is MetricStatus into out (empty), with its current value in
+// cur (empty).
+func metricStatus(m engine.MetricStatus, out *setpointv1.MetricStatus, cur *setpointv1.MetricValueStatus) {
+	out.Type = string(m.Type)
+	cur.AverageUtilization = m.AverageUtilization
 	if m.Value != nil {
 		cur.Value = Quantity(*m.Value)
 	}
@@ -283,7 +295,6 @@ func MetricStatus(m engine.MetricStatus) *setpointv1.MetricStatus {
 	case engine.ExternalSource:
 		out.External = &setpointv1.ExternalMetricStatus{Metric: identifier(m.Metric), Current: cur}
 	}
-	return out
 }
 
 // Explanation returns a decision's explanation in the API's form.
