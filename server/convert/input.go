@@ -790,6 +790,12 @@ func (c *converter) observations(obs []*setpointv1.MetricObservation, metrics []
 		return nil
 	}
 	out := make([]engine.Observation, len(obs))
+	// One array backs every observation's values.
+	n := 0
+	for _, o := range obs {
+		n += len(o.GetValues())
+	}
+	values := make([]engine.MetricValue, 0, n)
 	for i, o := range obs {
 		f := c.indexed("observations", i)
 		out[i].Err = o.GetError()
@@ -806,7 +812,10 @@ func (c *converter) observations(obs []*setpointv1.MetricObservation, metrics []
 				mv.Window = DefaultPodsMetricWindow
 			}
 			c.duration(c.at(vf, ".window"), v.GetWindow(), &mv.Window)
-			out[i].Values = append(out[i].Values, mv)
+			values = append(values, mv)
+		}
+		if k := len(o.GetValues()); k > 0 {
+			out[i].Values = values[len(values)-k : len(values) : len(values)]
 		}
 	}
 	return out
