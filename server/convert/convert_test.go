@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -499,5 +500,57 @@ func TestDecision(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
 		t.Errorf("Decision (-want +got):\n%s", diff)
+	}
+}
+
+// TestResourceLists: a container's requests become a list sorted by name
+// whatever names the map holds — only common resources (looked up by
+// name), common and other ones, other ones only — and violations come in
+// name order.
+func TestResourceLists(t *testing.T) {
+	tests := []struct {
+		name     string
+		requests map[string]string
+		want     engine.ResourceList
+		fields   []string // the violations' fields, in order; none when want is set
+	}{
+		{"cpu", map[string]string{"cpu": "500m"}, engine.ResourceList{{Name: "cpu", Milli: 500}}, nil},
+		{"common", map[string]string{"memory": "1Gi", "cpu": "1", "ephemeral-storage": "2"},
+			engine.ResourceList{{Name: "cpu", Milli: 1000}, {Name: "ephemeral-storage", Milli: 2000}, {Name: "memory", Milli: 1 << 30 * 1000}}, nil},
+		{"common and other", map[string]string{"memory": "1", "example.com/gpu": "2", "cpu": "3"},
+			engine.ResourceList{{Name: "cpu", Milli: 3000}, {Name: "example.com/gpu", Milli: 2000}, {Name: "memory", Milli: 1000}}, nil},
+		{"other only", map[string]string{"hugepages-2Mi": "4", "example.com/gpu": "2"},
+			engine.ResourceList{{Name: "example.com/gpu", Milli: 2000}, {Name: "hugepages-2Mi", Milli: 4000}}, nil},
+		{"common violations in name order", map[string]string{"memory": "-1", "cpu": "x"}, nil,
+			[]string{`pods[0].containers[0].requests["cpu"]`, `pods[0].containers[0].requests["memory"]`}},
+		{"mixed violations in name order", map[string]string{"memory": "-1", "example.com/gpu": "-2", "cpu": "1"}, nil,
+			[]string{`pods[0].containers[0].requests["example.com/gpu"]`, `pods[0].containers[0].requests["memory"]`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := minimalRequest()
+			req.Pods = []*setpointv1.Pod{{Name: "a", Phase: "Running", Containers: []*setpointv1.Container{{Name: "c", Requests: tt.requests}}}}
+			in, err := convert.Input(req, t0)
+			if tt.fields != nil {
+				var ve *setpointv1.ValidationError
+				if !errors.As(err, &ve) {
+					t.Fatalf("Input error = %v, want a *ValidationError", err)
+				}
+				var got []string
+				for _, v := range ve.Violations {
+					got = append(got, v.Field)
+				}
+				if !slices.Equal(got, tt.fields) {
+					t.Errorf("violations at %q, want %q", got, tt.fields)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := in.Pods[0].Containers[0].Requests; !slices.Equal(got, tt.want) {
+				t.Errorf("requests = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }

@@ -303,6 +303,9 @@ func (c *converter) quantities(field string, m map[string]string) engine.Resourc
 		return nil
 	}
 	start := len(c.lists)
+	if c.commonQuantities(field, m) {
+		return c.lists[start:len(c.lists):len(c.lists)]
+	}
 	if c.quiet {
 		// The first, quiet pass only asks whether there is a violation.
 		for name, s := range m {
@@ -319,6 +322,37 @@ func (c *converter) quantities(field string, m map[string]string) engine.Resourc
 		slices.SortFunc(out, func(a, b engine.ResourceQuantity) int { return strings.Compare(a.Name, b.Name) })
 	}
 	return out
+}
+
+// commonResources are the resource names nearly every list is made of, in
+// name order.
+var commonResources = [...]string{"cpu", "ephemeral-storage", "memory"}
+
+// commonQuantities converts m as quantities does when m names only common
+// resources, and reports whether it did. Looked up by name, in name order,
+// such a list needs neither an iteration of the map nor a sort.
+func (c *converter) commonQuantities(field string, m map[string]string) bool {
+	if len(m) > len(commonResources) {
+		return false
+	}
+	var values [len(commonResources)]string
+	var has [len(commonResources)]bool
+	found := 0
+	for i, name := range commonResources {
+		values[i], has[i] = m[name]
+		if has[i] {
+			found++
+		}
+	}
+	if found != len(m) {
+		return false
+	}
+	for i, name := range commonResources {
+		if has[i] {
+			c.quantityEntry(field, name, values[i])
+		}
+	}
+	return true
 }
 
 // quantityEntry converts the entry name: s of the map at field, appending
