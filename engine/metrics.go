@@ -97,9 +97,9 @@ func metricName(spec *MetricSpec) string {
 		if spec.Target.Type == ValueTarget {
 			return spec.DescribedObject.Kind + " metric " + spec.Metric.Name
 		}
-		return "external metric " + spec.Metric.Name + selectorText(spec.Metric.Selector)
+		return externalMetricName(spec.Metric.Name, spec.Metric.Selector)
 	case ExternalSource:
-		return "external metric " + spec.Metric.Name + selectorText(spec.Metric.Selector)
+		return externalMetricName(spec.Metric.Name, spec.Metric.Selector)
 	}
 	return string(spec.Type)
 }
@@ -114,10 +114,17 @@ type wrappedError struct {
 func (e *wrappedError) Error() string { return e.err.Error() }
 func (e *wrappedError) Unwrap() error { return e.err }
 
-// selectorText renders a selector for metric names: "(" + what upstream's
-// %+v of a *LabelSelector prints + ")".
-func selectorText(s *LabelSelector) string {
-	return "(" + labelSelectorString(s) + ")"
+// externalMetricName is "external metric " + name + "(" + what upstream's
+// %+v of the *LabelSelector s prints + ")", built at once.
+func externalMetricName(name string, s *LabelSelector) string {
+	var b strings.Builder
+	b.Grow(len("external metric ()") + len(name) + labelSelectorSize(s))
+	b.WriteString("external metric ")
+	b.WriteString(name)
+	b.WriteString("(")
+	writeLabelSelector(&b, s)
+	b.WriteString(")")
+	return b.String()
 }
 
 // labelSelectorString is what the Kubernetes controller's %v of a
@@ -125,25 +132,54 @@ func selectorText(s *LabelSelector) string {
 // order, then the expressions, e.g.
 // "&LabelSelector{MatchLabels:map[string]string{app: web,},MatchExpressions:[]LabelSelectorRequirement{},}".
 func labelSelectorString(s *LabelSelector) string {
-	if s == nil {
-		return "nil"
-	}
 	var b strings.Builder
+	b.Grow(labelSelectorSize(s))
+	writeLabelSelector(&b, s)
+	return b.String()
+}
+
+// labelSelectorSize is about the length of labelSelectorString(s).
+func labelSelectorSize(s *LabelSelector) int {
+	if s == nil {
+		return len("nil")
+	}
+	n := len("&LabelSelector{MatchLabels:map[string]string{},MatchExpressions:[]LabelSelectorRequirement{},}")
+	for k, v := range s.MatchLabels {
+		n += len(k) + len(v) + len(": ,")
+	}
+	for _, e := range s.MatchExpressions {
+		n += len("LabelSelectorRequirement{Key:,Operator:,Values:[],},") + len(e.Key) + len(e.Operator)
+		for _, v := range e.Values {
+			n += len(v) + 1
+		}
+	}
+	return n
+}
+
+// writeLabelSelector writes labelSelectorString(s) to b.
+func writeLabelSelector(b *strings.Builder, s *LabelSelector) {
+	if s == nil {
+		b.WriteString("nil")
+		return
+	}
 	b.WriteString("&LabelSelector{MatchLabels:map[string]string{")
-	keys := make([]string, 0, len(s.MatchLabels))
+	var buf [8]string
+	keys := buf[:0]
 	for k := range s.MatchLabels {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	for _, k := range keys {
-		fmt.Fprintf(&b, "%v: %v,", k, s.MatchLabels[k])
+	for _, k := range keys { // as "%v: %v," prints them
+		b.WriteString(k)
+		b.WriteString(": ")
+		b.WriteString(s.MatchLabels[k])
+		b.WriteString(",")
 	}
 	b.WriteString("},MatchExpressions:[]LabelSelectorRequirement{")
 	for _, e := range s.MatchExpressions {
-		fmt.Fprintf(&b, "LabelSelectorRequirement{Key:%v,Operator:%v,Values:%v,},", e.Key, e.Operator, e.Values)
+		fmt.Fprintf(b, "LabelSelectorRequirement{Key:%v,Operator:%v,Values:%v,},", e.Key, e.Operator, e.Values)
 	}
 	b.WriteString("},}")
-	return b.String()
 }
 
 // evaluateResource handles Resource and ContainerResource metrics.
