@@ -177,7 +177,19 @@ func writeLabelSelector(b *strings.Builder, s *LabelSelector) {
 	}
 	b.WriteString("},MatchExpressions:[]LabelSelectorRequirement{")
 	for _, e := range s.MatchExpressions {
-		fmt.Fprintf(b, "LabelSelectorRequirement{Key:%v,Operator:%v,Values:%v,},", e.Key, e.Operator, e.Values)
+		// as "LabelSelectorRequirement{Key:%v,Operator:%v,Values:%v,}," prints them
+		b.WriteString("LabelSelectorRequirement{Key:")
+		b.WriteString(e.Key)
+		b.WriteString(",Operator:")
+		b.WriteString(e.Operator)
+		b.WriteString(",Values:[")
+		for i, v := range e.Values {
+			if i > 0 {
+				b.WriteString(" ")
+			}
+			b.WriteString(v)
+		}
+		b.WriteString("],},")
 	}
 	b.WriteString("},}")
 }
