@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"reflect"
 	"slices"
 	"time"
 	"unicode/utf8"
@@ -413,7 +412,36 @@ func statusEqual(a, b engine.Status) bool {
 	return a.CurrentReplicas == b.CurrentReplicas && a.DesiredReplicas == b.DesiredReplicas &&
 		a.LastScaleTime.Equal(b.LastScaleTime) &&
 		slices.EqualFunc(a.Conditions, b.Conditions, conditionEqual) &&
-		slices.EqualFunc(a.CurrentMetrics, b.CurrentMetrics, func(x, y engine.MetricStatus) bool { return reflect.DeepEqual(x, y) })
+		slices.EqualFunc(a.CurrentMetrics, b.CurrentMetrics, metricStatusEqual)
+}
+
+// metricStatusEqual reports whether a and b are stored alike: empty maps
+// and slices are not stored, so they equal nil ones.
+func metricStatusEqual(a, b engine.MetricStatus) bool {
+	return a.Type == b.Type && a.Resource == b.Resource && a.Container == b.Container &&
+		identifierEqual(a.Metric, b.Metric) && a.DescribedObject == b.DescribedObject &&
+		pointeeEqual(a.Value, b.Value) && pointeeEqual(a.AverageValue, b.AverageValue) &&
+		pointeeEqual(a.AverageUtilization, b.AverageUtilization)
+}
+
+// identifierEqual reports whether a and b are stored alike.
+func identifierEqual(a, b engine.MetricIdentifier) bool {
+	if a.Name != b.Name || (a.Selector == nil) != (b.Selector == nil) {
+		return false
+	}
+	if a.Selector == nil {
+		return true
+	}
+	return maps.Equal(a.Selector.MatchLabels, b.Selector.MatchLabels) &&
+		slices.EqualFunc(a.Selector.MatchExpressions, b.Selector.MatchExpressions, func(x, y engine.LabelSelectorRequirement) bool {
+			return x.Key == y.Key && x.Operator == y.Operator && slices.Equal(x.Values, y.Values)
+		})
+}
+
+// pointeeEqual reports whether a and b are both nil or point to equal
+// values.
+func pointeeEqual[T comparable](a, b *T) bool {
+	return a == b || (a != nil && b != nil && *a == *b)
 }
 
 // conditionEqual reports whether a and b are stored alike.
