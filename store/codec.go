@@ -44,7 +44,7 @@ func recordMessage(rec *target.Record) (*pb.Record, error) {
 		Settings:  e.settings(rec.Settings),
 		Status:    e.status(rec.Status),
 		History:   e.history(rec.History),
-		Events:    mapSlice(rec.Events, e.event),
+		Events:    mapMessages(rec.Events, e.event),
 		LastSeen:  e.time(rec.LastSeen),
 	}
 	if l := rec.Last; l != nil {
@@ -265,6 +265,21 @@ func mapSlice[In, Out any](in []In, f func(In) Out) []Out {
 	return out
 }
 
+// mapMessages converts each element of in with f into a message of one
+// array: one allocation for the messages of a list instead of one each.
+// Empty gives nil.
+func mapMessages[In, Out any](in []In, f func(In, *Out)) []*Out {
+	if len(in) == 0 {
+		return nil
+	}
+	msgs, out := make([]Out, len(in)), make([]*Out, len(in))
+	for i, v := range in {
+		f(v, &msgs[i])
+		out[i] = &msgs[i]
+	}
+	return out
+}
+
 // lastFrom is the replica count a stored decision started from. Records
 // written before LastDecision.from was added hold the same count in the
 // decision's explanation.
@@ -313,8 +328,8 @@ func (e *encoder) duration(d time.Duration) *durationpb.Duration {
 	return durationpb.New(d)
 }
 
-func (e *encoder) event(v target.Event) *pb.Event {
-	return &pb.Event{Kind: string(v.Kind), From: v.From, To: v.To, At: e.time(v.At), DecisionId: v.DecisionID, Message: v.Message}
+func (e *encoder) event(v target.Event, m *pb.Event) {
+	*m = pb.Event{Kind: string(v.Kind), From: v.From, To: v.To, At: e.time(v.At), DecisionId: v.DecisionID, Message: v.Message}
 }
 
 func (e *encoder) settings(v engine.Settings) *pb.Settings {
@@ -366,8 +381,8 @@ func (e *encoder) rules(v engine.Rules) *pb.Rules {
 	return &pb.Rules{
 		StabilizationWindowSeconds: v.StabilizationWindowSeconds,
 		SelectPolicy:               string(v.SelectPolicy),
-		Policies: mapSlice(v.Policies, func(p engine.Policy) *pb.Policy {
-			return &pb.Policy{Type: string(p.Type), Value: p.Value, PeriodSeconds: p.PeriodSeconds}
+		Policies: mapMessages(v.Policies, func(p engine.Policy, m *pb.Policy) {
+			*m = pb.Policy{Type: string(p.Type), Value: p.Value, PeriodSeconds: p.PeriodSeconds}
 		}),
 		Tolerance: v.Tolerance,
 	}
@@ -379,8 +394,8 @@ func (e *encoder) status(v engine.Status) *pb.Status {
 		DesiredReplicas: v.DesiredReplicas,
 		LastScaleTime:   e.time(v.LastScaleTime),
 		CurrentMetrics:  mapSlice(v.CurrentMetrics, e.metricStatus),
-		Conditions: mapSlice(v.Conditions, func(c engine.Condition) *pb.Condition {
-			return &pb.Condition{Type: string(c.Type), Status: string(c.Status), Reason: c.Reason, Message: c.Message, LastTransitionTime: e.time(c.LastTransitionTime)}
+		Conditions: mapMessages(v.Conditions, func(c engine.Condition, m *pb.Condition) {
+			*m = pb.Condition{Type: string(c.Type), Status: string(c.Status), Reason: c.Reason, Message: c.Message, LastTransitionTime: e.time(c.LastTransitionTime)}
 		}),
 	}
 }
@@ -472,16 +487,16 @@ func (e *encoder) quantity(v *engine.Quantity) *pb.Quantity {
 
 func (e *encoder) history(v engine.History) *pb.History {
 	return &pb.History{
-		Recommendations: mapSlice(v.Recommendations, func(r engine.Recommendation) *pb.Recommendation {
-			return &pb.Recommendation{Replicas: r.Replicas, At: e.time(r.At)}
+		Recommendations: mapMessages(v.Recommendations, func(r engine.Recommendation, m *pb.Recommendation) {
+			*m = pb.Recommendation{Replicas: r.Replicas, At: e.time(r.At)}
 		}),
-		ScaleUpEvents:   mapSlice(v.ScaleUpEvents, e.scaleEvent),
-		ScaleDownEvents: mapSlice(v.ScaleDownEvents, e.scaleEvent),
+		ScaleUpEvents:   mapMessages(v.ScaleUpEvents, e.scaleEvent),
+		ScaleDownEvents: mapMessages(v.ScaleDownEvents, e.scaleEvent),
 	}
 }
 
-func (e *encoder) scaleEvent(v engine.ScaleEvent) *pb.ScaleEvent {
-	return &pb.ScaleEvent{Change: v.Change, At: e.time(v.At), Outdated: v.Outdated}
+func (e *encoder) scaleEvent(v engine.ScaleEvent, m *pb.ScaleEvent) {
+	*m = pb.ScaleEvent{Change: v.Change, At: e.time(v.At), Outdated: v.Outdated}
 }
 
 func (e *encoder) decision(v engine.Decision) *pb.Decision {
@@ -493,8 +508,8 @@ func (e *encoder) decision(v engine.Decision) *pb.Decision {
 		Status:          e.status(v.Status),
 		Explanation: &pb.Explanation{
 			CurrentReplicas: x.CurrentReplicas,
-			Metrics: mapSlice(x.Metrics, func(m engine.MetricExplanation) *pb.MetricExplanation {
-				return &pb.MetricExplanation{
+			Metrics: mapMessages(x.Metrics, func(m engine.MetricExplanation, out *pb.MetricExplanation) {
+				*out = pb.MetricExplanation{
 					Name: m.Name, Outcome: string(m.Outcome), Proposal: m.Proposal, Err: m.Err,
 					Current: m.Current, Target: m.Target, Ratio: m.Ratio, RebalancedRatio: m.RebalancedRatio,
 					ReadyPods: m.ReadyPods, UnreadyPods: m.UnreadyPods, MissingPods: m.MissingPods, IgnoredPods: m.IgnoredPods,
@@ -502,8 +517,8 @@ func (e *encoder) decision(v engine.Decision) *pb.Decision {
 			}),
 			Winner:   int64(x.Winner),
 			Proposal: x.Proposal,
-			Steps: mapSlice(x.Steps, func(s engine.Step) *pb.Step {
-				return &pb.Step{Kind: string(s.Kind), From: s.From, To: s.To, Reason: s.Reason, Message: s.Message}
+			Steps: mapMessages(x.Steps, func(s engine.Step, m *pb.Step) {
+				*m = pb.Step{Kind: string(s.Kind), From: s.From, To: s.To, Reason: s.Reason, Message: s.Message}
 			}),
 		},
 		History: e.history(v.History),

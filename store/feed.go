@@ -480,7 +480,9 @@ func marshalChange(c *Change, decision *pb.LastDecision) ([]byte, error) {
 	case ChangeDecision:
 		m.Kind = &pb.Change_Decision{Decision: decision}
 	case ChangeObservation:
-		m.Kind = &pb.Change_Observation{Observation: e.event(*c.Event)}
+		ev := &pb.Event{}
+		e.event(*c.Event, ev)
+		m.Kind = &pb.Change_Observation{Observation: ev}
 	case ChangeDeleted:
 		m.Kind = &pb.Change_Deleted{Deleted: e.time(c.At)}
 	}
