@@ -169,6 +169,11 @@ type Bolt struct {
 	// pending are the changes of the transaction being built, published
 	// after its commit (committer goroutine only).
 	pending []Change
+	// rev is the revision of the newest change in the transaction being
+	// built, once revKnown: read from the changes bucket at its first
+	// append, then counted (committer goroutine only).
+	rev      uint64
+	revKnown bool
 	// followers receive the changes of each commit (Follow).
 	followMu  sync.Mutex
 	followers map[*int]func([]Change)
@@ -452,7 +457,7 @@ func (b *Bolt) commit(batch []*request) {
 		}
 		broken := -1
 		err := b.db.Update(func(tx *bolt.Tx) error {
-			b.pending = nil
+			b.pending, b.revKnown = make([]Change, 0, len(batch)), false
 			for i, r := range batch {
 				r.err = nil
 				err := r.apply(tx)
@@ -463,6 +468,9 @@ func (b *Bolt) commit(batch []*request) {
 					return err
 				}
 				r.err = err
+			}
+			if err := b.trimChanges(tx); err != nil {
+				return err
 			}
 			if b.testHookFailCommit != nil {
 				return b.testHookFailCommit()
