@@ -79,7 +79,7 @@ func marshalRecord(k target.Key, m *pb.Record, compress func([]byte) []byte) ([]
 // during the call. An error from then is returned.
 func marshalRecordThen(k target.Key, m *pb.Record, compress func([]byte) []byte, then func(raw []byte) error) ([]byte, error) {
 	buf := getScratch()
-	b, err := proto.MarshalOptions{Deterministic: true}.MarshalAppend(*buf, m)
+	b, err := proto.MarshalOptions{Deterministic: needsOrder(m)}.MarshalAppend(*buf, m)
 	if err != nil {
 		return nil, fmt.Errorf("store: encode record %s: %w", k, err)
 	}
@@ -95,6 +95,31 @@ func marshalRecordThen(k target.Key, m *pb.Record, compress func([]byte) []byte,
 	}
 	putScratch(buf, b)
 	return out, nil
+}
+
+// needsOrder reports whether m has a map of more than one entry (a label
+// selector's labels), the only thing whose order in the marshalled bytes
+// varies from one marshal to the next unless the marshaller sorts it
+// (Deterministic, which costs a reflective sort of each map). Without one,
+// the bytes are the same either way.
+func needsOrder(m *pb.Record) bool {
+	for _, s := range m.GetSpec().GetMetrics() {
+		if len(s.GetMetric().GetSelector().GetMatchLabels()) > 1 {
+			return true
+		}
+	}
+	last := m.GetLast()
+	return statusNeedsOrder(m.GetStatus()) || statusNeedsOrder(last.GetDecision().GetStatus()) || statusNeedsOrder(last.GetBefore())
+}
+
+// statusNeedsOrder is needsOrder for a status.
+func statusNeedsOrder(s *pb.Status) bool {
+	for _, ms := range s.GetCurrentMetrics() {
+		if len(ms.GetMetric().GetSelector().GetMatchLabels()) > 1 {
+			return true
+		}
+	}
+	return false
 }
 
 // decodeRecord parses the stored form of the record of k. Any failure is a

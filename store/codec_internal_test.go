@@ -172,6 +172,65 @@ func TestMetricStatusEqualIsStoredAlike(t *testing.T) {
 	}
 }
 
+// TestNeedsOrder: a record is marshalled sorted (Deterministic) exactly
+// when a label selector in it has more than one label, wherever the
+// selector is, and its bytes are then the same from marshal to marshal.
+func TestNeedsOrder(t *testing.T) {
+	two := func() *engine.LabelSelector {
+		return &engine.LabelSelector{MatchLabels: map[string]string{"a": "1", "b": "2", "c": "3", "d": "4"}}
+	}
+	one := &engine.LabelSelector{MatchLabels: map[string]string{"a": "1"}}
+	status := func(s *engine.LabelSelector) engine.Status {
+		return engine.Status{CurrentReplicas: 1, CurrentMetrics: []engine.MetricStatus{{Type: engine.ExternalSource, Metric: engine.MetricIdentifier{Name: "q", Selector: s}}}}
+	}
+	tests := []struct {
+		name string
+		edit func(rec *target.Record)
+		want bool
+	}{
+		{name: "no selector", edit: func(rec *target.Record) {}},
+		{name: "one label everywhere", edit: func(rec *target.Record) {
+			rec.Spec.Metrics = []engine.MetricSpec{{Type: engine.ExternalSource, Metric: engine.MetricIdentifier{Name: "q", Selector: one}}}
+			rec.Status = status(one)
+			rec.Last.Decision.Status = status(one)
+			rec.Last.Before = status(one)
+		}},
+		{name: "labels in the spec", edit: func(rec *target.Record) {
+			rec.Spec.Metrics = []engine.MetricSpec{{Type: engine.ExternalSource, Metric: engine.MetricIdentifier{Name: "q", Selector: two()}}}
+		}, want: true},
+		{name: "labels in the status", edit: func(rec *target.Record) { rec.Status = status(two()) }, want: true},
+		{name: "labels in the decision's own status", edit: func(rec *target.Record) { rec.Last.Decision.Status = status(two()) }, want: true},
+		{name: "labels in the status before the decision", edit: func(rec *target.Record) { rec.Last.Before = status(two()) }, want: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec, _ := statusRecord()
+			rec.Status.CurrentMetrics, rec.Last.Decision.Status, rec.Last.Before = nil, engine.Status{}, engine.Status{}
+			tt.edit(&rec)
+			m := storedMessage(t, &rec)
+			if got := needsOrder(m); got != tt.want {
+				t.Errorf("needsOrder = %v, want %v", got, tt.want)
+			}
+			if got := hasMapOfMany(m.ProtoReflect()); got != tt.want {
+				t.Errorf("hasMapOfMany = %v, want %v", got, tt.want)
+			}
+			sorted, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 20 {
+				got, err := marshalRecord(rec.Key, m, func(b []byte) []byte { return b })
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got, sorted) {
+					t.Fatalf("marshalRecord gave other bytes than a sorted marshal")
+				}
+			}
+		})
+	}
+}
+
 // TestCodecCompresses checks that a large record is stored compressed and
 // a small one as it is, and that both read back; and that a corrupt
 // compressed value is a CorruptError.
