@@ -37,7 +37,7 @@ func encodeRecord(rec *target.Record) ([]byte, error) {
 
 // recordMessage returns the storage message of rec, before marshalling.
 func recordMessage(rec *target.Record) (*pb.Record, error) {
-	var e encoder
+	e := encoder{stamps: make([]timestamppb.Timestamp, 0, timesIn(rec))}
 	m := &pb.Record{
 		TargetRef: &pb.TargetRef{ApiVersion: rec.Ref.APIVersion, Kind: rec.Ref.Kind, Name: rec.Ref.Name},
 		Spec:      e.spec(rec.Spec),
@@ -66,6 +66,20 @@ func recordMessage(rec *target.Record) (*pb.Record, error) {
 		return nil, fmt.Errorf("store: encode record %s: %w", rec.Key, e.err)
 	}
 	return m, nil
+}
+
+// timesIn is how many times rec's message holds at most: its timestamps,
+// allocated at once (a time stored once, or zero, takes none).
+func timesIn(rec *target.Record) int {
+	status := func(s *engine.Status) int { return 1 + len(s.Conditions) }
+	history := func(h *engine.History) int {
+		return len(h.Recommendations) + len(h.ScaleUpEvents) + len(h.ScaleDownEvents)
+	}
+	n := 1 + status(&rec.Status) + history(&rec.History) + len(rec.Events)
+	if l := rec.Last; l != nil {
+		n += 1 + status(&l.Decision.Status) + status(&l.Before) + history(&l.Decision.History)
+	}
+	return n
 }
 
 // marshalRecord returns the stored form of m, the message of the record
