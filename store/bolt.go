@@ -574,11 +574,11 @@ func (b *Bolt) Update(ctx context.Context, key target.Key, fn func(rec *target.R
 	if err != nil {
 		return target.Record{}, err
 	}
-	unlock, err := b.keys.lock(ctx, string(rk))
+	l, err := b.keys.lock(ctx, string(rk))
 	if err != nil {
 		return target.Record{}, err
 	}
-	defer unlock()
+	defer b.keys.unlock(l)
 	decision := isDecision(ctx)
 	for {
 		w, err := b.prepare(key, rk, decision, fn)
@@ -993,38 +993,63 @@ type keyLocks struct {
 }
 
 // keyLock is one key's lock: a token in a channel, and how many updates
-// hold or wait for it.
+// hold or wait for it. Unused ones are kept in keyLockPool with their
+// token in the channel.
 type keyLock struct {
+	key   string
 	token chan struct{}
 	refs  int
 }
 
+// keyLockPool spares each Update allocating its key's lock.
+var keyLockPool = sync.Pool{New: func() any {
+	l := &keyLock{token: make(chan struct{}, 1)}
+	l.token <- struct{}{}
+	return l
+}}
+
 // lock takes the lock of key, or fails with ctx's error while waiting.
-func (k *keyLocks) lock(ctx context.Context, key string) (unlock func(), err error) {
+// The caller releases it with unlock.
+func (k *keyLocks) lock(ctx context.Context, key string) (*keyLock, error) {
 	k.mu.Lock()
 	if k.locks == nil {
 		k.locks = map[string]*keyLock{}
 	}
 	l := k.locks[key]
 	if l == nil {
-		l = &keyLock{token: make(chan struct{}, 1)}
-		l.token <- struct{}{}
+		l = keyLockPool.Get().(*keyLock)
+		l.key = key
 		k.locks[key] = l
 	}
 	l.refs++
 	k.mu.Unlock()
-	release := func() {
-		k.mu.Lock()
-		if l.refs--; l.refs == 0 {
-			delete(k.locks, key)
-		}
-		k.mu.Unlock()
-	}
 	select {
 	case <-l.token:
-		return func() { l.token <- struct{}{}; release() }, nil
+		return l, nil
 	case <-ctx.Done():
-		release()
+		k.release(l)
 		return nil, ctx.Err()
+	}
+}
+
+// unlock releases l, taken by lock.
+func (k *keyLocks) unlock(l *keyLock) {
+	l.token <- struct{}{}
+	k.release(l)
+}
+
+// release drops a holder or waiter of l; the last one forgets the key's
+// lock, whose token is then in its channel.
+func (k *keyLocks) release(l *keyLock) {
+	k.mu.Lock()
+	l.refs--
+	last := l.refs == 0
+	if last {
+		delete(k.locks, l.key)
+	}
+	k.mu.Unlock()
+	if last {
+		l.key = ""
+		keyLockPool.Put(l)
 	}
 }
