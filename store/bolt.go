@@ -623,7 +623,7 @@ type preparedUpdate struct {
 	changes  []Change
 	encoded  [][]byte      // the changes' values
 	logged   []byte        // the decision log's entry of a new decision, or nil
-	rec      target.Record // what is stored, returned by Update
+	rec      target.Record // what is stored, returned by Update; fn's record
 	msg      *pb.Record    // the storage message of rec, marshalled as val
 }
 
@@ -663,24 +663,25 @@ func (b *Bolt) prepare(key target.Key, rk []byte, decision bool, fn func(*target
 	}); err != nil {
 		return nil, err
 	}
-	rec := target.Record{Key: key}
+	rec := &w.rec // fn's record, in w: one allocation fewer
+	*rec = target.Record{Key: key}
 	switch {
 	case hit:
-		rec = cached.rec
-		if decision && rec.Last != nil { // as decodeRecordFor leaves it
-			rec.Last = &target.LastDecision{ID: rec.Last.ID, At: rec.Last.At}
+		*rec = cached.rec
+		if decision && rec.Last != nil { // as decodeRecordFor leaves it; the cache's, so changed in place
+			*rec.Last = target.LastDecision{ID: rec.Last.ID, At: rec.Last.At}
 		}
 		w.oldIndex = lastSeenKey(rec.LastSeen, rk)
 	case w.read != nil:
 		var err error
-		if rec, err = decodeRecordFor(key, w.read, decision); err != nil {
+		if *rec, err = decodeRecordFor(key, w.read, decision); err != nil {
 			return nil, err
 		}
 		w.oldIndex = lastSeenKey(rec.LastSeen, rk)
 	}
 	partial := rec.Last // with decision, only its ID and At are decoded
 	// A panic in fn stays in the caller's goroutine: nothing is queued.
-	changes, err := ApplyUpdate(key, &rec, w.read != nil, Limits{MaxEvents: b.opts.MaxEvents, MaxHistory: b.opts.MaxHistory}, fn)
+	changes, err := ApplyUpdate(key, rec, w.read != nil, Limits{MaxEvents: b.opts.MaxEvents, MaxHistory: b.opts.MaxHistory}, fn)
 	if err != nil {
 		return nil, err
 	}
@@ -688,7 +689,7 @@ func (b *Bolt) prepare(key target.Key, rk []byte, decision bool, fn func(*target
 		return nil, fmt.Errorf("store: update %s: a decision's function left the last decision in place (WithDecision)", key)
 	}
 	w.changes = changes
-	m, err := recordMessage(&rec)
+	m, err := recordMessage(rec)
 	if err != nil {
 		return nil, err
 	}
@@ -706,7 +707,7 @@ func (b *Bolt) prepare(key target.Key, rk []byte, decision bool, fn func(*target
 		}
 	}
 	w.newIndex = lastSeenKey(rec.LastSeen, rk)
-	w.rec, w.msg = rec, m
+	w.msg = m
 	prepared = true
 	return w, nil
 }
