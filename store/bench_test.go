@@ -21,20 +21,28 @@ import (
 // delay=off the committer does not wait for Updates being prepared
 // (Options.MaxBatchDelay < 0): the same run's comparison for group commit.
 // With cache=off there is no record cache (Options.RecordCacheBytes < 0):
-// every Update decodes the record it changes.
+// every Update decodes the record it changes. With decide, each Update is
+// a decision (WithDecision), as the server's Recommend makes it: it
+// replaces the last decision, so it also writes the decision log and the
+// feed's decision entry.
 func BenchmarkUpdate(b *testing.B) {
 	for _, bc := range []struct {
 		callers int
 		delay   time.Duration
 		noCache bool
 		targets int // per caller, updated in turn; 0 is 1
-	}{{1, 0, false, 0}, {1, 0, true, 0}, {64, 0, false, 0}, {64, 0, true, 0}, {64, -1, false, 0}, {64, 0, false, 16}} {
+		decide  bool
+	}{{1, 0, false, 0, false}, {1, 0, true, 0, false}, {64, 0, false, 0, false}, {64, 0, true, 0, false}, {64, -1, false, 0, false}, {64, 0, false, 16, false},
+		{64, 0, false, 0, true}, {64, 0, false, 16, true}} {
 		name := fmt.Sprintf("callers=%d", bc.callers)
 		if bc.targets > 0 {
 			name += fmt.Sprintf("/targets=%d", bc.callers*bc.targets)
 		}
 		if bc.delay < 0 {
 			name += "/delay=off"
+		}
+		if bc.decide {
+			name += "/decide"
 		}
 		opts := store.Options{MaxBatchDelay: bc.delay}
 		if bc.noCache {
@@ -47,6 +55,9 @@ func BenchmarkUpdate(b *testing.B) {
 			callers := bc.callers
 			st := open(b, newPath(b), opts)
 			ctx := context.Background()
+			if bc.decide {
+				ctx = store.WithDecision(ctx)
+			}
 			var wg sync.WaitGroup
 			cpu0, pages0 := processCPU(b), store.PageWrites(st)
 			b.ResetTimer()
@@ -74,6 +85,11 @@ func BenchmarkUpdate(b *testing.B) {
 								(*h)[i%20] = rec // as the engine overwrites outdated entries
 							}
 							r.LastSeen = at(i * 15)
+							if bc.decide {
+								d := loggedDecision(r.LastSeen, int32(i%10))
+								r.Last = &target.LastDecision{ID: fmt.Sprintf("d-%d-%d", c, i), At: r.LastSeen, Decision: d.decision(), From: 3}
+								r.Last.Decision.Status = r.Status
+							}
 							return nil
 						})
 						if err != nil {

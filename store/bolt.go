@@ -169,6 +169,11 @@ type Bolt struct {
 	// pending are the changes of the transaction being built, published
 	// after its commit (committer goroutine only).
 	pending []Change
+	// rev is the revision of the newest change in the transaction being
+	// built, once revKnown: read from the changes bucket at its first
+	// append, then counted (committer goroutine only).
+	rev      uint64
+	revKnown bool
 	// followers receive the changes of each commit (Follow).
 	followMu  sync.Mutex
 	followers map[*int]func([]Change)
@@ -452,7 +457,7 @@ func (b *Bolt) commit(batch []*request) {
 		}
 		broken := -1
 		err := b.db.Update(func(tx *bolt.Tx) error {
-			b.pending = nil
+			b.pending, b.revKnown = make([]Change, 0, len(batch)), false
 			for i, r := range batch {
 				r.err = nil
 				err := r.apply(tx)
@@ -463,6 +468,9 @@ func (b *Bolt) commit(batch []*request) {
 					return err
 				}
 				r.err = err
+			}
+			if err := b.trimChanges(tx); err != nil {
+				return err
 			}
 			if b.testHookFailCommit != nil {
 				return b.testHookFailCommit()
@@ -566,11 +574,11 @@ func (b *Bolt) Update(ctx context.Context, key target.Key, fn func(rec *target.R
 	if err != nil {
 		return target.Record{}, err
 	}
-	unlock, err := b.keys.lock(ctx, string(rk))
+	l, err := b.keys.lock(ctx, string(rk))
 	if err != nil {
 		return target.Record{}, err
 	}
-	defer unlock()
+	defer b.keys.unlock(l)
 	decision := isDecision(ctx)
 	for {
 		w, err := b.prepare(key, rk, decision, fn)
@@ -615,7 +623,7 @@ type preparedUpdate struct {
 	changes  []Change
 	encoded  [][]byte      // the changes' values
 	logged   []byte        // the decision log's entry of a new decision, or nil
-	rec      target.Record // what is stored, returned by Update
+	rec      target.Record // what is stored, returned by Update; fn's record
 	msg      *pb.Record    // the storage message of rec, marshalled as val
 }
 
@@ -655,24 +663,25 @@ func (b *Bolt) prepare(key target.Key, rk []byte, decision bool, fn func(*target
 	}); err != nil {
 		return nil, err
 	}
-	rec := target.Record{Key: key}
+	rec := &w.rec // fn's record, in w: one allocation fewer
+	*rec = target.Record{Key: key}
 	switch {
 	case hit:
-		rec = cached.rec
-		if decision && rec.Last != nil { // as decodeRecordFor leaves it
-			rec.Last = &target.LastDecision{ID: rec.Last.ID, At: rec.Last.At}
+		*rec = cached.rec
+		if decision && rec.Last != nil { // as decodeRecordFor leaves it; the cache's, so changed in place
+			*rec.Last = target.LastDecision{ID: rec.Last.ID, At: rec.Last.At}
 		}
 		w.oldIndex = lastSeenKey(rec.LastSeen, rk)
 	case w.read != nil:
 		var err error
-		if rec, err = decodeRecordFor(key, w.read, decision); err != nil {
+		if *rec, err = decodeRecordFor(key, w.read, decision); err != nil {
 			return nil, err
 		}
 		w.oldIndex = lastSeenKey(rec.LastSeen, rk)
 	}
 	partial := rec.Last // with decision, only its ID and At are decoded
 	// A panic in fn stays in the caller's goroutine: nothing is queued.
-	changes, err := ApplyUpdate(key, &rec, w.read != nil, Limits{MaxEvents: b.opts.MaxEvents, MaxHistory: b.opts.MaxHistory}, fn)
+	changes, err := ApplyUpdate(key, rec, w.read != nil, Limits{MaxEvents: b.opts.MaxEvents, MaxHistory: b.opts.MaxHistory}, fn)
 	if err != nil {
 		return nil, err
 	}
@@ -680,7 +689,7 @@ func (b *Bolt) prepare(key target.Key, rk []byte, decision bool, fn func(*target
 		return nil, fmt.Errorf("store: update %s: a decision's function left the last decision in place (WithDecision)", key)
 	}
 	w.changes = changes
-	m, err := recordMessage(&rec)
+	m, err := recordMessage(rec)
 	if err != nil {
 		return nil, err
 	}
@@ -698,7 +707,7 @@ func (b *Bolt) prepare(key target.Key, rk []byte, decision bool, fn func(*target
 		}
 	}
 	w.newIndex = lastSeenKey(rec.LastSeen, rk)
-	w.rec, w.msg = rec, m
+	w.msg = m
 	prepared = true
 	return w, nil
 }
@@ -985,38 +994,63 @@ type keyLocks struct {
 }
 
 // keyLock is one key's lock: a token in a channel, and how many updates
-// hold or wait for it.
+// hold or wait for it. Unused ones are kept in keyLockPool with their
+// token in the channel.
 type keyLock struct {
+	key   string
 	token chan struct{}
 	refs  int
 }
 
+// keyLockPool spares each Update allocating its key's lock.
+var keyLockPool = sync.Pool{New: func() any {
+	l := &keyLock{token: make(chan struct{}, 1)}
+	l.token <- struct{}{}
+	return l
+}}
+
 // lock takes the lock of key, or fails with ctx's error while waiting.
-func (k *keyLocks) lock(ctx context.Context, key string) (unlock func(), err error) {
+// The caller releases it with unlock.
+func (k *keyLocks) lock(ctx context.Context, key string) (*keyLock, error) {
 	k.mu.Lock()
 	if k.locks == nil {
 		k.locks = map[string]*keyLock{}
 	}
 	l := k.locks[key]
 	if l == nil {
-		l = &keyLock{token: make(chan struct{}, 1)}
-		l.token <- struct{}{}
+		l = keyLockPool.Get().(*keyLock)
+		l.key = key
 		k.locks[key] = l
 	}
 	l.refs++
 	k.mu.Unlock()
-	release := func() {
-		k.mu.Lock()
-		if l.refs--; l.refs == 0 {
-			delete(k.locks, key)
-		}
-		k.mu.Unlock()
-	}
 	select {
 	case <-l.token:
-		return func() { l.token <- struct{}{}; release() }, nil
+		return l, nil
 	case <-ctx.Done():
-		release()
+		k.release(l)
 		return nil, ctx.Err()
+	}
+}
+
+// unlock releases l, taken by lock.
+func (k *keyLocks) unlock(l *keyLock) {
+	l.token <- struct{}{}
+	k.release(l)
+}
+
+// release drops a holder or waiter of l; the last one forgets the key's
+// lock, whose token is then in its channel.
+func (k *keyLocks) release(l *keyLock) {
+	k.mu.Lock()
+	l.refs--
+	last := l.refs == 0
+	if last {
+		delete(k.locks, l.key)
+	}
+	k.mu.Unlock()
+	if last {
+		l.key = ""
+		keyLockPool.Put(l)
 	}
 }

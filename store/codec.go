@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"reflect"
 	"slices"
 	"time"
 	"unicode/utf8"
@@ -38,14 +37,14 @@ func encodeRecord(rec *target.Record) ([]byte, error) {
 
 // recordMessage returns the storage message of rec, before marshalling.
 func recordMessage(rec *target.Record) (*pb.Record, error) {
-	var e encoder
+	e := encoder{stamps: make([]timestamppb.Timestamp, 0, timesIn(rec))}
 	m := &pb.Record{
 		TargetRef: &pb.TargetRef{ApiVersion: rec.Ref.APIVersion, Kind: rec.Ref.Kind, Name: rec.Ref.Name},
 		Spec:      e.spec(rec.Spec),
 		Settings:  e.settings(rec.Settings),
 		Status:    e.status(rec.Status),
 		History:   e.history(rec.History),
-		Events:    mapSlice(rec.Events, e.event),
+		Events:    mapMessages(rec.Events, e.event),
 		LastSeen:  e.time(rec.LastSeen),
 	}
 	if l := rec.Last; l != nil {
@@ -69,6 +68,20 @@ func recordMessage(rec *target.Record) (*pb.Record, error) {
 	return m, nil
 }
 
+// timesIn is how many times rec's message holds at most: its timestamps,
+// allocated at once (a time stored once, or zero, takes none).
+func timesIn(rec *target.Record) int {
+	status := func(s *engine.Status) int { return 1 + len(s.Conditions) }
+	history := func(h *engine.History) int {
+		return len(h.Recommendations) + len(h.ScaleUpEvents) + len(h.ScaleDownEvents)
+	}
+	n := 1 + status(&rec.Status) + history(&rec.History) + len(rec.Events)
+	if l := rec.Last; l != nil {
+		n += 1 + status(&l.Decision.Status) + status(&l.Before) + history(&l.Decision.History)
+	}
+	return n
+}
+
 // marshalRecord returns the stored form of m, the message of the record
 // of k; compress is compressValue, or a way to run it.
 func marshalRecord(k target.Key, m *pb.Record, compress func([]byte) []byte) ([]byte, error) {
@@ -80,7 +93,7 @@ func marshalRecord(k target.Key, m *pb.Record, compress func([]byte) []byte) ([]
 // during the call. An error from then is returned.
 func marshalRecordThen(k target.Key, m *pb.Record, compress func([]byte) []byte, then func(raw []byte) error) ([]byte, error) {
 	buf := getScratch()
-	b, err := proto.MarshalOptions{Deterministic: true}.MarshalAppend(*buf, m)
+	b, err := proto.MarshalOptions{Deterministic: needsOrder(m)}.MarshalAppend(*buf, m)
 	if err != nil {
 		return nil, fmt.Errorf("store: encode record %s: %w", k, err)
 	}
@@ -96,6 +109,31 @@ func marshalRecordThen(k target.Key, m *pb.Record, compress func([]byte) []byte,
 	}
 	putScratch(buf, b)
 	return out, nil
+}
+
+// needsOrder reports whether m has a map of more than one entry (a label
+// selector's labels), the only thing whose order in the marshalled bytes
+// varies from one marshal to the next unless the marshaller sorts it
+// (Deterministic, which costs a reflective sort of each map). Without one,
+// the bytes are the same either way.
+func needsOrder(m *pb.Record) bool {
+	for _, s := range m.GetSpec().GetMetrics() {
+		if len(s.GetMetric().GetSelector().GetMatchLabels()) > 1 {
+			return true
+		}
+	}
+	last := m.GetLast()
+	return statusNeedsOrder(m.GetStatus()) || statusNeedsOrder(last.GetDecision().GetStatus()) || statusNeedsOrder(last.GetBefore())
+}
+
+// statusNeedsOrder is needsOrder for a status.
+func statusNeedsOrder(s *pb.Status) bool {
+	for _, ms := range s.GetCurrentMetrics() {
+		if len(ms.GetMetric().GetSelector().GetMatchLabels()) > 1 {
+			return true
+		}
+	}
+	return false
 }
 
 // decodeRecord parses the stored form of the record of k. Any failure is a
@@ -266,6 +304,21 @@ func mapSlice[In, Out any](in []In, f func(In) Out) []Out {
 	return out
 }
 
+// mapMessages converts each element of in with f into a message of one
+// array: one allocation for the messages of a list instead of one each.
+// Empty gives nil.
+func mapMessages[In, Out any](in []In, f func(In, *Out)) []*Out {
+	if len(in) == 0 {
+		return nil
+	}
+	msgs, out := make([]Out, len(in)), make([]*Out, len(in))
+	for i, v := range in {
+		f(v, &msgs[i])
+		out[i] = &msgs[i]
+	}
+	return out
+}
+
 // lastFrom is the replica count a stored decision started from. Records
 // written before LastDecision.from was added hold the same count in the
 // decision's explanation.
@@ -314,8 +367,8 @@ func (e *encoder) duration(d time.Duration) *durationpb.Duration {
 	return durationpb.New(d)
 }
 
-func (e *encoder) event(v target.Event) *pb.Event {
-	return &pb.Event{Kind: string(v.Kind), From: v.From, To: v.To, At: e.time(v.At), DecisionId: v.DecisionID, Message: v.Message}
+func (e *encoder) event(v target.Event, m *pb.Event) {
+	*m = pb.Event{Kind: string(v.Kind), From: v.From, To: v.To, At: e.time(v.At), DecisionId: v.DecisionID, Message: v.Message}
 }
 
 func (e *encoder) settings(v engine.Settings) *pb.Settings {
@@ -367,8 +420,8 @@ func (e *encoder) rules(v engine.Rules) *pb.Rules {
 	return &pb.Rules{
 		StabilizationWindowSeconds: v.StabilizationWindowSeconds,
 		SelectPolicy:               string(v.SelectPolicy),
-		Policies: mapSlice(v.Policies, func(p engine.Policy) *pb.Policy {
-			return &pb.Policy{Type: string(p.Type), Value: p.Value, PeriodSeconds: p.PeriodSeconds}
+		Policies: mapMessages(v.Policies, func(p engine.Policy, m *pb.Policy) {
+			*m = pb.Policy{Type: string(p.Type), Value: p.Value, PeriodSeconds: p.PeriodSeconds}
 		}),
 		Tolerance: v.Tolerance,
 	}
@@ -380,8 +433,8 @@ func (e *encoder) status(v engine.Status) *pb.Status {
 		DesiredReplicas: v.DesiredReplicas,
 		LastScaleTime:   e.time(v.LastScaleTime),
 		CurrentMetrics:  mapSlice(v.CurrentMetrics, e.metricStatus),
-		Conditions: mapSlice(v.Conditions, func(c engine.Condition) *pb.Condition {
-			return &pb.Condition{Type: string(c.Type), Status: string(c.Status), Reason: c.Reason, Message: c.Message, LastTransitionTime: e.time(c.LastTransitionTime)}
+		Conditions: mapMessages(v.Conditions, func(c engine.Condition, m *pb.Condition) {
+			*m = pb.Condition{Type: string(c.Type), Status: string(c.Status), Reason: c.Reason, Message: c.Message, LastTransitionTime: e.time(c.LastTransitionTime)}
 		}),
 	}
 }
@@ -413,7 +466,36 @@ func statusEqual(a, b engine.Status) bool {
 	return a.CurrentReplicas == b.CurrentReplicas && a.DesiredReplicas == b.DesiredReplicas &&
 		a.LastScaleTime.Equal(b.LastScaleTime) &&
 		slices.EqualFunc(a.Conditions, b.Conditions, conditionEqual) &&
-		slices.EqualFunc(a.CurrentMetrics, b.CurrentMetrics, func(x, y engine.MetricStatus) bool { return reflect.DeepEqual(x, y) })
+		slices.EqualFunc(a.CurrentMetrics, b.CurrentMetrics, metricStatusEqual)
+}
+
+// metricStatusEqual reports whether a and b are stored alike: empty maps
+// and slices are not stored, so they equal nil ones.
+func metricStatusEqual(a, b engine.MetricStatus) bool {
+	return a.Type == b.Type && a.Resource == b.Resource && a.Container == b.Container &&
+		identifierEqual(a.Metric, b.Metric) && a.DescribedObject == b.DescribedObject &&
+		pointeeEqual(a.Value, b.Value) && pointeeEqual(a.AverageValue, b.AverageValue) &&
+		pointeeEqual(a.AverageUtilization, b.AverageUtilization)
+}
+
+// identifierEqual reports whether a and b are stored alike.
+func identifierEqual(a, b engine.MetricIdentifier) bool {
+	if a.Name != b.Name || (a.Selector == nil) != (b.Selector == nil) {
+		return false
+	}
+	if a.Selector == nil {
+		return true
+	}
+	return maps.Equal(a.Selector.MatchLabels, b.Selector.MatchLabels) &&
+		slices.EqualFunc(a.Selector.MatchExpressions, b.Selector.MatchExpressions, func(x, y engine.LabelSelectorRequirement) bool {
+			return x.Key == y.Key && x.Operator == y.Operator && slices.Equal(x.Values, y.Values)
+		})
+}
+
+// pointeeEqual reports whether a and b are both nil or point to equal
+// values.
+func pointeeEqual[T comparable](a, b *T) bool {
+	return a == b || (a != nil && b != nil && *a == *b)
 }
 
 // conditionEqual reports whether a and b are stored alike.
@@ -444,16 +526,16 @@ func (e *encoder) quantity(v *engine.Quantity) *pb.Quantity {
 
 func (e *encoder) history(v engine.History) *pb.History {
 	return &pb.History{
-		Recommendations: mapSlice(v.Recommendations, func(r engine.Recommendation) *pb.Recommendation {
-			return &pb.Recommendation{Replicas: r.Replicas, At: e.time(r.At)}
+		Recommendations: mapMessages(v.Recommendations, func(r engine.Recommendation, m *pb.Recommendation) {
+			*m = pb.Recommendation{Replicas: r.Replicas, At: e.time(r.At)}
 		}),
-		ScaleUpEvents:   mapSlice(v.ScaleUpEvents, e.scaleEvent),
-		ScaleDownEvents: mapSlice(v.ScaleDownEvents, e.scaleEvent),
+		ScaleUpEvents:   mapMessages(v.ScaleUpEvents, e.scaleEvent),
+		ScaleDownEvents: mapMessages(v.ScaleDownEvents, e.scaleEvent),
 	}
 }
 
-func (e *encoder) scaleEvent(v engine.ScaleEvent) *pb.ScaleEvent {
-	return &pb.ScaleEvent{Change: v.Change, At: e.time(v.At), Outdated: v.Outdated}
+func (e *encoder) scaleEvent(v engine.ScaleEvent, m *pb.ScaleEvent) {
+	*m = pb.ScaleEvent{Change: v.Change, At: e.time(v.At), Outdated: v.Outdated}
 }
 
 func (e *encoder) decision(v engine.Decision) *pb.Decision {
@@ -465,8 +547,8 @@ func (e *encoder) decision(v engine.Decision) *pb.Decision {
 		Status:          e.status(v.Status),
 		Explanation: &pb.Explanation{
 			CurrentReplicas: x.CurrentReplicas,
-			Metrics: mapSlice(x.Metrics, func(m engine.MetricExplanation) *pb.MetricExplanation {
-				return &pb.MetricExplanation{
+			Metrics: mapMessages(x.Metrics, func(m engine.MetricExplanation, out *pb.MetricExplanation) {
+				*out = pb.MetricExplanation{
 					Name: m.Name, Outcome: string(m.Outcome), Proposal: m.Proposal, Err: m.Err,
 					Current: m.Current, Target: m.Target, Ratio: m.Ratio, RebalancedRatio: m.RebalancedRatio,
 					ReadyPods: m.ReadyPods, UnreadyPods: m.UnreadyPods, MissingPods: m.MissingPods, IgnoredPods: m.IgnoredPods,
@@ -474,8 +556,8 @@ func (e *encoder) decision(v engine.Decision) *pb.Decision {
 			}),
 			Winner:   int64(x.Winner),
 			Proposal: x.Proposal,
-			Steps: mapSlice(x.Steps, func(s engine.Step) *pb.Step {
-				return &pb.Step{Kind: string(s.Kind), From: s.From, To: s.To, Reason: s.Reason, Message: s.Message}
+			Steps: mapMessages(x.Steps, func(s engine.Step, m *pb.Step) {
+				*m = pb.Step{Kind: string(s.Kind), From: s.From, To: s.To, Reason: s.Reason, Message: s.Message}
 			}),
 		},
 		History: e.history(v.History),

@@ -97,6 +97,140 @@ func TestCodecStoresEqualStatusesOnce(t *testing.T) {
 	}
 }
 
+// TestMetricStatusEqualIsStoredAlike checks that metricStatusEqual, which
+// decides whether a decision's status is stored once, says equal exactly
+// when the two metric statuses are marshalled to the same bytes.
+func TestMetricStatusEqualIsStoredAlike(t *testing.T) {
+	util, util2 := int32(80), int32(80)
+	base := func() engine.MetricStatus {
+		return engine.MetricStatus{
+			Type: engine.ExternalSource, Resource: "cpu", Container: "app",
+			Metric: engine.MetricIdentifier{Name: "queue", Selector: &engine.LabelSelector{
+				MatchLabels:      map[string]string{"app": "web", "tier": "front"},
+				MatchExpressions: []engine.LabelSelectorRequirement{{Key: "zone", Operator: "In", Values: []string{"a", "b"}}},
+			}},
+			DescribedObject:    engine.ObjectReference{APIVersion: "v1", Kind: "Service", Name: "web"},
+			Value:              &engine.Quantity{Milli: 1500, Format: engine.DecimalSI},
+			AverageValue:       &engine.Quantity{Milli: 500, Format: engine.DecimalSI},
+			AverageUtilization: &util,
+		}
+	}
+	tests := []struct {
+		name  string
+		editA func(m *engine.MetricStatus) // nil leaves a as base
+		edit  func(m *engine.MetricStatus) // b
+		want  bool
+	}{
+		{name: "same values, other pointers", edit: func(m *engine.MetricStatus) {
+			m.Value = &engine.Quantity{Milli: 1500, Format: engine.DecimalSI}
+			m.AverageUtilization = &util2
+			m.Metric.Selector = &engine.LabelSelector{
+				MatchLabels:      map[string]string{"tier": "front", "app": "web"},
+				MatchExpressions: []engine.LabelSelectorRequirement{{Key: "zone", Operator: "In", Values: []string{"a", "b"}}},
+			}
+		}, want: true},
+		{name: "empty labels and values are nil ones", editA: func(m *engine.MetricStatus) {
+			m.Metric.Selector = &engine.LabelSelector{MatchExpressions: []engine.LabelSelectorRequirement{{Key: "zone", Operator: "Exists"}}}
+		}, edit: func(m *engine.MetricStatus) {
+			m.Metric.Selector = &engine.LabelSelector{MatchLabels: map[string]string{}, MatchExpressions: []engine.LabelSelectorRequirement{{Key: "zone", Operator: "Exists", Values: []string{}}}}
+		}, want: true},
+		{name: "type", edit: func(m *engine.MetricStatus) { m.Type = engine.ResourceSource }},
+		{name: "container", edit: func(m *engine.MetricStatus) { m.Container = "sidecar" }},
+		{name: "metric name", edit: func(m *engine.MetricStatus) { m.Metric.Name = "other" }},
+		{name: "no selector", edit: func(m *engine.MetricStatus) { m.Metric.Selector = nil }},
+		{name: "an empty selector", edit: func(m *engine.MetricStatus) { m.Metric.Selector = &engine.LabelSelector{} }},
+		{name: "a label value", edit: func(m *engine.MetricStatus) { m.Metric.Selector.MatchLabels["tier"] = "back" }},
+		{name: "an expression value", edit: func(m *engine.MetricStatus) { m.Metric.Selector.MatchExpressions[0].Values = []string{"a"} }},
+		{name: "described object", edit: func(m *engine.MetricStatus) { m.DescribedObject.Kind = "Ingress" }},
+		{name: "value", edit: func(m *engine.MetricStatus) { m.Value = &engine.Quantity{Milli: 1500, Format: engine.BinarySI} }},
+		{name: "no average value", edit: func(m *engine.MetricStatus) { m.AverageValue = nil }},
+		{name: "no utilization", edit: func(m *engine.MetricStatus) { m.AverageUtilization = nil }},
+		{name: "another utilization", edit: func(m *engine.MetricStatus) { u := int32(81); m.AverageUtilization = &u }},
+	}
+	var e encoder
+	marshal := func(m engine.MetricStatus) []byte {
+		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(e.metricStatus(m))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, b := base(), base()
+			if tt.editA != nil {
+				tt.editA(&a)
+			}
+			tt.edit(&b)
+			if got := metricStatusEqual(a, b); got != tt.want {
+				t.Errorf("metricStatusEqual = %v, want %v", got, tt.want)
+			}
+			if got, stored := metricStatusEqual(a, b), bytes.Equal(marshal(a), marshal(b)); got != stored {
+				t.Errorf("metricStatusEqual = %v, but the stored bytes are equal: %v", got, stored)
+			}
+		})
+	}
+}
+
+// TestNeedsOrder: a record is marshalled sorted (Deterministic) exactly
+// when a label selector in it has more than one label, wherever the
+// selector is, and its bytes are then the same from marshal to marshal.
+func TestNeedsOrder(t *testing.T) {
+	two := func() *engine.LabelSelector {
+		return &engine.LabelSelector{MatchLabels: map[string]string{"a": "1", "b": "2", "c": "3", "d": "4"}}
+	}
+	one := &engine.LabelSelector{MatchLabels: map[string]string{"a": "1"}}
+	status := func(s *engine.LabelSelector) engine.Status {
+		return engine.Status{CurrentReplicas: 1, CurrentMetrics: []engine.MetricStatus{{Type: engine.ExternalSource, Metric: engine.MetricIdentifier{Name: "q", Selector: s}}}}
+	}
+	tests := []struct {
+		name string
+		edit func(rec *target.Record)
+		want bool
+	}{
+		{name: "no selector", edit: func(rec *target.Record) {}},
+		{name: "one label everywhere", edit: func(rec *target.Record) {
+			rec.Spec.Metrics = []engine.MetricSpec{{Type: engine.ExternalSource, Metric: engine.MetricIdentifier{Name: "q", Selector: one}}}
+			rec.Status = status(one)
+			rec.Last.Decision.Status = status(one)
+			rec.Last.Before = status(one)
+		}},
+		{name: "labels in the spec", edit: func(rec *target.Record) {
+			rec.Spec.Metrics = []engine.MetricSpec{{Type: engine.ExternalSource, Metric: engine.MetricIdentifier{Name: "q", Selector: two()}}}
+		}, want: true},
+		{name: "labels in the status", edit: func(rec *target.Record) { rec.Status = status(two()) }, want: true},
+		{name: "labels in the decision's own status", edit: func(rec *target.Record) { rec.Last.Decision.Status = status(two()) }, want: true},
+		{name: "labels in the status before the decision", edit: func(rec *target.Record) { rec.Last.Before = status(two()) }, want: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec, _ := statusRecord()
+			rec.Status.CurrentMetrics, rec.Last.Decision.Status, rec.Last.Before = nil, engine.Status{}, engine.Status{}
+			tt.edit(&rec)
+			m := storedMessage(t, &rec)
+			if got := needsOrder(m); got != tt.want {
+				t.Errorf("needsOrder = %v, want %v", got, tt.want)
+			}
+			if got := hasMapOfMany(m.ProtoReflect()); got != tt.want {
+				t.Errorf("hasMapOfMany = %v, want %v", got, tt.want)
+			}
+			sorted, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 20 {
+				got, err := marshalRecord(rec.Key, m, func(b []byte) []byte { return b })
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got, sorted) {
+					t.Fatalf("marshalRecord gave other bytes than a sorted marshal")
+				}
+			}
+		})
+	}
+}
+
 // TestCodecCompresses checks that a large record is stored compressed and
 // a small one as it is, and that both read back; and that a corrupt
 // compressed value is a CorruptError.

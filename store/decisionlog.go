@@ -106,19 +106,19 @@ func encodeLoggedDecision(last *target.LastDecision) ([]byte, error) {
 	if x.Winner >= 0 && x.Winner < math.MaxInt32 {
 		m.WinnerPlusOne = int32(x.Winner + 1)
 	}
-	for _, me := range x.Metrics {
+	m.Metrics = mapMessages(x.Metrics, func(me engine.MetricExplanation, out *pb.LoggedMetric) {
 		c, w := code(outcomeCodes, string(me.Outcome))
-		m.Metrics = append(m.Metrics, &pb.LoggedMetric{
+		*out = pb.LoggedMetric{
 			Outcome: c, OutcomeWord: w, Proposal: me.Proposal, Current: me.Current, Target: me.Target,
 			ReadyPods: me.ReadyPods, UnreadyPods: me.UnreadyPods, MissingPods: me.MissingPods, IgnoredPods: me.IgnoredPods,
 			Err: cut(me.Err, maxLoggedError),
-		})
-	}
-	for _, st := range x.Steps {
+		}
+	})
+	m.Steps = mapMessages(x.Steps, func(st engine.Step, out *pb.LoggedStep) {
 		k, kw := code(stepKindCodes, string(st.Kind))
 		r, rw := code(reasonCodes, st.Reason)
-		m.Steps = append(m.Steps, &pb.LoggedStep{Kind: k, KindWord: kw, From: st.From, To: st.To, Reason: r, ReasonWord: rw})
-	}
+		*out = pb.LoggedStep{Kind: k, KindWord: kw, From: st.From, To: st.To, Reason: r, ReasonWord: rw}
+	})
 	return proto.Marshal(m)
 }
 

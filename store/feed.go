@@ -144,9 +144,10 @@ func (b *Bolt) deletion(key target.Key) Change {
 	return Change{Key: key, Kind: ChangeDeleted, At: b.opts.Now().UTC()}
 }
 
-// appendChanges numbers cs, stores them in tx's changes bucket, drops the
-// changes beyond Options.MaxChanges, and queues cs to be published after
-// the commit. Its error leaves tx unusable.
+// appendChanges numbers cs, stores them in tx's changes bucket, and queues
+// cs to be published after the commit; the committer drops the changes
+// beyond Options.MaxChanges once per transaction (trimChanges). Its error
+// leaves tx unusable.
 func (b *Bolt) appendChanges(tx *bolt.Tx, cs []Change) error {
 	vals, err := encodeChanges(cs, nil, nil)
 	if err != nil {
@@ -162,31 +163,44 @@ func (b *Bolt) appendEncoded(tx *bolt.Tx, cs []Change, vals [][]byte) error {
 		return nil
 	}
 	bucket := tx.Bucket(bucketChanges)
-	c := bucket.Cursor()
-	var rev uint64
-	if k, _ := c.Last(); k != nil {
-		rev = binary.BigEndian.Uint64(k)
+	if !b.revKnown {
+		b.rev = 0
+		if k, _ := bucket.Cursor().Last(); k != nil {
+			b.rev = binary.BigEndian.Uint64(k)
+		}
+		b.revKnown = true
 	}
 	for i := range cs {
-		rev++
+		rev := b.rev + 1
 		cs[i].Revision = rev
 		if err := bucket.Put(revisionKey(rev), vals[i]); err != nil {
 			return fmt.Errorf("store: append change: %w", err)
 		}
-	}
-	if rev > uint64(b.opts.MaxChanges) {
-		cutoff := rev - uint64(b.opts.MaxChanges)
-		var old [][]byte
-		for k, _ := c.First(); k != nil && binary.BigEndian.Uint64(k) <= cutoff; k, _ = c.Next() {
-			old = append(old, k)
-		}
-		for _, k := range old {
-			if err := bucket.Delete(k); err != nil {
-				return fmt.Errorf("store: trim changes: %w", err)
-			}
-		}
+		b.rev = rev
 	}
 	b.pending = append(b.pending, cs...)
+	return nil
+}
+
+// trimChanges drops the oldest changes of tx's changes bucket beyond
+// Options.MaxChanges, when the transaction appended any: once per
+// transaction, not per write. Its error leaves tx unusable.
+func (b *Bolt) trimChanges(tx *bolt.Tx) error {
+	if !b.revKnown || b.rev <= uint64(b.opts.MaxChanges) {
+		return nil
+	}
+	bucket := tx.Bucket(bucketChanges)
+	cutoff := b.rev - uint64(b.opts.MaxChanges)
+	var old [][]byte
+	c := bucket.Cursor()
+	for k, _ := c.First(); k != nil && binary.BigEndian.Uint64(k) <= cutoff; k, _ = c.Next() {
+		old = append(old, k)
+	}
+	for _, k := range old {
+		if err := bucket.Delete(k); err != nil {
+			return fmt.Errorf("store: trim changes: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -480,7 +494,9 @@ func marshalChange(c *Change, decision *pb.LastDecision) ([]byte, error) {
 	case ChangeDecision:
 		m.Kind = &pb.Change_Decision{Decision: decision}
 	case ChangeObservation:
-		m.Kind = &pb.Change_Observation{Observation: e.event(*c.Event)}
+		ev := &pb.Event{}
+		e.event(*c.Event, ev)
+		m.Kind = &pb.Change_Observation{Observation: ev}
 	case ChangeDeleted:
 		m.Kind = &pb.Change_Deleted{Deleted: e.time(c.At)}
 	}

@@ -15,6 +15,7 @@ import (
 
 	gocmp "github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/setpointhq/setpoint/engine"
 	"github.com/setpointhq/setpoint/target"
@@ -167,6 +168,9 @@ func sameAsCached(k target.Key, rec *target.Record) error {
 	if err != nil {
 		return fmt.Errorf("an encoded record does not decode: %w", err)
 	}
+	if got, want := needsOrder(m), hasMapOfMany(m.ProtoReflect()); got != want {
+		return fmt.Errorf("needsOrder = %v, but the message has a map of more than one entry: %v", got, want)
+	}
 	cached, err := recordFromMessage(k, m, nil, true)
 	if err != nil {
 		return fmt.Errorf("the cache's conversion fails: %w", err)
@@ -259,4 +263,34 @@ func TestUpdateRetriesAConflict(t *testing.T) {
 	if len(stored.History.Recommendations) != 2 {
 		t.Errorf("stored %d recommendations, want 2", len(stored.History.Recommendations))
 	}
+}
+
+// hasMapOfMany reports whether m, or a message in it, has a map field of
+// more than one entry: what needsOrder must find, found by reflection.
+func hasMapOfMany(m protoreflect.Message) bool {
+	found := false
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		switch {
+		case fd.IsMap():
+			found = v.Map().Len() > 1 || (fd.MapValue().Message() != nil && mapHasMapOfMany(v.Map()))
+		case fd.IsList() && fd.Message() != nil:
+			for i := 0; i < v.List().Len() && !found; i++ {
+				found = hasMapOfMany(v.List().Get(i).Message())
+			}
+		case fd.Message() != nil:
+			found = hasMapOfMany(v.Message())
+		}
+		return !found
+	})
+	return found
+}
+
+// mapHasMapOfMany is hasMapOfMany for the message values of a map.
+func mapHasMapOfMany(mp protoreflect.Map) bool {
+	found := false
+	mp.Range(func(_ protoreflect.MapKey, v protoreflect.Value) bool {
+		found = hasMapOfMany(v.Message())
+		return !found
+	})
+	return found
 }
