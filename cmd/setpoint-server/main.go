@@ -84,6 +84,9 @@ type Config struct {
 	// MaxConnectionAge is how long a client connection is kept before the
 	// client is asked to reconnect; negative keeps it for ever.
 	MaxConnectionAge time.Duration
+	// StreamWorkers is how many goroutines are kept to serve calls;
+	// negative serves each call on a new goroutine.
+	StreamWorkers int
 	// ExpireAfter is how long a target not seen is kept.
 	ExpireAfter time.Duration
 	// ExpireInterval is how often expired targets are removed.
@@ -147,6 +150,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxInFlightRecommends, "max-inflight-recommends", server.DefaultMaxInFlightRecommends, "Recommend calls in flight before ResourceExhausted")
 	fs.DurationVar(&c.KeepaliveMinTime, "keepalive-min-time", server.DefaultKeepaliveMinTime, "clients pinging more often are disconnected (too_many_pings)")
 	fs.DurationVar(&c.KeepaliveTime, "keepalive-time", server.DefaultKeepaliveTime, "ping a client after its connection is idle this long")
+	fs.IntVar(&c.StreamWorkers, "stream-workers", server.DefaultStreamWorkers, "goroutines kept to serve calls, whose grown stacks later calls reuse (negative: a new goroutine per call)")
 	fs.DurationVar(&c.MaxConnectionAge, "max-connection-age", server.DefaultMaxConnectionAge, "ask a client to reconnect after its connection is this old, so agents spread over replicas find added ones (negative: never)")
 	fs.DurationVar(&c.KeepaliveTimeout, "keepalive-timeout", server.DefaultKeepaliveTimeout, "close a connection whose ping is not answered within this")
 	fs.DurationVar(&c.ExpireAfter, "expire-after", server.DefaultExpireAfter, "forget targets not seen for this long")
@@ -201,6 +205,9 @@ func (c *Config) Validate() error {
 	if c.KeepaliveMinTime <= 0 || c.KeepaliveTime <= 0 || c.KeepaliveTimeout <= 0 {
 		errs = append(errs, errors.New("-keepalive-min-time, -keepalive-time and -keepalive-timeout must be > 0"))
 	}
+	if c.StreamWorkers == 0 || c.StreamWorkers > 1<<16 {
+		errs = append(errs, errors.New("-stream-workers must be between 1 and 65536, or negative for a new goroutine per call"))
+	}
 	if c.MaxSimulateSteps <= 0 || c.MaxSimulatePods <= 0 || c.WatchBuffer <= 0 || c.MaxChanges <= 0 {
 		errs = append(errs, errors.New("-max-simulate-steps, -max-simulate-pods, -watch-buffer and -max-changes must be > 0"))
 	}
@@ -245,6 +252,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, ready chan<- string)
 		KeepaliveTime:         cfg.KeepaliveTime,
 		KeepaliveTimeout:      cfg.KeepaliveTimeout,
 		MaxConnectionAge:      cfg.MaxConnectionAge,
+		StreamWorkers:         cfg.StreamWorkers,
 		ExpireAfter:           cfg.ExpireAfter,
 		ExpireInterval:        cfg.ExpireInterval,
 		ShutdownTimeout:       cfg.ShutdownTimeout,

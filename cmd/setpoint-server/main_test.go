@@ -78,6 +78,9 @@ func TestValidate(t *testing.T) {
 		{"zero kept changes", with("-max-changes", "0"), false},
 		{"larger limits", with("-max-simulate-steps", "5000", "-watch-buffer", "4096", "-max-changes", "100000"), true},
 		{"no record cache", with("-record-cache-bytes", "-1"), true},
+		{"no stream workers", with("-stream-workers", "-1"), true},
+		{"zero stream workers", with("-stream-workers", "0"), false},
+		{"too many stream workers", with("-stream-workers", "100000"), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
