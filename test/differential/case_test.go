@@ -109,7 +109,8 @@ func (c differenceCase) run(t *testing.T, addr string) {
 
 // attempt runs the case once, the try-th time, on new twins, and returns
 // the first difference from the reference, or "". The twins of an attempt
-// that differed stop playing and lose their autoscalers.
+// that differed stop playing, their agents stop, and they lose their
+// autoscalers.
 func (c differenceCase) attempt(t *testing.T, addr string, try int) string {
 	targets := c.targets
 	if targets == nil {
@@ -120,6 +121,7 @@ func (c differenceCase) attempt(t *testing.T, addr string, try int) string {
 		sides = allSides
 	}
 	var twins []*twin
+	var agents []func() // stops this attempt's agents
 	for _, s := range sides {
 		ns := c.name + "-" + s.suffix()
 		if try > 1 {
@@ -133,6 +135,9 @@ func (c differenceCase) attempt(t *testing.T, addr string, try int) string {
 	abandon := func(diff string) string {
 		cancel()
 		wg.Wait()
+		for _, stop := range agents {
+			stop()
+		}
 		for _, w := range twins {
 			w.removeAutoscalers()
 		}
@@ -157,11 +162,11 @@ func (c differenceCase) attempt(t *testing.T, addr string, try int) string {
 		wg.Go(func() { w.play(ctx) })
 		switch {
 		case w.side == setpoint:
-			startAgent(t, w.side.cluster(), w.ns, addr, agent.ServeAutoscalers)
+			agents = append(agents, startAgent(t, w.side.cluster(), w.ns, addr, agent.ServeAutoscalers))
 		case w.side == native && c.mixed:
-			startAgent(t, w.side.cluster(), w.ns, addr, agent.ServeBoth)
+			agents = append(agents, startAgent(t, w.side.cluster(), w.ns, addr, agent.ServeBoth))
 		case w.side == native:
-			startAgent(t, w.side.cluster(), w.ns, addr, agent.ServeHPAs)
+			agents = append(agents, startAgent(t, w.side.cluster(), w.ns, addr, agent.ServeHPAs))
 		}
 	}
 	for i, spec := range c.autoscalers {

@@ -134,9 +134,10 @@ func run(m *testing.M) (int, error) {
 
 // startAgent runs a Setpoint agent for namespace ns of cluster c, serving
 // the kinds serve names, against the Setpoint server at addr, until the
-// test ends. It runs with the same controller settings as
+// test ends or the returned stop is called (stop may be called more than
+// once). It runs with the same controller settings as
 // kube-controller-manager.
-func startAgent(t *testing.T, c *kubetest.Cluster, ns, addr string, serve agent.Serve) {
+func startAgent(t *testing.T, c *kubetest.Cluster, ns, addr string, serve agent.Serve) (stop func()) {
 	t.Helper()
 	clients, err := agent.NewKubeClients(c.Config(), agent.KubeClientOptions{})
 	if err != nil {
@@ -179,12 +180,14 @@ func startAgent(t *testing.T, c *kubetest.Cluster, ns, addr string, serve agent.
 			t.Errorf("agent: %v", err)
 		}
 	}()
-	t.Cleanup(func() {
+	stop = sync.OnceFunc(func() {
 		cancel()
 		<-done
 		recorders.Stop()
 		conn.Close()
 	})
+	t.Cleanup(stop)
+	return stop
 }
 
 // startServer runs the Setpoint server for the test.
