@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -15,20 +16,30 @@ import (
 	"github.com/setpointhq/setpoint/target"
 )
 
-// fill writes n records, each with a last decision and a history, and
-// returns them as the store keeps them.
+// fill writes n records of cluster "c", each with a last decision and a
+// history, and returns them as the store keeps them.
 func fill(t testing.TB, st store.Store, n int) []target.Record {
 	t.Helper()
+	keys := make([]target.Key, n)
+	for i := range keys {
+		keys[i] = target.Key{Cluster: "c", Namespace: "n", Name: fmt.Sprintf("r-%04d", i)}
+	}
+	putRecords(t, st, keys...)
+	return all(t, st)
+}
+
+// putRecords writes a record for each of keys, with a last decision and a
+// history, 16 at a time so the store commits them in shared batches.
+func putRecords(t testing.TB, st store.Store, keys ...target.Key) {
+	t.Helper()
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	// Written 16 at a time, so the store commits them in shared batches.
 	var wg sync.WaitGroup
-	errs := make(chan error, n)
+	errs := make(chan error, len(keys))
 	sem := make(chan struct{}, 16)
-	for i := range n {
+	for i, key := range keys {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			key := target.Key{Cluster: "c", Namespace: "n", Name: fmt.Sprintf("r-%04d", i)}
 			_, err := st.Update(context.Background(), key, func(r *target.Record) error {
 				r.LastSeen = t0.Add(time.Duration(i) * time.Second)
 				r.Last = &target.LastDecision{ID: fmt.Sprint("d", i), At: r.LastSeen}
@@ -45,7 +56,6 @@ func fill(t testing.TB, st store.Store, n int) []target.Record {
 			t.Fatal(err)
 		}
 	}
-	return all(t, st)
 }
 
 // all returns every record of st.
@@ -71,12 +81,163 @@ func TestCopy(t *testing.T) {
 	src := open(t, newPath(t), store.Options{})
 	want := fill(t, src, store.MaxPageSize+37)
 	dst := open(t, newPath(t), store.Options{})
-	n, err := store.Copy(context.Background(), dst, src)
+	n, err := store.Copy(context.Background(), dst, src, store.CopyOptions{})
 	if err != nil || n != len(want) {
 		t.Fatalf("Copy = %d, %v; want %d", n, err, len(want))
 	}
 	if diff := cmp.Diff(want, all(t, dst)); diff != "" {
 		t.Errorf("copied records (-want +got):\n%s", diff)
+	}
+}
+
+// keysOf returns n keys of cluster, in two namespaces.
+func keysOf(cluster string, n int) []target.Key {
+	keys := make([]target.Key, n)
+	for i := range keys {
+		keys[i] = target.Key{Cluster: cluster, Namespace: fmt.Sprint("ns-", i%2), Name: fmt.Sprint("web-", i)}
+	}
+	return keys
+}
+
+// clustersOf returns the clusters of recs, in order, each once.
+func clustersOf(recs []target.Record) []string {
+	var out []string
+	for _, r := range recs {
+		if len(out) == 0 || out[len(out)-1] != r.Key.Cluster {
+			out = append(out, r.Key.Cluster)
+		}
+	}
+	return out
+}
+
+// only returns the records of recs whose cluster is one of clusters.
+func only(recs []target.Record, clusters ...string) []target.Record {
+	var out []target.Record
+	for _, r := range recs {
+		if slices.Contains(clusters, r.Key.Cluster) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// With clusters named, Copy copies exactly their targets (not those of
+// cluster "ab", whose name starts with "a"), into a destination that may
+// hold other clusters' targets but none of theirs; a destination holding
+// some is refused, naming them, and keeps what it held.
+func TestCopyClusters(t *testing.T) {
+	src := open(t, newPath(t), store.Options{})
+	putRecords(t, src, slices.Concat(keysOf("a", 3), keysOf("ab", 2), keysOf("b", store.MaxPageSize+5), keysOf("c", 1))...)
+	from := all(t, src)
+	for _, tt := range []struct {
+		name     string
+		clusters []string
+		held     []target.Key // in the destination before the copy
+		want     []string     // the clusters the destination holds after
+		occupied *store.OccupiedError
+		invalid  bool
+	}{
+		{name: "one cluster into an empty store", clusters: []string{"a"}, want: []string{"a"}},
+		{name: "more than a page", clusters: []string{"b"}, want: []string{"b"}},
+		{name: "two clusters beside a third", clusters: []string{"c", "a"}, held: keysOf("x", 2), want: []string{"a", "c", "x"}},
+		{name: "a name given twice counts once", clusters: []string{"c", "c"}, want: []string{"c"}},
+		{name: "a cluster the source lacks", clusters: []string{"zz"}, held: keysOf("x", 1), want: []string{"x"}},
+		{
+			name: "destination holds a named cluster", clusters: []string{"a", "c"}, held: slices.Concat(keysOf("c", 2), keysOf("x", 1)),
+			want: []string{"c", "x"}, occupied: &store.OccupiedError{Clusters: map[string]int{"c": 2}, Targets: 2},
+		},
+		{
+			name: "destination holds both", clusters: []string{"a", "c"}, held: slices.Concat(keysOf("a", 1), keysOf("c", 3)),
+			want: []string{"a", "c"}, occupied: &store.OccupiedError{Clusters: map[string]int{"a": 1, "c": 3}, Targets: 4},
+		},
+		{
+			name: "whole store into a store with targets", held: keysOf("x", 3),
+			want: []string{"x"}, occupied: &store.OccupiedError{Targets: 3},
+		},
+		{name: "an empty name", clusters: []string{"a", ""}, want: nil, invalid: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dst := open(t, newPath(t), store.Options{})
+			putRecords(t, dst, tt.held...)
+			before := all(t, dst)
+			n, err := store.Copy(context.Background(), dst, src, store.CopyOptions{Clusters: tt.clusters})
+			got := all(t, dst)
+			if diff := cmp.Diff(tt.want, clustersOf(got)); diff != "" {
+				t.Errorf("clusters in the destination (-want +got):\n%s", diff)
+			}
+			var occ *store.OccupiedError
+			switch {
+			case tt.invalid:
+				if !errors.Is(err, store.ErrInvalid) || n != 0 {
+					t.Fatalf("Copy = %d, %v; want 0 and ErrInvalid", n, err)
+				}
+			case tt.occupied != nil:
+				if !errors.As(err, &occ) || n != 0 {
+					t.Fatalf("Copy = %d, %v; want 0 and an OccupiedError", n, err)
+				}
+				if diff := cmp.Diff(tt.occupied, occ); diff != "" {
+					t.Errorf("OccupiedError (-want +got):\n%s", diff)
+				}
+				if diff := cmp.Diff(before, got); diff != "" {
+					t.Errorf("a refused copy changed the destination (-before +after):\n%s", diff)
+				}
+			default:
+				if err != nil {
+					t.Fatalf("Copy: %v", err)
+				}
+				copied := only(from, tt.clusters...)
+				if n != len(copied) {
+					t.Errorf("Copy = %d, want %d", n, len(copied))
+				}
+				if diff := cmp.Diff(copied, only(got, tt.clusters...)); diff != "" {
+					t.Errorf("copied records (-want +got):\n%s", diff)
+				}
+				if diff := cmp.Diff(before, only(got, "x")); diff != "" {
+					t.Errorf("the destination's other records (-before +after):\n%s", diff)
+				}
+			}
+		})
+	}
+}
+
+// DeleteClusters deletes exactly the named clusters' targets, more than a
+// page of them, and refuses to run without a name or with an empty one
+// (which would select every cluster).
+func TestDeleteClusters(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		clusters []string
+		want     int      // deleted
+		left     []string // the clusters the store holds after
+		invalid  bool
+	}{
+		{name: "one cluster", clusters: []string{"a"}, want: 3, left: []string{"ab", "b", "c"}},
+		{name: "two, one of more than a page", clusters: []string{"b", "c"}, want: store.MaxPageSize + 6, left: []string{"a", "ab"}},
+		{name: "a name given twice counts once", clusters: []string{"c", "c"}, want: 1, left: []string{"a", "ab", "b"}},
+		{name: "a cluster the store lacks", clusters: []string{"zz"}, want: 0, left: []string{"a", "ab", "b", "c"}},
+		{name: "no name", clusters: nil, invalid: true, left: []string{"a", "ab", "b", "c"}},
+		{name: "an empty name", clusters: []string{"a", ""}, invalid: true, left: []string{"a", "ab", "b", "c"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			st := open(t, newPath(t), store.Options{})
+			putRecords(t, st, slices.Concat(keysOf("a", 3), keysOf("ab", 2), keysOf("b", store.MaxPageSize+5), keysOf("c", 1))...)
+			before := all(t, st)
+			n, err := store.DeleteClusters(context.Background(), st, tt.clusters)
+			if tt.invalid {
+				if !errors.Is(err, store.ErrInvalid) || n != 0 {
+					t.Errorf("DeleteClusters = %d, %v; want 0 and ErrInvalid", n, err)
+				}
+			} else if err != nil || n != tt.want {
+				t.Errorf("DeleteClusters = %d, %v; want %d", n, err, tt.want)
+			}
+			got := all(t, st)
+			if diff := cmp.Diff(tt.left, clustersOf(got)); diff != "" {
+				t.Errorf("clusters left (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(only(before, tt.left...), got); diff != "" {
+				t.Errorf("records left (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 
@@ -100,7 +261,7 @@ func TestCopyStopsAtFirstError(t *testing.T) {
 	src := open(t, newPath(t), store.Options{})
 	recs := fill(t, src, 200)
 	dst := failing{Store: open(t, newPath(t), store.Options{}), key: recs[50].Key}
-	n, err := store.Copy(context.Background(), dst, src)
+	n, err := store.Copy(context.Background(), dst, src, store.CopyOptions{})
 	if !errors.Is(err, errRefused) || n >= len(recs) {
 		t.Fatalf("Copy = %d, %v; want fewer than %d and the refusal", n, err, len(recs))
 	}
@@ -124,7 +285,7 @@ func BenchmarkCopy(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.StartTimer()
-				if _, err := store.Copy(context.Background(), dst, src); err != nil {
+				if _, err := store.Copy(context.Background(), dst, src, store.CopyOptions{}); err != nil {
 					b.Fatal(err)
 				}
 				b.StopTimer()

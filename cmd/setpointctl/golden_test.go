@@ -64,6 +64,7 @@ func TestGolden(t *testing.T) {
 		{"help-store", []string{"store", "--help"}},
 		{"help-store-copy", []string{"store", "copy", "-h"}},
 		{"help-store-verify", []string{"help", "store", "verify"}},
+		{"help-store-delete", []string{"store", "delete", "-h"}},
 		// Wrong command lines, exit 2.
 		{"unknown-command", []string{"frobnicate"}},
 		{"misspelt-command", []string{"lst"}},
@@ -81,6 +82,10 @@ func TestGolden(t *testing.T) {
 		{"store-copy-bad-location", []string{"store", "copy", "--from", "setpoint.db", "--to", "etcd:http://127.0.0.1:2379"}},
 		{"store-copy-bad-endpoint", []string{"store", "copy", "--from", "bolt:setpoint.db", "--to", "etcd:127.0.0.1:2379"}},
 		{"store-copy-same", []string{"store", "copy", "--from", "bolt:a.db", "--to", "bbolt:a.db"}},
+		{"store-copy-empty-cluster", []string{"store", "copy", "--from", "bolt:a.db", "--to", "bolt:b.db", "--cluster", "eu-1,"}},
+		{"store-delete-no-cluster", []string{"store", "delete", "--from", "bolt:a.db", "--no-verify"}},
+		{"store-delete-neither-to-nor-no-verify", []string{"store", "delete", "--from", "bolt:a.db", "--cluster", "eu-1"}},
+		{"store-delete-to-and-no-verify", []string{"store", "delete", "--from", "bolt:a.db", "--to", "bolt:b.db", "--cluster", "eu-1", "--no-verify"}},
 		{"store-copy-etcd-cert-without-key", []string{"store", "copy", "--from", "bolt:a.db", "--to", "etcd:https://e1:2379", "--etcd-cert", "c.pem"}},
 		// Failures, exit 1.
 		{"get-not-found", []string{"--addr", addr, "get", "dev/shop/nope"}},

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -24,9 +25,9 @@ import (
 )
 
 // populate serves the bbolt file path with a real server whose clock
-// steps 15 s per decision, decides each of names three times, reports the
-// first rescale of each as applied (a scale event in its history), and
-// stops the server.
+// steps 15 s per decision, decides each of names (NAME in the example's
+// cluster "dev", or CLUSTER/NAME) three times, reports the first rescale
+// of each as applied (a scale event in its history), and stops the server.
 func populate(t testing.TB, path string, names ...string) {
 	t.Helper()
 	var mu sync.Mutex
@@ -46,7 +47,11 @@ func populate(t testing.TB, path string, names ...string) {
 	for round := range 3 {
 		for _, name := range names {
 			req := readExample(t)
-			req.Target.Name = name
+			if c, n, ok := strings.Cut(name, "/"); ok {
+				req.Target.Cluster, req.Target.Name = c, n
+			} else {
+				req.Target.Name = name
+			}
 			d, err := c.Decide(t.Context(), req)
 			if err != nil {
 				t.Fatal(err)
@@ -247,5 +252,195 @@ func TestStoreVerifyFindsDifferences(t *testing.T) {
 	wantErr := fmt.Sprintf("error: verification failed: bolt:%s and %s differ (4 targets compared: 1 missing, 1 different, 1 undecodable in the copy, 1 only in the copy)\n", a, to)
 	if errs != wantErr {
 		t.Errorf("verify's error:\n%s\nwant\n%s", errs, wantErr)
+	}
+}
+
+// etcdRecords returns every record of the store under prefix in the etcd
+// cluster at endpoints.
+func etcdRecords(t *testing.T, endpoints []string, prefix string) []tgt.Record {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	st, err := etcdstore.New(t.Context(), cli, etcdstore.Options{Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	recs, next, err := st.List(t.Context(), store.Query{PageSize: store.MaxPageSize})
+	if err != nil || next != "" {
+		t.Fatalf("List: %v (next %q)", err, next)
+	}
+	return recs
+}
+
+// recordsOf returns the records of recs whose cluster is one of clusters.
+func recordsOf(recs []tgt.Record, clusters ...string) []tgt.Record {
+	var out []tgt.Record
+	for _, r := range recs {
+		if slices.Contains(clusters, r.Key.Cluster) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// storeStep is one setpointctl store command of a scenario and what it
+// must print.
+type storeStep struct {
+	name string
+	// args follow "setpointctl store".
+	args []string
+	code int
+	// want is in stdout when code is exitOK, else in stderr.
+	want string
+}
+
+// runSteps runs steps in order and stops the test at the first that does
+// not exit and print as it must.
+func runSteps(t *testing.T, steps []storeStep) {
+	t.Helper()
+	for _, step := range steps {
+		out, errs, code := runStore(t, append([]string{"store"}, step.args...)...)
+		got := errs
+		if step.code == exitOK {
+			got = out
+		}
+		if code != step.code || !strings.Contains(got, step.want) {
+			t.Fatalf("%s: store %s: exit %d\n%s%s\nwant exit %d and %q", step.name, strings.Join(step.args, " "), code, out, errs, step.code, step.want)
+		}
+	}
+}
+
+// One cluster of two moves from a bbolt shard into an etcd shard that
+// already holds a third cluster: copy, verify and delete, step by step as
+// docs/scale-out.md describes, and each step's refusals. The other
+// cluster then moves into an existing bbolt file, written in place.
+func TestStoreMoveCluster(t *testing.T) {
+	cluster := etcdtest.Start(t, 3)
+	etcd := "etcd:" + strings.Join(cluster.Endpoints, ",")
+	dir := t.TempDir()
+	a, c := filepath.Join(dir, "shard-0.db"), filepath.Join(dir, "shard-2.db")
+	populate(t, a, "eu-1/web-0", "eu-1/web-1", "us-1/web-0", "us-1/web-1", "us-1/web-2")
+	populate(t, c, "ap-1/web-0")
+	shard1 := []string{etcd, "--etcd-prefix", "/shard-1/"}
+	if out, errs, code := runStore(t, append([]string{"store", "copy", "--from", "bolt:" + c, "--to"}, shard1...)...); code != exitOK {
+		t.Fatalf("seeding shard 1: exit %d\n%s%s", code, out, errs)
+	}
+	src, third := records(t, a), records(t, c)
+	to := etcd + " (prefix /shard-1/)"
+
+	runSteps(t, []storeStep{
+		{"copy", []string{"copy", "--from", "bolt:" + a, "--to", etcd, "--etcd-prefix", "/shard-1/", "--cluster", "eu-1"}, exitOK,
+			`copied 2 targets of cluster "eu-1" from bolt:` + a + " to " + to + "\n" +
+				`verified: all 2 targets of cluster "eu-1" in bolt:` + a + " read back equal from " + to + "\n"},
+		{"copy again", []string{"copy", "--from", "bolt:" + a, "--to", etcd, "--etcd-prefix", "/shard-1/", "--cluster", "us-1,eu-1"}, exitFailed,
+			to + ` already holds 2 targets of cluster "eu-1"; nothing was copied`},
+		{"copy a cluster the source lacks", []string{"copy", "--from", "bolt:" + a, "--to", etcd, "--etcd-prefix", "/shard-1/", "--cluster", "eu-2"}, exitFailed,
+			"bolt:" + a + ` holds no target of cluster "eu-2": nothing to copy`},
+		{"verify", []string{"verify", "--from", "bolt:" + a, "--to", etcd, "--etcd-prefix", "/shard-1/", "--cluster", "eu-1"}, exitOK,
+			`verified: all 2 targets of cluster "eu-1" in bolt:` + a + " read back equal from " + to},
+		{"verify every cluster", []string{"verify", "--from", "bolt:" + a, "--to", etcd, "--etcd-prefix", "/shard-1/"}, exitFailed,
+			"(5 targets compared: 3 missing, 1 only in the copy)"},
+		{"delete", []string{"delete", "--from", "bolt:" + a, "--to", etcd, "--etcd-prefix", "/shard-1/", "--cluster", "eu-1"}, exitOK,
+			`deleted 2 targets of cluster "eu-1" from bolt:` + a + "\n"},
+		{"delete again", []string{"delete", "--from", "bolt:" + a, "--cluster", "eu-1", "--no-verify"}, exitFailed,
+			"bolt:" + a + ` holds no target of cluster "eu-1": nothing to delete`},
+	})
+	if diff := cmp.Diff(recordsOf(src, "us-1"), records(t, a)); diff != "" {
+		t.Errorf("shard 0 after the move (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(append(third, recordsOf(src, "eu-1")...), etcdRecords(t, cluster.Endpoints, "/shard-1/")); diff != "" {
+		t.Errorf("shard 1 after the move (-want +got):\n%s", diff)
+	}
+
+	// us-1 into the existing file of shard 2, which holds ap-1. A delete
+	// compared with a store that lacks the cluster deletes nothing.
+	runSteps(t, []storeStep{
+		{"delete before the copy", []string{"delete", "--from", "bolt:" + a, "--to", "bolt:" + c, "--cluster", "us-1"}, exitFailed,
+			"verification failed: bolt:" + a + " and bolt:" + c + ` differ in cluster "us-1" (3 targets compared: 3 missing)` + "\nNothing was deleted from bolt:" + a},
+		{"copy in place", []string{"copy", "--from", "bolt:" + a, "--to", "bolt:" + c, "--cluster", "us-1"}, exitOK,
+			`verified: all 3 targets of cluster "us-1" in bolt:` + a + " read back equal from bolt:" + c},
+		{"delete", []string{"delete", "--from", "bolt:" + a, "--to", "bolt:" + c, "--cluster", "us-1"}, exitOK,
+			`deleted 3 targets of cluster "us-1" from bolt:` + a},
+	})
+	if got := records(t, a); len(got) != 0 {
+		t.Errorf("shard 0 holds %d targets after both moves, want none", len(got))
+	}
+	if diff := cmp.Diff(append(third, recordsOf(src, "us-1")...), records(t, c)); diff != "" {
+		t.Errorf("shard 2 after the move (-want +got):\n%s", diff)
+	}
+}
+
+// A cluster copy that fails (a record the source cannot decode) says
+// what it leaves in the destination and the command that removes it;
+// that command, run after a copy, removes exactly the copied cluster.
+func TestStoreCopyClusterFailure(t *testing.T) {
+	cluster := etcdtest.Start(t, 1)
+	etcd := "etcd:" + strings.Join(cluster.Endpoints, ",")
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.db"), filepath.Join(dir, "b.db")
+	populate(t, a, "eu-1/web-0", "eu-1/web-1")
+	populate(t, b, "ap-1/web-0")
+	if out, errs, code := runStore(t, "store", "copy", "--from", "bolt:"+a, "--to", etcd); code != exitOK {
+		t.Fatalf("copy: exit %d\n%s%s", code, out, errs)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: cluster.Endpoints, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	kb, err := store.KeyBytes(tgt.Key{Cluster: "eu-1", Namespace: "shop", Name: "web-9"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	corrupt := etcdstore.DefaultPrefix + "r/" + string(kb)
+	if _, err := cli.Put(t.Context(), corrupt, "not a record"); err != nil {
+		t.Fatal(err)
+	}
+	before := records(t, b)
+
+	_, errs, code := runStore(t, "store", "copy", "--from", etcd, "--to", "bolt:"+b, "--cluster", "eu-1")
+	cleanup := "setpointctl store delete --from bolt:" + b + " --cluster eu-1 --no-verify"
+	for _, want := range []string{
+		"error: copy stopped after 0 targets: store: copy: read: store: record cannot be decoded: eu-1/shop/web-9",
+		`The targets of cluster "eu-1" written stay in bolt:` + b + ", and only those: it held none of them before. " +
+			"Delete them (" + cleanup + ") before copying again\n",
+	} {
+		if code != exitFailed || !strings.Contains(errs, want) {
+			t.Errorf("failed copy: exit %d, stderr\n%s\nwant exit 1 and %q", code, errs, want)
+		}
+	}
+	if diff := cmp.Diff(before, records(t, b)); diff != "" {
+		t.Errorf("the failed copy wrote (-before +after):\n%s", diff)
+	}
+
+	// The record repaired, the copy goes through; the cleanup command
+	// then takes out what it wrote and nothing else.
+	if _, err := cli.Delete(t.Context(), corrupt); err != nil {
+		t.Fatal(err)
+	}
+	if out, errs, code := runStore(t, "store", "copy", "--from", etcd, "--to", "bolt:"+b, "--cluster", "eu-1"); code != exitOK {
+		t.Fatalf("copy: exit %d\n%s%s", code, out, errs)
+	}
+	if got := recordsOf(records(t, b), "eu-1"); len(got) != 2 {
+		t.Fatalf("the copy wrote %d targets of eu-1, want 2", len(got))
+	}
+	out, errs, code := runStore(t, strings.Fields(cleanup)[1:]...)
+	if want := `deleted 2 targets of cluster "eu-1" from bolt:` + b + "\n"; code != exitOK || out != want {
+		t.Errorf("%s: exit %d\n%s%s\nwant exit 0 and %q", cleanup, code, out, errs, want)
+	}
+	if diff := cmp.Diff(before, records(t, b)); diff != "" {
+		t.Errorf("after the cleanup (-before +after):\n%s", diff)
+	}
+	// And from etcd.
+	out, errs, code = runStore(t, "store", "delete", "--from", etcd, "--cluster", "eu-1", "--no-verify")
+	if want := `deleted 2 targets of cluster "eu-1" from ` + etcd + " (prefix /setpoint/)\n"; code != exitOK || out != want {
+		t.Errorf("delete from etcd: exit %d\n%s%s\nwant exit 0 and %q", code, out, errs, want)
+	}
+	if got := etcdRecords(t, cluster.Endpoints, etcdstore.DefaultPrefix); len(got) != 0 {
+		t.Errorf("etcd holds %d targets after the delete, want none", len(got))
 	}
 }

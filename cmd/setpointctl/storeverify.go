@@ -91,13 +91,21 @@ func (c *comparison) print(w io.Writer, src, dst location) {
 // readers is how many targets compareStores reads back at once.
 const readers = 16
 
-// compareStores reads every target of src, reads it back from dst and
-// compares the two records; then it lists dst for targets src does not
-// hold. Errors other than a record's are returned as they are.
-func compareStores(ctx context.Context, src, dst store.Store) (*comparison, error) {
+// compareStores reads every target of src (of clusters, when any are
+// named), reads it back from dst and compares the two records; then it
+// lists dst (those clusters of it) for targets src does not hold. Errors
+// other than a record's are returned as they are.
+func compareStores(ctx context.Context, src, dst store.Store, clusters []string) (*comparison, error) {
 	c := &comparison{}
 	seen := map[tgt.Key]bool{}
-	err := eachPage(ctx, src, func(page []tgt.Record) error {
+	qs := []store.Query{{}}
+	if len(clusters) > 0 {
+		qs = qs[:0]
+		for _, cl := range clusters {
+			qs = append(qs, store.Query{Cluster: cl})
+		}
+	}
+	err := eachPage(ctx, src, qs, func(page []tgt.Record) error {
 		got, errs := readBack(ctx, dst, page)
 		for i, r := range page {
 			c.compared++
@@ -128,7 +136,7 @@ func compareStores(ctx context.Context, src, dst store.Store) (*comparison, erro
 			c.extra = append(c.extra, k)
 		}
 	}
-	err = eachPage(ctx, dst, func(page []tgt.Record) error {
+	err = eachPage(ctx, dst, qs, func(page []tgt.Record) error {
 		for _, r := range page {
 			other(r.Key)
 		}
@@ -157,26 +165,30 @@ func readBack(ctx context.Context, s store.Store, page []tgt.Record) (got []tgt.
 	return got, errs
 }
 
-// eachPage calls fn with every page of s's records, in key order, and
-// corrupt with the key of every record s cannot decode.
-func eachPage(ctx context.Context, s store.Store, fn func([]tgt.Record) error, corrupt func(tgt.Key)) error {
-	q := store.Query{PageSize: store.MaxPageSize}
-	for {
-		page, next, err := s.List(ctx, q)
-		if err != nil && !errors.Is(err, store.ErrCorrupt) {
-			return err
+// eachPage calls fn with every page of the records of s that each of qs
+// selects, in key order, and corrupt with the key of every such record s
+// cannot decode.
+func eachPage(ctx context.Context, s store.Store, qs []store.Query, fn func([]tgt.Record) error, corrupt func(tgt.Key)) error {
+	for _, q := range qs {
+		q.PageSize = store.MaxPageSize
+		for {
+			page, next, err := s.List(ctx, q)
+			if err != nil && !errors.Is(err, store.ErrCorrupt) {
+				return err
+			}
+			for _, ce := range corruptErrors(err) {
+				corrupt(ce.Key)
+			}
+			if err := fn(page); err != nil {
+				return err
+			}
+			if next == "" {
+				break
+			}
+			q.PageToken = next
 		}
-		for _, ce := range corruptErrors(err) {
-			corrupt(ce.Key)
-		}
-		if err := fn(page); err != nil {
-			return err
-		}
-		if next == "" {
-			return nil
-		}
-		q.PageToken = next
 	}
+	return nil
 }
 
 // corruptErrors returns the CorruptErrors err holds (List joins them).

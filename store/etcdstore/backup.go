@@ -24,7 +24,7 @@ func (s *Store) Backup(ctx context.Context, size func(int64) error, w io.Writer)
 		return 0, err
 	}
 	defer b.Close()
-	if _, err := store.Copy(ctx, b, s); err != nil {
+	if _, err := store.Copy(ctx, b, s, store.CopyOptions{}); err != nil {
 		return 0, err
 	}
 	return b.Backup(ctx, size, w)

@@ -205,7 +205,7 @@ func TestCopyBoltToEtcdAndBack(t *testing.T) {
 			Last: &target.LastDecision{ID: fmt.Sprint("d", i), At: storetest.At(i)}})
 	}
 	et := open(t, store.Options{}, "")
-	if n, err := store.Copy(ctx, et, bolt); err != nil || n != 25 {
+	if n, err := store.Copy(ctx, et, bolt, store.CopyOptions{}); err != nil || n != 25 {
 		t.Fatalf("Copy to etcd = %d, %v", n, err)
 	}
 	var buf bytes.Buffer
