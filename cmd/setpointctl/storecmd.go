@@ -426,7 +426,8 @@ func (e *env) storeCopy(ctx context.Context, f *storeFlags, from, to location) e
 		}
 	}()
 	n, err := store.Copy(ctx, dst, src, store.CopyOptions{Clusters: f.clusters})
-	if occ := (*store.OccupiedError)(nil); errors.As(err, &occ) {
+	var occ *store.OccupiedError
+	if errors.As(err, &occ) {
 		return occupied(final, occ, f.clusters)
 	}
 	left := leftBehind(final, f.clusters, renamed)
