@@ -16,7 +16,7 @@ func TestSecondServerOnTheSameDataDirectory(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	cfg := defaults(t, "-insecure-dev", "-listen", "127.0.0.1:0", "-metrics-listen", "", "-data-dir", dir)
 	ctx, cancel := context.WithCancel(context.Background())
-	ready, done := make(chan string, 1), make(chan error, 1)
+	ready, done := make(chan listening, 1), make(chan error, 1)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	go func() { done <- run(ctx, cfg, log, ready) }()
 	<-ready

@@ -10,13 +10,15 @@
 //
 //	go run ./cmd/setpoint-server -insecure-dev          # a developer's machine
 //	setpoint-server -listen :7443 -tls-cert tls.crt -tls-key tls.key \
-//	    -tls-client-ca clients-ca.crt -auth-config principals.yaml
+//	    -tls-client-ca clients-ca.crt -auth-config principals.yaml \
+//	    -metrics-listen :9090 -metrics-tls
 //
 // By default it listens on 127.0.0.1:7443 (gRPC) and 127.0.0.1:7444
-// (/metrics) and keeps its data in ./setpoint-data/setpoint.db, created on
-// first start. Limits (per-principal rate, message size, pods and metrics
-// per request, streams per connection, keepalive) are flags; see
-// docs/security.md. SIGTERM or SIGINT shuts it down gracefully.
+// (/metrics and the web console; plaintext unless -metrics-tls) and keeps
+// its data in ./setpoint-data/setpoint.db, created on first start.
+// Limits (per-principal rate, message size, pods and metrics per request,
+// streams per connection, keepalive) are flags; see docs/security.md.
+// SIGTERM or SIGINT shuts it down gracefully.
 package main
 
 import (
@@ -27,7 +29,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -43,9 +44,12 @@ import (
 type Config struct {
 	// Listen is the gRPC address.
 	Listen string
-	// MetricsListen is the address of the /metrics endpoint; empty
-	// disables it.
+	// MetricsListen is the address of /metrics and the web console;
+	// empty disables it.
 	MetricsListen string
+	// MetricsTLS serves MetricsListen over TLS with the gRPC certificate
+	// (http.go).
+	MetricsTLS bool
 	// DataDir holds the store file, setpoint.db; created when missing.
 	DataDir string
 	// InsecureDev serves plaintext gRPC, without authentication unless
@@ -132,7 +136,8 @@ const (
 // on fs.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:7443", "gRPC listen address (host:port)")
-	fs.StringVar(&c.MetricsListen, "metrics-listen", "127.0.0.1:7444", "Prometheus /metrics listen address; empty disables it")
+	fs.StringVar(&c.MetricsListen, "metrics-listen", "127.0.0.1:7444", "address of /metrics and the web console (host:port); empty disables it")
+	fs.BoolVar(&c.MetricsTLS, "metrics-tls", false, "serve -metrics-listen over TLS with -tls-cert and -tls-key, verifying client certificates against -tls-client-ca when presented (never required there)")
 	fs.StringVar(&c.DataDir, "data-dir", "setpoint-data", "directory of the store file setpoint.db (created when missing)")
 	fs.BoolVar(&c.InsecureDev, "insecure-dev", false, "DEVELOPMENT ONLY: serve plaintext gRPC, without authentication unless -auth-config is set")
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "server certificate (PEM); required unless -insecure-dev; reloaded when it changes")
@@ -178,6 +183,7 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("-metrics-listen: %w", err))
 		}
 	}
+	errs = append(errs, c.validateMetricsTLS())
 	if c.DataDir == "" {
 		errs = append(errs, errors.New("-data-dir: must be set"))
 	}
@@ -236,9 +242,13 @@ func main() {
 	}
 }
 
-// run serves cfg until ctx ends. ready, when set, receives the gRPC
-// address once the server listens.
-func run(ctx context.Context, cfg Config, log *slog.Logger, ready chan<- string) (err error) {
+// listening are the addresses a started server listens on; http is empty
+// when -metrics-listen is.
+type listening struct{ grpc, http string }
+
+// run serves cfg until ctx ends. ready, when set, receives the addresses
+// once the server listens.
+func run(ctx context.Context, cfg Config, log *slog.Logger, ready chan<- listening) (err error) {
 	opts := server.Options{
 		Logger:                log,
 		RateLimit:             cfg.RateLimit,
@@ -307,25 +317,19 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, ready chan<- string)
 	if err != nil {
 		return err
 	}
+	addrs := listening{grpc: lis.Addr().String()}
 	if cfg.MetricsListen != "" {
-		mlis, err := net.Listen("tcp", cfg.MetricsListen)
-		if err != nil {
+		var stopHTTP func() error
+		if addrs.http, stopHTTP, err = serveHTTP(cfg, srv, storeMetrics, opts.TLS, log); err != nil {
 			lis.Close()
 			return err
 		}
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", metricsHandler(srv, storeMetrics))
-		mux.Handle("/console/", srv.ConsoleHandler())
-		mux.Handle("/{$}", http.RedirectHandler("/console/", http.StatusFound))
-		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		go func() { _ = hs.Serve(mlis) }()
-		defer hs.Close()
-		log.Info("metrics and console listening", "metrics", "http://"+mlis.Addr().String()+"/metrics", "console", "http://"+mlis.Addr().String()+"/console/")
+		defer stopHTTP()
 	}
 	log.Info("setpoint-server listening", "addr", lis.Addr().String(), "tls", opts.TLS != nil,
 		"mutual_tls", cfg.TLSClientCA != "", "auth", opts.Auth != nil, "data", where)
 	if ready != nil {
-		ready <- lis.Addr().String()
+		ready <- addrs
 	}
 	err = srv.Serve(ctx, lis)
 	log.Info("setpoint-server stopped")

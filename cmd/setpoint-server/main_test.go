@@ -97,10 +97,10 @@ func TestValidate(t *testing.T) {
 func TestRunServesAndStops(t *testing.T) {
 	cfg := defaults(t, "-insecure-dev", "-listen", "127.0.0.1:0", "-metrics-listen", "127.0.0.1:0", "-data-dir", filepath.Join(t.TempDir(), "data"))
 	ctx, cancel := context.WithCancel(context.Background())
-	ready, done := make(chan string, 1), make(chan error, 1)
+	ready, done := make(chan listening, 1), make(chan error, 1)
 	var logs bytes.Buffer
 	go func() { done <- run(ctx, cfg, slog.New(slog.NewJSONHandler(&logs, nil)), ready) }()
-	addr := <-ready
+	addr := (<-ready).grpc
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -152,9 +152,9 @@ func TestRunServesMutualTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	ready, done := make(chan string, 1), make(chan error, 1)
+	ready, done := make(chan listening, 1), make(chan error, 1)
 	go func() { done <- run(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), ready) }()
-	addr := <-ready
+	addr := (<-ready).grpc
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {

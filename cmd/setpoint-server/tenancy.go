@@ -26,7 +26,8 @@ type Tenancy struct {
 	PeerRateLimit float64
 	PeerRateBurst int
 	// HandshakeTimeout bounds a connection's handshake; MaxConnectionIdle
-	// closes connections without calls.
+	// closes connections without calls. Both apply to the gRPC and the
+	// HTTP address (http.go).
 	HandshakeTimeout, MaxConnectionIdle time.Duration
 	// StreamWindow is each stream's flow-control window, in bytes.
 	StreamWindow int
@@ -47,9 +48,9 @@ func (c *Tenancy) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxStreamsPerPrincipal, "max-streams-per-principal", server.DefaultMaxStreamsPerPrincipal, "open streams (Watch, Backup) of one principal")
 	fs.Float64Var(&c.PeerRateLimit, "peer-rate-limit", 0, "calls per second one peer address may make without a principal: refused authentications (0: 10), or every call when run without -auth-config (0: unlimited); negative disables")
 	fs.IntVar(&c.PeerRateBurst, "peer-rate-burst", 0, "calls a peer address may make at once without a principal (0: twice -peer-rate-limit)")
-	fs.DurationVar(&c.HandshakeTimeout, "handshake-timeout", server.DefaultHandshakeTimeout, "longest TLS and HTTP/2 handshake of a new connection")
+	fs.DurationVar(&c.HandshakeTimeout, "handshake-timeout", server.DefaultHandshakeTimeout, "longest TLS and HTTP/2 handshake of a new connection; on the HTTP address (-metrics-listen), also the longest wait for a request's headers")
 	fs.IntVar(&c.StreamWindow, "stream-window", server.DefaultStreamWindow, "HTTP/2 flow-control window of each stream, in bytes (a connection's is 4x): what a refused call may send before its refusal")
-	fs.DurationVar(&c.MaxConnectionIdle, "max-connection-idle", server.DefaultMaxConnectionIdle, "close a connection without calls after this long")
+	fs.DurationVar(&c.MaxConnectionIdle, "max-connection-idle", server.DefaultMaxConnectionIdle, "close a connection without calls (on the HTTP address: without requests) after this long")
 }
 
 // Validate checks the tenancy values.
