@@ -53,8 +53,8 @@ func TestDeployHAServerArgs(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Errorf("deploy-ha arguments: %v", err)
 	}
-	if c.Store.Kind != "etcd" || c.Store.Cert == "" || c.Store.CA == "" || c.TLSClientCA == "" || c.AuthConfig == "" {
-		t.Errorf("deploy-ha must run on etcd with client certificates and serve mutual TLS: %+v", c)
+	if c.Store.Kind != "etcd" || c.Store.Cert == "" || c.Store.CA == "" || c.TLSClientCA == "" || c.AuthConfig == "" || !c.MetricsTLS {
+		t.Errorf("deploy-ha must run on etcd with client certificates and serve mutual TLS, on the HTTP address too: %+v", c)
 	}
 	if objs := manifests(t, "../../deploy-ha/pdb.yaml"); len(objs) != 1 || objs[0]["kind"] != "PodDisruptionBudget" {
 		t.Errorf("deploy-ha/pdb.yaml: %v", objs)
@@ -62,7 +62,9 @@ func TestDeployHAServerArgs(t *testing.T) {
 }
 
 // The server's arguments in deploy/server.yaml are flags this binary has
-// and pass Validate: the manifest cannot drift from the binary.
+// and pass Validate: the manifest cannot drift from the binary. Its HTTP
+// address, reachable from other pods, serves TLS: the console's tokens
+// cross the network.
 func TestDeployServerArgs(t *testing.T) {
 	args := serverArgs(t, "../../deploy/server.yaml")
 	if len(args) == 0 {
@@ -72,8 +74,8 @@ func TestDeployServerArgs(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Errorf("deploy/server.yaml arguments: %v", err)
 	}
-	if c.InsecureDev || c.TLSClientCA == "" || c.AuthConfig == "" {
-		t.Errorf("deploy/server.yaml must serve mutual TLS with a principals file: %+v", c)
+	if c.InsecureDev || c.TLSClientCA == "" || c.AuthConfig == "" || !c.MetricsTLS {
+		t.Errorf("deploy/server.yaml must serve mutual TLS with a principals file, and TLS on the HTTP address: %+v", c)
 	}
 }
 
