@@ -33,6 +33,9 @@ func (c *Config) validateMetricsTLS() error {
 // with grpcTLS's certificate when cfg.MetricsTLS, until stop is called.
 // It returns the address it listens on.
 func serveHTTP(cfg Config, srv *server.Server, m *storeMetrics, grpcTLS *tls.Config, log *slog.Logger) (addr string, stop func() error, err error) {
+	if cfg.MetricsTLS && grpcTLS == nil {
+		return "", nil, errors.New("-metrics-tls needs -tls-cert and -tls-key")
+	}
 	warnPlaintextHTTP(cfg, log)
 	lis, err := net.Listen("tcp", cfg.MetricsListen)
 	if err != nil {
