@@ -20,6 +20,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/google/go-cmp/cmp"
 	"github.com/setpointhq/setpoint/internal/servertest"
+	"github.com/setpointhq/setpoint/internal/testpki"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server"
 	"google.golang.org/grpc"
@@ -65,11 +66,11 @@ func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]strin
 }
 func (bearer) RequireTransportSecurity() bool { return false }
 
-// env is a running server: its gRPC address, the console's base URL, and
-// its clock.
+// env is a running server: its gRPC address, the console's base URL (the
+// same console over TLS at tlsBase), and its clock.
 type env struct {
-	grpcAddr, base string
-	clock          *clock
+	grpcAddr, base, tlsBase string
+	clock                   *clock
 }
 
 func startServer(t *testing.T) *env {
@@ -95,7 +96,22 @@ func startServer(t *testing.T) *env {
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = hs.Serve(hlis) }()
 	t.Cleanup(func() { _ = hs.Close() })
-	return &env{grpcAddr: srv.Addr, base: "http://" + hlis.Addr().String(), clock: c}
+	// The same console over TLS (HTTP/2), with the server's reloading TLS
+	// configuration, as setpoint-server -metrics-tls serves it.
+	ca := testpki.TestCA(t, "console CA")
+	files := testpki.Write(t, filepath.Join(dir, "tls"), ca, ca.Issue(t, testpki.Leaf{Server: true}))
+	tlsCfg, err := server.NewTLSConfig(server.TLSFiles{Cert: files.Cert, Key: files.Key}, server.ReloadOptions{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hts := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsCfg, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	go func() { _ = hts.ServeTLS(tlis, "", "") }()
+	t.Cleanup(func() { _ = hts.Close() })
+	return &env{grpcAddr: srv.Addr, base: "http://" + hlis.Addr().String(), tlsBase: "https://" + tlis.Addr().String(), clock: c}
 }
 
 func (e *env) client(t *testing.T, token string) setpointv1.AutoscalerServiceClient {
@@ -190,6 +206,8 @@ func browser(t *testing.T) context.Context {
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
 		chromedp.Flag("disable-dev-shm-usage", true),
+		// The TLS tab's server certificate is the test's own.
+		chromedp.Flag("ignore-certificate-errors", true),
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(1440, 1100),
 	}
@@ -202,8 +220,9 @@ func browser(t *testing.T) context.Context {
 	return ctx
 }
 
-// tab opens a tab signed in with token at the console's path (after "#").
-func tab(t *testing.T, browserCtx context.Context, e *env, token, route string) context.Context {
+// tab opens a tab signed in with token at the console's path (after "#")
+// under base.
+func tab(t *testing.T, browserCtx context.Context, base, token, route string) context.Context {
 	t.Helper()
 	ctx, cancel := chromedp.NewContext(browserCtx)
 	t.Cleanup(cancel)
@@ -213,7 +232,7 @@ func tab(t *testing.T, browserCtx context.Context, e *env, token, route string) 
 		t.Fatalf("open a tab: %v", err)
 	}
 	do(t, ctx, "sign in",
-		chromedp.Navigate(e.base+"/console/#"+route),
+		chromedp.Navigate(base+"/console/#"+route),
 		chromedp.WaitVisible("#token"),
 		chromedp.SendKeys("#token", token),
 		chromedp.Click(`#login button[type=submit]`),
@@ -296,7 +315,7 @@ func TestConsole(t *testing.T) {
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()
-				ctx := tab(t, b, e, tc.token, "/?sort=name")
+				ctx := tab(t, b, e.base, tc.token, "/?sort=name")
 				do(t, ctx, "list", chromedp.WaitVisible("#targets tr[data-key]"))
 				got := evalStrings(t, ctx, `[...document.querySelectorAll('#targets tr[data-key]')].map(r => r.dataset.key)`)
 				slices.Sort(got)
@@ -311,7 +330,7 @@ func TestConsole(t *testing.T) {
 	})
 
 	t.Run("target page", func(t *testing.T) {
-		ctx := tab(t, b, e, tokenPlatformA, "/t/a/shop/web")
+		ctx := tab(t, b, e.base, tokenPlatformA, "/t/a/shop/web")
 		do(t, ctx, "chart", chromedp.WaitVisible(".decision-point"))
 		logged := listDecisions(t, admin, web.key)
 		var wantMarkers []string
@@ -361,6 +380,21 @@ func TestConsole(t *testing.T) {
 			t.Errorf("the replay with a 300 s window does not hold more replicas for longer: replay %v, logged %v", drawn, desiredOf(logged))
 		}
 		screenshot(t, ctx, "console-target")
+	})
+
+	t.Run("over TLS and HTTP/2", func(t *testing.T) {
+		ctx := tab(t, b, e.tlsBase, tokenPlatformA, "/t/a/shop/web")
+		do(t, ctx, "chart", chromedp.WaitVisible(".decision-point"), chromedp.WaitVisible("#live:not(.off)"))
+		protos := evalStrings(t, ctx, `[...new Set(performance.getEntriesByType('resource').filter(r => r.name.includes('/console/api/')).map(r => r.nextHopProtocol))]`)
+		if diff := cmp.Diff([]string{"h2"}, protos); diff != "" {
+			t.Errorf("protocols of the console's API calls (-want +got):\n%s", diff)
+		}
+		logged := len(listDecisions(t, admin, web.key))
+		e.sync(t, admin, web, 3000)
+		e.clock.Step(15 * time.Second)
+		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](fmt.Sprintf(`document.querySelectorAll('.replicas-chart .decision-point').length === %d`, logged+1), chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+			t.Fatalf("the new decision did not appear on the page served over TLS: %v", err)
+		}
 	})
 }
 

@@ -1,6 +1,7 @@
 // Package console drives the web console in a real headless Chromium
 // (Debian's chromium package) against a real setpoint server: a bbolt file,
-// gRPC over TCP, the console's HTTP handler, principals with bearer tokens.
+// gRPC over TCP, the console's HTTP handler (in plaintext, and over TLS with
+// HTTP/2 for one page), principals with bearer tokens.
 // One browser runs for the whole test; each check opens its own tab, and
 // the tabs run in parallel.
 //
