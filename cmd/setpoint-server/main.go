@@ -271,6 +271,9 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, ready chan<- listeni
 		WatchBuffer:           cfg.WatchBuffer,
 	}
 	cfg.Tenancy.apply(&opts)
+	if opts.Now, err = serverClock(log); err != nil {
+		return err
+	}
 	reload := server.ReloadOptions{Interval: cfg.ReloadInterval, Logger: log}
 	if cfg.AuthConfig != "" {
 		if opts.Auth, err = server.NewAuthenticator(cfg.AuthConfig, reload); err != nil {

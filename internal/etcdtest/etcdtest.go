@@ -2,7 +2,9 @@
 // etcd binary the end-to-end tests build (hack/kube-binaries.sh), several
 // members on free ports, each in its own temporary directory. A test can
 // kill a member (SIGKILL), start it again on its data, and find the
-// leader, to inject the faults of the fault tests (test/ha).
+// leader, to inject the faults of the fault tests (test/ha). A Link puts
+// a TCP proxy in front of every member for one client, and cutting it
+// partitions that client from the cluster (proxy.go).
 package etcdtest
 
 import (

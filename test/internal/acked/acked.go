@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -32,12 +33,13 @@ import (
 // ServeWithin is how soon a restarted server must answer a Recommend.
 const ServeWithin = time.Second
 
-// BuildServer builds setpoint-server into dir and returns the binary's
-// path.
-func BuildServer(dir string) (string, error) {
+// BuildServer builds setpoint-server into dir, with the build tags given
+// (e.g. testclock, cmd/setpoint-server/clock_testclock.go), and returns
+// the binary's path.
+func BuildServer(dir string, tags ...string) (string, error) {
 	binary := filepath.Join(dir, "setpoint-server")
 	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	build := exec.Command(goTool, "build", "-o", binary, "github.com/setpointhq/setpoint/cmd/setpoint-server")
+	build := exec.Command(goTool, "build", "-tags="+strings.Join(tags, ","), "-o", binary, "github.com/setpointhq/setpoint/cmd/setpoint-server")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		return "", fmt.Errorf("build setpoint-server: %w", err)
@@ -58,6 +60,9 @@ type Server struct {
 	// Extra are more flags, after (and so overriding) the common ones:
 	// e.g. -store=etcd and its endpoints (test/ha).
 	Extra []string
+	// Env are more environment variables (KEY=value) on top of the
+	// test's own.
+	Env []string
 }
 
 // Args are the arguments the server runs with. They are here, in one
@@ -74,6 +79,9 @@ func (s Server) Args() []string {
 func (s Server) Start(t *testing.T, client setpointv1.AutoscalerServiceClient) (*exec.Cmd, time.Duration) {
 	t.Helper()
 	cmd := exec.Command(s.Binary, s.Args()...)
+	if s.Env != nil {
+		cmd.Env = append(os.Environ(), s.Env...)
+	}
 	logFile, err := os.OpenFile(s.Log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
 		t.Fatal(err)

@@ -15,17 +15,17 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 )
 
-// Main is a TestMain body: it builds setpoint-server into a temporary
-// directory, sets *binary to it, runs the tests and returns their exit
-// code.
-func Main(m *testing.M, binary *string) int {
+// Main is a TestMain body: it builds setpoint-server (with the build tags
+// given) into a temporary directory, sets *binary to it, runs the tests
+// and returns their exit code.
+func Main(m *testing.M, binary *string, tags ...string) int {
 	dir, err := os.MkdirTemp("", "setpoint-server")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	if *binary, err = BuildServer(dir); err != nil {
+	if *binary, err = BuildServer(dir, tags...); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
