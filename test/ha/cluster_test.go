@@ -25,7 +25,9 @@ import (
 const servers = 3
 
 // cluster is a 3-member etcd cluster and three setpoint-server processes
-// on it, every one on its own loopback address.
+// on it, every one on its own loopback address, with its own clock, and
+// reaching etcd through its own link (a proxy in front of every member)
+// that the test can cut.
 type cluster struct {
 	etcd  *etcdtest.Cluster
 	nodes []*node
@@ -33,17 +35,24 @@ type cluster struct {
 
 // node is one setpoint-server process.
 type node struct {
-	srv   acked.Server
-	probe setpointv1.AutoscalerServiceClient // what Start waits on
+	srv    acked.Server
+	probe  setpointv1.AutoscalerServiceClient // what Start waits on
+	link   *etcdtest.Link                     // its way to etcd
+	offset time.Duration                      // its clock's offset from the test's
 
 	mu   sync.Mutex
 	proc *exec.Cmd // nil while killed
 }
 
-// startCluster starts etcd and the servers; at cleanup the servers get
-// SIGTERM (their logs' tails are logged when the test failed) and etcd is
-// killed.
-func startCluster(t *testing.T) *cluster {
+// skewed are the clocks of the servers when they are off by skew: one
+// behind, one right, one ahead.
+func skewed(skew time.Duration) []time.Duration { return []time.Duration{-skew, 0, skew} }
+
+// startCluster starts etcd and the servers, server i's clock offset by
+// offsets[i] (the binary's testclock seam, clock_testclock.go); at cleanup
+// the servers get SIGTERM (their logs' tails are logged when the test
+// failed) and etcd is killed.
+func startCluster(t *testing.T, offsets []time.Duration) *cluster {
 	t.Helper()
 	c := &cluster{etcd: etcdtest.Start(t, 3)}
 	dir := t.TempDir()
@@ -54,18 +63,20 @@ func startCluster(t *testing.T) *cluster {
 		t.Fatal(err)
 	}
 	for i := range servers {
-		n := &node{srv: acked.Server{
+		link := c.etcd.Link(t)
+		n := &node{link: link, offset: offsets[i], srv: acked.Server{
 			Binary:  binary,
 			DataDir: filepath.Join(dir, fmt.Sprintf("s%d", i)),
 			Log:     filepath.Join(dir, fmt.Sprintf("s%d.log", i)),
 			Addr:    acked.FreeAddr(t),
 			Extra: []string{
-				"-store=etcd", "-etcd-endpoints=" + strings.Join(c.etcd.Endpoints, ","), "-etcd-prefix=/ha/",
+				"-store=etcd", "-etcd-endpoints=" + strings.Join(link.Endpoints, ","), "-etcd-prefix=/ha/",
 				"-resume-key-file=" + resumeKey,
 				// The load is the test's; the servers' limits are tested
 				// elsewhere.
 				"-rate-limit=0", "-max-changes=1000000",
 			},
+			Env: []string{"SETPOINT_TEST_CLOCK_OFFSET=" + offsets[i].String()},
 		}}
 		n.probe = acked.Dial(t, n.srv.Addr)
 		n.proc, _ = n.srv.Start(t, n.probe)

@@ -26,7 +26,7 @@ const rounds = 30
 // held the first, and Observe takes it, not the first, as the last
 // decision.
 func TestConcurrentRecommends(t *testing.T) {
-	c := startCluster(t)
+	c := startCluster(t, skewed(*skew))
 	clients := c.dial(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	var feeds []*feed
@@ -132,7 +132,7 @@ func TestConcurrentRecommends(t *testing.T) {
 		}
 	}
 	cancel()
-	t.Logf("%d rounds; in %d the decision recorded second had read the clock before the first was recorded, and was stamped a nanosecond after it", rounds, clamped)
+	t.Logf("%d rounds; in %d the decision recorded second was stamped a nanosecond after the first (it read its clock before the first was recorded, or its clock is behind)", rounds, clamped)
 }
 
 // feed is the decisions one server's Watch stream delivered, by target.

@@ -24,6 +24,7 @@ var (
 	workers  = flag.Int("ha.workers", 6, "concurrent callers, each spreading its calls over the servers")
 	seed     = flag.Uint64("ha.seed", 0, "random seed of the faults (0: from the clock)")
 	checkFor = flag.Duration("ha.check-timeout", time.Minute, "how long the linearizability checker may take for one target")
+	skew     = flag.Duration("ha.skew", 2*time.Second, "the servers' clocks are this much behind, right and ahead of the test's")
 )
 
 // binary is the setpoint-server binary TestMain built.
@@ -31,16 +32,22 @@ var binary string
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	os.Exit(acked.Main(m, &binary))
+	// The testclock build reads SETPOINT_TEST_CLOCK_OFFSET: the servers
+	// run with different clocks.
+	os.Exit(acked.Main(m, &binary, "testclock"))
 }
 
-// TestFaultsUnderLoad: under load spread over three servers, a server is
-// killed and restarted, an etcd member is killed and restarted, the etcd
-// leader is killed (and restarted); nothing acknowledged is lost and each
-// target's history is linearizable.
+// TestFaultsUnderLoad: under load spread over three servers whose clocks
+// disagree (-ha.skew), a server is killed and restarted, an etcd member is
+// killed and restarted, the etcd leader is killed (and restarted), a
+// server is partitioned from etcd (and healed); nothing acknowledged is
+// lost, each target's history is linearizable, its decisions are stamped
+// in the order they were recorded, and the partitioned server answers
+// nothing while it cannot reach etcd and tells its health.
 func TestFaultsUnderLoad(t *testing.T) {
 	rng := acked.Seeded(t, *seed, "ha.seed")
-	c := startCluster(t)
+	c := startCluster(t, skewed(*skew))
+	c.checkClocks(t)
 	const readers = 2
 	var clients [][]*setpointclient.Client
 	for range *workers + readers {
@@ -53,15 +60,18 @@ func TestFaultsUnderLoad(t *testing.T) {
 		f.killServer()
 		f.killMember(false)
 		f.killMember(true)
+		f.partition()
 	} else {
 		for end := time.Now().Add(*duration); time.Now().Before(end); {
-			switch rng.IntN(3) {
+			switch rng.IntN(4) {
 			case 0:
 				f.killServer()
 			case 1:
 				f.killMember(false)
-			default:
+			case 2:
 				f.killMember(true)
+			default:
+				f.partition()
 			}
 		}
 	}
@@ -70,13 +80,15 @@ func TestFaultsUnderLoad(t *testing.T) {
 	for _, e := range l.errs {
 		t.Errorf("the load's own mistake: %s", e)
 	}
-	t.Logf("faults: %d server kills, %d etcd member kills, %d etcd leader kills", f.servers, f.members, f.leaders)
+	t.Logf("faults: %d server kills, %d etcd member kills, %d etcd leader kills, %d partitions of a server from etcd", f.servers, f.members, f.leaders, f.partitions)
 	f.logGaps()
 	t.Logf("load: %d Recommend and %d Observe acknowledged, %d Observe refused (a later decision came first), %d calls of unknown outcome, %d reads",
 		l.count.recommends.Load(), l.count.observes.Load(), l.count.refused.Load(), l.count.unknown.Load(), l.count.reads.Load())
 	t.Logf("calls of unknown outcome by status: %v", l.count.byCode)
 	began := time.Now()
 	check(t, l)
+	f.checkCuts()
+	checkStamps(t, l)
 	t.Logf("checks took %v", time.Since(began).Round(time.Millisecond))
 }
 
@@ -88,8 +100,9 @@ type faults struct {
 	l   *load
 	rng *rand.Rand
 
-	servers, members, leaders int
-	windows                   []window
+	servers, members, leaders, partitions int
+	windows                               []window
+	cuts                                  []cut
 }
 
 // window is when a fault lasted, in the history's time.
@@ -222,7 +235,7 @@ func check(t *testing.T, l *load) {
 	h := l.hist
 	final := map[string][]*setpointv1.Target{}
 	lastRead := map[string]call{}
-	var found, lost int
+	var found, lost, disordered int
 	for k, name := range h.targets {
 		for s, cl := range clients {
 			c, ok := finalRead(l, name, cl, s)
@@ -233,10 +246,15 @@ func check(t *testing.T, l *load) {
 			final[name] = append(final[name], c.target)
 			lastRead[name] = c.call
 		}
-		f, l := checkAcked(t, name, h.calls[name], final[name], decisionLog(t, clients[k%servers], name))
+		log := decisionLog(t, clients[k%servers], name)
+		f, l := checkAcked(t, name, h.calls[name], final[name], log)
 		found, lost = found+f, lost+l
+		if !inOrder(t, name, final[name], log) {
+			disordered++
+		}
 	}
 	t.Logf("acknowledged calls looked up on every server (and Recommends in the decision log): %d found, %d lost, over %d targets", found, lost, len(h.targets))
+	t.Logf("decision order: %d of %d targets with decisions stamped out of the order of their history or decision log", disordered, len(h.targets))
 	var checked, illegal int
 	began := time.Now()
 	for _, name := range h.targets {
