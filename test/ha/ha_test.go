@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -249,8 +250,12 @@ func check(t *testing.T, l *load) {
 		log := decisionLog(t, clients[k%servers], name)
 		f, l := checkAcked(t, name, h.calls[name], final[name], log)
 		found, lost = found+f, lost+l
-		if !inOrder(t, name, final[name], log) {
-			disordered++
+		if d := disorder(final[name], log); len(d) > 0 {
+			if disordered++; disordered <= 5 {
+				t.Errorf("%s: decisions out of order:\n  %s", name, strings.Join(d, "\n  "))
+			} else {
+				t.Errorf("%s: decisions out of order", name)
+			}
 		}
 	}
 	t.Logf("acknowledged calls looked up on every server (and Recommends in the decision log): %d found, %d lost, over %d targets", found, lost, len(h.targets))

@@ -36,10 +36,10 @@ type cut struct {
 // must be linearizable, which check checks) and turn its health
 // NOT_SERVING within notServingWithin. The partition is healed by
 // delivering what it held back (TCP retransmitting after a short
-// partition: requests sent into it reach etcd late) or, in a long run at
-// random, by resetting the connections it held (a partition that outlasted
-// TCP's retries); the server must then turn SERVING within servingWithin
-// and serve.
+// partition: requests sent into it reach etcd late) or, every other time
+// in a long run, by resetting the connections it held (a partition that
+// outlasted TCP's retries); the server must then turn SERVING within
+// servingWithin and serve.
 func (f *faults) partition() {
 	f.t.Helper()
 	i := f.rng.IntN(servers)
@@ -53,7 +53,7 @@ func (f *faults) partition() {
 	notServing := time.Since(began)
 	time.Sleep(f.down())
 	during := f.acked() - before
-	reset := *duration != 0 && f.rng.IntN(2) == 0
+	reset := *duration != 0 && f.partitions%2 == 1
 	to, healed := f.l.hist.now(), time.Now()
 	if reset {
 		n.link.HealReset()

@@ -76,23 +76,22 @@ func checkStamps(t *testing.T, l *load) {
 		later, acked, wrong)
 }
 
-// inOrder checks that a load target's decisions are stamped in the order
-// they were recorded: the history read from every server, in which the
-// load's hour-long window keeps every recommendation in the order it was
-// recorded, holds them at strictly increasing times, and the decision
-// log, kept by time, lists them in that order. (With a shorter window the
-// engine, as upstream's controller does, writes a new recommendation over
-// one that has left the window, so the history's order is not time's.)
-func inOrder(t *testing.T, name string, final []*setpointv1.Target, log []*setpointv1.LoggedDecision) bool {
-	t.Helper()
+// disorder says how a load target's decisions are not stamped in the
+// order they were recorded (nothing when they are): the history read from
+// every server, in which the load's hour-long window keeps every
+// recommendation in the order it was recorded, must hold them at strictly
+// increasing times, and the decision log, kept by time, must list them in
+// that order. (With a shorter window the engine, as upstream's controller
+// does, writes a new recommendation over one that has left the window, so
+// the history's order is not time's.)
+func disorder(final []*setpointv1.Target, log []*setpointv1.LoggedDecision) []string {
 	var logged []int64
 	for _, d := range log {
 		logged = append(logged, d.GetDecisionTime().AsTime().UnixNano())
 	}
-	ok := true
+	var out []string
 	if !slices.IsSorted(logged) || len(slices.Compact(slices.Clone(logged))) != len(logged) {
-		t.Errorf("%s: the decision log is not in strictly increasing time order: %v", name, logged)
-		ok = false
+		out = append(out, fmt.Sprintf("the decision log is not in strictly increasing time order: %v", logged))
 	}
 	for s, tg := range final {
 		var recs []int64
@@ -101,19 +100,17 @@ func inOrder(t *testing.T, name string, final []*setpointv1.Target, log []*setpo
 		}
 		for i := 1; i < len(recs); i++ {
 			if recs[i] <= recs[i-1] {
-				t.Errorf("%s: the history read from server %d has decision %d stamped at %d ns, not after the one before it (%d ns)", name, s, i, recs[i], recs[i-1])
-				ok = false
+				out = append(out, fmt.Sprintf("the history read from server %d has decision %d stamped at %d ns, not after the one before it (%d ns)", s, i, recs[i], recs[i-1]))
 				break
 			}
 		}
 		inLog := slices.DeleteFunc(slices.Clone(logged), func(at int64) bool { return !slices.Contains(recs, at) })
 		inHistory := slices.DeleteFunc(slices.Clone(recs), func(at int64) bool { return !slices.Contains(logged, at) })
 		if !slices.Equal(inLog, inHistory) {
-			t.Errorf("%s: the decision log lists the history's decisions (read from server %d) in another order: %v, history %v", name, s, inLog, inHistory)
-			ok = false
+			out = append(out, fmt.Sprintf("the decision log lists the history's decisions (read from server %d) in another order: %v, history %v", s, inLog, inHistory))
 		}
 	}
-	return ok
+	return out
 }
 
 // largeSkew is how far TestClockSkew's servers' clocks are apart: more
@@ -205,7 +202,7 @@ func TestClockSkew(t *testing.T) {
 		for _, r := range tg.GetHistory().GetRecommendations() {
 			got = append(got, r.GetTime().AsTime())
 		}
-		slices.SortFunc(got, time.Time.Compare) // see inOrder
+		slices.SortFunc(got, time.Time.Compare) // see disorder
 		if !slices.EqualFunc(got, wantTimes, time.Time.Equal) {
 			t.Errorf("the history read from server %d has recommendations at %v, want %v", s, got, wantTimes)
 		}
