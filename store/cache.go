@@ -1,7 +1,9 @@
 package store
 
 import (
+	"maps"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/setpointhq/setpoint/engine"
@@ -221,4 +223,148 @@ func statusSize(s *engine.Status) int64 {
 func historySize(h *engine.History) int64 {
 	return int64(cap(h.Recommendations))*int64(unsafe.Sizeof(engine.Recommendation{})) +
 		int64(cap(h.ScaleUpEvents)+cap(h.ScaleDownEvents))*int64(unsafe.Sizeof(engine.ScaleEvent{}))
+}
+
+// storedCopy returns the record decoding rec's stored value gives —
+// rec's key, its times in UTC without a monotonic reading, empty slices
+// and maps nil, a last decision's status stored once a copy of the
+// record's — built from rec, which is neither read from nor written to
+// again by storedCopy's result: the copy shares no slice, map or pointer
+// with rec (strings, which cannot change, it does share). So the
+// record an Update committed goes into the cache without being decoded
+// or converted again, and fn's record, which fn may have filled from
+// slices its caller keeps and which Update returns to its caller, stays
+// theirs. rec must encode (encodeRecord succeeds): a string that is not
+// UTF-8 or a time out of range would come back other than stored.
+// FuzzRecordEncoder checks the result against decoding.
+func storedCopy(rec *target.Record) target.Record {
+	out := target.Record{
+		Key:      rec.Key,
+		Ref:      rec.Ref,
+		Spec:     copySpec(&rec.Spec),
+		Settings: rec.Settings,
+		Status:   copyStatus(&rec.Status),
+		History:  copyHistory(&rec.History),
+		Events:   copySlice(rec.Events, func(e *target.Event) target.Event { e2 := *e; e2.At = storedTime(e.At); return e2 }),
+		LastSeen: storedTime(rec.LastSeen),
+	}
+	if l := rec.Last; l != nil {
+		out.Last = &target.LastDecision{ID: l.ID, At: storedTime(l.At), Before: copyStatus(&l.Before), From: l.From}
+		d := &l.Decision
+		out.Last.Decision = engine.Decision{
+			DesiredReplicas: d.DesiredReplicas, Rescale: d.Rescale, Error: d.Error,
+			Status: copyStatus(&d.Status),
+			Explanation: engine.Explanation{
+				CurrentReplicas: d.Explanation.CurrentReplicas,
+				Metrics:         copySlice(d.Explanation.Metrics, func(m *engine.MetricExplanation) engine.MetricExplanation { return *m }),
+				Winner:          d.Explanation.Winner,
+				Proposal:        d.Explanation.Proposal,
+				Steps:           copySlice(d.Explanation.Steps, func(s *engine.Step) engine.Step { return *s }),
+			},
+			History: copyHistory(&d.History),
+		}
+		if statusEqual(d.Status, rec.Status) {
+			// Stored once: decoded as a copy of the record's status.
+			out.Last.Decision.Status = copyStatus(&rec.Status)
+		}
+	}
+	return out
+}
+
+// storedTime is t as a stored time reads back: the zero time, or t's
+// instant in UTC.
+func storedTime(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return time.Unix(t.Unix(), int64(t.Nanosecond())).UTC()
+}
+
+// copySlice returns f of each element of s in a new slice; empty gives
+// nil.
+func copySlice[T any](s []T, f func(*T) T) []T {
+	if len(s) == 0 {
+		return nil
+	}
+	out := make([]T, len(s))
+	for i := range s {
+		out[i] = f(&s[i])
+	}
+	return out
+}
+
+func copySpec(s *engine.Spec) engine.Spec {
+	out := engine.Spec{MinReplicas: s.MinReplicas, MaxReplicas: s.MaxReplicas}
+	out.Metrics = copySlice(s.Metrics, func(m *engine.MetricSpec) engine.MetricSpec {
+		m2 := *m
+		m2.Metric = copyIdentifier(&m.Metric)
+		return m2
+	})
+	if b := s.Behavior; b != nil {
+		out.Behavior = &engine.Behavior{ScaleUp: copyRules(&b.ScaleUp), ScaleDown: copyRules(&b.ScaleDown)}
+	}
+	return out
+}
+
+func copyRules(r *engine.Rules) engine.Rules {
+	out := *r
+	out.Policies = copySlice(r.Policies, func(p *engine.Policy) engine.Policy { return *p })
+	return out
+}
+
+func copyIdentifier(m *engine.MetricIdentifier) engine.MetricIdentifier {
+	out := engine.MetricIdentifier{Name: m.Name}
+	if s := m.Selector; s != nil {
+		out.Selector = &engine.LabelSelector{
+			MatchExpressions: copySlice(s.MatchExpressions, func(r *engine.LabelSelectorRequirement) engine.LabelSelectorRequirement {
+				return engine.LabelSelectorRequirement{Key: r.Key, Operator: r.Operator, Values: copySlice(r.Values, func(v *string) string { return *v })}
+			}),
+		}
+		if len(s.MatchLabels) > 0 {
+			out.Selector.MatchLabels = maps.Clone(s.MatchLabels)
+		}
+	}
+	return out
+}
+
+func copyStatus(s *engine.Status) engine.Status {
+	return engine.Status{
+		CurrentReplicas: s.CurrentReplicas,
+		DesiredReplicas: s.DesiredReplicas,
+		LastScaleTime:   storedTime(s.LastScaleTime),
+		CurrentMetrics: copySlice(s.CurrentMetrics, func(m *engine.MetricStatus) engine.MetricStatus {
+			m2 := *m
+			m2.Metric = copyIdentifier(&m.Metric)
+			m2.Value, m2.AverageValue, m2.AverageUtilization = copyPointee(m.Value), copyPointee(m.AverageValue), copyPointee(m.AverageUtilization)
+			return m2
+		}),
+		Conditions: copySlice(s.Conditions, func(c *engine.Condition) engine.Condition {
+			c2 := *c
+			c2.LastTransitionTime = storedTime(c.LastTransitionTime)
+			return c2
+		}),
+	}
+}
+
+// copyPointee returns a pointer to a copy of *p, or nil.
+func copyPointee[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
+}
+
+func copyHistory(h *engine.History) engine.History {
+	return engine.History{
+		Recommendations: copySlice(h.Recommendations, func(r *engine.Recommendation) engine.Recommendation {
+			return engine.Recommendation{Replicas: r.Replicas, At: storedTime(r.At)}
+		}),
+		ScaleUpEvents:   copySlice(h.ScaleUpEvents, copyScaleEvent),
+		ScaleDownEvents: copySlice(h.ScaleDownEvents, copyScaleEvent),
+	}
+}
+
+func copyScaleEvent(e *engine.ScaleEvent) engine.ScaleEvent {
+	return engine.ScaleEvent{Change: e.Change, At: storedTime(e.At), Outdated: e.Outdated}
 }
