@@ -60,7 +60,7 @@ type wireWriter struct {
 
 // begin starts the message field num; end(begin(num)) closes it.
 func (w *wireWriter) begin(num protowire.Number) int {
-	w.b = protowire.AppendTag(w.b, num, protowire.BytesType)
+	w.tag(num, protowire.BytesType)
 	w.b = append(w.b, 0)
 	return len(w.b)
 }
@@ -91,8 +91,28 @@ func (w *wireWriter) strAlways(num protowire.Number, s string) {
 	if !utf8.ValidString(s) && w.err == nil {
 		w.err = errNotUTF8
 	}
-	w.b = protowire.AppendTag(w.b, num, protowire.BytesType)
-	w.b = protowire.AppendString(w.b, s)
+	w.tag(num, protowire.BytesType)
+	w.varint(uint64(len(s)))
+	w.b = append(w.b, s...)
+}
+
+// tag writes a field's tag: one byte for the field numbers below 16 that
+// every storage message uses.
+func (w *wireWriter) tag(num protowire.Number, typ protowire.Type) {
+	if num < 16 {
+		w.b = append(w.b, byte(num)<<3|byte(typ))
+		return
+	}
+	w.b = protowire.AppendTag(w.b, num, typ)
+}
+
+// varint writes v as a varint.
+func (w *wireWriter) varint(v uint64) {
+	if v < 0x80 {
+		w.b = append(w.b, byte(v))
+		return
+	}
+	w.b = protowire.AppendVarint(w.b, v)
 }
 
 // int32 writes an int32 field (sign-extended, as protobuf's int32 is),
@@ -112,14 +132,14 @@ func (w *wireWriter) int64(num protowire.Number, v int64) {
 
 // int64Always writes an int64 (or int32) field, also when v is 0.
 func (w *wireWriter) int64Always(num protowire.Number, v int64) {
-	w.b = protowire.AppendTag(w.b, num, protowire.VarintType)
-	w.b = protowire.AppendVarint(w.b, uint64(v))
+	w.tag(num, protowire.VarintType)
+	w.varint(uint64(v))
 }
 
 // bool writes a bool field, unless v is false.
 func (w *wireWriter) bool(num protowire.Number, v bool) {
 	if v {
-		w.b = protowire.AppendTag(w.b, num, protowire.VarintType)
+		w.tag(num, protowire.VarintType)
 		w.b = append(w.b, 1)
 	}
 }
@@ -127,7 +147,7 @@ func (w *wireWriter) bool(num protowire.Number, v bool) {
 // double writes a double field, unless v is +0 (-0 is written).
 func (w *wireWriter) double(num protowire.Number, v float64) {
 	if v != 0 || math.Signbit(v) {
-		w.b = protowire.AppendTag(w.b, num, protowire.Fixed64Type)
+		w.tag(num, protowire.Fixed64Type)
 		w.b = protowire.AppendFixed64(w.b, math.Float64bits(v))
 	}
 }
@@ -142,7 +162,7 @@ func (w *wireWriter) seconds(num protowire.Number, sec int64, nanos int32) {
 	if nanos != 0 {
 		n += 1 + protowire.SizeVarint(uint64(int64(nanos)))
 	}
-	w.b = protowire.AppendTag(w.b, num, protowire.BytesType)
+	w.tag(num, protowire.BytesType)
 	w.b = append(w.b, byte(n)) // at most 22
 	w.int64(1, sec)
 	w.int32(2, nanos)
@@ -356,10 +376,10 @@ func (w *wireWriter) status(num protowire.Number, s *engine.Status, record []eng
 		for _, r := range refs {
 			n += protowire.SizeVarint(uint64(int64(r)))
 		}
-		w.b = protowire.AppendTag(w.b, 6, protowire.BytesType)
-		w.b = protowire.AppendVarint(w.b, uint64(n))
+		w.tag(6, protowire.BytesType)
+		w.varint(uint64(n))
 		for _, r := range refs {
-			w.b = protowire.AppendVarint(w.b, uint64(int64(r)))
+			w.varint(uint64(int64(r)))
 		}
 	}
 	w.end(start)
