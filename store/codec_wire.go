@@ -306,7 +306,8 @@ func (w *wireWriter) matchLabels(num protowire.Number, m map[string]string) {
 		}
 		return
 	}
-	keys := make([]string, 0, len(m))
+	var buf [8]string // on the stack for a selector of up to 8 labels
+	keys := buf[:0]
 	for k := range m {
 		keys = append(keys, k)
 	}
