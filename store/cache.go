@@ -26,11 +26,20 @@ import (
 //
 // Ownership: a cached record is held by the cache alone. An Update takes
 // it out before its function runs (the function may change it), and a
-// new record is put in only after its write was committed, built from the
-// storage message of what was written (recordFromMessage, the decoder's
-// second half), so it shares nothing with the record Update returns, which
-// its caller may keep. A failed, cancelled, conflicting or refused Update
-// puts nothing back: the next one decodes.
+// new record is put in only after its write was committed. The rule for
+// what is put in: never the record the function made — it may hold
+// slices and maps of the function's caller (a request's spec, a record
+// being copied), and Update returns it to its caller, who may keep and
+// change it — but a copy of it that shares no slice, map or pointer with
+// it (storedCopy; strings are shared, they cannot change), made as
+// decoding the written value would make the record (times in UTC,
+// empty lists nil), so that a cache hit is indistinguishable from a read.
+// The copy is made from target.Record directly: the record is neither
+// decoded nor converted through its storage message again. FuzzRecordEncoder
+// and FuzzDecodeRecord check it against the decoder and for shared memory;
+// TestRecordCacheSharesNothingWithTheFunction and TestRecordCacheIsInvisible
+// check it through Update. A failed, cancelled, conflicting or refused
+// Update puts nothing back: the next one decodes.
 
 // DefaultRecordCacheBytes is the default bound of the record cache
 // (Options.RecordCacheBytes): about 18,000 records of a two-metric target
