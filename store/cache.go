@@ -247,22 +247,23 @@ func historySize(h *engine.History) int64 {
 // UTF-8 or a time out of range would come back other than stored.
 // FuzzRecordEncoder checks the result against decoding.
 func storedCopy(rec *target.Record) target.Record {
+	same := rec.Last != nil && statusEqual(rec.Last.Decision.Status, rec.Status)
+	c := newCopier(rec, same)
 	out := target.Record{
 		Key:      rec.Key,
 		Ref:      rec.Ref,
 		Spec:     copySpec(&rec.Spec),
 		Settings: rec.Settings,
-		Status:   copyStatus(&rec.Status),
-		History:  copyHistory(&rec.History),
+		Status:   c.status(&rec.Status),
+		History:  c.history(&rec.History),
 		Events:   copySlice(rec.Events, func(e *target.Event) target.Event { e2 := *e; e2.At = storedTime(e.At); return e2 }),
 		LastSeen: storedTime(rec.LastSeen),
 	}
 	if l := rec.Last; l != nil {
-		out.Last = &target.LastDecision{ID: l.ID, At: storedTime(l.At), Before: copyStatus(&l.Before), From: l.From}
+		out.Last = &target.LastDecision{ID: l.ID, At: storedTime(l.At), Before: c.status(&l.Before), From: l.From}
 		d := &l.Decision
 		out.Last.Decision = engine.Decision{
 			DesiredReplicas: d.DesiredReplicas, Rescale: d.Rescale, Error: d.Error,
-			Status: copyStatus(&d.Status),
 			Explanation: engine.Explanation{
 				CurrentReplicas: d.Explanation.CurrentReplicas,
 				Metrics:         copySlice(d.Explanation.Metrics, func(m *engine.MetricExplanation) engine.MetricExplanation { return *m }),
@@ -270,12 +271,134 @@ func storedCopy(rec *target.Record) target.Record {
 				Proposal:        d.Explanation.Proposal,
 				Steps:           copySlice(d.Explanation.Steps, func(s *engine.Step) engine.Step { return *s }),
 			},
-			History: copyHistory(&d.History),
+			History: c.history(&d.History),
 		}
-		if statusEqual(d.Status, rec.Status) {
+		if same {
 			// Stored once: decoded as a copy of the record's status.
-			out.Last.Decision.Status = copyStatus(&rec.Status)
+			out.Last.Decision.Status = c.status(&rec.Status)
+		} else {
+			out.Last.Decision.Status = c.status(&d.Status)
 		}
+	}
+	return out
+}
+
+// copier hands out the slices and pointees of a storedCopy of the
+// record's statuses and histories — its most numerous small parts — from
+// one array per element type, sized by counting them first: a handful of
+// allocations instead of one per slice and per pointer. Each slice is
+// capped at its length, so that appending to one never writes into the
+// next.
+type copier struct {
+	conds   []engine.Condition
+	metrics []engine.MetricStatus
+	quants  []engine.Quantity
+	utils   []int32
+	recs    []engine.Recommendation
+	events  []engine.ScaleEvent
+}
+
+// newCopier returns a copier with room for the statuses and histories
+// storedCopy copies of rec; same says the last decision's status is
+// copied from the record's.
+func newCopier(rec *target.Record, same bool) copier {
+	var n struct{ conds, metrics, quants, utils, recs, events int }
+	status := func(s *engine.Status) {
+		n.conds += len(s.Conditions)
+		n.metrics += len(s.CurrentMetrics)
+		for i := range s.CurrentMetrics {
+			m := &s.CurrentMetrics[i]
+			n.quants += countNonNil(m.Value) + countNonNil(m.AverageValue)
+			n.utils += countNonNil(m.AverageUtilization)
+		}
+	}
+	history := func(h *engine.History) {
+		n.recs += len(h.Recommendations)
+		n.events += len(h.ScaleUpEvents) + len(h.ScaleDownEvents)
+	}
+	status(&rec.Status)
+	history(&rec.History)
+	if l := rec.Last; l != nil {
+		status(&l.Before)
+		history(&l.Decision.History)
+		if same {
+			status(&rec.Status)
+		} else {
+			status(&l.Decision.Status)
+		}
+	}
+	return copier{
+		conds: make([]engine.Condition, n.conds), metrics: make([]engine.MetricStatus, n.metrics),
+		quants: make([]engine.Quantity, n.quants), utils: make([]int32, n.utils),
+		recs: make([]engine.Recommendation, n.recs), events: make([]engine.ScaleEvent, n.events),
+	}
+}
+
+// countNonNil is 1 for a pointer that is not nil.
+func countNonNil[T any](p *T) int {
+	if p == nil {
+		return 0
+	}
+	return 1
+}
+
+// take returns the next n elements of *slab, capped at n; nil for none.
+func take[T any](slab *[]T, n int) []T {
+	if n == 0 {
+		return nil
+	}
+	s := (*slab)[:n:n]
+	*slab = (*slab)[n:]
+	return s
+}
+
+// takeCopy returns a copy of *p from *slab, or nil.
+func takeCopy[T any](slab *[]T, p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := &(*slab)[0]
+	*slab = (*slab)[1:]
+	*v = *p
+	return v
+}
+
+func (c *copier) status(s *engine.Status) engine.Status {
+	out := engine.Status{
+		CurrentReplicas: s.CurrentReplicas,
+		DesiredReplicas: s.DesiredReplicas,
+		LastScaleTime:   storedTime(s.LastScaleTime),
+		CurrentMetrics:  take(&c.metrics, len(s.CurrentMetrics)),
+		Conditions:      take(&c.conds, len(s.Conditions)),
+	}
+	for i := range out.CurrentMetrics {
+		m, src := &out.CurrentMetrics[i], &s.CurrentMetrics[i]
+		*m = *src
+		m.Metric = copyIdentifier(&src.Metric)
+		m.Value, m.AverageValue = takeCopy(&c.quants, src.Value), takeCopy(&c.quants, src.AverageValue)
+		m.AverageUtilization = takeCopy(&c.utils, src.AverageUtilization)
+	}
+	for i := range out.Conditions {
+		out.Conditions[i] = s.Conditions[i]
+		out.Conditions[i].LastTransitionTime = storedTime(s.Conditions[i].LastTransitionTime)
+	}
+	return out
+}
+
+func (c *copier) history(h *engine.History) engine.History {
+	out := engine.History{
+		Recommendations: take(&c.recs, len(h.Recommendations)),
+		ScaleUpEvents:   take(&c.events, len(h.ScaleUpEvents)),
+		ScaleDownEvents: take(&c.events, len(h.ScaleDownEvents)),
+	}
+	for i, r := range h.Recommendations {
+		out.Recommendations[i] = engine.Recommendation{Replicas: r.Replicas, At: storedTime(r.At)}
+	}
+	for i, e := range h.ScaleUpEvents {
+		out.ScaleUpEvents[i] = engine.ScaleEvent{Change: e.Change, At: storedTime(e.At), Outdated: e.Outdated}
+	}
+	for i, e := range h.ScaleDownEvents {
+		out.ScaleDownEvents[i] = engine.ScaleEvent{Change: e.Change, At: storedTime(e.At), Outdated: e.Outdated}
 	}
 	return out
 }
@@ -334,46 +457,4 @@ func copyIdentifier(m *engine.MetricIdentifier) engine.MetricIdentifier {
 		}
 	}
 	return out
-}
-
-func copyStatus(s *engine.Status) engine.Status {
-	return engine.Status{
-		CurrentReplicas: s.CurrentReplicas,
-		DesiredReplicas: s.DesiredReplicas,
-		LastScaleTime:   storedTime(s.LastScaleTime),
-		CurrentMetrics: copySlice(s.CurrentMetrics, func(m *engine.MetricStatus) engine.MetricStatus {
-			m2 := *m
-			m2.Metric = copyIdentifier(&m.Metric)
-			m2.Value, m2.AverageValue, m2.AverageUtilization = copyPointee(m.Value), copyPointee(m.AverageValue), copyPointee(m.AverageUtilization)
-			return m2
-		}),
-		Conditions: copySlice(s.Conditions, func(c *engine.Condition) engine.Condition {
-			c2 := *c
-			c2.LastTransitionTime = storedTime(c.LastTransitionTime)
-			return c2
-		}),
-	}
-}
-
-// copyPointee returns a pointer to a copy of *p, or nil.
-func copyPointee[T any](p *T) *T {
-	if p == nil {
-		return nil
-	}
-	v := *p
-	return &v
-}
-
-func copyHistory(h *engine.History) engine.History {
-	return engine.History{
-		Recommendations: copySlice(h.Recommendations, func(r *engine.Recommendation) engine.Recommendation {
-			return engine.Recommendation{Replicas: r.Replicas, At: storedTime(r.At)}
-		}),
-		ScaleUpEvents:   copySlice(h.ScaleUpEvents, copyScaleEvent),
-		ScaleDownEvents: copySlice(h.ScaleDownEvents, copyScaleEvent),
-	}
-}
-
-func copyScaleEvent(e *engine.ScaleEvent) engine.ScaleEvent {
-	return engine.ScaleEvent{Change: e.Change, At: storedTime(e.At), Outdated: e.Outdated}
 }

@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/setpointhq/setpoint/engine"
@@ -193,5 +195,38 @@ func TestRecordCacheStaleRecordConflicts(t *testing.T) {
 	}
 	if back, err := st.Get(ctx, cached.Key); err != nil || len(back.History.Recommendations) != 2 {
 		t.Errorf("Get: %d recommendations, %v; want 2", len(back.History.Recommendations), err)
+	}
+}
+
+// TestStoredCopySlicesDoNotOverlap: the slices of a storedCopy share
+// arrays (copier) but not room: appending to any of them leaves every
+// other part of the copy as it was.
+func TestStoredCopySlicesDoNotOverlap(t *testing.T) {
+	for _, rec := range []target.Record{cacheRecord(1), func() target.Record { r, _ := statusRecord(); return r }()} {
+		cp, want := storedCopy(&rec), storedCopy(&rec)
+		var appendToEach func(v reflect.Value)
+		appendToEach = func(v reflect.Value) {
+			switch v.Kind() {
+			case reflect.Pointer:
+				if !v.IsNil() {
+					appendToEach(v.Elem())
+				}
+			case reflect.Slice:
+				for i := range v.Len() {
+					appendToEach(v.Index(i))
+				}
+				_ = reflect.Append(v, reflect.New(v.Type().Elem()).Elem()) // writes past the end when there is room
+			case reflect.Struct:
+				for i := range v.NumField() {
+					if v.Type().Field(i).IsExported() {
+						appendToEach(v.Field(i))
+					}
+				}
+			}
+		}
+		appendToEach(reflect.ValueOf(&cp).Elem())
+		if !reflect.DeepEqual(cp, want) {
+			t.Errorf("appending to a slice of a stored copy changed another part of it:\n%s", cmp.Diff(want, cp))
+		}
 	}
 }
