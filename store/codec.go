@@ -1,10 +1,14 @@
 package store
 
-// The codec converts a target.Record to and from its storage message,
-// setpoint.storage.v1.Record (proto/setpoint/storage/v1/storage.proto).
-// Encoding fails on what could not be read back (a time outside the years
-// 1–9999, a string that is not UTF-8); decoding fails on anything that is
-// not a valid message, and never panics.
+// The codec stores a target.Record as its storage message,
+// setpoint.storage.v1.Record (proto/setpoint/storage/v1/storage.proto):
+// encodeRecord writes the message's bytes straight from the record
+// (codec_wire.go); decodeRecord unmarshals the generated message and
+// converts it (decoder). The encoder type converts engine values to
+// messages for the change feed's entries (feed.go). Encoding fails on
+// what could not be read back (a time outside the years 1–9999, a string
+// that is not UTF-8); decoding fails on anything that is not a valid
+// message, and never panics.
 
 import (
 	"bytes"
@@ -248,11 +252,11 @@ func lastFrom(l *pb.LastDecision) int32 {
 	return l.GetDecision().GetExplanation().GetCurrentReplicas()
 }
 
-// encoder converts engine values to storage messages, keeping the first
-// error.
+// encoder converts engine values to storage messages (the change feed's),
+// keeping the first error.
 type encoder struct {
 	err error
-	// stamps hands out the messages' timestamps (a record holds dozens)
+	// stamps hands out the messages' timestamps (a decision holds dozens)
 	// from chunks of stampChunk, one allocation each.
 	stamps []timestamppb.Timestamp
 }

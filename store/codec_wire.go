@@ -189,11 +189,8 @@ func (w *wireWriter) duration(num protowire.Number, d time.Duration) {
 }
 
 func (w *wireWriter) record(rec *target.Record) {
-	ref := w.begin(1)
-	w.str(1, rec.Ref.APIVersion)
-	w.str(2, rec.Ref.Kind)
-	w.str(3, rec.Ref.Name)
-	w.end(ref)
+	ref := engine.ObjectReference(rec.Ref) // TargetRef has ObjectReference's fields
+	w.objectReference(1, &ref)
 	w.spec(2, &rec.Spec)
 	w.settings(3, &rec.Settings)
 	w.status(4, &rec.Status, nil)
