@@ -221,6 +221,10 @@ func TestRecordEncoderWritesTheMessagesBytes(t *testing.T) {
 				rec.Last.Decision.Explanation.Steps = append(rec.Last.Decision.Explanation.Steps, engine.Step{Kind: engine.StepLimited, Message: strings.Repeat("long ", 40)})
 			}
 		}},
+		{name: "lengths of three and four bytes", edit: func(rec *target.Record) {
+			rec.Last.Decision.Error = strings.Repeat("e", 20<<10)              // the decision: over 16 KiB
+			rec.Events = []target.Event{{Message: strings.Repeat("m", 3<<20)}} // an event: over 2 MiB
+		}},
 		{name: "a string that is not UTF-8", edit: func(rec *target.Record) { rec.Last.Decision.Explanation.Steps = []engine.Step{{Reason: "\xff"}} }, wantErr: true},
 		{name: "a label that is not UTF-8", edit: func(rec *target.Record) {
 			rec.Status = status(&engine.LabelSelector{MatchLabels: map[string]string{"\xff": ""}})
