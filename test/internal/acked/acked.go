@@ -29,9 +29,6 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
-// ServeWithin is how soon a restarted server must answer a Recommend.
-const ServeWithin = time.Second
-
 // BuildServer builds setpoint-server into dir and returns the binary's
 // path.
 func BuildServer(dir string) (string, error) {
