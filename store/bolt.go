@@ -18,7 +18,6 @@ import (
 	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/setpointhq/setpoint/engine"
-	pb "github.com/setpointhq/setpoint/proto/setpoint/storage/v1"
 	"github.com/setpointhq/setpoint/target"
 )
 
@@ -596,11 +595,9 @@ func (b *Bolt) Update(ctx context.Context, key target.Key, fn func(rec *target.R
 			return target.Record{}, err
 		}
 		if b.cache != nil {
-			// A record of the cache's own, decoded from the message of
-			// what was written: what decoding w.val would give.
-			if own, err := recordFromMessage(key, w.msg, nil, true); err == nil {
-				b.cache.put(key, w.val, own)
-			}
+			// A record of the cache's own (storedCopy): what decoding
+			// w.val would give, sharing nothing with w.rec.
+			b.cache.put(key, w.val, storedCopy(&w.rec))
 		}
 		return w.rec, nil
 	}
@@ -624,7 +621,6 @@ type preparedUpdate struct {
 	encoded  [][]byte      // the changes' values
 	logged   []byte        // the decision log's entry of a new decision, or nil
 	rec      target.Record // what is stored, returned by Update; fn's record
-	msg      *pb.Record    // the storage message of rec, marshalled as val
 }
 
 // prepare reads the record of key, runs fn and encodes the result. It
@@ -689,14 +685,10 @@ func (b *Bolt) prepare(key target.Key, rk []byte, decision bool, fn func(*target
 		return nil, fmt.Errorf("store: update %s: a decision's function left the last decision in place (WithDecision)", key)
 	}
 	w.changes = changes
-	m, err := recordMessage(rec)
-	if err != nil {
-		return nil, err
-	}
 	// The change feed's entries are encoded from the marshalled record:
 	// a decision's entry is most of it.
-	if w.val, err = marshalRecordThen(key, m, b.compressors.compress, func(raw []byte) error {
-		w.encoded, err = encodeChanges(w.changes, m, raw)
+	if w.val, err = encodeRecordThen(rec, b.compressors.compress, func(raw []byte) error {
+		w.encoded, err = encodeChanges(w.changes, rec.Last, raw)
 		return err
 	}); err != nil {
 		return nil, err
@@ -707,7 +699,6 @@ func (b *Bolt) prepare(key target.Key, rk []byte, decision bool, fn func(*target
 		}
 	}
 	w.newIndex = lastSeenKey(rec.LastSeen, rk)
-	w.msg = m
 	prepared = true
 	return w, nil
 }

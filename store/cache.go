@@ -1,7 +1,9 @@
 package store
 
 import (
+	"maps"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/setpointhq/setpoint/engine"
@@ -24,11 +26,20 @@ import (
 //
 // Ownership: a cached record is held by the cache alone. An Update takes
 // it out before its function runs (the function may change it), and a
-// new record is put in only after its write was committed, built from the
-// storage message of what was written (recordFromMessage, the decoder's
-// second half), so it shares nothing with the record Update returns, which
-// its caller may keep. A failed, cancelled, conflicting or refused Update
-// puts nothing back: the next one decodes.
+// new record is put in only after its write was committed. The rule for
+// what is put in: never the record the function made — it may hold
+// slices and maps of the function's caller (a request's spec, a record
+// being copied), and Update returns it to its caller, who may keep and
+// change it — but a copy of it that shares no slice, map or pointer with
+// it (storedCopy; strings are shared, they cannot change), made as
+// decoding the written value would make the record (times in UTC,
+// empty lists nil), so that a cache hit is indistinguishable from a read.
+// The copy is made from target.Record directly: the record is neither
+// decoded nor converted through its storage message again. FuzzRecordEncoder
+// and FuzzDecodeRecord check it against the decoder and for shared memory;
+// TestRecordCacheSharesNothingWithTheFunction and TestRecordCacheIsInvisible
+// check it through Update. A failed, cancelled, conflicting or refused
+// Update puts nothing back: the next one decodes.
 
 // DefaultRecordCacheBytes is the default bound of the record cache
 // (Options.RecordCacheBytes): about 18,000 records of a two-metric target
@@ -221,4 +232,229 @@ func statusSize(s *engine.Status) int64 {
 func historySize(h *engine.History) int64 {
 	return int64(cap(h.Recommendations))*int64(unsafe.Sizeof(engine.Recommendation{})) +
 		int64(cap(h.ScaleUpEvents)+cap(h.ScaleDownEvents))*int64(unsafe.Sizeof(engine.ScaleEvent{}))
+}
+
+// storedCopy returns the record decoding rec's stored value gives —
+// rec's key, its times in UTC without a monotonic reading, empty slices
+// and maps nil, a last decision's status stored once a copy of the
+// record's — built from rec, which is neither read from nor written to
+// again by storedCopy's result: the copy shares no slice, map or pointer
+// with rec (strings, which cannot change, it does share). So the
+// record an Update committed goes into the cache without being decoded
+// or converted again, and fn's record, which fn may have filled from
+// slices its caller keeps and which Update returns to its caller, stays
+// theirs. rec must encode (encodeRecord succeeds): a string that is not
+// UTF-8 or a time out of range would come back other than stored.
+// FuzzRecordEncoder checks the result against decoding.
+func storedCopy(rec *target.Record) target.Record {
+	same := rec.Last != nil && statusEqual(rec.Last.Decision.Status, rec.Status)
+	c := newCopier(rec, same)
+	out := target.Record{
+		Key:      rec.Key,
+		Ref:      rec.Ref,
+		Spec:     copySpec(&rec.Spec),
+		Settings: rec.Settings,
+		Status:   c.status(&rec.Status),
+		History:  c.history(&rec.History),
+		Events:   copySlice(rec.Events, func(e *target.Event) target.Event { e2 := *e; e2.At = storedTime(e.At); return e2 }),
+		LastSeen: storedTime(rec.LastSeen),
+	}
+	if l := rec.Last; l != nil {
+		out.Last = &target.LastDecision{ID: l.ID, At: storedTime(l.At), Before: c.status(&l.Before), From: l.From}
+		d := &l.Decision
+		out.Last.Decision = engine.Decision{
+			DesiredReplicas: d.DesiredReplicas, Rescale: d.Rescale, Error: d.Error,
+			Explanation: engine.Explanation{
+				CurrentReplicas: d.Explanation.CurrentReplicas,
+				Metrics:         copySlice(d.Explanation.Metrics, func(m *engine.MetricExplanation) engine.MetricExplanation { return *m }),
+				Winner:          d.Explanation.Winner,
+				Proposal:        d.Explanation.Proposal,
+				Steps:           copySlice(d.Explanation.Steps, func(s *engine.Step) engine.Step { return *s }),
+			},
+			History: c.history(&d.History),
+		}
+		if same {
+			// Stored once: decoded as a copy of the record's status.
+			out.Last.Decision.Status = c.status(&rec.Status)
+		} else {
+			out.Last.Decision.Status = c.status(&d.Status)
+		}
+	}
+	return out
+}
+
+// copier hands out the slices and pointees of a storedCopy of the
+// record's statuses and histories — its most numerous small parts — from
+// one array per element type, sized by counting them first: a handful of
+// allocations instead of one per slice and per pointer. Each slice is
+// capped at its length, so that appending to one never writes into the
+// next.
+type copier struct {
+	conds   []engine.Condition
+	metrics []engine.MetricStatus
+	quants  []engine.Quantity
+	utils   []int32
+	recs    []engine.Recommendation
+	events  []engine.ScaleEvent
+}
+
+// newCopier returns a copier with room for the statuses and histories
+// storedCopy copies of rec; same says the last decision's status is
+// copied from the record's.
+func newCopier(rec *target.Record, same bool) copier {
+	var n struct{ conds, metrics, quants, utils, recs, events int }
+	status := func(s *engine.Status) {
+		n.conds += len(s.Conditions)
+		n.metrics += len(s.CurrentMetrics)
+		for i := range s.CurrentMetrics {
+			m := &s.CurrentMetrics[i]
+			n.quants += countNonNil(m.Value) + countNonNil(m.AverageValue)
+			n.utils += countNonNil(m.AverageUtilization)
+		}
+	}
+	history := func(h *engine.History) {
+		n.recs += len(h.Recommendations)
+		n.events += len(h.ScaleUpEvents) + len(h.ScaleDownEvents)
+	}
+	status(&rec.Status)
+	history(&rec.History)
+	if l := rec.Last; l != nil {
+		status(&l.Before)
+		history(&l.Decision.History)
+		if same {
+			status(&rec.Status)
+		} else {
+			status(&l.Decision.Status)
+		}
+	}
+	return copier{
+		conds: make([]engine.Condition, n.conds), metrics: make([]engine.MetricStatus, n.metrics),
+		quants: make([]engine.Quantity, n.quants), utils: make([]int32, n.utils),
+		recs: make([]engine.Recommendation, n.recs), events: make([]engine.ScaleEvent, n.events),
+	}
+}
+
+// countNonNil is 1 for a pointer that is not nil.
+func countNonNil[T any](p *T) int {
+	if p == nil {
+		return 0
+	}
+	return 1
+}
+
+// take returns the next n elements of *slab, capped at n; nil for none.
+func take[T any](slab *[]T, n int) []T {
+	if n == 0 {
+		return nil
+	}
+	s := (*slab)[:n:n]
+	*slab = (*slab)[n:]
+	return s
+}
+
+// takeCopy returns a copy of *p from *slab, or nil.
+func takeCopy[T any](slab *[]T, p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := &(*slab)[0]
+	*slab = (*slab)[1:]
+	*v = *p
+	return v
+}
+
+func (c *copier) status(s *engine.Status) engine.Status {
+	out := engine.Status{
+		CurrentReplicas: s.CurrentReplicas,
+		DesiredReplicas: s.DesiredReplicas,
+		LastScaleTime:   storedTime(s.LastScaleTime),
+		CurrentMetrics:  take(&c.metrics, len(s.CurrentMetrics)),
+		Conditions:      take(&c.conds, len(s.Conditions)),
+	}
+	for i := range out.CurrentMetrics {
+		m, src := &out.CurrentMetrics[i], &s.CurrentMetrics[i]
+		*m = *src
+		m.Metric = copyIdentifier(&src.Metric)
+		m.Value, m.AverageValue = takeCopy(&c.quants, src.Value), takeCopy(&c.quants, src.AverageValue)
+		m.AverageUtilization = takeCopy(&c.utils, src.AverageUtilization)
+	}
+	for i := range out.Conditions {
+		out.Conditions[i] = s.Conditions[i]
+		out.Conditions[i].LastTransitionTime = storedTime(s.Conditions[i].LastTransitionTime)
+	}
+	return out
+}
+
+func (c *copier) history(h *engine.History) engine.History {
+	out := engine.History{
+		Recommendations: take(&c.recs, len(h.Recommendations)),
+		ScaleUpEvents:   take(&c.events, len(h.ScaleUpEvents)),
+		ScaleDownEvents: take(&c.events, len(h.ScaleDownEvents)),
+	}
+	for i, r := range h.Recommendations {
+		out.Recommendations[i] = engine.Recommendation{Replicas: r.Replicas, At: storedTime(r.At)}
+	}
+	for i, e := range h.ScaleUpEvents {
+		out.ScaleUpEvents[i] = engine.ScaleEvent{Change: e.Change, At: storedTime(e.At), Outdated: e.Outdated}
+	}
+	for i, e := range h.ScaleDownEvents {
+		out.ScaleDownEvents[i] = engine.ScaleEvent{Change: e.Change, At: storedTime(e.At), Outdated: e.Outdated}
+	}
+	return out
+}
+
+// storedTime is t as a stored time reads back: the zero time, or t's
+// instant in UTC.
+func storedTime(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return time.Unix(t.Unix(), int64(t.Nanosecond())).UTC()
+}
+
+// copySlice returns f of each element of s in a new slice; empty gives
+// nil.
+func copySlice[T any](s []T, f func(*T) T) []T {
+	if len(s) == 0 {
+		return nil
+	}
+	out := make([]T, len(s))
+	for i := range s {
+		out[i] = f(&s[i])
+	}
+	return out
+}
+
+func copySpec(s *engine.Spec) engine.Spec {
+	out := engine.Spec{MinReplicas: s.MinReplicas, MaxReplicas: s.MaxReplicas}
+	out.Metrics = copySlice(s.Metrics, func(m *engine.MetricSpec) engine.MetricSpec {
+		m2 := *m
+		m2.Metric = copyIdentifier(&m.Metric)
+		return m2
+	})
+	if b := s.Behavior; b != nil {
+		out.Behavior = &engine.Behavior{ScaleUp: copyRules(&b.ScaleUp), ScaleDown: copyRules(&b.ScaleDown)}
+	}
+	return out
+}
+
+func copyRules(r *engine.Rules) engine.Rules {
+	out := *r
+	out.Policies = copySlice(r.Policies, func(p *engine.Policy) engine.Policy { return *p })
+	return out
+}
+
+func copyIdentifier(m *engine.MetricIdentifier) engine.MetricIdentifier {
+	out := engine.MetricIdentifier{Name: m.Name}
+	if s := m.Selector; s != nil {
+		out.Selector = &engine.LabelSelector{
+			MatchExpressions: copySlice(s.MatchExpressions, func(r *engine.LabelSelectorRequirement) engine.LabelSelectorRequirement {
+				return engine.LabelSelectorRequirement{Key: r.Key, Operator: r.Operator, Values: copySlice(r.Values, func(v *string) string { return *v })}
+			}),
+		}
+		if len(s.MatchLabels) > 0 {
+			out.Selector.MatchLabels = maps.Clone(s.MatchLabels)
+		}
+	}
+	return out
 }

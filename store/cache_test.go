@@ -424,3 +424,36 @@ func TestRecordCacheUnderConcurrentUpdates(t *testing.T) {
 		})
 	}
 }
+
+// TestRecordCacheSharesNothingWithTheFunction: a function may fill its
+// record from slices and maps its caller keeps, and the caller may keep
+// and change the record Update returns. Changing either in place after
+// Update returned changes nothing the next update of the key is given:
+// the cache keeps a copy of its own (cache.go, storedCopy).
+func TestRecordCacheSharesNothingWithTheFunction(t *testing.T) {
+	for _, size := range cacheSizes {
+		t.Run("cache="+size.name, func(t *testing.T) {
+			st := open(t, newPath(t), store.Options{RecordCacheBytes: size.bytes})
+			ctx := store.WithDecision(context.Background())
+			key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
+			kept := fullRecord(key) // the caller's: the function stores it as it is
+			got, err := checkedUpdate(t, ctx, st, key, func(r *target.Record) error { *r = kept; return nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range []*target.Record{&kept, &got} {
+				scramble(r)
+				r.Spec.Metrics[0].Target.Milli = -1
+				r.Spec.Behavior.ScaleUp.Policies[0].Value = -1
+				r.Status.CurrentMetrics[0].Value.Milli = -1
+				*r.Status.CurrentMetrics[0].AverageUtilization = -1
+				r.History.ScaleUpEvents[0].Change = -1
+				x := &r.Last.Decision.Explanation
+				x.Metrics[0].Proposal, x.Steps[0].To = -1, -1
+			}
+			if _, err := checkedUpdate(t, ctx, st, key, cacheDecide("d-2", time.Now())); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

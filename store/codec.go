@@ -1,10 +1,14 @@
 package store
 
-// The codec converts a target.Record to and from its storage message,
-// setpoint.storage.v1.Record (proto/setpoint/storage/v1/storage.proto).
-// Encoding fails on what could not be read back (a time outside the years
-// 1–9999, a string that is not UTF-8); decoding fails on anything that is
-// not a valid message, and never panics.
+// The codec stores a target.Record as its storage message,
+// setpoint.storage.v1.Record (proto/setpoint/storage/v1/storage.proto):
+// encodeRecord writes the message's bytes straight from the record
+// (codec_wire.go); decodeRecord unmarshals the generated message and
+// converts it (decoder). The encoder type converts engine values to
+// messages for the change feed's entries (feed.go). Encoding fails on
+// what could not be read back (a time outside the years 1–9999, a string
+// that is not UTF-8); decoding fails on anything that is not a valid
+// message, and never panics.
 
 import (
 	"bytes"
@@ -28,74 +32,19 @@ import (
 // encodeRecord returns the stored form of rec. rec.Key is not part of it:
 // the key is the bucket key.
 func encodeRecord(rec *target.Record) ([]byte, error) {
-	m, err := recordMessage(rec)
-	if err != nil {
-		return nil, err
-	}
-	return marshalRecord(rec.Key, m, compressValue)
+	return encodeRecordThen(rec, compressValue, nil)
 }
 
-// recordMessage returns the storage message of rec, before marshalling.
-func recordMessage(rec *target.Record) (*pb.Record, error) {
-	e := encoder{stamps: make([]timestamppb.Timestamp, 0, timesIn(rec))}
-	m := &pb.Record{
-		TargetRef: &pb.TargetRef{ApiVersion: rec.Ref.APIVersion, Kind: rec.Ref.Kind, Name: rec.Ref.Name},
-		Spec:      e.spec(rec.Spec),
-		Settings:  e.settings(rec.Settings),
-		Status:    e.status(rec.Status),
-		History:   e.history(rec.History),
-		Events:    mapMessages(rec.Events, e.event),
-		LastSeen:  e.time(rec.LastSeen),
-	}
-	if l := rec.Last; l != nil {
-		// Schema version 2: equal statuses are stored once. The decision's
-		// status is the record's until an observation changes the latter,
-		// and the status before the decision shares most conditions with it.
-		same := statusEqual(l.Decision.Status, rec.Status)
-		d := l.Decision
-		if same {
-			d.Status = engine.Status{}
-		}
-		m.Last = &pb.LastDecision{Id: l.ID, At: e.time(l.At), Decision: e.decision(d), Before: e.statusRefs(l.Before, rec.Status.Conditions), From: &l.From}
-		if same {
-			m.Last.Decision.Status = nil
-			m.Last.DecisionStatusIsRecordStatus = true
-		}
-	}
-	if e.err != nil {
-		return nil, fmt.Errorf("store: encode record %s: %w", rec.Key, e.err)
-	}
-	return m, nil
-}
-
-// timesIn is how many times rec's message holds at most: its timestamps,
-// allocated at once (a time stored once, or zero, takes none).
-func timesIn(rec *target.Record) int {
-	status := func(s *engine.Status) int { return 1 + len(s.Conditions) }
-	history := func(h *engine.History) int {
-		return len(h.Recommendations) + len(h.ScaleUpEvents) + len(h.ScaleDownEvents)
-	}
-	n := 1 + status(&rec.Status) + history(&rec.History) + len(rec.Events)
-	if l := rec.Last; l != nil {
-		n += 1 + status(&l.Decision.Status) + status(&l.Before) + history(&l.Decision.History)
-	}
-	return n
-}
-
-// marshalRecord returns the stored form of m, the message of the record
-// of k; compress is compressValue, or a way to run it.
-func marshalRecord(k target.Key, m *pb.Record, compress func([]byte) []byte) ([]byte, error) {
-	return marshalRecordThen(k, m, compress, nil)
-}
-
-// marshalRecordThen is marshalRecord, calling then (when not nil) with the
-// marshalled message before it is compressed; the bytes are valid only
-// during the call. An error from then is returned.
-func marshalRecordThen(k target.Key, m *pb.Record, compress func([]byte) []byte, then func(raw []byte) error) ([]byte, error) {
+// encodeRecordThen is encodeRecord, compressing with compress
+// (compressValue, or a way to run it) and calling then (when not nil)
+// with the marshalled message before it is compressed; the bytes are
+// valid only during the call. An error from then is returned.
+func encodeRecordThen(rec *target.Record, compress func([]byte) []byte, then func(raw []byte) error) ([]byte, error) {
 	buf := getScratch()
-	b, err := proto.MarshalOptions{Deterministic: needsOrder(m)}.MarshalAppend(*buf, m)
+	b, err := appendRecord(*buf, rec)
 	if err != nil {
-		return nil, fmt.Errorf("store: encode record %s: %w", k, err)
+		putScratch(buf, b)
+		return nil, err
 	}
 	if then != nil {
 		if err := then(b); err != nil {
@@ -109,31 +58,6 @@ func marshalRecordThen(k target.Key, m *pb.Record, compress func([]byte) []byte,
 	}
 	putScratch(buf, b)
 	return out, nil
-}
-
-// needsOrder reports whether m has a map of more than one entry (a label
-// selector's labels), the only thing whose order in the marshalled bytes
-// varies from one marshal to the next unless the marshaller sorts it
-// (Deterministic, which costs a reflective sort of each map). Without one,
-// the bytes are the same either way.
-func needsOrder(m *pb.Record) bool {
-	for _, s := range m.GetSpec().GetMetrics() {
-		if len(s.GetMetric().GetSelector().GetMatchLabels()) > 1 {
-			return true
-		}
-	}
-	last := m.GetLast()
-	return statusNeedsOrder(m.GetStatus()) || statusNeedsOrder(last.GetDecision().GetStatus()) || statusNeedsOrder(last.GetBefore())
-}
-
-// statusNeedsOrder is needsOrder for a status.
-func statusNeedsOrder(s *pb.Status) bool {
-	for _, ms := range s.GetCurrentMetrics() {
-		if len(ms.GetMetric().GetSelector().GetMatchLabels()) > 1 {
-			return true
-		}
-	}
-	return false
 }
 
 // decodeRecord parses the stored form of the record of k. Any failure is a
@@ -171,16 +95,15 @@ func decodeRecordFor(k target.Key, b []byte, forDecision bool) (rec target.Recor
 	if err != nil {
 		return target.Record{}, &CorruptError{Key: k, Err: err}
 	}
-	return recordFromMessage(k, &m, head, false)
+	return recordFromMessage(k, &m, head)
 }
 
 // recordFromMessage converts m, the storage message of the record of k, to
 // the record; with head, of the last decision only head's ID and At (m
-// then has no last decision). own makes the record share nothing with m
-// (maps are copied too): m may be the message of a record someone else
-// holds. Any failure is a *CorruptError.
-func recordFromMessage(k target.Key, m *pb.Record, head *lastHead, own bool) (target.Record, error) {
-	d := decoder{own: own}
+// then has no last decision). The record shares m's maps. Any failure is
+// a *CorruptError.
+func recordFromMessage(k target.Key, m *pb.Record, head *lastHead) (target.Record, error) {
+	var d decoder
 	rec := target.Record{
 		Key:      k,
 		Ref:      target.Ref{APIVersion: m.GetTargetRef().GetApiVersion(), Kind: m.GetTargetRef().GetKind(), Name: m.GetTargetRef().GetName()},
@@ -329,11 +252,11 @@ func lastFrom(l *pb.LastDecision) int32 {
 	return l.GetDecision().GetExplanation().GetCurrentReplicas()
 }
 
-// encoder converts engine values to storage messages, keeping the first
-// error.
+// encoder converts engine values to storage messages (the change feed's),
+// keeping the first error.
 type encoder struct {
 	err error
-	// stamps hands out the messages' timestamps (a record holds dozens)
+	// stamps hands out the messages' timestamps (a decision holds dozens)
 	// from chunks of stampChunk, one allocation each.
 	stamps []timestamppb.Timestamp
 }
@@ -437,28 +360,6 @@ func (e *encoder) status(v engine.Status) *pb.Status {
 			*m = pb.Condition{Type: string(c.Type), Status: string(c.Status), Reason: c.Reason, Message: c.Message, LastTransitionTime: e.time(c.LastTransitionTime)}
 		}),
 	}
-}
-
-// statusRefs is status for target.LastDecision.Before: each condition equal to
-// one of record (the record's status conditions) is stored as a reference
-// to it (Status.condition_refs); without any such condition it is status.
-func (e *encoder) statusRefs(v engine.Status, record []engine.Condition) *pb.Status {
-	var refs []int32
-	var own []engine.Condition
-	for _, c := range v.Conditions {
-		i := slices.IndexFunc(record, func(r engine.Condition) bool { return conditionEqual(r, c) })
-		if i < 0 {
-			own = append(own, c)
-		}
-		refs = append(refs, int32(i))
-	}
-	if len(own) == len(v.Conditions) {
-		return e.status(v)
-	}
-	v.Conditions = own
-	m := e.status(v)
-	m.ConditionRefs = refs
-	return m
 }
 
 // statusEqual reports whether a and b are stored alike.
@@ -565,11 +466,10 @@ func (e *encoder) decision(v engine.Decision) *pb.Decision {
 }
 
 // decoder converts storage messages to engine values, keeping the first
-// error. Absent messages decode as zero values. With own, the values share
-// no map with the messages (slices and strings never are shared).
+// error. Absent messages decode as zero values. The values share the
+// messages' maps (slices and strings never are shared).
 type decoder struct {
 	err error
-	own bool
 }
 
 func (d *decoder) time(ts *timestamppb.Timestamp) time.Time {
@@ -641,9 +541,6 @@ func (d *decoder) metricIdentifier(m *pb.MetricIdentifier) engine.MetricIdentifi
 		}
 		if len(s.GetMatchLabels()) > 0 {
 			v.Selector.MatchLabels = s.GetMatchLabels()
-			if d.own {
-				v.Selector.MatchLabels = maps.Clone(v.Selector.MatchLabels)
-			}
 		}
 	}
 	return v
@@ -783,9 +680,5 @@ func (d *decoder) decision(m *pb.Decision) engine.Decision {
 // compression: a sample for training the dictionary of stored values
 // (values.dict).
 func MarshalRecord(rec target.Record) ([]byte, error) {
-	b, err := encodeRecord(&rec)
-	if err != nil {
-		return nil, err
-	}
-	return decompressValue(b)
+	return appendRecord(nil, &rec)
 }

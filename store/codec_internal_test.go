@@ -3,6 +3,8 @@ package store
 import (
 	"bytes"
 	"errors"
+	"math"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -172,23 +174,30 @@ func TestMetricStatusEqualIsStoredAlike(t *testing.T) {
 	}
 }
 
-// TestNeedsOrder: a record is marshalled sorted (Deterministic) exactly
-// when a label selector in it has more than one label, wherever the
-// selector is, and its bytes are then the same from marshal to marshal.
-func TestNeedsOrder(t *testing.T) {
-	two := func() *engine.LabelSelector {
-		return &engine.LabelSelector{MatchLabels: map[string]string{"a": "1", "b": "2", "c": "3", "d": "4"}}
+// TestRecordEncoderWritesTheMessagesBytes: the record encoder writes
+// exactly the bytes the deterministic marshaller writes for the record's
+// storage message, wherever a label selector of many labels is (its
+// entries sorted), for values protobuf writes specially (-0, negative
+// int32s, optional fields of 0, empty messages, lengths of more than one
+// byte), and fails where the marshaller fails. FuzzRecordEncoder tries
+// random records.
+func TestRecordEncoderWritesTheMessagesBytes(t *testing.T) {
+	many := func() *engine.LabelSelector {
+		return &engine.LabelSelector{MatchLabels: map[string]string{"d": "4", "a": "1", "c": "", "": "2", "b": "3"}}
 	}
 	one := &engine.LabelSelector{MatchLabels: map[string]string{"a": "1"}}
 	status := func(s *engine.LabelSelector) engine.Status {
 		return engine.Status{CurrentReplicas: 1, CurrentMetrics: []engine.MetricStatus{{Type: engine.ExternalSource, Metric: engine.MetricIdentifier{Name: "q", Selector: s}}}}
 	}
+	zero := int32(0)
 	tests := []struct {
-		name string
-		edit func(rec *target.Record)
-		want bool
+		name    string
+		edit    func(rec *target.Record)
+		wantErr bool
 	}{
-		{name: "no selector", edit: func(rec *target.Record) {}},
+		{name: "as decided", edit: func(rec *target.Record) {}},
+		{name: "empty record", edit: func(rec *target.Record) { *rec = target.Record{Key: rec.Key} }},
+		{name: "full record", edit: func(rec *target.Record) { *rec = cacheRecord(3) }},
 		{name: "one label everywhere", edit: func(rec *target.Record) {
 			rec.Spec.Metrics = []engine.MetricSpec{{Type: engine.ExternalSource, Metric: engine.MetricIdentifier{Name: "q", Selector: one}}}
 			rec.Status = status(one)
@@ -196,39 +205,60 @@ func TestNeedsOrder(t *testing.T) {
 			rec.Last.Before = status(one)
 		}},
 		{name: "labels in the spec", edit: func(rec *target.Record) {
-			rec.Spec.Metrics = []engine.MetricSpec{{Type: engine.ExternalSource, Metric: engine.MetricIdentifier{Name: "q", Selector: two()}}}
-		}, want: true},
-		{name: "labels in the status", edit: func(rec *target.Record) { rec.Status = status(two()) }, want: true},
-		{name: "labels in the decision's own status", edit: func(rec *target.Record) { rec.Last.Decision.Status = status(two()) }, want: true},
-		{name: "labels in the status before the decision", edit: func(rec *target.Record) { rec.Last.Before = status(two()) }, want: true},
+			rec.Spec.Metrics = []engine.MetricSpec{{Type: engine.ExternalSource, Metric: engine.MetricIdentifier{Name: "q", Selector: many()}}}
+		}},
+		{name: "labels in the status", edit: func(rec *target.Record) { rec.Status = status(many()) }},
+		{name: "labels in the decision's own status", edit: func(rec *target.Record) { rec.Last.Decision.Status = status(many()) }},
+		{name: "labels in the status before the decision", edit: func(rec *target.Record) { rec.Last.Before = status(many()) }},
+		{name: "negative, -0 and optional zero values", edit: func(rec *target.Record) {
+			rec.Spec.MinReplicas, rec.Settings.Tolerance, rec.Settings.CPUInitializationPeriod = -1, math.Copysign(0, -1), -1500*time.Millisecond
+			rec.Status.CurrentMetrics = []engine.MetricStatus{{AverageUtilization: &zero, Value: &engine.Quantity{}}}
+			rec.Last.From, rec.Last.Decision.Explanation.Winner = 0, -1
+			rec.LastSeen = time.Unix(0, 0) // not the zero time: an empty Timestamp
+		}},
+		{name: "long explanation", edit: func(rec *target.Record) {
+			for range 40 {
+				rec.Last.Decision.Explanation.Steps = append(rec.Last.Decision.Explanation.Steps, engine.Step{Kind: engine.StepLimited, Message: strings.Repeat("long ", 40)})
+			}
+		}},
+		{name: "lengths of three and four bytes", edit: func(rec *target.Record) {
+			rec.Last.Decision.Error = strings.Repeat("e", 20<<10)              // the decision: over 16 KiB
+			rec.Events = []target.Event{{Message: strings.Repeat("m", 3<<20)}} // an event: over 2 MiB
+		}},
+		{name: "a string that is not UTF-8", edit: func(rec *target.Record) { rec.Last.Decision.Explanation.Steps = []engine.Step{{Reason: "\xff"}} }, wantErr: true},
+		{name: "a label that is not UTF-8", edit: func(rec *target.Record) {
+			rec.Status = status(&engine.LabelSelector{MatchLabels: map[string]string{"\xff": ""}})
+		}, wantErr: true},
+		{name: "a time after the year 9999", edit: func(rec *target.Record) {
+			rec.Events = []target.Event{{At: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}}
+		}, wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rec, _ := statusRecord()
-			rec.Status.CurrentMetrics, rec.Last.Decision.Status, rec.Last.Before = nil, engine.Status{}, engine.Status{}
 			tt.edit(&rec)
-			m := storedMessage(t, &rec)
-			if got := needsOrder(m); got != tt.want {
-				t.Errorf("needsOrder = %v, want %v", got, tt.want)
-			}
-			if got := hasMapOfMany(m.ProtoReflect()); got != tt.want {
-				t.Errorf("hasMapOfMany = %v, want %v", got, tt.want)
-			}
-			sorted, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for range 20 {
-				got, err := marshalRecord(rec.Key, m, func(b []byte) []byte { return b })
-				if err != nil {
-					t.Fatal(err)
+			want, wantErr := oracleBytes(&rec)
+			for range 10 { // map order varies from one range to the next
+				got, err := appendRecord(nil, &rec)
+				if (err != nil) != tt.wantErr || (wantErr != nil) != tt.wantErr {
+					t.Fatalf("encoder error %v, marshaller error %v; want an error: %v", err, wantErr, tt.wantErr)
 				}
-				if !bytes.Equal(got, sorted) {
-					t.Fatalf("marshalRecord gave other bytes than a sorted marshal")
+				if !bytes.Equal(got, want) && err == nil {
+					t.Fatalf("encoder wrote\n%x\nthe marshaller\n%x", got, want)
 				}
 			}
 		})
 	}
+}
+
+// oracleBytes is the storage message of rec marshalled as the store
+// wrote it before the record encoder: deterministically, not compressed.
+func oracleBytes(rec *target.Record) ([]byte, error) {
+	m, err := recordMessage(rec)
+	if err != nil {
+		return nil, err
+	}
+	return marshalRecord(rec.Key, m, func(b []byte) []byte { return b })
 }
 
 // TestCodecCompresses checks that a large record is stored compressed and
@@ -452,4 +482,30 @@ func TestDecodeForDecisionSkipsOnlyTheLastDecision(t *testing.T) {
 	if got, err := decodeRecordFor(rec.Key, twice, true); err != nil || got.Last.ID != "d2" {
 		t.Errorf("a last decision in two fields: ID %q, %v; want the second field's d2", got.Last.ID, err)
 	}
+}
+
+// BenchmarkRecordMarshal compares, in one run, marshalling a full record
+// (cacheRecord) with the record encoder (protowire) and with the storage
+// message path it replaced (message: the conversion to the generated
+// message and proto.Marshal), compression left out.
+func BenchmarkRecordMarshal(b *testing.B) {
+	rec := cacheRecord(0)
+	b.Run("message", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := oracleBytes(&rec); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("protowire", func(b *testing.B) {
+		b.ReportAllocs()
+		var buf []byte
+		for b.Loop() {
+			var err error
+			if buf, err = appendRecord(buf[:0], &rec); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

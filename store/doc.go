@@ -53,9 +53,10 @@
 // something else (Delete, Expire) wrote the record in between.
 //
 // A record cache (Options.RecordCacheBytes, cache.go) spares the read and
-// the decoding: after a commit, Update keeps the record it wrote,
-// converted from the storage message it marshalled (exactly what decoding
-// the value would give), with the value it wrote. The next Update of the
+// the decoding: after a commit, Update keeps a copy of the record it
+// wrote, made as decoding the value would give it (times in UTC, empty
+// lists nil: storedCopy, checked against the decoder by fuzzing), with the
+// value it wrote. The next Update of the
 // key takes it out of the cache and runs the function on it without
 // reading; its write carries the cached value as the one it read, so if
 // the record changed meanwhile (Delete and Expire drop cached records,
@@ -179,7 +180,11 @@
 //
 // Values are protobuf messages of proto/setpoint/storage/v1/storage.proto,
 // storage-only messages mirroring target.Record and the engine types, so that
-// `buf breaking` guards the disk format as it guards the API. Enumerations
+// `buf breaking` guards the disk format as it guards the API. The encoder
+// (codec_wire.go) writes a record's message in the wire format straight
+// from target.Record, byte for byte what the deterministic marshaller
+// makes of the generated message (FuzzRecordEncoder holds it to that);
+// the decoder unmarshals the generated message. Enumerations
 // are stored as their Kubernetes spelling in strings; an absent timestamp
 // is the zero time; times are read back in UTC; empty and absent lists and
 // maps are the same. Strings must be valid UTF-8 (the gRPC API guarantees
@@ -221,8 +226,8 @@
 // oldest being removed in the transaction that appends past the bound. A
 // decision's entry holds what the decision said — not its history, nor
 // the status it started from (Record.Last.Before), which stay in the
-// record — and is converted from the record's own message, not from the
-// decision a second time; entries written before that also carry the
+// record — and is assembled from the bytes of the record's own message,
+// not encoded a second time; entries written before that also carry the
 // status it started from, which readers ignore. At about 0.6 KiB per
 // decision the default costs some 6 MiB of file. Changes
 // reads them from a revision on (ErrOutOfRange when that revision is no

@@ -308,20 +308,21 @@ func (b *Bolt) Changes(ctx context.Context, after uint64, limit int) ([]Change, 
 
 // encodeChanges returns the stored form of each change; a change's
 // revision is its key, not part of the value, so they can be encoded
-// before the transaction that numbers them. rec, when not nil, is the
-// message of the record the changes were made in, and raw, when not nil,
-// rec marshalled: a decision's entry is then assembled from the bytes of
-// the decision in raw (decisionChangeOfRecord), or else from what rec
-// holds of it, instead of converting and marshalling it again.
-func encodeChanges(cs []Change, rec *pb.Record, raw []byte) ([][]byte, error) {
+// before the transaction that numbers them. last, when not nil, is the
+// last decision of the record the changes were made in, and raw, when not
+// nil, that record's storage message, marshalled: a decision's entry is
+// then assembled from the bytes of the decision in raw
+// (decisionChangeOfRecord) instead of being converted and marshalled
+// again.
+func encodeChanges(cs []Change, last *target.LastDecision, raw []byte) ([][]byte, error) {
 	vals := make([][]byte, len(cs))
 	for i := range cs {
 		c := &cs[i]
 		var err error
-		if l := rec.GetLast(); c.Kind == ChangeDecision && l != nil && l.GetId() == c.Decision.ID {
+		if c.Kind == ChangeDecision && last != nil && last.ID == c.Decision.ID {
 			var ok bool
 			if vals[i], ok = decisionChangeOfRecord(c, raw); !ok {
-				vals[i], err = marshalChange(c, decisionOfRecord(rec))
+				vals[i], err = encodeChange(c)
 			}
 		} else {
 			vals[i], err = encodeChange(c)

@@ -15,7 +15,6 @@ import (
 
 	gocmp "github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/setpointhq/setpoint/engine"
 	"github.com/setpointhq/setpoint/target"
@@ -152,42 +151,83 @@ func FuzzDecodeRecord(f *testing.F) {
 }
 
 // sameAsCached checks what the record cache relies on: the record it
-// keeps for rec, converted from rec's storage message, is exactly
-// (reflect.DeepEqual) what decoding rec's stored value gives, and shares
-// no map with rec.
+// keeps for rec (storedCopy) is exactly (reflect.DeepEqual) what decoding
+// rec's stored value gives, and shares nothing with the record it was
+// made from: changing every part of that one in place afterwards leaves
+// it as it was. rec is left alone (the copy is made from a decoded
+// record equal to it).
 func sameAsCached(k target.Key, rec *target.Record) error {
-	m, err := recordMessage(rec)
+	val, err := encodeRecord(rec)
 	if err != nil {
 		return fmt.Errorf("a decoded record does not encode: %w", err)
-	}
-	val, err := marshalRecord(k, m, compressValue)
-	if err != nil {
-		return fmt.Errorf("a decoded record does not marshal: %w", err)
 	}
 	decoded, err := decodeRecord(k, val)
 	if err != nil {
 		return fmt.Errorf("an encoded record does not decode: %w", err)
 	}
-	if got, want := needsOrder(m), hasMapOfMany(m.ProtoReflect()); got != want {
-		return fmt.Errorf("needsOrder = %v, but the message has a map of more than one entry: %v", got, want)
-	}
-	cached, err := recordFromMessage(k, m, nil, true)
-	if err != nil {
-		return fmt.Errorf("the cache's conversion fails: %w", err)
-	}
+	source, _ := decodeRecord(k, val)
+	return sameStoredCopy(decoded, &source)
+}
+
+// sameStoredCopy checks that storedCopy(rec) is exactly decoded, what
+// decoding rec's stored value gives, and that changing every part of rec
+// in place afterwards leaves the copy as it was. rec is changed.
+func sameStoredCopy(decoded target.Record, rec *target.Record) error {
+	r := *rec
+	r.Key = decoded.Key
+	cached := storedCopy(&r)
 	// As reflect.DeepEqual, but NaN equals NaN: times must be the same
 	// values, location and monotonic reading included.
 	strict := gocmp.Options{cmpopts.EquateNaNs(), gocmp.Comparer(func(a, b time.Time) bool { return a == b })}
 	if diff := gocmp.Diff(decoded, cached, strict); diff != "" {
 		return fmt.Errorf("the cache's record is not the decoded one (-decoded +cached):\n%s", diff)
 	}
-	for i := range cached.Spec.Metrics {
-		if s := cached.Spec.Metrics[i].Metric.Selector; s != nil && len(s.MatchLabels) > 0 &&
-			reflect.ValueOf(s.MatchLabels).UnsafePointer() == reflect.ValueOf(rec.Spec.Metrics[i].Metric.Selector.MatchLabels).UnsafePointer() {
-			return errors.New("the cache's record shares a map with the record written")
-		}
+	changeInPlace(reflect.ValueOf(rec).Elem())
+	if diff := gocmp.Diff(decoded, cached, strict); diff != "" {
+		return fmt.Errorf("the cache's record shares memory with the record written: changing the latter changed it (-decoded +cached):\n%s", diff)
 	}
 	return nil
+}
+
+// changeInPlace changes every value v holds, following slices (their
+// elements, not the slices), pointers and maps (their values, and a key
+// added), as a caller changing a record it was given might; nothing of v
+// is replaced by a new slice, map or pointer.
+func changeInPlace(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if !v.IsNil() {
+			changeInPlace(v.Elem())
+		}
+	case reflect.Slice:
+		for i := range v.Len() {
+			changeInPlace(v.Index(i))
+		}
+	case reflect.Map:
+		if v.IsNil() {
+			return
+		}
+		for _, k := range v.MapKeys() {
+			v.SetMapIndex(k, reflect.ValueOf("changed").Convert(v.Type().Elem()))
+		}
+		v.SetMapIndex(reflect.ValueOf("changed").Convert(v.Type().Key()), reflect.ValueOf("changed").Convert(v.Type().Elem()))
+	case reflect.Struct:
+		if v.Type() == reflect.TypeFor[time.Time]() {
+			v.Set(reflect.ValueOf(time.Unix(1, 1)))
+			return
+		}
+		for i := range v.NumField() {
+			changeInPlace(v.Field(i))
+		}
+	case reflect.String:
+		v.SetString(v.String() + "+")
+	case reflect.Int, reflect.Int32, reflect.Int64:
+		v.SetInt(v.Int() + 1)
+	case reflect.Float64:
+		v.SetFloat(v.Float() + 1)
+	case reflect.Bool:
+		v.SetBool(!v.Bool())
+	}
 }
 
 // sameForDecision checks that decoding b for a decision gives whole, the
@@ -263,34 +303,4 @@ func TestUpdateRetriesAConflict(t *testing.T) {
 	if len(stored.History.Recommendations) != 2 {
 		t.Errorf("stored %d recommendations, want 2", len(stored.History.Recommendations))
 	}
-}
-
-// hasMapOfMany reports whether m, or a message in it, has a map field of
-// more than one entry: what needsOrder must find, found by reflection.
-func hasMapOfMany(m protoreflect.Message) bool {
-	found := false
-	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		switch {
-		case fd.IsMap():
-			found = v.Map().Len() > 1 || (fd.MapValue().Message() != nil && mapHasMapOfMany(v.Map()))
-		case fd.IsList() && fd.Message() != nil:
-			for i := 0; i < v.List().Len() && !found; i++ {
-				found = hasMapOfMany(v.List().Get(i).Message())
-			}
-		case fd.Message() != nil:
-			found = hasMapOfMany(v.Message())
-		}
-		return !found
-	})
-	return found
-}
-
-// mapHasMapOfMany is hasMapOfMany for the message values of a map.
-func mapHasMapOfMany(mp protoreflect.Map) bool {
-	found := false
-	mp.Range(func(_ protoreflect.MapKey, v protoreflect.Value) bool {
-		found = hasMapOfMany(v.Message())
-		return !found
-	})
-	return found
 }

@@ -52,9 +52,6 @@ func TestCrash(t *testing.T) {
 	led := &load.Ledger
 	t.Logf("kills %d, acknowledged Recommend %d, Observe %d, unacknowledged (failed) calls %d, slowest restart to first decision %v",
 		*kills, len(led.Recommends), len(led.Observes), led.Failed, slowest)
-	if slowest > acked.ServeWithin {
-		t.Errorf("a restarted server took %v to decide, want ≤ %v", slowest, acked.ServeWithin)
-	}
 }
 
 // TestSIGTERMUnderLoad: SIGTERM while callers keep calling; the server

@@ -3,5 +3,7 @@
 // random moments and restarted, again and again; afterwards every
 // acknowledged call must be found in the history, the bbolt file must pass
 // its consistency check after every kill, and every restart must serve
-// within a second. See docs/reliability.md.
+// again (within acked.Server.Start's 10 s bound; the time it took is
+// logged, not checked: how fast a store serves after a start is measured
+// by the benchmarks). See docs/reliability.md.
 package crash

@@ -30,9 +30,6 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
-// ServeWithin is how soon a restarted server must answer a Recommend.
-const ServeWithin = time.Second
-
 // BuildServer builds setpoint-server into dir, with the build tags given
 // (e.g. testclock, cmd/setpoint-server/clock_testclock.go), and returns
 // the binary's path.
