@@ -51,6 +51,20 @@ func (f *faults) partition() {
 		f.t.Errorf("server %d, cut off from etcd, still did not say NOT_SERVING after %v", i, notServingWithin)
 	}
 	notServing := time.Since(began)
+	// The others serve meanwhile. (The load's count of acknowledged calls
+	// says little here: its callers do not follow health, and within a
+	// second each has a call stuck on the partitioned server.)
+	for j, m := range f.c.nodes {
+		if j == i {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		_, err := m.probe.Recommend(ctx, request("partition-probe", replicas, 100))
+		cancel()
+		if err != nil {
+			f.t.Errorf("server %d did not serve while server %d was partitioned from etcd: %v", j, i, err)
+		}
+	}
 	time.Sleep(f.down())
 	during := f.acked() - before
 	reset := *duration != 0 && f.partitions%2 == 1
@@ -69,9 +83,6 @@ func (f *faults) partition() {
 	how := map[bool]string{false: "what it held delivered", true: "its connections reset"}[reset]
 	f.t.Logf("server %d partitioned from etcd for %v: NOT_SERVING after %v, %d calls acknowledged meanwhile; healed (%s), SERVING after %v",
 		i, healed.Sub(began).Round(time.Millisecond), notServing.Round(time.Millisecond), during, how, time.Since(healed).Round(time.Millisecond))
-	if during == 0 {
-		f.t.Errorf("no call was acknowledged in the %v server %d was partitioned: the other servers should serve", healed.Sub(began), i)
-	}
 	f.settle(f.down())
 }
 
