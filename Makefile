@@ -30,6 +30,7 @@ generate: ts-deps ## regenerate from proto/ with buf and local plugins: Go code,
 lint: ## buf lint and go vet
 	$(BUF) lint
 	$(GO) vet ./...
+	$(GO) vet -tags testclock ./cmd/setpoint-server
 
 GENERATED := proto $(TS)/src/gen docs/api
 
