@@ -86,6 +86,14 @@ func TestFaultsUnderLoad(t *testing.T) {
 	t.Logf("load: %d Recommend and %d Observe acknowledged, %d Observe refused (a later decision came first), %d calls of unknown outcome, %d reads",
 		l.count.recommends.Load(), l.count.observes.Load(), l.count.refused.Load(), l.count.unknown.Load(), l.count.reads.Load())
 	t.Logf("calls of unknown outcome by status: %v", l.count.byCode)
+	for code, n := range l.count.byCode {
+		// A fault is UNAVAILABLE (the server or etcd away) or the caller's
+		// deadline (etcd or a partition holding the call), never an
+		// internal error.
+		if code != codes.Unavailable && code != codes.DeadlineExceeded {
+			t.Errorf("%d calls failed with %v: a fault should answer UNAVAILABLE or leave the call to its deadline", n, code)
+		}
+	}
 	began := time.Now()
 	check(t, l)
 	f.checkCuts()
