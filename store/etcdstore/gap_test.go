@@ -3,8 +3,6 @@ package etcdstore_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -14,72 +12,13 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/setpointhq/setpoint/internal/etcdtest"
 	"github.com/setpointhq/setpoint/internal/testkit"
 	"github.com/setpointhq/setpoint/store"
 	"github.com/setpointhq/setpoint/store/etcdstore"
 	"github.com/setpointhq/setpoint/store/storetest"
 	"github.com/setpointhq/setpoint/target"
 )
-
-// cutProxy forwards TCP connections to one address until cut, which closes
-// them and refuses new ones until mend: a server cut off from etcd.
-type cutProxy struct {
-	lis   net.Listener
-	to    string
-	mu    sync.Mutex
-	cut   bool
-	conns []net.Conn
-}
-
-func newCutProxy(t *testing.T, to string) *cutProxy {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &cutProxy{lis: lis, to: to}
-	t.Cleanup(func() { lis.Close(); p.setCut(true) })
-	go p.serve()
-	return p
-}
-
-func (p *cutProxy) serve() {
-	for {
-		c, err := p.lis.Accept()
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		if p.cut {
-			p.mu.Unlock()
-			c.Close()
-			continue
-		}
-		up, err := net.Dial("tcp", p.to)
-		if err != nil {
-			p.mu.Unlock()
-			c.Close()
-			continue
-		}
-		p.conns = append(p.conns, c, up)
-		p.mu.Unlock()
-		go func() { _, _ = io.Copy(up, c); up.Close() }()
-		go func() { _, _ = io.Copy(c, up); c.Close() }()
-	}
-}
-
-// setCut cuts (closing every connection) or mends the proxy.
-func (p *cutProxy) setCut(cut bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.cut = cut
-	if cut {
-		for _, c := range p.conns {
-			c.Close()
-		}
-		p.conns = nil
-	}
-}
 
 // TestFeedGapAfterCompaction: a server cut off from etcd while others
 // write, and etcd compacts past what it had seen, cannot hand its
@@ -90,8 +29,8 @@ func TestFeedGapAfterCompaction(t *testing.T) {
 	client(t) // the shared cluster
 	prefix := fmt.Sprintf("/gap-%d/", time.Now().UnixNano())
 	other := open(t, store.Options{}, prefix)
-	proxy := newCutProxy(t, strings.TrimPrefix(endpoints[0], "http://"))
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + proxy.lis.Addr().String()},
+	proxy := etcdtest.NewProxy(t, strings.TrimPrefix(endpoints[0], "http://"))
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + proxy.Addr},
 		DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +68,7 @@ func TestFeedGapAfterCompaction(t *testing.T) {
 		return nil
 	})
 
-	proxy.setCut(true)
+	proxy.Cut()
 	for i := 1; i <= 3; i++ {
 		storetest.Put(t, other, target.Record{Key: key(i), Last: &target.LastDecision{ID: "b"}})
 	}
@@ -139,7 +78,9 @@ func TestFeedGapAfterCompaction(t *testing.T) {
 	}
 	compactAt(t, other, cs[3].Revision)
 	storetest.Put(t, other, target.Record{Key: key(4), Last: &target.LastDecision{ID: "c"}})
-	proxy.setCut(false)
+	// Long enough for etcd to compact: the connections the cut held are
+	// gone, and the server reconnects.
+	proxy.HealReset()
 
 	// Compaction keeps the write at its revision: after the gap come the
 	// fourth write's change and the last one.
