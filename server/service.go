@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
@@ -42,7 +43,9 @@ const defaultPageSize = 100
 // Recommend decides and records one decision.
 func (s *service) Recommend(ctx context.Context, req *setpointv1.RecommendRequest) (*setpointv1.RecommendResponse, error) {
 	start := time.Now()
-	in, err := convert.Input(req, s.now())
+	scratch := scratches.Get().(*convert.Scratch)
+	defer putScratch(scratch)
+	in, err := convert.InputIn(req, s.now(), scratch)
 	if err != nil {
 		s.metrics.decided(nil, in.Spec, err, time.Since(start))
 		return nil, toStatus(ctx, s.log, err)
@@ -58,6 +61,21 @@ func (s *service) Recommend(ctx context.Context, req *setpointv1.RecommendReques
 	}
 	s.metrics.decided(&rec.Last.Decision, rec.Spec, nil, time.Since(start))
 	return &setpointv1.RecommendResponse{Decision: convert.Decision(*rec.Last)}, nil
+}
+
+// scratches are the memory of the pods, metrics and observations of the
+// engine inputs Recommend converts (convert.Scratch). Lifetime: a Scratch
+// is taken at the start of one Recommend call and put back when the call's
+// response is built; the input in it is used only by that call's store
+// update (store.Store.Update runs fn before it returns) and the engine
+// keeps none of it in the decision, so nothing refers to it once it is put
+// back. Put back cleared: pooled memory keeps no request alive.
+var scratches = sync.Pool{New: func() any { return new(convert.Scratch) }}
+
+// putScratch clears s and puts it back in scratches.
+func putScratch(s *convert.Scratch) {
+	s.Reset()
+	scratches.Put(s)
 }
 
 // Observe records what happened after a decision.

@@ -88,19 +88,87 @@ func Observation(req *setpointv1.ObserveRequest) target.Observation {
 // the target's stored status, set by the caller. Errors are
 // *setpointv1.ValidationError.
 func Input(req *setpointv1.RecommendRequest, now time.Time) (engine.Input, error) {
+	return InputIn(req, now, nil)
+}
+
+// InputIn is Input with the pods, resource metrics and observations of the
+// input (and their containers, resource lists and values) in s's memory
+// instead of new memory; a nil s is Input. The input is valid until s is
+// used again or Reset: nothing of it may be kept beyond that (the engine
+// keeps none of it in a decision; TestInputInKeepsNothing).
+func InputIn(req *setpointv1.RecommendRequest, now time.Time, s *Scratch) (engine.Input, error) {
 	// The first pass builds no field paths of pods, containers and values:
 	// a valid request of many pods costs no formatting. Only a request
 	// with violations is converted again, with every path, to report them.
-	in, err := input(req, now, true)
+	in, err := input(req, now, true, s)
 	if err != nil {
-		in, err = input(req, now, false)
+		in, err = input(req, now, false, s)
 	}
 	return in, err
 }
 
-// input is Input; quiet leaves the per-item field paths empty.
-func input(req *setpointv1.RecommendRequest, now time.Time, quiet bool) (engine.Input, error) {
-	c := &converter{err: &setpointv1.ValidationError{}, quiet: quiet}
+// Scratch is reusable memory for the per-pod and per-value parts of the
+// inputs InputIn builds: a server converting many requests allocates them
+// once instead of for each request. The zero value is ready to use. A
+// Scratch is used by one conversion at a time; the input it holds is valid
+// until its next use or Reset.
+type Scratch struct {
+	pods       []engine.Pod
+	containers []engine.Container
+	readies    []engine.PodReadiness
+	requests   engine.ResourceList // the pods' and containers' resource lists
+	usages     []engine.PodUsage
+	cusages    []engine.ContainerUsage
+	usage      engine.ResourceList // the containers' usage lists
+	obs        []engine.Observation
+	values     []engine.MetricValue
+}
+
+// maxScratchEntries is the largest array a Scratch keeps across Reset: a
+// rare request of thousands of pods does not pin its memory for the
+// requests after it.
+const maxScratchEntries = 1024
+
+// Reset forgets the input s holds: its memory is cleared, so that it keeps
+// no request's strings alive, and arrays larger than maxScratchEntries are
+// let go.
+func (s *Scratch) Reset() {
+	resetScratch(&s.pods)
+	resetScratch(&s.containers)
+	resetScratch(&s.readies)
+	resetScratch(&s.requests)
+	resetScratch(&s.usages)
+	resetScratch(&s.cusages)
+	resetScratch(&s.usage)
+	resetScratch(&s.obs)
+	resetScratch(&s.values)
+}
+
+// resetScratch clears the array of *buf, or drops it when it is larger
+// than maxScratchEntries.
+func resetScratch[S ~[]T, T any](buf *S) {
+	if cap(*buf) > maxScratchEntries {
+		*buf = nil
+		return
+	}
+	clear((*buf)[:cap(*buf)])
+}
+
+// scratchSlice returns an empty slice of capacity n of *buf's array,
+// growing it when too small.
+func scratchSlice[S ~[]T, T any](buf *S, n int) S {
+	if cap(*buf) < n {
+		*buf = make(S, n)
+	}
+	return (*buf)[:0:n]
+}
+
+// input is InputIn; quiet leaves the per-item field paths empty.
+func input(req *setpointv1.RecommendRequest, now time.Time, quiet bool, s *Scratch) (engine.Input, error) {
+	if s == nil {
+		s = &Scratch{} // its arrays are made to measure
+	}
+	c := &converter{err: &setpointv1.ValidationError{}, quiet: quiet, scratch: s}
 	in := engine.Input{Now: now, Namespace: req.GetTarget().GetNamespace()}
 	in.Settings = c.settings(req.GetSettings())
 	in.Spec = c.spec(req.GetSpec(), in.Settings)
@@ -130,6 +198,8 @@ type converter struct {
 	// lists backs the resource lists of the pods or the resource metrics
 	// being converted: sized once for all of them, each list a part of it.
 	lists engine.ResourceList
+	// scratch is the memory of the per-pod and per-value parts (InputIn).
+	scratch *Scratch
 }
 
 // indexed returns the field path prefix[i], or "" when quiet.
@@ -684,7 +754,7 @@ func (c *converter) pods(ps []*setpointv1.Pod) []engine.Pod {
 	if len(ps) == 0 {
 		return nil
 	}
-	out := make([]engine.Pod, 0, len(ps))
+	out := scratchSlice(&c.scratch.pods, len(ps))
 	// Duplicate names: a few pods are compared with the ones before them
 	// (no map to allocate), many are looked up in a map.
 	var seen map[string]bool
@@ -704,9 +774,9 @@ func (c *converter) pods(ps []*setpointv1.Pod) []engine.Pod {
 			quantities += len(ct.GetRequests())
 		}
 	}
-	cts := make([]engine.Container, 0, containers)
-	c.lists = make(engine.ResourceList, 0, quantities)
-	ready := make([]engine.PodReadiness, 0, readies)
+	cts := scratchSlice(&c.scratch.containers, containers)
+	c.lists = scratchSlice(&c.scratch.requests, quantities)
+	ready := scratchSlice(&c.scratch.readies, readies)
 	for i, p := range ps {
 		f := c.indexed("pods", i)
 		switch {
@@ -785,7 +855,7 @@ func (c *converter) conditionStatus(field string, s engine.ConditionStatus) {
 func (c *converter) resourceMetrics(r *setpointv1.ResourceMetrics) engine.ResourceMetrics {
 	out := engine.ResourceMetrics{Err: r.GetError()}
 	if n := len(r.GetItems()); n > 0 {
-		out.Pods = make([]engine.PodUsage, 0, n)
+		out.Pods = scratchSlice(&c.scratch.usages, n)
 	}
 	// One array backs every item's containers, one every usage list.
 	var containers, quantities int
@@ -795,8 +865,8 @@ func (c *converter) resourceMetrics(r *setpointv1.ResourceMetrics) engine.Resour
 			quantities += len(ct.GetUsage())
 		}
 	}
-	cts := make([]engine.ContainerUsage, 0, containers)
-	c.lists = make(engine.ResourceList, 0, quantities)
+	cts := scratchSlice(&c.scratch.cusages, containers)
+	c.lists = scratchSlice(&c.scratch.usage, quantities)
 	for i, it := range r.GetItems() {
 		f := c.indexed("resource_metrics.items", i)
 		c.nonEmpty(c.at(f, ".pod"), it.GetPod())
@@ -823,13 +893,14 @@ func (c *converter) observations(obs []*setpointv1.MetricObservation, metrics []
 	if len(obs) == 0 {
 		return nil
 	}
-	out := make([]engine.Observation, len(obs))
+	out := scratchSlice(&c.scratch.obs, len(obs))[:len(obs)]
+	clear(out) // not every field is set below
 	// One array backs every observation's values.
 	n := 0
 	for _, o := range obs {
 		n += len(o.GetValues())
 	}
-	values := make([]engine.MetricValue, 0, n)
+	values := scratchSlice(&c.scratch.values, n)
 	for i, o := range obs {
 		f := c.indexed("observations", i)
 		out[i].Err = o.GetError()
