@@ -63,11 +63,44 @@ var boundedElsewhere = map[protoreflect.FullName]bool{
 // generated getters (budget_requests.go), every other request by
 // reflection.
 func (b budgets) check(e *setpointv1.ValidationError, m proto.Message) {
-	w := walker{budgets: b, e: e} // on the stack: the typed walks take no closure
+	b.checkReceived(e, m, 0)
+}
+
+// checkReceived is check for a request received as received bytes (0:
+// unknown), which spares measuring the spec of a request too small to hold
+// a spec over maxSpec (specFits), and reading the maps' strings of a
+// request too small to hold a string over maxString (a string decodes
+// from as many bytes).
+func (b budgets) checkReceived(e *setpointv1.ValidationError, m proto.Message, received int64) {
+	// On the stack: the typed walks take no closure. A request received in
+	// at most maxString bytes has no string longer: its maps need not be
+	// iterated.
+	w := walker{budgets: b, e: e, stringsFit: received > 0 && received <= int64(b.maxString)}
 	if !w.typedCheck(m) {
 		b.walk(e, m)
 	}
-	b.checkSpec(e, m)
+	if !b.specFits(received) {
+		b.checkSpec(e, m)
+	}
+}
+
+// maxSpecGrowth bounds how many times its encoded size as received a
+// request's spec is once decoded and encoded again (proto.Size). Encoding
+// again only drops what decoding dropped (default values, repeated
+// fields, non-minimal varints) except for map entries, which are encoded
+// with their key and value even when they came without: an entry of 2
+// bytes (tag and length 0) becomes 6, so a part of the request grows at
+// most 3 times, its length prefixes with it (by at most one byte each, and
+// each came with at least two bytes of tag and length). The spec has no
+// packable repeated field (a packed one would grow if it came unpacked...
+// the other way round: it would grow if it came packed and were encoded
+// unpacked). TestSpecGrowthBound checks the worst case.
+const maxSpecGrowth = 4
+
+// specFits reports whether a request of received bytes (0: unknown) cannot
+// hold a spec over maxSpec when encoded again.
+func (b budgets) specFits(received int64) bool {
+	return received > 0 && received <= int64(b.maxSpec)/maxSpecGrowth
 }
 
 // checkReflective is check with the reflective walk for every request:
@@ -113,6 +146,10 @@ type walker struct {
 	// (TestRequestsNestLessThanMaxDepth).
 	path  [maxDepth]step
 	depth int
+	// stringsFit: the request holds no string longer than maxString (it
+	// was received in fewer bytes), so the typed walks' maps are only
+	// counted, not iterated.
+	stringsFit bool
 }
 
 // maxDepth bounds the steps of a path: fields, list entries, map entries.

@@ -35,6 +35,9 @@ func (w *walker) strMap(m map[string]string, suffix string) {
 		w.e.Add(w.at(suffix), "has %d entries: at most %d", len(m), w.maxEntries)
 		return
 	}
+	if w.stringsFit {
+		return
+	}
 	for k, v := range m {
 		switch {
 		case len(k) > w.maxString:
@@ -98,6 +101,9 @@ func (w *walker) container(i containerPath, name string, m map[string]string, ma
 
 // overlong reports whether a key or value of m is longer than maxString.
 func (w *walker) overlong(m map[string]string) bool {
+	if w.stringsFit {
+		return false
+	}
 	for k, v := range m {
 		if len(k) > w.maxString || len(v) > w.maxString {
 			return true

@@ -122,6 +122,17 @@ func TestTypedBudgetsMatchTheWalk(t *testing.T) {
 				if diff := cmp.Diff(violations(walked), violations(typed)); diff != "" {
 					t.Errorf("violations (-walk +typed):\n%s", diff)
 				}
+				// Received as its encoded size: the same, also when that
+				// size is within maxString and so no string is checked.
+				size := proto.Size(m.Interface())
+				for _, bb := range []budgets{b, {maxString: size, maxEntries: b.maxEntries, maxSpec: b.maxSpec}} {
+					sized, walked := &setpointv1.ValidationError{}, &setpointv1.ValidationError{}
+					bb.checkReceived(sized, m.Interface(), int64(size))
+					bb.checkReflective(walked, m.Interface())
+					if diff := cmp.Diff(violations(walked), violations(sized)); diff != "" {
+						t.Errorf("maxString %d, received %d: violations (-walk +typed):\n%s", bb.maxString, size, diff)
+					}
+				}
 			})
 		}
 	}

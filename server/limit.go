@@ -93,7 +93,11 @@ type requestLimits struct {
 // list of req longer than its limit: pods, pod metrics and per-pod metric
 // values by maxPods; spec metrics (a Simulate step's edited spec too),
 // observations and metric values by maxMetrics.
-func (l requestLimits) check(req any) error {
+func (l requestLimits) check(req any) error { return l.checkReceived(req, 0) }
+
+// checkReceived is check for a request received as received bytes (0:
+// unknown; see budgets.checkReceived).
+func (l requestLimits) checkReceived(req any, received int64) error {
 	var vs []setpointv1.FieldViolation
 	bound := func(field string, n, max int, what string) {
 		if n > max {
@@ -125,7 +129,7 @@ func (l requestLimits) check(req any) error {
 	}
 	if m, ok := req.(proto.Message); ok {
 		e := &setpointv1.ValidationError{}
-		l.budgets.check(e, m)
+		l.budgets.checkReceived(e, m, received)
 		vs = append(vs, e.Violations...)
 	}
 	if len(vs) == 0 {
@@ -136,7 +140,8 @@ func (l requestLimits) check(req any) error {
 
 // unary is the unary request-limits interceptor.
 func (l requestLimits) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if err := l.check(req); err != nil {
+	received, _ := requestBytes(ctx)
+	if err := l.checkReceived(req, received); err != nil {
 		return nil, err
 	}
 	return handler(ctx, req)
