@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -40,6 +41,64 @@ type metrics struct {
 	observations      *prometheus.CounterVec
 	watchStreams      prometheus.Gauge
 	watchCutoffs      prometheus.Counter
+
+	// The children of the vectors above that every decision counts, by
+	// the indices of their label values in actionLabels, errorLabels,
+	// typeLabels and outcomeLabels: each is looked up in its vector once
+	// (the first time it is counted, so that only counted series are
+	// exposed) instead of hashing its label values and taking the vector's
+	// lock for every decision.
+	reconciled  [len(actionLabels)][len(errorLabels)]atomic.Pointer[prometheus.Counter]
+	tookByLabel [len(actionLabels)][len(errorLabels)]atomic.Pointer[prometheus.Observer]
+	desiredBy   [len(actionLabels)]atomic.Pointer[prometheus.Observer]
+	proposedBy  [len(typeLabels)]atomic.Pointer[prometheus.Observer]
+	computedBy  [len(actionLabels)][len(errorLabels)][len(typeLabels)]atomic.Pointer[prometheus.Counter]
+	outcomeBy   [len(typeLabels)][len(outcomeLabels)]atomic.Pointer[prometheus.Counter]
+}
+
+// The label values whose children metrics keeps (index finds them).
+var (
+	actionLabels  = [...]string{actionScaleUp, actionScaleDown, actionNone}
+	errorLabels   = [...]string{errorNone, errorSpec, errorInternal}
+	typeLabels    = [...]string{string(engine.ResourceSource), string(engine.ContainerResourceSource), string(engine.PodsSource), string(engine.ObjectSource), string(engine.ExternalSource), "Unknown"}
+	outcomeLabels = [...]string{string(engine.OutcomeScaled), string(engine.OutcomeWithinTolerance), string(engine.OutcomeRebalanced), string(engine.OutcomeRebalanceHeld), string(engine.OutcomeFromZero), string(engine.OutcomeFailed)}
+)
+
+// index returns the index of v in labels, -1 when absent.
+func index(labels []string, v string) int {
+	for i, l := range labels {
+		if l == v {
+			return i
+		}
+	}
+	return -1
+}
+
+// child returns what *slot holds, or else lookup's result, kept in slot.
+func child[T any](slot *atomic.Pointer[T], lookup func() T) T {
+	if c := slot.Load(); c != nil {
+		return *c
+	}
+	c := lookup()
+	slot.Store(&c)
+	return c
+}
+
+// counter returns vec's child for the label values, kept in slot when
+// there is one (nil: a value without an index).
+func counter(slot *atomic.Pointer[prometheus.Counter], vec *prometheus.CounterVec, values ...string) prometheus.Counter {
+	if slot == nil {
+		return vec.WithLabelValues(values...)
+	}
+	return child(slot, func() prometheus.Counter { return vec.WithLabelValues(values...) })
+}
+
+// observer is counter for a histogram vector.
+func observer(slot *atomic.Pointer[prometheus.Observer], vec *prometheus.HistogramVec, values ...string) prometheus.Observer {
+	if slot == nil {
+		return vec.WithLabelValues(values...)
+	}
+	return child(slot, func() prometheus.Observer { return vec.WithLabelValues(values...) })
 }
 
 // replicaBuckets are the buckets of replica-count histograms.
@@ -104,10 +163,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 // call's error.
 func (m *metrics) decided(d *engine.Decision, spec engine.Spec, err error, took time.Duration) {
 	action, errLabel := actionNone, errorNone
-	var ve *setpointv1.ValidationError
-	var fe *engine.FieldError
 	switch {
-	case errors.As(err, &ve), errors.As(err, &fe):
+	case err != nil && specError(err):
 		errLabel = errorSpec
 	case err != nil:
 		errLabel = errorInternal
@@ -116,7 +173,7 @@ func (m *metrics) decided(d *engine.Decision, spec engine.Spec, err error, took 
 	}
 	if d != nil && err == nil {
 		action = actionOf(d.Rescale, d.DesiredReplicas, d.Explanation.CurrentReplicas)
-		m.desired.WithLabelValues(action).Observe(float64(d.DesiredReplicas))
+		observer(&m.desiredBy[index(actionLabels[:], action)], m.desired, action).Observe(float64(d.DesiredReplicas))
 		current := d.Explanation.CurrentReplicas
 		for i, x := range d.Explanation.Metrics {
 			typ := "Unknown"
@@ -124,20 +181,39 @@ func (m *metrics) decided(d *engine.Decision, spec engine.Spec, err error, took 
 				typ = string(spec.Metrics[i].Type)
 			}
 			mAction, mErr := actionOf(true, x.Proposal, current), errorNone
+			t, o := index(typeLabels[:], typ), index(outcomeLabels[:], string(x.Outcome))
+			var proposed *atomic.Pointer[prometheus.Observer]
+			var computed, outcome *atomic.Pointer[prometheus.Counter]
 			if x.Outcome == engine.OutcomeFailed {
 				mAction, mErr = actionNone, errorInternal
-			} else {
-				m.proposed.WithLabelValues(typ).Observe(float64(x.Proposal))
 			}
-			m.computations.WithLabelValues(mAction, mErr, typ).Inc()
-			m.outcomes.WithLabelValues(typ, string(x.Outcome)).Inc()
+			if t >= 0 {
+				proposed = &m.proposedBy[t]
+				computed = &m.computedBy[index(actionLabels[:], mAction)][index(errorLabels[:], mErr)][t]
+				if o >= 0 {
+					outcome = &m.outcomeBy[t][o]
+				}
+			}
+			if x.Outcome != engine.OutcomeFailed {
+				observer(proposed, m.proposed, typ).Observe(float64(x.Proposal))
+			}
+			counter(computed, m.computations, mAction, mErr, typ).Inc()
+			counter(outcome, m.outcomes, typ, string(x.Outcome)).Inc()
 		}
 		for _, s := range d.Explanation.Steps {
 			m.steps.WithLabelValues(string(s.Kind), s.Reason).Inc()
 		}
 	}
-	m.reconciliations.WithLabelValues(action, errLabel).Inc()
-	m.reconcileDuration.WithLabelValues(action, errLabel).Observe(took.Seconds())
+	a, e := index(actionLabels[:], action), index(errorLabels[:], errLabel)
+	counter(&m.reconciled[a][e], m.reconciliations, action, errLabel).Inc()
+	observer(&m.tookByLabel[a][e], m.reconcileDuration, action, errLabel).Observe(took.Seconds())
+}
+
+// specError reports whether err is a fault of the request's spec.
+func specError(err error) bool {
+	var ve *setpointv1.ValidationError
+	var fe *engine.FieldError
+	return errors.As(err, &ve) || errors.As(err, &fe)
 }
 
 // actionOf is the action label of a change from current to desired.
