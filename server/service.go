@@ -43,18 +43,15 @@ const defaultPageSize = 100
 // Recommend decides and records one decision.
 func (s *service) Recommend(ctx context.Context, req *setpointv1.RecommendRequest) (*setpointv1.RecommendResponse, error) {
 	start := time.Now()
-	scratch := scratches.Get().(*convert.Scratch)
-	defer putScratch(scratch)
-	in, err := convert.InputIn(req, s.now(), scratch)
+	d := decisions.Get().(*decision)
+	defer d.release()
+	in, err := convert.InputIn(req, s.now(), &d.scratch)
 	if err != nil {
 		s.metrics.decided(nil, in.Spec, err, time.Since(start))
 		return nil, toStatus(ctx, s.log, err)
 	}
-	id, now := s.newID(), in.Now
-	tin := target.Input{Ref: convert.TargetRef(req.GetSpec().GetScaleTargetRef()), Engine: in}
-	rec, err := s.store.Update(store.WithDecision(ctx), convert.Key(req.GetTarget()), func(rec *target.Record) error {
-		return target.Decide(rec, tin, id, now)
-	})
+	d.in, d.id, d.now = target.Input{Ref: convert.TargetRef(req.GetSpec().GetScaleTargetRef()), Engine: in}, s.newID(), in.Now
+	rec, err := s.store.Update(store.WithDecision(ctx), convert.Key(req.GetTarget()), d.decide)
 	if err != nil {
 		s.metrics.decided(nil, in.Spec, err, time.Since(start))
 		return nil, toStatus(ctx, s.log, err)
@@ -63,19 +60,33 @@ func (s *service) Recommend(ctx context.Context, req *setpointv1.RecommendReques
 	return &setpointv1.RecommendResponse{Decision: convert.Decision(*rec.Last)}, nil
 }
 
-// scratches are the memory of the pods, metrics and observations of the
-// engine inputs Recommend converts (convert.Scratch). Lifetime: a Scratch
-// is taken at the start of one Recommend call and put back when the call's
-// response is built; the input in it is used only by that call's store
-// update (store.Store.Update runs fn before it returns) and the engine
-// keeps none of it in the decision, so nothing refers to it once it is put
-// back. Put back cleared: pooled memory keeps no request alive.
-var scratches = sync.Pool{New: func() any { return new(convert.Scratch) }}
+// decision is what one Recommend call decides from, in memory kept across
+// calls (decisions): the engine's input converted into scratch, and the
+// decision's ID and time.
+type decision struct {
+	scratch convert.Scratch
+	in      target.Input
+	id      string
+	now     time.Time
+}
 
-// putScratch clears s and puts it back in scratches.
-func putScratch(s *convert.Scratch) {
-	s.Reset()
-	scratches.Put(s)
+// decide is the store update of the decision.
+func (d *decision) decide(rec *target.Record) error { return target.Decide(rec, d.in, d.id, d.now) }
+
+// decisions keeps the memory of Recommend's decisions. Lifetime: a
+// decision is taken at the start of one Recommend call and released when
+// the call's response is built; its input is used only by that call's
+// store update (store.Store.Update runs fn before it returns) and the
+// engine keeps none of it in the decision it makes, so nothing refers to
+// it once it is released. It is released cleared: pooled memory keeps no
+// request alive.
+var decisions = sync.Pool{New: func() any { return new(decision) }}
+
+// release clears d and puts it back in decisions.
+func (d *decision) release() {
+	d.scratch.Reset()
+	d.in, d.id, d.now = target.Input{}, "", time.Time{}
+	decisions.Put(d)
 }
 
 // Observe records what happened after a decision.
