@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -100,7 +101,8 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
-// FuzzRoundTrip checks Input(Request(in)) == in for generated valid inputs.
+// FuzzRoundTrip checks Input(Request(in)) == in for generated valid inputs,
+// and InputIn into a Scratch holding earlier inputs (or reset).
 func FuzzRoundTrip(f *testing.F) {
 	for i := range 8 {
 		f.Add(uint64(i), uint64(i*7919))
@@ -118,7 +120,27 @@ func FuzzRoundTrip(f *testing.F) {
 		if diff := cmp.Diff(in, got, cmpOpt); diff != "" {
 			t.Errorf("Input(Request(in)) differs (-want +got):\n%s", diff)
 		}
+		// Into the Scratch the earlier inputs were converted into, too.
+		fuzzScratch.Lock()
+		defer fuzzScratch.Unlock()
+		got, err = convert.InputIn(req, in.Now, &fuzzScratch.s)
+		if err != nil {
+			t.Fatalf("InputIn: %v", err)
+		}
+		if diff := cmp.Diff(in, got, cmpOpt); diff != "" {
+			t.Errorf("InputIn(Request(in)) differs (-want +got):\n%s", diff)
+		}
+		if s1%2 == 0 {
+			fuzzScratch.s.Reset()
+		}
 	})
+}
+
+// fuzzScratch is the Scratch FuzzRoundTrip's inputs are converted into,
+// one after the other.
+var fuzzScratch struct {
+	sync.Mutex
+	s convert.Scratch
 }
 
 // randomInput generates a valid input whose tolerances are readings of
