@@ -5,7 +5,9 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
@@ -81,5 +83,18 @@ func (a accessLog) finished(ctx context.Context, method, typ string, start time.
 		attrs = append(attrs, slog.String("grpc.error", err.Error()))
 	}
 	attrs = append(attrs, slog.Float64("grpc.time_ms", float64(took.Microseconds())/1000))
-	a.log.LogAttrs(ctx, level, "finished call", attrs...)
+	// The record LogAttrs would make, but with the source (for a handler
+	// that adds it) found once: LogAttrs walks the stack for it on every
+	// call.
+	r := slog.NewRecord(time.Now(), level, "finished call", accessLogPC())
+	r.AddAttrs(attrs...)
+	_ = a.log.Handler().Handle(ctx, r)
 }
+
+// accessLogPC is the program counter of the access log's records: a line
+// of this file, as the source of a record made here.
+var accessLogPC = sync.OnceValue(func() uintptr {
+	var pcs [1]uintptr
+	runtime.Callers(1, pcs[:])
+	return pcs[0]
+})

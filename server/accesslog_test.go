@@ -29,6 +29,7 @@ func TestAccessLog(t *testing.T) {
 		err       error
 		minLevel  slog.Level
 		stream    *grpc.StreamServerInfo
+		addSource bool
 		want      []string
 		wantEmpty bool
 	}{
@@ -41,12 +42,13 @@ func TestAccessLog(t *testing.T) {
 		{name: "resource exhausted is warn", ctx: ctx, err: status.Error(codes.ResourceExhausted, "busy"), want: []string{"level=WARN", "grpc.code=ResourceExhausted"}},
 		{name: "internal is error", ctx: ctx, err: status.Error(codes.Internal, "x"), want: []string{"level=ERROR", "grpc.code=Internal"}},
 		{name: "below the level", ctx: ctx, minLevel: slog.LevelWarn, wantEmpty: true},
+		{name: "source", ctx: ctx, addSource: true, want: []string{"source=", "server/accesslog.go:", `msg="finished call"`}},
 		{name: "server stream ended by EOF", ctx: ctx, err: io.EOF, stream: &grpc.StreamServerInfo{FullMethod: "/setpoint.v1.AutoscalerService/Watch", IsServerStream: true},
 			want: []string{"grpc.method=Watch", "grpc.method_type=server_stream", "grpc.code=OK"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var buf bytes.Buffer
-			a := accessLog{log: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: tc.minLevel}))}
+			a := accessLog{log: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: tc.minLevel, AddSource: tc.addSource}))}
 			if tc.stream != nil {
 				_ = a.stream(nil, ctxStream{ctx: tc.ctx}, tc.stream, func(any, grpc.ServerStream) error { return tc.err })
 			} else {
