@@ -83,18 +83,29 @@ func (a accessLog) finished(ctx context.Context, method, typ string, start time.
 		attrs = append(attrs, slog.String("grpc.error", err.Error()))
 	}
 	attrs = append(attrs, slog.Float64("grpc.time_ms", float64(took.Microseconds())/1000))
-	// The record LogAttrs would make, but with the source (for a handler
-	// that adds it) found once: LogAttrs walks the stack for it on every
-	// call.
-	r := slog.NewRecord(time.Now(), level, "finished call", accessLogPC())
-	r.AddAttrs(attrs...)
-	_ = a.log.Handler().Handle(ctx, r)
+	logAt(ctx, a.log, level, "finished call", accessLogPC(), attrs...)
 }
 
-// accessLogPC is the program counter of the access log's records: a line
-// of this file, as the source of a record made here.
-var accessLogPC = sync.OnceValue(func() uintptr {
+// accessLogPC is the source of the access log's records (a line of this
+// file).
+var accessLogPC = sync.OnceValue(func() uintptr { return here(1) })
+
+// logAt logs as log.LogAttrs does, but with the record's source (for a
+// handler that adds it) given as pc: LogAttrs walks the stack for it on
+// every call, which a log line of every call does not need to pay.
+func logAt(ctx context.Context, log *slog.Logger, level slog.Level, msg string, pc uintptr, attrs ...slog.Attr) {
+	if !log.Enabled(ctx, level) {
+		return
+	}
+	r := slog.NewRecord(time.Now(), level, msg, pc)
+	r.AddAttrs(attrs...)
+	_ = log.Handler().Handle(ctx, r)
+}
+
+// here returns a program counter of the calling goroutine's stack: skip 1
+// is here's caller, 2 the caller's caller.
+func here(skip int) uintptr {
 	var pcs [1]uintptr
-	runtime.Callers(1, pcs[:])
+	runtime.Callers(skip+1, pcs[:])
 	return pcs[0]
-})
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"strings"
+	"sync"
 
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"google.golang.org/grpc"
@@ -188,16 +189,18 @@ func (a auditor) decisions(ctx context.Context, req any, info *grpc.UnaryServerI
 	if err != nil {
 		return resp, err
 	}
-	principal := "anonymous"
-	if p, ok := PrincipalFrom(ctx); ok {
-		principal = p.Name
+	principal := func() string {
+		if p, ok := PrincipalFrom(ctx); ok {
+			return p.Name
+		}
+		return "anonymous"
 	}
 	switch r := resp.(type) {
 	case *setpointv1.RecommendResponse:
 		if d := r.GetDecision(); d.GetRescale() {
-			a.log.LogAttrs(ctx, slog.LevelInfo, "audit",
+			logAt(ctx, a.log, slog.LevelInfo, "audit", auditDecisionPC(), // a decision's source found once
 				slog.String("event", "decision"),
-				slog.String("principal", principal),
+				slog.String("principal", principal()),
 				slog.String("method", info.FullMethod),
 				slog.String("target", describeTarget(req)),
 				slog.String("outcome", "rescale"),
@@ -209,7 +212,7 @@ func (a auditor) decisions(ctx context.Context, req any, info *grpc.UnaryServerI
 	case *setpointv1.DeleteTargetResponse:
 		a.log.LogAttrs(ctx, slog.LevelInfo, "audit",
 			slog.String("event", "delete"),
-			slog.String("principal", principal),
+			slog.String("principal", principal()),
 			slog.String("method", info.FullMethod),
 			slog.String("target", describeTarget(req)),
 			slog.String("outcome", "deleted"),
@@ -217,6 +220,10 @@ func (a auditor) decisions(ctx context.Context, req any, info *grpc.UnaryServerI
 	}
 	return resp, err
 }
+
+// auditDecisionPC is the source of the audit records of decisions (a line
+// of this file).
+var auditDecisionPC = sync.OnceValue(func() uintptr { return here(1) })
 
 // describeTarget names the target (or cluster/namespace selection) of a
 // request for the audit log.
