@@ -65,7 +65,8 @@ func benchRequest(n int) *setpointv1.RecommendRequest {
 }
 
 // BenchmarkInput converts requests of 10 and 100 pods into the engine's
-// input, as Recommend does for every call.
+// input, into new memory and (scratch) into reused memory as Recommend
+// does for every call.
 func BenchmarkInput(b *testing.B) {
 	for _, n := range []int{10, 100} {
 		b.Run(fmt.Sprintf("pods=%d", n), func(b *testing.B) {
@@ -75,6 +76,17 @@ func BenchmarkInput(b *testing.B) {
 				if _, err := convert.Input(req, t0); err != nil {
 					b.Fatal(err)
 				}
+			}
+		})
+		b.Run(fmt.Sprintf("pods=%d/scratch", n), func(b *testing.B) {
+			req := benchRequest(n)
+			var s convert.Scratch
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := convert.InputIn(req, t0, &s); err != nil {
+					b.Fatal(err)
+				}
+				s.Reset()
 			}
 		})
 	}

@@ -408,8 +408,13 @@ func (c *converter) commonQuantities(field string, m map[string]string) bool {
 	var values [len(commonResources)]string
 	var has [len(commonResources)]bool
 	found := 0
-	for i, name := range commonResources {
-		values[i], has[i] = m[name]
+	// cpu and memory first: "ephemeral-storage" is looked up only when the
+	// map has more than they are.
+	for _, i := range [...]int{0, 2, 1} {
+		if found == len(m) {
+			break
+		}
+		values[i], has[i] = m[commonResources[i]]
 		if has[i] {
 			found++
 		}
