@@ -44,18 +44,22 @@ const defaultPageSize = 100
 func (s *service) Recommend(ctx context.Context, req *setpointv1.RecommendRequest) (*setpointv1.RecommendResponse, error) {
 	start := time.Now()
 	d := decisions.Get().(*decision)
-	defer d.release()
 	in, err := convert.InputIn(req, s.now(), &d.scratch)
 	if err != nil {
+		d.release()
 		s.metrics.decided(nil, in.Spec, err, time.Since(start))
 		return nil, toStatus(ctx, s.log, err)
 	}
 	d.in, d.id, d.now = target.Input{Ref: convert.TargetRef(req.GetSpec().GetScaleTargetRef()), Engine: in}, s.newID(), in.Now
 	rec, err := s.store.Update(store.WithDecision(ctx), convert.Key(req.GetTarget()), d.decide)
 	if err != nil {
+		// Not released: Store.Update does not promise that fn has
+		// finished when it fails (its ctx ended, say), so d is left to
+		// the garbage collector.
 		s.metrics.decided(nil, in.Spec, err, time.Since(start))
 		return nil, toStatus(ctx, s.log, err)
 	}
+	d.release()
 	s.metrics.decided(&rec.Last.Decision, rec.Spec, nil, time.Since(start))
 	return &setpointv1.RecommendResponse{Decision: convert.Decision(*rec.Last)}, nil
 }
@@ -74,12 +78,15 @@ type decision struct {
 func (d *decision) decide(rec *target.Record) error { return target.Decide(rec, d.in, d.id, d.now) }
 
 // decisions keeps the memory of Recommend's decisions. Lifetime: a
-// decision is taken at the start of one Recommend call and released when
-// the call's response is built; its input is used only by that call's
-// store update (store.Store.Update runs fn before it returns) and the
-// engine keeps none of it in the decision it makes, so nothing refers to
-// it once it is released. It is released cleared: pooled memory keeps no
-// request alive.
+// decision is taken at the start of one Recommend call and released by it
+// when its input is refused (before any store call) or when the store's
+// Update succeeded: the stored record is then what the update's last run
+// made, no run of it is left to come, and the engine keeps none of the
+// input in the decision it makes (convert.TestInputInKeepsNothing), so
+// nothing refers to the decision's memory any more. After a failed Update
+// (its ctx ended, a store error, an engine error) it is not released: the
+// Store contract does not say that fn has finished then. It is released
+// cleared: pooled memory keeps no request alive.
 var decisions = sync.Pool{New: func() any { return new(decision) }}
 
 // release clears d and puts it back in decisions.
