@@ -26,47 +26,14 @@ import (
 func BenchmarkRecommend(b *testing.B) {
 	for _, callers := range []int{1, 64} {
 		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
-			var ticks atomic.Int64
-			now := func() time.Time { return t0.Add(time.Duration(ticks.Add(1)) * 6 * time.Minute) }
-			ts := start(b, setup{opts: server.Options{Now: now, MaxInFlightRecommends: 1024}})
-			c := ts.client(b)
-			reqs := make([]*setpointv1.RecommendRequest, callers)
-			for i := range reqs {
-				reqs[i] = request(fmt.Sprintf("web-%d", i), 10, t0)
-			}
-			var next atomic.Int64
-			cpu0 := processCPU(b)
-			b.ResetTimer()
-			var wg sync.WaitGroup
-			for i := range callers {
-				wg.Go(func() {
-					for next.Add(1) <= int64(b.N) {
-						if _, err := c.Recommend(b.Context(), reqs[i]); err != nil {
-							b.Error(err)
-							return
-						}
-					}
-				})
-			}
-			wg.Wait()
-			b.StopTimer()
+			ts := recommendCalls(b, callers, nil)
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
-			b.ReportMetric(float64((processCPU(b)-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
 			if bolt, ok := ts.store.(*store.Bolt); ok {
 				st := bolt.Stats()
 				b.ReportMetric(float64(st.Writes)/float64(max(st.Commits, 1)), "writes/commit")
 			}
 		})
 	}
-}
-
-// processCPU returns the CPU time the process has used.
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkRecommendHandler is BenchmarkRecommend at 64 callers with the
@@ -76,14 +43,20 @@ func processCPU(b *testing.B) time.Duration {
 // the conversions, the engine and the response: the server's own share of
 // a durable call, which the store's share would otherwise drown.
 func BenchmarkRecommendHandler(b *testing.B) {
+	recommendCalls(b, 64, func(s store.Store) store.Store {
+		return &memoryUpdates{Store: s, recs: map[target.Key]*target.Record{}}
+	})
+}
+
+// recommendCalls starts a server on the store wrap makes of the real one
+// (nil: the real one) and makes b.N Recommend calls of 10 pods from
+// callers goroutines, each deciding its own target; it reports cpu-µs/op
+// and returns the server.
+func recommendCalls(b *testing.B, callers int, wrap func(store.Store) store.Store) *testServer {
 	var ticks atomic.Int64
 	now := func() time.Time { return t0.Add(time.Duration(ticks.Add(1)) * 6 * time.Minute) }
-	ts := start(b, setup{opts: server.Options{Now: now, MaxInFlightRecommends: 1024},
-		wrap: func(s store.Store) store.Store {
-			return &memoryUpdates{Store: s, recs: map[target.Key]*target.Record{}}
-		}})
+	ts := start(b, setup{opts: server.Options{Now: now, MaxInFlightRecommends: 1024}, wrap: wrap})
 	c := ts.client(b)
-	const callers = 64
 	reqs := make([]*setpointv1.RecommendRequest, callers)
 	for i := range reqs {
 		reqs[i] = request(fmt.Sprintf("web-%d", i), 10, t0)
@@ -105,6 +78,16 @@ func BenchmarkRecommendHandler(b *testing.B) {
 	wg.Wait()
 	b.StopTimer()
 	b.ReportMetric(float64((processCPU(b)-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
+	return ts
+}
+
+// processCPU returns the CPU time the process has used.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // memoryUpdates is a store whose Update keeps records in memory, one at a
