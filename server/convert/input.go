@@ -144,21 +144,28 @@ func (s *Scratch) Reset() {
 	resetScratch(&s.values)
 }
 
-// resetScratch clears the array of *buf, or drops it when it is larger
-// than maxScratchEntries.
+// resetScratch clears the part of *buf's array used since the last reset
+// (its length), or drops the array when it is larger than
+// maxScratchEntries: after a large request, a small one clears only what
+// it used.
 func resetScratch[S ~[]T, T any](buf *S) {
 	if cap(*buf) > maxScratchEntries {
 		*buf = nil
 		return
 	}
-	clear((*buf)[:cap(*buf)])
+	clear(*buf)
+	*buf = (*buf)[:0]
 }
 
 // scratchSlice returns an empty slice of capacity n of *buf's array,
-// growing it when too small.
+// growing it when too small; *buf's length becomes at least n (the part
+// Reset clears).
 func scratchSlice[S ~[]T, T any](buf *S, n int) S {
 	if cap(*buf) < n {
 		*buf = make(S, n)
+	}
+	if len(*buf) < n {
+		*buf = (*buf)[:n]
 	}
 	return (*buf)[:0:n]
 }
