@@ -295,6 +295,13 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 	return s.b.Write(p)
 }
 
+// String returns everything written so far.
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
 // records returns the audit records logged so far.
 func (s *syncBuffer) records(t *testing.T) []map[string]any {
 	t.Helper()

@@ -41,6 +41,7 @@ type metrics struct {
 	observations      *prometheus.CounterVec
 	watchStreams      prometheus.Gauge
 	watchCutoffs      prometheus.Counter
+	aheadOfClock      prometheus.Counter
 
 	// The children of the vectors above that every decision counts, by
 	// the indices of their label values in actionLabels, errorLabels,
@@ -150,8 +151,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Namespace: "setpoint", Subsystem: "server", Name: "watch_cutoffs_total",
 			Help: "Watch streams ended because they fell behind (their buffer was full).",
 		}),
+		aheadOfClock: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "setpoint", Subsystem: "server", Name: "decisions_ahead_of_clock_total",
+			Help: "Decisions stamped more than a second after this server's clock: the target's last decision came from a server whose clock is ahead of this one's.",
+		}),
 	}
-	reg.MustRegister(m.reconciliations, m.reconcileDuration, m.computations, m.outcomes, m.proposed, m.desired, m.steps, m.observations, m.watchStreams, m.watchCutoffs)
+	reg.MustRegister(m.reconciliations, m.reconcileDuration, m.computations, m.outcomes, m.proposed, m.desired, m.steps, m.observations, m.watchStreams, m.watchCutoffs, m.aheadOfClock)
 	for _, a := range []string{actionScaleUp, actionScaleDown, actionNone} {
 		m.reconciliations.WithLabelValues(a, errorNone)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
@@ -35,6 +36,9 @@ type service struct {
 	metrics *metrics
 	// maxResponseBytes bounds a ListTargets page (budget.go).
 	maxResponseBytes int
+	// clockWarned is when (Unix ns, by the wall clock) aheadOfClock last
+	// warned.
+	clockWarned atomic.Int64
 }
 
 // defaultPageSize is ListTargets' page size when the request sets none.
@@ -59,9 +63,37 @@ func (s *service) Recommend(ctx context.Context, req *setpointv1.RecommendReques
 		s.metrics.decided(nil, in.Spec, err, time.Since(start))
 		return nil, toStatus(ctx, s.log, err)
 	}
+	if lead := rec.Last.At.Sub(d.now); lead > maxClockLead {
+		s.aheadOfClock(rec.Key, lead)
+	}
 	d.release()
 	s.metrics.decided(&rec.Last.Decision, rec.Spec, nil, time.Since(start))
 	return &setpointv1.RecommendResponse{Decision: convert.Decision(*rec.Last)}, nil
+}
+
+// maxClockLead is how far after this server's clock a decision may be
+// stamped before the server says another server's clock is ahead of its
+// own. A target's clock never runs backwards (target.Decide stamps a
+// decision after the target's last one), so a decision lands ahead of the
+// clock when another server wrote the target with a clock that is ahead;
+// concurrent decisions alone move a stamp by nanoseconds.
+const maxClockLead = time.Second
+
+// clockWarnEvery is how often, at most, a server logs that decisions land
+// ahead of its clock; the metric counts every one.
+const clockWarnEvery = time.Minute
+
+// aheadOfClock counts a decision stamped lead after this server's clock
+// and warns, at most once every clockWarnEvery.
+func (s *service) aheadOfClock(key target.Key, lead time.Duration) {
+	s.metrics.aheadOfClock.Inc()
+	now := time.Now().UnixNano()
+	last := s.clockWarned.Load()
+	if now-last < int64(clockWarnEvery) || !s.clockWarned.CompareAndSwap(last, now) {
+		return
+	}
+	s.log.Warn("a decision was stamped after this server's clock: another server that wrote the target has a clock ahead of this one (keep the servers' clocks synchronized, docs/scale-out.md#clocks)",
+		"target", key.String(), "lead", lead.String())
 }
 
 // decision is what one Recommend call decides from, in memory kept across
