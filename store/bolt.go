@@ -25,6 +25,13 @@ import (
 // when it splits them.
 const recordsFillPercent = 0.9
 
+// changesFillPercent is how full bbolt leaves the change feed's pages when
+// it splits them. Revisions only grow, so a page once split is never
+// written again: bbolt's default (half) would leave every page of the feed
+// half empty, and each commit would write about twice the pages its
+// entries need.
+const changesFillPercent = 1.0
+
 // Defaults of Options and Query.
 const (
 	// DefaultMaxEvents is the default bound of target.Record.Events.

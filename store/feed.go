@@ -163,6 +163,7 @@ func (b *Bolt) appendEncoded(tx *bolt.Tx, cs []Change, vals [][]byte) error {
 		return nil
 	}
 	bucket := tx.Bucket(bucketChanges)
+	bucket.FillPercent = changesFillPercent
 	if !b.revKnown {
 		b.rev = 0
 		if k, _ := bucket.Cursor().Last(); k != nil {
