@@ -191,6 +191,12 @@ type Options struct {
 	// means DefaultStreamWorkers; negative starts none (a goroutine per
 	// call).
 	StreamWorkers int
+	// Arrivals, when set, counts each write call (Recommend, Observe,
+	// DeleteTarget) from the moment the server starts handling it until
+	// it reaches the store: give the bbolt store the same one
+	// (store.Options.Arrivals), so that its group commit holds a batch
+	// open only while writes are on their way. Nil counts nothing.
+	Arrivals *store.Arrivals
 }
 
 // Server is Setpoint's gRPC server: the AutoscalerService, the standard
@@ -253,7 +259,7 @@ func New(st store.Store, o Options) (*Server, error) {
 		grpc.InitialWindowSize(int32(o.StreamWindow)),
 		grpc.InitialConnWindowSize(int32(4*o.StreamWindow)),
 		grpc.InTapHandle(adm.tap), // tap.go: authentication and rate limits before the body is read
-		grpc.StatsHandler(calls{fair}),
+		grpc.StatsHandler(calls{fair: fair, arrivals: o.Arrivals}),
 	)
 	if o.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(o.TLS)))

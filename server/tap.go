@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"github.com/setpointhq/setpoint/store"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
@@ -146,17 +147,23 @@ type heldCallKey struct{}
 
 // calls is the stats.Handler giving back, at each call's end, the call
 // the tap handle held (grpc-go reports the end of every call of a known
-// method, however it ends).
-type calls struct{ fair *fairness }
+// method, however it ends), and counting the writes on their way to the
+// store in arrivals (arrivals.go; nil: none).
+type calls struct {
+	fair     *fairness
+	arrivals *store.Arrivals
+}
 
 // TagRPC implements stats.Handler: it gives the call a place for the size
-// of its request (requestBytes).
-func (calls) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context {
+// of its request (requestBytes) and counts a write's arrival.
+func (c calls) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.Context {
+	ctx = arriving(ctx, c.arrivals, info.FullMethodName)
 	return context.WithValue(ctx, requestSizeKey{}, new(requestSize))
 }
 
 // HandleRPC implements stats.Handler: it notes the size of each request
-// message received, and at a call's end it gives back the call held.
+// message received, and at a call's end it gives back the call held and
+// counts off a write that never reached the store.
 func (c calls) HandleRPC(ctx context.Context, s stats.RPCStats) {
 	switch s := s.(type) {
 	case *stats.InPayload:
@@ -165,6 +172,7 @@ func (c calls) HandleRPC(ctx context.Context, s stats.RPCStats) {
 			n.known.Store(true)
 		}
 	case *stats.End:
+		c.arrivals.Depart(ctx)
 		if who, ok := ctx.Value(heldCallKey{}).(string); ok {
 			c.fair.put(who, usage{calls: 1})
 		}

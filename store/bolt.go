@@ -77,12 +77,21 @@ type Options struct {
 	MaxBatch int
 	// MaxBatchDelay bounds how long the committer waits, once a write is
 	// queued, for more writes to share the commit: while Updates of other
-	// keys are being prepared (read, decided and encoded), and, when the
-	// last commit carried more than one write, for the whole delay. It
-	// never waits for a lone caller (nothing being prepared, one write per
-	// commit): its write is committed at once. 0 means
-	// DefaultMaxBatchDelay; negative never waits.
+	// keys are being prepared (read, decided and encoded) and, with
+	// Arrivals, while writes are on their way to the store. Without
+	// Arrivals, when the last commit carried more than one write, it
+	// waits for the whole delay. It never waits for a lone caller (nothing
+	// being prepared or on its way, one write per commit): its write is
+	// committed at once. 0 means DefaultMaxBatchDelay; negative never
+	// waits.
 	MaxBatchDelay time.Duration
+	// Arrivals, when set, counts the writes a server has received and not
+	// yet passed to the store (see Arrivals): the committer then holds a
+	// batch only while writes are coming or being prepared, and commits
+	// as soon as none is. Nil: the committer cannot see calls before they
+	// reach the store, and holds the batches of a busy store (the last
+	// commit carried more than one write) for the whole MaxBatchDelay.
+	Arrivals *Arrivals
 	// LockTimeout is how long Open waits for another process holding the
 	// file to release it. 0 means DefaultLockTimeout.
 	LockTimeout time.Duration
@@ -238,6 +247,11 @@ func Open(path string, opts Options) (*Bolt, error) {
 		compressors: startCompressors(runtime.GOMAXPROCS(0)),
 		cache:       newRecordCache(opts.RecordCacheBytes),
 	}
+	if err := opts.Arrivals.attach(b); err != nil {
+		b.compressors.stop()
+		_ = db.Close()
+		return nil, err
+	}
 	go b.commitLoop()
 	return b, nil
 }
@@ -273,6 +287,7 @@ func (b *Bolt) Close() error {
 	close(b.closing)
 	b.mu.Unlock()
 	<-b.stopped
+	b.opts.Arrivals.detach(b)
 	b.compressors.stop()
 	if err := b.db.Close(); err != nil {
 		return fmt.Errorf("store: close: %w", err)
@@ -313,6 +328,7 @@ func (e *abortError) Unwrap() error { return e.err }
 // says the caller counted itself in b.preparing: write takes it off the
 // count when the request is queued or refused.
 func (b *Bolt) write(ctx context.Context, prepared bool, apply func(tx *bolt.Tx) error) error {
+	departed(ctx, false) // a Delete's; an Update's already was
 	if err := ctx.Err(); err != nil {
 		if prepared {
 			b.preparing.Add(-1)
@@ -330,10 +346,7 @@ func (b *Bolt) write(ctx context.Context, prepared bool, apply func(tx *bolt.Tx)
 	}
 	b.queue = append(b.queue, r)
 	b.mu.Unlock()
-	select {
-	case b.wake <- struct{}{}:
-	default: // a signal is already pending
-	}
+	b.poke()
 	select {
 	case <-r.done:
 	case <-ctx.Done():
@@ -343,13 +356,22 @@ func (b *Bolt) write(ctx context.Context, prepared bool, apply func(tx *bolt.Tx)
 	return r.err
 }
 
+// poke tells the committer to look at the queue (and the writes coming)
+// again.
+func (b *Bolt) poke() {
+	select {
+	case b.wake <- struct{}{}:
+	default: // a signal is already pending
+	}
+}
+
 // commitLoop is the committer: it takes every queued write (up to MaxBatch),
 // applies them in one transaction, commits once and answers them, until the
 // store is closed and the queue is empty. Before taking a batch it waits,
 // for at most MaxBatchDelay, for more writes (gather): while Updates are
-// being prepared, and while the store is busy. A lone caller's write is
-// committed at once, and writes that arrive during a commit form the next
-// batch.
+// being prepared or writes are on their way (Options.Arrivals), or, without
+// Arrivals, while the store is busy. A lone caller's write is committed at
+// once, and writes that arrive during a commit form the next batch.
 func (b *Bolt) commitLoop() {
 	defer close(b.stopped)
 	timer := time.NewTimer(time.Hour)
@@ -377,17 +399,22 @@ func (b *Bolt) commitLoop() {
 }
 
 // gather returns when the queued writes should be committed: at once when
-// the queue is empty or full (MaxBatch) or the store is closing, and when
-// no Update is being prepared unless the store is busy (busy: the last
-// batch carried more than one write); otherwise when the preparing
-// Updates have all queued their writes (not busy), or MaxBatchDelay after
-// gather started. Without it the committer commits a write the moment it
-// is queued, and at 64 callers on two cores that is one to three writes
-// per commit: every commit (its pages, its two fsyncs) then costs more CPU
+// the queue is empty or full (MaxBatch) or the store is closing, or when
+// no write is coming — no Update being prepared and, with
+// Options.Arrivals, none on its way (received by the server, not yet
+// passed to the store); without Arrivals, a busy store (the last batch
+// carried more than one write) is held regardless. Otherwise it returns
+// when the last write coming has queued, or MaxBatchDelay after gather
+// started. Without it the committer commits a write the moment it is
+// queued, and at 64 callers on two cores that is one to three writes per
+// commit: every commit (its pages, its two fsyncs) then costs more CPU
 // than the decisions it carries. Counting the Updates being prepared is
 // not enough under load: most calls in flight are then elsewhere (being
-// received, decoded, answered), so the count is often zero while writes
-// keep arriving; a busy store therefore holds each batch for the whole
+// received, decoded), so the count is often zero while writes keep
+// arriving — hence Arrivals, and without it the busy rule. Holding a busy
+// store for the whole delay, though, leaves the processors idle once
+// every call in flight is queued or being committed (a quarter of a core
+// at 64 callers), and holds each write of a few callers for the whole
 // delay. A lone caller's batches carry one write: it never waits. timer is
 // the committer's, stopped and drained.
 func (b *Bolt) gather(timer *time.Timer, busy bool) {
@@ -407,7 +434,13 @@ func (b *Bolt) gather(timer *time.Timer, busy bool) {
 		b.mu.Lock()
 		n, preparing, closed := len(b.queue), b.preparing.Load(), b.closed
 		b.mu.Unlock()
-		if n == 0 || n >= b.opts.MaxBatch || closed || (preparing <= 0 && !busy) {
+		coming := preparing > 0
+		if a := b.opts.Arrivals; a != nil {
+			coming = coming || a.Coming() > 0
+		} else {
+			coming = coming || busy
+		}
+		if n == 0 || n >= b.opts.MaxBatch || closed || !coming {
 			return
 		}
 		if !started {
@@ -415,7 +448,7 @@ func (b *Bolt) gather(timer *time.Timer, busy bool) {
 			started = true
 		}
 		select {
-		case <-b.wake: // another write queued: look again
+		case <-b.wake: // another write queued, or the last one coming arrived: look again
 		case <-timer.C:
 			started = false // fired and drained
 			return
@@ -585,6 +618,7 @@ func (b *Bolt) Update(ctx context.Context, key target.Key, fn func(rec *target.R
 		return target.Record{}, err
 	}
 	defer b.keys.unlock(l)
+	departed(ctx, false) // now counted in b.preparing: Arrivals
 	decision := isDecision(ctx)
 	for {
 		w, err := b.prepare(key, rk, decision, fn)
@@ -989,26 +1023,27 @@ func (b *Bolt) Expire(ctx context.Context, cutoff time.Time) (int, error) {
 type keyLocks struct {
 	mu    sync.Mutex
 	locks map[string]*keyLock
+	// free are unused locks, their token in their channel: they spare
+	// each Update allocating its key's lock. The store's own, not a
+	// sync.Pool shared by every store: a channel made in a synctest
+	// bubble must not serve a store of another.
+	free []*keyLock
 }
 
+// maxFreeKeyLocks bounds keyLocks.free: about the updates in flight.
+const maxFreeKeyLocks = 1024
+
 // keyLock is one key's lock: a token in a channel, and how many updates
-// hold or wait for it. Unused ones are kept in keyLockPool with their
-// token in the channel.
+// hold or wait for it.
 type keyLock struct {
 	key   string
 	token chan struct{}
 	refs  int
 }
 
-// keyLockPool spares each Update allocating its key's lock.
-var keyLockPool = sync.Pool{New: func() any {
-	l := &keyLock{token: make(chan struct{}, 1)}
-	l.token <- struct{}{}
-	return l
-}}
-
 // lock takes the lock of key, or fails with ctx's error while waiting.
-// The caller releases it with unlock.
+// The caller releases it with unlock. Before waiting it counts the write
+// of ctx off its Arrivals.
 func (k *keyLocks) lock(ctx context.Context, key string) (*keyLock, error) {
 	k.mu.Lock()
 	if k.locks == nil {
@@ -1016,12 +1051,26 @@ func (k *keyLocks) lock(ctx context.Context, key string) (*keyLock, error) {
 	}
 	l := k.locks[key]
 	if l == nil {
-		l = keyLockPool.Get().(*keyLock)
+		if n := len(k.free); n > 0 {
+			l, k.free = k.free[n-1], k.free[:n-1]
+		} else {
+			l = &keyLock{token: make(chan struct{}, 1)}
+			l.token <- struct{}{}
+		}
 		l.key = key
 		k.locks[key] = l
 	}
 	l.refs++
 	k.mu.Unlock()
+	select {
+	case <-l.token:
+		return l, nil
+	default:
+	}
+	// The key's lock is held, perhaps by a write queued for the committer
+	// until its commit: counted off Arrivals while it waits, this update
+	// does not hold that commit open for itself.
+	departed(ctx, true)
 	select {
 	case <-l.token:
 		return l, nil
@@ -1041,14 +1090,13 @@ func (k *keyLocks) unlock(l *keyLock) {
 // lock, whose token is then in its channel.
 func (k *keyLocks) release(l *keyLock) {
 	k.mu.Lock()
+	defer k.mu.Unlock()
 	l.refs--
-	last := l.refs == 0
-	if last {
+	if l.refs == 0 {
 		delete(k.locks, l.key)
-	}
-	k.mu.Unlock()
-	if last {
 		l.key = ""
-		keyLockPool.Put(l)
+		if len(k.free) < maxFreeKeyLocks {
+			k.free = append(k.free, l)
+		}
 	}
 }

@@ -125,8 +125,10 @@ func metricsHandler(srv *server.Server, m *storeMetrics) http.Handler {
 
 // openStore opens the configured store; close releases it (and the etcd
 // client). metrics is nil for bbolt. where describes the store for the log.
-func openStore(ctx context.Context, cfg Config, log *slog.Logger) (st store.Store, close func() error, metrics *storeMetrics, where string, err error) {
-	opts := store.Options{MaxChanges: cfg.MaxChanges, DecisionRetention: cfg.DecisionRetention, RecordCacheBytes: cfg.RecordCacheBytes}
+// arrivals, when set, is given to the bbolt store (the server counts the
+// writes on their way in it).
+func openStore(ctx context.Context, cfg Config, log *slog.Logger, arrivals *store.Arrivals) (st store.Store, close func() error, metrics *storeMetrics, where string, err error) {
+	opts := store.Options{MaxChanges: cfg.MaxChanges, DecisionRetention: cfg.DecisionRetention, RecordCacheBytes: cfg.RecordCacheBytes, Arrivals: arrivals}
 	if cfg.Store.Kind != "etcd" {
 		path := filepath.Join(cfg.DataDir, "setpoint.db")
 		b, err := store.Open(path, opts)

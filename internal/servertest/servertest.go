@@ -37,7 +37,9 @@ type Config struct {
 	// Dir is the directory of the store file when Path is empty; a new
 	// temporary directory, removed by Stop, when both are empty.
 	Dir string
-	// Store configures the bbolt store.
+	// Store configures the bbolt store. Unless Store.Arrivals or
+	// Options.Arrivals is set, Run gives the store it opens and the server
+	// one Arrivals, as setpoint-server does.
 	Store store.Options
 	// Open, when set, is an open store to serve instead of a file Run
 	// opens (Path, Dir and Store are then ignored); Stop closes it.
@@ -106,10 +108,16 @@ func Run(cfg Config) (s *Server, err error) {
 		}
 		s.Path = filepath.Join(dir, "setpoint.db")
 	}
+	o := cfg.Options
 	var st store.Store = cfg.Backend
 	if st == nil {
 		if s.Store == nil {
-			if s.Store, err = store.Open(s.Path, cfg.Store); err != nil {
+			opts := cfg.Store
+			if opts.Arrivals == nil && o.Arrivals == nil {
+				opts.Arrivals = new(store.Arrivals)
+				o.Arrivals = opts.Arrivals
+			}
+			if s.Store, err = store.Open(s.Path, opts); err != nil {
 				return nil, err
 			}
 		}
@@ -119,7 +127,6 @@ func Run(cfg Config) (s *Server, err error) {
 	if cfg.Wrap != nil {
 		st = cfg.Wrap(st)
 	}
-	o := cfg.Options
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}

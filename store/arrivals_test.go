@@ -1,0 +1,177 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/target"
+)
+
+// TestGroupCommitWaitsForArrivals runs in a synctest bubble, where the clock
+// moves only when every goroutine is blocked. With Options.Arrivals, a
+// queued write is held while another write is on its way (counted by
+// Arrive, not yet at the store) and committed the moment that one has
+// queued, has been counted off without writing, or waits for the queued
+// write's key; only a write that never comes holds it for the whole
+// MaxBatchDelay. A busy store with nothing coming does not wait at all.
+func TestGroupCommitWaitsForArrivals(t *testing.T) {
+	const delay = 5 * time.Millisecond
+	key := func(name string) target.Key { return target.Key{Cluster: "c", Namespace: "n", Name: name} }
+	for _, tc := range []struct {
+		name string
+		// arrive, given the context of the write on its way, does what
+		// that call does once the first write is queued and held.
+		arrive      func(t *testing.T, st *store.Bolt, a *store.Arrivals, ctx context.Context)
+		wantCommits uint64
+		wantWrites  uint64
+		wantWait    time.Duration // of the held write, by the bubble's clock
+	}{
+		{
+			name: "joins the batch",
+			arrive: func(t *testing.T, st *store.Bolt, _ *store.Arrivals, ctx context.Context) {
+				if _, err := st.Update(ctx, key("b"), appendRecommendation(2)); err != nil {
+					t.Errorf("Update(b): %v", err)
+				}
+			},
+			wantCommits: 1, wantWrites: 2, wantWait: 0,
+		},
+		{
+			name:        "ends without writing",
+			arrive:      func(_ *testing.T, _ *store.Bolt, a *store.Arrivals, ctx context.Context) { a.Depart(ctx) },
+			wantCommits: 1, wantWrites: 1, wantWait: 0,
+		},
+		{
+			name: "waits for the held write's key",
+			arrive: func(t *testing.T, st *store.Bolt, _ *store.Arrivals, ctx context.Context) {
+				if _, err := st.Update(ctx, key("a"), appendRecommendation(2)); err != nil {
+					t.Errorf("Update(a) on its way: %v", err)
+				}
+			},
+			wantCommits: 2, wantWrites: 2, wantWait: 0,
+		},
+		{
+			name:        "never comes",
+			arrive:      nil, // counted off only after the held write returned
+			wantCommits: 1, wantWrites: 1, wantWait: delay,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := newPath(t)
+			synctest.Test(t, func(t *testing.T) {
+				arrivals := new(store.Arrivals)
+				st, err := store.Open(path, store.Options{MaxBatchDelay: delay, Arrivals: arrivals})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer st.Close()
+				ctx := context.Background()
+				coming := arrivals.Arrive(ctx)
+				start := time.Now()
+				held := make(chan time.Duration)
+				go func() {
+					if _, err := st.Update(ctx, key("a"), appendRecommendation(1)); err != nil {
+						t.Errorf("Update(a): %v", err)
+					}
+					held <- time.Since(start)
+				}()
+				synctest.Wait()
+				if q, s := store.QueueLen(st), st.Stats(); q != 1 || s.Commits != 0 {
+					t.Fatalf("queue %d, %+v: want the write held in the queue while another is coming", q, s)
+				}
+				var waited time.Duration
+				if tc.arrive != nil {
+					arrived := make(chan struct{})
+					go func() { tc.arrive(t, st, arrivals, coming); close(arrived) }()
+					waited = <-held
+					<-arrived
+				} else {
+					waited = <-held
+					arrivals.Depart(coming)
+				}
+				if waited != tc.wantWait {
+					t.Errorf("the held write waited %v of the bubble's clock, want %v", waited, tc.wantWait)
+				}
+				if s := st.Stats(); s.Commits != tc.wantCommits || s.Writes != tc.wantWrites {
+					t.Errorf("Stats() = %+v, want %d writes in %d commits", s, tc.wantWrites, tc.wantCommits)
+				}
+				if n := arrivals.Coming(); n != 0 {
+					t.Errorf("Coming() = %d after every write arrived, want 0", n)
+				}
+			})
+			checkFile(t, path)
+		})
+	}
+}
+
+// TestGroupCommitWithArrivalsDoesNotHoldABusyStore: without Arrivals a
+// write that follows a commit of several is held for the whole
+// MaxBatchDelay (TestGroupCommitHoldsBatchesWhileBusy); with Arrivals and
+// nothing coming, it is committed at once.
+func TestGroupCommitWithArrivalsDoesNotHoldABusyStore(t *testing.T) {
+	const delay = 5 * time.Millisecond
+	path := newPath(t)
+	synctest.Test(t, func(t *testing.T) {
+		arrivals := new(store.Arrivals)
+		st, err := store.Open(path, store.Options{MaxBatchDelay: delay, Arrivals: arrivals})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		ctx := context.Background()
+		key := func(name string) target.Key { return target.Key{Cluster: "c", Namespace: "n", Name: name} }
+
+		// A commit of two writes: b joins while it is on its way.
+		coming := arrivals.Arrive(ctx)
+		done := make(chan error, 2)
+		go func() { _, err := st.Update(ctx, key("a"), appendRecommendation(1)); done <- err }()
+		synctest.Wait()
+		go func() { _, err := st.Update(coming, key("b"), appendRecommendation(2)); done <- err }()
+		for range 2 {
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		}
+		if s := st.Stats(); s.Commits != 1 || s.MaxBatch != 2 {
+			t.Fatalf("Stats() = %+v, want the two writes in one commit", s)
+		}
+
+		start := time.Now()
+		if _, err := st.Update(ctx, key("c"), appendRecommendation(3)); err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d != 0 {
+			t.Errorf("a lone update after a commit of two took %v of the bubble's clock, want 0", d)
+		}
+	})
+	checkFile(t, path)
+}
+
+// TestArrivalsServeOneStore: an Arrivals serving an open store is refused
+// to another until that store is closed.
+func TestArrivalsServeOneStore(t *testing.T) {
+	arrivals := new(store.Arrivals)
+	first := open(t, newPath(t), store.Options{Arrivals: arrivals})
+	if _, err := store.Open(newPath(t), store.Options{Arrivals: arrivals}); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("Open with an Arrivals in use: %v, want ErrInvalid", err)
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	second := open(t, newPath(t), store.Options{Arrivals: arrivals})
+	if _, err := second.Update(arrivals.Arrive(context.Background()), target.Key{Cluster: "c", Namespace: "n", Name: "a"}, appendRecommendation(1)); err != nil {
+		t.Fatal(err)
+	}
+	if n := arrivals.Coming(); n != 0 {
+		t.Errorf("Coming() = %d after the write reached the store, want 0", n)
+	}
+	var none *store.Arrivals
+	ctx := none.Arrive(context.Background())
+	none.Depart(ctx)
+	if n := none.Coming(); n != 0 {
+		t.Errorf("a nil Arrivals: Coming() = %d, want 0", n)
+	}
+}
