@@ -107,12 +107,16 @@ func TestGroupCommitWaitsForArrivals(t *testing.T) {
 	}
 }
 
-// TestGroupCommitWithArrivalsDoesNotHoldABusyStore: without Arrivals a
-// write that follows a commit of several is held for the whole
-// MaxBatchDelay (TestGroupCommitHoldsBatchesWhileBusy); with Arrivals and
-// nothing coming, it is committed at once.
-func TestGroupCommitWithArrivalsDoesNotHoldABusyStore(t *testing.T) {
+// TestGroupCommitWithArrivalsHoldsABusyStoreWhileItsQueueGrows: without
+// Arrivals a write that follows a commit of several is held for the whole
+// MaxBatchDelay (TestGroupCommitHoldsBatchesWhileBusy). With Arrivals and
+// nothing coming, a busy store holds its batch only while the queue keeps
+// growing — until it has not grown for MaxBatchDelay/8 (calls the server
+// has not started handling yet, waiting for a processor, are not counted
+// as coming) — and a store that is not busy holds nothing.
+func TestGroupCommitWithArrivalsHoldsABusyStoreWhileItsQueueGrows(t *testing.T) {
 	const delay = 5 * time.Millisecond
+	grace := store.BatchGrace(delay)
 	path := newPath(t)
 	synctest.Test(t, func(t *testing.T) {
 		arrivals := new(store.Arrivals)
@@ -123,6 +127,15 @@ func TestGroupCommitWithArrivalsDoesNotHoldABusyStore(t *testing.T) {
 		defer st.Close()
 		ctx := context.Background()
 		key := func(name string) target.Key { return target.Key{Cluster: "c", Namespace: "n", Name: name} }
+		// update runs an Update of name after sleeping for after, and
+		// sends how long after start it returned.
+		update := func(start time.Time, name string, after time.Duration, took chan<- time.Duration) {
+			time.Sleep(after)
+			if _, err := st.Update(ctx, key(name), appendRecommendation(1)); err != nil {
+				t.Errorf("Update(%s): %v", name, err)
+			}
+			took <- time.Since(start)
+		}
 
 		// A commit of two writes: b joins while it is on its way.
 		coming := arrivals.Arrive(ctx)
@@ -135,16 +148,31 @@ func TestGroupCommitWithArrivalsDoesNotHoldABusyStore(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if s := st.Stats(); s.Commits != 1 || s.MaxBatch != 2 {
-			t.Fatalf("Stats() = %+v, want the two writes in one commit", s)
+
+		// Busy: writes queued grace/2 apart share a commit made grace
+		// after the last of them.
+		start := time.Now()
+		took := make(chan time.Duration, 3)
+		for i, name := range []string{"c", "d", "e"} {
+			go update(start, name, time.Duration(i)*grace/2, took)
+		}
+		for range 3 {
+			if d := <-took; d != 2*grace {
+				t.Errorf("a write of a growing queue returned after %v of the bubble's clock, want %v", d, 2*grace)
+			}
+		}
+		if s := st.Stats(); s.Commits != 2 || s.MaxBatch != 3 {
+			t.Fatalf("Stats() = %+v, want the three writes in one more commit", s)
 		}
 
-		start := time.Now()
-		if _, err := st.Update(ctx, key("c"), appendRecommendation(3)); err != nil {
-			t.Fatal(err)
-		}
-		if d := time.Since(start); d != 0 {
-			t.Errorf("a lone update after a commit of two took %v of the bubble's clock, want 0", d)
+		// Still busy: a lone write waits grace; then, after a commit of one,
+		// the next is committed at once.
+		for _, want := range []time.Duration{grace, 0} {
+			start := time.Now()
+			go update(start, "f", 0, took)
+			if d := <-took; d != want {
+				t.Errorf("a lone update took %v of the bubble's clock, want %v", d, want)
+			}
 		}
 	})
 	checkFile(t, path)

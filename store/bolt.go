@@ -25,6 +25,11 @@ import (
 // when it splits them.
 const recordsFillPercent = 0.9
 
+// batchGraceDivisor sets how long a busy store's committer, with
+// Arrivals and nothing coming, still holds a batch after the queue last
+// grew: MaxBatchDelay divided by it.
+const batchGraceDivisor = 8
+
 // changesFillPercent is how full bbolt leaves the change feed's pages when
 // it splits them. Revisions only grow, so a page once split is never
 // written again: bbolt's default (half) would leave every page of the feed
@@ -78,19 +83,21 @@ type Options struct {
 	// MaxBatchDelay bounds how long the committer waits, once a write is
 	// queued, for more writes to share the commit: while Updates of other
 	// keys are being prepared (read, decided and encoded) and, with
-	// Arrivals, while writes are on their way to the store. Without
-	// Arrivals, when the last commit carried more than one write, it
-	// waits for the whole delay. It never waits for a lone caller (nothing
+	// Arrivals, while writes are on their way to the store. When the last
+	// commit carried more than one write it also waits, with Arrivals,
+	// while the queue keeps growing, and without them for the whole
+	// delay. It never waits for a lone caller (nothing
 	// being prepared or on its way, one write per commit): its write is
 	// committed at once. 0 means DefaultMaxBatchDelay; negative never
 	// waits.
 	MaxBatchDelay time.Duration
 	// Arrivals, when set, counts the writes a server has received and not
 	// yet passed to the store (see Arrivals): the committer then holds a
-	// batch only while writes are coming or being prepared, and commits
-	// as soon as none is. Nil: the committer cannot see calls before they
-	// reach the store, and holds the batches of a busy store (the last
-	// commit carried more than one write) for the whole MaxBatchDelay.
+	// batch while writes are coming or being prepared, and, when the store
+	// is busy (the last commit carried more than one write), until its
+	// queue has not grown for an eighth of MaxBatchDelay. Nil: the
+	// committer cannot see calls before they reach the store, and holds
+	// the batches of a busy store for the whole MaxBatchDelay.
 	Arrivals *Arrivals
 	// LockTimeout is how long Open waits for another process holding the
 	// file to release it. 0 means DefaultLockTimeout.
@@ -402,10 +409,14 @@ func (b *Bolt) commitLoop() {
 // the queue is empty or full (MaxBatch) or the store is closing, or when
 // no write is coming — no Update being prepared and, with
 // Options.Arrivals, none on its way (received by the server, not yet
-// passed to the store); without Arrivals, a busy store (the last batch
-// carried more than one write) is held regardless. Otherwise it returns
-// when the last write coming has queued, or MaxBatchDelay after gather
-// started. Without it the committer commits a write the moment it is
+// passed to the store) — unless the store is busy (the last batch carried
+// more than one write). A busy store is held, with Arrivals, until its
+// queue has not grown for MaxBatchDelay/batchGraceDivisor (under load,
+// calls the server has not yet started handling — waiting for a
+// processor — are not counted as coming, and committing at every pause
+// of the count made batches of three to seven writes at 64 callers);
+// without Arrivals, regardless. Never longer than MaxBatchDelay after
+// gather started. Without it the committer commits a write the moment it is
 // queued, and at 64 callers on two cores that is one to three writes per
 // commit: every commit (its pages, its two fsyncs) then costs more CPU
 // than the decisions it carries. Counting the Updates being prepared is
@@ -421,37 +432,58 @@ func (b *Bolt) gather(timer *time.Timer, busy bool) {
 	if b.opts.MaxBatchDelay < 0 {
 		return
 	}
-	started := false
+	var (
+		start, grew time.Time // when gather started; when the queue last grew
+		last        int       // the queue's length at the last look
+		armed       bool      // the timer is set
+	)
 	defer func() {
-		if started && !timer.Stop() {
+		if armed && !timer.Stop() {
 			select {
 			case <-timer.C:
 			default:
 			}
 		}
 	}()
+	arrivals := b.opts.Arrivals
 	for {
 		b.mu.Lock()
 		n, preparing, closed := len(b.queue), b.preparing.Load(), b.closed
 		b.mu.Unlock()
-		coming := preparing > 0
-		if a := b.opts.Arrivals; a != nil {
-			coming = coming || a.Coming() > 0
-		} else {
-			coming = coming || busy
-		}
-		if n == 0 || n >= b.opts.MaxBatch || closed || !coming {
+		if n == 0 || n >= b.opts.MaxBatch || closed {
 			return
 		}
-		if !started {
-			timer.Reset(b.opts.MaxBatchDelay)
-			started = true
+		now := time.Now()
+		if start.IsZero() {
+			start = now
 		}
+		if n != last {
+			grew, last = now, n
+		}
+		deadline := start.Add(b.opts.MaxBatchDelay)
+		wakeAt := deadline
+		switch {
+		case !now.Before(deadline):
+			return
+		case preparing > 0 || arrivals.Coming() > 0:
+		case busy && arrivals == nil:
+		case busy && now.Sub(grew) < b.opts.MaxBatchDelay/batchGraceDivisor:
+			wakeAt = grew.Add(b.opts.MaxBatchDelay / batchGraceDivisor)
+		default:
+			return
+		}
+		if armed && !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		timer.Reset(wakeAt.Sub(now))
+		armed = true
 		select {
 		case <-b.wake: // another write queued, or the last one coming arrived: look again
 		case <-timer.C:
-			started = false // fired and drained
-			return
+			armed = false // fired and drained
 		case <-b.closing:
 			return
 		}

@@ -78,11 +78,14 @@
 // from their key's lock to their queueing) and, when the server counts
 // them in Options.Arrivals, write calls it has received and not yet
 // passed to the store (being read, decoded, validated). It commits the
-// moment none is coming, and never waits longer than
-// Options.MaxBatchDelay (3 ms) nor past a full batch: with the decision
-// made outside the writer, a committer that took each write the moment it
-// was queued committed one or two writes at a time at 64 callers, and
-// every commit costs more CPU than a decision. An Update waiting for its
+// moment none is coming — or, when its last commit carried more than one
+// write (the store is busy), once its queue has also not grown for an
+// eighth of the delay: under load, calls the server has accepted but not
+// yet started handling (waiting for a processor) are not counted — and
+// never waits longer than Options.MaxBatchDelay (3 ms) nor past a full
+// batch: with the decision made outside the writer, a committer that took
+// each write the moment it was queued committed one or two writes at a
+// time at 64 callers, and every commit costs more CPU than a decision. An Update waiting for its
 // key's lock (held by a queued write of the same key) is not counted as
 // coming. Without Arrivals the committer cannot see calls before they
 // reach the store, and when its last commit carried more than one write

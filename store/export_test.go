@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"time"
 
 	"github.com/setpointhq/setpoint/target"
 )
@@ -11,6 +12,12 @@ import (
 // SetBeforeCommitHook makes the committer call f with the batch size before
 // each batch's transaction. Call it before the store's first write.
 func SetBeforeCommitHook(b *Bolt, f func(n int)) { b.testHookBeforeCommit = f }
+
+// BatchGrace is how long a busy store's committer, with Arrivals and
+// nothing coming, holds a batch after its queue last grew.
+func BatchGrace(maxBatchDelay time.Duration) time.Duration {
+	return maxBatchDelay / batchGraceDivisor
+}
 
 // QueueLen is the number of writes queued and not yet taken by the
 // committer.
