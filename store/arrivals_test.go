@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -113,7 +114,8 @@ func TestGroupCommitWaitsForArrivals(t *testing.T) {
 // nothing coming, a busy store holds its batch only while the queue keeps
 // growing — until it has not grown for MaxBatchDelay/8 (calls the server
 // has not started handling yet, waiting for a processor, are not counted
-// as coming) — and a store that is not busy holds nothing.
+// as coming) — a store that is not busy holds nothing, and after a heavy
+// commit (HeavyBatch writes) the next batch is held for the whole delay.
 func TestGroupCommitWithArrivalsHoldsABusyStoreWhileItsQueueGrows(t *testing.T) {
 	const delay = 5 * time.Millisecond
 	grace := store.BatchGrace(delay)
@@ -173,6 +175,30 @@ func TestGroupCommitWithArrivalsHoldsABusyStoreWhileItsQueueGrows(t *testing.T) 
 			if d := <-took; d != want {
 				t.Errorf("a lone update took %v of the bubble's clock, want %v", d, want)
 			}
+		}
+
+		// A heavy commit (HeavyBatch writes, held while one more was on its
+		// way): the next batch is held for the whole delay.
+		coming = arrivals.Arrive(ctx)
+		heavy := make(chan time.Duration, store.HeavyBatch)
+		start = time.Now()
+		for i := range store.HeavyBatch {
+			go update(start, fmt.Sprintf("h-%02d", i), 0, heavy)
+		}
+		synctest.Wait()
+		arrivals.Depart(coming)
+		for range store.HeavyBatch {
+			if d := <-heavy; d != 0 {
+				t.Errorf("a write of the heavy batch took %v of the bubble's clock, want 0", d)
+			}
+		}
+		if s := st.Stats(); s.MaxBatch != store.HeavyBatch {
+			t.Fatalf("Stats() = %+v, want a commit of %d writes", s, store.HeavyBatch)
+		}
+		start = time.Now()
+		go update(start, "g", 0, took)
+		if d := <-took; d != delay {
+			t.Errorf("a lone update after a heavy commit took %v of the bubble's clock, want %v", d, delay)
 		}
 	})
 	checkFile(t, path)

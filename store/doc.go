@@ -81,9 +81,10 @@
 // moment none is coming — or, when its last commit carried more than one
 // write (the store is busy), once its queue has also not grown for an
 // eighth of the delay: under load, calls the server has accepted but not
-// yet started handling (waiting for a processor) are not counted — and
-// never waits longer than Options.MaxBatchDelay (3 ms) nor past a full
-// batch: with the decision made outside the writer, a committer that took
+// yet started handling (waiting for a processor) are not counted; after a
+// commit of sixteen writes or more it holds the whole delay, as so many
+// calls in flight keep the processors busy meanwhile — and never waits
+// longer than Options.MaxBatchDelay (3 ms) nor past a full batch: with the decision made outside the writer, a committer that took
 // each write the moment it was queued committed one or two writes at a
 // time at 64 callers, and every commit costs more CPU than a decision. An Update waiting for its
 // key's lock (held by a queued write of the same key) is not counted as

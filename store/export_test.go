@@ -19,6 +19,10 @@ func BatchGrace(maxBatchDelay time.Duration) time.Duration {
 	return maxBatchDelay / batchGraceDivisor
 }
 
+// HeavyBatch is the size of a commit after which the next batch is held
+// for the whole MaxBatchDelay even with Arrivals.
+const HeavyBatch = heavyBatch
+
 // QueueLen is the number of writes queued and not yet taken by the
 // committer.
 func QueueLen(b *Bolt) int {
