@@ -115,6 +115,11 @@ type Options struct {
 	// LockTimeout is how long Open waits for another process holding the
 	// file to release it. 0 means DefaultLockTimeout.
 	LockTimeout time.Duration
+	// ObserveCommit, when set, is called by the committer after each
+	// committed write transaction, before its writers are answered. It
+	// must be quick (they and the next commit wait for it) and must not
+	// call the store.
+	ObserveCommit func(Commit)
 	// FileMode is the permission of a file Open creates. 0 means 0o600.
 	FileMode os.FileMode
 	// MaxChanges bounds the change feed (feed.go): the newest MaxChanges
@@ -177,6 +182,31 @@ type Stats struct {
 	Writes uint64
 	// MaxBatch is the largest number of writes one commit carried.
 	MaxBatch uint64
+	// CommitTime is the time spent committing those transactions: bbolt's
+	// Tx.Commit, its page writes and fsyncs, without applying the writes.
+	CommitTime time.Duration
+	// HeldTime is the time the committer held batches open for more writes
+	// (Options.MaxBatchDelay) before taking them.
+	HeldTime time.Duration
+	// CacheHits counts the Updates that found their record in the record
+	// cache (Options.RecordCacheBytes) and did not read or decode it.
+	CacheHits uint64
+	// CacheMisses counts the Updates that read their record from the file
+	// because the cache did not hold it (both stay 0 without a cache).
+	CacheMisses uint64
+	// FileBytes is the size of the store's file when Stats is called; 0
+	// when it cannot be read.
+	FileBytes int64
+}
+
+// Commit describes one committed write transaction (Options.ObserveCommit).
+type Commit struct {
+	// Writes is the number of writes the transaction carried.
+	Writes int
+	// Held is how long the committer held the batch open for more writes.
+	Held time.Duration
+	// Duration is the time of bbolt's Tx.Commit, its fsyncs included.
+	Duration time.Duration
 }
 
 // Bolt is the Store kept in one bbolt file. Create it with Open; it is safe
@@ -200,6 +230,10 @@ type Bolt struct {
 	stopped   chan struct{} // closed by the committer when it exits
 
 	commits, writes, maxBatch atomic.Uint64
+	commitNanos, heldNanos    atomic.Int64
+	// held is how long the committer held the batch being committed
+	// (committer goroutine only).
+	held time.Duration
 
 	// pending are the changes of the transaction being built, published
 	// after its commit (committer goroutine only).
@@ -281,7 +315,13 @@ func (b *Bolt) Path() string { return b.db.Path() }
 
 // Stats returns the store's counters.
 func (b *Bolt) Stats() Stats {
-	return Stats{Commits: b.commits.Load(), Writes: b.writes.Load(), MaxBatch: b.maxBatch.Load()}
+	st := Stats{Commits: b.commits.Load(), Writes: b.writes.Load(), MaxBatch: b.maxBatch.Load(),
+		CommitTime: time.Duration(b.commitNanos.Load()), HeldTime: time.Duration(b.heldNanos.Load())}
+	st.CacheHits, st.CacheMisses = b.cache.counts()
+	if fi, err := os.Stat(b.db.Path()); err == nil {
+		st.FileBytes = fi.Size()
+	}
+	return st
 }
 
 // SchemaVersion returns the schema version stored in the file.
@@ -403,7 +443,9 @@ func (b *Bolt) commitLoop() {
 		case <-b.closing:
 		}
 		for {
+			start := time.Now()
 			b.gather(timer, last)
+			b.held = time.Since(start)
 			batch, closed := b.take()
 			if len(batch) > 0 {
 				b.commit(batch)
@@ -543,6 +585,7 @@ func (b *Bolt) commit(batch []*request) {
 			b.testHookBeforeCommit(len(batch))
 		}
 		broken := -1
+		var applied time.Time // when the writes were applied and Tx.Commit began
 		err := b.db.Update(func(tx *bolt.Tx) error {
 			b.pending, b.revKnown = make([]Change, 0, len(batch)), false
 			for i, r := range batch {
@@ -562,8 +605,13 @@ func (b *Bolt) commit(batch []*request) {
 			if b.testHookFailCommit != nil {
 				return b.testHookFailCommit()
 			}
+			applied = time.Now()
 			return nil
 		})
+		var took time.Duration
+		if err == nil {
+			took = time.Since(applied)
+		}
 		if broken >= 0 {
 			close(batch[broken].done)
 			b.writes.Add(1)
@@ -579,6 +627,8 @@ func (b *Bolt) commit(batch []*request) {
 			}
 		} else {
 			b.commits.Add(1)
+			b.commitNanos.Add(int64(took))
+			b.heldNanos.Add(int64(b.held))
 			for n := uint64(len(batch)); ; {
 				m := b.maxBatch.Load()
 				if n <= m || b.maxBatch.CompareAndSwap(m, n) {
@@ -587,6 +637,9 @@ func (b *Bolt) commit(batch []*request) {
 			}
 		}
 		b.writes.Add(uint64(len(batch)))
+		if err == nil && b.opts.ObserveCommit != nil {
+			b.opts.ObserveCommit(Commit{Writes: len(batch), Held: b.held, Duration: took})
+		}
 		// Followers see a commit's changes before its writers return, so a
 		// caller that has its answer never races ahead of the feed.
 		if err == nil {

@@ -56,6 +56,8 @@ type recordCache struct {
 	max   int64 // bytes, as put counts them (recordSize)
 	bytes int64
 	m     map[target.Key]*cachedRecord
+	// hits and misses count take's lookups (Stats).
+	hits, misses uint64
 }
 
 // cachedRecord is a record decoded from the stored value val.
@@ -74,20 +76,42 @@ func newRecordCache(maxBytes int64) *recordCache {
 	return &recordCache{max: maxBytes, m: map[target.Key]*cachedRecord{}}
 }
 
-// take removes key's record from the cache and returns it, or nil. The
-// caller owns what it returns.
+// take removes key's record from the cache and returns it, or nil,
+// counting a hit or a miss. The caller owns what it returns.
 func (c *recordCache) take(key target.Key) *cachedRecord {
 	if c == nil {
 		return nil
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	e := c.unsafeRemove(key)
+	if e != nil {
+		c.hits++
+	} else {
+		c.misses++
+	}
+	return e
+}
+
+// unsafeRemove removes key's record from the cache and returns it, or nil;
+// c.mu must be held.
+func (c *recordCache) unsafeRemove(key target.Key) *cachedRecord {
 	e := c.m[key]
 	if e != nil {
 		delete(c.m, key)
 		c.bytes -= e.size
 	}
 	return e
+}
+
+// counts returns the hits and misses of take so far; 0, 0 for no cache.
+func (c *recordCache) counts() (hits, misses uint64) {
+	if c == nil {
+		return 0, 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.hits, c.misses
 }
 
 // put gives the cache rec, decoded from the stored value val of key;
@@ -121,7 +145,12 @@ func (c *recordCache) put(key target.Key, val []byte, rec target.Record) {
 
 // drop forgets key's record.
 func (c *recordCache) drop(key target.Key) {
-	c.take(key)
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.unsafeRemove(key)
 }
 
 // cacheEntryOverhead is what a cache entry costs beyond its record and
