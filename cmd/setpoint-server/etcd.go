@@ -112,31 +112,36 @@ func (m *storeMetrics) observe(op string, d time.Duration, conflict bool) {
 	}
 }
 
-// metricsHandler serves srv's metrics and, with the etcd store, the
-// store's, in Prometheus' text format.
-func metricsHandler(srv *server.Server, m *storeMetrics) http.Handler {
-	if m == nil {
+// metricsHandler serves srv's metrics and the store's, m, in Prometheus'
+// text format.
+func metricsHandler(srv *server.Server, m []prometheus.Collector) http.Handler {
+	if len(m) == 0 {
 		return srv.MetricsHandler()
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(srv.Collector(), m.latency, m.conflicts)
+	reg.MustRegister(srv.Collector())
+	reg.MustRegister(m...)
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
 }
 
 // openStore opens the configured store; close releases it (and the etcd
-// client). metrics is nil for bbolt. where describes the store for the log.
+// client). metrics are the store's, for /metrics. where describes the
+// store for the log.
 // arrivals, when set, is given to the bbolt store (the server counts the
 // writes on their way in it).
-func openStore(ctx context.Context, cfg Config, log *slog.Logger, arrivals *store.Arrivals) (st store.Store, close func() error, metrics *storeMetrics, where string, err error) {
+func openStore(ctx context.Context, cfg Config, log *slog.Logger, arrivals *store.Arrivals) (st store.Store, close func() error, metrics []prometheus.Collector, where string, err error) {
 	opts := store.Options{MaxChanges: cfg.MaxChanges, DecisionRetention: cfg.DecisionRetention, RecordCacheBytes: cfg.RecordCacheBytes, Arrivals: arrivals}
 	if cfg.Store.Kind != "etcd" {
 		path := filepath.Join(cfg.DataDir, "setpoint.db")
+		m := newBoltMetrics()
+		opts.ObserveCommit = m.observe
 		b, err := store.Open(path, opts)
 		if err != nil {
 			return nil, nil, nil, "", err
 		}
+		m.st = b
 		abs, _ := filepath.Abs(path)
-		return b, b.Close, nil, abs, nil
+		return b, b.Close, []prometheus.Collector{m}, abs, nil
 	}
 	var tlsCfg *tls.Config
 	if cfg.Store.Cert != "" || cfg.Store.CA != "" {
@@ -153,19 +158,19 @@ func openStore(ctx context.Context, cfg Config, log *slog.Logger, arrivals *stor
 	if err != nil {
 		return nil, nil, nil, "", fmt.Errorf("etcd: %w", err)
 	}
-	metrics = newStoreMetrics()
+	em := newStoreMetrics()
 	e, err := etcdstore.New(ctx, cli, etcdstore.Options{
 		Prefix:            cfg.Store.Prefix,
 		DecisionRetention: cfg.DecisionRetention,
 		CompactEvery:      cfg.Store.CompactEvery,
 		Logger:            log,
-		Observe:           metrics.observe,
+		Observe:           em.observe,
 	})
 	if err != nil {
 		cli.Close()
 		return nil, nil, nil, "", err
 	}
-	return e, func() error { return errors.Join(e.Close(), cli.Close()) }, metrics, "etcd " + cfg.Store.Endpoints + " prefix " + cfg.Store.Prefix, nil
+	return e, func() error { return errors.Join(e.Close(), cli.Close()) }, []prometheus.Collector{em.latency, em.conflicts}, "etcd " + cfg.Store.Endpoints + " prefix " + cfg.Store.Prefix, nil
 }
 
 // healthInterval is how often a shared store's reachability is checked.

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/setpointhq/setpoint/internal/netaddr"
 	"github.com/setpointhq/setpoint/server"
 )
@@ -32,7 +33,7 @@ func (c *Config) validateMetricsTLS() error {
 // serveHTTP serves /metrics and the console on cfg.MetricsListen, over TLS
 // with grpcTLS's certificate when cfg.MetricsTLS, until stop is called.
 // It returns the address it listens on.
-func serveHTTP(cfg Config, srv *server.Server, m *storeMetrics, grpcTLS *tls.Config, log *slog.Logger) (addr string, stop func() error, err error) {
+func serveHTTP(cfg Config, srv *server.Server, m []prometheus.Collector, grpcTLS *tls.Config, log *slog.Logger) (addr string, stop func() error, err error) {
 	if cfg.MetricsTLS && grpcTLS == nil {
 		return "", nil, errors.New("-metrics-tls needs -tls-cert and -tls-key")
 	}
