@@ -4,11 +4,14 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/setpointhq/setpoint/internal/testkit"
@@ -124,5 +127,29 @@ func cpuRequest(now time.Time) *setpointv1.RecommendRequest {
 			Pod: "web-0", Timestamp: timestamppb.New(now.Add(-15 * time.Second)), Window: durationpb.New(30 * time.Second),
 			Containers: []*setpointv1.ContainerMetrics{{Name: "app", Usage: map[string]string{"cpu": "400m"}}}}}},
 		Observations: []*setpointv1.MetricObservation{{}},
+	}
+}
+
+// TestDocsListStoreMetrics: docs/metrics.md names every metric of both
+// stores (deploy/grafana's test sees only the server's and the agent's).
+func TestDocsListStoreMetrics(t *testing.T) {
+	b, err := os.ReadFile("../../docs/metrics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	em := newStoreMetrics()
+	fqName := regexp.MustCompile(`fqName: "([^"]+)"`)
+	for _, c := range []prometheus.Collector{newBoltMetrics(), em.latency, em.conflicts} {
+		ch := make(chan *prometheus.Desc)
+		go func() { c.Describe(ch); close(ch) }()
+		for d := range ch {
+			m := fqName.FindStringSubmatch(d.String())
+			if m == nil {
+				t.Fatalf("no name in %s", d)
+			}
+			if !strings.Contains(string(b), "`"+m[1]+"`") {
+				t.Errorf("docs/metrics.md does not list %s", m[1])
+			}
+		}
 	}
 }
