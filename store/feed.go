@@ -337,8 +337,8 @@ func encodeChanges(cs []Change, last *target.LastDecision, raw []byte) ([][]byte
 
 // decisionChangeOfRecord returns the stored form of c, a decision
 // change of the record whose marshalled message is raw (its last decision
-// being c's decision): the bytes marshalChange(c, decisionOfRecord(m))
-// gives, assembled from the fields of raw as the deterministic marshaller
+// being c's decision): the bytes marshalChange gives for that decision
+// (decisionOfRecord, the tests' oracle, builds its message), assembled from the fields of raw as the deterministic marshaller
 // lays them out (in field-number order, a oneof last), without
 // marshalling the decision again. TestDecisionChangeOfRecord and
 // FuzzDecodeRecord check that the bytes are equal. ok is false when raw
@@ -453,21 +453,6 @@ func splitFields(b []byte, max protowire.Number) (fs [9]field, ok bool) {
 		b = b[n+v:]
 	}
 	return fs, true
-}
-
-// decisionOfRecord is the change feed's message of the last decision of
-// the record message m (m.Last set), sharing m's messages: the
-// explanation, and the status when the decision's status is the record's.
-func decisionOfRecord(m *pb.Record) *pb.LastDecision {
-	l, d := m.GetLast(), m.GetLast().GetDecision()
-	status := d.GetStatus()
-	if l.GetDecisionStatusIsRecordStatus() {
-		status = m.GetStatus()
-	}
-	return &pb.LastDecision{Id: l.GetId(), At: l.GetAt(), From: l.From, Decision: &pb.Decision{
-		DesiredReplicas: d.GetDesiredReplicas(), Rescale: d.GetRescale(), Error: d.GetError(),
-		Status: status, Explanation: d.GetExplanation(),
-	}}
 }
 
 // encodeChange returns the stored form of c (setpoint.storage.v1.Change);

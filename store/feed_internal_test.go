@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/setpointhq/setpoint/engine"
+	pb "github.com/setpointhq/setpoint/proto/setpoint/storage/v1"
 	"github.com/setpointhq/setpoint/target"
 )
 
@@ -131,4 +132,20 @@ func BenchmarkDecisionChange(b *testing.B) {
 			}
 		}
 	})
+}
+
+// decisionOfRecord is the oracle of decisionChangeOfRecord: the change
+// feed's message of the last decision of the record message m (m.Last
+// set), sharing m's messages: the explanation, and the status when the
+// decision's status is the record's.
+func decisionOfRecord(m *pb.Record) *pb.LastDecision {
+	l, d := m.GetLast(), m.GetLast().GetDecision()
+	status := d.GetStatus()
+	if l.GetDecisionStatusIsRecordStatus() {
+		status = m.GetStatus()
+	}
+	return &pb.LastDecision{Id: l.GetId(), At: l.GetAt(), From: l.From, Decision: &pb.Decision{
+		DesiredReplicas: d.GetDesiredReplicas(), Rescale: d.GetRescale(), Error: d.GetError(),
+		Status: status, Explanation: d.GetExplanation(),
+	}}
 }
