@@ -338,9 +338,10 @@ func encodeChanges(cs []Change, last *target.LastDecision, raw []byte) ([][]byte
 // decisionChangeOfRecord returns the stored form of c, a decision
 // change of the record whose marshalled message is raw (its last decision
 // being c's decision): the bytes marshalChange gives for that decision
-// (decisionOfRecord, the tests' oracle, builds its message), assembled from the fields of raw as the deterministic marshaller
-// lays them out (in field-number order, a oneof last), without
-// marshalling the decision again. TestDecisionChangeOfRecord and
+// (decisionOfRecord, the tests' oracle, builds its message), assembled
+// from the fields of raw as the deterministic marshaller lays them out (in
+// field-number order, a oneof last), without marshalling the decision
+// again. TestDecisionChangeOfRecord and
 // FuzzDecodeRecord check that the bytes are equal. ok is false when raw
 // is nil or not laid out as expected, or c's key cannot be stored (not
 // UTF-8): marshalChange then decides.
