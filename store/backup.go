@@ -17,7 +17,7 @@ import (
 // write to w fails with ctx.Err().
 func (b *Bolt) Backup(ctx context.Context, size func(int64) error, w io.Writer) (int64, error) {
 	var n int64
-	err := b.view(func(tx *bolt.Tx) error {
+	err := b.viewLatest(ctx, func(tx *bolt.Tx) error {
 		if err := size(tx.Size()); err != nil {
 			return err
 		}

@@ -135,6 +135,9 @@ type Options struct {
 	// which spares an Update of a recently written target decoding its
 	// record. 0 means DefaultRecordCacheBytes; negative disables the cache.
 	RecordCacheBytes int64
+	// NoURing makes the journal flush with fdatasync even where io_uring
+	// is available (see JournalSync in Stats).
+	NoURing bool
 }
 
 // withDefaults returns o with zero fields set to their defaults, or an
@@ -197,6 +200,13 @@ type Stats struct {
 	// FileBytes is the size of the store's file when Stats is called; 0
 	// when it cannot be read.
 	FileBytes int64
+	// JournalSync says how the journal makes its frames durable:
+	// "io_uring", or fdatasync and why not io_uring.
+	JournalSync string
+	// Checkpoints counts the transactions that wrote journaled writes to
+	// bbolt, and CheckpointTime is the time they took.
+	Checkpoints    uint64
+	CheckpointTime time.Duration
 }
 
 // Commit describes one committed write transaction (Options.ObserveCommit).
@@ -255,6 +265,44 @@ type Bolt struct {
 	// when disabled.
 	cache *recordCache
 
+	// journal is the write-ahead log (journal.go; committer goroutine
+	// only, after Open).
+	journal *journal
+	// ovMu guards overlay, batches, applied, appliedCh and ckErr: the
+	// state shared by the committer and the checkpointer (checkpoint.go).
+	ovMu sync.Mutex
+	// overlay holds, by record key, the newest journaled value of each
+	// record the checkpointer has not yet written to bbolt.
+	overlay map[string]overlayEntry
+	// batches are the journaled batches not yet applied, oldest first;
+	// pendingWrites counts their writes.
+	batches       []*journaledBatch
+	pendingWrites int
+	// acked is the sequence number of the last journaled frame, applied
+	// that of the last one in bbolt (under ovMu).
+	acked   atomic.Uint64
+	applied uint64
+	// appliedCh is closed, and replaced, when applied grows or ckErr is set.
+	appliedCh chan struct{}
+	// ckErr is a checkpoint's failure: the store answers no more writes
+	// and no reads that need the journaled ones (a restart replays them).
+	ckErr error
+	// waiters counts the callers of waitApplied waiting.
+	waiters int
+	// ckWake signals the checkpointer; ckClosing is closed after the
+	// committer exits, ckStopped by the checkpointer when it exits.
+	ckWake               chan struct{}
+	ckClosing, ckStopped chan struct{}
+	checkpoints          atomic.Uint64
+	checkpointNanos      atomic.Int64
+
+	// journalResetBytes is the journal's size past which it is emptied
+	// (journalResetBytes the constant, but for tests).
+	journalResetBytes int64
+	// testHookCheckpoint, when set, runs in each checkpoint's transaction
+	// before its writes; an error it returns fails the checkpoint. Set
+	// only by tests, before any write.
+	testHookCheckpoint func() error
 	// testHookBeforeCommit, when set, runs in the committer before each
 	// batch's transaction with the batch size. Set only by tests, before
 	// any write.
@@ -292,21 +340,37 @@ func Open(path string, opts Options) (*Bolt, error) {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
 	b := &Bolt{
-		db:      db,
-		opts:    opts,
-		wake:    make(chan struct{}, 1),
-		closing: make(chan struct{}),
-		stopped: make(chan struct{}),
-		// One per processor: compressing is all CPU.
-		compressors: startCompressors(runtime.GOMAXPROCS(0)),
-		cache:       newRecordCache(opts.RecordCacheBytes),
+		db:        db,
+		opts:      opts,
+		wake:      make(chan struct{}, 1),
+		closing:   make(chan struct{}),
+		stopped:   make(chan struct{}),
+		overlay:   map[string]overlayEntry{},
+		appliedCh: make(chan struct{}),
+		ckWake:    make(chan struct{}, 1),
+		ckClosing: make(chan struct{}),
+		ckStopped: make(chan struct{}),
+
+		journalResetBytes: journalResetBytes,
 	}
+	if b.journal, _, err = b.openJournal(path); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	b.applied = b.journal.seq
+	b.acked.Store(b.journal.seq)
+	// One per processor: compressing is all CPU.
+	b.compressors = startCompressors(runtime.GOMAXPROCS(0))
+	b.cache = newRecordCache(opts.RecordCacheBytes)
 	if err := opts.Arrivals.attach(b); err != nil {
 		b.compressors.stop()
+		b.journal.release()
+		_ = b.journal.f.Close()
 		_ = db.Close()
 		return nil, err
 	}
 	go b.commitLoop()
+	go b.checkpointLoop()
 	return b, nil
 }
 
@@ -318,6 +382,8 @@ func (b *Bolt) Stats() Stats {
 	st := Stats{Commits: b.commits.Load(), Writes: b.writes.Load(), MaxBatch: b.maxBatch.Load(),
 		CommitTime: time.Duration(b.commitNanos.Load()), HeldTime: time.Duration(b.heldNanos.Load())}
 	st.CacheHits, st.CacheMisses = b.cache.counts()
+	st.JournalSync = b.journal.how
+	st.Checkpoints, st.CheckpointTime = b.checkpoints.Load(), time.Duration(b.checkpointNanos.Load())
 	if fi, err := os.Stat(b.db.Path()); err == nil {
 		st.FileBytes = fi.Size()
 	}
@@ -347,12 +413,29 @@ func (b *Bolt) Close() error {
 	close(b.closing)
 	b.mu.Unlock()
 	<-b.stopped
+	close(b.ckClosing)
+	<-b.ckStopped
 	b.opts.Arrivals.detach(b)
 	b.compressors.stop()
-	if err := b.db.Close(); err != nil {
-		return fmt.Errorf("store: close: %w", err)
+	var errs []error
+	b.ovMu.Lock()
+	ckErr := b.ckErr
+	b.ovMu.Unlock()
+	b.journal.release()
+	if err := b.journal.f.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("store: close: journal: %w", err))
 	}
-	return nil
+	if ckErr != nil {
+		errs = append(errs, ckErr) // the journal keeps what bbolt lacks
+	} else if err := os.Remove(b.journal.f.Name()); err != nil {
+		// Every frame is applied: a journal left behind is replayed as
+		// nothing. A power cut may bring it back for the same reason.
+		errs = append(errs, fmt.Errorf("store: close: remove journal: %w", err))
+	}
+	if err := b.db.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("store: close: %w", err))
+	}
+	return errors.Join(errs...)
 }
 
 // Request states: a request is queued until the committer takes it or its
@@ -371,6 +454,9 @@ type request struct {
 	// error fails only this request, and apply must then have written
 	// nothing.
 	apply func(tx *bolt.Tx) error
+	// upd, when set, is an Update's prepared write, journaled instead of
+	// applied (apply is then unused).
+	upd *preparedUpdate
 	// err is apply's result, or the commit's error; read after done.
 	err  error
 	done chan struct{}
@@ -382,12 +468,13 @@ type abortError struct{ err error }
 func (e *abortError) Error() string { return e.err.Error() }
 func (e *abortError) Unwrap() error { return e.err }
 
-// write queues apply for the committer and waits for its result. When ctx
-// ends first, write returns ctx.Err(): if the committer had not taken the
-// request it never runs; otherwise it may still be committed. prepared
-// says the caller counted itself in b.preparing: write takes it off the
-// count when the request is queued or refused.
-func (b *Bolt) write(ctx context.Context, prepared bool, apply func(tx *bolt.Tx) error) error {
+// write queues apply (or upd, an Update's prepared write, journaled) for
+// the committer and waits for its result. When ctx ends first, write
+// returns ctx.Err(): if the committer had not taken the request it never
+// runs; otherwise it may still be committed. prepared says the caller
+// counted itself in b.preparing: write takes it off the count when the
+// request is queued or refused.
+func (b *Bolt) write(ctx context.Context, prepared bool, upd *preparedUpdate, apply func(tx *bolt.Tx) error) error {
 	departed(ctx, false) // a Delete's; an Update's already was
 	if err := ctx.Err(); err != nil {
 		if prepared {
@@ -395,7 +482,7 @@ func (b *Bolt) write(ctx context.Context, prepared bool, apply func(tx *bolt.Tx)
 		}
 		return err
 	}
-	r := &request{apply: apply, done: make(chan struct{})}
+	r := &request{apply: apply, upd: upd, done: make(chan struct{})}
 	b.mu.Lock()
 	if prepared {
 		b.preparing.Add(-1)
@@ -448,7 +535,7 @@ func (b *Bolt) commitLoop() {
 			b.held = time.Since(start)
 			batch, closed := b.take()
 			if len(batch) > 0 {
-				b.commit(batch)
+				b.commitBatch(batch)
 				last = len(batch)
 				continue
 			}
@@ -653,6 +740,16 @@ func (b *Bolt) commit(batch []*request) {
 	}
 }
 
+// viewLatest is view for the reads that walk bbolt: it first waits for
+// the checkpointer to write every Update answered before the call (see
+// checkpoint.go), so fn sees them.
+func (b *Bolt) viewLatest(ctx context.Context, fn func(tx *bolt.Tx) error) error {
+	if err := b.caughtUp(ctx); err != nil {
+		return err
+	}
+	return b.view(fn)
+}
+
 // view runs fn in a read-only transaction, mapping a closed database to
 // ErrClosed.
 func (b *Bolt) view(fn func(tx *bolt.Tx) error) error {
@@ -729,7 +826,7 @@ func (b *Bolt) Update(ctx context.Context, key target.Key, fn func(rec *target.R
 		if b.testHookAfterPrepare != nil {
 			b.testHookAfterPrepare()
 		}
-		err = b.write(ctx, true, w.apply)
+		err = b.write(ctx, true, w, nil)
 		if errors.Is(err, errConflict) {
 			continue
 		}
@@ -793,6 +890,8 @@ func (b *Bolt) prepare(key target.Key, rk []byte, decision bool, fn func(*target
 			return nil, ErrClosed
 		}
 		w.read = cached.val
+	} else if val, ok := b.lookup(rk); ok {
+		w.read = val // journaled, not yet in bbolt; never changed in place
 	} else if err := b.view(func(tx *bolt.Tx) error {
 		if raw := tx.Bucket(bucketRecords).Get(rk); raw != nil {
 			w.read = bytes.Clone(raw) // valid only inside the transaction
@@ -845,39 +944,20 @@ func (b *Bolt) prepare(key target.Key, rk []byte, decision bool, fn func(*target
 	return w, nil
 }
 
-// apply writes the prepared update in tx, or fails with errConflict,
-// writing nothing, when the stored value is no longer the one it read
-// (also when an earlier write of the same batch changed it).
-func (w *preparedUpdate) apply(tx *bolt.Tx) error {
-	records, index := tx.Bucket(bucketRecords), tx.Bucket(bucketLastSeen)
-	cur := records.Get(w.rk)
-	if (cur == nil) != (w.read == nil) || !bytes.Equal(cur, w.read) {
-		return errConflict
-	}
-	// A page split leaves pages this full instead of bbolt's half: records
-	// keep their size from one decision to the next, so full pages are
-	// rarely split again, and the file is about a third smaller.
-	records.FillPercent = recordsFillPercent
-	if w.oldIndex != nil && !bytes.Equal(w.oldIndex, w.newIndex) {
-		if err := index.Delete(w.oldIndex); err != nil {
-			return &abortError{fmt.Errorf("store: update %s: %w", w.key, err)}
+// entry returns the journal's form of the prepared update, with the
+// revisions its changes were numbered with.
+func (w *preparedUpdate) entry() journalWrite {
+	e := journalWrite{rk: w.rk, val: w.val, oldIndex: w.oldIndex, newIndex: w.newIndex, changes: w.encoded, logged: w.logged}
+	if len(w.changes) > 0 {
+		e.revs = make([]uint64, len(w.changes))
+		for i := range w.changes {
+			e.revs[i] = w.changes[i].Revision
 		}
-	}
-	if err := index.Put(w.newIndex, []byte{}); err != nil {
-		return &abortError{fmt.Errorf("store: update %s: %w", w.key, err)}
-	}
-	if err := records.Put(w.rk, w.val); err != nil {
-		return &abortError{fmt.Errorf("store: update %s: %w", w.key, err)}
-	}
-	if err := w.store.appendEncoded(tx, w.changes, w.encoded); err != nil {
-		return &abortError{err}
 	}
 	if w.logged != nil {
-		if err := w.store.unsafeLogEncoded(tx, w.rk, w.rec.Last.At, w.logged); err != nil {
-			return &abortError{fmt.Errorf("store: update %s: decision log: %w", w.key, err)}
-		}
+		e.at = w.rec.Last.At
 	}
-	return nil
+	return e
 }
 
 // boundRecord keeps rec's newest maxEvents events and maxHistory entries of
@@ -921,6 +1001,9 @@ func (b *Bolt) Get(ctx context.Context, key target.Key) (target.Record, error) {
 	rk, err := recordKey(key)
 	if err != nil {
 		return target.Record{}, err
+	}
+	if val, ok := b.lookup(rk); ok {
+		return decodeRecord(key, val)
 	}
 	var rec target.Record
 	err = b.view(func(tx *bolt.Tx) error {
@@ -983,7 +1066,7 @@ func (b *Bolt) List(ctx context.Context, q Query) ([]target.Record, string, erro
 		corrupt []error
 		next    string
 	)
-	err := b.view(func(tx *bolt.Tx) error {
+	err := b.viewLatest(ctx, func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketRecords).Cursor()
 		var k, v []byte
 		if after != nil {
@@ -1031,7 +1114,7 @@ func (b *Bolt) Delete(ctx context.Context, key target.Key) error {
 		return err
 	}
 	b.cache.drop(key) // spares memory; a stale record would not be used anyway
-	err = b.write(ctx, false, func(tx *bolt.Tx) error {
+	err = b.write(ctx, false, nil, func(tx *bolt.Tx) error {
 		records, index := tx.Bucket(bucketRecords), tx.Bucket(bucketLastSeen)
 		raw := records.Get(rk)
 		if raw == nil {
@@ -1076,7 +1159,7 @@ func (b *Bolt) Delete(ctx context.Context, key target.Key) error {
 // store. Corrupt records are removed by the time of their last write.
 func (b *Bolt) Expire(ctx context.Context, cutoff time.Time) (int, error) {
 	var removed int
-	err := b.write(ctx, false, func(tx *bolt.Tx) error {
+	err := b.write(ctx, false, nil, func(tx *bolt.Tx) error {
 		removed = 0
 		records, index := tx.Bucket(bucketRecords), tx.Bucket(bucketLastSeen)
 		end := orderedTime(cutoff)

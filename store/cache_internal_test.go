@@ -175,6 +175,10 @@ func TestRecordCacheStaleRecordConflicts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// As Delete and Expire do: once the journaled writes are in bbolt.
+	if err := st.caughtUp(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if err := st.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketRecords).Put(rk, val) }); err != nil {
 		t.Fatal(err)
 	}

@@ -222,7 +222,7 @@ func (b *Bolt) Decisions(ctx context.Context, key target.Key, q DecisionQuery) (
 	}
 	var out []target.LoggedDecision
 	var next string
-	err = b.view(func(tx *bolt.Tx) error {
+	err = b.viewLatest(ctx, func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketDecisions).Cursor()
 		for k, v := c.Seek(start); k != nil && len(k) == len(rk)+tsLength && bytes.HasPrefix(k, rk) && bytes.Compare(k, end) < 0; k, v = c.Next() {
 			if len(out) == q.PageSize {

@@ -73,3 +73,15 @@ func PageWrites(b *Bolt) int64 {
 	s := b.db.Stats()
 	return s.TxStats.GetWrite()
 }
+
+// SetCheckpointHook makes each checkpoint call f in its transaction before
+// writing; an error from f fails the checkpoint. Call it before the
+// store's first write.
+func SetCheckpointHook(b *Bolt, f func() error) { b.testHookCheckpoint = f }
+
+// SetJournalResetBytes sets the journal's size past which it is emptied.
+// Call it before the store's first write.
+func SetJournalResetBytes(b *Bolt, n int64) { b.journalResetBytes = n }
+
+// JournalSuffix names a store's journal: its path and this suffix.
+const JournalSuffix = journalSuffix

@@ -187,11 +187,21 @@ func (b *Bolt) appendEncoded(tx *bolt.Tx, cs []Change, vals [][]byte) error {
 // Options.MaxChanges, when the transaction appended any: once per
 // transaction, not per write. Its error leaves tx unusable.
 func (b *Bolt) trimChanges(tx *bolt.Tx) error {
-	if !b.revKnown || b.rev <= uint64(b.opts.MaxChanges) {
+	if !b.revKnown {
+		return nil
+	}
+	return b.trimChangesTo(tx, b.rev)
+}
+
+// trimChangesTo drops the changes of tx's changes bucket older than the
+// newest Options.MaxChanges up to rev, the latest. Its error leaves tx
+// unusable.
+func (b *Bolt) trimChangesTo(tx *bolt.Tx, rev uint64) error {
+	if rev <= uint64(b.opts.MaxChanges) {
 		return nil
 	}
 	bucket := tx.Bucket(bucketChanges)
-	cutoff := b.rev - uint64(b.opts.MaxChanges)
+	cutoff := rev - uint64(b.opts.MaxChanges)
 	var old [][]byte
 	c := bucket.Cursor()
 	for k, _ := c.First(); k != nil && binary.BigEndian.Uint64(k) <= cutoff; k, _ = c.Next() {
@@ -239,7 +249,7 @@ func (b *Bolt) Revision(ctx context.Context) (uint64, error) {
 		return 0, err
 	}
 	var rev uint64
-	err := b.view(func(tx *bolt.Tx) error {
+	err := b.viewLatest(ctx, func(tx *bolt.Tx) error {
 		if k, _ := tx.Bucket(bucketChanges).Cursor().Last(); k != nil {
 			rev = binary.BigEndian.Uint64(k)
 		}
@@ -256,7 +266,7 @@ func (b *Bolt) Count(ctx context.Context) (n int, rev uint64, err error) {
 	if err := ctx.Err(); err != nil {
 		return 0, 0, err
 	}
-	err = b.view(func(tx *bolt.Tx) error {
+	err = b.viewLatest(ctx, func(tx *bolt.Tx) error {
 		n = tx.Bucket(bucketRecords).Stats().KeyN
 		if k, _ := tx.Bucket(bucketChanges).Cursor().Last(); k != nil {
 			rev = binary.BigEndian.Uint64(k)
@@ -275,7 +285,7 @@ func (b *Bolt) Changes(ctx context.Context, after uint64, limit int) ([]Change, 
 		return nil, fmt.Errorf("%w: limit %d", ErrInvalid, limit)
 	}
 	var out []Change
-	err := b.view(func(tx *bolt.Tx) error {
+	err := b.viewLatest(ctx, func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketChanges).Cursor()
 		var oldest, latest uint64
 		if k, _ := c.Last(); k != nil {

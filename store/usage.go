@@ -34,7 +34,7 @@ func (b *Bolt) Usage(ctx context.Context) (Usage, error) {
 		return Usage{}, err
 	}
 	var u Usage
-	err := b.view(func(tx *bolt.Tx) error {
+	err := b.viewLatest(ctx, func(tx *bolt.Tx) error {
 		u.FileBytes = tx.Size()
 		for _, x := range []struct {
 			name []byte

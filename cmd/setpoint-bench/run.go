@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"runtime/pprof"
+	"runtime/trace"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -125,10 +126,21 @@ func run(ctx context.Context, cfg Config, logw io.Writer) (rep *Report, err erro
 			}
 			defer stopProfile()
 		}
+		tracing := cfg.Trace != "" && round == 0
+		if tracing {
+			stopTrace, err := startTrace(cfg.Trace)
+			if err != nil {
+				return nil, err
+			}
+			defer stopTrace()
+		}
 		logf("round %d/%d: %s", round+1, cfg.Rounds, phaseReal)
 		realRes.merge(runPhase(ctx, cfg, realConns, targets))
 		if profile {
 			pprof.StopCPUProfile()
+		}
+		if tracing {
+			trace.Stop()
 		}
 		if real != nil {
 			realRes.addStore(before, real.Store.Stats())
@@ -188,6 +200,20 @@ func startCPUProfile(path string) (func(), error) {
 		return nil, err
 	}
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// startTrace writes an execution trace to path until the returned function
+// (or trace.Stop) is called.
+func startTrace(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := trace.Start(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { trace.Stop(); f.Close() }, nil
 }
 
 // dialAll opens one connection per cluster (at most one per caller).

@@ -1,0 +1,386 @@
+package store
+
+// This file is the two halves of a write's way to the file: the committer
+// journals each batch of Updates (one frame, one fdatasync) and answers
+// it, and the checkpointer writes the journaled batches to bbolt behind
+// it. Until the checkpointer has written a record, the overlay holds its
+// newest value: Update's read and conflict check, and Get, look there
+// first; the reads that walk bbolt (List, Decisions, the change feed,
+// Count, Backup) first wait for the checkpointer to catch up with every
+// write answered before they began (caughtUp). Delete and Expire are
+// written to bbolt directly by the committer, once the checkpointer has
+// caught up (drain), as every write was before the journal.
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// overlayEntry is a journaled value not yet in bbolt: the record's value
+// and the frame that carries it.
+type overlayEntry struct {
+	val []byte
+	seq uint64
+}
+
+// lookup returns the newest value of record key rk that the checkpointer
+// has not yet written to bbolt.
+func (b *Bolt) lookup(rk []byte) ([]byte, bool) {
+	b.ovMu.Lock()
+	defer b.ovMu.Unlock()
+	e, ok := b.overlay[string(rk)]
+	return e.val, ok
+}
+
+// commitBatch commits a batch the committer took: the Updates through the
+// journal, then the other writes (Delete, Expire) in a bbolt transaction
+// of their own once everything journaled before them is in bbolt.
+func (b *Bolt) commitBatch(batch []*request) {
+	var journaled, direct []*request
+	for _, r := range batch {
+		if r.upd != nil {
+			journaled = append(journaled, r)
+		} else {
+			direct = append(direct, r)
+		}
+	}
+	if len(journaled) > 0 {
+		b.commitJournaled(journaled)
+	}
+	if len(direct) > 0 {
+		if err := b.drain(); err != nil {
+			for _, r := range direct {
+				r.err = err
+				close(r.done)
+			}
+			b.writes.Add(uint64(len(direct)))
+			return
+		}
+		b.commit(direct)
+		b.revKnown = false // read again from the file by the next journaled batch
+	}
+}
+
+// commitJournaled checks each prepared Update against the newest value of
+// its record (overlay, else bbolt), numbers the changes of those still
+// current, appends them to the journal as one frame, makes it durable,
+// hands the frame to the checkpointer and answers the batch: a conflict
+// with errConflict, the others with nil or the commit's error.
+func (b *Bolt) commitJournaled(batch []*request) {
+	if b.testHookBeforeCommit != nil {
+		b.testHookBeforeCommit(len(batch))
+	}
+	start := time.Now()
+	err := b.journalBatch(batch)
+	took := time.Since(start)
+	if err != nil {
+		err = fmt.Errorf("store: commit: %w", err)
+		for _, r := range batch {
+			if r.err == nil {
+				r.err = err
+			}
+		}
+	} else {
+		b.commits.Add(1)
+		b.commitNanos.Add(int64(took))
+		b.heldNanos.Add(int64(b.held))
+		for n := uint64(len(batch)); ; {
+			m := b.maxBatch.Load()
+			if n <= m || b.maxBatch.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		if b.opts.ObserveCommit != nil {
+			b.opts.ObserveCommit(Commit{Writes: len(batch), Held: b.held, Duration: took})
+		}
+	}
+	b.writes.Add(uint64(len(batch)))
+	if err == nil {
+		var changes []Change
+		for _, r := range batch {
+			if r.err == nil {
+				changes = append(changes, r.upd.changes...)
+			}
+		}
+		// Followers see a commit's changes before its writers return, so
+		// a caller that has its answer never races ahead of the feed.
+		b.publish(changes)
+	}
+	for _, r := range batch {
+		close(r.done)
+	}
+	if err == nil && b.journal.off > b.journalResetBytes {
+		if b.drain() == nil {
+			if err := b.journal.reset(); err != nil {
+				b.fail(fmt.Errorf("store: empty journal: %w", err))
+			}
+		}
+	}
+}
+
+// journalBatch does commitJournaled's work up to the answers; on an error
+// nothing is journaled or handed on, and r.err is set only for conflicts.
+func (b *Bolt) journalBatch(batch []*request) error {
+	b.ovMu.Lock()
+	ckErr, full := b.ckErr, b.pendingWrites >= maxPendingWrites
+	b.ovMu.Unlock()
+	if ckErr != nil {
+		return ckErr
+	}
+	if full {
+		if err := b.drain(); err != nil {
+			return err
+		}
+	}
+	// The newest value of each record: the overlay's, else bbolt's.
+	cur := make([][]byte, len(batch))
+	var missed []int
+	b.ovMu.Lock()
+	for i, r := range batch {
+		if e, ok := b.overlay[string(r.upd.rk)]; ok {
+			cur[i] = e.val
+		} else {
+			missed = append(missed, i)
+		}
+	}
+	b.ovMu.Unlock()
+	// What the overlay lacks, bbolt has: the checkpointer drops an entry
+	// only after its transaction committed.
+	if len(missed) > 0 || !b.revKnown {
+		if err := b.db.View(func(tx *bolt.Tx) error {
+			records := tx.Bucket(bucketRecords)
+			for _, i := range missed {
+				cur[i] = records.Get(batch[i].upd.rk) // compared inside the transaction
+				if cur[i] != nil {
+					cur[i] = bytes.Clone(cur[i])
+				}
+			}
+			if !b.revKnown {
+				b.rev = 0
+				if k, _ := tx.Bucket(bucketChanges).Cursor().Last(); k != nil {
+					b.rev = binary.BigEndian.Uint64(k)
+				}
+				b.revKnown = true
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	rev := b.rev
+	writes := make([]journalWrite, 0, len(batch))
+	seen := make(map[string]int, len(batch)) // index in batch of a key written earlier in it
+	for i, r := range batch {
+		w := r.upd
+		c := cur[i]
+		if j, ok := seen[string(w.rk)]; ok {
+			c = batch[j].upd.val
+		}
+		if (c == nil) != (w.read == nil) || !bytes.Equal(c, w.read) {
+			r.err = errConflict
+			continue
+		}
+		r.err = nil
+		for k := range w.changes {
+			rev++
+			w.changes[k].Revision = rev
+		}
+		seen[string(w.rk)] = i
+		writes = append(writes, w.entry())
+	}
+	if len(writes) == 0 {
+		return nil
+	}
+	if b.testHookFailCommit != nil {
+		if err := b.testHookFailCommit(); err != nil {
+			return err
+		}
+	}
+	if err := b.journal.append(writes); err != nil {
+		return err
+	}
+	b.rev = rev
+	jb := &journaledBatch{seq: b.journal.seq, writes: writes, at: time.Now()}
+	b.ovMu.Lock()
+	for i := range writes {
+		b.overlay[string(writes[i].rk)] = overlayEntry{val: writes[i].val, seq: jb.seq}
+	}
+	b.batches = append(b.batches, jb)
+	b.pendingWrites += len(writes)
+	b.acked.Store(jb.seq)
+	b.ovMu.Unlock()
+	select {
+	case b.ckWake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// drain waits until the checkpointer has written every journaled batch
+// to bbolt (committer goroutine only: nothing is journaled meanwhile).
+func (b *Bolt) drain() error {
+	return b.waitApplied(context.Background(), b.acked.Load())
+}
+
+// caughtUp waits until bbolt holds every write answered before the call,
+// for the reads that walk bbolt.
+func (b *Bolt) caughtUp(ctx context.Context) error {
+	return b.waitApplied(ctx, b.acked.Load())
+}
+
+// waitApplied waits until the checkpointer has applied the frame seq, a
+// checkpoint failed, or ctx ended. The checkpointer does not wait for more
+// writes while someone waits.
+func (b *Bolt) waitApplied(ctx context.Context, seq uint64) error {
+	waiting := false
+	defer func() {
+		if waiting {
+			b.ovMu.Lock()
+			b.waiters--
+			b.ovMu.Unlock()
+		}
+	}()
+	for {
+		b.ovMu.Lock()
+		applied, ckErr, ch := b.applied, b.ckErr, b.appliedCh
+		if !waiting && applied < seq && ckErr == nil {
+			waiting = true
+			b.waiters++
+		}
+		b.ovMu.Unlock()
+		switch {
+		case applied >= seq:
+			return nil
+		case ckErr != nil:
+			return ckErr
+		}
+		select {
+		case b.ckWake <- struct{}{}:
+		default:
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// fail records a failure that leaves the journal and bbolt out of step:
+// the store then refuses writes, and the reads that would miss journaled
+// writes, until it is opened again (which replays the journal).
+func (b *Bolt) fail(err error) {
+	b.ovMu.Lock()
+	defer b.ovMu.Unlock()
+	if b.ckErr == nil {
+		b.ckErr = err
+		close(b.appliedCh)
+		b.appliedCh = make(chan struct{})
+	}
+}
+
+// Checkpoint policy: the checkpointer writes the journaled batches once
+// the oldest has waited checkpointInterval or checkpointWrites writes are
+// waiting, at once when a read or the committer waits for it, and at
+// Close. Rare checkpoints are cheaper: each is a bbolt commit (its page
+// writes and two fsyncs), and a record written many times between two is
+// written to bbolt once... by each batch, but into pages already dirty.
+const (
+	checkpointInterval = 100 * time.Millisecond
+	checkpointWrites   = 4096
+	// checkpointBatches bounds the journaled batches one checkpoint
+	// writes.
+	checkpointBatches = 1024
+)
+
+// checkpointLoop is the checkpointer: it writes the journaled batches to
+// bbolt, as many as are waiting in one transaction (see the checkpoint
+// policy), until the store is closed and every batch is written.
+func (b *Bolt) checkpointLoop() {
+	defer close(b.ckStopped)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		b.ovMu.Lock()
+		n := min(len(b.batches), checkpointBatches)
+		batches := b.batches[:n:n]
+		ckErr := b.ckErr
+		urgent := b.waiters > 0 || b.pendingWrites >= checkpointWrites
+		var due time.Time
+		if n > 0 {
+			due = batches[0].at.Add(checkpointInterval)
+		}
+		b.ovMu.Unlock()
+		closing := false
+		select {
+		case <-b.ckClosing:
+			closing = true
+		default:
+		}
+		if n > 0 && ckErr == nil && !urgent && !closing {
+			if wait := time.Until(due); wait > 0 {
+				timer.Reset(wait)
+				select {
+				case <-b.ckWake:
+				case <-timer.C:
+				case <-b.ckClosing:
+				}
+				timer.Stop()
+				continue
+			}
+		}
+		if n == 0 || ckErr != nil {
+			select {
+			case <-b.ckWake:
+				continue
+			case <-b.ckClosing:
+			}
+			b.ovMu.Lock()
+			n, ckErr = len(b.batches), b.ckErr
+			b.ovMu.Unlock()
+			if n == 0 || ckErr != nil {
+				return
+			}
+			continue
+		}
+		start := time.Now()
+		err := b.db.Update(func(tx *bolt.Tx) error {
+			if b.testHookCheckpoint != nil {
+				if err := b.testHookCheckpoint(); err != nil {
+					return err
+				}
+			}
+			return b.applyBatches(tx, batches)
+		})
+		if err != nil {
+			b.fail(fmt.Errorf("store: checkpoint: %w", err))
+			continue
+		}
+		b.checkpoints.Add(1)
+		b.checkpointNanos.Add(int64(time.Since(start)))
+		last := batches[n-1].seq
+		b.ovMu.Lock()
+		for _, jb := range batches {
+			for i := range jb.writes {
+				k := string(jb.writes[i].rk)
+				if e, ok := b.overlay[k]; ok && e.seq <= last {
+					delete(b.overlay, k)
+				}
+			}
+			b.pendingWrites -= len(jb.writes)
+		}
+		b.batches = b.batches[n:]
+		if len(b.batches) == 0 {
+			b.batches = nil // lets the array go
+		}
+		b.applied = last
+		close(b.appliedCh)
+		b.appliedCh = make(chan struct{})
+		b.ovMu.Unlock()
+	}
+}
