@@ -178,15 +178,18 @@ func (o Options) withDefaults() (Options, error) {
 
 // Stats are counters of a Bolt store since Open.
 type Stats struct {
-	// Commits counts the write transactions committed (each one fsync).
+	// Commits counts the commits that made writes durable and answered
+	// them, each one flush: journal frames (a batch's Updates) and bbolt
+	// transactions (its Deletes and Expires).
 	Commits uint64
 	// Writes counts the Update, Delete and Expire calls those commits
 	// carried, whether they changed anything or returned an error.
 	Writes uint64
 	// MaxBatch is the largest number of writes one commit carried.
 	MaxBatch uint64
-	// CommitTime is the time spent committing those transactions: bbolt's
-	// Tx.Commit, its page writes and fsyncs, without applying the writes.
+	// CommitTime is the time spent committing: writing and flushing the
+	// journal's frames, and bbolt's Tx.Commit of the direct transactions
+	// (their page writes and fsyncs, without applying the writes).
 	CommitTime time.Duration
 	// HeldTime is the time the committer held batches open for more writes
 	// (Options.MaxBatchDelay) before taking them.
@@ -209,20 +212,24 @@ type Stats struct {
 	CheckpointTime time.Duration
 }
 
-// Commit describes one committed write transaction (Options.ObserveCommit).
+// Commit describes one commit that answered writes (Options.ObserveCommit):
+// a journal frame or a direct bbolt transaction.
 type Commit struct {
-	// Writes is the number of writes the transaction carried.
+	// Writes is the number of writes the commit carried.
 	Writes int
 	// Held is how long the committer held the batch open for more writes.
 	Held time.Duration
-	// Duration is the time of bbolt's Tx.Commit, its fsyncs included.
+	// Duration is the time of the commit: the journal frame's write and
+	// flush, or bbolt's Tx.Commit with its fsyncs.
 	Duration time.Duration
 }
 
-// Bolt is the Store kept in one bbolt file. Create it with Open; it is safe
-// for concurrent use. Writes go through a single committer goroutine that
-// shares one commit among all writes queued while the previous commit was
-// being written (see the package documentation).
+// Bolt is the Store kept in one bbolt file, with a write-ahead journal
+// next to it while open. Create it with Open; it is safe for concurrent
+// use. Writes go through a single committer goroutine that shares one
+// journal flush among all writes queued while the previous one was being
+// written, and a checkpointer writes them to bbolt behind it (see the
+// package documentation).
 type Bolt struct {
 	db   *bolt.DB
 	opts Options
@@ -775,13 +782,14 @@ func (b *Bolt) view(fn func(tx *bolt.Tx) error) error {
 // was decoded from out of the record cache, cache.go, without reading),
 // runs fn, bounds and encodes the record and the change feed's entries in
 // the caller's goroutine, and queues the encoded bytes. The committer
-// writes them only if the stored value is still the one Update read, byte
-// for byte (the value is the record's revision: equal bytes mean an equal
-// record); otherwise the write is a conflict, and Update starts over from
-// the new value, running fn again. Updates of one key therefore serialize — each stores what fn
-// made of the record the previous one stored — while their decoding,
-// functions and encoding run in parallel, and concurrent writes of
-// different keys still share one commit and one fsync. Within the process,
+// journals them only if the stored value — the newest journaled one
+// (checkpoint.go) — is still the one Update read, byte for byte (the value
+// is the record's revision: equal bytes mean an equal record); otherwise
+// the write is a conflict, and Update starts over from the new value,
+// running fn again. Updates of one key therefore serialize — each stores
+// what fn made of the record the previous one stored — while their
+// decoding, functions and encoding run in parallel, and concurrent writes
+// of different keys still share one journal frame and one flush. Within the process,
 // updates of one key also wait for each other (one at a time from read to
 // commit), so that they do not conflict; a conflict then means the record
 // was written by something else (Delete, Expire), and the check is what

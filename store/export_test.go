@@ -82,6 +82,3 @@ func SetCheckpointHook(b *Bolt, f func() error) { b.testHookCheckpoint = f }
 // SetJournalResetBytes sets the journal's size past which it is emptied.
 // Call it before the store's first write.
 func SetJournalResetBytes(b *Bolt, n int64) { b.journalResetBytes = n }
-
-// JournalSuffix names a store's journal: its path and this suffix.
-const JournalSuffix = journalSuffix

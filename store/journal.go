@@ -43,8 +43,10 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
-// journalSuffix names the journal: the store's path and this suffix.
-const journalSuffix = ".journal"
+// JournalSuffix names a store's journal: the store file's path and this
+// suffix. The journal exists while the store is open (and after a crash,
+// until the next Open replays it).
+const JournalSuffix = ".journal"
 
 // journalResetBytes is the journal's size past which the committer waits
 // for the checkpointer to apply every frame and then empties the journal:
@@ -281,7 +283,7 @@ type journal struct {
 // intact frame after the last one applied, in one transaction) and
 // returns it emptied, ready for the next frame.
 func (b *Bolt) openJournal(path string) (*journal, int, error) {
-	jpath := path + journalSuffix
+	jpath := path + JournalSuffix
 	f, err := os.OpenFile(jpath, os.O_RDWR|os.O_CREATE, b.opts.FileMode)
 	if err != nil {
 		return nil, 0, fmt.Errorf("store: open journal: %w", err)

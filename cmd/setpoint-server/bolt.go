@@ -5,7 +5,7 @@ import (
 	"github.com/setpointhq/setpoint/store"
 )
 
-// boltMetrics are the bbolt store's group commit, file and record cache,
+// boltMetrics are the bbolt store's group commit, checkpoints, file and record cache,
 // served with the server's own on /metrics: histograms observed at each
 // commit (store.Options.ObserveCommit), the rest read from store.Stats at
 // each scrape.
@@ -15,14 +15,14 @@ type boltMetrics struct {
 
 	commitDuration, held, batchWrites prometheus.Histogram
 
-	commits, writes, fileBytes, cacheHits, cacheMisses *prometheus.Desc
+	commits, writes, fileBytes, cacheHits, cacheMisses, checkpoints, checkpointSeconds *prometheus.Desc
 }
 
 func newBoltMetrics() *boltMetrics {
 	return &boltMetrics{
 		commitDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "setpoint_bolt_commit_duration_seconds",
-			Help:    "Time of each bbolt write transaction's commit (page writes and fsyncs), shared by the writes it carries.",
+			Help:    "Time of each commit that answers writes (a journal frame's write and flush; a deletion's bbolt transaction), shared by the writes it carries.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 		}),
 		held: prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -32,14 +32,16 @@ func newBoltMetrics() *boltMetrics {
 		}),
 		batchWrites: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "setpoint_bolt_batch_writes",
-			Help:    "Writes (decisions, observations, deletions, expiries) carried by each bbolt commit: the group commit's batch size.",
+			Help:    "Writes (decisions, observations, deletions, expiries) carried by each commit: the group commit's batch size.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 11),
 		}),
-		commits:     prometheus.NewDesc("setpoint_bolt_commits_total", "bbolt write transactions committed (each one fsync).", nil, nil),
-		writes:      prometheus.NewDesc("setpoint_bolt_writes_total", "Writes the committer applied, committed or failed.", nil, nil),
-		fileBytes:   prometheus.NewDesc("setpoint_bolt_file_bytes", "Size of the bbolt file.", nil, nil),
-		cacheHits:   prometheus.NewDesc("setpoint_bolt_record_cache_hits_total", "Updates that found their record decoded in the record cache.", nil, nil),
-		cacheMisses: prometheus.NewDesc("setpoint_bolt_record_cache_misses_total", "Updates that read and decoded their record because the record cache did not hold it.", nil, nil),
+		commits:           prometheus.NewDesc("setpoint_bolt_commits_total", "Commits that made writes durable and answered them (journal frames, deletions' bbolt transactions), each one flush.", nil, nil),
+		writes:            prometheus.NewDesc("setpoint_bolt_writes_total", "Writes the committer applied, committed or failed.", nil, nil),
+		fileBytes:         prometheus.NewDesc("setpoint_bolt_file_bytes", "Size of the bbolt file.", nil, nil),
+		cacheHits:         prometheus.NewDesc("setpoint_bolt_record_cache_hits_total", "Updates that found their record decoded in the record cache.", nil, nil),
+		cacheMisses:       prometheus.NewDesc("setpoint_bolt_record_cache_misses_total", "Updates that read and decoded their record because the record cache did not hold it.", nil, nil),
+		checkpoints:       prometheus.NewDesc("setpoint_bolt_checkpoints_total", "bbolt transactions that wrote journaled writes into the file, behind their answers.", nil, nil),
+		checkpointSeconds: prometheus.NewDesc("setpoint_bolt_checkpoint_seconds_total", "Time spent in those transactions (applying the writes, page writes, fsyncs).", nil, nil),
 	}
 }
 
@@ -55,7 +57,7 @@ func (m *boltMetrics) Describe(ch chan<- *prometheus.Desc) {
 	m.commitDuration.Describe(ch)
 	m.held.Describe(ch)
 	m.batchWrites.Describe(ch)
-	for _, d := range []*prometheus.Desc{m.commits, m.writes, m.fileBytes, m.cacheHits, m.cacheMisses} {
+	for _, d := range []*prometheus.Desc{m.commits, m.writes, m.fileBytes, m.cacheHits, m.cacheMisses, m.checkpoints, m.checkpointSeconds} {
 		ch <- d
 	}
 }
@@ -74,4 +76,6 @@ func (m *boltMetrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(m.fileBytes, prometheus.GaugeValue, float64(s.FileBytes))
 	ch <- prometheus.MustNewConstMetric(m.cacheHits, prometheus.CounterValue, float64(s.CacheHits))
 	ch <- prometheus.MustNewConstMetric(m.cacheMisses, prometheus.CounterValue, float64(s.CacheMisses))
+	ch <- prometheus.MustNewConstMetric(m.checkpoints, prometheus.CounterValue, float64(s.Checkpoints))
+	ch <- prometheus.MustNewConstMetric(m.checkpointSeconds, prometheus.CounterValue, s.CheckpointTime.Seconds())
 }
