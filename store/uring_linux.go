@@ -65,6 +65,7 @@ type uringSyncer struct {
 	ev    *os.File // the eventfd the ring signals completions on
 	p     uringParams
 	evBuf [8]byte
+	tag   uint64 // the last entry's user data
 }
 
 // newUringSyncer sets up a small io_uring, or fails where the kernel (or
@@ -118,8 +119,11 @@ func (u *uringSyncer) fdatasync(f *os.File) error {
 	if err := sc.Control(func(d uintptr) { fd = d }); err != nil {
 		return err
 	}
-	// One entry: the ring is ours and empty, as every call reaps its
-	// completion before returning.
+	// One entry per call, told apart by its tag: a call that failed
+	// half-way may leave its entry to be submitted, or its completion to
+	// be reaped, by the next.
+	u.tag++
+	tag := u.tag
 	tail := atomic.LoadUint32(u.u32(u.p.sqOff.tail))
 	idx := tail & atomic.LoadUint32(u.u32(u.p.sqOff.ringMask))
 	sqe := u.sqes[idx*uringSQESize : (idx+1)*uringSQESize]
@@ -127,29 +131,28 @@ func (u *uringSyncer) fdatasync(f *os.File) error {
 	sqe[0] = uringOpFsync
 	*(*int32)(unsafe.Pointer(&sqe[4])) = int32(fd)
 	*(*uint32)(unsafe.Pointer(&sqe[28])) = uringFsyncDatasync
-	*(*uint64)(unsafe.Pointer(&sqe[32])) = uint64(tail) + 1
+	*(*uint64)(unsafe.Pointer(&sqe[32])) = tag
 	*(*uint32)(unsafe.Pointer(&u.ring[u.p.sqOff.array+idx*4])) = idx
 	atomic.StoreUint32(u.u32(u.p.sqOff.tail), tail+1)
 	for {
-		n, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(u.fd), 1, 0, 0, 0, 0)
-		if errno == unix.EINTR {
-			continue
+		pending := atomic.LoadUint32(u.u32(u.p.sqOff.tail)) - atomic.LoadUint32(u.u32(u.p.sqOff.head))
+		if pending == 0 {
+			break
 		}
-		if errno != 0 {
+		_, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(u.fd), uintptr(pending), 0, 0, 0, 0)
+		if errno != 0 && errno != unix.EINTR {
 			return fmt.Errorf("io_uring_enter: %w", errno)
 		}
-		if n != 1 {
-			return fmt.Errorf("io_uring_enter: submitted %d entries, want 1", n)
-		}
-		break
 	}
 	for {
-		head := atomic.LoadUint32(u.u32(u.p.cqOff.head))
-		if head != atomic.LoadUint32(u.u32(u.p.cqOff.tail)) {
-			mask := atomic.LoadUint32(u.u32(u.p.cqOff.ringMask))
+		mask := atomic.LoadUint32(u.u32(u.p.cqOff.ringMask))
+		for head := atomic.LoadUint32(u.u32(u.p.cqOff.head)); head != atomic.LoadUint32(u.u32(u.p.cqOff.tail)); head++ {
 			cqe := u.ring[u.p.cqOff.cqes+(head&mask)*uringCQESize:]
-			res := *(*int32)(unsafe.Pointer(&cqe[8]))
+			got, res := *(*uint64)(unsafe.Pointer(&cqe[0])), *(*int32)(unsafe.Pointer(&cqe[8]))
 			atomic.StoreUint32(u.u32(u.p.cqOff.head), head+1)
+			if got != tag {
+				continue // an earlier call's, which gave up
+			}
 			if res < 0 {
 				return fmt.Errorf("fdatasync (io_uring): %w", unix.Errno(-res))
 			}
