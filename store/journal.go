@@ -17,19 +17,24 @@ package store
 // A frame is
 //
 //	uint32 length of the payload, little-endian
-//	uint32 CRC-32C of the payload, little-endian
+//	uint32 CRC-32C of the store's journal ID and the payload, little-endian
 //	payload: uvarint seq, uvarint n, then n writes, each
 //	  bytes record key, bytes value, bytes old index key (empty: none),
 //	  bytes new index key, uvarint m, m × (uvarint revision, bytes change),
 //	  bytes decision-log entry (empty: none), and when there is one
 //	  varint seconds and uvarint nanoseconds of its time (Unix, UTC)
 //
-// where bytes is a uvarint length and the bytes. Frames carry consecutive
+// where bytes is a uvarint length and the bytes. The journal ID is random
+// bytes the bbolt file keeps (keyMetaJournalID): a journal replays only
+// onto the file it belongs to (or a backup of it), never onto another
+// store's file put in its place. Frames carry consecutive
 // sequence numbers; replay stops at the first frame that is short, fails
 // its checksum, or does not carry the next number (the tail a crash left
 // half written, or older frames beyond the end of a journal emptied since).
 
 import (
+	"bytes"
+	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -66,6 +71,10 @@ const maxPendingWrites = 16384
 // the last journal frame applied, an 8-byte big-endian integer (absent: 0).
 var keyMetaJournalSeq = []byte("journal_seq")
 
+// keyMetaJournalID is the meta key whose value is the file's journal ID,
+// 16 random bytes written at the first Open that needs them.
+var keyMetaJournalID = []byte("journal_id")
+
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // journalWrite is one journaled Update: the bytes it writes to bbolt,
@@ -87,8 +96,9 @@ type journaledBatch struct {
 	at     time.Time // when it was journaled
 }
 
-// appendFrame appends the frame of seq and writes to dst.
-func appendFrame(dst []byte, seq uint64, writes []journalWrite) []byte {
+// appendFrame appends the frame of seq and writes to dst; seed is the
+// CRC-32C of the journal ID.
+func appendFrame(dst []byte, seed uint32, seq uint64, writes []journalWrite) []byte {
 	start := len(dst)
 	dst = append(dst, make([]byte, 8)...)
 	dst = protowire.AppendVarint(dst, seq)
@@ -112,17 +122,17 @@ func appendFrame(dst []byte, seq uint64, writes []journalWrite) []byte {
 	}
 	payload := dst[start+8:]
 	binary.LittleEndian.PutUint32(dst[start:], uint32(len(payload)))
-	binary.LittleEndian.PutUint32(dst[start+4:], crc32.Checksum(payload, castagnoli))
+	binary.LittleEndian.PutUint32(dst[start+4:], crc32.Update(seed, castagnoli, payload))
 	return dst
 }
 
 // errFrame is the error of bytes that are not a whole, intact frame.
 var errFrame = errors.New("not a journal frame")
 
-// readFrame decodes the frame at the start of b and returns it with its
-// length in bytes; errFrame when b does not start with an intact frame.
-// The writes share memory with b.
-func readFrame(b []byte) (batch journaledBatch, n int, err error) {
+// readFrame decodes the frame at the start of b, written with seed, and
+// returns it with its length in bytes; errFrame when b does not start with
+// an intact frame of that journal. The writes share memory with b.
+func readFrame(b []byte, seed uint32) (batch journaledBatch, n int, err error) {
 	if len(b) < 8 {
 		return batch, 0, errFrame
 	}
@@ -131,7 +141,7 @@ func readFrame(b []byte) (batch journaledBatch, n int, err error) {
 		return batch, 0, errFrame
 	}
 	payload := b[8 : 8+size]
-	if crc32.Checksum(payload, castagnoli) != binary.LittleEndian.Uint32(b[4:]) {
+	if crc32.Update(seed, castagnoli, payload) != binary.LittleEndian.Uint32(b[4:]) {
 		return batch, 0, errFrame
 	}
 	r := frameReader{b: payload}
@@ -277,6 +287,9 @@ type journal struct {
 	off     int64  // where the next frame goes
 	seq     uint64 // the last frame's sequence number (written or applied)
 	buf     []byte // the frame being written, reused
+	// seed is the CRC-32C of the file's journal ID, where each frame's
+	// checksum starts.
+	seed uint32
 }
 
 // openJournal replays the journal of the store at path into db (every
@@ -296,13 +309,27 @@ func (b *Bolt) openJournal(path string) (*journal, int, error) {
 	if err != nil {
 		return fail(err)
 	}
-	var applied uint64
-	if err := b.db.View(func(tx *bolt.Tx) error { applied = journalSeq(tx); return nil }); err != nil {
+	var (
+		applied uint64
+		id      []byte
+	)
+	if err := b.db.View(func(tx *bolt.Tx) error {
+		applied, id = journalSeq(tx), bytes.Clone(tx.Bucket(bucketMeta).Get(keyMetaJournalID))
+		return nil
+	}); err != nil {
 		return fail(err)
 	}
+	if id == nil {
+		id = make([]byte, 16)
+		_, _ = rand.Read(id) // never fails (crypto/rand)
+		if err := b.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(keyMetaJournalID, id) }); err != nil {
+			return fail(err)
+		}
+	}
+	seed := crc32.Checksum(id, castagnoli)
 	var batches []*journaledBatch
 	for next := applied + 1; len(data) > 0; {
-		jb, n, err := readFrame(data)
+		jb, n, err := readFrame(data, seed)
 		if err != nil || jb.seq > next {
 			break
 		}
@@ -329,7 +356,7 @@ func (b *Bolt) openJournal(path string) (*journal, int, error) {
 	if err := syncDir(filepath.Dir(jpath)); err != nil {
 		return fail(err)
 	}
-	j := &journal{f: f, seq: applied}
+	j := &journal{f: f, seq: applied, seed: seed}
 	j.sync, j.release, j.how = newSyncer(b.opts.NoURing)
 	return j, len(batches), nil
 }
@@ -338,7 +365,7 @@ func (b *Bolt) openJournal(path string) (*journal, int, error) {
 // On an error the journal is as before (the next frame overwrites what
 // this one left).
 func (j *journal) append(writes []journalWrite) error {
-	j.buf = appendFrame(j.buf[:0], j.seq+1, writes)
+	j.buf = appendFrame(j.buf[:0], j.seed, j.seq+1, writes)
 	if _, err := j.f.WriteAt(j.buf, j.off); err != nil {
 		return err
 	}

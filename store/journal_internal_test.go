@@ -29,15 +29,19 @@ var frameCases = []struct {
 	}},
 }
 
+// testSeed is the checksum seed of the frames of frameCases.
+var testSeed = crc32.Checksum([]byte("a journal ID"), castagnoli)
+
 var frameOpts = cmp.Options{cmp.AllowUnexported(journalWrite{}, journaledBatch{}), cmp.Comparer(func(a, b []byte) bool { return string(a) == string(b) })}
 
 // TestJournalFrames: a frame reads back as written, and no prefix of it,
-// nor any frame with one bit flipped, reads as a frame.
+// nor any frame with one bit flipped, nor the frame as another journal's,
+// reads as a frame.
 func TestJournalFrames(t *testing.T) {
 	for _, tc := range frameCases {
 		t.Run(tc.name, func(t *testing.T) {
-			frame := appendFrame(nil, tc.seq, tc.writes)
-			got, n, err := readFrame(append(frame, "next frame"...))
+			frame := appendFrame(nil, testSeed, tc.seq, tc.writes)
+			got, n, err := readFrame(append(frame, "next frame"...), testSeed)
 			if err != nil || n != len(frame) {
 				t.Fatalf("readFrame: %d bytes, %v; want %d", n, err, len(frame))
 			}
@@ -45,14 +49,17 @@ func TestJournalFrames(t *testing.T) {
 				t.Errorf("read back (-want +got):\n%s", diff)
 			}
 			for i := range len(frame) {
-				if _, _, err := readFrame(frame[:i]); err != errFrame {
+				if _, _, err := readFrame(frame[:i], testSeed); err != errFrame {
 					t.Fatalf("the first %d of %d bytes read as a frame (%v)", i, len(frame), err)
 				}
+			}
+			if _, _, err := readFrame(frame, testSeed+1); err != errFrame {
+				t.Fatalf("the frame read as one of another journal (%v)", err)
 			}
 			for bit := range len(frame) * 8 {
 				flipped := append([]byte(nil), frame...)
 				flipped[bit/8] ^= 1 << (bit % 8)
-				if _, _, err := readFrame(flipped); err != errFrame {
+				if _, _, err := readFrame(flipped, testSeed); err != errFrame {
 					t.Fatalf("frame with bit %d flipped read as a frame (%v)", bit, err)
 				}
 			}
@@ -64,21 +71,21 @@ func TestJournalFrames(t *testing.T) {
 // readFrame panic, and what it reads, written again, reads back the same.
 func FuzzReadFrame(f *testing.F) {
 	for _, tc := range frameCases {
-		f.Add(appendFrame(nil, tc.seq, tc.writes)[8:])
+		f.Add(appendFrame(nil, testSeed, tc.seq, tc.writes)[8:])
 	}
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		frame := binary.LittleEndian.AppendUint32(nil, uint32(len(payload)))
-		frame = binary.LittleEndian.AppendUint32(frame, crc32.Checksum(payload, castagnoli))
+		frame = binary.LittleEndian.AppendUint32(frame, crc32.Update(testSeed, castagnoli, payload))
 		frame = append(frame, payload...)
-		jb, n, err := readFrame(frame)
+		jb, n, err := readFrame(frame, testSeed)
 		if err != nil {
 			return
 		}
 		if n != len(frame) {
 			t.Fatalf("read %d of the frame's %d bytes", n, len(frame))
 		}
-		again, _, err := readFrame(appendFrame(nil, jb.seq, jb.writes))
+		again, _, err := readFrame(appendFrame(nil, testSeed, jb.seq, jb.writes), testSeed)
 		if err != nil {
 			t.Fatalf("a frame read and written again does not read: %v", err)
 		}

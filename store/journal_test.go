@@ -330,11 +330,47 @@ func TestJournalIsEmptiedPastItsLimit(t *testing.T) {
 	}
 }
 
-// The journal sits next to the store's file.
+// TestJournalPath: the journal sits next to the store's file.
 func TestJournalPath(t *testing.T) {
 	path := newPath(t)
 	open(t, path, store.Options{})
 	if _, err := os.Stat(filepath.Join(filepath.Dir(path), filepath.Base(path)+store.JournalSuffix)); err != nil {
 		t.Errorf("open store has no journal next to its file: %v", err)
+	}
+}
+
+// TestJournalReplaysOnlyOntoItsFile: a journal put next to another store's
+// file (a restore that kept the wrong journal) is not replayed there, even
+// where the sequence numbers would fit.
+func TestJournalReplaysOnlyOntoItsFile(t *testing.T) {
+	ctx := context.Background()
+	path := newPath(t)
+	st, err := store.Open(path, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := holdCheckpoints(t, st)
+	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
+	if _, err := st.Update(store.WithDecision(ctx), key, decideNamed("d1", 0)); err != nil {
+		t.Fatal(err)
+	}
+	journal, err := os.ReadFile(path + store.JournalSuffix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Another store, as fresh as the first was: its next frame would be 1.
+	other := newPath(t)
+	if err := open(t, other, store.Options{}).Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(other+store.JournalSuffix, journal, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := open(t, other, store.Options{}).Get(ctx, key); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Get on the other store: %v, want ErrNotFound (the journal is not its own)", err)
 	}
 }
