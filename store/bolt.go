@@ -712,28 +712,7 @@ func (b *Bolt) commit(batch []*request) {
 			batch = slices.Delete(batch, broken, broken+1)
 			continue
 		}
-		if err != nil {
-			err = fmt.Errorf("store: commit: %w", err)
-			for _, r := range batch {
-				if r.err == nil {
-					r.err = err
-				}
-			}
-		} else {
-			b.commits.Add(1)
-			b.commitNanos.Add(int64(took))
-			b.heldNanos.Add(int64(b.held))
-			for n := uint64(len(batch)); ; {
-				m := b.maxBatch.Load()
-				if n <= m || b.maxBatch.CompareAndSwap(m, n) {
-					break
-				}
-			}
-		}
-		b.writes.Add(uint64(len(batch)))
-		if err == nil && b.opts.ObserveCommit != nil {
-			b.opts.ObserveCommit(Commit{Writes: len(batch), Held: b.held, Duration: took})
-		}
+		err = b.account(batch, err, took)
 		// Followers see a commit's changes before its writers return, so a
 		// caller that has its answer never races ahead of the feed.
 		if err == nil {
@@ -755,6 +734,34 @@ func (b *Bolt) viewLatest(ctx context.Context, fn func(tx *bolt.Tx) error) error
 		return err
 	}
 	return b.view(fn)
+}
+
+// account counts a commit of batch that took took, or gives its error
+// (wrapped, returned) to every write of the batch without one of its own.
+func (b *Bolt) account(batch []*request, err error, took time.Duration) error {
+	b.writes.Add(uint64(len(batch)))
+	if err != nil {
+		err = fmt.Errorf("store: commit: %w", err)
+		for _, r := range batch {
+			if r.err == nil {
+				r.err = err
+			}
+		}
+		return err
+	}
+	b.commits.Add(1)
+	b.commitNanos.Add(int64(took))
+	b.heldNanos.Add(int64(b.held))
+	for n := uint64(len(batch)); ; {
+		m := b.maxBatch.Load()
+		if n <= m || b.maxBatch.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	if b.opts.ObserveCommit != nil {
+		b.opts.ObserveCommit(Commit{Writes: len(batch), Held: b.held, Duration: took})
+	}
+	return nil
 }
 
 // view runs fn in a read-only transaction, mapping a closed database to

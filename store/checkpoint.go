@@ -77,29 +77,7 @@ func (b *Bolt) commitJournaled(batch []*request) {
 	}
 	start := time.Now()
 	err := b.journalBatch(batch)
-	took := time.Since(start)
-	if err != nil {
-		err = fmt.Errorf("store: commit: %w", err)
-		for _, r := range batch {
-			if r.err == nil {
-				r.err = err
-			}
-		}
-	} else {
-		b.commits.Add(1)
-		b.commitNanos.Add(int64(took))
-		b.heldNanos.Add(int64(b.held))
-		for n := uint64(len(batch)); ; {
-			m := b.maxBatch.Load()
-			if n <= m || b.maxBatch.CompareAndSwap(m, n) {
-				break
-			}
-		}
-		if b.opts.ObserveCommit != nil {
-			b.opts.ObserveCommit(Commit{Writes: len(batch), Held: b.held, Duration: took})
-		}
-	}
-	b.writes.Add(uint64(len(batch)))
+	err = b.account(batch, err, time.Since(start))
 	if err == nil {
 		var changes []Change
 		for _, r := range batch {
