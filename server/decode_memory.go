@@ -23,8 +23,8 @@ import (
 // convert the request into the engine's types (strings are shared, never
 // reused), and the interceptors read it only during the call.
 // TestDecodeMemoryReuse checks that a released request's memory is cleared
-// and reused; TestRecommendReusesDecodeMemory that a server's answers and
-// records do not change when it is.
+// and reused; TestRecommendReusesDecodeMemory that concurrent Recommends
+// of many shapes still get the decisions their requests alone make.
 //
 // fresh is the memory of a decoder that keeps nothing (Codec): every part
 // is made new, as a decoder without arenas would.
