@@ -54,10 +54,10 @@ func BenchmarkUnaryChain(b *testing.B) {
 	resp := &setpointv1.RecommendResponse{Decision: &setpointv1.Decision{DecisionId: "0123456789abcdef", DesiredReplicas: 10}}
 	info := &grpc.UnaryServerInfo{FullMethod: setpointv1.AutoscalerService_Recommend_FullMethodName}
 	ctx := peer.NewContext(context.Background(), &peer.Peer{Addr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000}})
-	size := new(requestSize) // as the stats handler notes it (tap.go)
+	size := new(call) // as the stats handler notes it (tap.go)
 	size.bytes.Store(int64(proto.Size(req)))
 	size.known.Store(true)
-	ctx = context.WithValue(ctx, requestSizeKey{}, size)
+	ctx = context.WithValue(ctx, callKey{}, size)
 	handler := func(context.Context, any) (any, error) { return resp, nil }
 	b.ReportAllocs()
 	for b.Loop() {

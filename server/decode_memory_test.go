@@ -15,7 +15,8 @@ import (
 )
 
 // TestRecommendReusesDecodeMemory: a server decodes each Recommend into
-// memory its earlier calls gave back (decode_memory.go). Requests of many
+// memory its earlier calls gave back (decode_memory.go), and answers in
+// response memory they gave back (tap.go, convert.Response). Requests of many
 // shapes — pods, containers and resources coming and going, so that
 // arrays and maps are reused for other entries — sent by concurrent
 // callers, each get the decision made from the request itself: the one
