@@ -35,24 +35,32 @@ type fastCodec struct{ encoding.CodecV2 }
 
 // Unmarshal decodes data into v.
 func (c fastCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	if r, ok := v.(*setpointv1.RecommendRequest); ok {
-		buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
-		decoded := decodeRecommend(buf.ReadOnlyData(), r)
-		buf.Free()
-		if decoded {
-			return nil
-		}
-		protov2.Reset(r)
+	if r, ok := v.(*setpointv1.RecommendRequest); ok && c.recommend(data, r, fresh) {
+		return nil
 	}
 	return c.CodecV2.Unmarshal(data, v)
 }
 
-// decodeRecommend decodes b into the empty r as proto.Unmarshal would, and
-// reports whether it could; when it could not, r must be reset. The target,
-// spec, settings and scale are left to proto.Unmarshal (merged, as a
-// repeated occurrence of a message field is).
-func decodeRecommend(b []byte, r *setpointv1.RecommendRequest) bool {
-	pods := slab[setpointv1.Pod](b, 5)
+// recommend decodes data into the empty r by hand, its per-pod parts into
+// m, and reports whether it could; when it could not, r is left reset (and
+// proto.Unmarshal is to decode it).
+func (c fastCodec) recommend(data mem.BufferSlice, r *setpointv1.RecommendRequest, m *decodeMemory) bool {
+	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
+	decoded := decodeRecommend(buf.ReadOnlyData(), r, m)
+	buf.Free()
+	if !decoded {
+		protov2.Reset(r)
+	}
+	return decoded
+}
+
+// decodeRecommend decodes b into the empty r as proto.Unmarshal would, the
+// per-pod parts into m, and reports whether it could; when it could not, r
+// must be reset. The target, spec, settings and scale are left to
+// proto.Unmarshal (merged, as a repeated occurrence of a message field
+// is).
+func decodeRecommend(b []byte, r *setpointv1.RecommendRequest, m *decodeMemory) bool {
+	pods := slab(m, &m.pods, b, 5)
 	return fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) bool {
 		if typ != protowire.BytesType {
 			return false
@@ -67,22 +75,23 @@ func decodeRecommend(b []byte, r *setpointv1.RecommendRequest) bool {
 		case 4:
 			return merge(v, &r.Scale)
 		case 5:
-			return entry(typ, v, &r.Pods, pods, 0, decodePod)
+			return entry(typ, v, &r.Pods, pods, 0, m, &m.podLists, decodePod)
 		case 6:
 			if r.ResourceMetrics == nil {
 				r.ResourceMetrics = &setpointv1.ResourceMetrics{}
 			}
-			return decodeResourceMetrics(v, r.ResourceMetrics)
+			return decodeResourceMetrics(v, r.ResourceMetrics, m)
 		case 7:
-			return entry(typ, v, &r.Observations, nil, 0, decodeObservation)
+			return entry(typ, v, &r.Observations, nil, 0, m, nil, decodeObservation)
 		}
 		return false
 	})
 }
 
 // slab returns the messages for every field num of the message encoded in
-// b, made at once: one allocation for all the entries of a list.
-func slab[T any](b []byte, num protowire.Number) []T {
+// b, taken at once from m's arena a: one allocation (or none) for all the
+// entries of a list.
+func slab[T any](m *decodeMemory, a *arena[T], b []byte, num protowire.Number) []T {
 	n := 0
 	for len(b) > 0 {
 		got, typ, l := protowire.ConsumeTag(b)
@@ -101,27 +110,32 @@ func slab[T any](b []byte, num protowire.Number) []T {
 	if n == 0 {
 		return nil
 	}
-	return make([]T, n)
+	return take(m, a, n)
 }
 
 // entry decodes v, the next entry of a list field, with decode into a
 // message appended to *list: the next one of the list's slab s (made for
-// the entries from the list's first on), or a new one past its end.
-func entry[T any](typ protowire.Type, v []byte, list *[]*T, s []T, first int, decode func([]byte, *T) bool) bool {
+// the entries from the list's first on), or a new one past its end. The
+// list's array is taken from m's arena lists (nil: made).
+func entry[T any](typ protowire.Type, v []byte, list *[]*T, s []T, first int, m *decodeMemory, lists *arena[*T], decode func([]byte, *T, *decodeMemory) bool) bool {
 	if typ != protowire.BytesType {
 		return false
 	}
 	if *list == nil && len(s) > 0 {
-		*list = make([]*T, 0, len(s))
+		if lists != nil {
+			*list = take(m, lists, len(s))[:0]
+		} else {
+			*list = make([]*T, 0, len(s))
+		}
 	}
-	var m *T
+	var e *T
 	if i := len(*list) - first; i < len(s) {
-		m = &s[i]
+		e = &s[i]
 	} else {
-		m = new(T)
+		e = new(T)
 	}
-	*list = append(*list, m)
-	return decode(v, m)
+	*list = append(*list, e)
+	return decode(v, e, m)
 }
 
 // fields calls f with each field of the message encoded in b: its number,
@@ -195,8 +209,9 @@ func boolean(typ protowire.Type, x uint64, b *bool) bool {
 	return typ == protowire.VarintType
 }
 
-// mapEntry decodes an entry of a map<string, string> field into *m.
-func mapEntry(typ protowire.Type, v []byte, m *map[string]string) bool {
+// mapEntry decodes an entry of a map<string, string> field into *m, a map
+// taken from mem when there is none yet.
+func mapEntry(typ protowire.Type, v []byte, m *map[string]string, mem *decodeMemory) bool {
 	if typ != protowire.BytesType {
 		return false
 	}
@@ -214,26 +229,26 @@ func mapEntry(typ protowire.Type, v []byte, m *map[string]string) bool {
 		return false
 	}
 	if *m == nil {
-		*m = map[string]string{}
+		*m = mem.newMap()
 	}
 	(*m)[key] = value
 	return true
 }
 
-// message decodes a singular message field into *m with decode, merging
-// into a message already there.
-func message[T any](typ protowire.Type, v []byte, m **T, decode func([]byte, *T) bool) bool {
+// message decodes a singular message field into *p with decode, merging
+// into a message already there; a new message is taken from m's arena a.
+func message[T any](typ protowire.Type, v []byte, p **T, m *decodeMemory, a *arena[T], decode func([]byte, *T, *decodeMemory) bool) bool {
 	if typ != protowire.BytesType {
 		return false
 	}
-	if *m == nil {
-		*m = new(T)
+	if *p == nil {
+		*p = &take(m, a, 1)[0]
 	}
-	return decode(v, *m)
+	return decode(v, *p, m)
 }
 
-func decodePod(b []byte, p *setpointv1.Pod) bool {
-	containers := slab[setpointv1.Container](b, 6)
+func decodePod(b []byte, p *setpointv1.Pod, m *decodeMemory) bool {
+	containers := slab(m, &m.containers, b, 6)
 	return fields(b, func(num protowire.Number, typ protowire.Type, v []byte, x uint64) bool {
 		switch num {
 		case 1:
@@ -243,39 +258,39 @@ func decodePod(b []byte, p *setpointv1.Pod) bool {
 		case 3:
 			return boolean(typ, x, &p.Deleting)
 		case 4:
-			return message(typ, v, &p.StartTime, decodeTimestamp)
+			return message(typ, v, &p.StartTime, m, &m.timestamps, decodeTimestamp)
 		case 5:
-			return message(typ, v, &p.Ready, decodeReady)
+			return message(typ, v, &p.Ready, m, &m.readies, decodeReady)
 		case 6:
-			return entry(typ, v, &p.Containers, containers, 0, decodeContainer)
+			return entry(typ, v, &p.Containers, containers, 0, m, &m.containerLists, decodeContainer)
 		case 7:
-			return mapEntry(typ, v, &p.Requests)
+			return mapEntry(typ, v, &p.Requests, m)
 		case 8:
-			return mapEntry(typ, v, &p.Overhead)
+			return mapEntry(typ, v, &p.Overhead, m)
 		}
 		return false
 	})
 }
 
-func decodeReady(b []byte, r *setpointv1.PodReadyCondition) bool {
+func decodeReady(b []byte, r *setpointv1.PodReadyCondition, m *decodeMemory) bool {
 	return fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) bool {
 		switch num {
 		case 1:
 			return str(typ, v, &r.Status)
 		case 2:
-			return message(typ, v, &r.LastTransitionTime, decodeTimestamp)
+			return message(typ, v, &r.LastTransitionTime, m, &m.timestamps, decodeTimestamp)
 		}
 		return false
 	})
 }
 
-func decodeContainer(b []byte, c *setpointv1.Container) bool {
+func decodeContainer(b []byte, c *setpointv1.Container, m *decodeMemory) bool {
 	return fields(b, func(num protowire.Number, typ protowire.Type, v []byte, x uint64) bool {
 		switch num {
 		case 1:
 			return str(typ, v, &c.Name)
 		case 2:
-			return mapEntry(typ, v, &c.Requests)
+			return mapEntry(typ, v, &c.Requests, m)
 		case 3:
 			return boolean(typ, x, &c.RestartableInit)
 		case 4:
@@ -285,62 +300,62 @@ func decodeContainer(b []byte, c *setpointv1.Container) bool {
 	})
 }
 
-func decodeResourceMetrics(b []byte, rm *setpointv1.ResourceMetrics) bool {
-	items := slab[setpointv1.PodMetrics](b, 2)
+func decodeResourceMetrics(b []byte, rm *setpointv1.ResourceMetrics, m *decodeMemory) bool {
+	items := slab(m, &m.podMetrics, b, 2)
 	first := len(rm.Items) // a second resource_metrics appends to the first's
 	return fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) bool {
 		switch num {
 		case 1:
 			return str(typ, v, &rm.Error)
 		case 2:
-			return entry(typ, v, &rm.Items, items, first, decodePodMetrics)
+			return entry(typ, v, &rm.Items, items, first, m, &m.podMetricsLists, decodePodMetrics)
 		}
 		return false
 	})
 }
 
-func decodePodMetrics(b []byte, p *setpointv1.PodMetrics) bool {
-	containers := slab[setpointv1.ContainerMetrics](b, 4)
+func decodePodMetrics(b []byte, p *setpointv1.PodMetrics, m *decodeMemory) bool {
+	containers := slab(m, &m.containerMetrics, b, 4)
 	return fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) bool {
 		switch num {
 		case 1:
 			return str(typ, v, &p.Pod)
 		case 2:
-			return message(typ, v, &p.Timestamp, decodeTimestamp)
+			return message(typ, v, &p.Timestamp, m, &m.timestamps, decodeTimestamp)
 		case 3:
-			return message(typ, v, &p.Window, decodeDuration)
+			return message(typ, v, &p.Window, m, &m.durations, decodeDuration)
 		case 4:
-			return entry(typ, v, &p.Containers, containers, 0, decodeContainerMetrics)
+			return entry(typ, v, &p.Containers, containers, 0, m, &m.containerMetricsLists, decodeContainerMetrics)
 		}
 		return false
 	})
 }
 
-func decodeContainerMetrics(b []byte, c *setpointv1.ContainerMetrics) bool {
+func decodeContainerMetrics(b []byte, c *setpointv1.ContainerMetrics, m *decodeMemory) bool {
 	return fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) bool {
 		switch num {
 		case 1:
 			return str(typ, v, &c.Name)
 		case 2:
-			return mapEntry(typ, v, &c.Usage)
+			return mapEntry(typ, v, &c.Usage, m)
 		}
 		return false
 	})
 }
 
-func decodeObservation(b []byte, o *setpointv1.MetricObservation) bool {
+func decodeObservation(b []byte, o *setpointv1.MetricObservation, m *decodeMemory) bool {
 	return fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) bool {
 		switch num {
 		case 1:
 			return str(typ, v, &o.Error)
 		case 2:
-			return entry(typ, v, &o.Values, nil, 0, decodeMetricValue)
+			return entry(typ, v, &o.Values, nil, 0, m, nil, decodeMetricValue)
 		}
 		return false
 	})
 }
 
-func decodeMetricValue(b []byte, mv *setpointv1.MetricValue) bool {
+func decodeMetricValue(b []byte, mv *setpointv1.MetricValue, m *decodeMemory) bool {
 	return fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) bool {
 		switch num {
 		case 1:
@@ -348,19 +363,19 @@ func decodeMetricValue(b []byte, mv *setpointv1.MetricValue) bool {
 		case 2:
 			return str(typ, v, &mv.Value)
 		case 3:
-			return message(typ, v, &mv.Timestamp, decodeTimestamp)
+			return message(typ, v, &mv.Timestamp, m, &m.timestamps, decodeTimestamp)
 		case 4:
-			return message(typ, v, &mv.Window, decodeDuration)
+			return message(typ, v, &mv.Window, m, &m.durations, decodeDuration)
 		}
 		return false
 	})
 }
 
-func decodeTimestamp(b []byte, t *timestamppb.Timestamp) bool {
+func decodeTimestamp(b []byte, t *timestamppb.Timestamp, _ *decodeMemory) bool {
 	return secondsNanos(b, &t.Seconds, &t.Nanos)
 }
 
-func decodeDuration(b []byte, d *durationpb.Duration) bool {
+func decodeDuration(b []byte, d *durationpb.Duration, _ *decodeMemory) bool {
 	return secondsNanos(b, &d.Seconds, &d.Nanos)
 }
 

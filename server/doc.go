@@ -26,7 +26,8 @@
 //  2. logging (log/slog) of every finished call;
 //  3. the rejection of undecodable requests (codec.go): a request the
 //     codec could not unmarshal is InvalidArgument, before anything else
-//     may end the call;
+//     may end the call; when the call is over, the memory a Recommend
+//     request was decoded into is kept for the next (decode_memory.go);
 //  4. authentication: the principal the tap handle found;
 //  5. authorization: the target (or cluster) inside the request against
 //     the principal's role — one policy table for every method of

@@ -36,6 +36,13 @@ type chainConfig struct {
 // Streams pass the same steps; their requests are checked as the handler
 // receives them.
 func chain(c chainConfig) []grpc.ServerOption {
+	unary, stream := chainInterceptors(c)
+	return []grpc.ServerOption{grpc.ChainUnaryInterceptor(unary...), grpc.ChainStreamInterceptor(stream...)}
+}
+
+// chainInterceptors returns chain's unary and stream interceptors, outermost
+// first.
+func chainInterceptors(c chainConfig) ([]grpc.UnaryServerInterceptor, []grpc.StreamServerInterceptor) {
 	logger := accessLog{log: c.log}
 	recoverOpts := []recovery.Option{recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
 		c.log.ErrorContext(ctx, "panic in handler", "panic", p, "stack", string(debug.Stack()))
@@ -74,7 +81,7 @@ func chain(c chainConfig) []grpc.ServerOption {
 		c.limits.stream,
 		recovery.StreamServerInterceptor(recoverOpts...),
 	)
-	return []grpc.ServerOption{grpc.ChainUnaryInterceptor(unary...), grpc.ChainStreamInterceptor(stream...)}
+	return unary, stream
 }
 
 // guardedService matches the methods of AutoscalerService and

@@ -68,7 +68,7 @@ func (s *service) Recommend(ctx context.Context, req *setpointv1.RecommendReques
 	}
 	d.release()
 	s.metrics.decided(&rec.Last.Decision, rec.Spec, nil, time.Since(start))
-	return &setpointv1.RecommendResponse{Decision: convert.Decision(*rec.Last)}, nil
+	return convert.RecommendResponse(*rec.Last, responseMemory(ctx)), nil
 }
 
 // maxClockLead is how far after this server's clock a decision may be

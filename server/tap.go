@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"github.com/setpointhq/setpoint/server/convert"
 	"github.com/setpointhq/setpoint/store"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -155,19 +156,21 @@ type calls struct {
 }
 
 // TagRPC implements stats.Handler: it gives the call a place for the size
-// of its request (requestBytes) and counts a write's arrival.
+// of its request (requestBytes) and for the memory of its response
+// (responseMemory), and counts a write's arrival.
 func (c calls) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.Context {
 	ctx = arriving(ctx, c.arrivals, info.FullMethodName)
-	return context.WithValue(ctx, requestSizeKey{}, new(requestSize))
+	return context.WithValue(ctx, callKey{}, new(call))
 }
 
 // HandleRPC implements stats.Handler: it notes the size of each request
 // message received, and at a call's end it gives back the call held and
-// counts off a write that never reached the store.
+// the memory of its response, and counts off a write that never reached
+// the store.
 func (c calls) HandleRPC(ctx context.Context, s stats.RPCStats) {
 	switch s := s.(type) {
 	case *stats.InPayload:
-		if n, ok := ctx.Value(requestSizeKey{}).(*requestSize); ok {
+		if n, ok := ctx.Value(callKey{}).(*call); ok {
 			n.bytes.Store(int64(s.Length))
 			n.known.Store(true)
 		}
@@ -176,17 +179,44 @@ func (c calls) HandleRPC(ctx context.Context, s stats.RPCStats) {
 		if who, ok := ctx.Value(heldCallKey{}).(string); ok {
 			c.fair.put(who, usage{calls: 1})
 		}
+		if n, ok := ctx.Value(callKey{}).(*call); ok {
+			if r := n.response.Swap(nil); r != nil {
+				r.Reset()
+				responses.Put(r)
+			}
+		}
 	}
 }
 
-// requestSizeKey is the context key of a call's *requestSize.
-type requestSizeKey struct{}
+// callKey is the context key of a call's *call.
+type callKey struct{}
 
-// requestSize is the size of the last request message a call received,
-// as grpc-go reports it to the stats handler (calls).
-type requestSize struct {
+// call is what the stats handler (calls) keeps for one call: the size of
+// the last request message it received, as grpc-go reports it, and the
+// memory of its response.
+type call struct {
 	bytes atomic.Int64 // uncompressed: the encoded message's length
 	known atomic.Bool
+	// response is the memory of the call's response, given back at the
+	// call's end: grpc-go reports the end once the response is sent (and
+	// logged), and nothing refers to the response after it.
+	response atomic.Pointer[convert.Response]
+}
+
+// responses keeps the memory of Recommend's responses between calls.
+var responses = sync.Pool{New: func() any { return new(convert.Response) }}
+
+// responseMemory returns memory for the response of the call of ctx,
+// given back at the call's end; nil (new memory) outside a call of a
+// server with the calls stats handler.
+func responseMemory(ctx context.Context) *convert.Response {
+	n, ok := ctx.Value(callKey{}).(*call)
+	if !ok || n.response.Load() != nil { // a call has one response
+		return nil
+	}
+	r := responses.Get().(*convert.Response)
+	n.response.Store(r)
+	return r
 }
 
 // requestBytes returns the encoded size of the request message of the
@@ -194,7 +224,7 @@ type requestSize struct {
 // the decoded message again. ok is false outside a call of a server with
 // the calls stats handler, or before the message was received.
 func requestBytes(ctx context.Context) (n int64, ok bool) {
-	s, ok := ctx.Value(requestSizeKey{}).(*requestSize)
+	s, ok := ctx.Value(callKey{}).(*call)
 	if !ok || !s.known.Load() {
 		return 0, false
 	}

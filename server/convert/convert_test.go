@@ -1,6 +1,7 @@
 package convert_test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -133,7 +134,58 @@ func FuzzRoundTrip(f *testing.F) {
 		if s1%2 == 0 {
 			fuzzScratch.s.Reset()
 		}
+		// The decision made from it, as Recommend answers it in reused
+		// memory, is the one Decision converts.
+		d, err := engine.Decide(in, engine.History{})
+		if err != nil {
+			return
+		}
+		last := target.LastDecision{ID: fmt.Sprint(s2), At: in.Now, Decision: d}
+		checkResponse(t, last, &fuzzScratch.r)
 	})
+}
+
+// checkResponse checks that RecommendResponse in r's memory is the response
+// of Decision(last), encoded to the same bytes, and that Reset clears it.
+func checkResponse(t *testing.T, last target.LastDecision, r *convert.Response) {
+	t.Helper()
+	want := &setpointv1.RecommendResponse{Decision: convert.Decision(last)}
+	got := convert.RecommendResponse(last, r)
+	if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
+		t.Fatalf("RecommendResponse in reused memory (-Decision +got):\n%s", diff)
+	}
+	deterministic := proto.MarshalOptions{Deterministic: true}
+	wantBytes, err := deterministic.Marshal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotBytes, err := deterministic.Marshal(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(wantBytes, gotBytes) {
+		t.Fatalf("RecommendResponse in reused memory encodes to %x, Decision's response to %x", gotBytes, wantBytes)
+	}
+	decision, explanation, status := got.GetDecision(), got.GetDecision().GetExplanation(), got.GetDecision().GetStatus()
+	held := []proto.Message{got, decision, explanation, status}
+	for _, m := range explanation.GetMetrics() {
+		held = append(held, m)
+	}
+	for _, s := range explanation.GetSteps() {
+		held = append(held, s)
+	}
+	for _, m := range status.GetCurrentMetrics() {
+		held = append(held, m)
+	}
+	for _, c := range status.GetConditions() {
+		held = append(held, c)
+	}
+	r.Reset()
+	for _, m := range held {
+		if !proto.Equal(m, m.ProtoReflect().Type().New().Interface()) {
+			t.Fatalf("after Reset, the response's memory keeps %v", m)
+		}
+	}
 }
 
 // fuzzScratch is the Scratch FuzzRoundTrip's inputs are converted into,
@@ -141,6 +193,7 @@ func FuzzRoundTrip(f *testing.F) {
 var fuzzScratch struct {
 	sync.Mutex
 	s convert.Scratch
+	r convert.Response // and the responses to their decisions
 }
 
 // randomInput generates a valid input whose tolerances are readings of
@@ -523,6 +576,22 @@ func TestDecision(t *testing.T) {
 	if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
 		t.Errorf("Decision (-want +got):\n%s", diff)
 	}
+	// Recommend's response, in memory that held other responses before:
+	// larger and smaller ones, of every metric source type.
+	var r convert.Response
+	wide := d
+	wide.Status.CurrentMetrics = nil
+	for _, typ := range []engine.MetricSourceType{engine.ResourceSource, engine.ContainerResourceSource, engine.PodsSource, engine.ObjectSource, engine.ExternalSource, engine.ResourceSource} {
+		wide.Status.CurrentMetrics = append(wide.Status.CurrentMetrics, engine.MetricStatus{Type: typ, Resource: "memory", Container: "app",
+			Metric: engine.MetricIdentifier{Name: "m", Selector: &engine.LabelSelector{MatchLabels: map[string]string{"a": "b"}}},
+			Value:  &engine.Quantity{Milli: 5}, DescribedObject: engine.ObjectReference{Kind: "Service", Name: "web"}})
+	}
+	wide.Status.Conditions = append(wide.Status.Conditions, wide.Status.Conditions...)
+	wide.Explanation.Steps = append(wide.Explanation.Steps, wide.Explanation.Steps...)
+	for _, dd := range []engine.Decision{d, wide, {}, d, wide, wide, {}, d} {
+		checkResponse(t, target.LastDecision{ID: "id", At: t0, Decision: dd}, &r)
+	}
+	checkResponse(t, target.LastDecision{}, &r)
 }
 
 // TestResourceLists: a container's requests become a list sorted by name

@@ -32,5 +32,6 @@
 // made explicit), used by the conformance runner; Input(Request(in)) equals
 // in apart from Now and Status, which the server supplies. The remaining
 // functions convert engine and store values for the API's responses;
-// quantities are printed in canonical form.
+// quantities are printed in canonical form. A server converts into reused
+// memory: InputIn into a Scratch, RecommendResponse into a Response.
 package convert

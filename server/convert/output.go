@@ -232,31 +232,41 @@ func timestamp(t time.Time) *timestamppb.Timestamp {
 
 // Status returns an autoscaler status in the API's form.
 func Status(s engine.Status) *setpointv1.HorizontalPodAutoscalerStatus {
-	out := &setpointv1.HorizontalPodAutoscalerStatus{
-		CurrentReplicas: s.CurrentReplicas,
-		DesiredReplicas: s.DesiredReplicas,
-		LastScaleTime:   timestamp(s.LastScaleTime),
+	return statusIn(s, fresh)
+}
+
+// statusIn is Status in r's memory.
+func statusIn(s engine.Status, r *Response) *setpointv1.HorizontalPodAutoscalerStatus {
+	out := single(r, &r.singles[0].status)
+	out.CurrentReplicas, out.DesiredReplicas = s.CurrentReplicas, s.DesiredReplicas
+	if !s.LastScaleTime.IsZero() {
+		out.LastScaleTime = single(r, &r.singles[0].lastScale)
+		setTimestamp(out.LastScaleTime, s.LastScaleTime)
 	}
 	if n := len(s.CurrentMetrics); n > 0 {
 		// One array holds the metrics' statuses and one their values.
-		ms := make([]setpointv1.MetricStatus, n)
-		curs := make([]setpointv1.MetricValueStatus, n)
-		out.CurrentMetrics = make([]*setpointv1.MetricStatus, n)
+		ms := grab(r, &r.metricStatuses, n)
+		curs := grab(r, &r.metricValues, n)
+		out.CurrentMetrics = grab(r, &r.metricStatusList, n)
 		for i, m := range s.CurrentMetrics {
-			metricStatus(m, &ms[i], &curs[i])
+			var resource *setpointv1.ResourceMetricStatus
+			if m.Type == engine.ResourceSource {
+				resource = &grab(r, &r.resourceStatuses, 1)[0]
+			}
+			metricStatus(m, &ms[i], &curs[i], resource)
 			out.CurrentMetrics[i] = &ms[i]
 		}
 	}
-	if len(s.Conditions) > 0 {
+	if n := len(s.Conditions); n > 0 {
 		// One array holds the conditions and one their times.
-		conds := make([]setpointv1.Condition, len(s.Conditions))
-		times := make([]timestamppb.Timestamp, len(s.Conditions))
-		out.Conditions = make([]*setpointv1.Condition, len(s.Conditions))
+		conds := grab(r, &r.conditions, n)
+		times := grab(r, &r.conditionTimes, n)
+		out.Conditions = grab(r, &r.conditionList, n)
 		for i, c := range s.Conditions {
 			pc := &conds[i]
 			pc.Type, pc.Status, pc.Reason, pc.Message = string(c.Type), string(c.Status), c.Reason, c.Message
 			if !c.LastTransitionTime.IsZero() {
-				times[i].Seconds, times[i].Nanos = c.LastTransitionTime.Unix(), int32(c.LastTransitionTime.Nanosecond())
+				setTimestamp(&times[i], c.LastTransitionTime)
 				pc.LastTransitionTime = &times[i]
 			}
 			out.Conditions[i] = pc
@@ -265,16 +275,22 @@ func Status(s engine.Status) *setpointv1.HorizontalPodAutoscalerStatus {
 	return out
 }
 
+// setTimestamp sets the empty *ts to t, as timestamppb.New(t) would.
+func setTimestamp(ts *timestamppb.Timestamp, t time.Time) {
+	ts.Seconds, ts.Nanos = t.Unix(), int32(t.Nanosecond())
+}
+
 // MetricStatus returns one status.currentMetrics entry in the API's form.
 func MetricStatus(m engine.MetricStatus) *setpointv1.MetricStatus {
 	out := &setpointv1.MetricStatus{}
-	metricStatus(m, out, &setpointv1.MetricValueStatus{})
+	metricStatus(m, out, &setpointv1.MetricValueStatus{}, nil)
 	return out
 }
 
 // metricStatus is MetricStatus into out (empty), with its current value in
-// cur (empty).
-func metricStatus(m engine.MetricStatus, out *setpointv1.MetricStatus, cur *setpointv1.MetricValueStatus) {
+// cur (empty) and, for a Resource metric, its source's status in resource
+// (empty; nil: new).
+func metricStatus(m engine.MetricStatus, out *setpointv1.MetricStatus, cur *setpointv1.MetricValueStatus, resource *setpointv1.ResourceMetricStatus) {
 	out.Type = string(m.Type)
 	cur.AverageUtilization = m.AverageUtilization
 	if m.Value != nil {
@@ -285,7 +301,11 @@ func metricStatus(m engine.MetricStatus, out *setpointv1.MetricStatus, cur *setp
 	}
 	switch m.Type {
 	case engine.ResourceSource:
-		out.Resource = &setpointv1.ResourceMetricStatus{Name: m.Resource, Current: cur}
+		if resource == nil {
+			resource = &setpointv1.ResourceMetricStatus{}
+		}
+		resource.Name, resource.Current = m.Resource, cur
+		out.Resource = resource
 	case engine.ContainerResourceSource:
 		out.ContainerResource = &setpointv1.ContainerResourceMetricStatus{Name: m.Resource, Container: m.Container, Current: cur}
 	case engine.PodsSource:
@@ -299,11 +319,17 @@ func metricStatus(m engine.MetricStatus, out *setpointv1.MetricStatus, cur *setp
 
 // Explanation returns a decision's explanation in the API's form.
 func Explanation(e engine.Explanation) *setpointv1.Explanation {
-	out := &setpointv1.Explanation{CurrentReplicas: e.CurrentReplicas, Winner: int32(e.Winner), Proposal: e.Proposal}
+	return explanationIn(e, fresh)
+}
+
+// explanationIn is Explanation in r's memory.
+func explanationIn(e engine.Explanation, r *Response) *setpointv1.Explanation {
+	out := single(r, &r.singles[0].explanation)
+	out.CurrentReplicas, out.Winner, out.Proposal = e.CurrentReplicas, int32(e.Winner), e.Proposal
 	if len(e.Metrics) > 0 {
 		// One array holds the metrics' explanations, one the steps.
-		ms := make([]setpointv1.MetricExplanation, len(e.Metrics))
-		out.Metrics = make([]*setpointv1.MetricExplanation, len(e.Metrics))
+		ms := grab(r, &r.metricExplanations, len(e.Metrics))
+		out.Metrics = grab(r, &r.metricExplanationList, len(e.Metrics))
 		for i, m := range e.Metrics {
 			pm := &ms[i]
 			pm.Name, pm.Outcome, pm.Proposal, pm.Error = m.Name, string(m.Outcome), m.Proposal, m.Err
@@ -313,8 +339,8 @@ func Explanation(e engine.Explanation) *setpointv1.Explanation {
 		}
 	}
 	if len(e.Steps) > 0 {
-		steps := make([]setpointv1.Step, len(e.Steps))
-		out.Steps = make([]*setpointv1.Step, len(e.Steps))
+		steps := grab(r, &r.steps, len(e.Steps))
+		out.Steps = grab(r, &r.stepList, len(e.Steps))
 		for i, s := range e.Steps {
 			ps := &steps[i]
 			ps.Kind, ps.From, ps.To, ps.Reason, ps.Message = string(s.Kind), s.From, s.To, s.Reason, s.Message
@@ -326,15 +352,32 @@ func Explanation(e engine.Explanation) *setpointv1.Explanation {
 
 // Decision returns a recorded decision in the API's form.
 func Decision(d target.LastDecision) *setpointv1.Decision {
-	return &setpointv1.Decision{
-		DecisionId:      d.ID,
-		DecisionTime:    timestamp(d.At),
-		DesiredReplicas: d.Decision.DesiredReplicas,
-		Rescale:         d.Decision.Rescale,
-		Error:           d.Decision.Error,
-		Explanation:     Explanation(d.Decision.Explanation),
-		Status:          Status(d.Decision.Status),
+	return decisionIn(d, fresh)
+}
+
+// decisionIn is Decision in r's memory.
+func decisionIn(d target.LastDecision, r *Response) *setpointv1.Decision {
+	out := single(r, &r.singles[0].decision)
+	out.DecisionId = d.ID
+	if !d.At.IsZero() {
+		out.DecisionTime = single(r, &r.singles[0].decisionTime)
+		setTimestamp(out.DecisionTime, d.At)
 	}
+	out.DesiredReplicas, out.Rescale, out.Error = d.Decision.DesiredReplicas, d.Decision.Rescale, d.Decision.Error
+	out.Explanation = explanationIn(d.Decision.Explanation, r)
+	out.Status = statusIn(d.Decision.Status, r)
+	return out
+}
+
+// RecommendResponse returns Recommend's response for a recorded decision,
+// in r's memory (nil: new memory).
+func RecommendResponse(d target.LastDecision, r *Response) *setpointv1.RecommendResponse {
+	if r == nil {
+		r = fresh
+	}
+	out := single(r, &r.singles[0].response)
+	out.Decision = decisionIn(d, r)
+	return out
 }
 
 // History returns a target's history in the API's form.
