@@ -33,6 +33,16 @@ func newRequestCodec() requestCodec {
 	return requestCodec{Codec().(fastCodec)}
 }
 
+// DecodeOptions are the gRPC server options that decode requests as the
+// server does: its codec, with Recommend's per-pod parts decoded by hand
+// into memory kept across calls, and the interceptor that gives the memory
+// back when a call is over (and answers an undecodable request). A server
+// built with them pays what this one pays to decode: setpoint-bench's
+// no-op baseline is.
+func DecodeOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.ForceServerCodecV2(newRequestCodec()), grpc.ChainUnaryInterceptor(rejectUndecodable)}
+}
+
 // notes maps a request message (by pointer) to what requestCodec noted
 // about it for rejectUndecodable: the decoder's error when it did not
 // decode, or the *decodeMemory it was decoded into. Each entry lives for

@@ -459,8 +459,9 @@ func (n *noop) Observe(context.Context, *setpointv1.ObserveRequest) (*setpointv1
 // gRPC options of the real server that set what the transport costs: its
 // message size and stream limits, its stream workers (goroutines kept
 // between calls, so that neither pays for growing a fresh goroutine's
-// stack) and its codec (server.Codec: Recommend's per-pod parts decoded by
-// hand).
+// stack) and its decoding (server.DecodeOptions: Recommend's per-pod
+// parts decoded by hand into memory kept across calls, as the server
+// does, so the baseline pays the same to decode).
 func startBaseline(canned cannedResponses) (*baseline, error) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -468,8 +469,9 @@ func startBaseline(canned cannedResponses) (*baseline, error) {
 	}
 	canned.recommend = proto.Clone(canned.recommend).(*setpointv1.RecommendResponse)
 	canned.observe = proto.Clone(canned.observe).(*setpointv1.ObserveResponse)
-	srv := grpc.NewServer(grpc.MaxRecvMsgSize(server.DefaultMaxRecvMsgSize), grpc.MaxConcurrentStreams(server.DefaultMaxConcurrentStreams),
-		grpc.NumStreamWorkers(server.DefaultStreamWorkers), grpc.ForceServerCodecV2(server.Codec()))
+	opts := append([]grpc.ServerOption{grpc.MaxRecvMsgSize(server.DefaultMaxRecvMsgSize), grpc.MaxConcurrentStreams(server.DefaultMaxConcurrentStreams),
+		grpc.NumStreamWorkers(server.DefaultStreamWorkers)}, server.DecodeOptions()...)
+	srv := grpc.NewServer(opts...)
 	setpointv1.RegisterAutoscalerServiceServer(srv, &noop{canned: canned})
 	go func() { _ = srv.Serve(lis) }()
 	return &baseline{addr: lis.Addr().String(), srv: srv}, nil
