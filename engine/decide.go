@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -25,8 +26,8 @@ func decide(in Input, h History, pods podIndex) Decision {
 		in:      in,
 		pods:    pods,
 		now:     in.Now,
-		status:  cloneStatus(in.Status),
-		hist:    cloneHistory(h),
+		status:  startStatus(in.Status),
+		hist:    startHistory(h),
 		explain: Explanation{CurrentReplicas: in.Scale.Replicas, Winner: -1, Proposal: in.Scale.Replicas},
 	}
 	return d.run()
@@ -111,7 +112,7 @@ func (d *decider) run() Decision {
 	}
 
 	if rescale {
-		d.setCondition(AbleToScale, ConditionTrue, "SucceededRescale", fmt.Sprintf("the HPA controller was able to update the target scale to %d", desired))
+		d.setCondition(AbleToScale, ConditionTrue, "SucceededRescale", rescaleMessage(desired))
 		if current > 0 && desired == 0 && minReplicas == 0 && hasObjectOrExternal {
 			d.setCondition(ScaledToZero, ConditionTrue, "ScaledToZero", "the HPA controller scaled the workload to zero")
 		} else {
@@ -185,8 +186,16 @@ func (d *decider) computeMetrics() (proposal int32, statuses []MetricStatus, err
 		d.explain.Winner = -1
 		return -1, statuses, errText, true
 	}
-	d.setCondition(ScalingActive, ConditionTrue, "ValidMetricFound", "the HPA was able to successfully calculate a replica count from "+metric)
+	d.setCondition(ScalingActive, ConditionTrue, "ValidMetricFound", validMetricMessage(metric))
 	return proposal, statuses, errText, false
+}
+
+// rescaleMessage is the AbleToScale message of a rescale to desired
+// replicas, built in one allocation.
+func rescaleMessage(desired int32) string {
+	const prefix = "the HPA controller was able to update the target scale to "
+	var buf [len(prefix) + 11]byte
+	return string(strconv.AppendInt(append(buf[:0], prefix...), int64(desired), 10))
 }
 
 // step appends an adjustment to the explanation.
@@ -251,6 +260,25 @@ func rescaleFailed(prev Status, d Decision, at time.Time, message string) Status
 // conditionTypes is the number of condition types: a status' conditions
 // never outgrow it.
 const conditionTypes = 4
+
+// startStatus is the status a decision starts from: s with its own
+// conditions. Its metrics are left out: every decision replaces them.
+func startStatus(s Status) Status {
+	s.Conditions = append(make([]Condition, 0, max(len(s.Conditions), conditionTypes)), s.Conditions...)
+	s.CurrentMetrics = nil
+	return s
+}
+
+// startHistory is the history a decision starts from: h with its own
+// recommendations, which the decision overwrites or extends. The scale
+// events are shared: a decision reads them and never writes them
+// (RecordScale copies them before it records).
+func startHistory(h History) History {
+	if h.Recommendations != nil {
+		h.Recommendations = append(make([]Recommendation, 0, len(h.Recommendations)+1), h.Recommendations...)
+	}
+	return h
+}
 
 func cloneStatus(s Status) Status {
 	s.Conditions = append(make([]Condition, 0, max(len(s.Conditions), conditionTypes)), s.Conditions...)

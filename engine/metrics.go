@@ -77,6 +77,26 @@ func (c *calculator) evaluate(i int, specReplicas int32) (metricResult, *metricE
 	return r, nil
 }
 
+// The names of the commonest metrics, and the ScalingActive messages of
+// their proposals: a decision on them builds neither.
+const (
+	cpuUtilizationName    = "cpu resource utilization (percentage of request)"
+	memoryUtilizationName = "memory resource utilization (percentage of request)"
+	validMetricPrefix     = "the HPA was able to successfully calculate a replica count from "
+)
+
+// validMetricMessage is the ScalingActive message when the proposal of the
+// metric named name won.
+func validMetricMessage(name string) string {
+	switch name {
+	case cpuUtilizationName:
+		return validMetricPrefix + cpuUtilizationName
+	case memoryUtilizationName:
+		return validMetricPrefix + memoryUtilizationName
+	}
+	return validMetricPrefix + name
+}
+
 // metricName describes a metric the way upstream names it in the
 // ScalingActive message and rescale reasons.
 func metricName(spec *MetricSpec) string {
@@ -84,6 +104,12 @@ func metricName(spec *MetricSpec) string {
 	case ResourceSource:
 		if spec.Target.Type == AverageValueTarget {
 			return spec.Resource + " resource"
+		}
+		switch spec.Resource { // the common names, without building them
+		case "cpu":
+			return cpuUtilizationName
+		case "memory":
+			return memoryUtilizationName
 		}
 		return spec.Resource + " resource utilization (percentage of request)"
 	case ContainerResourceSource:
