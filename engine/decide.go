@@ -16,19 +16,42 @@ type decider struct {
 	status  Status // the status being built, starting from in.Status
 	hist    History
 	explain Explanation
+	out     *outputs
 }
+
+// outputs holds, in one allocation, what a decision returns apart from its
+// history and strings: the status' conditions, the explanation's steps,
+// and for up to blockMetrics metrics their statuses, explanations and
+// values. A decision keeps them in the block while they fit.
+type outputs struct {
+	conditions [conditionTypes]Condition
+	steps      [maxSteps]Step
+	statuses   [blockMetrics]MetricStatus
+	explains   [blockMetrics]MetricExplanation
+	values     [blockMetrics]metricValues
+}
+
+// maxSteps is the most steps a decision takes: stabilization, a limit
+// and the rise from zero to the minimum.
+const maxSteps = 3
+
+// blockMetrics is the number of metrics whose outputs fit in the
+// decision's block: most autoscalers have one or two.
+const blockMetrics = 2
 
 // decide is Decide for validated input, whose pods are at the indices of
 // pods by name; it mirrors upstream's reconcileAutoscaler from the point
 // where the scale has been read.
 func decide(in Input, h History, pods podIndex) Decision {
+	out := new(outputs)
 	d := &decider{
 		in:      in,
 		pods:    pods,
 		now:     in.Now,
-		status:  startStatus(in.Status),
+		status:  startStatus(in.Status, out),
 		hist:    startHistory(h),
 		explain: Explanation{CurrentReplicas: in.Scale.Replicas, Winner: -1, Proposal: in.Scale.Replicas},
+		out:     out,
 	}
 	return d.run()
 }
@@ -156,13 +179,17 @@ func (d *decider) computeMetrics() (proposal int32, statuses []MetricStatus, err
 	}
 	c := &calculator{in: *in, tols: tols, pods: d.pods}
 	n := len(in.Spec.Metrics)
-	statuses = make([]MetricStatus, n)
-	d.explain.Metrics = make([]MetricExplanation, n)
+	var values []metricValues
+	if o := d.out; n <= blockMetrics {
+		statuses, d.explain.Metrics, values = o.statuses[:n:n], o.explains[:n:n], o.values[:n:n]
+	} else {
+		statuses, d.explain.Metrics, values = make([]MetricStatus, n), make([]MetricExplanation, n), make([]metricValues, n)
+	}
 	invalid := 0
 	var first *metricError
 	metric := ""
 	for i := range in.Spec.Metrics {
-		r, merr := c.evaluate(i, in.Scale.Replicas)
+		r, merr := c.evaluate(i, in.Scale.Replicas, &values[i])
 		d.explain.Metrics[i] = r.explain
 		if merr != nil {
 			if invalid == 0 {
@@ -200,6 +227,9 @@ func rescaleMessage(desired int32) string {
 
 // step appends an adjustment to the explanation.
 func (d *decider) step(kind StepKind, from, to int32, reason, message string) {
+	if d.explain.Steps == nil {
+		d.explain.Steps = d.out.steps[:0:maxSteps]
+	}
 	d.explain.Steps = append(d.explain.Steps, Step{Kind: kind, From: from, To: to, Reason: reason, Message: message})
 }
 
@@ -262,9 +292,14 @@ func rescaleFailed(prev Status, d Decision, at time.Time, message string) Status
 const conditionTypes = 4
 
 // startStatus is the status a decision starts from: s with its own
-// conditions. Its metrics are left out: every decision replaces them.
-func startStatus(s Status) Status {
-	s.Conditions = append(make([]Condition, 0, max(len(s.Conditions), conditionTypes)), s.Conditions...)
+// conditions, in out's while they fit. Its metrics are left out: every
+// decision replaces them.
+func startStatus(s Status, out *outputs) Status {
+	if len(s.Conditions) <= conditionTypes {
+		s.Conditions = append(out.conditions[:0:conditionTypes], s.Conditions...)
+	} else {
+		s.Conditions = append([]Condition(nil), s.Conditions...)
+	}
 	s.CurrentMetrics = nil
 	return s
 }

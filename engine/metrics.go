@@ -11,13 +11,13 @@ import (
 // evaluate computes one metric's proposal and status, as upstream's
 // computeReplicasForMetric. On failure it returns the ScalingActive reason
 // and the error, wrapped as upstream wraps it.
-func (c *calculator) evaluate(i int, specReplicas int32) (metricResult, *metricError) {
+func (c *calculator) evaluate(i int, specReplicas int32, values *metricValues) (metricResult, *metricError) {
 	spec := &c.in.Spec.Metrics[i]
 	var obs Observation
 	if i < len(c.in.Observations) {
 		obs = c.in.Observations[i]
 	}
-	r := metricResult{explain: MetricExplanation{Name: metricName(spec)}}
+	r := metricResult{explain: MetricExplanation{Name: metricName(spec)}, values: values}
 	var reason string
 	var err error
 	// shown is the metric's error as the controller shows it in the
@@ -238,7 +238,7 @@ func (c *calculator) evaluateResource(spec *MetricSpec, obs Observation, current
 			return fmt.Errorf("failed to get %s usage: %w", spec.Resource, err)
 		}
 		r.proposal = proposal
-		r.status.AverageValue = &Quantity{Milli: average, Format: format}
+		r.status.AverageValue = r.quantity(average, format)
 		return nil
 	}
 	proposal, utilization, rawAverage, err := c.resourceUtilization(current, spec.Target.Utilization, spec.Resource, spec.Container, obs.Err, &r.explain)
@@ -246,12 +246,9 @@ func (c *calculator) evaluateResource(spec *MetricSpec, obs Observation, current
 		return fmt.Errorf("failed to get %s utilization: %w", spec.Resource, err)
 	}
 	r.proposal = proposal
-	// The status's two values in one allocation.
-	values := &struct {
-		average     Quantity
-		utilization int32
-	}{Quantity{Milli: rawAverage, Format: format}, utilization}
-	r.status.AverageUtilization, r.status.AverageValue = &values.utilization, &values.average
+	r.status.AverageValue = r.quantity(rawAverage, format)
+	r.values.utilization = utilization
+	r.status.AverageUtilization = &r.values.utilization
 	return nil
 }
 
@@ -275,7 +272,7 @@ func (c *calculator) evaluatePods(spec *MetricSpec, obs Observation, current int
 		return err
 	}
 	r.proposal = proposal
-	r.status = MetricStatus{Type: PodsSource, Metric: spec.Metric, AverageValue: &Quantity{Milli: average, Format: DecimalSI}}
+	r.status = MetricStatus{Type: PodsSource, Metric: spec.Metric, AverageValue: r.quantity(average, DecimalSI)}
 	return nil
 }
 
@@ -312,11 +309,11 @@ func (c *calculator) evaluateObject(spec *MetricSpec, obs Observation, specRepli
 			return err
 		}
 		r.proposal = proposal
-		r.status.Value = &Quantity{Milli: value, Format: DecimalSI}
+		r.status.Value = r.quantity(value, DecimalSI)
 	case AverageValueTarget:
 		proposal, average := c.perPodReplicas(value, spec.Target.Milli, false, &r.explain)
 		r.proposal = proposal
-		r.status.AverageValue = &Quantity{Milli: average, Format: DecimalSI}
+		r.status.AverageValue = r.quantity(average, DecimalSI)
 	default:
 		return errors.New("invalid object metric source: neither a value target nor an average value target was set")
 	}
@@ -354,7 +351,7 @@ func (c *calculator) evaluateExternal(spec *MetricSpec, obs Observation, specRep
 		}
 		proposal, average := c.perPodReplicas(total, spec.Target.Milli, true, &r.explain)
 		r.proposal = proposal
-		r.status.AverageValue = &Quantity{Milli: average, Format: DecimalSI}
+		r.status.AverageValue = r.quantity(average, DecimalSI)
 	case ValueTarget:
 		for _, v := range obs.Values {
 			if v.Milli > 0 && total > math.MaxInt64-v.Milli {
@@ -370,7 +367,7 @@ func (c *calculator) evaluateExternal(spec *MetricSpec, obs Observation, specRep
 			return err
 		}
 		r.proposal = proposal
-		r.status.Value = &Quantity{Milli: total, Format: DecimalSI}
+		r.status.Value = r.quantity(total, DecimalSI)
 	default:
 		return errors.New("invalid external metric source: neither a value target nor an average value target was set")
 	}

@@ -93,6 +93,20 @@ type metricResult struct {
 	proposal int32
 	status   MetricStatus
 	explain  MetricExplanation
+	values   *metricValues // where the status' values are kept
+}
+
+// metricValues holds what the pointers of one metric's status point to: a
+// status reports at most one quantity and a utilization.
+type metricValues struct {
+	quantity    Quantity
+	utilization int32
+}
+
+// quantity sets the metric's quantity and returns a pointer to it.
+func (r *metricResult) quantity(milli int64, format QuantityFormat) *Quantity {
+	r.values.quantity = Quantity{Milli: milli, Format: format}
+	return &r.values.quantity
 }
 
 // metricError is a failed metric: its error text and the reason of the
