@@ -147,11 +147,16 @@ func (c *calculator) newSamples() *samples {
 
 // podAt returns the index of the pod named name in Input.Pods, or -1.
 // Metrics APIs mostly list pods in the order of the input, so the pod after
-// the previous lookup's (*next) is tried before the index.
+// the previous lookup's (*next), and the one after it, are tried before the
+// index.
 func (c *calculator) podAt(name string, next *int) int {
-	if n := *next; n < len(c.in.Pods) && c.in.Pods[n].Name == name {
+	pods := c.in.Pods
+	if n := *next; n < len(pods) && pods[n].Name == name {
 		*next = n + 1
 		return n
+	} else if n+1 < len(pods) && pods[n+1].Name == name { // pod n has no sample
+		*next = n + 2
+		return n + 1
 	}
 	i := c.pods.find(name)
 	if i < 0 {
@@ -185,9 +190,12 @@ func (c *calculator) groupPods(metrics *samples, resource string) podGroups {
 	// A pod started after initializing is still initializing: its start
 	// plus the period is after now.
 	initializing := c.in.Now.Add(-s.CPUInitializationPeriod)
-	for i := range c.in.Pods {
-		g.of[i] = c.groupOf(i, metrics, resource, s, initializing)
-		switch g.of[i] {
+	cpu := resource == "cpu"
+	pods, of := c.in.Pods, g.of[:len(c.in.Pods)]
+	for i := range pods {
+		grp := groupOf(&pods[i], metrics, metrics.byPod[i], cpu, s, initializing)
+		of[i] = grp
+		switch grp {
 		case groupReady:
 			g.ready++
 		case groupUnready:
@@ -201,11 +209,10 @@ func (c *calculator) groupPods(metrics *samples, resource string) podGroups {
 	return g
 }
 
-// groupOf is the group of pod i, whose sample is in metrics; a pod
-// started after initializing is in its CPU initialization period.
-func (c *calculator) groupOf(i int, metrics *samples, resource string, s *Settings, initializing time.Time) podGroup {
-	metric := metrics.byPod[i]
-	pod := &c.in.Pods[i]
+// groupOf is the group of pod, whose sample metric is from metrics; cpu
+// says whether the metric is cpu's, and a pod started after initializing
+// is in its CPU initialization period.
+func groupOf(pod *Pod, metrics *samples, metric podSample, cpu bool, s *Settings, initializing time.Time) podGroup {
 	if pod.Deleting || pod.Phase == PodFailed {
 		return groupIgnored
 	}
@@ -215,7 +222,7 @@ func (c *calculator) groupOf(i int, metrics *samples, resource string, s *Settin
 	if !metric.ok {
 		return groupMissing
 	}
-	if resource != "cpu" {
+	if !cpu {
 		return groupReady
 	}
 	var unready bool
@@ -239,6 +246,9 @@ func (c *calculator) groupOf(i int, metrics *samples, resource string, s *Settin
 
 // removeGroups drops the samples of ignored and unready pods.
 func removeGroups(metrics *samples, g podGroups) {
+	if g.unready+g.ignored == 0 {
+		return
+	}
 	for i, grp := range g.of {
 		if grp == groupIgnored || grp == groupUnready {
 			metrics.drop(i)
@@ -296,40 +306,45 @@ func (c *calculator) requests(resource, container string) ([]int64, error) {
 	if c.req == nil {
 		c.req = make([]int64, len(c.in.Pods))
 	}
-	out := c.req
-	for i := range c.in.Pods {
-		pod := &c.in.Pods[i]
-		if container == "" && len(pod.Requests) > 0 && podLevelRequestsSet(pod.Requests) {
-			v, ok := podRequest(pod, resource)
-			if !ok {
-				return nil, fmt.Errorf("missing pod-level request for %s in Pod %s", resource, pod.Name)
-			}
-			out[i] = v
-			continue
+	pods, out := c.in.Pods, c.req[:len(c.in.Pods)]
+	for i := range pods {
+		v, err := requestOf(&pods[i], resource, container)
+		if err != nil {
+			return nil, err
 		}
-		var sum int64
-		found := false
-		for j := range pod.Containers {
-			ct := &pod.Containers[j]
-			if ct.Init || (container != "" && ct.Name != container) {
-				continue
-			}
-			v, ok := ct.Requests.Get(resource)
-			if !ok {
-				return nil, fmt.Errorf("missing request for %s in container %s of Pod %s", resource, ct.Name, pod.Name)
-			}
-			sum += v
-			if container != "" {
-				found = true
-				break
-			}
-		}
-		if container != "" && !found {
-			return nil, fmt.Errorf("container %s not found in Pod %s", container, pod.Name)
-		}
-		out[i] = sum
+		out[i] = v
 	}
 	return out, nil
+}
+
+// requestOf is pod's request of resource, as requests computes it.
+func requestOf(pod *Pod, resource, container string) (int64, error) {
+	if container == "" && len(pod.Requests) > 0 && podLevelRequestsSet(pod.Requests) {
+		v, ok := podRequest(pod, resource)
+		if !ok {
+			return 0, fmt.Errorf("missing pod-level request for %s in Pod %s", resource, pod.Name)
+		}
+		return v, nil
+	}
+	var sum int64
+	for j := range pod.Containers {
+		ct := &pod.Containers[j]
+		if ct.Init || (container != "" && ct.Name != container) {
+			continue
+		}
+		v, ok := ct.Requests.Get(resource)
+		if !ok {
+			return 0, fmt.Errorf("missing request for %s in container %s of Pod %s", resource, ct.Name, pod.Name)
+		}
+		if container != "" {
+			return v, nil
+		}
+		sum += v
+	}
+	if container != "" {
+		return 0, fmt.Errorf("container %s not found in Pod %s", container, pod.Name)
+	}
+	return sum, nil
 }
 
 // podRequest is Kubernetes' pod request of one resource when the pod sets
@@ -393,19 +408,51 @@ func supportedPodLevel(name string) bool {
 func utilizationRatio(metrics *samples, requests []int64, target int32) (ratio float64, utilization int32, rawAverage int64, err error) {
 	var metricsTotal, requestsTotal int64
 	n := 0
-	for i, m := range metrics.byPod {
-		if !m.ok {
-			continue
+	byPod := metrics.byPod
+	requests = requests[:len(byPod)]
+	for i := range byPod {
+		if m := &byPod[i]; m.ok {
+			metricsTotal += m.value
+			requestsTotal += requests[i]
+			n++
 		}
-		metricsTotal += m.value
-		requestsTotal += requests[i]
-		n++
 	}
+	return ratioOfTotals(metricsTotal, requestsTotal, n, target)
+}
+
+// ratioOfTotals is utilizationRatio's answer for the sums of n samples and
+// their requests.
+func ratioOfTotals(metricsTotal, requestsTotal int64, n int, target int32) (ratio float64, utilization int32, rawAverage int64, err error) {
 	if requestsTotal == 0 {
 		return 0, 0, 0, errors.New("no metrics returned matched known pods")
 	}
 	utilization = int32((metricsTotal * 100) / requestsTotal)
 	return float64(utilization) / float64(target), utilization, metricsTotal / int64(n), nil
+}
+
+// requestsAndRatio is requests followed by utilizationRatio, in one pass
+// over the pods.
+func (c *calculator) requestsAndRatio(metrics *samples, resource, container string, target int32) (requests []int64, ratio float64, utilization int32, rawAverage int64, err error) {
+	if c.req == nil {
+		c.req = make([]int64, len(c.in.Pods))
+	}
+	pods, reqs, byPod := c.in.Pods, c.req[:len(c.in.Pods)], metrics.byPod[:len(c.in.Pods)]
+	var metricsTotal, requestsTotal int64
+	n := 0
+	for i := range pods {
+		v, err := requestOf(&pods[i], resource, container)
+		if err != nil {
+			return nil, 0, 0, 0, err
+		}
+		reqs[i] = v
+		if m := &byPod[i]; m.ok {
+			metricsTotal += m.value
+			requestsTotal += v
+			n++
+		}
+	}
+	ratio, utilization, rawAverage, err = ratioOfTotals(metricsTotal, requestsTotal, n, target)
+	return reqs, ratio, utilization, rawAverage, err
 }
 
 // usageRatio is upstream's GetMetricUsageRatio: the integer average over
@@ -491,11 +538,7 @@ func (c *calculator) resourceUtilization(current, target int32, resource, contai
 	if metrics.count() == 0 {
 		return 0, 0, 0, errors.New("did not receive metrics for targeted pods (pods might be unready)")
 	}
-	reqs, err := c.requests(resource, container)
-	if err != nil {
-		return 0, 0, 0, err
-	}
-	ratio, utilization, rawAverage, err := utilizationRatio(metrics, reqs, target)
+	reqs, ratio, utilization, rawAverage, err := c.requestsAndRatio(metrics, resource, container, target)
 	if err != nil {
 		return 0, 0, 0, err
 	}

@@ -315,6 +315,9 @@ func quantitiesValid(q ResourceList) bool { return len(q) == 0 || listValid(q) }
 // (cpu, memory, a few more), so names are compared pairwise up to a length
 // where a set costs less.
 func listValid(q ResourceList) bool {
+	if len(q) == 1 { // a name alone cannot be a duplicate
+		return q[0].Name != "" && q[0].Milli >= 0
+	}
 	for i := range q {
 		if q[i].Name == "" || q[i].Milli < 0 {
 			return false
