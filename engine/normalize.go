@@ -13,16 +13,11 @@ const (
 )
 
 // recordRecommendation stores rec the way upstream does: it overwrites the
-// last entry found old (isOld), or appends when there is none.
-func recordRecommendation(list []Recommendation, rec Recommendation, isOld func(Recommendation) bool) []Recommendation {
-	idx := -1
-	for i, r := range list {
-		if isOld(r) {
-			idx = i
-		}
-	}
-	if idx >= 0 {
-		list[idx] = rec
+// last entry found old, list[lastOld], or appends when there is none
+// (lastOld is -1). The callers find lastOld in the pass that stabilizes.
+func recordRecommendation(list []Recommendation, rec Recommendation, lastOld int) []Recommendation {
+	if lastOld >= 0 {
+		list[lastOld] = rec
 		return list
 	}
 	return append(list, rec)
@@ -34,13 +29,16 @@ func recordRecommendation(list []Recommendation, rec Recommendation, isOld func(
 func (d *decider) normalizeLegacy(current, proposal int32) int32 {
 	cutoff := d.now.Add(-d.in.Settings.DownscaleStabilizationWindow)
 	stabilized := proposal
-	for _, r := range d.hist.Recommendations {
-		if !r.At.Before(cutoff) && r.Replicas > stabilized {
+	lastOld := -1
+	recs := d.hist.Recommendations
+	for i := range recs {
+		if r := &recs[i]; r.At.Before(cutoff) {
+			lastOld = i
+		} else if r.Replicas > stabilized {
 			stabilized = r.Replicas
 		}
 	}
-	d.hist.Recommendations = recordRecommendation(d.hist.Recommendations, Recommendation{Replicas: proposal, At: d.now},
-		func(r Recommendation) bool { return r.At.Before(cutoff) })
+	d.hist.Recommendations = recordRecommendation(recs, Recommendation{Replicas: proposal, At: d.now}, lastOld)
 	if stabilized != proposal {
 		msg := "recent recommendations were higher than current one, applying the highest recent recommendation"
 		d.setCondition(AbleToScale, ConditionTrue, "ScaleDownStabilized", msg)
@@ -86,18 +84,26 @@ func (d *decider) normalizeWithBehavior(current, proposal int32) int32 {
 	upCutoff := d.now.Add(-time.Duration(b.ScaleUp.StabilizationWindowSeconds) * time.Second)
 	downCutoff := d.now.Add(-time.Duration(b.ScaleDown.StabilizationWindowSeconds) * time.Second)
 	up, down := proposal, proposal
-	for _, r := range d.hist.Recommendations {
-		if r.At.After(upCutoff) {
+	// One comparison with each cutoff per recommendation: after it, the
+	// recommendation counts; before both, it is old.
+	lastOld := -1
+	recs := d.hist.Recommendations
+	for i := range recs {
+		r := &recs[i]
+		upCmp, downCmp := r.At.Compare(upCutoff), r.At.Compare(downCutoff)
+		if upCmp > 0 {
 			up = min(up, r.Replicas)
 		}
-		if r.At.After(downCutoff) {
+		if downCmp > 0 {
 			down = max(down, r.Replicas)
+		}
+		if upCmp < 0 && downCmp < 0 {
+			lastOld = i
 		}
 	}
 	stabilized := max(current, up)
 	stabilized = min(stabilized, down)
-	d.hist.Recommendations = recordRecommendation(d.hist.Recommendations, Recommendation{Replicas: proposal, At: d.now},
-		func(r Recommendation) bool { return r.At.Before(upCutoff) && r.At.Before(downCutoff) })
+	d.hist.Recommendations = recordRecommendation(recs, Recommendation{Replicas: proposal, At: d.now}, lastOld)
 	if stabilized != proposal {
 		reason, msg := "ScaleUpStabilized", "recent recommendations were lower than current one, applying the lowest recent recommendation"
 		if proposal < current {
@@ -147,8 +153,8 @@ func (d *decider) rateLimit(current, desired int32) (int32, string, string) {
 func changeInPeriod(periodSeconds int32, events []ScaleEvent, now time.Time) int64 {
 	cutoff := now.Add(-time.Duration(periodSeconds) * time.Second)
 	var sum int64
-	for _, e := range events {
-		if e.At.After(cutoff) {
+	for i := range events {
+		if e := &events[i]; e.At.After(cutoff) {
 			sum += int64(e.Change)
 		}
 	}
