@@ -191,9 +191,9 @@ func (c *calculator) groupPods(metrics *samples, resource string) podGroups {
 	// plus the period is after now.
 	initializing := c.in.Now.Add(-s.CPUInitializationPeriod)
 	cpu := resource == "cpu"
-	pods, of := c.in.Pods, g.of[:len(c.in.Pods)]
+	pods, of, byPod := c.in.Pods, g.of[:len(c.in.Pods)], metrics.byPod[:len(c.in.Pods)]
 	for i := range pods {
-		grp := groupOf(&pods[i], metrics, metrics.byPod[i], cpu, s, initializing)
+		grp := groupOf(&pods[i], metrics, &byPod[i], cpu, s, &initializing)
 		of[i] = grp
 		switch grp {
 		case groupReady:
@@ -212,7 +212,7 @@ func (c *calculator) groupPods(metrics *samples, resource string) podGroups {
 // groupOf is the group of pod, whose sample metric is from metrics; cpu
 // says whether the metric is cpu's, and a pod started after initializing
 // is in its CPU initialization period.
-func groupOf(pod *Pod, metrics *samples, metric podSample, cpu bool, s *Settings, initializing time.Time) podGroup {
+func groupOf(pod *Pod, metrics *samples, metric *podSample, cpu bool, s *Settings, initializing *time.Time) podGroup {
 	if pod.Deleting || pod.Phase == PodFailed {
 		return groupIgnored
 	}
@@ -229,10 +229,10 @@ func groupOf(pod *Pod, metrics *samples, metric podSample, cpu bool, s *Settings
 	ready := pod.Ready
 	if ready == nil || pod.StartTime.IsZero() {
 		unready = true
-	} else if pod.StartTime.After(initializing) {
+	} else if pod.StartTime.After(*initializing) {
 		// Still initializing: the sample must be a full window
 		// younger than the last readiness transition.
-		timestamp, window := metrics.when(metric)
+		timestamp, window := metrics.when(*metric)
 		unready = ready.Status == ConditionFalse || timestamp.Before(ready.LastTransitionTime.Add(window))
 	} else {
 		// Unready and never ready since its start.
