@@ -161,6 +161,13 @@ func changeInPeriod(periodSeconds int32, events []ScaleEvent, now time.Time) int
 	return sum
 }
 
+// periodStart is the replica count the period of periodSeconds ending at
+// now started from: current less the scale-ups in it, plus the
+// scale-downs.
+func periodStart(current, periodSeconds int32, upEvents, downEvents []ScaleEvent, now time.Time) int64 {
+	return int64(current) - changeInPeriod(periodSeconds, upEvents, now) + changeInPeriod(periodSeconds, downEvents, now)
+}
+
 // scaleUpLimit is upstream's calculateScaleUpLimitWithScalingRules.
 func scaleUpLimit(current int32, upEvents, downEvents []ScaleEvent, rules *Rules, now time.Time) int32 {
 	if rules.SelectPolicy == SelectDisabled {
@@ -170,8 +177,12 @@ func scaleUpLimit(current int32, upEvents, downEvents []ScaleEvent, rules *Rules
 	if rules.SelectPolicy == SelectMin {
 		result, pick = math.MaxInt32, func(a, b int32) int32 { return min(a, b) }
 	}
+	var period int32 // of start; periods are >= 1 s
+	var start int64
 	for _, p := range rules.Policies {
-		start := int64(current) - changeInPeriod(p.PeriodSeconds, upEvents, now) + changeInPeriod(p.PeriodSeconds, downEvents, now)
+		if p.PeriodSeconds != period { // policies of one period share its start
+			period, start = p.PeriodSeconds, periodStart(current, p.PeriodSeconds, upEvents, downEvents, now)
+		}
 		var proposed int32
 		switch p.Type {
 		case PodsPolicy:
@@ -193,8 +204,12 @@ func scaleDownLimit(current int32, upEvents, downEvents []ScaleEvent, rules *Rul
 	if rules.SelectPolicy == SelectMin {
 		result, pick = math.MinInt32, func(a, b int32) int32 { return max(a, b) }
 	}
+	var period int32 // of start; periods are >= 1 s
+	var start int64
 	for _, p := range rules.Policies {
-		start := int64(current) - changeInPeriod(p.PeriodSeconds, upEvents, now) + changeInPeriod(p.PeriodSeconds, downEvents, now)
+		if p.PeriodSeconds != period { // policies of one period share its start
+			period, start = p.PeriodSeconds, periodStart(current, p.PeriodSeconds, upEvents, downEvents, now)
+		}
 		var proposed int32
 		switch p.Type {
 		case PodsPolicy:
