@@ -145,30 +145,26 @@ func (c *calculator) newSamples() *samples {
 	return &c.cur
 }
 
-// podAt returns the index of the pod named name in Input.Pods, or -1.
-// Metrics APIs mostly list pods in the order of the input, so the pod after
-// the previous lookup's (*next), and the one after it, are tried before the
-// index.
-func (c *calculator) podAt(name string, next *int) int {
-	pods := c.in.Pods
-	if n := *next; n < len(pods) && pods[n].Name == name {
+// add records a sample of the pod named name; a later sample of a pod
+// replaces an earlier one. Metrics APIs mostly list pods in the order of
+// the input, so the pod after the previous lookup's (*next) is tried
+// first; the loops over samples try it inline (inOrder) before calling.
+func (c *calculator) add(s *samples, name string, v podSample, next *int) {
+	if n := *next; inOrder(c.in.Pods, n, name) {
 		*next = n + 1
-		return n
-	} else if n+1 < len(pods) && pods[n+1].Name == name { // pod n has no sample
-		*next = n + 2
-		return n + 1
+		s.put(n, v)
+		return
 	}
-	i := c.pods.find(name)
-	if i < 0 {
-		return -1
-	}
-	*next = i + 1
-	return i
+	c.addAway(s, name, v, next)
 }
 
-// add records a sample of the pod named name; a later sample of a pod
-// replaces an earlier one.
-func (c *calculator) add(s *samples, name string, v podSample, next *int) {
+// inOrder reports whether pods[next] is named name.
+func inOrder(pods []Pod, next int, name string) bool {
+	return next < len(pods) && pods[next].Name == name
+}
+
+// addAway is add for a pod other than pod *next.
+func (c *calculator) addAway(s *samples, name string, v podSample, next *int) {
 	if i := c.podAt(name, next); i >= 0 {
 		s.put(i, v)
 		return
@@ -177,6 +173,22 @@ func (c *calculator) add(s *samples, name string, v podSample, next *int) {
 		s.extra = map[string]int64{}
 	}
 	s.extra[name] = v.value
+}
+
+// podAt returns the index of the pod named name in Input.Pods, or -1; it
+// tries the pod after *next (pod *next has no sample) before the index.
+func (c *calculator) podAt(name string, next *int) int {
+	pods := c.in.Pods
+	if n := *next + 1; n < len(pods) && pods[n].Name == name {
+		*next = n + 1
+		return n
+	}
+	i := c.pods.find(name)
+	if i < 0 {
+		return -1
+	}
+	*next = i + 1
+	return i
 }
 
 // groupPods sorts pods into ready, unready, missing and ignored, exactly as
@@ -263,7 +275,7 @@ func removeGroups(metrics *samples, g podGroups) {
 func (c *calculator) resourceSamples(items []PodUsage, resource, container string) *samples {
 	res := c.newSamples()
 	res.items = items
-	next := 0
+	pods, next := c.in.Pods, 0
 	for k := range items {
 		m := &items[k]
 		if container != "" {
@@ -273,7 +285,12 @@ func (c *calculator) resourceSamples(items []PodUsage, resource, container strin
 					continue
 				}
 				if v, ok := cu.Usage.Get(resource); ok {
-					c.add(res, m.Pod, podSample{value: v, src: int32(k)}, &next)
+					if sample := (podSample{value: v, src: int32(k)}); inOrder(pods, next, m.Pod) {
+						res.put(next, sample)
+						next++
+					} else {
+						c.addAway(res, m.Pod, sample, &next)
+					}
 				}
 				break
 			}
@@ -290,7 +307,12 @@ func (c *calculator) resourceSamples(items []PodUsage, resource, container strin
 			sum += v
 		}
 		if !missing {
-			c.add(res, m.Pod, podSample{value: sum, src: int32(k)}, &next)
+			if sample := (podSample{value: sum, src: int32(k)}); inOrder(pods, next, m.Pod) {
+				res.put(next, sample)
+				next++
+			} else {
+				c.addAway(res, m.Pod, sample, &next)
+			}
 		}
 	}
 	return res
