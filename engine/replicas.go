@@ -319,24 +319,29 @@ func (c *calculator) resourceSamples(items []PodUsage, resource, container strin
 }
 
 // requests returns each pod's request of resource in milli-units, by pod
-// index, as
-// upstream's calculateRequests: with pod-level requests and no container
-// named, Kubernetes' pod request aggregate (podRequest); otherwise the named
-// container's request or the sum over containers and sidecars. Every pod
-// must have the request. The slice is valid until the next call.
-func (c *calculator) requests(resource, container string) ([]int64, error) {
+// index, as upstream's calculateRequests: with pod-level requests and no
+// container named, Kubernetes' pod request aggregate (podRequest);
+// otherwise the named container's request or the sum over containers and
+// sidecars. Every pod must have the request. In the same pass it sums what
+// utilizationRatio divides over metrics' samples. The slice is valid until
+// the next call.
+func (c *calculator) requests(metrics *samples, resource, container string) ([]int64, sampleTotals, error) {
 	if c.req == nil {
 		c.req = make([]int64, len(c.in.Pods))
 	}
-	pods, out := c.in.Pods, c.req[:len(c.in.Pods)]
+	pods, out, byPod := c.in.Pods, c.req[:len(c.in.Pods)], metrics.byPod[:len(c.in.Pods)]
+	var t sampleTotals
 	for i := range pods {
 		v, err := requestOf(&pods[i], resource, container)
 		if err != nil {
-			return nil, err
+			return nil, sampleTotals{}, err
 		}
 		out[i] = v
+		if m := &byPod[i]; m.ok {
+			t.add(m.value, v)
+		}
 	}
-	return out, nil
+	return out, t, nil
 }
 
 // requestOf is pod's request of resource, as requests computes it.
@@ -428,53 +433,38 @@ func supportedPodLevel(name string) bool {
 // without a request (those of pods the input does not list) are extraneous
 // and skipped; the utilization is an integer percent, truncated.
 func utilizationRatio(metrics *samples, requests []int64, target int32) (ratio float64, utilization int32, rawAverage int64, err error) {
-	var metricsTotal, requestsTotal int64
-	n := 0
+	var t sampleTotals
 	byPod := metrics.byPod
 	requests = requests[:len(byPod)]
 	for i := range byPod {
 		if m := &byPod[i]; m.ok {
-			metricsTotal += m.value
-			requestsTotal += requests[i]
-			n++
+			t.add(m.value, requests[i])
 		}
 	}
-	return ratioOfTotals(metricsTotal, requestsTotal, n, target)
+	return t.ratio(target)
 }
 
-// ratioOfTotals is utilizationRatio's answer for the sums of n samples and
-// their requests.
-func ratioOfTotals(metricsTotal, requestsTotal int64, n int, target int32) (ratio float64, utilization int32, rawAverage int64, err error) {
-	if requestsTotal == 0 {
+// sampleTotals are the sums of a utilization ratio: of n samples and of
+// their pods' requests, wrapping as Kubernetes' int64 sums do.
+type sampleTotals struct {
+	metrics, requests int64
+	n                 int
+}
+
+// add counts a sample and its pod's request.
+func (t *sampleTotals) add(value, request int64) {
+	t.metrics += value
+	t.requests += request
+	t.n++
+}
+
+// ratio is utilizationRatio's answer for the totals.
+func (t sampleTotals) ratio(target int32) (ratio float64, utilization int32, rawAverage int64, err error) {
+	if t.requests == 0 {
 		return 0, 0, 0, errors.New("no metrics returned matched known pods")
 	}
-	utilization = int32((metricsTotal * 100) / requestsTotal)
-	return float64(utilization) / float64(target), utilization, metricsTotal / int64(n), nil
-}
-
-// requestsAndRatio is requests followed by utilizationRatio, in one pass
-// over the pods.
-func (c *calculator) requestsAndRatio(metrics *samples, resource, container string, target int32) (requests []int64, ratio float64, utilization int32, rawAverage int64, err error) {
-	if c.req == nil {
-		c.req = make([]int64, len(c.in.Pods))
-	}
-	pods, reqs, byPod := c.in.Pods, c.req[:len(c.in.Pods)], metrics.byPod[:len(c.in.Pods)]
-	var metricsTotal, requestsTotal int64
-	n := 0
-	for i := range pods {
-		v, err := requestOf(&pods[i], resource, container)
-		if err != nil {
-			return nil, 0, 0, 0, err
-		}
-		reqs[i] = v
-		if m := &byPod[i]; m.ok {
-			metricsTotal += m.value
-			requestsTotal += v
-			n++
-		}
-	}
-	ratio, utilization, rawAverage, err = ratioOfTotals(metricsTotal, requestsTotal, n, target)
-	return reqs, ratio, utilization, rawAverage, err
+	utilization = int32((t.metrics * 100) / t.requests)
+	return float64(utilization) / float64(target), utilization, t.metrics / int64(t.n), nil
 }
 
 // usageRatio is upstream's GetMetricUsageRatio: the integer average over
@@ -560,7 +550,11 @@ func (c *calculator) resourceUtilization(current, target int32, resource, contai
 	if metrics.count() == 0 {
 		return 0, 0, 0, errors.New("did not receive metrics for targeted pods (pods might be unready)")
 	}
-	reqs, ratio, utilization, rawAverage, err := c.requestsAndRatio(metrics, resource, container, target)
+	reqs, totals, err := c.requests(metrics, resource, container)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	ratio, utilization, rawAverage, err := totals.ratio(target)
 	if err != nil {
 		return 0, 0, 0, err
 	}
