@@ -263,9 +263,12 @@ func (c *calculator) evaluatePods(spec *MetricSpec, obs Observation, current int
 	}
 	metrics := c.newSamples()
 	metrics.values = obs.Values
-	next := 0
-	for k, v := range obs.Values {
-		c.add(metrics, v.Pod, podSample{value: v.Milli, src: int32(k)}, &next)
+	pods, next := c.in.Pods, 0
+	for k := range obs.Values {
+		v := &obs.Values[k]
+		if sample := (podSample{value: v.Milli, src: int32(k)}); !metrics.putInOrder(pods, &next, v.Pod, sample) {
+			c.addAway(metrics, v.Pod, sample, &next)
+		}
 	}
 	proposal, average, err := c.plainReplicas(metrics, current, spec.Target.Milli, "", &r.explain)
 	if err != nil {

@@ -145,25 +145,21 @@ func (c *calculator) newSamples() *samples {
 	return &c.cur
 }
 
-// add records a sample of the pod named name; a later sample of a pod
-// replaces an earlier one. Metrics APIs mostly list pods in the order of
-// the input, so the pod after the previous lookup's (*next) is tried
-// first; the loops over samples try it inline (inOrder) before calling.
-func (c *calculator) add(s *samples, name string, v podSample, next *int) {
-	if n := *next; inOrder(c.in.Pods, n, name) {
-		*next = n + 1
+// putInOrder records v as the sample of pods[*next], and moves *next on,
+// when that pod is named name; it reports whether it did. Metrics APIs
+// mostly list pods in the order of the input, so the loops over samples
+// try it (inline) before addAway.
+func (s *samples) putInOrder(pods []Pod, next *int, name string, v podSample) bool {
+	if n := *next; n < len(pods) && pods[n].Name == name {
 		s.put(n, v)
-		return
+		*next = n + 1
+		return true
 	}
-	c.addAway(s, name, v, next)
+	return false
 }
 
-// inOrder reports whether pods[next] is named name.
-func inOrder(pods []Pod, next int, name string) bool {
-	return next < len(pods) && pods[next].Name == name
-}
-
-// addAway is add for a pod other than pod *next.
+// addAway records a sample of the pod named name, not pod *next, as
+// putInOrder does; a later sample of a pod replaces an earlier one.
 func (c *calculator) addAway(s *samples, name string, v podSample, next *int) {
 	if i := c.podAt(name, next); i >= 0 {
 		s.put(i, v)
@@ -285,10 +281,7 @@ func (c *calculator) resourceSamples(items []PodUsage, resource, container strin
 					continue
 				}
 				if v, ok := cu.Usage.Get(resource); ok {
-					if sample := (podSample{value: v, src: int32(k)}); inOrder(pods, next, m.Pod) {
-						res.put(next, sample)
-						next++
-					} else {
+					if sample := (podSample{value: v, src: int32(k)}); !res.putInOrder(pods, &next, m.Pod, sample) {
 						c.addAway(res, m.Pod, sample, &next)
 					}
 				}
@@ -307,10 +300,7 @@ func (c *calculator) resourceSamples(items []PodUsage, resource, container strin
 			sum += v
 		}
 		if !missing {
-			if sample := (podSample{value: sum, src: int32(k)}); inOrder(pods, next, m.Pod) {
-				res.put(next, sample)
-				next++
-			} else {
+			if sample := (podSample{value: sum, src: int32(k)}); !res.putInOrder(pods, &next, m.Pod, sample) {
 				c.addAway(res, m.Pod, sample, &next)
 			}
 		}
