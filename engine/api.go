@@ -26,7 +26,8 @@ func (e *FieldError) Is(target error) bool { return target == ErrInvalidInput }
 // Decide makes one decision for a target: the replica count the Kubernetes
 // HPA controller would choose for in, given the target's history h. It is
 // pure: equal arguments give equal results; it reads no clock and does no
-// I/O. It returns a *FieldError for invalid input. h is not modified.
+// I/O. It returns a *FieldError for invalid input. h is not modified; the
+// decision's history shares h's scale events (see Decision.History).
 func Decide(in Input, h History) (Decision, error) {
 	v := validator{}
 	v.input(&in)

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -15,19 +16,42 @@ type decider struct {
 	status  Status // the status being built, starting from in.Status
 	hist    History
 	explain Explanation
+	out     *outputs
 }
+
+// outputs holds, in one allocation, what a decision returns apart from its
+// history and strings: the status' conditions, the explanation's steps,
+// and for up to blockMetrics metrics their statuses, explanations and
+// values. A decision keeps them in the block while they fit.
+type outputs struct {
+	conditions [conditionTypes]Condition
+	steps      [maxSteps]Step
+	statuses   [blockMetrics]MetricStatus
+	explains   [blockMetrics]MetricExplanation
+	values     [blockMetrics]metricValues
+}
+
+// maxSteps is the most steps a decision takes: stabilization, a limit
+// and the rise from zero to the minimum.
+const maxSteps = 3
+
+// blockMetrics is the number of metrics whose outputs fit in the
+// decision's block: most autoscalers have one or two.
+const blockMetrics = 2
 
 // decide is Decide for validated input, whose pods are at the indices of
 // pods by name; it mirrors upstream's reconcileAutoscaler from the point
 // where the scale has been read.
 func decide(in Input, h History, pods podIndex) Decision {
+	out := new(outputs)
 	d := &decider{
 		in:      in,
 		pods:    pods,
 		now:     in.Now,
-		status:  cloneStatus(in.Status),
-		hist:    cloneHistory(h),
+		status:  startStatus(in.Status, out),
+		hist:    startHistory(h),
 		explain: Explanation{CurrentReplicas: in.Scale.Replicas, Winner: -1, Proposal: in.Scale.Replicas},
+		out:     out,
 	}
 	return d.run()
 }
@@ -111,7 +135,7 @@ func (d *decider) run() Decision {
 	}
 
 	if rescale {
-		d.setCondition(AbleToScale, ConditionTrue, "SucceededRescale", fmt.Sprintf("the HPA controller was able to update the target scale to %d", desired))
+		d.setCondition(AbleToScale, ConditionTrue, "SucceededRescale", rescaleMessage(desired))
 		if current > 0 && desired == 0 && minReplicas == 0 && hasObjectOrExternal {
 			d.setCondition(ScaledToZero, ConditionTrue, "ScaledToZero", "the HPA controller scaled the workload to zero")
 		} else {
@@ -155,13 +179,17 @@ func (d *decider) computeMetrics() (proposal int32, statuses []MetricStatus, err
 	}
 	c := &calculator{in: *in, tols: tols, pods: d.pods}
 	n := len(in.Spec.Metrics)
-	statuses = make([]MetricStatus, n)
-	d.explain.Metrics = make([]MetricExplanation, n)
+	var values []metricValues
+	if o := d.out; n <= blockMetrics {
+		statuses, d.explain.Metrics, values = o.statuses[:n:n], o.explains[:n:n], o.values[:n:n]
+	} else {
+		statuses, d.explain.Metrics, values = make([]MetricStatus, n), make([]MetricExplanation, n), make([]metricValues, n)
+	}
 	invalid := 0
 	var first *metricError
 	metric := ""
 	for i := range in.Spec.Metrics {
-		r, merr := c.evaluate(i, in.Scale.Replicas)
+		r, merr := c.evaluate(i, in.Scale.Replicas, &values[i])
 		d.explain.Metrics[i] = r.explain
 		if merr != nil {
 			if invalid == 0 {
@@ -185,12 +213,23 @@ func (d *decider) computeMetrics() (proposal int32, statuses []MetricStatus, err
 		d.explain.Winner = -1
 		return -1, statuses, errText, true
 	}
-	d.setCondition(ScalingActive, ConditionTrue, "ValidMetricFound", "the HPA was able to successfully calculate a replica count from "+metric)
+	d.setCondition(ScalingActive, ConditionTrue, "ValidMetricFound", validMetricMessage(metric))
 	return proposal, statuses, errText, false
+}
+
+// rescaleMessage is the AbleToScale message of a rescale to desired
+// replicas, built in one allocation.
+func rescaleMessage(desired int32) string {
+	const prefix = "the HPA controller was able to update the target scale to "
+	var buf [len(prefix) + 11]byte
+	return string(strconv.AppendInt(append(buf[:0], prefix...), int64(desired), 10))
 }
 
 // step appends an adjustment to the explanation.
 func (d *decider) step(kind StepKind, from, to int32, reason, message string) {
+	if d.explain.Steps == nil {
+		d.explain.Steps = d.out.steps[:0:maxSteps]
+	}
 	d.explain.Steps = append(d.explain.Steps, Step{Kind: kind, From: from, To: to, Reason: reason, Message: message})
 }
 
@@ -251,6 +290,30 @@ func rescaleFailed(prev Status, d Decision, at time.Time, message string) Status
 // conditionTypes is the number of condition types: a status' conditions
 // never outgrow it.
 const conditionTypes = 4
+
+// startStatus is the status a decision starts from: s with its own
+// conditions, in out's while they fit. Its metrics are left out: every
+// decision replaces them.
+func startStatus(s Status, out *outputs) Status {
+	if len(s.Conditions) <= conditionTypes {
+		s.Conditions = append(out.conditions[:0:conditionTypes], s.Conditions...)
+	} else {
+		s.Conditions = append([]Condition(nil), s.Conditions...)
+	}
+	s.CurrentMetrics = nil
+	return s
+}
+
+// startHistory is the history a decision starts from: h with its own
+// recommendations, which the decision overwrites or extends. The scale
+// events are shared: a decision reads them and never writes them
+// (RecordScale copies them before it records).
+func startHistory(h History) History {
+	if h.Recommendations != nil {
+		h.Recommendations = append(make([]Recommendation, 0, len(h.Recommendations)+1), h.Recommendations...)
+	}
+	return h
+}
 
 func cloneStatus(s Status) Status {
 	s.Conditions = append(make([]Condition, 0, max(len(s.Conditions), conditionTypes)), s.Conditions...)

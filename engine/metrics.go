@@ -11,13 +11,13 @@ import (
 // evaluate computes one metric's proposal and status, as upstream's
 // computeReplicasForMetric. On failure it returns the ScalingActive reason
 // and the error, wrapped as upstream wraps it.
-func (c *calculator) evaluate(i int, specReplicas int32) (metricResult, *metricError) {
+func (c *calculator) evaluate(i int, specReplicas int32, values *metricValues) (metricResult, *metricError) {
 	spec := &c.in.Spec.Metrics[i]
 	var obs Observation
 	if i < len(c.in.Observations) {
 		obs = c.in.Observations[i]
 	}
-	r := metricResult{explain: MetricExplanation{Name: metricName(spec)}}
+	r := metricResult{explain: MetricExplanation{Name: metricName(spec)}, values: values}
 	var reason string
 	var err error
 	// shown is the metric's error as the controller shows it in the
@@ -77,6 +77,26 @@ func (c *calculator) evaluate(i int, specReplicas int32) (metricResult, *metricE
 	return r, nil
 }
 
+// The names of the commonest metrics, and the ScalingActive messages of
+// their proposals: a decision on them builds neither.
+const (
+	cpuUtilizationName    = "cpu resource utilization (percentage of request)"
+	memoryUtilizationName = "memory resource utilization (percentage of request)"
+	validMetricPrefix     = "the HPA was able to successfully calculate a replica count from "
+)
+
+// validMetricMessage is the ScalingActive message when the proposal of the
+// metric named name won.
+func validMetricMessage(name string) string {
+	switch name {
+	case cpuUtilizationName:
+		return validMetricPrefix + cpuUtilizationName
+	case memoryUtilizationName:
+		return validMetricPrefix + memoryUtilizationName
+	}
+	return validMetricPrefix + name
+}
+
 // metricName describes a metric the way upstream names it in the
 // ScalingActive message and rescale reasons.
 func metricName(spec *MetricSpec) string {
@@ -84,6 +104,12 @@ func metricName(spec *MetricSpec) string {
 	case ResourceSource:
 		if spec.Target.Type == AverageValueTarget {
 			return spec.Resource + " resource"
+		}
+		switch spec.Resource { // the common names, without building them
+		case "cpu":
+			return cpuUtilizationName
+		case "memory":
+			return memoryUtilizationName
 		}
 		return spec.Resource + " resource utilization (percentage of request)"
 	case ContainerResourceSource:
@@ -212,7 +238,7 @@ func (c *calculator) evaluateResource(spec *MetricSpec, obs Observation, current
 			return fmt.Errorf("failed to get %s usage: %w", spec.Resource, err)
 		}
 		r.proposal = proposal
-		r.status.AverageValue = &Quantity{Milli: average, Format: format}
+		r.status.AverageValue = r.quantity(average, format)
 		return nil
 	}
 	proposal, utilization, rawAverage, err := c.resourceUtilization(current, spec.Target.Utilization, spec.Resource, spec.Container, obs.Err, &r.explain)
@@ -220,12 +246,9 @@ func (c *calculator) evaluateResource(spec *MetricSpec, obs Observation, current
 		return fmt.Errorf("failed to get %s utilization: %w", spec.Resource, err)
 	}
 	r.proposal = proposal
-	// The status's two values in one allocation.
-	values := &struct {
-		average     Quantity
-		utilization int32
-	}{Quantity{Milli: rawAverage, Format: format}, utilization}
-	r.status.AverageUtilization, r.status.AverageValue = &values.utilization, &values.average
+	r.status.AverageValue = r.quantity(rawAverage, format)
+	r.values.utilization = utilization
+	r.status.AverageUtilization = &r.values.utilization
 	return nil
 }
 
@@ -240,16 +263,19 @@ func (c *calculator) evaluatePods(spec *MetricSpec, obs Observation, current int
 	}
 	metrics := c.newSamples()
 	metrics.values = obs.Values
-	next := 0
-	for k, v := range obs.Values {
-		c.add(metrics, v.Pod, podSample{value: v.Milli, src: int32(k)}, &next)
+	pods, next := c.in.Pods, 0
+	for k := range obs.Values {
+		v := &obs.Values[k]
+		if sample := (podSample{value: v.Milli, src: int32(k)}); !metrics.putInOrder(pods, &next, v.Pod, sample) {
+			c.addAway(metrics, v.Pod, sample, &next)
+		}
 	}
 	proposal, average, err := c.plainReplicas(metrics, current, spec.Target.Milli, "", &r.explain)
 	if err != nil {
 		return err
 	}
 	r.proposal = proposal
-	r.status = MetricStatus{Type: PodsSource, Metric: spec.Metric, AverageValue: &Quantity{Milli: average, Format: DecimalSI}}
+	r.status = MetricStatus{Type: PodsSource, Metric: spec.Metric, AverageValue: r.quantity(average, DecimalSI)}
 	return nil
 }
 
@@ -286,11 +312,11 @@ func (c *calculator) evaluateObject(spec *MetricSpec, obs Observation, specRepli
 			return err
 		}
 		r.proposal = proposal
-		r.status.Value = &Quantity{Milli: value, Format: DecimalSI}
+		r.status.Value = r.quantity(value, DecimalSI)
 	case AverageValueTarget:
 		proposal, average := c.perPodReplicas(value, spec.Target.Milli, false, &r.explain)
 		r.proposal = proposal
-		r.status.AverageValue = &Quantity{Milli: average, Format: DecimalSI}
+		r.status.AverageValue = r.quantity(average, DecimalSI)
 	default:
 		return errors.New("invalid object metric source: neither a value target nor an average value target was set")
 	}
@@ -328,7 +354,7 @@ func (c *calculator) evaluateExternal(spec *MetricSpec, obs Observation, specRep
 		}
 		proposal, average := c.perPodReplicas(total, spec.Target.Milli, true, &r.explain)
 		r.proposal = proposal
-		r.status.AverageValue = &Quantity{Milli: average, Format: DecimalSI}
+		r.status.AverageValue = r.quantity(average, DecimalSI)
 	case ValueTarget:
 		for _, v := range obs.Values {
 			if v.Milli > 0 && total > math.MaxInt64-v.Milli {
@@ -344,7 +370,7 @@ func (c *calculator) evaluateExternal(spec *MetricSpec, obs Observation, specRep
 			return err
 		}
 		r.proposal = proposal
-		r.status.Value = &Quantity{Milli: total, Format: DecimalSI}
+		r.status.Value = r.quantity(total, DecimalSI)
 	default:
 		return errors.New("invalid external metric source: neither a value target nor an average value target was set")
 	}

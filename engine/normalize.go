@@ -13,16 +13,11 @@ const (
 )
 
 // recordRecommendation stores rec the way upstream does: it overwrites the
-// last entry found old (isOld), or appends when there is none.
-func recordRecommendation(list []Recommendation, rec Recommendation, isOld func(Recommendation) bool) []Recommendation {
-	idx := -1
-	for i, r := range list {
-		if isOld(r) {
-			idx = i
-		}
-	}
-	if idx >= 0 {
-		list[idx] = rec
+// last entry found old, list[lastOld], or appends when there is none
+// (lastOld is -1). The callers find lastOld in the pass that stabilizes.
+func recordRecommendation(list []Recommendation, rec Recommendation, lastOld int) []Recommendation {
+	if lastOld >= 0 {
+		list[lastOld] = rec
 		return list
 	}
 	return append(list, rec)
@@ -34,13 +29,16 @@ func recordRecommendation(list []Recommendation, rec Recommendation, isOld func(
 func (d *decider) normalizeLegacy(current, proposal int32) int32 {
 	cutoff := d.now.Add(-d.in.Settings.DownscaleStabilizationWindow)
 	stabilized := proposal
-	for _, r := range d.hist.Recommendations {
-		if !r.At.Before(cutoff) && r.Replicas > stabilized {
+	lastOld := -1
+	recs := d.hist.Recommendations
+	for i := range recs {
+		if r := &recs[i]; r.At.Before(cutoff) {
+			lastOld = i
+		} else if r.Replicas > stabilized {
 			stabilized = r.Replicas
 		}
 	}
-	d.hist.Recommendations = recordRecommendation(d.hist.Recommendations, Recommendation{Replicas: proposal, At: d.now},
-		func(r Recommendation) bool { return r.At.Before(cutoff) })
+	d.hist.Recommendations = recordRecommendation(recs, Recommendation{Replicas: proposal, At: d.now}, lastOld)
 	if stabilized != proposal {
 		msg := "recent recommendations were higher than current one, applying the highest recent recommendation"
 		d.setCondition(AbleToScale, ConditionTrue, "ScaleDownStabilized", msg)
@@ -86,18 +84,26 @@ func (d *decider) normalizeWithBehavior(current, proposal int32) int32 {
 	upCutoff := d.now.Add(-time.Duration(b.ScaleUp.StabilizationWindowSeconds) * time.Second)
 	downCutoff := d.now.Add(-time.Duration(b.ScaleDown.StabilizationWindowSeconds) * time.Second)
 	up, down := proposal, proposal
-	for _, r := range d.hist.Recommendations {
-		if r.At.After(upCutoff) {
+	// One comparison with each cutoff per recommendation: after it, the
+	// recommendation counts; before both, it is old.
+	lastOld := -1
+	recs := d.hist.Recommendations
+	for i := range recs {
+		r := &recs[i]
+		upCmp, downCmp := r.At.Compare(upCutoff), r.At.Compare(downCutoff)
+		if upCmp > 0 {
 			up = min(up, r.Replicas)
 		}
-		if r.At.After(downCutoff) {
+		if downCmp > 0 {
 			down = max(down, r.Replicas)
+		}
+		if upCmp < 0 && downCmp < 0 {
+			lastOld = i
 		}
 	}
 	stabilized := max(current, up)
 	stabilized = min(stabilized, down)
-	d.hist.Recommendations = recordRecommendation(d.hist.Recommendations, Recommendation{Replicas: proposal, At: d.now},
-		func(r Recommendation) bool { return r.At.Before(upCutoff) && r.At.Before(downCutoff) })
+	d.hist.Recommendations = recordRecommendation(recs, Recommendation{Replicas: proposal, At: d.now}, lastOld)
 	if stabilized != proposal {
 		reason, msg := "ScaleUpStabilized", "recent recommendations were lower than current one, applying the lowest recent recommendation"
 		if proposal < current {
@@ -147,12 +153,19 @@ func (d *decider) rateLimit(current, desired int32) (int32, string, string) {
 func changeInPeriod(periodSeconds int32, events []ScaleEvent, now time.Time) int64 {
 	cutoff := now.Add(-time.Duration(periodSeconds) * time.Second)
 	var sum int64
-	for _, e := range events {
-		if e.At.After(cutoff) {
+	for i := range events {
+		if e := &events[i]; e.At.After(cutoff) {
 			sum += int64(e.Change)
 		}
 	}
 	return sum
+}
+
+// periodStart is the replica count the period of periodSeconds ending at
+// now started from: current less the scale-ups in it, plus the
+// scale-downs.
+func periodStart(current, periodSeconds int32, upEvents, downEvents []ScaleEvent, now time.Time) int64 {
+	return int64(current) - changeInPeriod(periodSeconds, upEvents, now) + changeInPeriod(periodSeconds, downEvents, now)
 }
 
 // scaleUpLimit is upstream's calculateScaleUpLimitWithScalingRules.
@@ -164,8 +177,12 @@ func scaleUpLimit(current int32, upEvents, downEvents []ScaleEvent, rules *Rules
 	if rules.SelectPolicy == SelectMin {
 		result, pick = math.MaxInt32, func(a, b int32) int32 { return min(a, b) }
 	}
+	var period int32 // of start; periods are >= 1 s
+	var start int64
 	for _, p := range rules.Policies {
-		start := int64(current) - changeInPeriod(p.PeriodSeconds, upEvents, now) + changeInPeriod(p.PeriodSeconds, downEvents, now)
+		if p.PeriodSeconds != period { // policies of one period share its start
+			period, start = p.PeriodSeconds, periodStart(current, p.PeriodSeconds, upEvents, downEvents, now)
+		}
 		var proposed int32
 		switch p.Type {
 		case PodsPolicy:
@@ -187,8 +204,12 @@ func scaleDownLimit(current int32, upEvents, downEvents []ScaleEvent, rules *Rul
 	if rules.SelectPolicy == SelectMin {
 		result, pick = math.MinInt32, func(a, b int32) int32 { return max(a, b) }
 	}
+	var period int32 // of start; periods are >= 1 s
+	var start int64
 	for _, p := range rules.Policies {
-		start := int64(current) - changeInPeriod(p.PeriodSeconds, upEvents, now) + changeInPeriod(p.PeriodSeconds, downEvents, now)
+		if p.PeriodSeconds != period { // policies of one period share its start
+			period, start = p.PeriodSeconds, periodStart(current, p.PeriodSeconds, upEvents, downEvents, now)
+		}
 		var proposed int32
 		switch p.Type {
 		case PodsPolicy:

@@ -93,6 +93,20 @@ type metricResult struct {
 	proposal int32
 	status   MetricStatus
 	explain  MetricExplanation
+	values   *metricValues // where the status' values are kept
+}
+
+// metricValues holds what the pointers of one metric's status point to: a
+// status reports at most one quantity and a utilization.
+type metricValues struct {
+	quantity    Quantity
+	utilization int32
+}
+
+// quantity sets the metric's quantity and returns a pointer to it.
+func (r *metricResult) quantity(milli int64, format QuantityFormat) *Quantity {
+	r.values.quantity = Quantity{Milli: milli, Format: format}
+	return &r.values.quantity
 }
 
 // metricError is a failed metric: its error text and the reason of the
@@ -131,11 +145,37 @@ func (c *calculator) newSamples() *samples {
 	return &c.cur
 }
 
-// podAt returns the index of the pod named name in Input.Pods, or -1.
-// Metrics APIs mostly list pods in the order of the input, so the pod after
-// the previous lookup's (*next) is tried before the index.
+// putInOrder records v as the sample of pods[*next], and moves *next on,
+// when that pod is named name; it reports whether it did. Metrics APIs
+// mostly list pods in the order of the input, so the loops over samples
+// try it (inline) before addAway.
+func (s *samples) putInOrder(pods []Pod, next *int, name string, v podSample) bool {
+	if n := *next; n < len(pods) && pods[n].Name == name {
+		s.put(n, v)
+		*next = n + 1
+		return true
+	}
+	return false
+}
+
+// addAway records a sample of the pod named name, not pod *next, as
+// putInOrder does; a later sample of a pod replaces an earlier one.
+func (c *calculator) addAway(s *samples, name string, v podSample, next *int) {
+	if i := c.podAt(name, next); i >= 0 {
+		s.put(i, v)
+		return
+	}
+	if s.extra == nil {
+		s.extra = map[string]int64{}
+	}
+	s.extra[name] = v.value
+}
+
+// podAt returns the index of the pod named name in Input.Pods, or -1; it
+// tries the pod after *next (pod *next has no sample) before the index.
 func (c *calculator) podAt(name string, next *int) int {
-	if n := *next; n < len(c.in.Pods) && c.in.Pods[n].Name == name {
+	pods := c.in.Pods
+	if n := *next + 1; n < len(pods) && pods[n].Name == name {
 		*next = n + 1
 		return n
 	}
@@ -145,19 +185,6 @@ func (c *calculator) podAt(name string, next *int) int {
 	}
 	*next = i + 1
 	return i
-}
-
-// add records a sample of the pod named name; a later sample of a pod
-// replaces an earlier one.
-func (c *calculator) add(s *samples, name string, v podSample, next *int) {
-	if i := c.podAt(name, next); i >= 0 {
-		s.put(i, v)
-		return
-	}
-	if s.extra == nil {
-		s.extra = map[string]int64{}
-	}
-	s.extra[name] = v.value
 }
 
 // groupPods sorts pods into ready, unready, missing and ignored, exactly as
@@ -171,9 +198,12 @@ func (c *calculator) groupPods(metrics *samples, resource string) podGroups {
 	// A pod started after initializing is still initializing: its start
 	// plus the period is after now.
 	initializing := c.in.Now.Add(-s.CPUInitializationPeriod)
-	for i := range c.in.Pods {
-		g.of[i] = c.groupOf(i, metrics, resource, s, initializing)
-		switch g.of[i] {
+	cpu := resource == "cpu"
+	pods, of, byPod := c.in.Pods, g.of[:len(c.in.Pods)], metrics.byPod[:len(c.in.Pods)]
+	for i := range pods {
+		grp := groupOf(&pods[i], metrics, &byPod[i], cpu, s, &initializing)
+		of[i] = grp
+		switch grp {
 		case groupReady:
 			g.ready++
 		case groupUnready:
@@ -187,11 +217,10 @@ func (c *calculator) groupPods(metrics *samples, resource string) podGroups {
 	return g
 }
 
-// groupOf is the group of pod i, whose sample is in metrics; a pod
-// started after initializing is in its CPU initialization period.
-func (c *calculator) groupOf(i int, metrics *samples, resource string, s *Settings, initializing time.Time) podGroup {
-	metric := metrics.byPod[i]
-	pod := &c.in.Pods[i]
+// groupOf is the group of pod, whose sample metric is from metrics; cpu
+// says whether the metric is cpu's, and a pod started after initializing
+// is in its CPU initialization period.
+func groupOf(pod *Pod, metrics *samples, metric *podSample, cpu bool, s *Settings, initializing *time.Time) podGroup {
 	if pod.Deleting || pod.Phase == PodFailed {
 		return groupIgnored
 	}
@@ -201,17 +230,17 @@ func (c *calculator) groupOf(i int, metrics *samples, resource string, s *Settin
 	if !metric.ok {
 		return groupMissing
 	}
-	if resource != "cpu" {
+	if !cpu {
 		return groupReady
 	}
 	var unready bool
 	ready := pod.Ready
 	if ready == nil || pod.StartTime.IsZero() {
 		unready = true
-	} else if pod.StartTime.After(initializing) {
+	} else if pod.StartTime.After(*initializing) {
 		// Still initializing: the sample must be a full window
 		// younger than the last readiness transition.
-		timestamp, window := metrics.when(metric)
+		timestamp, window := metrics.when(*metric)
 		unready = ready.Status == ConditionFalse || timestamp.Before(ready.LastTransitionTime.Add(window))
 	} else {
 		// Unready and never ready since its start.
@@ -225,6 +254,9 @@ func (c *calculator) groupOf(i int, metrics *samples, resource string, s *Settin
 
 // removeGroups drops the samples of ignored and unready pods.
 func removeGroups(metrics *samples, g podGroups) {
+	if g.unready+g.ignored == 0 {
+		return
+	}
 	for i, grp := range g.of {
 		if grp == groupIgnored || grp == groupUnready {
 			metrics.drop(i)
@@ -239,7 +271,7 @@ func removeGroups(metrics *samples, g podGroups) {
 func (c *calculator) resourceSamples(items []PodUsage, resource, container string) *samples {
 	res := c.newSamples()
 	res.items = items
-	next := 0
+	pods, next := c.in.Pods, 0
 	for k := range items {
 		m := &items[k]
 		if container != "" {
@@ -249,7 +281,9 @@ func (c *calculator) resourceSamples(items []PodUsage, resource, container strin
 					continue
 				}
 				if v, ok := cu.Usage.Get(resource); ok {
-					c.add(res, m.Pod, podSample{value: v, src: int32(k)}, &next)
+					if sample := (podSample{value: v, src: int32(k)}); !res.putInOrder(pods, &next, m.Pod, sample) {
+						c.addAway(res, m.Pod, sample, &next)
+					}
 				}
 				break
 			}
@@ -266,56 +300,68 @@ func (c *calculator) resourceSamples(items []PodUsage, resource, container strin
 			sum += v
 		}
 		if !missing {
-			c.add(res, m.Pod, podSample{value: sum, src: int32(k)}, &next)
+			if sample := (podSample{value: sum, src: int32(k)}); !res.putInOrder(pods, &next, m.Pod, sample) {
+				c.addAway(res, m.Pod, sample, &next)
+			}
 		}
 	}
 	return res
 }
 
 // requests returns each pod's request of resource in milli-units, by pod
-// index, as
-// upstream's calculateRequests: with pod-level requests and no container
-// named, Kubernetes' pod request aggregate (podRequest); otherwise the named
-// container's request or the sum over containers and sidecars. Every pod
-// must have the request. The slice is valid until the next call.
-func (c *calculator) requests(resource, container string) ([]int64, error) {
+// index, as upstream's calculateRequests: with pod-level requests and no
+// container named, Kubernetes' pod request aggregate (podRequest);
+// otherwise the named container's request or the sum over containers and
+// sidecars. Every pod must have the request. In the same pass it sums what
+// utilizationRatio divides over metrics' samples. The slice is valid until
+// the next call.
+func (c *calculator) requests(metrics *samples, resource, container string) ([]int64, sampleTotals, error) {
 	if c.req == nil {
 		c.req = make([]int64, len(c.in.Pods))
 	}
-	out := c.req
-	for i := range c.in.Pods {
-		pod := &c.in.Pods[i]
-		if container == "" && len(pod.Requests) > 0 && podLevelRequestsSet(pod.Requests) {
-			v, ok := podRequest(pod, resource)
-			if !ok {
-				return nil, fmt.Errorf("missing pod-level request for %s in Pod %s", resource, pod.Name)
-			}
-			out[i] = v
+	pods, out, byPod := c.in.Pods, c.req[:len(c.in.Pods)], metrics.byPod[:len(c.in.Pods)]
+	var t sampleTotals
+	for i := range pods {
+		v, err := requestOf(&pods[i], resource, container)
+		if err != nil {
+			return nil, sampleTotals{}, err
+		}
+		out[i] = v
+		if m := &byPod[i]; m.ok {
+			t.add(m.value, v)
+		}
+	}
+	return out, t, nil
+}
+
+// requestOf is pod's request of resource, as requests computes it.
+func requestOf(pod *Pod, resource, container string) (int64, error) {
+	if container == "" && len(pod.Requests) > 0 && podLevelRequestsSet(pod.Requests) {
+		v, ok := podRequest(pod, resource)
+		if !ok {
+			return 0, fmt.Errorf("missing pod-level request for %s in Pod %s", resource, pod.Name)
+		}
+		return v, nil
+	}
+	var sum int64
+	for j := range pod.Containers {
+		ct := &pod.Containers[j]
+		if ct.Init || (container != "" && ct.Name != container) {
 			continue
 		}
-		var sum int64
-		found := false
-		for j := range pod.Containers {
-			ct := &pod.Containers[j]
-			if ct.Init || (container != "" && ct.Name != container) {
-				continue
-			}
-			v, ok := ct.Requests.Get(resource)
-			if !ok {
-				return nil, fmt.Errorf("missing request for %s in container %s of Pod %s", resource, ct.Name, pod.Name)
-			}
-			sum += v
-			if container != "" {
-				found = true
-				break
-			}
+		v, ok := ct.Requests.Get(resource)
+		if !ok {
+			return 0, fmt.Errorf("missing request for %s in container %s of Pod %s", resource, ct.Name, pod.Name)
 		}
-		if container != "" && !found {
-			return nil, fmt.Errorf("container %s not found in Pod %s", container, pod.Name)
+		if container != "" {
+			return v, nil
 		}
-		out[i] = sum
+		sum += v
 	}
-	return out, nil
+	if container != "" {
+		return 0, fmt.Errorf("container %s not found in Pod %s", container, pod.Name)
+	}
+	return sum, nil
 }
 
 // podRequest is Kubernetes' pod request of one resource when the pod sets
@@ -377,21 +423,38 @@ func supportedPodLevel(name string) bool {
 // without a request (those of pods the input does not list) are extraneous
 // and skipped; the utilization is an integer percent, truncated.
 func utilizationRatio(metrics *samples, requests []int64, target int32) (ratio float64, utilization int32, rawAverage int64, err error) {
-	var metricsTotal, requestsTotal int64
-	n := 0
-	for i, m := range metrics.byPod {
-		if !m.ok {
-			continue
+	var t sampleTotals
+	byPod := metrics.byPod
+	requests = requests[:len(byPod)]
+	for i := range byPod {
+		if m := &byPod[i]; m.ok {
+			t.add(m.value, requests[i])
 		}
-		metricsTotal += m.value
-		requestsTotal += requests[i]
-		n++
 	}
-	if requestsTotal == 0 {
+	return t.ratio(target)
+}
+
+// sampleTotals are the sums of a utilization ratio: of n samples and of
+// their pods' requests, wrapping as Kubernetes' int64 sums do.
+type sampleTotals struct {
+	metrics, requests int64
+	n                 int
+}
+
+// add counts a sample and its pod's request.
+func (t *sampleTotals) add(value, request int64) {
+	t.metrics += value
+	t.requests += request
+	t.n++
+}
+
+// ratio is utilizationRatio's answer for the totals.
+func (t sampleTotals) ratio(target int32) (ratio float64, utilization int32, rawAverage int64, err error) {
+	if t.requests == 0 {
 		return 0, 0, 0, errors.New("no metrics returned matched known pods")
 	}
-	utilization = int32((metricsTotal * 100) / requestsTotal)
-	return float64(utilization) / float64(target), utilization, metricsTotal / int64(n), nil
+	utilization = int32((t.metrics * 100) / t.requests)
+	return float64(utilization) / float64(target), utilization, t.metrics / int64(t.n), nil
 }
 
 // usageRatio is upstream's GetMetricUsageRatio: the integer average over
@@ -477,11 +540,11 @@ func (c *calculator) resourceUtilization(current, target int32, resource, contai
 	if metrics.count() == 0 {
 		return 0, 0, 0, errors.New("did not receive metrics for targeted pods (pods might be unready)")
 	}
-	reqs, err := c.requests(resource, container)
+	reqs, totals, err := c.requests(metrics, resource, container)
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	ratio, utilization, rawAverage, err := utilizationRatio(metrics, reqs, target)
+	ratio, utilization, rawAverage, err := totals.ratio(target)
 	if err != nil {
 		return 0, 0, 0, err
 	}

@@ -319,13 +319,18 @@ func FuzzResourceLists(f *testing.F) {
 		c := &calculator{in: in, pods: v.pods}
 		for _, resource := range fuzzResources {
 			for _, container := range append([]string{""}, fuzzContainers...) {
+				s := c.resourceSamples(in.ResourceMetrics.Pods, resource, container)
+				checkSamples(t, s, in.Pods, in.ResourceMetrics.Pods, usages, usageNames, resource, container)
 				want, werr := oracleRequests(pods, podNames, resource, container)
-				got, gerr := c.requests(resource, container)
+				got, totals, gerr := c.requests(s, resource, container)
 				if fmt.Sprint(werr) != fmt.Sprint(gerr) || (werr == nil && fmt.Sprint(want) != fmt.Sprint(got)) {
 					t.Fatalf("requests(%q, %q) = %v, %v; the map form gives %v, %v", resource, container, got, gerr, want, werr)
 				}
-				s := c.resourceSamples(in.ResourceMetrics.Pods, resource, container)
-				checkSamples(t, s, in.Pods, in.ResourceMetrics.Pods, usages, usageNames, resource, container)
+				if gerr == nil {
+					if r1, u1, a1, e1 := totals.ratio(60); fmt.Sprint(utilizationRatio(s, got, 60)) != fmt.Sprint(r1, u1, a1, e1) {
+						t.Fatalf("requests' totals give %v %v %v %v; utilizationRatio gives %v", r1, u1, a1, e1, fmt.Sprint(utilizationRatio(s, got, 60)))
+					}
+				}
 				if resource != "cpu" || container != "" {
 					continue
 				}

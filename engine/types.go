@@ -508,7 +508,9 @@ type Decision struct {
 	// Explanation says how the decision was reached.
 	Explanation Explanation
 	// History is the target's history after the decision. Scale events are
-	// added by RecordScale once a rescale is applied.
+	// added by RecordScale once a rescale is applied. Its scale event lists
+	// are those of the history the decision started from, shared, not
+	// copied: neither is to be modified in place.
 	History History
 }
 

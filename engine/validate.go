@@ -115,13 +115,18 @@ func (v *validator) spec(s *Spec) {
 	}
 }
 
-// allowedTargets are the target types each metric source type accepts.
-var allowedTargets = map[MetricSourceType][]TargetType{
-	ResourceSource:          {UtilizationTarget, AverageValueTarget},
-	ContainerResourceSource: {UtilizationTarget, AverageValueTarget},
-	PodsSource:              {AverageValueTarget},
-	ObjectSource:            {ValueTarget, AverageValueTarget},
-	ExternalSource:          {ValueTarget, AverageValueTarget},
+// targetAllowed reports whether the metric source type s is known, and
+// whether it accepts the target type t.
+func targetAllowed(s MetricSourceType, t TargetType) (known, allowed bool) {
+	switch s {
+	case ResourceSource, ContainerResourceSource:
+		return true, t == UtilizationTarget || t == AverageValueTarget
+	case PodsSource:
+		return true, t == AverageValueTarget
+	case ObjectSource, ExternalSource:
+		return true, t == ValueTarget || t == AverageValueTarget
+	}
+	return false, false
 }
 
 // metricValid reports whether metric m is valid; metric says why not.
@@ -132,7 +137,7 @@ func metricValid(m *MetricSpec) bool {
 }
 
 func (v *validator) metric(f string, m *MetricSpec) {
-	types, known := allowedTargets[m.Type]
+	known, allowed := targetAllowed(m.Type, m.Target.Type)
 	if !known {
 		v.fail(f+".type", "unknown metric source type %q", m.Type)
 		return
@@ -158,11 +163,7 @@ func (v *validator) metric(f string, m *MetricSpec) {
 			v.fail(f+".describedObject.name", "must be set")
 		}
 	}
-	ok := false
-	for _, t := range types {
-		ok = ok || m.Target.Type == t
-	}
-	if !ok {
+	if !allowed {
 		v.fail(f+".target.type", "%q is not allowed for a %s metric", m.Target.Type, m.Type)
 	}
 	if m.Target.Type == UtilizationTarget {
@@ -315,6 +316,9 @@ func quantitiesValid(q ResourceList) bool { return len(q) == 0 || listValid(q) }
 // (cpu, memory, a few more), so names are compared pairwise up to a length
 // where a set costs less.
 func listValid(q ResourceList) bool {
+	if len(q) == 1 { // a name alone cannot be a duplicate
+		return q[0].Name != "" && q[0].Milli >= 0
+	}
 	for i := range q {
 		if q[i].Name == "" || q[i].Milli < 0 {
 			return false
