@@ -147,7 +147,7 @@
 //
 // A second goroutine, the checkpointer (checkpoint.go), writes the
 // journaled frames to bbolt in ordinary bbolt transactions, so the file
-// is always consistent: every 100 ms, or once 4,096 writes wait, or at
+// is always consistent: every second, or once 12,000 writes wait, or at
 // once when a read or the committer waits for it. Each checkpoint also
 // stores the sequence number of its last frame (meta key journal_seq) in
 // the same transaction. Open replays the frames after it — up to the
