@@ -138,12 +138,17 @@ type Options struct {
 	// NoURing makes the journal flush with fdatasync even where io_uring
 	// is available (see JournalSync in Stats).
 	NoURing bool
+	// CheckpointInterval is how long journaled writes wait, at most, for
+	// the checkpointer to write them into the bbolt file (checkpoint.go).
+	// Longer costs memory (the writes until then) and replay after a
+	// crash; shorter, CPU. 0 means DefaultCheckpointInterval.
+	CheckpointInterval time.Duration
 }
 
 // withDefaults returns o with zero fields set to their defaults, or an
 // error for a negative one.
 func (o Options) withDefaults() (Options, error) {
-	if o.MaxEvents < 0 || o.MaxHistory < 0 || o.MaxBatch < 0 || o.LockTimeout < 0 || o.MaxChanges < 0 {
+	if o.MaxEvents < 0 || o.MaxHistory < 0 || o.MaxBatch < 0 || o.LockTimeout < 0 || o.MaxChanges < 0 || o.CheckpointInterval < 0 {
 		return o, fmt.Errorf("%w: negative option in %+v", ErrInvalid, o)
 	}
 	def := func(v *int, d int) {
@@ -172,6 +177,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.RecordCacheBytes == 0 {
 		o.RecordCacheBytes = DefaultRecordCacheBytes
+	}
+	if o.CheckpointInterval == 0 {
+		o.CheckpointInterval = DefaultCheckpointInterval
 	}
 	return o, nil
 }

@@ -263,7 +263,8 @@ func (b *Bolt) fail(err error) {
 }
 
 // Checkpoint policy: the checkpointer writes the journaled batches once
-// the oldest has waited checkpointInterval or checkpointWrites writes are
+// the oldest has waited Options.CheckpointInterval (by default
+// DefaultCheckpointInterval) or checkpointWrites writes are
 // waiting, at once when a read or the committer waits for it, and at
 // Close. Rare checkpoints are cheaper: each is a bbolt commit (its page
 // writes and two fsyncs, during which its goroutine holds a processor),
@@ -273,8 +274,9 @@ func (b *Bolt) fail(err error) {
 // in memory until then (~15 MB at 5,000 writes a second), and a crash
 // leaves at most that much to replay.
 const (
-	checkpointInterval = time.Second
-	checkpointWrites   = 12000
+	// DefaultCheckpointInterval is Options.CheckpointInterval's default.
+	DefaultCheckpointInterval = time.Second
+	checkpointWrites          = 12000
 	// checkpointBatches bounds the journaled batches one checkpoint
 	// writes.
 	checkpointBatches = 1024
@@ -295,7 +297,7 @@ func (b *Bolt) checkpointLoop() {
 		urgent := b.waiters > 0 || b.pendingWrites >= checkpointWrites
 		var due time.Time
 		if n > 0 {
-			due = batches[0].at.Add(checkpointInterval)
+			due = batches[0].at.Add(b.opts.CheckpointInterval)
 		}
 		b.ovMu.Unlock()
 		closing := false

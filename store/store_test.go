@@ -220,9 +220,13 @@ func setVersion(raw []byte) func(tx *bolt.Tx) error {
 }
 
 func TestOpenRejectsNegativeOptions(t *testing.T) {
-	_, err := store.Open(newPath(t), store.Options{MaxEvents: -1})
-	if !errors.Is(err, store.ErrInvalid) {
-		t.Fatalf("Open: %v, want ErrInvalid", err)
+	for name, opts := range map[string]store.Options{
+		"MaxEvents":          {MaxEvents: -1},
+		"CheckpointInterval": {CheckpointInterval: -time.Second},
+	} {
+		if _, err := store.Open(newPath(t), opts); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("Open with a negative %s: %v, want ErrInvalid", name, err)
+		}
 	}
 }
 

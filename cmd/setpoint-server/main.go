@@ -109,6 +109,10 @@ type Config struct {
 	// RecordCacheBytes bounds the bbolt store's cache of decoded records
 	// (store.Options.RecordCacheBytes); negative disables it.
 	RecordCacheBytes int64
+	// CheckpointInterval bounds how long the bbolt store's journaled
+	// writes wait to be written into its file
+	// (store.Options.CheckpointInterval).
+	CheckpointInterval time.Duration
 	// ResumeKeyFile holds the secret that seals tenants' Watch resume
 	// points (server.Options.ResumeKey); empty means resume.key in
 	// DataDir, created on first start.
@@ -166,6 +170,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.WatchBuffer, "watch-buffer", server.DefaultWatchBuffer, "changes a Watch stream may fall behind before it is ended with where to resume")
 	fs.IntVar(&c.MaxChanges, "max-changes", store.DefaultMaxChanges, "recent changes kept on disk for Watch streams to resume from (bbolt; with -store=etcd, etcd's compaction decides)")
 	fs.Int64Var(&c.RecordCacheBytes, "record-cache-bytes", store.DefaultRecordCacheBytes, "memory for the decoded records of recently decided targets, which spares their next decision decoding them (bbolt; negative disables)")
+	fs.DurationVar(&c.CheckpointInterval, "checkpoint-interval", store.DefaultCheckpointInterval, "longest a decision waits in the store's journal before it is written into the bbolt file: longer holds more in memory and in the journal to replay after a crash, shorter costs CPU (bbolt)")
 	fs.StringVar(&c.ResumeKeyFile, "resume-key-file", "", "file of the secret that seals tenants' Watch resume points (default: resume.key in -data-dir, created on first start; give every server behind one address the same file)")
 	c.Tenancy.RegisterFlags(fs)
 	c.Store.RegisterFlags(fs)

@@ -17,6 +17,10 @@ var (
 	workers = flag.Int("powerloss.workers", 8, "concurrent callers")
 	seed    = flag.Uint64("powerloss.seed", 0, "random seed of the cut moments (0: from the clock)")
 	maxUp   = flag.Duration("powerloss.max-up", 400*time.Millisecond, "longest time the server runs between cuts")
+	// Far shorter than the server's default (1 s), so that cuts land both
+	// while answered writes are only in the journal and while a
+	// checkpoint is writing them into the bbolt file.
+	checkpoint = flag.Duration("powerloss.checkpoint-interval", 20*time.Millisecond, "the server's -checkpoint-interval")
 )
 
 // binary is the setpoint-server binary the test built.
@@ -44,7 +48,8 @@ func TestPowerLoss(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	srv := acked.Server{Binary: binary, DataDir: mnt, Log: filepath.Join(t.TempDir(), "server.log"), Addr: acked.FreeAddr(t)}
+	srv := acked.Server{Binary: binary, DataDir: mnt, Log: filepath.Join(t.TempDir(), "server.log"), Addr: acked.FreeAddr(t),
+		Extra: []string{"-checkpoint-interval", checkpoint.String()}}
 	client := acked.Dial(t, srv.Addr)
 	load := acked.StartLoad(client, 0, *workers)
 	checked := filepath.Join(t.TempDir(), "setpoint.db")
