@@ -111,6 +111,9 @@ type Config struct {
 	// CPUProfile, when set, is a file the CPU profile of the real phases is
 	// written to.
 	CPUProfile string
+	// CheckpointInterval is the embedded bbolt store's
+	// Options.CheckpointInterval (0: its default).
+	CheckpointInterval time.Duration
 	// Trace, when set, is a file the execution trace of the first real
 	// phase is written to (go tool trace): where calls wait.
 	Trace string
@@ -148,6 +151,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Dir, "dir", "", "directory of the in-process store's file (kept); default a temporary directory (removed)")
 	fs.StringVar(&c.JSON, "json", "", "also write the report as JSON to this file; - writes only JSON to stdout")
 	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of the real phases to this file")
+	fs.DurationVar(&c.CheckpointInterval, "checkpoint-interval", 0, "the embedded store's checkpoint interval, as setpoint-server -checkpoint-interval (0: the store's default)")
 	fs.StringVar(&c.Trace, "trace", "", "write an execution trace of the first real phase to this file (go tool trace)")
 	fs.BoolVar(&c.Etcd, "etcd", false, "also measure a server on the etcd store in the same rounds, and report etcd/bbolt")
 	fs.StringVar(&c.EtcdEndpoints, "etcd-endpoints", "", "with -etcd: a running etcd cluster's client URLs, comma-separated; empty launches one on loopback")

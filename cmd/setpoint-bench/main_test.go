@@ -14,6 +14,7 @@ import (
 
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server"
+	"github.com/setpointhq/setpoint/store"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -193,7 +194,7 @@ func TestScaleSmoke(t *testing.T) {
 // TestRequestDecides checks that a generated request is decided on each
 // of its metrics, and that its load changes over time.
 func TestRequestDecides(t *testing.T) {
-	e, err := startEmbedded("", server.Options{})
+	e, err := startEmbedded("", server.Options{}, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

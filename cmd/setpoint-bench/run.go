@@ -46,7 +46,7 @@ func run(ctx context.Context, cfg Config, logw io.Writer) (rep *Report, err erro
 		if cfg.Fill > 0 {
 			real, rep.Scale, err = fillAndServe(ctx, cfg, logf)
 		} else {
-			real, err = startEmbedded(cfg.Dir, server.Options{})
+			real, err = startEmbedded(cfg.Dir, server.Options{}, store.Options{CheckpointInterval: cfg.CheckpointInterval})
 		}
 		if err != nil {
 			return nil, err
@@ -407,14 +407,15 @@ func openDir(dir string) (string, bool, error) {
 	return d, true, err
 }
 
-// startEmbedded starts a server over the store file in dir (a temporary
-// directory when empty) on a loopback port. stop releases it.
-func startEmbedded(dir string, o server.Options) (*embedded, error) {
+// startEmbedded starts a server with o over the store file in dir (a
+// temporary directory when empty), opened with so, on a loopback port.
+// stop releases it.
+func startEmbedded(dir string, o server.Options, so store.Options) (*embedded, error) {
 	dir, temp, err := openDir(dir)
 	if err != nil {
 		return nil, err
 	}
-	srv, err := servertest.Run(servertest.Config{Dir: dir, Options: o})
+	srv, err := servertest.Run(servertest.Config{Dir: dir, Options: o, Store: so})
 	if err != nil {
 		if temp {
 			os.RemoveAll(dir)

@@ -146,7 +146,7 @@ func fillAndServe(ctx context.Context, cfg Config, logf func(string, ...any)) (*
 	res.Before = readRSS()
 	logf("opening %s (%.0f MiB) and serving", path, mib(res.FileBytes))
 	begin := time.Now()
-	st, err := store.Open(path, store.Options{})
+	st, err := store.Open(path, store.Options{CheckpointInterval: cfg.CheckpointInterval})
 	if err != nil {
 		cleanup()
 		return nil, nil, err
@@ -215,7 +215,7 @@ func seedRecordOf(ctx context.Context, cfg Config, j int, seed uint64) (tgt.Reco
 	t0 := time.Now().Add(-seedSteps * seedEvery)
 	var step atomic.Int64
 	now := func() time.Time { return t0.Add(time.Duration(step.Load()) * seedEvery) }
-	e, err := startEmbedded("", server.Options{Now: now})
+	e, err := startEmbedded("", server.Options{Now: now}, store.Options{})
 	if err != nil {
 		return tgt.Record{}, err
 	}
