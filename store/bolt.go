@@ -283,7 +283,8 @@ type Bolt struct {
 	// journal is the write-ahead log (journal.go; committer goroutine
 	// only, after Open).
 	journal *journal
-	// ovMu guards overlay, batches, applied, appliedCh and ckErr: the
+	// ovMu guards overlay, batches, pendingWrites, applied, appliedCh,
+	// ckErr and waiters: the
 	// state shared by the committer and the checkpointer (checkpoint.go).
 	ovMu sync.Mutex
 	// overlay holds, by record key, the newest journaled value of each
@@ -302,7 +303,7 @@ type Bolt struct {
 	// ckErr is a checkpoint's failure: the store answers no more writes
 	// and no reads that need the journaled ones (a restart replays them).
 	ckErr error
-	// waiters counts the callers of waitApplied waiting.
+	// waiters counts the callers of caughtUp waiting.
 	waiters int
 	// ckWake signals the checkpointer; ckClosing is closed after the
 	// committer exits, ckStopped by the checkpointer when it exits.
@@ -311,8 +312,8 @@ type Bolt struct {
 	checkpoints          atomic.Uint64
 	checkpointNanos      atomic.Int64
 
-	// journalResetBytes is the journal's size past which it is emptied
-	// (journalResetBytes the constant, but for tests).
+	// journalResetBytes is the journal's size past which it is emptied:
+	// the constant journalResetBytes, but for tests.
 	journalResetBytes int64
 	// testHookCheckpoint, when set, runs in each checkpoint's transaction
 	// before its writes; an error it returns fails the checkpoint. Set
@@ -368,7 +369,7 @@ func Open(path string, opts Options) (*Bolt, error) {
 
 		journalResetBytes: journalResetBytes,
 	}
-	if b.journal, _, err = b.openJournal(path); err != nil {
+	if b.journal, err = b.openJournal(path); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
@@ -379,8 +380,7 @@ func Open(path string, opts Options) (*Bolt, error) {
 	b.cache = newRecordCache(opts.RecordCacheBytes)
 	if err := opts.Arrivals.attach(b); err != nil {
 		b.compressors.stop()
-		b.journal.release()
-		_ = b.journal.f.Close()
+		_ = b.journal.close()
 		_ = db.Close()
 		return nil, err
 	}
@@ -436,8 +436,7 @@ func (b *Bolt) Close() error {
 	b.ovMu.Lock()
 	ckErr := b.ckErr
 	b.ovMu.Unlock()
-	b.journal.release()
-	if err := b.journal.f.Close(); err != nil {
+	if err := b.journal.close(); err != nil {
 		errs = append(errs, fmt.Errorf("store: close: journal: %w", err))
 	}
 	if ckErr != nil {

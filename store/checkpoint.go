@@ -192,29 +192,29 @@ func (b *Bolt) journalBatch(batch []*request) error {
 	b.pendingWrites += len(writes)
 	b.acked.Store(jb.seq)
 	b.ovMu.Unlock()
-	select {
-	case b.ckWake <- struct{}{}:
-	default:
-	}
+	b.wakeCheckpointer()
 	return nil
 }
 
-// drain waits until the checkpointer has written every journaled batch
-// to bbolt (committer goroutine only: nothing is journaled meanwhile).
-func (b *Bolt) drain() error {
-	return b.waitApplied(context.Background(), b.acked.Load())
+// wakeCheckpointer tells the checkpointer to look at the journaled
+// batches (and the waiters) again.
+func (b *Bolt) wakeCheckpointer() {
+	select {
+	case b.ckWake <- struct{}{}:
+	default: // a signal is already pending
+	}
 }
 
-// caughtUp waits until bbolt holds every write answered before the call,
-// for the reads that walk bbolt.
+// drain is caughtUp for the committer, which nothing cancels (nothing is
+// journaled while it waits).
+func (b *Bolt) drain() error { return b.caughtUp(context.Background()) }
+
+// caughtUp waits until bbolt holds every write answered before the call
+// (the reads that walk bbolt need them), a checkpoint failed, or ctx
+// ended. The checkpointer does not wait for more writes while someone
+// waits.
 func (b *Bolt) caughtUp(ctx context.Context) error {
-	return b.waitApplied(ctx, b.acked.Load())
-}
-
-// waitApplied waits until the checkpointer has applied the frame seq, a
-// checkpoint failed, or ctx ended. The checkpointer does not wait for more
-// writes while someone waits.
-func (b *Bolt) waitApplied(ctx context.Context, seq uint64) error {
+	seq := b.acked.Load()
 	waiting := false
 	defer func() {
 		if waiting {
@@ -237,10 +237,7 @@ func (b *Bolt) waitApplied(ctx context.Context, seq uint64) error {
 		case ckErr != nil:
 			return ckErr
 		}
-		select {
-		case b.ckWake <- struct{}{}:
-		default:
-		}
+		b.wakeCheckpointer()
 		select {
 		case <-ch:
 		case <-ctx.Done():

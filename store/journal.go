@@ -295,15 +295,15 @@ type journal struct {
 // openJournal replays the journal of the store at path into db (every
 // intact frame after the last one applied, in one transaction) and
 // returns it emptied, ready for the next frame.
-func (b *Bolt) openJournal(path string) (*journal, int, error) {
+func (b *Bolt) openJournal(path string) (*journal, error) {
 	jpath := path + JournalSuffix
 	f, err := os.OpenFile(jpath, os.O_RDWR|os.O_CREATE, b.opts.FileMode)
 	if err != nil {
-		return nil, 0, fmt.Errorf("store: open journal: %w", err)
+		return nil, fmt.Errorf("store: open journal: %w", err)
 	}
-	fail := func(err error) (*journal, int, error) {
+	fail := func(err error) (*journal, error) {
 		_ = f.Close()
-		return nil, 0, fmt.Errorf("store: journal %s: %w", jpath, err)
+		return nil, fmt.Errorf("store: journal %s: %w", jpath, err)
 	}
 	data, err := os.ReadFile(jpath)
 	if err != nil {
@@ -358,7 +358,7 @@ func (b *Bolt) openJournal(path string) (*journal, int, error) {
 	}
 	j := &journal{f: f, seq: applied, seed: seed}
 	j.sync, j.release, j.how = newSyncer(b.opts.NoURing)
-	return j, len(batches), nil
+	return j, nil
 }
 
 // append writes the frame of writes as the next one and makes it durable.
@@ -378,6 +378,12 @@ func (j *journal) append(writes []journalWrite) error {
 		j.buf = nil // an outsized batch's buffer is not kept
 	}
 	return nil
+}
+
+// close releases the journal's syncer and closes its file.
+func (j *journal) close() error {
+	j.release()
+	return j.f.Close()
 }
 
 // reset empties the journal, once every frame is applied. A power cut may

@@ -191,29 +191,27 @@ func run(ctx context.Context, cfg Config, logw io.Writer) (rep *Report, err erro
 // startCPUProfile writes a CPU profile to path until the returned function
 // (or pprof.StopCPUProfile) is called.
 func startCPUProfile(path string) (func(), error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+	return startWriting(path, pprof.StartCPUProfile, pprof.StopCPUProfile)
 }
 
 // startTrace writes an execution trace to path until the returned function
 // (or trace.Stop) is called.
 func startTrace(path string) (func(), error) {
+	return startWriting(path, trace.Start, trace.Stop)
+}
+
+// startWriting creates path and starts writing it with start; the
+// returned function stops and closes the file.
+func startWriting(path string, start func(io.Writer) error, stop func()) (func(), error) {
 	f, err := os.Create(path)
 	if err != nil {
 		return nil, err
 	}
-	if err := trace.Start(f); err != nil {
+	if err := start(f); err != nil {
 		f.Close()
 		return nil, err
 	}
-	return func() { trace.Stop(); f.Close() }, nil
+	return func() { stop(); f.Close() }, nil
 }
 
 // dialAll opens one connection per cluster (at most one per caller).
