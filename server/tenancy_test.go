@@ -394,11 +394,16 @@ func TestOversizedRecordsCannotBreakOthersReads(t *testing.T) {
 // TestAnonymousFloodCostsHeaders: eight callers without credentials send
 // 15 MiB requests over TLS as fast as they are answered; each is refused
 // (Unauthenticated, or ResourceExhausted past the per-peer rate) before
-// its body is read, so the server's heap grows by less than
-// anonymousHeapBound, every refusal is counted in
-// setpoint_server_refused_total, and an agent is served meanwhile.
+// its body is read, so the process allocates less than
+// anonymousCallBound per refused call (reading one body would allocate
+// 15 MiB), every refusal is counted in setpoint_server_refused_total,
+// and an agent is served meanwhile.
+//
+// It bounds what each call allocates, not the heap's peak: the peak
+// moves with the collector's pacing and with what earlier tests left
+// live, and so failed on one machine and passed on another.
 func TestAnonymousFloodCostsHeaders(t *testing.T) {
-	const anonymousHeapBound = 48 << 20
+	const anonymousCallBound = 1 << 20
 	f := newPKI(t)
 	ts := start(t, setup{opts: tenancyOptions(t, f)})
 	good := f.client(t, ts.addr, creds{token: "b-token"})
@@ -411,12 +416,10 @@ func TestAnonymousFloodCostsHeaders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Twice: the first moves what sync.Pools hold (earlier tests' decode
-	// and response memory) to their victim caches, the second frees it;
-	// otherwise it counts as live, and the collector's headroom, which
-	// grows with the live heap, lets the peak below grow with it.
-	runtime.GC()
-	runtime.GC()
+	conns := make([]*grpc.ClientConn, 8)
+	for i := range conns {
+		conns[i] = dial(t, ts.addr, withTLS(&tls.Config{RootCAs: f.serverCA.Pool(), ServerName: "localhost", MinVersion: tls.VersionTLS12}))
+	}
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
 
@@ -428,10 +431,9 @@ func TestAnonymousFloodCostsHeaders(t *testing.T) {
 	var (
 		wg             sync.WaitGroup
 		calls, refused atomic.Int64
-		peak           atomic.Uint64
+		goodCalls      int
 	)
-	for range 8 {
-		conn := dial(t, ts.addr, withTLS(&tls.Config{RootCAs: f.serverCA.Pool(), ServerName: "localhost", MinVersion: tls.VersionTLS12}))
+	for _, conn := range conns {
 		wg.Go(func() {
 			for ctx.Err() == nil {
 				var out rawBytes
@@ -450,17 +452,8 @@ func TestAnonymousFloodCostsHeaders(t *testing.T) {
 			}
 		})
 	}
-	wg.Go(func() {
-		for ctx.Err() == nil {
-			var m runtime.MemStats
-			runtime.ReadMemStats(&m)
-			for p := peak.Load(); m.HeapInuse > p && !peak.CompareAndSwap(p, m.HeapInuse); p = peak.Load() {
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	})
-	for i := 0; ctx.Err() == nil; i++ {
-		req := request(fmt.Sprint("good-", i%4), 3, time.Now())
+	for ; ctx.Err() == nil; goodCalls++ {
+		req := request(fmt.Sprint("good-", goodCalls%4), 3, time.Now())
 		req.Target.Cluster = "b"
 		if _, err := good.Recommend(t.Context(), req); err != nil {
 			t.Errorf("the agent's call failed during the flood: %v", err)
@@ -468,12 +461,16 @@ func TestAnonymousFloodCostsHeaders(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	wg.Wait()
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
 
-	growth := int64(peak.Load()) - int64(before.HeapInuse)
-	t.Logf("%d anonymous 15 MiB calls refused in 2s; heap in use %d MiB before, peak %d MiB (growth %d MiB, bound %d MiB)",
-		refused.Load(), before.HeapInuse>>20, peak.Load()>>20, growth>>20, anonymousHeapBound>>20)
-	if growth > anonymousHeapBound {
-		t.Errorf("heap grew by %d MiB during the anonymous flood, over %d MiB", growth>>20, anonymousHeapBound>>20)
+	// Everything the process allocated (client and server, the agent's
+	// calls included) is charged to the anonymous calls: an upper bound.
+	perCall := int64(after.TotalAlloc-before.TotalAlloc) / max(refused.Load(), 1)
+	t.Logf("%d anonymous 15 MiB calls refused in 2s (and %d agent calls served); %d KiB allocated per refused call (bound %d KiB); heap in use %d MiB before, %d MiB after",
+		refused.Load(), goodCalls, perCall>>10, anonymousCallBound>>10, before.HeapInuse>>20, after.HeapInuse>>20)
+	if perCall > anonymousCallBound {
+		t.Errorf("%d KiB allocated per refused anonymous call, over %d KiB: bodies are being read", perCall>>10, anonymousCallBound>>10)
 	}
 	if refused.Load() == 0 || refused.Load() != calls.Load() {
 		t.Errorf("%d of %d anonymous calls refused", refused.Load(), calls.Load())
