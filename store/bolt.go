@@ -855,7 +855,7 @@ func (b *Bolt) Update(ctx context.Context, key target.Key, fn func(rec *target.R
 		if err != nil {
 			return target.Record{}, err
 		}
-		if b.cache != nil {
+		if w.admit {
 			// A record of the cache's own (storedCopy): what decoding
 			// w.val would give, sharing nothing with w.rec.
 			b.cache.put(key, w.val, storedCopy(&w.rec))
@@ -882,6 +882,7 @@ type preparedUpdate struct {
 	encoded  [][]byte      // the changes' values
 	logged   []byte        // the decision log's entry of a new decision, or nil
 	rec      target.Record // what is stored, returned by Update; fn's record
+	admit    bool          // whether the cache takes rec once it is written
 }
 
 // prepare reads the record of key, runs fn and encodes the result. It
@@ -902,7 +903,8 @@ func (b *Bolt) prepare(key target.Key, rk []byte, decision bool, fn func(*target
 	// the value the record was decoded from, and when something else
 	// changed it (a Delete or Expire racing with the cache) the write
 	// conflicts and the update starts over, reading.
-	cached := b.cache.take(key)
+	cached, admit := b.cache.take(key)
+	w.admit = admit
 	hit := cached != nil
 	if hit {
 		b.mu.Lock()

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"hash/maphash"
 	"maps"
 	"sync"
 	"time"
@@ -40,6 +41,15 @@ import (
 // TestRecordCacheSharesNothingWithTheFunction and TestRecordCacheIsInvisible
 // check it through Update. A failed, cancelled, conflicting or refused
 // Update puts nothing back: the next one decodes.
+//
+// Admission: a record read from the store (a miss) is kept only when its
+// key missed once before, recently: take remembers the hashes of the keys
+// that missed, forgetting them all once it holds as many as the cache
+// could (a doorkeeper, as in TinyLFU). A target decided again and again
+// is cached from its second decision on; in a store of a million targets
+// decided in turn, where a record would be evicted long before its
+// target's next decision, almost no record is copied for the cache, which
+// was a tenth of each decision's CPU there and only held memory.
 
 // DefaultRecordCacheBytes is the default bound of the record cache
 // (Options.RecordCacheBytes): about 18,000 records of a two-metric target
@@ -56,6 +66,11 @@ type recordCache struct {
 	max   int64 // bytes, as put counts them (recordSize)
 	bytes int64
 	m     map[target.Key]*cachedRecord
+	// missed holds the hashes (seed) of the keys that missed since it was
+	// last emptied, at most maxMissed.
+	missed    map[uint64]struct{}
+	maxMissed int
+	seed      maphash.Seed
 	// hits and misses count take's lookups (Stats).
 	hits, misses uint64
 }
@@ -73,24 +88,42 @@ func newRecordCache(maxBytes int64) *recordCache {
 	if maxBytes <= 0 {
 		return nil
 	}
-	return &recordCache{max: maxBytes, m: map[target.Key]*cachedRecord{}}
+	return &recordCache{
+		max: maxBytes, m: map[target.Key]*cachedRecord{},
+		missed: map[uint64]struct{}{}, maxMissed: int(max(maxBytes/missedKeyBytes, 64)), seed: maphash.MakeSeed(),
+	}
 }
 
+// missedKeyBytes is the cache's bound per missed key it remembers: about
+// twice as many keys as the records it holds (3.7 KB each for a
+// two-metric target, BenchmarkRecordCache).
+const missedKeyBytes = 2 << 10
+
 // take removes key's record from the cache and returns it, or nil,
-// counting a hit or a miss. The caller owns what it returns.
-func (c *recordCache) take(key target.Key) *cachedRecord {
+// counting a hit or a miss. The caller owns what it returns. admit says
+// whether the record that the caller writes next should be put in the
+// cache: after a hit, or a miss of a key that missed recently.
+func (c *recordCache) take(key target.Key) (e *cachedRecord, admit bool) {
 	if c == nil {
-		return nil
+		return nil, false
 	}
+	h := maphash.Comparable(c.seed, key)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e := c.unsafeRemove(key)
-	if e != nil {
+	if e = c.unsafeRemove(key); e != nil {
 		c.hits++
-	} else {
-		c.misses++
+		return e, true
 	}
-	return e
+	c.misses++
+	if _, again := c.missed[h]; again {
+		delete(c.missed, h)
+		return nil, true
+	}
+	if len(c.missed) >= c.maxMissed {
+		clear(c.missed)
+	}
+	c.missed[h] = struct{}{}
+	return nil, false
 }
 
 // unsafeRemove removes key's record from the cache and returns it, or nil;

@@ -74,12 +74,12 @@ func TestRecordCacheStaysWithinItsBound(t *testing.T) {
 	}
 	n, kept := 0, len(c.m)
 	for _, k := range keys {
-		if e := c.take(k); e != nil {
+		if e, _ := c.take(k); e != nil {
 			n++
 			if e.rec.Key != k {
 				t.Errorf("take(%s) gave the record of %s", k, e.rec.Key)
 			}
-			if c.take(k) != nil {
+			if e, _ := c.take(k); e != nil {
 				t.Errorf("take(%s) gave a record twice", k)
 			}
 		}
@@ -89,13 +89,56 @@ func TestRecordCacheStaysWithinItsBound(t *testing.T) {
 	}
 	small := newRecordCache(4 * size)
 	small.put(rec.Key, val, rec)
-	if small.take(rec.Key) != nil {
+	if e, _ := small.take(rec.Key); e != nil {
 		t.Error("a record larger than an eighth of the bound was kept")
 	}
 	var disabled *recordCache
 	disabled.put(rec.Key, val, rec)
-	if disabled.take(rec.Key) != nil {
-		t.Error("a disabled cache gave a record")
+	if e, admit := disabled.take(rec.Key); e != nil || admit {
+		t.Error("a disabled cache gave a record or admitted one")
+	}
+}
+
+// TestRecordCacheAdmission: take admits the next record of a key after a
+// hit or after the key's second miss in a row of at most maxMissed others;
+// a key missed once, or whose earlier miss was forgotten (the missed keys
+// are emptied once maxMissed are held), is not admitted.
+func TestRecordCacheAdmission(t *testing.T) {
+	c := newRecordCache(64 * missedKeyBytes) // remembers 64 missed keys
+	if c.maxMissed != 64 {
+		t.Fatalf("maxMissed %d, want 64", c.maxMissed)
+	}
+	key := func(i int) target.Key { return target.Key{Cluster: "c", Namespace: "n", Name: fmt.Sprint("t", i)} }
+	take := func(k target.Key) (hit, admit bool) {
+		e, admit := c.take(k)
+		return e != nil, admit
+	}
+	steps := []struct {
+		name      string
+		do        func()
+		key       int
+		hit, want bool
+	}{
+		{name: "first miss", key: 1, want: false},
+		{name: "second miss", key: 1, want: true},
+		{name: "a miss after an admission starts over", key: 1, want: false},
+		{name: "a miss of another key", key: 2, want: false},
+		{name: "after a put: a hit", do: func() { val, rec := cached(t, cacheRecord(3)); rec.Key = key(3); c.put(rec.Key, val, rec) }, key: 3, hit: true, want: true},
+		{name: "sixty-three more keys missed once", do: func() {
+			for i := 100; i < 163; i++ {
+				c.take(key(i))
+			}
+		}, key: 2, want: false}, // key 2 was forgotten when the 65th miss emptied the set
+		{name: "remembered again", key: 2, want: true},
+	}
+	for _, s := range steps {
+		if s.do != nil {
+			s.do()
+		}
+		hit, admit := take(key(s.key))
+		if hit != s.hit || admit != s.want {
+			t.Errorf("%s: hit %v, admit %v; want %v, %v", s.name, hit, admit, s.hit, s.want)
+		}
 	}
 }
 
@@ -162,8 +205,10 @@ func TestRecordCacheStaleRecordConflicts(t *testing.T) {
 	}()
 	ctx := context.Background()
 	cached := cacheRecord(0)
-	if _, err := st.Update(ctx, cached.Key, func(r *target.Record) error { *r = cached; return nil }); err != nil {
-		t.Fatal(err)
+	for range 2 { // the cache takes a key's record from its second miss on
+		if _, err := st.Update(ctx, cached.Key, func(r *target.Record) error { *r = cached; return nil }); err != nil {
+			t.Fatal(err)
+		}
 	}
 	stored := cacheRecord(0)
 	stored.History.Recommendations = stored.History.Recommendations[:1]
