@@ -351,7 +351,11 @@ func Open(path string, opts Options) (*Bolt, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
-	if err := db.Update(initSchema); err != nil {
+	var version uint64
+	if err := db.Update(func(tx *bolt.Tx) (err error) {
+		version, err = initSchema(tx)
+		return err
+	}); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
@@ -372,6 +376,14 @@ func Open(path string, opts Options) (*Bolt, error) {
 	if b.journal, err = b.openJournal(path); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	// After the replay: the journal's frames are in the file's version.
+	if version != SchemaVersion {
+		if err := db.Update(func(tx *bolt.Tx) error { return migrate(tx, version) }); err != nil {
+			_ = b.journal.close()
+			_ = db.Close()
+			return nil, fmt.Errorf("store: open %s: %w", path, err)
+		}
 	}
 	b.applied = b.journal.seq
 	b.acked.Store(b.journal.seq)
@@ -1178,31 +1190,56 @@ func (b *Bolt) Delete(ctx context.Context, key target.Key) error {
 
 // Expire removes the records whose LastSeen is before cutoff (a record
 // whose LastSeen was left zero is removed by any Expire) and returns how
-// many it removed. It walks the last-seen index from its start to cutoff,
-// so its cost follows the number of expired records, not the size of the
-// store. Corrupt records are removed by the time of their last write.
+// many it removed. It walks the last-seen index from its start to
+// cutoff's hour and reads the records it finds there, so its cost follows
+// the number of expired records and of those last seen in cutoff's hour,
+// not the size of the store. Corrupt records are removed by the hour of
+// their last write.
 func (b *Bolt) Expire(ctx context.Context, cutoff time.Time) (int, error) {
 	var removed int
 	err := b.write(ctx, false, nil, func(tx *bolt.Tx) error {
 		removed = 0
 		records, index := tx.Bucket(bucketRecords), tx.Bucket(bucketLastSeen)
 		end := orderedTime(cutoff)
-		var expired [][]byte
+		var candidates [][]byte
 		c := index.Cursor()
 		for k, _ := c.First(); k != nil; k, _ = c.Next() {
 			ts, _, ok := splitLastSeenKey(k)
 			if ok && ts >= end {
 				break
 			}
-			expired = append(expired, bytes.Clone(k))
+			candidates = append(candidates, bytes.Clone(k))
 		}
-		for _, ik := range expired {
+		for _, ik := range candidates {
+			_, rk, ok := splitLastSeenKey(ik)
+			var raw []byte
+			if ok {
+				raw = records.Get(rk)
+			}
+			if raw == nil { // a malformed or stale index entry: dropped alone
+				if err := index.Delete(ik); err != nil {
+					return &abortError{fmt.Errorf("store: expire: %w", err)}
+				}
+				continue
+			}
+			key, keyErr := parseRecordKey(rk)
+			if keyErr == nil {
+				if rec, err := decodeRecord(key, raw); err == nil {
+					if !bytes.Equal(lastSeenKey(rec.LastSeen, rk), ik) {
+						// Not the record's entry (never written so): dropped
+						// alone, the record's own entry expires it.
+						if err := index.Delete(ik); err != nil {
+							return &abortError{fmt.Errorf("store: expire: %w", err)}
+						}
+						continue
+					}
+					if !rec.LastSeen.IsZero() && !rec.LastSeen.Before(cutoff) {
+						continue // seen in cutoff's hour, at or after cutoff
+					}
+				}
+			}
 			if err := index.Delete(ik); err != nil {
 				return &abortError{fmt.Errorf("store: expire: %w", err)}
-			}
-			_, rk, ok := splitLastSeenKey(ik)
-			if !ok || records.Get(rk) == nil {
-				continue // a malformed or stale index entry: drop it alone
 			}
 			if err := records.Delete(rk); err != nil {
 				return &abortError{fmt.Errorf("store: expire: %w", err)}
@@ -1210,7 +1247,7 @@ func (b *Bolt) Expire(ctx context.Context, cutoff time.Time) (int, error) {
 			if err := unsafeForgetDecisions(tx, rk); err != nil {
 				return &abortError{fmt.Errorf("store: expire: decision log: %w", err)}
 			}
-			if key, err := parseRecordKey(rk); err == nil {
+			if keyErr == nil {
 				b.cache.drop(key)
 				if err := b.appendChanges(tx, []Change{b.deletion(key)}); err != nil {
 					return &abortError{err}

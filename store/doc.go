@@ -198,27 +198,29 @@
 // record without limit.
 //
 // Expire(cutoff) removes the targets whose LastSeen is before cutoff. It
-// walks a secondary index ordered by last-seen time, so a pass costs the
-// number of records it removes plus one seek, not a scan of the store. The
+// walks a secondary index ordered by the hour of the last-seen time and
+// reads the records it finds there, so a pass costs the number of records
+// it removes, plus those last seen in cutoff's hour, plus one seek, not a
+// scan of the store. The
 // caller sets LastSeen in its Update function; a record left with a zero
 // LastSeen is removed by the next Expire. RunExpiry runs Expire
 // periodically:
 //
 //	go store.RunExpiry(ctx, st, store.ExpiryOptions{Every: time.Minute, MaxIdle: 24 * time.Hour, Now: now})
 //
-// # On-disk layout (schema version 3)
+// # On-disk layout (schema version 4)
 //
 // schema.go holds every bucket name and key builder. The file has five
 // top-level buckets:
 //
 //	meta
-//	    "schema_version" → uint64, 8 bytes big-endian (3)
+//	    "schema_version" → uint64, 8 bytes big-endian (4)
 //
 //	records
 //	    recordKey(cluster, namespace, name) → setpoint.storage.v1.Record
 //
 //	last_seen
-//	    uint64 big-endian(lastSeen) ‖ recordKey(...) → empty
+//	    uint64 big-endian(lastSeen rounded down to its hour) ‖ recordKey(...) → empty
 //
 //	changes
 //	    uint64 big-endian(revision) → setpoint.storage.v1.Change
@@ -232,11 +234,16 @@
 // cluster, or of a cluster and a namespace, is the prefix of exactly that
 // cluster's (namespace's) keys: List filters are prefix scans.
 //
-// In last_seen, the time is Unix nanoseconds with the sign bit flipped, so
-// that the bytes sort as the times do (the zero time, and times outside
-// 1678–2262, saturate at the ends). Each record has exactly one index entry,
-// for its current LastSeen; Update moves it and Delete and Expire remove it
-// in the record's transaction.
+// In last_seen, the time is the start of the hour of the record's
+// LastSeen, as Unix nanoseconds with the sign bit flipped, so that the bytes
+// sort as the times do (the zero time, and times outside 1678–2262,
+// saturate at the ends). Each record has exactly one index entry, for its
+// current LastSeen's hour; an Update that moves the record to another hour
+// moves it (most leave it: a target decided every 15 s changes hours once
+// in 240 decisions, which spares each other decision a write to a random
+// page of the index), and Delete and Expire remove it in the record's
+// transaction. Versions 1 to 3 keyed it by the instant; Open replays the
+// journal, written in the file's version, before it rewrites the index.
 //
 // Values are protobuf messages of proto/setpoint/storage/v1/storage.proto,
 // storage-only messages mirroring target.Record and the engine types, so that

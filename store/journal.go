@@ -214,13 +214,15 @@ func (r *frameReader) bytes() []byte {
 func (b *Bolt) put(tx *bolt.Tx, w *journalWrite) error {
 	records, index := tx.Bucket(bucketRecords), tx.Bucket(bucketLastSeen)
 	records.FillPercent = recordsFillPercent
-	if w.oldIndex != nil && string(w.oldIndex) != string(w.newIndex) {
-		if err := index.Delete(w.oldIndex); err != nil {
+	if string(w.oldIndex) != string(w.newIndex) { // most writes leave the record in its hour: no index write
+		if w.oldIndex != nil {
+			if err := index.Delete(w.oldIndex); err != nil {
+				return err
+			}
+		}
+		if err := index.Put(w.newIndex, []byte{}); err != nil {
 			return err
 		}
-	}
-	if err := index.Put(w.newIndex, []byte{}); err != nil {
-		return err
 	}
 	if err := records.Put(w.rk, w.val); err != nil {
 		return err

@@ -28,8 +28,13 @@ import (
 // dictionary instead of DEFLATE (compress.go); it still reads DEFLATE
 // values, so the migration from 2 also rewrites only the version, and each
 // record is recompressed by its next write; a version 2 reader cannot read
-// a version 3 value.
-const SchemaVersion uint64 = 3
+// a version 3 value. Version 4 keys the last-seen index by the hour a
+// record was last seen in (lastSeenGrain), not the instant, so that a
+// target decided every few seconds moves in the index once an hour, not
+// at each decision; the migration from 1, 2 or 3 rewrites the index (a
+// few seconds for a million targets, once), and a version 3 reader would
+// keep a record's old entry when it moves.
+const SchemaVersion uint64 = 4
 
 // Bucket names. All buckets live at the top level of the file.
 var (
@@ -38,7 +43,8 @@ var (
 	// bucketRecords maps recordKey(key) to a storage.v1.Record.
 	bucketRecords = []byte("records")
 	// bucketLastSeen is the expiry index: lastSeenKey(t, recordKey(key))
-	// with an empty value, for each record, t being the record's LastSeen.
+	// with an empty value, for each record, t being the record's LastSeen
+	// (the key holds its hour).
 	bucketLastSeen = []byte("last_seen")
 	// bucketChanges is the change feed (feed.go): revisionKey(rev) →
 	// setpoint.storage.v1.Change. Added without a version bump: readers
@@ -154,13 +160,20 @@ func parseRecordKey(b []byte) (target.Key, error) {
 	return target.Key{Cluster: parts[0], Namespace: parts[1], Name: parts[2]}, nil
 }
 
+// lastSeenGrain is the precision of the last-seen index: an entry holds
+// the start of the hour its record was last seen in.
+const lastSeenGrain = time.Hour
+
 // lastSeenKey is the key of a record's entry in bucketLastSeen: the 8-byte
-// big-endian order-preserving encoding of t (Unix nanoseconds with the sign
-// bit flipped, clamped to the int64 range, the zero time sorting first)
-// followed by the record key. Entries therefore sort by time, then by key.
+// big-endian order-preserving encoding of t rounded down to lastSeenGrain
+// (Unix nanoseconds with the sign bit flipped, clamped to the int64 range,
+// the zero time sorting first) followed by the record key. Entries
+// therefore sort by hour, then by key, and two times of one hour give the
+// same key: a write that leaves its record in the same hour leaves the
+// index alone.
 func lastSeenKey(t time.Time, rk []byte) []byte {
 	b := make([]byte, tsLength, tsLength+len(rk))
-	binary.BigEndian.PutUint64(b, orderedTime(t))
+	binary.BigEndian.PutUint64(b, orderedTime(t.Truncate(lastSeenGrain)))
 	return append(b, rk...)
 }
 
@@ -208,10 +221,13 @@ func encodeVersion(v uint64) []byte {
 	return binary.BigEndian.AppendUint64(nil, v)
 }
 
-// initSchema creates the layout in a new file, or checks the version of an
-// existing one. A file without a meta bucket must be empty: Open will not
-// adopt a bbolt file written by something else.
-func initSchema(tx *bolt.Tx) error {
+// initSchema checks the layout of the file open in tx and returns its
+// schema version: it creates the layout (at SchemaVersion) in an empty
+// file, and the buckets added without a version bump in a file that lacks
+// them; it fails with ErrSchemaVersion for a newer version or a file that
+// is not a Setpoint store. It does not migrate: Open replays the journal,
+// written in the file's version, first.
+func initSchema(tx *bolt.Tx) (uint64, error) {
 	meta := tx.Bucket(bucketMeta)
 	if meta == nil {
 		var foreign []byte
@@ -219,62 +235,102 @@ func initSchema(tx *bolt.Tx) error {
 			foreign = append([]byte(nil), name...)
 			return errStopIteration
 		}); err != nil && !errors.Is(err, errStopIteration) {
-			return err
+			return 0, err
 		}
 		if foreign != nil {
-			return fmt.Errorf("%w: the file has bucket %q but no %q bucket: not a setpoint store", ErrSchemaVersion, foreign, bucketMeta)
+			return 0, fmt.Errorf("%w: the file has bucket %q but no %q bucket: not a setpoint store", ErrSchemaVersion, foreign, bucketMeta)
 		}
 		for _, name := range allBuckets {
 			if _, err := tx.CreateBucket(name); err != nil {
-				return fmt.Errorf("store: create bucket %q: %w", name, err)
+				return 0, fmt.Errorf("store: create bucket %q: %w", name, err)
 			}
 		}
-		return tx.Bucket(bucketMeta).Put(keyMetaSchemaVersion, encodeVersion(SchemaVersion))
+		return SchemaVersion, tx.Bucket(bucketMeta).Put(keyMetaSchemaVersion, encodeVersion(SchemaVersion))
 	}
-	raw := meta.Get(keyMetaSchemaVersion)
-	if len(raw) != 8 {
-		return fmt.Errorf("%w: stored schema version %x is not an 8-byte integer", ErrSchemaVersion, raw)
-	}
-	v := binary.BigEndian.Uint64(raw)
+	v, err := storedVersion(tx)
 	switch {
+	case err != nil:
+		return 0, err
 	case v > SchemaVersion:
-		return fmt.Errorf("%w: the file has schema version %d, newer than %d, the latest this binary knows", ErrSchemaVersion, v, SchemaVersion)
+		return 0, fmt.Errorf("%w: the file has schema version %d, newer than %d, the latest this binary knows", ErrSchemaVersion, v, SchemaVersion)
 	case v == 0:
-		return fmt.Errorf("%w: the file has schema version 0", ErrSchemaVersion)
-	}
-	if err := migrate(tx, v); err != nil {
-		return err
+		return 0, fmt.Errorf("%w: the file has schema version 0", ErrSchemaVersion)
 	}
 	for _, name := range [][]byte{bucketChanges, bucketDecisions} {
 		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
-			return fmt.Errorf("store: create bucket %q: %w", name, err)
+			return 0, fmt.Errorf("store: create bucket %q: %w", name, err)
 		}
 	}
 	for _, name := range allBuckets {
 		if tx.Bucket(name) == nil {
-			return fmt.Errorf("%w: bucket %q is missing", ErrSchemaVersion, name)
+			return 0, fmt.Errorf("%w: bucket %q is missing", ErrSchemaVersion, name)
 		}
 	}
-	return nil
+	return v, nil
 }
 
-// migrate brings a file of schema version from up to SchemaVersion, inside
-// the opening transaction: a case per step, the stored version rewritten
-// last.
+// migrate brings a file of schema version from up to SchemaVersion, in
+// one transaction: a case per step, the stored version rewritten last.
 func migrate(tx *bolt.Tx, from uint64) error {
 	switch from {
 	case SchemaVersion:
 		return nil
-	case 1, 2:
+	case 1, 2, 3:
 		// Version 2 only adds ways to leave equal statuses out of a record;
 		// every version 1 record is a valid version 2 record. Version 3
 		// reads version 2's DEFLATE values as they are; the next write of a
 		// record stores it with S2. Rewriting every record here would make
-		// the first start of a large file slow for nothing.
+		// the first start of a large file slow for nothing. Version 4's
+		// index holds hours where the earlier ones held instants: it is
+		// rewritten.
+		if err := rekeyLastSeen(tx); err != nil {
+			return fmt.Errorf("store: migrate from schema version %d: last-seen index: %w", from, err)
+		}
 		return tx.Bucket(bucketMeta).Put(keyMetaSchemaVersion, encodeVersion(SchemaVersion))
 	default:
 		return fmt.Errorf("%w: no migration from schema version %d", ErrSchemaVersion, from)
 	}
+}
+
+// rekeyLastSeen rewrites every entry of the last-seen index with its time
+// rounded down to lastSeenGrain. Rounding keeps the entries' order, so the
+// new index is written in key order, its pages filled.
+func rekeyLastSeen(tx *bolt.Tx) error {
+	old := tx.Bucket(bucketLastSeen)
+	var keys [][]byte
+	if err := old.ForEach(func(k, _ []byte) error {
+		keys = append(keys, k) // valid until the bucket is deleted below
+		return nil
+	}); err != nil {
+		return err
+	}
+	rekeyed := make([][]byte, 0, len(keys))
+	for _, k := range keys {
+		ts, rk, ok := splitLastSeenKey(k)
+		if !ok {
+			continue // malformed: Expire would drop it alone
+		}
+		n := int64(ts ^ 1<<63)
+		if n == math.MinInt64 || n == math.MaxInt64 { // the zero time, or saturated: rounding keeps it
+			rekeyed = append(rekeyed, k)
+			continue
+		}
+		rekeyed = append(rekeyed, lastSeenKey(time.Unix(0, n), rk))
+	}
+	if err := tx.DeleteBucket(bucketLastSeen); err != nil {
+		return err
+	}
+	index, err := tx.CreateBucket(bucketLastSeen)
+	if err != nil {
+		return err
+	}
+	index.FillPercent = 1
+	for _, k := range rekeyed {
+		if err := index.Put(k, []byte{}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // storedVersion reads the schema version of an open file.

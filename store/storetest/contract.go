@@ -244,6 +244,52 @@ func expire(t *testing.T, open Opener) {
 	}
 }
 
+// expireAcrossHours: Expire is exact whatever the hours of LastSeen and
+// cutoff (a store may index by a coarser time): a record seen again in a
+// later hour is kept until that time, and records of one hour go one by
+// one as the cutoff passes them.
+func expireAcrossHours(t *testing.T, open Opener) {
+	st := open(t, store.Options{})
+	ctx := context.Background()
+	key := func(name string) target.Key { return target.Key{Cluster: "c", Namespace: "n", Name: name} }
+	seen := map[string]int{"moved": 0, "end-of-hour": 3599, "next-hour": 3600, "mid-hour": 5400, "mid-hour-later": 5401}
+	for name, s := range seen {
+		put(t, st, target.Record{Key: key(name), LastSeen: at(s)})
+	}
+	// Seen again two hours later, then again a minute after.
+	for _, s := range []int{7200, 7260} {
+		if _, err := st.Update(ctx, key("moved"), func(r *target.Record) error { r.LastSeen = at(s); return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		cutoff int
+		want   int
+		left   []string
+	}{
+		{cutoff: 3598, want: 0, left: []string{"end-of-hour", "mid-hour", "mid-hour-later", "moved", "next-hour"}},
+		{cutoff: 3600, want: 1, left: []string{"mid-hour", "mid-hour-later", "moved", "next-hour"}},
+		{cutoff: 3601, want: 1, left: []string{"mid-hour", "mid-hour-later", "moved"}},
+		{cutoff: 5401, want: 1, left: []string{"mid-hour-later", "moved"}},
+		{cutoff: 7200, want: 1, left: []string{"moved"}},
+		{cutoff: 7260, want: 0, left: []string{"moved"}},
+		{cutoff: 7261, want: 1, left: nil},
+	} {
+		n, err := st.Expire(ctx, at(tc.cutoff))
+		if err != nil || n != tc.want {
+			t.Errorf("Expire(T0+%ds) = %d, %v; want %d", tc.cutoff, n, err, tc.want)
+		}
+		got, _ := listAll(t, st, store.Query{}, 0)
+		var want []target.Key
+		for _, name := range tc.left {
+			want = append(want, key(name))
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("after Expire(T0+%ds) (-want +got):\n%s", tc.cutoff, diff)
+		}
+	}
+}
+
 // TestFeedCountsTargets: Count is exact at its revision, and the changes
 // after it (Created, deletions) keep a count current.
 func feedCountsTargets(t *testing.T, open Opener) {

@@ -31,6 +31,7 @@ func Run(t *testing.T, open Opener) {
 		{"List", listTargets},
 		{"ListRejectsBadQueries", listRejectsBadQueries},
 		{"Expire", expire},
+		{"ExpireAcrossHours", expireAcrossHours},
 		{"FeedCountsTargets", feedCountsTargets},
 		{"FeedResumes", feedResumes},
 	} {
