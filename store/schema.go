@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/setpointhq/setpoint/target"
@@ -293,8 +294,9 @@ func migrate(tx *bolt.Tx, from uint64) error {
 }
 
 // rekeyLastSeen rewrites every entry of the last-seen index with its time
-// rounded down to lastSeenGrain. Rounding keeps the entries' order, so the
-// new index is written in key order, its pages filled.
+// rounded down to lastSeenGrain, in key order (bbolt inserts into a node's
+// sorted slice: in any other order a million entries take minutes), its
+// pages filled.
 func rekeyLastSeen(tx *bolt.Tx) error {
 	old := tx.Bucket(bucketLastSeen)
 	var keys [][]byte
@@ -317,6 +319,7 @@ func rekeyLastSeen(tx *bolt.Tx) error {
 		}
 		rekeyed = append(rekeyed, lastSeenKey(time.Unix(0, n), rk))
 	}
+	slices.SortFunc(rekeyed, bytes.Compare) // rounding reorders the records of one hour
 	if err := tx.DeleteBucket(bucketLastSeen); err != nil {
 		return err
 	}
