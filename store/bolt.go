@@ -143,12 +143,17 @@ type Options struct {
 	// Longer costs memory (the writes until then) and replay after a
 	// crash; shorter, CPU. 0 means DefaultCheckpointInterval.
 	CheckpointInterval time.Duration
+	// JournalSegmentBytes is the journal's size past which it starts a new
+	// segment (OldJournalSuffix): larger leaves more to replay after a
+	// crash; smaller renames files more often. 0 means
+	// DefaultJournalSegmentBytes.
+	JournalSegmentBytes int64
 }
 
 // withDefaults returns o with zero fields set to their defaults, or an
 // error for a negative one.
 func (o Options) withDefaults() (Options, error) {
-	if o.MaxEvents < 0 || o.MaxHistory < 0 || o.MaxBatch < 0 || o.LockTimeout < 0 || o.MaxChanges < 0 || o.CheckpointInterval < 0 {
+	if o.MaxEvents < 0 || o.MaxHistory < 0 || o.MaxBatch < 0 || o.LockTimeout < 0 || o.MaxChanges < 0 || o.CheckpointInterval < 0 || o.JournalSegmentBytes < 0 {
 		return o, fmt.Errorf("%w: negative option in %+v", ErrInvalid, o)
 	}
 	def := func(v *int, d int) {
@@ -180,6 +185,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.CheckpointInterval == 0 {
 		o.CheckpointInterval = DefaultCheckpointInterval
+	}
+	if o.JournalSegmentBytes == 0 {
+		o.JournalSegmentBytes = DefaultJournalSegmentBytes
 	}
 	return o, nil
 }
@@ -312,9 +320,6 @@ type Bolt struct {
 	checkpoints          atomic.Uint64
 	checkpointNanos      atomic.Int64
 
-	// journalResetBytes is the journal's size past which it is emptied:
-	// the constant journalResetBytes, but for tests.
-	journalResetBytes int64
 	// testHookCheckpoint, when set, runs in each checkpoint's transaction
 	// before its writes; an error it returns fails the checkpoint. Set
 	// only by tests, before any write.
@@ -370,8 +375,6 @@ func Open(path string, opts Options) (*Bolt, error) {
 		ckWake:    make(chan struct{}, 1),
 		ckClosing: make(chan struct{}),
 		ckStopped: make(chan struct{}),
-
-		journalResetBytes: journalResetBytes,
 	}
 	if b.journal, err = b.openJournal(path); err != nil {
 		_ = db.Close()
@@ -453,7 +456,7 @@ func (b *Bolt) Close() error {
 	}
 	if ckErr != nil {
 		errs = append(errs, ckErr) // the journal keeps what bbolt lacks
-	} else if err := os.Remove(b.journal.f.Name()); err != nil {
+	} else if err := errors.Join(os.Remove(b.journal.path), b.journal.dropOld()); err != nil {
 		// Every frame is applied: a journal left behind is replayed as
 		// nothing. A power cut may bring it back for the same reason.
 		errs = append(errs, fmt.Errorf("store: close: remove journal: %w", err))

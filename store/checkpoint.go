@@ -92,11 +92,35 @@ func (b *Bolt) commitJournaled(batch []*request) {
 	for _, r := range batch {
 		close(r.done)
 	}
-	if err == nil && b.journal.off > b.journalResetBytes {
-		if b.drain() == nil {
-			if err := b.journal.reset(); err != nil {
-				b.fail(fmt.Errorf("store: empty journal: %w", err))
-			}
+	if err == nil {
+		b.segmentJournal()
+	}
+}
+
+// segmentJournal removes the journal's old segment once the checkpointer
+// has applied it, and starts a new segment once the current one is past
+// its limit; only when the old segment is still needed then does it wait
+// for the checkpointer. Called by the committer after a batch's answers.
+func (b *Bolt) segmentJournal() {
+	j := b.journal
+	if j.oldLast != 0 {
+		b.ovMu.Lock()
+		applied := b.applied
+		b.ovMu.Unlock()
+		if applied < j.oldLast && j.off <= b.opts.JournalSegmentBytes {
+			return
+		}
+		if applied < j.oldLast && b.drain() != nil {
+			return // a failed checkpoint: the store refuses writes
+		}
+		if err := j.dropOld(); err != nil {
+			b.fail(fmt.Errorf("store: remove the journal's old segment: %w", err))
+			return
+		}
+	}
+	if j.off > b.opts.JournalSegmentBytes {
+		if err := j.rotate(b.opts.FileMode); err != nil {
+			b.fail(fmt.Errorf("store: start a journal segment: %w", err))
 		}
 	}
 }

@@ -78,7 +78,3 @@ func PageWrites(b *Bolt) int64 {
 // writing; an error from f fails the checkpoint. Call it before the
 // store's first write.
 func SetCheckpointHook(b *Bolt, f func() error) { b.testHookCheckpoint = f }
-
-// SetJournalResetBytes sets the journal's size past which it is emptied.
-// Call it before the store's first write.
-func SetJournalResetBytes(b *Bolt, n int64) { b.journalResetBytes = n }

@@ -9,7 +9,10 @@ package store
 // larger transactions of its own (bbolt's commit, with its two fsyncs,
 // runs alongside the next batches instead of in front of them). The file
 // next to the store's, <path>.journal, holds the frames not yet known to
-// be applied; bbolt's meta bucket holds the sequence number of the last
+// be applied, and once it grows past Options.JournalSegmentBytes it becomes
+// <path>.journal.old, removed when the checkpointer has applied it, while
+// a new <path>.journal takes the next frames (so the committer does not
+// wait for a checkpoint to empty the journal); bbolt's meta bucket holds the sequence number of the last
 // frame applied (keyMetaJournalSeq), written in the same transaction as
 // the frame's writes. Open replays the frames after it, so a write
 // answered before a crash or a power cut is in bbolt after the next Open.
@@ -53,10 +56,19 @@ import (
 // until the next Open replays it).
 const JournalSuffix = ".journal"
 
-// journalResetBytes is the journal's size past which the committer waits
-// for the checkpointer to apply every frame and then empties the journal:
-// a few seconds of writes at full load, replayed in well under a second.
-const journalResetBytes = 32 << 20
+// OldJournalSuffix names the journal's previous segment: the store file's
+// path and this suffix. It holds the frames written before the journal
+// last grew past its limit, until the checkpointer has applied them all
+// (and after a crash, until the next Open replays it).
+const OldJournalSuffix = ".journal.old"
+
+// DefaultJournalSegmentBytes is Options.JournalSegmentBytes's default: the
+// journal's size past which the committer starts a new segment, keeping
+// the frames written so far in the old one until the checkpointer has
+// applied them. It is a few seconds of writes at full load, replayed in
+// well under a second. Writes wait for the checkpointer only when the old
+// segment is still needed at the next rotation.
+const DefaultJournalSegmentBytes = 32 << 20
 
 // maxFrameBytes bounds a frame's payload on replay: a larger length is the
 // garbage of a torn or stale tail, not a frame.
@@ -282,6 +294,11 @@ func putJournalSeq(tx *bolt.Tx, seq uint64) error {
 // journal is the open journal file (committer goroutine only, after Open).
 type journal struct {
 	f *os.File
+	// path and oldPath are the segments' names (JournalSuffix,
+	// OldJournalSuffix); oldLast is the last sequence number in the old
+	// segment, 0 when there is none.
+	path, oldPath string
+	oldLast       uint64
 	// sync flushes f (newSyncer); release frees what it holds.
 	sync    func(*os.File) error
 	release func()
@@ -295,10 +312,11 @@ type journal struct {
 }
 
 // openJournal replays the journal of the store at path into db (every
-// intact frame after the last one applied, in one transaction) and
-// returns it emptied, ready for the next frame.
+// intact frame after the last one applied, of the old segment and then the
+// current one, in one transaction) and returns it emptied, ready for the
+// next frame.
 func (b *Bolt) openJournal(path string) (*journal, error) {
-	jpath := path + JournalSuffix
+	jpath, oldPath := path+JournalSuffix, path+OldJournalSuffix
 	f, err := os.OpenFile(jpath, os.O_RDWR|os.O_CREATE, b.opts.FileMode)
 	if err != nil {
 		return nil, fmt.Errorf("store: open journal: %w", err)
@@ -306,6 +324,10 @@ func (b *Bolt) openJournal(path string) (*journal, error) {
 	fail := func(err error) (*journal, error) {
 		_ = f.Close()
 		return nil, fmt.Errorf("store: journal %s: %w", jpath, err)
+	}
+	old, err := os.ReadFile(oldPath)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fail(err)
 	}
 	data, err := os.ReadFile(jpath)
 	if err != nil {
@@ -330,15 +352,18 @@ func (b *Bolt) openJournal(path string) (*journal, error) {
 	}
 	seed := crc32.Checksum(id, castagnoli)
 	var batches []*journaledBatch
-	for next := applied + 1; len(data) > 0; {
-		jb, n, err := readFrame(data, seed)
-		if err != nil || jb.seq > next {
-			break
-		}
-		data = data[n:]
-		if jb.seq == next {
-			batches = append(batches, &jb)
-			next++
+	next := applied + 1
+	for _, segment := range [][]byte{old, data} { // each ends at its first torn frame
+		for len(segment) > 0 {
+			jb, n, err := readFrame(segment, seed)
+			if err != nil || jb.seq > next {
+				break
+			}
+			segment = segment[n:]
+			if jb.seq == next {
+				batches = append(batches, &jb)
+				next++
+			}
 		}
 	}
 	if len(batches) > 0 {
@@ -355,10 +380,13 @@ func (b *Bolt) openJournal(path string) (*journal, error) {
 	if err := f.Sync(); err != nil {
 		return fail(err)
 	}
+	if err := os.Remove(oldPath); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fail(err)
+	}
 	if err := syncDir(filepath.Dir(jpath)); err != nil {
 		return fail(err)
 	}
-	j := &journal{f: f, seq: applied, seed: seed}
+	j := &journal{f: f, path: jpath, oldPath: oldPath, seq: applied, seed: seed}
 	j.sync, j.release, j.how = newSyncer(b.opts.NoURing)
 	return j, nil
 }
@@ -388,14 +416,37 @@ func (j *journal) close() error {
 	return j.f.Close()
 }
 
-// reset empties the journal, once every frame is applied. A power cut may
-// undo the truncation: the frames that come back are applied ones, which
-// replay skips.
-func (j *journal) reset() error {
-	if err := j.f.Truncate(0); err != nil {
+// rotate makes the current segment the old one and starts an empty
+// current segment; the old segment must be gone (dropOld). The directory
+// is synced before any frame goes to the new segment, so that a power cut
+// cannot lose the renaming under frames already answered.
+func (j *journal) rotate(mode os.FileMode) error {
+	if err := os.Rename(j.path, j.oldPath); err != nil {
 		return err
 	}
-	j.off = 0
+	f, err := os.OpenFile(j.path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, mode)
+	if err != nil {
+		// The frames are all in the old segment, which replay reads; the
+		// current one's file is made again by the next rotation or Open.
+		return err
+	}
+	if err := syncDir(filepath.Dir(j.path)); err != nil {
+		_ = f.Close()
+		return err
+	}
+	_ = j.f.Close() // synced: every frame in it was flushed before its answer
+	j.f, j.off, j.oldLast = f, 0, j.seq
+	return nil
+}
+
+// dropOld removes the old segment, once every frame of it is applied. A
+// power cut may bring it back: its frames are applied ones, which replay
+// skips.
+func (j *journal) dropOld() error {
+	if err := os.Remove(j.oldPath); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	j.oldLast = 0
 	return nil
 }
 

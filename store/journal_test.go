@@ -44,18 +44,22 @@ func holdCheckpoints(t *testing.T, st *store.Bolt) (release func()) {
 	return release
 }
 
-// crashCopy copies the store file at path and its journal into a fresh
-// directory, as a crash would leave them, and returns the copy's path.
+// crashCopy copies the store file at path and its journal (both segments)
+// into a fresh directory, as a crash would leave them, and returns the
+// copy's path.
 // tear cuts that many bytes off the journal's end (a frame half written).
 func crashCopy(t *testing.T, path string, tear int) string {
 	t.Helper()
 	dst := newPath(t)
-	for _, suffix := range []string{"", store.JournalSuffix} {
+	for _, suffix := range []string{"", store.JournalSuffix, store.OldJournalSuffix} {
 		data, err := os.ReadFile(path + suffix)
+		if suffix == store.OldJournalSuffix && errors.Is(err, os.ErrNotExist) {
+			continue // no old segment
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		if suffix != "" {
+		if suffix == store.JournalSuffix {
 			data = data[:len(data)-tear]
 		}
 		if err := os.WriteFile(dst+suffix, data, 0o600); err != nil {
@@ -296,37 +300,78 @@ func TestCheckpointFailureKeepsTheJournal(t *testing.T) {
 	}
 }
 
-// TestJournalIsEmptiedPastItsLimit: past its size limit the journal is
-// emptied once bbolt has every frame (after the commit that passed it,
-// before the next), and writes go on numbering.
-func TestJournalIsEmptiedPastItsLimit(t *testing.T) {
+// TestJournalRotatesPastItsLimit: past its size limit the journal starts
+// a new segment without waiting for the checkpointer; the old segment
+// stays until its frames are in bbolt, a crash meanwhile replays both, and
+// writes go on numbering. A rotation that finds the old segment still
+// needed waits for the checkpointer.
+func TestJournalRotatesPastItsLimit(t *testing.T) {
 	ctx := context.Background()
 	path := newPath(t)
-	st := open(t, path, store.Options{})
-	store.SetJournalResetBytes(st, 1)
+	st := open(t, path, store.Options{JournalSegmentBytes: 1}) // every frame passes it
+	release := holdCheckpoints(t, st)
 	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
-	var first int64
-	for i := range 5 {
+	decide := func(i int) {
+		t.Helper()
 		if _, err := st.Update(store.WithDecision(ctx), key, decideNamed(fmt.Sprint(i), i*15)); err != nil {
 			t.Fatal(err)
 		}
-		fi, err := os.Stat(path + store.JournalSuffix)
+	}
+	size := func(suffix string) int64 {
+		fi, err := os.Stat(path + suffix)
+		if errors.Is(err, os.ErrNotExist) {
+			return -1
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		if i == 0 {
-			first = fi.Size()
-		}
-		// At most this write's frame: the ones before were emptied.
-		if fi.Size() >= 2*first {
-			t.Errorf("journal after write %d: %d bytes, the first frame took %d; want it emptied before each frame", i, fi.Size(), first)
-		}
+		return fi.Size()
 	}
-	if cs, err := st.Changes(ctx, 0, 10); err != nil || len(cs) != 5 || cs[4].Revision != 5 {
-		t.Errorf("feed: %v, %v; want revisions 1 to 5", summarize(cs), err)
+	// Checkpoints held: the first frame moves to the old segment, the
+	// second goes to the new one.
+	decide(0)
+	decide(1)
+	if old, cur := size(store.OldJournalSuffix), size(store.JournalSuffix); old <= 0 || cur <= 0 {
+		t.Fatalf("segments after two writes with checkpoints held: old %d bytes, current %d; want both written", old, cur)
 	}
-	if st.Stats().Checkpoints < 5 {
-		t.Errorf("%d checkpoints, want one per write (the journal was emptied after each)", st.Stats().Checkpoints)
+	crashed := crashCopy(t, path, 0)
+	// The second write's rotation waits: the old segment is not applied.
+	third := make(chan error, 1)
+	go func() {
+		_, err := st.Update(store.WithDecision(ctx), key, decideNamed("2", 30))
+		third <- err
+	}()
+	select {
+	case err := <-third:
+		t.Fatalf("a write went through while the old segment was needed and checkpoints held (%v)", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	release()
+	if err := <-third; err != nil {
+		t.Fatal(err)
+	}
+	for i := 3; i < 6; i++ {
+		decide(i)
+	}
+	if cs, err := st.Changes(ctx, 0, 10); err != nil || len(cs) != 6 || cs[5].Revision != 6 {
+		t.Errorf("feed: %v, %v; want revisions 1 to 6", summarize(cs), err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if old, cur := size(store.OldJournalSuffix), size(store.JournalSuffix); old != -1 || cur != -1 {
+		t.Errorf("after Close: old segment %d bytes, current %d; want both removed", old, cur)
+	}
+
+	got := open(t, crashed, store.Options{})
+	if log, _, err := got.Decisions(ctx, key, store.DecisionQuery{}); err != nil || len(log) != 2 {
+		t.Errorf("after a crash with two segments: %d decisions logged, %v; want 2", len(log), err)
+	}
+	if rec, err := got.Get(ctx, key); err != nil || rec.Last == nil || rec.Last.ID != "1" {
+		t.Errorf("after a crash with two segments: last decision %+v, %v; want the second", rec.Last, err)
+	}
+	if _, err := os.Stat(crashed + store.OldJournalSuffix); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("after replay the old segment is still there (%v)", err)
 	}
 }
 

@@ -130,7 +130,7 @@ func metricsHandler(srv *server.Server, m []prometheus.Collector) http.Handler {
 // arrivals, when set, is given to the bbolt store (the server counts the
 // writes on their way in it).
 func openStore(ctx context.Context, cfg Config, log *slog.Logger, arrivals *store.Arrivals) (st store.Store, close func() error, metrics []prometheus.Collector, where string, err error) {
-	opts := store.Options{MaxChanges: cfg.MaxChanges, DecisionRetention: cfg.DecisionRetention, RecordCacheBytes: cfg.RecordCacheBytes, Arrivals: arrivals, CheckpointInterval: cfg.CheckpointInterval}
+	opts := store.Options{MaxChanges: cfg.MaxChanges, DecisionRetention: cfg.DecisionRetention, RecordCacheBytes: cfg.RecordCacheBytes, Arrivals: arrivals, CheckpointInterval: cfg.CheckpointInterval, JournalSegmentBytes: cfg.JournalSegmentBytes}
 	if cfg.Store.Kind != "etcd" {
 		path := filepath.Join(cfg.DataDir, "setpoint.db")
 		m := newBoltMetrics()

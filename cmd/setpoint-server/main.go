@@ -113,6 +113,9 @@ type Config struct {
 	// writes wait to be written into its file
 	// (store.Options.CheckpointInterval).
 	CheckpointInterval time.Duration
+	// JournalSegmentBytes is the bbolt store's journal size past which it
+	// starts a new segment (store.Options.JournalSegmentBytes).
+	JournalSegmentBytes int64
 	// ResumeKeyFile holds the secret that seals tenants' Watch resume
 	// points (server.Options.ResumeKey); empty means resume.key in
 	// DataDir, created on first start.
@@ -170,6 +173,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.WatchBuffer, "watch-buffer", server.DefaultWatchBuffer, "changes a Watch stream may fall behind before it is ended with where to resume")
 	fs.IntVar(&c.MaxChanges, "max-changes", store.DefaultMaxChanges, "recent changes kept on disk for Watch streams to resume from (bbolt; with -store=etcd, etcd's compaction decides)")
 	fs.Int64Var(&c.RecordCacheBytes, "record-cache-bytes", store.DefaultRecordCacheBytes, "memory for the decoded records of recently decided targets, which spares their next decision decoding them (bbolt; negative disables)")
+	fs.Int64Var(&c.JournalSegmentBytes, "journal-segment-bytes", store.DefaultJournalSegmentBytes, "size past which the store's journal starts a new segment, the old one removed once written into the bbolt file: larger leaves more to replay after a crash")
 	fs.DurationVar(&c.CheckpointInterval, "checkpoint-interval", store.DefaultCheckpointInterval, "longest a decision waits in the store's journal before it is written into the bbolt file: longer holds more in memory and in the journal to replay after a crash, shorter costs CPU (bbolt)")
 	fs.StringVar(&c.ResumeKeyFile, "resume-key-file", "", "file of the secret that seals tenants' Watch resume points (default: resume.key in -data-dir, created on first start; give every server behind one address the same file)")
 	c.Tenancy.RegisterFlags(fs)
@@ -221,6 +225,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxSimulateSteps <= 0 || c.MaxSimulatePods <= 0 || c.WatchBuffer <= 0 || c.MaxChanges <= 0 {
 		errs = append(errs, errors.New("-max-simulate-steps, -max-simulate-pods, -watch-buffer and -max-changes must be > 0"))
+	}
+	if c.CheckpointInterval <= 0 || c.JournalSegmentBytes <= 0 {
+		errs = append(errs, errors.New("-checkpoint-interval and -journal-segment-bytes must be > 0"))
 	}
 	if c.ExpireAfter <= 0 || c.ExpireInterval <= 0 || c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("-expire-after, -expire-interval and -shutdown-timeout must be > 0"))

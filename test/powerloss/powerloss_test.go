@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ var (
 	// while answered writes are only in the journal and while a
 	// checkpoint is writing them into the bbolt file.
 	checkpoint = flag.Duration("powerloss.checkpoint-interval", 20*time.Millisecond, "the server's -checkpoint-interval")
+	segment    = flag.Int64("powerloss.journal-segment-bytes", 256<<10, "the server's -journal-segment-bytes: small, so that cuts also fall around the journal's rotations")
 )
 
 // binary is the setpoint-server binary the test built.
@@ -49,7 +51,7 @@ func TestPowerLoss(t *testing.T) {
 		}
 	}()
 	srv := acked.Server{Binary: binary, DataDir: mnt, Log: filepath.Join(t.TempDir(), "server.log"), Addr: acked.FreeAddr(t),
-		Extra: []string{"-checkpoint-interval", checkpoint.String()}}
+		Extra: []string{"-checkpoint-interval", checkpoint.String(), "-journal-segment-bytes", strconv.FormatInt(*segment, 10)}}
 	client := acked.Dial(t, srv.Addr)
 	load := acked.StartLoad(client, 0, *workers)
 	checked := filepath.Join(t.TempDir(), "setpoint.db")
