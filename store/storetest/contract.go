@@ -229,18 +229,25 @@ func expire(t *testing.T, open Opener) {
 		{cutoff: at(599), want: 3, left: []int{0}},
 		{cutoff: at(601), want: 1, left: nil},
 	} {
-		n, err := st.Expire(ctx, tc.cutoff)
-		if err != nil || n != tc.want {
-			t.Errorf("Expire(%v) = %d, %v; want %d", tc.cutoff, n, err, tc.want)
-		}
-		got, _ := listAll(t, st, store.Query{}, 0)
-		var want []target.Key
+		var left []target.Key
 		for _, i := range tc.left {
-			want = append(want, key(i))
+			left = append(left, key(i))
 		}
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Errorf("after Expire(%v) (-want +got):\n%s", tc.cutoff, diff)
-		}
+		expireAndList(t, st, tc.cutoff, tc.want, left)
+	}
+}
+
+// expireAndList runs Expire(cutoff) on st and checks that it removed want
+// records and left the targets left, in key order.
+func expireAndList(t *testing.T, st store.Store, cutoff time.Time, want int, left []target.Key) {
+	t.Helper()
+	n, err := st.Expire(context.Background(), cutoff)
+	if err != nil || n != want {
+		t.Errorf("Expire(%v) = %d, %v; want %d", cutoff, n, err, want)
+	}
+	got, _ := listAll(t, st, store.Query{}, 0)
+	if diff := cmp.Diff(left, got); diff != "" {
+		t.Errorf("after Expire(%v) (-want +got):\n%s", cutoff, diff)
 	}
 }
 
@@ -275,18 +282,11 @@ func expireAcrossHours(t *testing.T, open Opener) {
 		{cutoff: 7260, want: 0, left: []string{"moved"}},
 		{cutoff: 7261, want: 1, left: nil},
 	} {
-		n, err := st.Expire(ctx, at(tc.cutoff))
-		if err != nil || n != tc.want {
-			t.Errorf("Expire(T0+%ds) = %d, %v; want %d", tc.cutoff, n, err, tc.want)
-		}
-		got, _ := listAll(t, st, store.Query{}, 0)
-		var want []target.Key
+		var left []target.Key
 		for _, name := range tc.left {
-			want = append(want, key(name))
+			left = append(left, key(name))
 		}
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Errorf("after Expire(T0+%ds) (-want +got):\n%s", tc.cutoff, diff)
-		}
+		expireAndList(t, st, at(tc.cutoff), tc.want, left)
 	}
 }
 
