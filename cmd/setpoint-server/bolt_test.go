@@ -154,3 +154,44 @@ func TestDocsListStoreMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestDashboardStoreMetrics: every store metric the Grafana dashboard
+// (deploy/grafana/setpoint.json) references is one setpoint-server
+// registers, and the dashboard shows the bbolt store's flushes,
+// checkpoints and record cache.
+func TestDashboardStoreMetrics(t *testing.T) {
+	b, err := os.ReadFile("../../deploy/grafana/setpoint.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	registered := map[string]bool{}
+	em := newStoreMetrics()
+	fqName := regexp.MustCompile(`fqName: "([^"]+)"`)
+	for _, c := range []prometheus.Collector{newBoltMetrics(), em.latency, em.conflicts} {
+		ch := make(chan *prometheus.Desc)
+		go func() { c.Describe(ch); close(ch) }()
+		for d := range ch {
+			if m := fqName.FindStringSubmatch(d.String()); m != nil {
+				registered[m[1]] = true
+			}
+		}
+	}
+	used := map[string]bool{}
+	for _, m := range regexp.MustCompile(`setpoint_(?:bolt|etcd)_[a-z_]+`).FindAllString(string(b), -1) {
+		base := m
+		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+			if b, ok := strings.CutSuffix(m, suffix); ok && registered[b] {
+				base = b
+			}
+		}
+		used[base] = true
+		if !registered[base] {
+			t.Errorf("the dashboard references %s, which setpoint-server does not register", m)
+		}
+	}
+	for _, want := range []string{"setpoint_bolt_commits_total", "setpoint_bolt_checkpoints_total", "setpoint_bolt_checkpoint_seconds_total", "setpoint_bolt_record_cache_hits_total", "setpoint_bolt_commit_duration_seconds"} {
+		if !used[want] {
+			t.Errorf("the dashboard does not show %s", want)
+		}
+	}
+}
