@@ -3,12 +3,13 @@ package store
 // The codec stores a target.Record as its storage message,
 // setpoint.storage.v1.Record (proto/setpoint/storage/v1/storage.proto):
 // encodeRecord writes the message's bytes straight from the record
-// (codec_wire.go); decodeRecord unmarshals the generated message and
-// converts it (decoder). The encoder type converts engine values to
-// messages for the change feed's entries (feed.go). Encoding fails on
-// what could not be read back (a time outside the years 1–9999, a string
-// that is not UTF-8); decoding fails on anything that is not a valid
-// message, and never panics.
+// (codec_wire.go); decodeRecord reads the record straight from them
+// (codec_read.go), and leaves what it does not read as the generated
+// message would to the generated message and its conversion (decoder).
+// The encoder type converts engine values to messages for the change
+// feed's entries (feed.go). Encoding fails on what could not be read back
+// (a time outside the years 1–9999, a string that is not UTF-8); decoding
+// fails on anything that is not a valid message, and never panics.
 
 import (
 	"bytes"
@@ -71,9 +72,9 @@ func decodeRecord(k target.Key, b []byte) (target.Record, error) {
 // largest part of a record, is neither unmarshalled nor checked.
 func decodeRecordFor(k target.Key, b []byte, forDecision bool) (rec target.Record, err error) {
 	defer func() {
-		// The decoder below only reads generated messages, which do not
-		// panic; this is the last line of the promise that bad bytes never
-		// take the process down.
+		// The reader and the decoder below check every length and index
+		// they use; this is the last line of the promise that bad bytes
+		// never take the process down.
 		if p := recover(); p != nil {
 			rec, err = target.Record{}, &CorruptError{Key: k, Err: fmt.Errorf("panic while decoding: %v", p)}
 		}
@@ -85,8 +86,19 @@ func decodeRecordFor(k target.Key, b []byte, forDecision bool) (rec target.Recor
 	if len(raw) > 0 && raw[0] == s2Value { // b is the scratch buffer's, or a new one
 		defer putScratch(buf, b)
 	}
+	if rec, ok := readRecord(k, b, forDecision); ok {
+		return rec, nil
+	}
+	return decodeMessage(k, b, forDecision)
+}
+
+// decodeMessage is decodeRecordFor for b, the decompressed message,
+// through the generated message: the path for what readRecord leaves to
+// it, and readRecord's oracle (FuzzWireReader).
+func decodeMessage(k target.Key, b []byte, forDecision bool) (target.Record, error) {
 	var m pb.Record
 	var head *lastHead
+	var err error
 	if forDecision {
 		head, err = unmarshalWithoutLast(b, &m)
 	} else {

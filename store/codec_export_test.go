@@ -1,0 +1,15 @@
+package store
+
+import "github.com/setpointhq/setpoint/target"
+
+// DecodeRecordGenerated decodes a stored record through the generated
+// message, as the store did before the record reader (codec_read.go),
+// with forDecision as an Update marked WithDecision does: the baseline
+// of BenchmarkRecordCodec.
+func DecodeRecordGenerated(k target.Key, b []byte, forDecision bool) (target.Record, error) {
+	msg, err := decompressValue(b)
+	if err != nil {
+		return target.Record{}, &CorruptError{Key: k, Err: err}
+	}
+	return decodeMessage(k, msg, forDecision)
+}
