@@ -46,6 +46,11 @@ func readRecord(k target.Key, msg []byte, forDecision bool) (target.Record, bool
 // it leaves to the generated path; decoding then stops.
 type wireReader struct {
 	bad bool
+	// strs are the last strings read, which str hands out again for equal
+	// bytes: a record repeats its metrics' names, selectors and objects in
+	// its spec and each of its statuses.
+	strs  [32]string
+	nstrs int
 }
 
 // fail sets r.bad and returns false.
@@ -174,15 +179,23 @@ func (r *wireReader) str(f *wireField, s *string) {
 	if f.typ != protowire.BytesType {
 		return
 	}
+	for _, prev := range r.strs {
+		if prev == string(f.v) {
+			*s = prev
+			return
+		}
+	}
 	if !utf8.Valid(f.v) {
 		r.fail()
 		return
 	}
 	*s = string(f.v)
+	r.strs[r.nstrs%len(r.strs)] = *s
+	r.nstrs++
 }
 
-// readWord is str for a field that holds the engine's vocabulary: a word of
-// storedWords is not allocated again.
+// readWord is str for a field that holds the engine's vocabulary: a word
+// of storedWords is neither allocated nor remembered.
 func readWord[S ~string](r *wireReader, f *wireField, s *S) {
 	if f.typ != protowire.BytesType {
 		return
@@ -191,11 +204,9 @@ func readWord[S ~string](r *wireReader, f *wireField, s *S) {
 		*s = S(w)
 		return
 	}
-	if !utf8.Valid(f.v) {
-		r.fail()
-		return
-	}
-	*s = S(f.v)
+	v := string(*s)
+	r.str(f, &v)
+	*s = S(v)
 }
 
 // storedWords are the strings stored records repeat most: the engine's
