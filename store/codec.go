@@ -595,26 +595,39 @@ func (d *decoder) statusRefs(m *pb.Status, record *pb.Status) engine.Status {
 	if len(refs) == 0 {
 		return v
 	}
-	own, recs := v.Conditions, record.GetConditions()
-	v.Conditions = make([]engine.Condition, 0, len(refs))
+	recs := record.GetConditions()
+	conds, err := conditionsFromRefs(refs, v.Conditions, len(recs), func(i int) engine.Condition { return d.condition(recs[i]) })
+	if err != nil {
+		if d.err == nil {
+			d.err = err
+		}
+		return engine.Status{}
+	}
+	v.Conditions = conds
+	return v
+}
+
+// conditionsFromRefs rebuilds the conditions of a status stored with
+// condition_refs: own are the conditions stored in it, and record(i) is
+// the i-th of the n conditions of the record's status. It fails with
+// errConditionRefs when refs and own do not match.
+func conditionsFromRefs(refs []int32, own []engine.Condition, n int, record func(i int) engine.Condition) ([]engine.Condition, error) {
+	out := make([]engine.Condition, 0, len(refs))
 	for _, r := range refs {
 		switch {
 		case r == -1 && len(own) > 0:
-			v.Conditions = append(v.Conditions, own[0])
+			out = append(out, own[0])
 			own = own[1:]
-		case r >= 0 && int(r) < len(recs):
-			v.Conditions = append(v.Conditions, d.condition(recs[r]))
+		case r >= 0 && int(r) < n:
+			out = append(out, record(int(r)))
 		default:
-			if d.err == nil {
-				d.err = errConditionRefs
-			}
-			return engine.Status{}
+			return nil, errConditionRefs
 		}
 	}
-	if len(own) > 0 && d.err == nil {
-		d.err = errConditionRefs
+	if len(own) > 0 {
+		return nil, errConditionRefs
 	}
-	return v
+	return out, nil
 }
 
 func (d *decoder) condition(c *pb.Condition) engine.Condition {

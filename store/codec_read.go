@@ -421,23 +421,12 @@ func (r *wireReader) before(b []byte, s *engine.Status, record []engine.Conditio
 	if len(refs) == 0 || r.bad {
 		return
 	}
-	own := s.Conditions
-	s.Conditions = make([]engine.Condition, 0, len(refs))
-	for _, ref := range refs {
-		switch {
-		case ref == -1 && len(own) > 0:
-			s.Conditions = append(s.Conditions, own[0])
-			own = own[1:]
-		case ref >= 0 && int(ref) < len(record):
-			s.Conditions = append(s.Conditions, record[ref])
-		default:
-			r.fail()
-			return
-		}
-	}
-	if len(own) > 0 {
+	conds, err := conditionsFromRefs(refs, s.Conditions, len(record), func(i int) engine.Condition { return record[i] })
+	if err != nil {
 		r.fail()
+		return
 	}
+	s.Conditions = conds
 }
 
 func (r *wireReader) targetRef(b []byte, t *target.Ref) {
@@ -570,24 +559,34 @@ func (r *wireReader) metricSpec(b []byte, m *engine.MetricSpec) {
 	var f wireField
 	for r.next(&b, &f) {
 		switch f.num {
-		case 1:
-			readWord(r, &f, &m.Type)
-		case 2:
-			readWord(r, &f, &m.Resource)
-		case 3:
-			r.str(&f, &m.Container)
-		case 4:
-			if r.once(&f, &seen) {
-				r.metricIdentifier(f.v, &m.Metric)
-			}
-		case 5:
-			if r.once(&f, &seen) {
-				r.objectReference(f.v, &m.DescribedObject)
-			}
+		case 1, 2, 3, 4, 5:
+			r.metricSource(&f, &seen, &m.Type, &m.Resource, &m.Container, &m.Metric, &m.DescribedObject)
 		case 6:
 			if r.once(&f, &seen) {
 				r.target(f.v, &m.Target)
 			}
+		}
+	}
+}
+
+// metricSource decodes f, one of the fields 1–5 that MetricSpec and
+// MetricStatus share: type, resource, container, metric and described
+// object.
+func (r *wireReader) metricSource(f *wireField, seen *uint32, typ *engine.MetricSourceType, resource, container *string, metric *engine.MetricIdentifier, object *engine.ObjectReference) {
+	switch f.num {
+	case 1:
+		readWord(r, f, typ)
+	case 2:
+		readWord(r, f, resource)
+	case 3:
+		r.str(f, container)
+	case 4:
+		if r.once(f, seen) {
+			r.metricIdentifier(f.v, metric)
+		}
+	case 5:
+		if r.once(f, seen) {
+			r.objectReference(f.v, object)
 		}
 	}
 }
@@ -767,20 +766,8 @@ func (r *wireReader) metricStatus(b []byte, m *engine.MetricStatus) {
 	var f wireField
 	for r.next(&b, &f) {
 		switch f.num {
-		case 1:
-			readWord(r, &f, &m.Type)
-		case 2:
-			readWord(r, &f, &m.Resource)
-		case 3:
-			r.str(&f, &m.Container)
-		case 4:
-			if r.once(&f, &seen) {
-				r.metricIdentifier(f.v, &m.Metric)
-			}
-		case 5:
-			if r.once(&f, &seen) {
-				r.objectReference(f.v, &m.DescribedObject)
-			}
+		case 1, 2, 3, 4, 5:
+			r.metricSource(&f, &seen, &m.Type, &m.Resource, &m.Container, &m.Metric, &m.DescribedObject)
 		case 6:
 			if r.once(&f, &seen) {
 				m.Value = r.quantity(f.v)
