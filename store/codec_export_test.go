@@ -7,9 +7,13 @@ import "github.com/setpointhq/setpoint/target"
 // with forDecision as an Update marked WithDecision does: the baseline
 // of BenchmarkRecordCodec.
 func DecodeRecordGenerated(k target.Key, b []byte, forDecision bool) (target.Record, error) {
-	msg, err := decompressValue(b)
+	buf := getScratch()
+	msg, err := decompressValueInto(*buf, b)
 	if err != nil {
 		return target.Record{}, &CorruptError{Key: k, Err: err}
+	}
+	if len(b) > 0 && b[0] == s2Value { // as decodeRecordFor
+		defer putScratch(buf, msg)
 	}
 	return decodeMessage(k, msg, forDecision)
 }

@@ -46,11 +46,20 @@ func readRecord(k target.Key, msg []byte, forDecision bool) (target.Record, bool
 // it leaves to the generated path; decoding then stops.
 type wireReader struct {
 	bad bool
-	// strs are the last strings read, which str hands out again for equal
-	// bytes: a record repeats its metrics' names, selectors and objects in
-	// its spec and each of its statuses.
-	strs  [32]string
-	nstrs int
+	// strs are strings read, which str hands out again for equal bytes: a
+	// record repeats its metrics' names, selectors and objects in its spec
+	// and each of its statuses. A string's slot is a hash of its length
+	// and three of its bytes (strSlot); a string read later takes it.
+	strs [128]string
+}
+
+// strSlot is the slot of strs for the bytes v.
+func strSlot(v []byte) int {
+	h := uint64(len(v))
+	if len(v) > 0 {
+		h |= uint64(v[0])<<8 | uint64(v[len(v)/2])<<16 | uint64(v[len(v)-1])<<24
+	}
+	return int(h * 0x9e3779b97f4a7c15 >> (64 - 7)) // Fibonacci hashing into 128 slots
 }
 
 // fail sets r.bad and returns false.
@@ -179,19 +188,17 @@ func (r *wireReader) str(f *wireField, s *string) {
 	if f.typ != protowire.BytesType {
 		return
 	}
-	for _, prev := range r.strs {
-		if prev == string(f.v) {
-			*s = prev
-			return
-		}
+	slot := &r.strs[strSlot(f.v)]
+	if *slot == string(f.v) {
+		*s = *slot
+		return
 	}
 	if !utf8.Valid(f.v) {
 		r.fail()
 		return
 	}
 	*s = string(f.v)
-	r.strs[r.nstrs%len(r.strs)] = *s
-	r.nstrs++
+	*slot = *s
 }
 
 // readWord is str for a field that holds the engine's vocabulary: a word
