@@ -185,35 +185,37 @@ func (f *wireField) double(v *float64) {
 
 // str sets *s to a string field, which must be UTF-8 (proto3).
 func (r *wireReader) str(f *wireField, s *string) {
-	if f.typ != protowire.BytesType {
-		return
+	if f.typ == protowire.BytesType {
+		r.text(f.v, s, false)
 	}
-	slot := &r.strs[strSlot(f.v)]
-	if *slot == string(f.v) {
-		*s = *slot
-		return
-	}
-	if !utf8.Valid(f.v) {
-		r.fail()
-		return
-	}
-	*s = string(f.v)
-	*slot = *s
 }
 
 // readWord is str for a field that holds the engine's vocabulary: a word
-// of storedWords is neither allocated nor remembered.
+// of storedWords is not allocated.
 func readWord[S ~string](r *wireReader, f *wireField, s *S) {
-	if f.typ != protowire.BytesType {
-		return
+	if f.typ == protowire.BytesType {
+		v := string(*s)
+		r.text(f.v, &v, true)
+		*s = S(v)
 	}
-	if w, ok := storedWords[string(f.v)]; ok {
-		*s = S(w)
-		return
+}
+
+// text sets *s to the UTF-8 string b: the one in b's slot of r.strs when
+// it is equal, else (when word) the word of storedWords, else a new
+// string, which then takes the slot.
+func (r *wireReader) text(b []byte, s *string, word bool) {
+	slot := &r.strs[strSlot(b)]
+	if *slot != string(b) {
+		if w, ok := storedWords[string(b)]; word && ok {
+			*slot = w
+		} else if utf8.Valid(b) {
+			*slot = string(b)
+		} else {
+			r.fail()
+			return
+		}
 	}
-	v := string(*s)
-	r.str(f, &v)
-	*s = S(v)
+	*s = *slot
 }
 
 // storedWords are the strings stored records repeat most: the engine's
