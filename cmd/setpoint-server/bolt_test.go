@@ -138,6 +138,18 @@ func TestDocsListStoreMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for name := range storeMetricNames(t) {
+		if !strings.Contains(string(b), "`"+name+"`") {
+			t.Errorf("docs/metrics.md does not list %s", name)
+		}
+	}
+}
+
+// storeMetricNames returns the names of the metrics setpoint-server
+// registers for its stores (bbolt's, etcd's).
+func storeMetricNames(t *testing.T) map[string]bool {
+	t.Helper()
+	names := map[string]bool{}
 	em := newStoreMetrics()
 	fqName := regexp.MustCompile(`fqName: "([^"]+)"`)
 	for _, c := range []prometheus.Collector{newBoltMetrics(), em.latency, em.conflicts} {
@@ -148,11 +160,10 @@ func TestDocsListStoreMetrics(t *testing.T) {
 			if m == nil {
 				t.Fatalf("no name in %s", d)
 			}
-			if !strings.Contains(string(b), "`"+m[1]+"`") {
-				t.Errorf("docs/metrics.md does not list %s", m[1])
-			}
+			names[m[1]] = true
 		}
 	}
+	return names
 }
 
 // TestDashboardStoreMetrics: every store metric the Grafana dashboard
@@ -164,18 +175,7 @@ func TestDashboardStoreMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	registered := map[string]bool{}
-	em := newStoreMetrics()
-	fqName := regexp.MustCompile(`fqName: "([^"]+)"`)
-	for _, c := range []prometheus.Collector{newBoltMetrics(), em.latency, em.conflicts} {
-		ch := make(chan *prometheus.Desc)
-		go func() { c.Describe(ch); close(ch) }()
-		for d := range ch {
-			if m := fqName.FindStringSubmatch(d.String()); m != nil {
-				registered[m[1]] = true
-			}
-		}
-	}
+	registered := storeMetricNames(t)
 	used := map[string]bool{}
 	for _, m := range regexp.MustCompile(`setpoint_(?:bolt|etcd)_[a-z_]+`).FindAllString(string(b), -1) {
 		base := m
