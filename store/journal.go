@@ -9,12 +9,12 @@ package store
 // larger transactions of its own (bbolt's commit, with its two fsyncs,
 // runs alongside the next batches instead of in front of them). The file
 // next to the store's, <path>.journal, holds the frames not yet known to
-// be applied, and once it grows past Options.JournalSegmentBytes it becomes
+// be applied. Once it grows past Options.JournalSegmentBytes it becomes
 // <path>.journal.old, removed when the checkpointer has applied it, while
 // a new <path>.journal takes the next frames (so the committer does not
-// wait for a checkpoint to empty the journal); bbolt's meta bucket holds the sequence number of the last
-// frame applied (keyMetaJournalSeq), written in the same transaction as
-// the frame's writes. Open replays the frames after it, so a write
+// wait for a checkpoint to empty the journal). bbolt's meta bucket holds
+// the sequence number of the last frame applied (keyMetaJournalSeq),
+// written in the same transaction as the frame's writes. Open replays the frames after it, so a write
 // answered before a crash or a power cut is in bbolt after the next Open.
 //
 // A frame is
