@@ -107,7 +107,6 @@ func (c *recordCache) take(key target.Key) (e *cachedRecord, admit bool) {
 	if c == nil {
 		return nil, false
 	}
-	h := maphash.Comparable(c.seed, key)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e = c.unsafeRemove(key); e != nil {
@@ -115,6 +114,7 @@ func (c *recordCache) take(key target.Key) (e *cachedRecord, admit bool) {
 		return e, true
 	}
 	c.misses++
+	h := maphash.Comparable(c.seed, key) // only a miss needs it
 	if _, again := c.missed[h]; again {
 		delete(c.missed, h)
 		return nil, true
