@@ -301,7 +301,7 @@ func rekeyLastSeen(tx *bolt.Tx) error {
 	old := tx.Bucket(bucketLastSeen)
 	var keys [][]byte
 	if err := old.ForEach(func(k, _ []byte) error {
-		keys = append(keys, k) // valid until the bucket is deleted below
+		keys = append(keys, k) // the file's memory: read before the bucket is deleted below
 		return nil
 	}); err != nil {
 		return err
@@ -310,11 +310,11 @@ func rekeyLastSeen(tx *bolt.Tx) error {
 	for _, k := range keys {
 		ts, rk, ok := splitLastSeenKey(k)
 		if !ok {
-			continue // malformed: Expire would drop it alone
+			continue // malformed, no record's entry: dropped
 		}
 		n := int64(ts ^ 1<<63)
 		if n == math.MinInt64 || n == math.MaxInt64 { // the zero time, or saturated: rounding keeps it
-			rekeyed = append(rekeyed, k)
+			rekeyed = append(rekeyed, bytes.Clone(k))
 			continue
 		}
 		rekeyed = append(rekeyed, lastSeenKey(time.Unix(0, n), rk))
