@@ -86,7 +86,8 @@ func TestLastSeenIndexHoldsHours(t *testing.T) {
 // instants, with a journal a version 3 server left behind (a write whose
 // index keys are instants too): Open replays the journal first, then
 // rewrites the index by hours, so each record has exactly its hour's
-// entry and Expire removes by LastSeen.
+// entry (a record never seen keeps the zero time's) and Expire removes by
+// LastSeen.
 func TestOpenRekeysLastSeenAfterReplay(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "setpoint.db")
 	st, err := Open(path, Options{})
@@ -95,10 +96,11 @@ func TestOpenRekeysLastSeenAfterReplay(t *testing.T) {
 	}
 	ctx := context.Background()
 	at := func(h, m int) time.Time { return time.Date(2026, 3, 1, h, m, 7, 123, time.UTC) }
-	a, b := target.Key{Cluster: "c", Namespace: "n", Name: "a"}, target.Key{Cluster: "c", Namespace: "n", Name: "b"}
+	a, b, z := target.Key{Cluster: "c", Namespace: "n", Name: "a"}, target.Key{Cluster: "c", Namespace: "n", Name: "b"}, target.Key{Cluster: "c", Namespace: "n", Name: "z"}
 	ra, _ := recordKey(a)
 	rb, _ := recordKey(b)
-	for k, seen := range map[target.Key]time.Time{a: at(12, 0), b: at(12, 30)} {
+	rz, _ := recordKey(z)
+	for k, seen := range map[target.Key]time.Time{a: at(12, 0), b: at(12, 30), z: {}} { // z: never seen
 		if _, err := st.Update(ctx, k, func(r *target.Record) error { r.LastSeen = seen; return nil }); err != nil {
 			t.Fatal(err)
 		}
@@ -130,7 +132,7 @@ func TestOpenRekeysLastSeenAfterReplay(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		for _, k := range [][]byte{exactLastSeenKey(at(12, 0), ra), exactLastSeenKey(at(12, 30), rb)} {
+		for _, k := range [][]byte{exactLastSeenKey(at(12, 0), ra), exactLastSeenKey(at(12, 30), rb), exactLastSeenKey(time.Time{}, rz)} {
 			if err := index.Put(k, []byte{}); err != nil {
 				return err
 			}
@@ -163,7 +165,7 @@ func TestOpenRekeysLastSeenAfterReplay(t *testing.T) {
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
-	want := [][]byte{lastSeenKey(at(12, 0), rb), lastSeenKey(at(14, 0), ra)} // in key order: hour, then key
+	want := [][]byte{exactLastSeenKey(time.Time{}, rz), lastSeenKey(at(12, 0), rb), lastSeenKey(at(14, 0), ra)} // in key order: hour, then key
 	if diff := gocmp.Diff(want, indexKeys(t, path)); diff != "" {
 		t.Errorf("index after Open (-want +got):\n%s", diff)
 	}
@@ -176,7 +178,7 @@ func TestOpenRekeysLastSeenAfterReplay(t *testing.T) {
 	for _, step := range []struct {
 		cutoff time.Time
 		want   int
-	}{{at(12, 30), 0}, {at(12, 31), 1}, {at(14, 10), 0}, {at(14, 11), 1}} {
+	}{{at(12, 30), 1}, {at(12, 30), 0}, {at(12, 31), 1}, {at(14, 10), 0}, {at(14, 11), 1}} {
 		if n, err := st.Expire(ctx, step.cutoff); err != nil || n != step.want {
 			t.Errorf("Expire(%v) = %d, %v; want %d", step.cutoff, n, err, step.want)
 		}
