@@ -107,11 +107,13 @@ func (b *Bolt) segmentJournal() {
 		b.ovMu.Lock()
 		applied := b.applied
 		b.ovMu.Unlock()
-		if applied < j.oldLast && j.off <= b.opts.JournalSegmentBytes {
-			return
-		}
-		if applied < j.oldLast && b.drain() != nil {
-			return // a failed checkpoint: the store refuses writes
+		if applied < j.oldLast {
+			if j.off <= b.opts.JournalSegmentBytes {
+				return // the old segment is still needed, and no rotation is due
+			}
+			if b.drain() != nil {
+				return // a failed checkpoint: the store refuses writes
+			}
 		}
 		if err := j.dropOld(); err != nil {
 			b.fail(fmt.Errorf("store: remove the journal's old segment: %w", err))

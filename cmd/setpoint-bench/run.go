@@ -118,30 +118,13 @@ func run(ctx context.Context, cfg Config, logw io.Writer) (rep *Report, err erro
 		if real != nil {
 			before = real.Store.Stats()
 		}
-		profile := cfg.CPUProfile != "" && round == 0
-		if profile {
-			stopProfile, err := startCPUProfile(cfg.CPUProfile)
-			if err != nil {
-				return nil, err
-			}
-			defer stopProfile()
-		}
-		tracing := cfg.Trace != "" && round == 0
-		if tracing {
-			stopTrace, err := startTrace(cfg.Trace)
-			if err != nil {
-				return nil, err
-			}
-			defer stopTrace()
+		stopWriting, err := startRecording(cfg, round)
+		if err != nil {
+			return nil, err
 		}
 		logf("round %d/%d: %s", round+1, cfg.Rounds, phaseReal)
 		realRes.merge(runPhase(ctx, cfg, realConns, targets))
-		if profile {
-			pprof.StopCPUProfile()
-		}
-		if tracing {
-			trace.Stop()
-		}
+		stopWriting()
 		if real != nil {
 			realRes.addStore(before, real.Store.Stats())
 		}
@@ -198,6 +181,36 @@ func startCPUProfile(path string) (func(), error) {
 // (or trace.Stop) is called.
 func startTrace(path string) (func(), error) {
 	return startWriting(path, trace.Start, trace.Stop)
+}
+
+// startRecording starts what cfg asks to record of the first real phase
+// (round 0): its CPU profile, its execution trace. The returned function
+// stops both and closes their files.
+func startRecording(cfg Config, round int) (stop func(), err error) {
+	var stops []func()
+	stop = func() {
+		for _, s := range stops {
+			s()
+		}
+	}
+	if round != 0 {
+		return stop, nil
+	}
+	for _, r := range []struct {
+		path  string
+		start func(string) (func(), error)
+	}{{cfg.CPUProfile, startCPUProfile}, {cfg.Trace, startTrace}} {
+		if r.path == "" {
+			continue
+		}
+		s, err := r.start(r.path)
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		stops = append(stops, s)
+	}
+	return stop, nil
 }
 
 // startWriting creates path and starts writing it with start; the
