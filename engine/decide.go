@@ -106,7 +106,16 @@ func (d *decider) run() Decision {
 	if needsMetrics {
 		proposal, statuses, errText, failed := d.computeMetrics()
 		metricStatuses = statuses
+		recovered := false
 		if failed {
+			if p, ok := d.fallbackRecovery(); ok {
+				proposal, failed, recovered = p, false, true
+			}
+		}
+		if failed {
+			if d.hasCondition(FallbackActive) {
+				d.setCondition(FallbackActive, ConditionFalse, "NoFallback", "the metrics failed and no fallback was given")
+			}
 			d.status.CurrentReplicas = current
 			d.status.CurrentMetrics = statuses
 			return Decision{
@@ -122,6 +131,9 @@ func (d *decider) run() Decision {
 			desired = proposal
 		}
 		d.explain.Proposal = desired
+		if len(in.Proposals) > 0 || d.hasCondition(FallbackActive) {
+			desired = d.mergeProposals(desired, recovered, errText != "")
+		}
 		if spec.Behavior == nil {
 			desired = d.normalizeLegacy(current, desired)
 		} else {

@@ -51,6 +51,14 @@
 //     every metric failed, or some failed and the rest would scale down,
 //     the decision fails: ScalingActive=False with the first failure's
 //     reason, the desired count of the previous status is kept.
+//  4a. Proposals from outside the metrics (Input.Proposals: schedule
+//     floors, forecasts, a fallback) are merged by max with the metrics'
+//     proposal; a fallback counts only when some metric failed, and lets a
+//     decision whose metrics all failed continue (FallbackActive=True)
+//     where the controller would hold. A proposal that wins is a Proposal
+//     step naming it. Everything below applies to the merged count. With
+//     no proposals this step does nothing: the decision is the
+//     controller's.
 //  5. Normalization. Without a behavior: the maximum of the recommendations
 //     within the downscale window (ScaleDownStabilized), then at most
 //     max(2×current, 4) and within [min, max]. With a behavior: the

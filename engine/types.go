@@ -34,7 +34,11 @@ type Input struct {
 	// Status is the autoscaler's status as left by the previous decision
 	// (zero for a new target): its conditions, desired replicas and last
 	// scale time carry over.
-	Status Status
+	Status Status // Proposals are replica counts proposed from outside the metrics (a
+	// fallback, schedule windows, forecasts), merged by max with the
+	// metrics' proposal before normalization; empty leaves the decision
+	// exactly the controller's.
+	Proposals []Proposal
 }
 
 // Settings are the controller-wide knobs of the Kubernetes HPA controller,
@@ -602,6 +606,10 @@ const (
 	StepLimited StepKind = "Limited"
 	// StepMinFromZero: scaling from zero was raised to the minimum.
 	StepMinFromZero StepKind = "MinFromZero"
+	// StepProposal: a proposal from outside the metrics (Input.Proposals)
+	// set the count in place of the metrics' proposal; the step's message
+	// names it.
+	StepProposal StepKind = "Proposal"
 )
 
 // Step is one adjustment of the replica count.

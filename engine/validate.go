@@ -81,6 +81,7 @@ func (v *validator) input(in *Input) {
 		}
 	}
 	v.status(&in.Status)
+	v.proposals(in.Proposals)
 }
 
 func (v *validator) spec(s *Spec) {

@@ -36,6 +36,15 @@
 // the decision started from (AbleToScale=False/FailedUpdateScale), a change
 // made by someone else is only an event.
 //
+// # Fallback
+//
+// Input.Fallback gives a target KEDA's metric-outage fallback: once the
+// status says the metrics have been failing (ScalingActive=False) for
+// Fallback.After, Decide adds a fallback proposal to the engine's input;
+// the engine uses it only if that decision's metrics fail too, and says so
+// with the FallbackActive condition. The failure's start is the condition's
+// transition time, so the fallback needs no state of its own.
+//
 // Invariants, kept by every transition:
 //   - Record.Last.Decision.History is empty; Record.History is the history.
 //   - Record.Status is the status the next decision starts from.

@@ -29,8 +29,12 @@ type Input struct {
 	// Ref is the scale target reference received with the spec.
 	Ref Ref
 	// Engine is the engine's input: the resolved spec and settings, the
-	// scale, pods and metrics. Its Now and Status are set by Decide.
+	// scale, pods and metrics, and proposals from outside the metrics
+	// (schedules, forecasts). Its Now and Status are set by Decide.
 	Engine engine.Input
+	// Fallback, when set, adds a fallback proposal to the engine's input
+	// once the target's metrics have been failing for Fallback.After.
+	Fallback *Fallback
 }
 
 // Decide makes the decision of in at now for the target in rec and records
@@ -56,6 +60,14 @@ func Decide(rec *Record, in Input, id string, now time.Time) error {
 	}
 	e := in.Engine
 	e.Now, e.Status = now, rec.Status
+	if f := in.Fallback; f != nil {
+		if err := f.validate(); err != nil {
+			return err
+		}
+		if p, ok := FallbackProposal(*f, rec.Status, e.Scale.Replicas, now); ok {
+			e.Proposals = append(e.Proposals[:len(e.Proposals):len(e.Proposals)], p)
+		}
+	}
 	d, err := engine.Decide(e, rec.History)
 	if err != nil {
 		return err
