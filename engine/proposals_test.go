@@ -46,7 +46,7 @@ func TestProposalsMergeByMax(t *testing.T) {
 		},
 		{
 			name: "schedule floor below the metrics changes nothing", usage: 750,
-			proposals:  []engine.Proposal{schedule("schedule night", 2)}, want: 6,
+			proposals: []engine.Proposal{schedule("schedule night", 2)}, want: 6,
 			wantActive: cond{engine.ScalingActive, engine.ConditionTrue, "ValidMetricFound"},
 		},
 		{
@@ -102,7 +102,7 @@ func TestProposalsMergeByMax(t *testing.T) {
 		},
 		{
 			name: "a lower fallback scales in, after the scale-down window", metricsErr: true,
-			proposals:  []engine.Proposal{fallback(2)}, want: 4, // window holds the seed, 4
+			proposals: []engine.Proposal{fallback(2)}, want: 4, // window holds the seed, 4
 			wantSteps:  []engine.Step{{Kind: engine.StepProposal, From: 0, To: 2, Reason: "FallbackActive"}, {Kind: engine.StepStabilized, From: 2, To: 4, Reason: "ScaleDownStabilized"}},
 			wantActive: cond{engine.ScalingActive, engine.ConditionFalse, "FailedGetResourceMetric"},
 			fallback:   &cond{engine.FallbackActive, engine.ConditionTrue, "FallbackActive"},
