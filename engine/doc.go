@@ -51,7 +51,7 @@
 //     every metric failed, or some failed and the rest would scale down,
 //     the decision fails: ScalingActive=False with the first failure's
 //     reason, the desired count of the previous status is kept.
-//     4a. Proposals from outside the metrics (Input.Proposals: schedule
+//     Proposals from outside the metrics (Input.Proposals: schedule
 //     floors, forecasts, a fallback) are merged by max with the metrics'
 //     proposal; a fallback counts only when some metric failed, and lets a
 //     decision whose metrics all failed continue (FallbackActive=True)
