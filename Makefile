@@ -137,3 +137,7 @@ powerloss: ## the power-loss test with CUTS power cuts on lazyfs (default 500; C
 
 dict: ## retrain store/values.dict, the S2 dictionary of record values, on records of varied workloads (changes the disk format: see store/compress.go)
 	$(GO) test ./cmd/setpoint-bench -count=1 -run TestWriteDictionary -write-dict $(CURDIR)/store/values.dict -v
+
+.PHONY: quality
+quality: ## the decision-quality benchmark: every generated trace, a measured week, at 60 s and 5 min start-up, checked against issue 32's bars (about 90 s; CI runs TestQualityBars, about 5 s)
+	$(GO) run ./cmd/setpoint-quality -days 7
