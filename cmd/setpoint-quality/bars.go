@@ -5,6 +5,7 @@ import (
 	"math"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,7 +22,7 @@ type Report struct {
 	// Decisions counts the decisions made.
 	Decisions int
 
-	measured map[string]int // measured days per trace
+	measured map[string]float64 // measured days per trace
 }
 
 // Bar is one acceptance check.
@@ -43,7 +44,7 @@ func (r Report) Passed() bool {
 	return true
 }
 
-func (r Report) days(trace string) int { return r.measured[trace] }
+func (r Report) days(trace string) float64 { return r.measured[trace] }
 
 // The setups.
 var (
@@ -93,12 +94,16 @@ func runAll(jobs []job) ([]Result, int, error) {
 
 // measure runs the suite of cfg and checks the bars.
 func measure(cfg Config) (Report, error) {
-	rep := Report{measured: map[string]int{}}
+	rep := Report{measured: map[string]float64{}}
+	real, err := azureTrace()
+	if err != nil {
+		return rep, err
+	}
 	var trs []Trace
-	for _, tr := range append(traces(cfg.Days), outageTrace(cfg.Days)) {
-		if len(cfg.Traces) == 0 || slices.Contains(cfg.Traces, tr.Name) {
+	for _, tr := range append(traces(cfg.Days), outageTrace(cfg.Days), real) {
+		if len(cfg.Traces) == 0 || slices.ContainsFunc(cfg.Traces, func(s string) bool { return strings.HasPrefix(tr.Name, s) }) {
 			trs = append(trs, tr)
-			rep.measured[tr.Name] = len(tr.Demand)/day - tr.Warmup
+			rep.measured[tr.Name] = float64(len(tr.Demand)-tr.Warmup*day) / float64(day)
 		}
 	}
 	// First the references (and the fallback and schedule runs, which
@@ -186,7 +191,7 @@ const (
 )
 
 // bars checks the acceptance bars on results.
-func bars(trs []Trace, results []Result, better map[key]Result, days map[string]int) []Bar {
+func bars(trs []Trace, results []Result, better map[key]Result, days map[string]float64) []Bar {
 	var out []Bar
 	find := func(trace string, su time.Duration, setup func(string) bool) (Result, bool) {
 		for _, r := range results {
@@ -198,7 +203,7 @@ func bars(trs []Trace, results []Result, better map[key]Result, days map[string]
 	}
 	isForecast := func(s string) bool { return len(s) > 11 && s[len(s)-11:] == " + forecast" }
 	for _, tr := range trs {
-		nd := float64(days[tr.Name])
+		nd := days[tr.Name]
 		for k, ref := range better {
 			if k.trace != tr.Name {
 				continue

@@ -98,7 +98,7 @@ func write(w io.Writer, rep Report) {
 	fmt.Fprintln(w, "| trace | start-up | setup | under in band (pod-min/day) | under beyond band (pod-min/day) | overload (min/day) | pod-hours/day | rescales/day |")
 	fmt.Fprintln(w, "|---|---|---|---:|---:|---:|---:|---:|")
 	for _, r := range rep.Results {
-		days := float64(rep.days(r.Trace))
+		days := rep.days(r.Trace)
 		fmt.Fprintf(w, "| %s | %s | %s | %.1f | %.1f | %.1f | %.1f | %.0f |\n", r.Trace, short(r.Startup), r.Setup,
 			r.UnderInBand/days, r.UnderBeyond/days, r.OverloadMinutes/days, r.PodHours/days, float64(r.Rescales)/days)
 	}

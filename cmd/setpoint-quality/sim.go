@@ -115,7 +115,11 @@ func run(tr Trace, s Setup, startup time.Duration) (Result, error) {
 			nextID++
 		}
 	}
-	addPods(max(minReplicas, int(math.Ceil(tr.Demand[0]/podCores*100/targetUtilization))), epoch.Add(-time.Hour))
+	initial := tr.Initial
+	if initial == 0 {
+		initial = tr.Demand[0]
+	}
+	addPods(max(minReplicas, int(math.Ceil(initial/podCores*100/targetUtilization))), epoch.Add(-time.Hour))
 	for i := range pods {
 		pods[i].readyAt = epoch.Add(-time.Hour)
 	}

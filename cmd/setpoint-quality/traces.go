@@ -1,8 +1,14 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
+	_ "embed"
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/setpointhq/setpoint/schedule"
@@ -38,6 +44,9 @@ type Trace struct {
 	// Windows are schedule windows that cover the trace's known peaks
 	// (the schedule case).
 	Windows []schedule.Window
+	// Initial is the demand the workload is sized for when the trace
+	// starts, in cores; 0 means the first value's.
+	Initial float64
 }
 
 // hourOf is the hour of day of sync i, fractional.
@@ -163,4 +172,40 @@ func outageTrace(days int) Trace {
 			interval{base + 18*time.Hour, base + 18*time.Hour + 45*time.Minute})
 	}
 	return t
+}
+
+// azureLLM is one hour of the Azure LLM inference trace 2023 (CC-BY 4.0;
+// see testdata/README.md): tokens per 15 s.
+//
+//go:embed testdata/azure-llm-conv-2023.csv
+var azureLLM []byte
+
+// azureTrace is the real trace, scaled to a mean demand of 10 cores.
+func azureTrace() (Trace, error) {
+	var v []float64
+	sc := bufio.NewScanner(bytes.NewReader(azureLLM))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") || line == "tokens" {
+			continue
+		}
+		n, err := strconv.ParseFloat(line, 64)
+		if err != nil {
+			return Trace{}, fmt.Errorf("azure-llm-conv-2023.csv: %w", err)
+		}
+		v = append(v, n)
+	}
+	sum := 0.0
+	for _, x := range v {
+		sum += x
+	}
+	if len(v) == 0 || sum == 0 {
+		return Trace{}, fmt.Errorf("azure-llm-conv-2023.csv: no data")
+	}
+	for i := range v {
+		v[i] = max(v[i]/(sum/float64(len(v)))*10, 0.05)
+	}
+	// The capture starts with a few quiet intervals (its first requests)
+	// while the service was running: start it sized for the mean.
+	return Trace{Name: "azure-llm-2023 (real, 1 h)", Demand: v, Initial: 10}, nil
 }
