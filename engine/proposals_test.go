@@ -224,3 +224,32 @@ func TestProposalValidation(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkDecideProposals measures, in the same run, the yardstick target
+// (100 pods, cpu and External) without proposals, with a schedule and a
+// forecast that lose to the metrics, and with one that wins.
+func BenchmarkDecideProposals(b *testing.B) {
+	cases := []struct {
+		name string
+		ps   []engine.Proposal
+	}{
+		{"none", nil},
+		{"two-losing", []engine.Proposal{schedule("schedule night", 1), forecast(2)}},
+		{"one-winning", []engine.Proposal{schedule("schedule night", 1), forecast(300)}},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			in, h := benchInputMetrics(100, 2)
+			in.Proposals = c.ps
+			if _, err := engine.Decide(in, h); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := engine.Decide(in, h); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -200,3 +200,35 @@ func BenchmarkFit(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPredict measures a forecast from a fitted model: what a
+// decision pays between refits.
+func BenchmarkPredict(b *testing.B) {
+	h := fill(weekly, 15*forecast.Day, 0.05, 1)
+	m := forecast.Fit(h, forecast.Config{Lead: 5 * time.Minute})
+	now := h.End()
+	for b.Loop() {
+		if _, ok := m.Predict(now); !ok {
+			b.Fatal("silent")
+		}
+	}
+}
+
+// BenchmarkHistoryDecision measures what a decision would pay for a full
+// history kept with its record: decode, add the sample, encode.
+func BenchmarkHistoryDecision(b *testing.B) {
+	h := fill(weekly, 15*forecast.Day, 0.05, 1)
+	enc, _ := h.MarshalBinary()
+	at := h.End()
+	b.SetBytes(int64(len(enc)))
+	for b.Loop() {
+		var g forecast.History
+		if err := g.UnmarshalBinary(enc); err != nil {
+			b.Fatal(err)
+		}
+		g.Add(at, 12)
+		if _, err := g.MarshalBinary(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -219,8 +219,8 @@ func bars(trs []Trace, results []Result, better map[key]Result, days map[string]
 				cost := fc.PodHours/ref.PodHours - 1
 				out = append(out, Bar{Name: "periodic: forecast cuts beyond-band under-provisioning and overload ≥50% at ≤10% pod-hours",
 					Trace: tr.Name, Startup: k.startup,
-					Detail: fmt.Sprintf("vs %s, a day: beyond-band %.1f → %.1f pod-min (−%.0f%%), overload %.1f → %.1f min (−%.0f%%), pod-hours %+.1f%%",
-						ref.Setup, ref.UnderBeyond/nd, fc.UnderBeyond/nd, 100*under, ref.OverloadMinutes/nd, fc.OverloadMinutes/nd, 100*over, 100*cost),
+					Detail: fmt.Sprintf("vs %s, a day: beyond-band %.1f → %.1f pod-min (−%.0f%%), overload %.1f → %.1f min (−%.0f%%), pod-hours %+.1f%%; period found %s",
+						ref.Setup, ref.UnderBeyond/nd, fc.UnderBeyond/nd, 100*under, ref.OverloadMinutes/nd, fc.OverloadMinutes/nd, 100*over, 100*cost, fc.ForecastPeriod),
 					Pass: under >= periodicCut && over >= periodicCut && cost <= periodicCost})
 			case !tr.Periodic:
 				worst := math.Max(math.Max(rel(ref.UnderBeyond, fc.UnderBeyond), rel(ref.UnderInBand, fc.UnderInBand)),

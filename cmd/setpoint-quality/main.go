@@ -35,7 +35,8 @@ type Config struct {
 	Days int
 	// Startups are the start-up + readiness delays to run.
 	Startups []time.Duration
-	// Traces, when set, selects traces by name.
+	// Traces, when set, selects the traces whose names start with one of
+	// them.
 	Traces []string
 }
 
@@ -53,7 +54,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		}
 		return nil
 	})
-	fs.Func("traces", "comma-separated trace names (default all)", func(s string) error {
+	fs.Func("traces", "comma-separated prefixes of trace names (default all)", func(s string) error {
 		c.Traces = strings.Split(s, ",")
 		return nil
 	})

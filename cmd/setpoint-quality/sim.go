@@ -57,6 +57,8 @@ type Result struct {
 	// ForecastOffered counts the decisions a forecast made a proposal to,
 	// ForecastSteps those its proposal won.
 	ForecastOffered, ForecastSteps int
+	// ForecastPeriod is the period of the forecast's model at the end.
+	ForecastPeriod time.Duration
 }
 
 // pod is one simulated pod.
@@ -226,6 +228,7 @@ func run(tr Trace, s Setup, startup time.Duration) (Result, error) {
 			}
 		}
 	}
+	res.ForecastPeriod = model.Period
 	return res, nil
 }
 
