@@ -27,11 +27,15 @@ type Report struct {
 
 // Bar is one acceptance check.
 type Bar struct {
-	Name    string
+	// Name states the bar.
+	Name string
+	// Trace and Startup say which runs it was checked on.
 	Trace   string
 	Startup time.Duration
-	Detail  string
-	Pass    bool
+	// Detail gives the figures it was decided on.
+	Detail string
+	// Pass is true when the bar is met.
+	Pass bool
 }
 
 // Passed reports whether every bar passed.
