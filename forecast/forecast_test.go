@@ -1,6 +1,7 @@
 package forecast_test
 
 import (
+	"bytes"
 	"errors"
 	"math"
 	"math/rand/v2"
@@ -231,4 +232,36 @@ func BenchmarkHistoryDecision(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// FuzzHistoryDecode: any bytes either fail to decode with ErrEncoding or
+// decode to a history that encodes back to the same bytes and can take
+// samples and be fitted.
+func FuzzHistoryDecode(f *testing.F) {
+	h := fill(daily, 3*forecast.Day, 0.05, 1)
+	b, _ := h.MarshalBinary()
+	f.Add(b)
+	var empty forecast.History
+	b, _ = empty.MarshalBinary()
+	f.Add(b)
+	f.Add([]byte{1, 2, 3})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var h forecast.History
+		if err := h.UnmarshalBinary(b); err != nil {
+			if !errors.Is(err, forecast.ErrEncoding) {
+				t.Fatalf("error %v does not match ErrEncoding", err)
+			}
+			return
+		}
+		again, err := h.MarshalBinary()
+		if err != nil || !bytes.Equal(again, b) {
+			t.Fatalf("re-encoding differs: %v\n%x\n%x", err, b, again)
+		}
+		h.Add(h.End().Add(time.Minute), 3)
+		if len(h.Points) > forecast.Capacity {
+			t.Fatalf("%d points after Add; Capacity is %d", len(h.Points), forecast.Capacity)
+		}
+		m := forecast.Fit(&h, forecast.Config{Lead: time.Minute})
+		m.Predict(h.End())
+	})
 }
