@@ -530,7 +530,9 @@ type Explanation struct {
 	// none was.
 	Winner int
 	// Proposal is the replica count proposed by the metrics, before
-	// normalization; equal to CurrentReplicas when metrics were not used.
+	// normalization; equal to CurrentReplicas when metrics were not used,
+	// 0 when every metric failed and a fallback was given (Input.Proposals
+	// then set the count, as a Proposal step).
 	Proposal int32
 	// Steps are the adjustments, in order, from Proposal to the decision.
 	Steps []Step
