@@ -35,6 +35,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/keepalive"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/leaderelection"
@@ -125,7 +127,6 @@ func run(ctx context.Context, cfg *Config) error {
 	opts.ConsoleURL = cfg.ConsoleURL
 	opts.StandDownWindow = cfg.StandDownWindow
 	opts.Cluster = cfg.ClusterName
-	opts.Namespace = cfg.Namespace
 	opts.Settings = cfg.Settings()
 	opts.SyncPeriod = cfg.SyncPeriod
 	opts.RecommendTimeout = cfg.RecommendTimeout
@@ -135,13 +136,7 @@ func run(ctx context.Context, cfg *Config) error {
 	lead := func(ctx context.Context) {
 		leading.Store(true)
 		defer leading.Store(false)
-		c, err := agent.New(opts)
-		if err != nil {
-			logger.Error(err, "setpoint-agent: controller")
-			return
-		}
-		current.Store(c)
-		if err := c.Run(ctx); err != nil && ctx.Err() == nil {
+		if err := runController(ctx, cfg.Namespace, opts, &current); err != nil && ctx.Err() == nil {
 			logger.Error(err, "setpoint-agent: controller stopped")
 		}
 	}
@@ -166,6 +161,33 @@ func run(ctx context.Context, cfg *Config) error {
 		return err
 	}
 	return err
+}
+
+// runController runs one term of the controller until ctx ends: it builds
+// the informer factories of namespace (all when empty), gives their
+// informers to a new controller, starts them once the controller has
+// added its handlers, and shuts them down after the controller's workers
+// stopped. Every term lists afresh; current is set to the term's
+// controller, for readiness.
+func runController(ctx context.Context, namespace string, opts agent.Options, current *atomic.Pointer[agent.Controller]) error {
+	// No resync: each key schedules its own next reconcile.
+	kube := informers.NewSharedInformerFactoryWithOptions(opts.Kube, 0, informers.WithNamespace(namespace))
+	dynamic := dynamicinformer.NewFilteredDynamicSharedInformerFactory(opts.Dynamic, 0, namespace, nil)
+	opts.Informers = agent.InformersFrom(opts.Serve, kube, dynamic)
+	c, err := agent.New(opts)
+	if err != nil {
+		return err
+	}
+	current.Store(c)
+	informerCtx, stopInformers := context.WithCancel(ctx)
+	defer func() {
+		stopInformers()
+		kube.Shutdown()
+		dynamic.Shutdown()
+	}()
+	kube.Start(informerCtx.Done())
+	dynamic.Start(informerCtx.Done())
+	return c.Run(ctx)
 }
 
 // kubeConfig is the Kubernetes client configuration: the kubeconfig file
