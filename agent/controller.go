@@ -22,6 +22,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
+	autoscalingv2informers "k8s.io/client-go/informers/autoscaling/v2"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/scale"
@@ -57,8 +59,8 @@ const (
 	DefaultStandDownWindowPeriods = 4
 )
 
-// Options configure a Controller. Kube, Dynamic, Scales, Mapper and Service
-// are required.
+// Options configure a Controller. Kube, Dynamic, Scales, Mapper, Service
+// and the Informers of the kinds served are required.
 type Options struct {
 	// Kube is the typed client (pods, events).
 	Kube kubernetes.Interface
@@ -94,9 +96,14 @@ type Options struct {
 	// HPA's status the agent leaves that HPA alone
 	// (DefaultStandDownWindowPeriods sync periods when zero).
 	StandDownWindow time.Duration
-	// Namespace restricts the controller to one namespace's Autoscalers and
-	// pods; empty watches all namespaces.
-	Namespace string
+	// Informers are the caches the controller reads, built by the caller
+	// from informer factories it owns (InformersFrom); their namespace is
+	// the controller's. New adds its event handlers, indexers and
+	// transforms to them, so they must not have started; the caller
+	// starts the factories after New and before Run, with Run's context,
+	// and shuts them down after Run returns. Informers live as long as
+	// the Controller: a new leader term builds new ones.
+	Informers Informers
 	// Cluster is the cluster name sent to the service.
 	Cluster string
 	// Settings are sent in each request.
@@ -126,13 +133,49 @@ type Options struct {
 	Clock clock.PassiveClock
 }
 
+// Informers are the shared informers a Controller reads its objects from.
+// The objects they cache are the controller's: New sets transforms that
+// trim pods and HPAs to what the HPA reads and store Autoscalers as typed
+// objects, so they are not for other readers.
+type Informers struct {
+	// Pods caches the pods of the namespace served (required).
+	Pods coreinformers.PodInformer
+	// Autoscalers caches setpoint.dev Autoscalers
+	// (v1alpha1.AutoscalerResource) from a dynamic informer factory;
+	// required when the controller serves Autoscalers, unused otherwise.
+	Autoscalers informers.GenericInformer
+	// HPAs caches autoscaling/v2 HorizontalPodAutoscalers; required when
+	// the controller serves HPAs, unused otherwise.
+	HPAs autoscalingv2informers.HorizontalPodAutoscalerInformer
+}
+
+// InformersFrom returns the informers a controller serving serve reads,
+// taken from the caller's factories: pods and, when it serves HPAs, HPAs
+// from kube; Autoscalers from dynamic when it serves them. Informers of
+// kinds not served are not requested, so the factories never start them
+// (an agent serving only HPAs needs no Autoscaler CRD). Create the
+// factories without a resync period: each key schedules its own next
+// reconcile, spread over the sync period.
+func InformersFrom(serve Serve, kube informers.SharedInformerFactory, dynamic dynamicinformer.DynamicSharedInformerFactory) Informers {
+	inf := Informers{Pods: kube.Core().V1().Pods()}
+	if serve == "" {
+		serve = ServeAutoscalers
+	}
+	if serve.Autoscalers() {
+		inf.Autoscalers = dynamic.ForResource(v1alpha1.AutoscalerResource)
+	}
+	if serve.HPAs() {
+		inf.HPAs = kube.Autoscaling().V2().HorizontalPodAutoscalers()
+	}
+	return inf
+}
+
 // Controller reconciles the autoscalers the agent serves (Options.Serve):
 // Autoscalers, HorizontalPodAutoscalers or both. It is the agent's control
 // loop.
 type Controller struct {
 	opts Options
 
-	autoscalerFactory dynamicinformer.DynamicSharedInformerFactory
 	// autoscalers caches *v1alpha1.Autoscaler, converted from the dynamic
 	// client's maps as they arrive (typedAutoscaler); nil when the
 	// controller does not serve Autoscalers.
@@ -140,12 +183,12 @@ type Controller struct {
 	// hpas caches *autoscalingv2.HorizontalPodAutoscaler (trimHPA); nil
 	// when the controller does not serve HPAs.
 	hpas cache.SharedIndexInformer
-	// kubeFactory holds the typed informers: pods, and HPAs when served.
-	kubeFactory informers.SharedInformerFactory
-	pods        corelisters.PodLister
-	podIndex    cache.Indexer
-	podsSynced  cache.InformerSynced
-	queue       workqueue.TypedRateLimitingInterface[string]
+	// pods caches the pods of the namespace served (trimPod), indexed by
+	// label (podLabelIndex).
+	pods       corelisters.PodLister
+	podIndex   cache.Indexer
+	podsSynced cache.InformerSynced
+	queue      workqueue.TypedRateLimitingInterface[string]
 
 	mu sync.Mutex
 	// keys is what the agent remembers of each Autoscaler between
@@ -163,7 +206,9 @@ type Controller struct {
 // is forgotten and comes back at the next sync period or spec change.
 var errTerminal = errors.New("agent: terminal")
 
-// New creates a Controller. It starts nothing: call Run.
+// New creates a Controller over the caller's informers
+// (Options.Informers), adding its event handlers to them. It starts
+// nothing: the caller starts the informers, then calls Run.
 func New(opts Options) (*Controller, error) {
 	switch {
 	case opts.Kube == nil:
@@ -176,6 +221,8 @@ func New(opts Options) (*Controller, error) {
 		return nil, errors.New("agent: Options.Mapper is required")
 	case opts.Service == nil:
 		return nil, errors.New("agent: Options.Service is required")
+	case opts.Informers.Pods == nil:
+		return nil, errors.New("agent: Options.Informers.Pods is required")
 	}
 	if opts.SyncPeriod <= 0 {
 		opts.SyncPeriod = DefaultSyncPeriod
@@ -220,42 +267,54 @@ func New(opts Options) (*Controller, error) {
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(opts.RateLimiter,
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "autoscalers"}),
 	}
-	// No informer resync: each key schedules its own next reconcile
-	// (schedule), so reconciles are spread over the sync period instead
-	// of coming all at once.
-	c.kubeFactory = informers.NewSharedInformerFactoryWithOptions(opts.Kube, 0, informers.WithNamespace(opts.Namespace))
-	if opts.Serve.Autoscalers() {
-		c.autoscalerFactory = dynamicinformer.NewFilteredDynamicSharedInformerFactory(opts.Dynamic, 0, opts.Namespace, nil)
-		c.autoscalers = c.autoscalerFactory.ForResource(v1alpha1.AutoscalerResource).Informer()
+	if err := c.useInformers(opts.Informers); err != nil {
+		c.queue.ShutDown()
+		return nil, err
+	}
+	return c, nil
+}
+
+// useInformers makes inf the controller's caches: it adds the transforms,
+// the pod index and the event handlers, which inf's informers accept only
+// before they start.
+func (c *Controller) useInformers(inf Informers) error {
+	if c.opts.Serve.Autoscalers() {
+		if inf.Autoscalers == nil {
+			return fmt.Errorf("agent: Options.Informers.Autoscalers is required to serve %s", c.opts.Serve)
+		}
+		c.autoscalers = inf.Autoscalers.Informer()
 		if err := c.autoscalers.SetTransform(typedAutoscaler); err != nil {
-			return nil, fmt.Errorf("agent: autoscaler cache: %w", err)
+			return fmt.Errorf("agent: autoscaler cache: %w", err)
 		}
 		if _, err := c.autoscalers.AddEventHandler(specChanges(c.enqueue)); err != nil {
-			return nil, fmt.Errorf("agent: add event handler: %w", err)
+			return fmt.Errorf("agent: add event handler: %w", err)
 		}
 	}
-	if opts.Serve.HPAs() {
-		c.hpas = c.kubeFactory.Autoscaling().V2().HorizontalPodAutoscalers().Informer()
+	if c.opts.Serve.HPAs() {
+		if inf.HPAs == nil {
+			return fmt.Errorf("agent: Options.Informers.HPAs is required to serve %s", c.opts.Serve)
+		}
+		c.hpas = inf.HPAs.Informer()
 		if err := c.hpas.SetTransform(trimHPA); err != nil {
-			return nil, fmt.Errorf("agent: HPA cache: %w", err)
+			return fmt.Errorf("agent: HPA cache: %w", err)
 		}
 		if _, err := c.hpas.AddEventHandler(specChanges(c.enqueueHPA)); err != nil {
-			return nil, fmt.Errorf("agent: add event handler: %w", err)
+			return fmt.Errorf("agent: add event handler: %w", err)
 		}
 	}
 	// Pods change status all the time; the agent reads them from the cache
 	// at each reconcile and never reacts to them, as the HPA controller.
-	podInformer := c.kubeFactory.Core().V1().Pods()
+	podInformer := inf.Pods
 	if err := podInformer.Informer().SetTransform(trimPod); err != nil {
-		return nil, fmt.Errorf("agent: pod cache: %w", err)
+		return fmt.Errorf("agent: pod cache: %w", err)
 	}
 	if err := podInformer.Informer().AddIndexers(cache.Indexers{podLabelIndex: podLabelKeys}); err != nil {
-		return nil, fmt.Errorf("agent: pod cache: %w", err)
+		return fmt.Errorf("agent: pod cache: %w", err)
 	}
 	c.pods = podInformer.Lister()
 	c.podIndex = podInformer.Informer().GetIndexer()
 	c.podsSynced = podInformer.Informer().HasSynced
-	return c, nil
+	return nil
 }
 
 // specChanges is the event handler of an autoscaler informer: enqueue on
@@ -288,29 +347,22 @@ func (c *Controller) enqueue(obj any) {
 // workers run.
 func (c *Controller) Synced() bool { return c.synced.Load() }
 
-// Run starts the informers, waits for their caches, and reconciles until
-// ctx is done; then it stops the workers and informers and returns. A
-// Controller runs once.
+// Run waits for the informers' caches (the caller has started them, see
+// Options.Informers) and reconciles until ctx is done; then it stops the
+// workers and returns, leaving the informers to the caller. A Controller
+// runs once.
 func (c *Controller) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	defer utilruntime.HandleCrash()
 
 	synced := []cache.InformerSynced{c.podsSynced}
-	if c.autoscalerFactory != nil {
-		c.autoscalerFactory.Start(ctx.Done())
+	if c.autoscalers != nil {
 		synced = append(synced, c.autoscalers.HasSynced)
 	}
 	if c.hpas != nil {
 		synced = append(synced, c.hpas.HasSynced)
 	}
-	c.kubeFactory.Start(ctx.Done())
-	defer func() {
-		c.queue.ShutDown()
-		if c.autoscalerFactory != nil {
-			c.autoscalerFactory.Shutdown()
-		}
-		c.kubeFactory.Shutdown()
-	}()
+	defer c.queue.ShutDown()
 
 	logger.Info("agent: waiting for caches to sync", "serve", c.opts.Serve)
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {

@@ -24,7 +24,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/scale"
 	"k8s.io/client-go/tools/record"
@@ -148,6 +152,12 @@ func testAutoscaler() *v1alpha1.Autoscaler {
 	}
 }
 
+// callerInformers are the informers a caller passes to New, from new
+// factories over kube and dyn; nothing starts them.
+func callerInformers(serve Serve, kube kubernetes.Interface, dyn dynamic.Interface) Informers {
+	return InformersFrom(serve, informers.NewSharedInformerFactory(kube, 0), dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0))
+}
+
 type harness struct {
 	c       *Controller
 	svc     *fakeService
@@ -180,15 +190,17 @@ func newHarness(t *testing.T, a *v1alpha1.Autoscaler, rec *Recommendation) *harn
 		map[schema.GroupVersionResource]string{v1alpha1.AutoscalerResource: "AutoscalerList"}, u)
 	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{{Group: "apps", Version: "v1"}})
 	mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, meta.RESTScopeNamespace)
+	kube := kubefake.NewClientset()
 	c, err := New(Options{
-		Kube:    kubefake.NewClientset(),
-		Dynamic: h.dyn,
-		Scales:  h.scales,
-		Mapper:  mapper,
-		Service: h.svc,
-		Events:  h.events,
-		Cluster: "c1",
-		Clock:   clocktesting.NewFakePassiveClock(now),
+		Kube:      kube,
+		Dynamic:   h.dyn,
+		Informers: callerInformers(ServeAutoscalers, kube, h.dyn),
+		Scales:    h.scales,
+		Mapper:    mapper,
+		Service:   h.svc,
+		Events:    h.events,
+		Cluster:   "c1",
+		Clock:     clocktesting.NewFakePassiveClock(now),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -207,7 +219,7 @@ func newHarness(t *testing.T, a *v1alpha1.Autoscaler, rec *Recommendation) *harn
 	}
 	other := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db-1", Labels: map[string]string{"app": "db"}}}
 	for _, p := range []*corev1.Pod{pod, other} {
-		if err := c.kubeFactory.Core().V1().Pods().Informer().GetIndexer().Add(p); err != nil {
+		if err := c.podIndex.Add(p); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -15,6 +15,15 @@
 // fixed phase within the period drawn from a hash of its key, so the
 // reconciles of thousands of Autoscalers are spread evenly over the period
 // rather than queued at once; and at once when its generation changes.
+//
+// As in sample-controller, the informers are the caller's: it builds the
+// informer factories (for the namespace served, without resync), passes
+// the informers in Options.Informers (InformersFrom picks those of the
+// kinds served), starts the factories once New has added its handlers,
+// and shuts them down after Run returns. Under leader election all of
+// this happens within one term's context (cmd/setpoint-agent), so a new
+// leader lists afresh.
+//
 // One reconcile:
 //
 //  1. reads the target's Scale subresource (any kind that has one, found

@@ -19,7 +19,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
@@ -27,6 +29,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/setpointhq/setpoint/agent/api/v1alpha1"
+	"github.com/setpointhq/setpoint/internal/testkit"
 )
 
 // hpaHarness is a Controller serving HPAs over fakes: the typed clientset
@@ -67,9 +70,11 @@ func newHPAHarness(t *testing.T, h *autoscalingv2.HorizontalPodAutoscaler, rec *
 	}
 	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{{Group: "apps", Version: "v1"}})
 	mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, meta.RESTScopeNamespace)
+	dyn := dynamicfake.NewSimpleDynamicClient(runtime.NewScheme())
 	c, err := New(Options{
 		Kube:      hh.kube,
-		Dynamic:   dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()),
+		Dynamic:   dyn,
+		Informers: callerInformers(serve, hh.kube, dyn),
 		Scales:    hh.scales,
 		Mapper:    mapper,
 		Service:   hh.svc,
@@ -97,7 +102,7 @@ func newHPAHarness(t *testing.T, h *autoscalingv2.HorizontalPodAutoscaler, rec *
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web-1", Labels: map[string]string{"app": "web"}},
 		Status:     corev1.PodStatus{Phase: corev1.PodRunning},
 	}
-	if err := c.kubeFactory.Core().V1().Pods().Informer().GetIndexer().Add(pod); err != nil {
+	if err := c.podIndex.Add(pod); err != nil {
 		t.Fatal(err)
 	}
 	hh.c = c
@@ -201,7 +206,8 @@ func TestHPAExplanationLinksConsole(t *testing.T) {
 }
 
 // An agent that serves Autoscalers only has no HPA cache; one that serves
-// HPAs only, no Autoscaler cache.
+// HPAs only, no Autoscaler cache; and the caches are the caller's
+// informers.
 func TestServeSelectsCaches(t *testing.T) {
 	for _, tc := range []struct {
 		serve             Serve
@@ -212,7 +218,9 @@ func TestServeSelectsCaches(t *testing.T) {
 		{ServeBoth, true, true},
 	} {
 		t.Run(string(tc.serve), func(t *testing.T) {
-			c, err := New(Options{Kube: kubefake.NewClientset(), Dynamic: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()),
+			kube, dyn := kubefake.NewClientset(), dynamicfake.NewSimpleDynamicClient(runtime.NewScheme())
+			inf := callerInformers(tc.serve, kube, dyn)
+			c, err := New(Options{Kube: kube, Dynamic: dyn, Informers: inf,
 				Scales: &fakeScales{}, Mapper: meta.NewDefaultRESTMapper(nil), Service: &fakeService{}, Serve: tc.serve})
 			if err != nil {
 				t.Fatal(err)
@@ -221,11 +229,115 @@ func TestServeSelectsCaches(t *testing.T) {
 			if (c.autoscalers != nil) != tc.autoscalers || (c.hpas != nil) != tc.hpas {
 				t.Errorf("autoscaler cache %v, HPA cache %v", c.autoscalers != nil, c.hpas != nil)
 			}
+			if tc.autoscalers && c.autoscalers.GetIndexer() != inf.Autoscalers.Informer().GetIndexer() {
+				t.Error("the Autoscaler cache is not the caller's informer")
+			}
+			if tc.hpas && c.hpas.GetIndexer() != inf.HPAs.Informer().GetIndexer() {
+				t.Error("the HPA cache is not the caller's informer")
+			}
+			if c.podIndex != inf.Pods.Informer().GetIndexer() {
+				t.Error("the pod cache is not the caller's informer")
+			}
 		})
 	}
-	if _, err := New(Options{Kube: kubefake.NewClientset(), Dynamic: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()),
+	kube, dyn := kubefake.NewClientset(), dynamicfake.NewSimpleDynamicClient(runtime.NewScheme())
+	if _, err := New(Options{Kube: kube, Dynamic: dyn, Informers: callerInformers(ServeBoth, kube, dyn),
 		Scales: &fakeScales{}, Mapper: meta.NewDefaultRESTMapper(nil), Service: &fakeService{}, Serve: "deployments"}); err == nil {
 		t.Error("New accepted Serve \"deployments\"")
+	}
+}
+
+// New refuses informers that cannot serve it: missing ones for a kind
+// served, and started ones (its transforms and indexers must come first).
+func TestNewRefusesInformers(t *testing.T) {
+	kube, dyn := kubefake.NewClientset(), dynamicfake.NewSimpleDynamicClient(runtime.NewScheme())
+	opts := func(serve Serve, inf Informers) Options {
+		return Options{Kube: kube, Dynamic: dyn, Informers: inf, Serve: serve,
+			Scales: &fakeScales{}, Mapper: meta.NewDefaultRESTMapper(nil), Service: &fakeService{}}
+	}
+	for _, tc := range []struct {
+		name  string
+		serve Serve
+		inf   Informers
+	}{
+		{"none", ServeAutoscalers, Informers{}},
+		{"no Autoscaler informer", ServeBoth, callerInformers(ServeHPAs, kube, dyn)},
+		{"no HPA informer", ServeBoth, callerInformers(ServeAutoscalers, kube, dyn)},
+	} {
+		if c, err := New(opts(tc.serve, tc.inf)); err == nil {
+			c.queue.ShutDown()
+			t.Errorf("%s: New accepted the informers", tc.name)
+		}
+	}
+
+	factory := informers.NewSharedInformerFactory(kube, 0)
+	inf := InformersFrom(ServeHPAs, factory, dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0))
+	// Informers are requested lazily: these two are, so Start starts them.
+	inf.Pods.Informer()
+	inf.HPAs.Informer()
+	ctx, cancel := context.WithCancel(t.Context())
+	factory.Start(ctx.Done())
+	defer func() { cancel(); factory.Shutdown() }()
+	factory.WaitForCacheSync(ctx.Done())
+	if c, err := New(opts(ServeHPAs, inf)); err == nil {
+		c.queue.ShutDown()
+		t.Error("New accepted informers already started")
+	}
+}
+
+// The caller's informers feed the controller: started after New, they
+// fill its caches and queue the autoscalers they list, and Run reconciles
+// them; the caller shuts them down after Run returns.
+func TestRunReadsCallersInformers(t *testing.T) {
+	hpa := testHPA()
+	kube := kubefake.NewClientset(hpa, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web-1", Labels: map[string]string{"app": "web"}},
+		Status:     corev1.PodStatus{Phase: corev1.PodRunning},
+	})
+	dyn := dynamicfake.NewSimpleDynamicClient(runtime.NewScheme())
+	svc := &fakeService{rec: &Recommendation{DecisionID: "d1", DesiredReplicas: 2}}
+	scales := &fakeScales{scales: map[string]*autoscalingv1.Scale{"ns/web": {
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", ResourceVersion: "1"},
+		Spec:       autoscalingv1.ScaleSpec{Replicas: 2},
+		Status:     autoscalingv1.ScaleStatus{Replicas: 2, Selector: "app=web"},
+	}}}
+	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{{Group: "apps", Version: "v1"}})
+	mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, meta.RESTScopeNamespace)
+	factory := informers.NewSharedInformerFactory(kube, 0)
+	dynFactory := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
+	c, err := New(Options{Kube: kube, Dynamic: dyn, Informers: InformersFrom(ServeHPAs, factory, dynFactory), Serve: ServeHPAs,
+		Scales: scales, Mapper: mapper, Service: svc, Cluster: "c1", Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	factory.Start(ctx.Done())
+	dynFactory.Start(ctx.Done())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		factory.Shutdown()
+		dynFactory.Shutdown()
+	}()
+	testkit.Eventually(t, 10*time.Second, "a Recommend call for the HPA the caller's informer lists", func() error {
+		svc.mu.Lock()
+		defer svc.mu.Unlock()
+		if len(svc.requests) == 0 {
+			return errors.New("no call yet")
+		}
+		return nil
+	})
+	if !c.Synced() {
+		t.Error("a reconcile ran before the caches synced")
+	}
+	svc.mu.Lock()
+	defer svc.mu.Unlock()
+	if got := svc.requests[0]; got.Target.Name != "hpa:web" || len(got.Pods) != 1 {
+		t.Errorf("request for %q with %d pods, want hpa:web with web-1 from the caller's pod informer", got.Target.Name, len(got.Pods))
 	}
 }
 

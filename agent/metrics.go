@@ -8,6 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
+
+	"github.com/setpointhq/setpoint/hpa/metriclabel"
 )
 
 // Reconcile results, the values of the result label of
@@ -20,17 +22,6 @@ const (
 	resultPaused             = "paused"
 	resultDeleted            = "deleted"
 	resultStoodDown          = "stood_down"
-)
-
-// The label values of action and error, as the Kubernetes HPA controller
-// spells them (pkg/controller/podautoscaler/monitor).
-const (
-	actionScaleUp   = "scale_up"
-	actionScaleDown = "scale_down"
-	actionNone      = "none"
-	errorNone       = "none"
-	errorSpec       = "spec"
-	errorInternal   = "internal"
 )
 
 // Metrics are the agent's Prometheus metrics. A nil *Metrics records
@@ -297,10 +288,10 @@ func (m *Metrics) decided(namespace, name string, specs []autoscalingv2.MetricSp
 	var next targetSeries
 	for i := range specs {
 		typ := string(specs[i].Type)
-		action, errLabel := actionNone, errorInternal
+		action, errLabel := metriclabel.ActionNone, metriclabel.ErrorInternal
 		if i < len(rec.Metrics) && !rec.Metrics[i].Failed {
 			p := rec.Metrics[i].Proposal
-			action, errLabel = actionOf(true, p, current), errorNone
+			action, errLabel = metriclabel.ActionOf(true, p, current), metriclabel.ErrorNone
 			lv := []string{namespace, name, strconv.Itoa(i), typ, metricName(&specs[i])}
 			m.proposed.WithLabelValues(lv...).Set(float64(p))
 			next.proposed = append(next.proposed, lv)
@@ -341,18 +332,6 @@ func deleteStale(vec *prometheus.GaugeVec, prev, next [][]string) {
 		if !slices.ContainsFunc(next, func(n []string) bool { return slices.Equal(n, lv) }) {
 			vec.DeleteLabelValues(lv...)
 		}
-	}
-}
-
-// actionOf is the action label of a change from current to desired.
-func actionOf(rescale bool, desired, current int32) string {
-	switch {
-	case !rescale || desired == current:
-		return actionNone
-	case desired > current:
-		return actionScaleUp
-	default:
-		return actionScaleDown
 	}
 }
 

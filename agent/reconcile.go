@@ -29,6 +29,7 @@ import (
 
 	"github.com/setpointhq/setpoint/agent/api/v1alpha1"
 	"github.com/setpointhq/setpoint/hpa"
+	"github.com/setpointhq/setpoint/hpa/metriclabel"
 )
 
 // reconcile brings one autoscaler, named by its queue key (parseKey), in
@@ -51,7 +52,7 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 	}
 	start := time.Now()
 	now := c.opts.Clock.Now()
-	r := &run{c: c, target: target, now: metav1.NewTime(now), key: k, action: actionNone}
+	r := &run{c: c, target: target, now: metav1.NewTime(now), key: k, action: metriclabel.ActionNone}
 	if k.hpa {
 		h, ok := obj.(*autoscalingv2.HorizontalPodAutoscaler)
 		if !ok {
@@ -162,11 +163,11 @@ type run struct {
 func (r *run) errorLabel(result string) string {
 	switch {
 	case result == resultInvalid:
-		return errorSpec
+		return metriclabel.ErrorSpec
 	case result == resultError, result == resultServiceUnavailable, r.failedMetrics:
-		return errorInternal
+		return metriclabel.ErrorInternal
 	}
-	return errorNone
+	return metriclabel.ErrorNone
 }
 
 // event records an Event about the autoscaler through its kind's recorder.
@@ -281,7 +282,7 @@ func (r *run) reconcile(ctx context.Context) (string, error) {
 	r.c.opts.Prometheus.decided(r.meta.Namespace, r.meta.Name, metrics, current, rec, took)
 	r.metricEvents(rec, metrics)
 	if !spec.DryRun {
-		r.action = actionOf(rec.Rescale, rec.DesiredReplicas, current)
+		r.action = metriclabel.ActionOf(rec.Rescale, rec.DesiredReplicas, current)
 	}
 
 	r.status.DesiredReplicas = rec.DesiredReplicas

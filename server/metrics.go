@@ -10,19 +10,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/setpointhq/setpoint/engine"
+	"github.com/setpointhq/setpoint/hpa/metriclabel"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/store"
-)
-
-// The label values of action and error, as the Kubernetes HPA controller
-// spells them (pkg/controller/podautoscaler/monitor).
-const (
-	actionScaleUp   = "scale_up"
-	actionScaleDown = "scale_down"
-	actionNone      = "none"
-	errorNone       = "none"
-	errorSpec       = "spec"
-	errorInternal   = "internal"
 )
 
 // metrics are the service's own Prometheus metrics (the gRPC ones come
@@ -59,8 +49,8 @@ type metrics struct {
 
 // The label values whose children metrics keeps (index finds them).
 var (
-	actionLabels  = [...]string{actionScaleUp, actionScaleDown, actionNone}
-	errorLabels   = [...]string{errorNone, errorSpec, errorInternal}
+	actionLabels  = [...]string{metriclabel.ActionScaleUp, metriclabel.ActionScaleDown, metriclabel.ActionNone}
+	errorLabels   = [...]string{metriclabel.ErrorNone, metriclabel.ErrorSpec, metriclabel.ErrorInternal}
 	typeLabels    = [...]string{string(engine.ResourceSource), string(engine.ContainerResourceSource), string(engine.PodsSource), string(engine.ObjectSource), string(engine.ExternalSource), "Unknown"}
 	outcomeLabels = [...]string{string(engine.OutcomeScaled), string(engine.OutcomeWithinTolerance), string(engine.OutcomeRebalanced), string(engine.OutcomeRebalanceHeld), string(engine.OutcomeFromZero), string(engine.OutcomeFailed)}
 )
@@ -157,8 +147,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 	}
 	reg.MustRegister(m.reconciliations, m.reconcileDuration, m.computations, m.outcomes, m.proposed, m.desired, m.steps, m.observations, m.watchStreams, m.watchCutoffs, m.aheadOfClock)
-	for _, a := range []string{actionScaleUp, actionScaleDown, actionNone} {
-		m.reconciliations.WithLabelValues(a, errorNone)
+	for _, a := range []string{metriclabel.ActionScaleUp, metriclabel.ActionScaleDown, metriclabel.ActionNone} {
+		m.reconciliations.WithLabelValues(a, metriclabel.ErrorNone)
 	}
 	return m
 }
@@ -167,17 +157,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 // decision (nil when none was made), spec the resolved spec, err the
 // call's error.
 func (m *metrics) decided(d *engine.Decision, spec engine.Spec, err error, took time.Duration) {
-	action, errLabel := actionNone, errorNone
+	action, errLabel := metriclabel.ActionNone, metriclabel.ErrorNone
 	switch {
 	case err != nil && specError(err):
-		errLabel = errorSpec
+		errLabel = metriclabel.ErrorSpec
 	case err != nil:
-		errLabel = errorInternal
+		errLabel = metriclabel.ErrorInternal
 	case d != nil && d.Error != "":
-		errLabel = errorInternal
+		errLabel = metriclabel.ErrorInternal
 	}
 	if d != nil && err == nil {
-		action = actionOf(d.Rescale, d.DesiredReplicas, d.Explanation.CurrentReplicas)
+		action = metriclabel.ActionOf(d.Rescale, d.DesiredReplicas, d.Explanation.CurrentReplicas)
 		observer(&m.desiredBy[index(actionLabels[:], action)], m.desired, action).Observe(float64(d.DesiredReplicas))
 		current := d.Explanation.CurrentReplicas
 		for i, x := range d.Explanation.Metrics {
@@ -185,12 +175,12 @@ func (m *metrics) decided(d *engine.Decision, spec engine.Spec, err error, took 
 			if i < len(spec.Metrics) {
 				typ = string(spec.Metrics[i].Type)
 			}
-			mAction, mErr := actionOf(true, x.Proposal, current), errorNone
+			mAction, mErr := metriclabel.ActionOf(true, x.Proposal, current), metriclabel.ErrorNone
 			t, o := index(typeLabels[:], typ), index(outcomeLabels[:], string(x.Outcome))
 			var proposed *atomic.Pointer[prometheus.Observer]
 			var computed, outcome *atomic.Pointer[prometheus.Counter]
 			if x.Outcome == engine.OutcomeFailed {
-				mAction, mErr = actionNone, errorInternal
+				mAction, mErr = metriclabel.ActionNone, metriclabel.ErrorInternal
 			}
 			if t >= 0 {
 				proposed = &m.proposedBy[t]
@@ -219,18 +209,6 @@ func specError(err error) bool {
 	var ve *setpointv1.ValidationError
 	var fe *engine.FieldError
 	return errors.As(err, &ve) || errors.As(err, &fe)
-}
-
-// actionOf is the action label of a change from current to desired.
-func actionOf(rescale bool, desired, current int32) string {
-	switch {
-	case !rescale || desired == current:
-		return actionNone
-	case desired > current:
-		return actionScaleUp
-	default:
-		return actionScaleDown
-	}
 }
 
 // targetCount keeps the number of targets in the store from its change

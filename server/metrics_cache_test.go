@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/setpointhq/setpoint/engine"
+	"github.com/setpointhq/setpoint/hpa/metriclabel"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"google.golang.org/protobuf/testing/protocmp"
 )
@@ -22,26 +23,26 @@ func TestDecidedMatchesLookups(t *testing.T) {
 	cached, lookedUp := newMetrics(cachedReg), newMetrics(lookedUpReg)
 	// reference counts one call as decided did before it kept children.
 	reference := func(m *metrics, d *engine.Decision, spec engine.Spec, err error, took time.Duration) {
-		action, errLabel := actionNone, errorNone
+		action, errLabel := metriclabel.ActionNone, metriclabel.ErrorNone
 		var ve *setpointv1.ValidationError
 		var fe *engine.FieldError
 		switch {
 		case errors.As(err, &ve), errors.As(err, &fe):
-			errLabel = errorSpec
+			errLabel = metriclabel.ErrorSpec
 		case err != nil, d != nil && d.Error != "":
-			errLabel = errorInternal
+			errLabel = metriclabel.ErrorInternal
 		}
 		if d != nil && err == nil {
-			action = actionOf(d.Rescale, d.DesiredReplicas, d.Explanation.CurrentReplicas)
+			action = metriclabel.ActionOf(d.Rescale, d.DesiredReplicas, d.Explanation.CurrentReplicas)
 			m.desired.WithLabelValues(action).Observe(float64(d.DesiredReplicas))
 			for i, x := range d.Explanation.Metrics {
 				typ := "Unknown"
 				if i < len(spec.Metrics) {
 					typ = string(spec.Metrics[i].Type)
 				}
-				mAction, mErr := actionOf(true, x.Proposal, d.Explanation.CurrentReplicas), errorNone
+				mAction, mErr := metriclabel.ActionOf(true, x.Proposal, d.Explanation.CurrentReplicas), metriclabel.ErrorNone
 				if x.Outcome == engine.OutcomeFailed {
-					mAction, mErr = actionNone, errorInternal
+					mAction, mErr = metriclabel.ActionNone, metriclabel.ErrorInternal
 				} else {
 					m.proposed.WithLabelValues(typ).Observe(float64(x.Proposal))
 				}

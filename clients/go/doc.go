@@ -19,6 +19,20 @@
 // on loopback (setpoint-server -insecure-dev); Dial refuses to send a token
 // in plaintext to any other address.
 //
+// A long-running client (setpoint-agent is one) keeps its credentials
+// fresh and its connections alive: TLSFiles' configuration reads the
+// client certificate again at every handshake, Options.TokenFile is read
+// at every call, Options.Keepalive pings a quiet connection so a dead one
+// is replaced, and Options.Reconnect shortens the back-off between
+// attempts to reconnect.
+//
+//	tc, err := setpointclient.TLSFiles{CA: "ca.crt", Cert: "tls.crt", Key: "tls.key"}.Config()
+//	c, err := setpointclient.Dial(addr, setpointclient.Options{
+//		TLS:       tc,
+//		TokenFile: "/var/run/secrets/setpoint/token",
+//		Keepalive: keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true},
+//	})
+//
 // # Several servers
 //
 // Setpoint on etcd runs several server replicas sharing one history

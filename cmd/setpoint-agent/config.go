@@ -32,7 +32,8 @@ type Config struct {
 	// ServerName overrides the name checked in the service's certificate.
 	ServerName string
 	// TokenFile holds a bearer token sent with every call; it is re-read
-	// at each call, so a rotated token is picked up.
+	// at each call, so a rotated token is picked up. Without TLS it is
+	// sent only to a loopback address.
 	TokenFile string
 	// ClusterName names this cluster to the service.
 	ClusterName string
@@ -94,7 +95,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.CertFile, "tls-cert-file", "", "PEM client certificate for mutual TLS (with -tls-key-file)")
 	fs.StringVar(&c.KeyFile, "tls-key-file", "", "PEM client key for mutual TLS (with -tls-cert-file)")
 	fs.StringVar(&c.ServerName, "tls-server-name", "", "name expected in the service's certificate (default: the host of -service-address)")
-	fs.StringVar(&c.TokenFile, "token-file", "", "file holding a bearer token sent with every call (re-read at each call)")
+	fs.StringVar(&c.TokenFile, "token-file", "", "file holding a bearer token sent with every call (re-read at each call); sent over TLS, or with -insecure only to a loopback address")
 	fs.StringVar(&c.ClusterName, "cluster-name", "default", "name of this cluster, part of every target's key in the service")
 	fs.DurationVar(&c.SyncPeriod, "sync-period", agent.DefaultSyncPeriod, "how often every Autoscaler is reconciled")
 	fs.DurationVar(&c.RecommendTimeout, "recommend-timeout", agent.DefaultRecommendTimeout, "deadline of each call to the service")

@@ -95,10 +95,44 @@ func dialed(t *testing.T, args ...string) *grpc.ClientConn {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	conn, err := dial(cfg)
+	client, err := dial(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { conn.Close() })
-	return conn
+	t.Cleanup(func() { client.Close() })
+	return client.Conn()
+}
+
+// What dial refuses at start, before any call: a bearer token in
+// plaintext to another machine, and credential files it cannot read.
+func TestDialRefuses(t *testing.T) {
+	dir := t.TempDir()
+	token := filepath.Join(dir, "token")
+	testpki.WriteFile(t, token, []byte("a-token\n"))
+	missing := filepath.Join(dir, "missing")
+	tests := []struct {
+		name string
+		args []string
+	}{
+		{"token in plaintext off loopback", []string{"-insecure", "-service-address", "setpoint.example:7443", "-token-file", token}},
+		{"missing token file", []string{"-insecure", "-service-address", "127.0.0.1:7443", "-token-file", missing}},
+		{"missing CA file", []string{"-service-address", "setpoint.example:7443", "-tls-ca-file", missing}},
+		{"missing client certificate", []string{"-service-address", "setpoint.example:7443", "-tls-cert-file", missing, "-tls-key-file", missing}},
+	}
+	for _, tt := range tests {
+		cfg := parse(t, append([]string{"-leader-election-identity=x"}, tt.args...)...)
+		if err := cfg.Validate(); err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		if c, err := dial(cfg); err == nil {
+			c.Close()
+			t.Errorf("%s: dial succeeded", tt.name)
+		}
+	}
+	// A token in plaintext to this machine is a developer's setup.
+	c, err := dial(parse(t, "-leader-election-identity=x", "-insecure", "-service-address", "127.0.0.1:7443", "-token-file", token))
+	if err != nil {
+		t.Fatalf("token in plaintext to loopback: %v", err)
+	}
+	c.Close()
 }

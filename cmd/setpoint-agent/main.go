@@ -16,8 +16,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -27,7 +25,6 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -37,15 +34,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/klog/v2"
 
 	"github.com/setpointhq/setpoint/agent"
+	setpointclient "github.com/setpointhq/setpoint/clients/go"
 	"github.com/setpointhq/setpoint/clients/go/endpoints"
 )
 
@@ -88,11 +86,11 @@ func run(ctx context.Context, cfg *Config) error {
 	if err != nil {
 		return err
 	}
-	conn, err := dial(cfg)
+	client, err := dial(cfg)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
+	defer client.Close()
 
 	recorders := agent.StartEventRecorders(ctx, clients.Kube)
 	defer recorders.Stop()
@@ -122,14 +120,13 @@ func run(ctx context.Context, cfg *Config) error {
 	}
 
 	opts := clients.Options()
-	opts.Service = agent.NewGRPCService(conn)
+	opts.Service = agent.NewGRPCService(client.Conn())
 	opts.Events = recorders.Autoscalers
 	opts.HPAEvents = recorders.HPAs
 	opts.Serve = agent.Serve(cfg.Serve)
 	opts.ConsoleURL = cfg.ConsoleURL
 	opts.StandDownWindow = cfg.StandDownWindow
 	opts.Cluster = cfg.ClusterName
-	opts.Namespace = cfg.Namespace
 	opts.Settings = cfg.Settings()
 	opts.SyncPeriod = cfg.SyncPeriod
 	opts.RecommendTimeout = cfg.RecommendTimeout
@@ -139,13 +136,7 @@ func run(ctx context.Context, cfg *Config) error {
 	lead := func(ctx context.Context) {
 		leading.Store(true)
 		defer leading.Store(false)
-		c, err := agent.New(opts)
-		if err != nil {
-			logger.Error(err, "setpoint-agent: controller")
-			return
-		}
-		current.Store(c)
-		if err := c.Run(ctx); err != nil && ctx.Err() == nil {
+		if err := runController(ctx, cfg.Namespace, opts, &current); err != nil && ctx.Err() == nil {
 			logger.Error(err, "setpoint-agent: controller stopped")
 		}
 	}
@@ -170,6 +161,33 @@ func run(ctx context.Context, cfg *Config) error {
 		return err
 	}
 	return err
+}
+
+// runController runs one term of the controller until ctx ends: it builds
+// the informer factories of namespace (all when empty), gives their
+// informers to a new controller, starts them once the controller has
+// added its handlers, and shuts them down after the controller's workers
+// stopped. Every term lists afresh; current is set to the term's
+// controller, for readiness.
+func runController(ctx context.Context, namespace string, opts agent.Options, current *atomic.Pointer[agent.Controller]) error {
+	// No resync: each key schedules its own next reconcile.
+	kube := informers.NewSharedInformerFactoryWithOptions(opts.Kube, 0, informers.WithNamespace(namespace))
+	dynamic := dynamicinformer.NewFilteredDynamicSharedInformerFactory(opts.Dynamic, 0, namespace, nil)
+	opts.Informers = agent.InformersFrom(opts.Serve, kube, dynamic)
+	c, err := agent.New(opts)
+	if err != nil {
+		return err
+	}
+	current.Store(c)
+	informerCtx, stopInformers := context.WithCancel(ctx)
+	defer func() {
+		stopInformers()
+		kube.Shutdown()
+		dynamic.Shutdown()
+	}()
+	kube.Start(informerCtx.Done())
+	dynamic.Start(informerCtx.Done())
+	return c.Run(ctx)
 }
 
 // kubeConfig is the Kubernetes client configuration: the kubeconfig file
@@ -200,77 +218,42 @@ func kubeConfig(path string) (*rest.Config, error) {
 	return cfg, nil
 }
 
-// dial opens the gRPC connection to the service; it connects lazily.
-func dial(cfg *Config) (*grpc.ClientConn, error) {
-	var opts []grpc.DialOption
-	if cfg.Insecure {
-		opts = append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	} else {
-		tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: cfg.ServerName}
-		if cfg.CAFile != "" {
-			pem, err := os.ReadFile(cfg.CAFile)
-			if err != nil {
-				return nil, fmt.Errorf("setpoint-agent: %w", err)
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("setpoint-agent: no certificate in %s", cfg.CAFile)
-			}
-			tc.RootCAs = pool
+// dial returns the client of the service the flags name, through
+// clients/go like every other client; it connects lazily.
+func dial(cfg *Config) (*setpointclient.Client, error) {
+	o := setpointclient.Options{
+		// Re-read at each call, so a rotated token is used.
+		TokenFile: cfg.TokenFile,
+		// Every server replica the address names, balanced over the
+		// healthy ones: a replica shutting down gets no new calls. No
+		// method timeouts or retries: each call's deadline is
+		// -recommend-timeout, and a Recommend is never retried.
+		ServiceConfig: endpoints.Balanced,
+		// Ping an idle connection every 30 s (the server tolerates pings
+		// every 10 s or more, its -keepalive-min-time), so a dead one is
+		// noticed.
+		Keepalive: keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true},
+		// Reconnect within seconds once the service is back.
+		Reconnect: grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: time.Second, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 10 * time.Second},
+			MinConnectTimeout: 5 * time.Second,
+		},
+	}
+	if !cfg.Insecure {
+		// The client certificate is read again at each handshake, so a
+		// rotated one is used.
+		tc, err := setpointclient.TLSFiles{CA: cfg.CAFile, Cert: cfg.CertFile, Key: cfg.KeyFile, ServerName: cfg.ServerName}.Config()
+		if err != nil {
+			return nil, fmt.Errorf("setpoint-agent: -tls-* flags: %w", err)
 		}
-		if cfg.CertFile != "" {
-			certFile, keyFile := cfg.CertFile, cfg.KeyFile
-			// Re-read at each handshake, so rotated certificates are used.
-			tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
-				cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-				return &cert, err
-			}
-		}
-		opts = append(opts, grpc.WithTransportCredentials(credentials.NewTLS(tc)))
+		o.TLS = tc
 	}
-	if cfg.TokenFile != "" {
-		opts = append(opts, grpc.WithPerRPCCredentials(tokenFile{path: cfg.TokenFile, secure: !cfg.Insecure}))
-	}
-	// Reconnect within seconds once the service is back.
-	opts = append(opts, grpc.WithConnectParams(grpc.ConnectParams{
-		Backoff:           backoff.Config{BaseDelay: time.Second, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 10 * time.Second},
-		MinConnectTimeout: 5 * time.Second,
-	}))
-	// Ping an idle connection every 30 s (the server tolerates pings every
-	// 10 s or more, its -keepalive-min-time), so a dead one is noticed.
-	opts = append(opts, grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}))
-	// Every server replica the address names, balanced over the healthy
-	// ones: a replica shutting down gets no new calls.
-	target, resolve, err := endpoints.Target(cfg.ServiceAddress)
+	c, err := setpointclient.Dial(cfg.ServiceAddress, o)
 	if err != nil {
-		return nil, fmt.Errorf("setpoint-agent: -service-address: %w", err)
+		return nil, fmt.Errorf("setpoint-agent: -service-address %s: %w", cfg.ServiceAddress, err)
 	}
-	opts = append(opts, grpc.WithDefaultServiceConfig(endpoints.Balanced))
-	conn, err := grpc.NewClient(target, append(opts, resolve...)...)
-	if err != nil {
-		return nil, fmt.Errorf("setpoint-agent: dial %s: %w", cfg.ServiceAddress, err)
-	}
-	return conn, nil
+	return c, nil
 }
-
-// tokenFile sends the bearer token read from a file at each call.
-type tokenFile struct {
-	path   string
-	secure bool
-}
-
-// GetRequestMetadata implements credentials.PerRPCCredentials.
-func (t tokenFile) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
-	b, err := os.ReadFile(t.path)
-	if err != nil {
-		return nil, fmt.Errorf("setpoint-agent: token: %w", err)
-	}
-	return map[string]string{"authorization": "Bearer " + strings.TrimSpace(string(b))}, nil
-}
-
-// RequireTransportSecurity implements credentials.PerRPCCredentials: the
-// token needs TLS unless -insecure was chosen explicitly.
-func (t tokenFile) RequireTransportSecurity() bool { return t.secure }
 
 // serveHTTP serves /metrics, /healthz (the leader lease's renewal) and
 // /readyz, and with profiling /debug/pprof/, until ctx is done.

@@ -12,6 +12,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -154,7 +156,6 @@ func startAgent(t *testing.T, c *kubetest.Cluster, ns, addr string, serve agent.
 	opts.Service = agent.NewGRPCService(conn)
 	opts.Events, opts.HPAEvents = recorders.Autoscalers, recorders.HPAs
 	opts.Serve = serve
-	opts.Namespace = ns
 	// The server keeps the two API servers' targets apart by cluster.
 	opts.Cluster = "with-kcm"
 	if c == env.native {
@@ -169,10 +170,17 @@ func startAgent(t *testing.T, c *kubetest.Cluster, ns, addr string, serve agent.
 	opts.SyncPeriod = s.sync
 	opts.RecommendTimeout = 5 * time.Second
 	opts.RateLimiter = workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, s.sync)
+	// The informers are the caller's, as in cmd/setpoint-agent: started
+	// once the controller has added its handlers, shut down after it.
+	kube := informers.NewSharedInformerFactoryWithOptions(clients.Kube, 0, informers.WithNamespace(ns))
+	dynamic := dynamicinformer.NewFilteredDynamicSharedInformerFactory(clients.Dynamic, 0, ns, nil)
+	opts.Informers = agent.InformersFrom(serve, kube, dynamic)
 	ctrl, err := agent.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
+	kube.Start(ctx.Done())
+	dynamic.Start(ctx.Done())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -183,6 +191,8 @@ func startAgent(t *testing.T, c *kubetest.Cluster, ns, addr string, serve agent.
 	stop = sync.OnceFunc(func() {
 		cancel()
 		<-done
+		kube.Shutdown()
+		dynamic.Shutdown()
 		recorders.Stop()
 		conn.Close()
 	})

@@ -144,16 +144,12 @@ func TestInstallSequence(t *testing.T) {
 	opts, cleanup := agentOptions(t, ns, agentConfig{addr: addr, wrap: func(agent.Service) agent.Service { return agent.NewGRPCService(conn) }})
 	opts.Cluster = agentArgs["cluster-name"]
 	opts.Serve = agent.Serve(agentArgs["serve"])
-	a, err := agent.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
 	actx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		defer cleanup()
-		if err := a.Run(actx); err != nil && actx.Err() == nil {
+		if err := runAgent(actx, ns, opts); err != nil && actx.Err() == nil {
 			t.Errorf("agent: %v", err)
 		}
 	}()

@@ -34,6 +34,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
@@ -271,7 +273,6 @@ func agentOptions(t *testing.T, ns string, cfg agentConfig) (agent.Options, func
 	opts.Serve = cfg.serve
 	opts.StandDownWindow = cfg.standDown
 	opts.Prometheus = cfg.prometheus
-	opts.Namespace = ns
 	opts.Cluster = "e2e"
 	opts.Settings = cfg.settings
 	opts.SyncPeriod = syncPeriod
@@ -280,20 +281,39 @@ func agentOptions(t *testing.T, ns string, cfg agentConfig) (agent.Options, func
 	return opts, func() { recorders.Stop(); bcancel() }
 }
 
+// runAgent runs a controller with opts over namespace ns until ctx ends,
+// as cmd/setpoint-agent runs one term: the caller's informer factories
+// give the controller its informers, are started once it has added its
+// handlers, and are shut down after its workers stopped.
+func runAgent(ctx context.Context, ns string, opts agent.Options) error {
+	kube := informers.NewSharedInformerFactoryWithOptions(opts.Kube, 0, informers.WithNamespace(ns))
+	dynamic := dynamicinformer.NewFilteredDynamicSharedInformerFactory(opts.Dynamic, 0, ns, nil)
+	opts.Informers = agent.InformersFrom(opts.Serve, kube, dynamic)
+	c, err := agent.New(opts)
+	if err != nil {
+		return err
+	}
+	informerCtx, stopInformers := context.WithCancel(ctx)
+	defer func() {
+		stopInformers()
+		kube.Shutdown()
+		dynamic.Shutdown()
+	}()
+	kube.Start(informerCtx.Done())
+	dynamic.Start(informerCtx.Done())
+	return c.Run(ctx)
+}
+
 // startAgent runs an agent for namespace ns until the test ends.
 func startAgent(t *testing.T, ns string, cfg agentConfig) *testAgent {
 	t.Helper()
 	opts, cleanup := agentOptions(t, ns, cfg)
-	c, err := agent.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background().WithValues("ns", ns)))
 	a := &testAgent{cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(a.done)
 		defer cleanup()
-		if err := c.Run(ctx); err != nil && ctx.Err() == nil {
+		if err := runAgent(ctx, ns, opts); err != nil && ctx.Err() == nil {
 			t.Errorf("agent: %v", err)
 		}
 	}()
@@ -315,12 +335,9 @@ func startLeaderAgent(t *testing.T, ns, leaseNS, identity string, cfg agentConfi
 			Client: opts.Kube, Namespace: leaseNS, Name: "setpoint-agent", Identity: identity,
 			LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond,
 		}, func(ctx context.Context) {
-			c, err := agent.New(opts)
-			if err != nil {
+			if err := runAgent(ctx, ns, opts); err != nil && ctx.Err() == nil {
 				t.Errorf("agent: %v", err)
-				return
 			}
-			_ = c.Run(ctx)
 		})
 	}()
 	t.Cleanup(a.kill)
