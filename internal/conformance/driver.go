@@ -2,7 +2,9 @@ package conformance
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math/big"
 	"time"
 
 	"github.com/setpointhq/setpoint/engine"
@@ -128,6 +130,13 @@ func selector(s *setpointv1.LabelSelector) *engine.LabelSelector {
 	return out
 }
 
+// quantity reads a quantity of the API as the engine's milli-value, exactly.
+// Not with MilliValue: for a negative quantity of 19 or more significant
+// digits, apimachinery's MilliValue takes a fast path that truncates the
+// mantissa to 64 bits ("-1063726787889721773m" gives 4709120739521), so a
+// wrapped average Setpoint answered would read back as another number.
+// Setpoint's quantities are resource.NewMilliQuantity strings, whose
+// milli-values an int64 holds; any other is an error.
 func quantity(s string) (*engine.Quantity, error) {
 	if s == "" {
 		return nil, nil
@@ -136,5 +145,26 @@ func quantity(s string) (*engine.Quantity, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &engine.Quantity{Milli: q.MilliValue(), Format: engine.QuantityFormat(q.Format)}, nil
+	milli, err := exactMilli(q)
+	if err != nil {
+		return nil, fmt.Errorf("%q: %w", s, err)
+	}
+	return &engine.Quantity{Milli: milli, Format: engine.QuantityFormat(q.Format)}, nil
+}
+
+// exactMilli is q in thousandths, when that is an integer an int64 holds.
+func exactMilli(q resource.Quantity) (int64, error) {
+	d := q.AsDec() // q = unscaled × 10^-scale
+	milli := new(big.Int).Set(d.UnscaledBig())
+	shift := 3 - int64(d.Scale())
+	pow := new(big.Int).Exp(big.NewInt(10), big.NewInt(max(shift, -shift)), nil)
+	if shift >= 0 {
+		milli.Mul(milli, pow)
+	} else if _, rem := milli.QuoRem(milli, pow, new(big.Int)); rem.Sign() != 0 {
+		return 0, errors.New("not a whole number of thousandths")
+	}
+	if !milli.IsInt64() {
+		return 0, errors.New("milli-value beyond int64")
+	}
+	return milli.Int64(), nil
 }

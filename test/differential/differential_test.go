@@ -289,6 +289,27 @@ func cases() []differenceCase {
 			return nil
 		},
 	}, {
+		// Issue 27: per-pod values of 19 digits in milli-units, whose sum
+		// wraps once; the wrapped average, negative and of 19 digits, is
+		// the current metric. min = max = 4 hold the count still.
+		name: "overflow-19-digit", replicas: 4,
+		autoscalers: []autoscalingv2.HorizontalPodAutoscalerSpec{{ScaleTargetRef: ref("app"), MinReplicas: ptr.To[int32](4), MaxReplicas: 4,
+			Metrics: []autoscalingv2.MetricSpec{{Type: autoscalingv2.PodsMetricSourceType, Pods: &autoscalingv2.PodsMetricSource{Metric: autoscalingv2.MetricIdentifier{Name: "requests"},
+				Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: quantity("4200T")}}}}}},
+		steps: []step{
+			{what: "four pods at 2.8e18 to 4.3e18 milli-units: the sum wraps to -4.25e18, the average is -1063726787889721773m", load: load{podsMetric: func(i int) string {
+				return []string{"2786032325003348895m", "3406138300591494486m", "4252064379289823528m", "3747601917265997613m"}[i%4]
+			}}},
+		},
+		expect: func(o observed) error {
+			want := resource.MustParse("-1063726787889721773m")
+			if len(o.CurrentMetrics) != 1 || o.CurrentMetrics[0].Pods == nil || o.CurrentMetrics[0].Pods.Current.AverageValue == nil ||
+				o.CurrentMetrics[0].Pods.Current.AverageValue.Cmp(want) != 0 {
+				return fmt.Errorf("current metrics %+v: want one Pods metric averaging %s (the sum wrapped once, over 4)", o.CurrentMetrics, want.String())
+			}
+			return nil
+		},
+	}, {
 		name: "limits", replicas: 3,
 		autoscalers: []autoscalingv2.HorizontalPodAutoscalerSpec{{ScaleTargetRef: ref("app"), MinReplicas: ptr.To[int32](2), MaxReplicas: 5,
 			Metrics: []autoscalingv2.MetricSpec{cpuUtilization(50)}}},
