@@ -98,6 +98,7 @@ AGENT_SCALE_N ?= 100,500,1000,2000,5000
 # exceeded" when its deadline races a busy worker (go.dev/issue/75804, fixed
 # in Go 1.27). See docs/reliability.md.
 FUZZ_TARGETS = ./engine:FuzzDecide:1000 ./engine:FuzzResourceLists:10000 ./engine:FuzzMetricArithmetic:10000 \
+               ./engine:FuzzProposals:3000 ./forecast:FuzzHistoryDecode:20000 \
                ./server/convert:FuzzRecommendRequest:20000 ./server/convert:FuzzPlainMilli:10000 \
                ./server/convert:FuzzPlainSelector:5000 \
                ./server/convert:FuzzRoundTrip:2000 ./server:FuzzObserve:10000 ./server:FuzzDecodeRecommend:10000 \
