@@ -34,7 +34,8 @@ type Input struct {
 	// Status is the autoscaler's status as left by the previous decision
 	// (zero for a new target): its conditions, desired replicas and last
 	// scale time carry over.
-	Status Status // Proposals are replica counts proposed from outside the metrics (a
+	Status Status
+	// Proposals are replica counts proposed from outside the metrics (a
 	// fallback, schedule windows, forecasts), merged by max with the
 	// metrics' proposal before normalization; empty leaves the decision
 	// exactly the controller's.
