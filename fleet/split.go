@@ -333,58 +333,46 @@ func waterfill(total int64, members []Member, idx []int, weight func(int) int64,
 // hold applies step 2 of Divide's rule: the members other than the
 // returning ones keep at least what ScaleDown lets them keep, the
 // returning ones divide the rest by weight up to their weighted shares.
-// It reports whether any share was held.
+// It reports whether any share was held; when the returning members' Min
+// would not fit, nothing is.
 func hold(in SplitInput, prev map[string]*MemberState, shares []Share, returning, others []int) bool {
 	rest := int64(in.Total)
-	held := false
+	keep := make(map[int]int32, len(others))
 	for _, i := range others {
-		sh := &shares[i]
-		keep := sh.Weighted
+		k := shares[i].Weighted
 		if p := prev[in.Members[i].Name]; p != nil && p.Pooled {
-			floor := min(lowest(p.Share, p.Decreases, in.ScaleDown, in.Now), in.Members[i].max())
-			if floor > keep {
-				keep = floor
-			}
+			k = max(k, min(lowest(p.Share, p.Decreases, in.ScaleDown, in.Now), in.Members[i].max()))
 		}
-		rest -= int64(keep)
-		if keep > sh.Weighted {
-			sh.Replicas, sh.Reason, held = keep, ShareHeld, true
-			sh.Message = fmt.Sprintf("held at %d above its weighted share %d: the scale-down policy lets it fall from %d only to %d now, while a member returns",
-				keep, sh.Weighted, prev[in.Members[i].Name].Share, keep)
+		rest -= int64(k)
+		if k > shares[i].Weighted {
+			keep[i] = k
 		}
 	}
 	var minSum int64
 	for _, i := range returning {
 		minSum += int64(in.Members[i].Min)
 	}
-	if !held {
+	if len(keep) == 0 || rest < minSum {
 		return false
 	}
-	if rest < minSum { // the returning members' Min comes first: hold nothing
-		for _, i := range others {
-			sh := &shares[i]
-			if sh.Reason == ShareHeld {
-				sh.Replicas, sh.Reason = sh.Weighted, ShareWeighted
-				sh.Message = "not held: the returning members' mins need its replicas; " + sh.Message
-			}
-		}
-		return false
+	for i, k := range keep {
+		sh := &shares[i]
+		sh.Replicas, sh.Reason, sh.QuotaNum, sh.QuotaDen, sh.Remainder = k, ShareHeld, 0, 0, false
+		sh.Message = fmt.Sprintf("held at %d above its weighted share %d while a member returns: the scale-down policy lets it fall from %d only to %d now",
+			k, sh.Weighted, prev[in.Members[i].Name].Share, k)
 	}
-	capped := make([]Member, len(in.Members))
-	copy(capped, in.Members)
+	capped := slices.Clone(in.Members)
 	for _, i := range returning {
 		w := shares[i].Weighted
 		capped[i].Max = &w
 	}
-	tmp := make([]Share, len(shares))
-	copy(tmp, shares)
+	tmp := slices.Clone(shares)
 	weighted(int32(rest), capped, returning, tmp)
 	for _, i := range returning {
 		sh := &shares[i]
-		sh.Replicas, sh.QuotaNum, sh.QuotaDen, sh.Remainder = tmp[i].Replicas, tmp[i].QuotaNum, tmp[i].QuotaDen, tmp[i].Remainder
-		if sh.Replicas < sh.Weighted {
-			sh.Reason = ShareReturning
-			sh.Message = fmt.Sprintf("returning: %d of its weighted share %d, what the held members release so far", sh.Replicas, sh.Weighted)
+		if tmp[i].Replicas < sh.Weighted {
+			sh.Replicas, sh.Reason, sh.QuotaNum, sh.QuotaDen, sh.Remainder = tmp[i].Replicas, ShareReturning, tmp[i].QuotaNum, tmp[i].QuotaDen, tmp[i].Remainder
+			sh.Message = fmt.Sprintf("returning: %d of its weighted share %d, what the held members release so far (%s)", sh.Replicas, sh.Weighted, tmp[i].Message)
 		}
 	}
 	return true
