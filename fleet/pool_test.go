@@ -371,3 +371,73 @@ func shares(s *fleet.Split) []int32 {
 	}
 	return out
 }
+
+// TestDecideReturn steps a fleet through a member's loss and return with a
+// scale-down policy of one pod a minute: the returning member takes its
+// share back as fast as that policy lets the others' shares fall, while
+// the total stays what the pooled decision says.
+func TestDecideReturn(t *testing.T) {
+	spec := members("a", "b", "c")
+	at := func(name string, when time.Time, n int, use int64) fleet.Report {
+		var pods []engine.Pod
+		var u []engine.PodUsage
+		for i := range n {
+			p := string(rune('p' + i))
+			pods, u = append(pods, cpuPod(p, 100)), append(u, cpuUsage(p, use))
+		}
+		r := report(name, 1, pods, u...)
+		r.At = when
+		return r
+	}
+	b := &engine.Behavior{
+		ScaleUp: engine.Rules{SelectPolicy: engine.SelectMax, Tolerance: 0.1, Policies: []engine.Policy{
+			{Type: engine.PodsPolicy, Value: 4, PeriodSeconds: 15}, {Type: engine.PercentPolicy, Value: 100, PeriodSeconds: 15}}},
+		ScaleDown: engine.Rules{SelectPolicy: engine.SelectMax, Tolerance: 0.1, Policies: []engine.Policy{{Type: engine.PodsPolicy, Value: 1, PeriodSeconds: 60}}},
+	}
+	var rec fleet.Record
+	steps := []struct {
+		at      time.Duration
+		reports func(now time.Time) []fleet.Report
+		want    []int32
+	}{
+		// 4 pods each at the 60% target: 12, split 4/4/4.
+		{0, func(now time.Time) []fleet.Report {
+			return []fleet.Report{at("a", now, 4, 60), at("b", now, 4, 60), at("c", now, 4, 60)}
+		}, []int32{4, 4, 4}},
+		// c is stale; a and b at 90%: 8 × 1.5 = 12 over a and b.
+		{90 * time.Second, func(now time.Time) []fleet.Report {
+			return []fleet.Report{at("a", now, 4, 90), at("b", now, 4, 90), at("c", t0, 4, 60)}
+		}, []int32{6, 6, 0}},
+		// c is back with no pods; a and b at the target with 6 each: the
+		// total stays 12, a and b may fall by one this minute.
+		{120 * time.Second, func(now time.Time) []fleet.Report {
+			return []fleet.Report{at("a", now, 6, 60), at("b", now, 6, 60), at("c", now, 0, 0)}
+		}, []int32{5, 5, 2}},
+		{150 * time.Second, func(now time.Time) []fleet.Report {
+			return []fleet.Report{at("a", now, 5, 60), at("b", now, 5, 60), at("c", now, 2, 60)}
+		}, []int32{5, 5, 2}},
+		{181 * time.Second, func(now time.Time) []fleet.Report {
+			return []fleet.Report{at("a", now, 5, 60), at("b", now, 5, 60), at("c", now, 2, 60)}
+		}, []int32{4, 4, 4}},
+	}
+	for _, st := range steps {
+		now := t0.Add(st.at)
+		in := fleet.Input{Engine: base(cpu60), Fleet: spec, Reports: st.reports(now)}
+		in.Engine.Spec.Behavior = b
+		if err := fleet.Decide(&rec, in, now.String(), now); err != nil {
+			t.Fatal(err)
+		}
+		if d := rec.Target.Last.Decision; d.Rescale {
+			o := target.Observation{Kind: target.EventApplied, DecisionID: now.String(), From: rec.Target.Last.From, To: d.DesiredReplicas}
+			if err := target.Observe(&rec.Target, o, now); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if diff := cmp.Diff(st.want, shares(rec.Split)); diff != "" {
+			t.Errorf("at +%v (-want +got):\n%s\n%s", st.at, diff, rec.Split.Message)
+		}
+	}
+	if rec.Members[2].Returning {
+		t.Errorf("c still returning at its full share: %+v", rec.Members[2])
+	}
+}
