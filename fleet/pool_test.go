@@ -315,17 +315,7 @@ func TestDecideNoHealthyMember(t *testing.T) {
 // member's pods run at 90% of a 60% target.
 func TestDecideFailover(t *testing.T) {
 	spec := members("a", "b", "c")
-	hot := func(name string, at time.Time, n int) fleet.Report {
-		var pods []engine.Pod
-		var use []engine.PodUsage
-		for i := range n {
-			p := string(rune('p' + i))
-			pods, use = append(pods, cpuPod(p, 100)), append(use, cpuUsage(p, 90))
-		}
-		r := report(name, 1, pods, use...)
-		r.At = at
-		return r
-	}
+	hot := func(name string, at time.Time, n int) fleet.Report { return loaded(name, at, n, 90) }
 	var rec fleet.Record
 	decide := func(at time.Time, reports ...fleet.Report) {
 		t.Helper()
@@ -378,17 +368,7 @@ func shares(s *fleet.Split) []int32 {
 // the total stays what the pooled decision says.
 func TestDecideReturn(t *testing.T) {
 	spec := members("a", "b", "c")
-	at := func(name string, when time.Time, n int, use int64) fleet.Report {
-		var pods []engine.Pod
-		var u []engine.PodUsage
-		for i := range n {
-			p := string(rune('p' + i))
-			pods, u = append(pods, cpuPod(p, 100)), append(u, cpuUsage(p, use))
-		}
-		r := report(name, 1, pods, u...)
-		r.At = when
-		return r
-	}
+	at := loaded
 	b := &engine.Behavior{
 		ScaleUp: engine.Rules{SelectPolicy: engine.SelectMax, Tolerance: 0.1, Policies: []engine.Policy{
 			{Type: engine.PodsPolicy, Value: 4, PeriodSeconds: 15}, {Type: engine.PercentPolicy, Value: 100, PeriodSeconds: 15}}},
@@ -440,4 +420,18 @@ func TestDecideReturn(t *testing.T) {
 	if rec.Members[2].Returning {
 		t.Errorf("c still returning at its full share: %+v", rec.Members[2])
 	}
+}
+
+// loaded is member's report received at `at`: n pods requesting 100m cpu,
+// each using use millicores, for a fleet with one metric.
+func loaded(member string, at time.Time, n int, use int64) fleet.Report {
+	var pods []engine.Pod
+	var u []engine.PodUsage
+	for i := range n {
+		p := string(rune('p' + i))
+		pods, u = append(pods, cpuPod(p, 100)), append(u, cpuUsage(p, use))
+	}
+	r := report(member, 1, pods, u...)
+	r.At = at
+	return r
 }
