@@ -158,6 +158,12 @@ func Pool(s Spec, base engine.Input, reports []Report, now time.Time) (Pooled, e
 		}
 	}
 
+	var nPods, nUsage int
+	for _, r := range pooled {
+		nPods, nUsage = nPods+len(r.Pods), nUsage+len(r.ResourceMetrics.Pods)
+	}
+	in.Pods = make([]engine.Pod, 0, nPods)
+	in.ResourceMetrics.Pods = make([]engine.PodUsage, 0, nUsage)
 	for _, r := range pooled {
 		for _, pod := range r.Pods {
 			pod.Name = PodName(r.Member, pod.Name)
@@ -200,6 +206,11 @@ func combine(t engine.MetricSourceType, c Combine, pooled []*Report, j int) engi
 			}
 		}
 	case t == engine.PodsSource:
+		n := 0
+		for _, r := range pooled {
+			n += len(r.Observations[j].Values)
+		}
+		out.Values = make([]engine.MetricValue, 0, n)
 		for _, r := range pooled {
 			o := r.Observations[j]
 			if o.Err != "" {
