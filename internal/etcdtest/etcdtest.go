@@ -103,8 +103,35 @@ func (c *Cluster) Kill(i int) {
 	defer c.mu.Unlock()
 	if p := c.members[i].Process; p != nil && c.members[i].ProcessState == nil {
 		_ = p.Kill()
+		_ = p.Signal(syscall.SIGCONT) // a paused member dies only once continued
 		_ = c.members[i].Wait()
 	}
+}
+
+// Pause stops member i with SIGSTOP, as a paused VM, a process stuck on
+// its disk or a half-open network stop it: its connections stay open and
+// nothing answers. Resume continues it. Kill and Stop work on a paused
+// member.
+func (c *Cluster) Pause(i int) error {
+	return c.signal(i, syscall.SIGSTOP)
+}
+
+// Resume continues member i after Pause (SIGCONT).
+func (c *Cluster) Resume(i int) error {
+	return c.signal(i, syscall.SIGCONT)
+}
+
+func (c *Cluster) signal(i int, sig syscall.Signal) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := c.members[i]
+	if m.Process == nil || m.ProcessState != nil {
+		return fmt.Errorf("etcdtest: member m%d is not running", i)
+	}
+	if err := m.Process.Signal(sig); err != nil {
+		return fmt.Errorf("etcdtest: %v to m%d: %w", sig, i, err)
+	}
+	return nil
 }
 
 // Running reports whether member i runs (was not killed since it was last
