@@ -126,6 +126,7 @@ func TestUnavailable(t *testing.T) {
 		{fmt.Errorf("txn: %w", rpctypes.ErrTimeoutDueToConnectionLost), true},
 		{status.Error(codes.Unavailable, "connection refused"), true},
 		{context.DeadlineExceeded, true},
+		{context.Canceled, true}, // an attempt the store ended; ctxErr answers the caller's own first
 		{rpctypes.ErrRequestTooLarge, false},
 		{rpctypes.ErrPermissionDenied, false},
 		{errors.New("anything else"), false},
