@@ -141,4 +141,12 @@ func TestUnavailable(t *testing.T) {
 	if !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "leader changed") {
 		t.Errorf("ctxErr(leader changed) = %v, want store.ErrUnavailable naming it", err)
 	}
+	// An attempt the store ended while the caller's context lives is
+	// unavailable, not the caller's own context error.
+	for _, ended := range []error{context.Canceled, context.DeadlineExceeded} {
+		err := s.ctxErr(context.Background(), ended)
+		if !errors.Is(err, store.ErrUnavailable) || errors.Is(err, ended) {
+			t.Errorf("ctxErr(%v) = %v, want store.ErrUnavailable and not %v", ended, err, ended)
+		}
+	}
 }

@@ -434,6 +434,12 @@ func (s *Store) ctxErr(ctx context.Context, err error) error {
 		return store.ErrClosed
 	}
 	if unavailable(err) {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			// The store ended the attempt (its bound, or its member's
+			// failed probe), not the caller: not the caller's context
+			// error.
+			return fmt.Errorf("%w: etcd: %v", store.ErrUnavailable, err)
+		}
 		return fmt.Errorf("%w: etcd: %w", store.ErrUnavailable, err)
 	}
 	return fmt.Errorf("etcdstore: %w", err)

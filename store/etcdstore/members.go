@@ -14,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
 )
 
@@ -26,7 +27,8 @@ import (
 // ProbeInterval with a linearizable read that must answer within
 // ProbeTimeout (it needs the member to have a leader, and that leader to
 // answer). A member that fails a probe gets no new requests until one
-// succeeds, and the requests it holds are cancelled: reads are tried on another member at once, writes answer
+// succeeds, and the requests it holds are cancelled (also, once a new
+// leader is elected, those that began under the old one): reads are tried on another member at once, writes answer
 // store.ErrUnavailable (their outcome unknown). Every request also has a
 // per-attempt bound, Options.RequestTimeout, and asks for a member with a
 // leader (clientv3.WithRequireLeader), so that a member without one
@@ -41,14 +43,16 @@ type member struct {
 
 	mu       sync.Mutex
 	healthy  bool
+	term     uint64 // the raft term its last answered probe saw
 	inflight map[*attempt]struct{}
 	// watches are the cancels of the feed watches on this member; they
 	// end when it turns unhealthy.
 	watches map[*attempt]struct{}
 }
 
-// attempt is one request on one member: how to end it.
+// attempt is one request on one member: when it began and how to end it.
 type attempt struct {
+	began  time.Time
 	cancel context.CancelFunc
 }
 
@@ -112,10 +116,14 @@ func (ms *members) pick(except *member) *member {
 	return m
 }
 
+// isHealthy reports whether m passed its last probe and its connection
+// is not failing (a member that is down refuses connections: no need to
+// wait for a probe to learn it).
 func (m *member) isHealthy() bool {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.healthy
+	healthy := m.healthy
+	m.mu.Unlock()
+	return healthy && m.conn.GetState() != connectivity.TransientFailure
 }
 
 // begin starts an attempt on m under ctx, bounded by d when d > 0; end
@@ -127,7 +135,7 @@ func (m *member) begin(ctx context.Context, d time.Duration, watch bool) (actx c
 	} else {
 		actx, cancel = context.WithCancel(ctx)
 	}
-	a := &attempt{cancel: cancel}
+	a := &attempt{began: time.Now(), cancel: cancel}
 	set := m.inflight
 	if watch {
 		set = m.watches
@@ -225,10 +233,14 @@ func (ms *members) probeLoop(ctx context.Context, done chan<- struct{}) {
 // probeOne reads the probe key linearizably from m within ms.within and
 // sets m's health from the answer. A failed probe also cancels the
 // requests and the feed watch m holds: they wait on what the probe waited
-// on, and are better tried on another member.
+// on, and are better tried on another member. A probe that sees a new
+// raft term (a leader was elected since the last) cancels the requests
+// that began before it: a write m forwarded to a leader that died is
+// neither committed nor refused until etcd's own timeout (7 s).
 func (ms *members) probeOne(ctx context.Context, m *member) {
+	began := time.Now()
 	pctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), ms.within)
-	_, err := m.kv.Get(pctx, ms.probe, clientv3.WithCountOnly())
+	resp, err := m.kv.Get(pctx, ms.probe, clientv3.WithCountOnly())
 	cancel()
 	if ctx.Err() != nil {
 		return
@@ -237,13 +249,23 @@ func (ms *members) probeOne(ctx context.Context, m *member) {
 	was := m.healthy
 	m.healthy = err == nil
 	var stuck []*attempt
-	if err != nil {
+	switch {
+	case err != nil:
 		for a := range m.inflight {
 			stuck = append(stuck, a)
 		}
 		for a := range m.watches {
 			stuck = append(stuck, a)
 		}
+	case m.term != 0 && resp.Header.RaftTerm > m.term:
+		for a := range m.inflight {
+			if a.began.Before(began) {
+				stuck = append(stuck, a)
+			}
+		}
+	}
+	if err == nil {
+		m.term = max(m.term, resp.Header.RaftTerm)
 	}
 	m.mu.Unlock()
 	for _, a := range stuck {
