@@ -185,6 +185,48 @@ func (c *Cluster) Leader(ctx context.Context) (int, error) {
 	return -1, fmt.Errorf("etcdtest: no member reports being the leader %v", errs)
 }
 
+// WaitInSync waits until every running member has applied the raft log
+// up to the index the most advanced member reported when it was called:
+// a member paused or cut off has caught up, and losing another member
+// no longer costs the quorum.
+func (c *Cluster) WaitInSync(ctx context.Context) error {
+	var target uint64
+	for i, ep := range c.Endpoints {
+		if !c.Running(i) {
+			continue
+		}
+		if s, err := status(ctx, ep); err == nil {
+			target = max(target, s.RaftIndex)
+		}
+	}
+	for i, ep := range c.Endpoints {
+		for c.Running(i) {
+			s, err := status(ctx, ep)
+			if err == nil && s.RaftAppliedIndex >= target {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("etcdtest: m%d did not catch up with raft index %d: %w", i, target, ctx.Err())
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+// status asks the member at endpoint for its status.
+func status(ctx context.Context, endpoint string) (*clientv3.StatusResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 2 * time.Second, Logger: zap.NewNop(), Context: ctx})
+	if err != nil {
+		return nil, err
+	}
+	defer cli.Close()
+	return cli.Status(ctx, endpoint)
+}
+
 // memberStatus asks the member at endpoint for its id and its leader's.
 func memberStatus(ctx context.Context, endpoint string) (id, leader uint64, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
