@@ -229,14 +229,7 @@ func status(ctx context.Context, endpoint string) (*clientv3.StatusResponse, err
 
 // memberStatus asks the member at endpoint for its id and its leader's.
 func memberStatus(ctx context.Context, endpoint string) (id, leader uint64, err error) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 2 * time.Second, Logger: zap.NewNop(), Context: ctx})
-	if err != nil {
-		return 0, 0, err
-	}
-	defer cli.Close()
-	s, err := cli.Status(ctx, endpoint)
+	s, err := status(ctx, endpoint)
 	if err != nil {
 		return 0, 0, fmt.Errorf("status of %s: %w", endpoint, err)
 	}

@@ -29,6 +29,26 @@
 // does with --auto-compaction-mode=periodic --auto-compaction-retention
 // (docs/scale-out.md).
 //
+// # Members that hang
+//
+// The store reaches each member over its own connection and routes
+// around one that fails its probe (members.go): a member that hangs (a
+// paused VM, a stuck disk, a network that drops packets) costs about a
+// second, not every caller's deadline. A request cut short that way, or
+// by its per-attempt bound (Options.RequestTimeout), answers
+// store.ErrUnavailable: a read only after every member was tried, a
+// write at once, its outcome unknown.
+//
+// A write's changes reach Follow's callbacks from the feed's watch. A
+// write returns once its changes were delivered or once it has waited
+// Options.DeliveryWait, whichever is first: it never waits on a feed held
+// up by a member that hangs (the watch then moves to another member, and
+// the changes are delivered late, in order, none missed). A caller
+// holding a write's answer may therefore, for at most as long as the feed
+// is held up, be ahead of this server's Watch streams; a Watch resumed
+// from a point ahead of the server's feed starts there (the server checks
+// the point against Revision).
+//
 // # Size budget
 //
 // etcd refuses requests larger than its --max-request-bytes (1.5 MiB by
