@@ -116,8 +116,11 @@ func TestWriteDoesNotWaitForAStuckFeed(t *testing.T) {
 		t.Fatalf("the feed watch is on %q, not one of %v", etcdstore.FeedMember(st), link.Endpoints)
 	}
 	link.Member(on).Cut()
+	cut := time.Now()
 	var acked []string
-	for i := range 9 {
+	// Within 8 s of the cut: the client's keepalive (10 s, then 3 s) would
+	// end the watch's connection and let the watch move.
+	for i := 0; i < 9 && time.Since(cut) < 8*time.Second; i++ {
 		id := fmt.Sprint("d", i)
 		began := time.Now()
 		err := decide(ctx, st, fmt.Sprint("t", i), id)
@@ -138,7 +141,7 @@ func TestWriteDoesNotWaitForAStuckFeed(t *testing.T) {
 		}
 	}
 	if len(acked) < 3 {
-		t.Fatalf("%d of 9 writes acknowledged with one member of three hung; want those on the other two", len(acked))
+		t.Fatalf("%d writes acknowledged with one member of three hung; want those on the other two", len(acked))
 	}
 	for _, id := range acked {
 		if f.has([]string{id}) {
