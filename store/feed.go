@@ -93,9 +93,9 @@ type Feed interface {
 	// races ahead of the feed), until stop is called. A shared backend
 	// whose feed can be held up bounds that wait and says how
 	// (store/etcdstore: Options.DeliveryWait); its changes still come in
-	// order, none missed. fn must not block
-	// and must not call stop; it may keep the slice but not modify it.
-	// After stop returns fn is not called again. A backend that can miss
+	// order, none missed. fn must not block and must not call stop; it
+	// may keep the slice but not modify it. After stop returns fn is not
+	// called again. A backend that can miss
 	// changes says so with a ChangeGap change where they were missed.
 	Follow(fn func([]Change)) (stop func())
 }
