@@ -211,24 +211,28 @@ func (s *service) Watch(req *setpointv1.WatchRequest, stream grpc.ServerStreamin
 	point := func(rev uint64) uint64 { return rev }
 	last := latest
 	if after := req.GetResumeAfter(); after > 0 {
+		rev := after
 		if seal, ok := s.sealerFor(ctx); ok {
 			point = seal.seal
-			rev, err := seal.open(after)
-			if err != nil {
+			if rev, err = seal.open(after); err != nil {
 				e := &setpointv1.ValidationError{}
 				e.Add("resume_after", "%v: resume from a point a stream's header or changes gave you, or watch without it", err)
 				return toStatus(ctx, s.log, e.Err())
 			}
-			if rev > latest {
-				return status.Error(codes.OutOfRange, "watch: resume_after is ahead of the changes this server has; watch without resume_after")
-			}
-			last = rev
-		} else {
-			if after > latest {
-				return status.Errorf(codes.OutOfRange, "revision %d is newer than the latest, %d", after, latest)
-			}
-			last = after
 		}
+		if rev > latest {
+			// Another server gave the point out, its feed ahead of this
+			// one's: the store says whether it names a revision at all.
+			// The changes up to it are skipped as they arrive.
+			stored, err := s.hub.feed.Revision(ctx)
+			if err != nil {
+				return toStatus(ctx, s.log, err)
+			}
+			if rev > stored {
+				return status.Error(codes.OutOfRange, "watch: resume_after is ahead of every change the store has; watch without resume_after")
+			}
+		}
+		last = rev
 	} else if seal, ok := s.sealerFor(ctx); ok {
 		point = seal.seal
 	}

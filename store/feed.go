@@ -90,9 +90,12 @@ type Feed interface {
 	// Follow calls fn with the changes of each commit, in revision order,
 	// from the committer goroutine, right after the commit and before the
 	// commit's writers are answered (so a caller holding its answer never
-	// races ahead of the feed), until stop is called. fn must not block
-	// and must not call stop; it may keep the slice but not modify it.
-	// After stop returns fn is not called again. A backend that can miss
+	// races ahead of the feed), until stop is called. A shared backend
+	// whose feed can be held up bounds that wait and says how
+	// (store/etcdstore: Options.DeliveryWait); its changes still come in
+	// order, none missed. fn must not block and must not call stop; it
+	// may keep the slice but not modify it. After stop returns fn is not
+	// called again. A backend that can miss
 	// changes says so with a ChangeGap change where they were missed.
 	Follow(fn func([]Change)) (stop func())
 }

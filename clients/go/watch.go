@@ -27,9 +27,12 @@ const (
 
 // Changes follows Watch: it yields every change req selects, in revision
 // order, and when the stream breaks (the server restarts, the connection
-// drops: UNAVAILABLE, or the server ends the stream) it calls Watch again
-// with resume_after set to the last revision it yielded, so nothing the
-// service still keeps is missed or repeated. req.ResumeAfter is where the
+// drops, or it cannot reach its store: UNAVAILABLE, or the server ends the
+// stream) it calls Watch again with resume_after set to the last revision
+// it yielded, so nothing the service still keeps is missed or repeated.
+// With several servers (Dial's address lists them) the new call goes to
+// the next healthy one, round-robin: a resume point of one server is good
+// on every server sharing its store. req.ResumeAfter is where the
 // first call starts (0: changes made after the call, and a reconnection
 // resumes from the revision the server said the stream started after); req
 // is not modified.

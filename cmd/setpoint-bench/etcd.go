@@ -15,7 +15,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/setpointhq/setpoint/internal/etcdtest"
 	"github.com/setpointhq/setpoint/internal/kubetest"
@@ -101,10 +100,15 @@ func (e *etcdServer) walBytes(ctx context.Context) float64 {
 // startEtcdServer starts cfg's etcd cluster (unless cfg gives endpoints)
 // and a server on it, on a loopback port, under a fresh prefix.
 func startEtcdServer(ctx context.Context, cfg Config, logf func(string, ...any)) (e *etcdServer, err error) {
-	e = &etcdServer{served: make(chan error, 1)}
+	// Every `return nil, err` below sets e to nil before this runs: the
+	// cleanup works on the value made here.
+	made := &etcdServer{served: make(chan error, 1)}
+	e = made
 	defer func() {
 		if err != nil {
-			e.stop()
+			if serr := made.stop(); serr != nil {
+				err = errors.Join(err, fmt.Errorf("cleaning up: %w", serr))
+			}
 			e = nil
 		}
 	}()
@@ -114,7 +118,7 @@ func startEtcdServer(ctx context.Context, cfg Config, logf func(string, ...any))
 		if bin == "" {
 			logf("finding the etcd binary (make kube-binaries; the first build takes minutes)")
 			if bin, err = kubetest.EtcdBinary(ctx); err != nil {
-				return nil, err
+				return nil, fmt.Errorf("cannot start an etcd cluster: no etcd binary (run `make kube-binaries` in the checkout, or give -etcd-binary or -etcd-endpoints): %w", err)
 			}
 		}
 		if e.dir, err = os.MkdirTemp("", "setpoint-bench-etcd-"); err != nil {
@@ -123,7 +127,7 @@ func startEtcdServer(ctx context.Context, cfg Config, logf func(string, ...any))
 		lctx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
 		if e.cluster, err = etcdtest.Launch(lctx, etcdtest.LaunchOptions{Binary: bin, Dir: e.dir, Members: cfg.EtcdMembers, NoFsync: cfg.EtcdNoFsync}); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("cannot start a %d-member etcd cluster from %s: %w", cfg.EtcdMembers, bin, err)
 		}
 		endpoints = e.cluster.Endpoints
 		fsync := "fsync on"
@@ -136,8 +140,8 @@ func startEtcdServer(ctx context.Context, cfg Config, logf func(string, ...any))
 	}
 	e.endpoints = endpoints
 	logf("server on %s", e.where)
-	if e.cli, err = clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 10 * time.Second, Logger: zap.NewNop()}); err != nil {
-		return nil, err
+	if e.cli, err = clientv3.New(etcdstore.ClientConfig(clientv3.Config{Endpoints: endpoints, DialTimeout: 10 * time.Second})); err != nil {
+		return nil, fmt.Errorf("cannot connect to etcd at %v: %w", endpoints, err)
 	}
 	prefix := fmt.Sprintf("/setpoint-bench-%d/", time.Now().UnixNano())
 	if e.st, err = etcdstore.New(ctx, e.cli, etcdstore.Options{Prefix: prefix, Observe: e.counts.observe}); err != nil {

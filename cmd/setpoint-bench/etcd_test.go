@@ -49,3 +49,21 @@ func TestRunEtcd(t *testing.T) {
 		}
 	}
 }
+
+// TestStartEtcdServerReportsWhatFailed: a cluster that cannot start (no
+// etcd binary where it was told to look) is an error that names what is
+// missing, not a panic in the cleanup.
+func TestStartEtcdServerReportsWhatFailed(t *testing.T) {
+	cfg := defaults(t, "-etcd", "-etcd-binary", "/nonexistent/etcd")
+	e, err := startEtcdServer(t.Context(), cfg, func(string, ...any) {})
+	if err == nil {
+		e.stop()
+		t.Fatal("started a cluster from /nonexistent/etcd")
+	}
+	if e != nil {
+		t.Errorf("got a server %v with the error", e)
+	}
+	if !strings.Contains(err.Error(), "cannot start a 3-member etcd cluster from /nonexistent/etcd") {
+		t.Errorf("error %q: want it to say which cluster could not start from what", err)
+	}
+}

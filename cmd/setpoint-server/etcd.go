@@ -154,10 +154,10 @@ func openStore(ctx context.Context, cfg Config, log *slog.Logger, arrivals *stor
 		}
 	}
 	endpoints := strings.Split(cfg.Store.Endpoints, ",")
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, TLS: tlsCfg, DialTimeout: 10 * time.Second, Context: ctx,
+	cli, err := clientv3.New(etcdstore.ClientConfig(clientv3.Config{Endpoints: endpoints, TLS: tlsCfg, DialTimeout: 10 * time.Second, Context: ctx,
 		// The store reports etcd's errors itself (and health follows them);
 		// the client's own retry chatter would flood the log.
-		Logger: zap.NewNop()})
+		Logger: zap.NewNop()}))
 	if err != nil {
 		return nil, nil, nil, "", fmt.Errorf("etcd: %w", err)
 	}

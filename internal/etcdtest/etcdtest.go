@@ -103,8 +103,35 @@ func (c *Cluster) Kill(i int) {
 	defer c.mu.Unlock()
 	if p := c.members[i].Process; p != nil && c.members[i].ProcessState == nil {
 		_ = p.Kill()
+		_ = p.Signal(syscall.SIGCONT) // a paused member dies only once continued
 		_ = c.members[i].Wait()
 	}
+}
+
+// Pause stops member i with SIGSTOP, as a paused VM, a process stuck on
+// its disk or a half-open network stop it: its connections stay open and
+// nothing answers. Resume continues it. Kill and Stop work on a paused
+// member.
+func (c *Cluster) Pause(i int) error {
+	return c.signal(i, syscall.SIGSTOP)
+}
+
+// Resume continues member i after Pause (SIGCONT).
+func (c *Cluster) Resume(i int) error {
+	return c.signal(i, syscall.SIGCONT)
+}
+
+func (c *Cluster) signal(i int, sig syscall.Signal) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := c.members[i]
+	if m.Process == nil || m.ProcessState != nil {
+		return fmt.Errorf("etcdtest: member m%d is not running", i)
+	}
+	if err := m.Process.Signal(sig); err != nil {
+		return fmt.Errorf("etcdtest: %v to m%d: %w", sig, i, err)
+	}
+	return nil
 }
 
 // Running reports whether member i runs (was not killed since it was last
@@ -158,16 +185,51 @@ func (c *Cluster) Leader(ctx context.Context) (int, error) {
 	return -1, fmt.Errorf("etcdtest: no member reports being the leader %v", errs)
 }
 
-// memberStatus asks the member at endpoint for its id and its leader's.
-func memberStatus(ctx context.Context, endpoint string) (id, leader uint64, err error) {
+// WaitInSync waits until every running member has applied the raft log
+// up to the index the most advanced member reported when it was called:
+// a member paused or cut off has caught up, and losing another member
+// no longer costs the quorum.
+func (c *Cluster) WaitInSync(ctx context.Context) error {
+	var target uint64
+	for i, ep := range c.Endpoints {
+		if !c.Running(i) {
+			continue
+		}
+		if s, err := status(ctx, ep); err == nil {
+			target = max(target, s.RaftIndex)
+		}
+	}
+	for i, ep := range c.Endpoints {
+		for c.Running(i) {
+			s, err := status(ctx, ep)
+			if err == nil && s.RaftAppliedIndex >= target {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("etcdtest: m%d did not catch up with raft index %d: %w", i, target, ctx.Err())
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+// status asks the member at endpoint for its status.
+func status(ctx context.Context, endpoint string) (*clientv3.StatusResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 2 * time.Second, Logger: zap.NewNop(), Context: ctx})
 	if err != nil {
-		return 0, 0, err
+		return nil, err
 	}
 	defer cli.Close()
-	s, err := cli.Status(ctx, endpoint)
+	return cli.Status(ctx, endpoint)
+}
+
+// memberStatus asks the member at endpoint for its id and its leader's.
+func memberStatus(ctx context.Context, endpoint string) (id, leader uint64, err error) {
+	s, err := status(ctx, endpoint)
 	if err != nil {
 		return 0, 0, fmt.Errorf("status of %s: %w", endpoint, err)
 	}

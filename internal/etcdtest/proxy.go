@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Proxy is a TCP proxy on loopback in front of one address, which a test
@@ -15,7 +16,8 @@ import (
 // the ones held back first (TCP retransmits what a short partition
 // dropped); HealReset instead closes the connections the cut held up (a
 // partition longer than TCP's retries). Its methods are safe for
-// concurrent use.
+// concurrent use. Delay instead holds every chunk for a while: a slow
+// network, or a member that answers late.
 type Proxy struct {
 	// Addr is the address the proxy listens on (host:port).
 	Addr   string
@@ -24,6 +26,7 @@ type Proxy struct {
 
 	mu     sync.Mutex
 	open   chan struct{} // closed while bytes pass
+	delay  time.Duration // how long each chunk is held
 	conns  map[net.Conn]struct{}
 	closed bool
 }
@@ -52,6 +55,21 @@ func (p *Proxy) Cut() {
 		p.open = make(chan struct{})
 	default: // already cut
 	}
+}
+
+// Delay holds every chunk, each way, for d before passing it on (0: no
+// delay), on the connections open and on new ones.
+func (p *Proxy) Delay(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.delay = d
+}
+
+// held returns how long a chunk is held.
+func (p *Proxy) held() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.delay
 }
 
 // Heal lets bytes pass again, those held back by the cut first.
@@ -152,6 +170,9 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
+			if d := p.held(); d > 0 {
+				time.Sleep(d)
+			}
 			<-p.gate()
 			// A chunk read before a cut may still pass, as a packet
 			// already on the wire does.
@@ -187,6 +208,10 @@ func (c *Cluster) Link(t testing.TB) *Link {
 	}
 	return l
 }
+
+// Member is the proxy in front of member i: cutting or delaying it stands
+// for that member hung or slow, as the link's client sees it.
+func (l *Link) Member(i int) *Proxy { return l.proxies[i] }
 
 // Cut partitions the link's client from every member (Proxy.Cut).
 func (l *Link) Cut() {

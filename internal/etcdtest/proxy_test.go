@@ -101,3 +101,29 @@ func dial(t *testing.T, addr string) net.Conn {
 	t.Cleanup(func() { c.Close() })
 	return c
 }
+
+// A delayed proxy passes every chunk, each way, no sooner than the delay
+// after it arrived; Delay(0) ends it.
+func TestProxyDelay(t *testing.T) {
+	echo := echoServer(t)
+	p := etcdtest.NewProxy(t, echo)
+	conn := dial(t, p.Addr)
+	r := bufio.NewReader(conn)
+	roundTrip := func(line string) time.Duration {
+		began := time.Now()
+		if _, err := io.WriteString(conn, line+"\n"); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := r.ReadString('\n'); err != nil || got != line+"\n" {
+			t.Fatalf("echo of %q: %q, %v", line, got, err)
+		}
+		return time.Since(began)
+	}
+	const d = 150 * time.Millisecond
+	p.Delay(d)
+	if took := roundTrip("slow"); took < 2*d {
+		t.Errorf("a round trip through a proxy delaying %v each way took %v", d, took)
+	}
+	p.Delay(0)
+	roundTrip("fast")
+}

@@ -126,6 +126,7 @@ func TestUnavailable(t *testing.T) {
 		{fmt.Errorf("txn: %w", rpctypes.ErrTimeoutDueToConnectionLost), true},
 		{status.Error(codes.Unavailable, "connection refused"), true},
 		{context.DeadlineExceeded, true},
+		{context.Canceled, true}, // an attempt the store ended; ctxErr answers the caller's own first
 		{rpctypes.ErrRequestTooLarge, false},
 		{rpctypes.ErrPermissionDenied, false},
 		{errors.New("anything else"), false},
@@ -139,5 +140,13 @@ func TestUnavailable(t *testing.T) {
 	err := s.ctxErr(context.Background(), rpctypes.ErrLeaderChanged)
 	if !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "leader changed") {
 		t.Errorf("ctxErr(leader changed) = %v, want store.ErrUnavailable naming it", err)
+	}
+	// An attempt the store ended while the caller's context lives is
+	// unavailable, not the caller's own context error.
+	for _, ended := range []error{context.Canceled, context.DeadlineExceeded} {
+		err := s.ctxErr(context.Background(), ended)
+		if !errors.Is(err, store.ErrUnavailable) || errors.Is(err, ended) {
+			t.Errorf("ctxErr(%v) = %v, want store.ErrUnavailable and not %v", ended, err, ended)
+		}
 	}
 }

@@ -47,8 +47,8 @@ func (s *Store) compactLoop(ctx context.Context) {
 // key's version now and the revision to compact at the next turn.
 func (s *Store) compactTurn(ctx context.Context, version, noted int64) (int64, int64, error) {
 	start := time.Now()
-	resp, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.Version(s.compactKey()), "=", version)).
-		Then(clientv3.OpPut(s.compactKey(), "")).Else(clientv3.OpGet(s.compactKey())).Commit()
+	resp, err := s.txn(ctx, []clientv3.Cmp{clientv3.Compare(clientv3.Version(s.compactKey()), "=", version)},
+		[]clientv3.Op{clientv3.OpPut(s.compactKey(), "")}, []clientv3.Op{clientv3.OpGet(s.compactKey())})
 	s.observe("compact", start, false)
 	if err != nil {
 		return version, noted, err
@@ -61,7 +61,10 @@ func (s *Store) compactTurn(ctx context.Context, version, noted int64) (int64, i
 		return version, resp.Header.Revision, nil
 	}
 	if noted > 0 {
-		if _, err := s.cli.Compact(ctx, noted); err != nil && !errors.Is(err, rpctypes.ErrCompacted) {
+		cctx, cancel := context.WithTimeout(ctx, s.opts.RequestTimeout)
+		_, err := s.cli.Compact(cctx, noted)
+		cancel()
+		if err != nil && !errors.Is(err, rpctypes.ErrCompacted) {
 			return version + 1, resp.Header.Revision, err
 		}
 	}

@@ -44,7 +44,7 @@ func (s *Store) Decisions(ctx context.Context, key target.Key, q store.DecisionQ
 	if !q.To.IsZero() {
 		end = s.decisionKey(kb, q.To)
 	}
-	resp, err := s.cli.Get(ctx, from, clientv3.WithRange(end), clientv3.WithLimit(int64(q.PageSize)+1))
+	resp, err := s.get(ctx, from, clientv3.WithRange(end), clientv3.WithLimit(int64(q.PageSize)+1))
 	if err != nil {
 		return nil, "", s.ctxErr(ctx, err)
 	}

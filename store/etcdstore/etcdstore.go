@@ -29,6 +29,26 @@
 // does with --auto-compaction-mode=periodic --auto-compaction-retention
 // (docs/scale-out.md).
 //
+// # Members that hang
+//
+// The store reaches each member over its own connection and routes
+// around one that fails its probe (members.go): a member that hangs (a
+// paused VM, a stuck disk, a network that drops packets) costs about a
+// second, not every caller's deadline. A request cut short that way, or
+// by its per-attempt bound (Options.RequestTimeout), answers
+// store.ErrUnavailable: a read only after every member was tried, a
+// write at once, its outcome unknown.
+//
+// A write's changes reach Follow's callbacks from the feed's watch. A
+// write returns once its changes were delivered or once it has waited
+// Options.DeliveryWait, whichever is first: it never waits on a feed held
+// up by a member that hangs (the watch then moves to another member, and
+// the changes are delivered late, in order, none missed). A caller
+// holding a write's answer may therefore, for at most as long as the feed
+// is held up, be ahead of this server's Watch streams; a Watch resumed
+// from a point ahead of the server's feed starts there (the server checks
+// the point against Revision).
+//
 // # Size budget
 //
 // etcd refuses requests larger than its --max-request-bytes (1.5 MiB by
@@ -49,11 +69,13 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -104,19 +126,63 @@ type Options struct {
 	// whether a transaction lost a race for its target (a conflict, then
 	// retried).
 	Observe func(op string, d time.Duration, conflict bool)
+	// RequestTimeout bounds each attempt of a request on one member; 0
+	// means DefaultRequestTimeout. A read that runs out is tried on
+	// another member; a write answers store.ErrUnavailable.
+	RequestTimeout time.Duration
+	// ProbeInterval is how often each member is probed; 0 means
+	// DefaultProbeInterval.
+	ProbeInterval time.Duration
+	// ProbeTimeout is how soon a member must answer a probe to stay
+	// healthy; 0 means DefaultProbeTimeout.
+	ProbeTimeout time.Duration
+	// DeliveryWait bounds how long a write waits for its changes to reach
+	// Follow's callbacks before it returns; 0 means DefaultDeliveryWait.
+	DeliveryWait time.Duration
+}
+
+// The defaults of Options' timing fields.
+const (
+	// DefaultRequestTimeout is Options.RequestTimeout's default.
+	DefaultRequestTimeout = 2 * time.Second
+	// DefaultProbeInterval is Options.ProbeInterval's default.
+	DefaultProbeInterval = 250 * time.Millisecond
+	// DefaultProbeTimeout is Options.ProbeTimeout's default.
+	DefaultProbeTimeout = 750 * time.Millisecond
+	// DefaultDeliveryWait is Options.DeliveryWait's default.
+	DefaultDeliveryWait = 500 * time.Millisecond
+)
+
+// ClientConfig returns cfg with what the store relies on set where cfg
+// leaves it zero: keepalive pings every 10 s (gRPC's least), a connection
+// whose member does not answer one within 3 s closed; a 5 s dial timeout;
+// and a logger that discards (the store reports etcd's errors itself).
+// The store's own probes find a hung member much sooner (members.go); the
+// keepalives close what the probes route around.
+func ClientConfig(cfg clientv3.Config) clientv3.Config {
+	cfg.DialKeepAliveTime = cmp.Or(cfg.DialKeepAliveTime, 10*time.Second)
+	cfg.DialKeepAliveTimeout = cmp.Or(cfg.DialKeepAliveTimeout, 3*time.Second)
+	cfg.DialTimeout = cmp.Or(cfg.DialTimeout, 5*time.Second)
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	return cfg
 }
 
 // Store is a store.Store kept in etcd. Create it with New; it is safe for
 // concurrent use.
 type Store struct {
-	cli    *clientv3.Client
-	opts   Options
-	prefix string
-	cache  *recordCache
+	cli     *clientv3.Client
+	members *members
+	opts    Options
+	prefix  string
+	cache   *recordCache
 
 	cancel      context.CancelFunc
 	done        chan struct{} // closed when the feed watcher has stopped
 	compactDone chan struct{} // closed when compaction has stopped
+	probeDone   chan struct{} // closed when probing has stopped
+	feedOn      atomic.Value  // string: the endpoint the feed watch is on
 
 	mu        sync.Mutex
 	cond      *sync.Cond
@@ -127,12 +193,18 @@ type Store struct {
 
 var _ store.Store = (*Store)(nil)
 
-// New returns a Store on cli, which the Store does not close. It reads the
+// New returns a Store on cli, which the Store does not close. It opens its
+// own connection to each of cli's endpoints (members.go), reads the
 // current etcd revision and follows the change feed from there.
 func New(ctx context.Context, cli *clientv3.Client, opts Options) (*Store, error) {
-	if opts.MaxEvents < 0 || opts.MaxHistory < 0 || opts.CompactEvery < 0 {
+	if opts.MaxEvents < 0 || opts.MaxHistory < 0 || opts.CompactEvery < 0 ||
+		opts.RequestTimeout < 0 || opts.ProbeInterval < 0 || opts.ProbeTimeout < 0 || opts.DeliveryWait < 0 {
 		return nil, fmt.Errorf("%w: negative option", store.ErrInvalid)
 	}
+	opts.RequestTimeout = cmp.Or(opts.RequestTimeout, DefaultRequestTimeout)
+	opts.ProbeInterval = cmp.Or(opts.ProbeInterval, DefaultProbeInterval)
+	opts.ProbeTimeout = cmp.Or(opts.ProbeTimeout, DefaultProbeTimeout)
+	opts.DeliveryWait = cmp.Or(opts.DeliveryWait, DefaultDeliveryWait)
 	opts.Prefix = cmp.Or(opts.Prefix, DefaultPrefix)
 	opts.DecisionRetention = cmp.Or(opts.DecisionRetention, store.DefaultDecisionRetention)
 	opts.CacheBytes = cmp.Or(opts.CacheBytes, DefaultCacheBytes)
@@ -140,15 +212,22 @@ func New(ctx context.Context, cli *clientv3.Client, opts Options) (*Store, error
 		opts.Now = time.Now
 	}
 	s := &Store{cli: cli, opts: opts, prefix: opts.Prefix, cache: newRecordCache(opts.CacheBytes),
-		done: make(chan struct{}), compactDone: make(chan struct{})}
+		done: make(chan struct{}), compactDone: make(chan struct{}), probeDone: make(chan struct{})}
 	s.cond = sync.NewCond(&s.mu)
-	resp, err := cli.Get(ctx, s.feedKey(), clientv3.WithCountOnly())
+	ms, err := dialMembers(cli, opts, s.feedKey())
 	if err != nil {
+		return nil, err
+	}
+	s.members = ms
+	resp, err := s.get(ctx, s.feedKey(), clientv3.WithCountOnly())
+	if err != nil {
+		ms.close()
 		return nil, fmt.Errorf("etcdstore: %w", err)
 	}
 	s.delivered = resp.Header.Revision
 	wctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
+	go ms.probeLoop(wctx, s.probeDone)
 	go s.watch(wctx, resp.Header.Revision+1)
 	if opts.CompactEvery > 0 {
 		go s.compactLoop(wctx)
@@ -190,12 +269,32 @@ func (s *Store) Close() error {
 	s.cancel()
 	<-s.done
 	<-s.compactDone
+	<-s.probeDone
+	s.members.close()
 	return nil
+}
+
+// get reads from one member (members.do).
+func (s *Store) get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+	resp, err := s.members.do(ctx, clientv3.OpGet(key, opts...))
+	if err != nil {
+		return nil, err
+	}
+	return resp.Get(), nil
+}
+
+// txn commits one transaction on one member (members.do).
+func (s *Store) txn(ctx context.Context, cmps []clientv3.Cmp, then, els []clientv3.Op) (*clientv3.TxnResponse, error) {
+	resp, err := s.members.do(ctx, clientv3.OpTxn(cmps, then, els))
+	if err != nil {
+		return nil, err
+	}
+	return resp.Txn(), nil
 }
 
 // Healthy reports whether etcd answers a linearizable read.
 func (s *Store) Healthy(ctx context.Context) error {
-	_, err := s.cli.Get(ctx, s.feedKey(), clientv3.WithCountOnly())
+	_, err := s.get(ctx, s.feedKey(), clientv3.WithCountOnly())
 	return err
 }
 
@@ -245,7 +344,7 @@ func (s *Store) Update(ctx context.Context, key target.Key, fn func(rec *target.
 			// Serializable: the transaction's compare catches a stale
 			// read, and its answer replaces it.
 			start := time.Now()
-			resp, err := s.cli.Get(ctx, rk, clientv3.WithSerializable())
+			resp, err := s.get(ctx, rk, clientv3.WithSerializable())
 			s.observe("read", start, false)
 			if err != nil {
 				return target.Record{}, s.ctxErr(ctx, err)
@@ -260,7 +359,7 @@ func (s *Store) Update(ctx context.Context, key target.Key, fn func(rec *target.
 			// An error is an answer about the stored record, and no
 			// compare checks it: make sure fn refused the current one.
 			start := time.Now()
-			resp, rerr := s.cli.Get(ctx, rk)
+			resp, rerr := s.get(ctx, rk)
 			s.observe("read", start, false)
 			if rerr != nil {
 				return target.Record{}, s.ctxErr(ctx, rerr)
@@ -273,8 +372,7 @@ func (s *Store) Update(ctx context.Context, key target.Key, fn func(rec *target.
 			continue
 		}
 		start := time.Now()
-		resp, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(rk), "=", cur.mod)).
-			Then(ops...).Else(clientv3.OpGet(rk)).Commit()
+		resp, err := s.txn(ctx, []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(rk), "=", cur.mod)}, ops, []clientv3.Op{clientv3.OpGet(rk)})
 		if err != nil {
 			s.observe("commit", start, false)
 			s.cache.drop(key)
@@ -356,6 +454,12 @@ func (s *Store) ctxErr(ctx context.Context, err error) error {
 		return store.ErrClosed
 	}
 	if unavailable(err) {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			// The store ended the attempt (its bound, or its member's
+			// failed probe), not the caller: not the caller's context
+			// error.
+			return fmt.Errorf("%w: etcd: %v", store.ErrUnavailable, err)
+		}
 		return fmt.Errorf("%w: etcd: %w", store.ErrUnavailable, err)
 	}
 	return fmt.Errorf("etcdstore: %w", err)
@@ -372,7 +476,9 @@ func unavailable(err error) bool {
 	if st, ok := status.FromError(err); ok {
 		return st.Code() == codes.Unavailable || st.Code() == codes.DeadlineExceeded
 	}
-	return errors.Is(err, context.DeadlineExceeded)
+	// An attempt the store ended (its bound, or its member's failed
+	// probe) while the caller's context lives.
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 }
 
 // Get implements store.Store.
@@ -388,7 +494,7 @@ func (s *Store) Get(ctx context.Context, key target.Key) (target.Record, error) 
 		return target.Record{}, err
 	}
 	start := time.Now()
-	resp, err := s.cli.Get(ctx, s.recKey(kb))
+	resp, err := s.get(ctx, s.recKey(kb))
 	s.observe("get", start, false)
 	if err != nil {
 		return target.Record{}, s.ctxErr(ctx, err)
@@ -426,7 +532,7 @@ func (s *Store) List(ctx context.Context, q store.Query) ([]target.Record, strin
 	}
 	end := clientv3.GetPrefixRangeEnd(s.recKey(prefix))
 	start := time.Now()
-	resp, err := s.cli.Get(ctx, from, clientv3.WithRange(end), clientv3.WithLimit(int64(size)+1))
+	resp, err := s.get(ctx, from, clientv3.WithRange(end), clientv3.WithLimit(int64(size)+1))
 	s.observe("list", start, false)
 	if err != nil {
 		return nil, "", s.ctxErr(ctx, err)
@@ -466,11 +572,11 @@ func (s *Store) remove(ctx context.Context, key target.Key, rk string, modRev in
 		return false, err
 	}
 	start := time.Now()
-	resp, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(rk), "=", modRev)).Then(
+	resp, err := s.txn(ctx, []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(rk), "=", modRev)}, []clientv3.Op{
 		clientv3.OpDelete(rk),
 		clientv3.OpDelete(s.prefix+"d/"+rk[len(s.recKey(nil)):], clientv3.WithPrefix()),
 		clientv3.OpPut(s.feedKey(), string(feed)),
-	).Commit()
+	}, nil)
 	s.cache.drop(key)
 	if err != nil {
 		s.observe("delete", start, false)
@@ -497,7 +603,7 @@ func (s *Store) Delete(ctx context.Context, key target.Key) error {
 	}
 	rk := s.recKey(kb)
 	for {
-		resp, err := s.cli.Get(ctx, rk)
+		resp, err := s.get(ctx, rk)
 		if err != nil {
 			return s.ctxErr(ctx, err)
 		}
@@ -523,7 +629,7 @@ func (s *Store) Expire(ctx context.Context, cutoff time.Time) (int, error) {
 	removed := 0
 	from, end := s.recKey(nil), clientv3.GetPrefixRangeEnd(s.recKey(nil))
 	for {
-		resp, err := s.cli.Get(ctx, from, clientv3.WithRange(end), clientv3.WithLimit(store.MaxPageSize))
+		resp, err := s.get(ctx, from, clientv3.WithRange(end), clientv3.WithLimit(store.MaxPageSize))
 		if err != nil {
 			return removed, s.ctxErr(ctx, err)
 		}

@@ -3,6 +3,7 @@ package etcdstore
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"time"
 
@@ -162,7 +163,7 @@ func (s *Store) Revision(ctx context.Context) (uint64, error) {
 		return 0, store.ErrClosed
 	}
 	start := time.Now()
-	resp, err := s.cli.Get(ctx, s.feedKey())
+	resp, err := s.get(ctx, s.feedKey())
 	s.observe("revision", start, false)
 	if err != nil {
 		return 0, s.ctxErr(ctx, err)
@@ -177,10 +178,10 @@ func (s *Store) Count(ctx context.Context) (int, uint64, error) {
 		return 0, 0, store.ErrClosed
 	}
 	start := time.Now()
-	resp, err := s.cli.Txn(ctx).Then(
+	resp, err := s.txn(ctx, nil, []clientv3.Op{
 		clientv3.OpGet(s.recKey(nil), clientv3.WithPrefix(), clientv3.WithCountOnly()),
 		clientv3.OpGet(s.feedKey()),
-	).Commit()
+	}, nil)
 	s.observe("count", start, false)
 	if err != nil {
 		return 0, 0, s.ctxErr(ctx, err)
@@ -208,7 +209,7 @@ func (s *Store) Changes(ctx context.Context, after uint64, limit int) ([]store.C
 	}
 	start := time.Now()
 	defer func() { s.observe("changes", start, false) }()
-	resp, err := s.cli.Get(ctx, s.feedKey())
+	resp, err := s.get(ctx, s.feedKey())
 	if err != nil {
 		return nil, s.ctxErr(ctx, err)
 	}
@@ -226,15 +227,33 @@ func (s *Store) Changes(ctx context.Context, after uint64, limit int) ([]store.C
 	// compacted cluster still reads from its beginning.
 	from := max(resumeFrom(after), resp.Kvs[0].CreateRevision)
 	last := resp.Kvs[0].ModRevision
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	var tried *member
+	for tries := 1; ; tries++ {
+		m := s.members.pick(tried)
+		out, err := s.changesOn(ctx, m, after, from, last, limit)
+		if err == nil || ctx.Err() != nil || tries > len(s.members.all) || !retryableRead(err) {
+			if err != nil && !errors.Is(err, store.ErrOutOfRange) && !errors.Is(err, store.ErrCorrupt) {
+				return nil, s.ctxErr(ctx, err)
+			}
+			return out, err
+		}
+		tried = m
+	}
+}
+
+// changesOn reads at most limit changes after revision `after` with a
+// watch on member m from etcd revision from up to last, in one attempt
+// (Options.RequestTimeout).
+func (s *Store) changesOn(ctx context.Context, m *member, after uint64, from, last int64, limit int) ([]store.Change, error) {
+	wctx, end := m.begin(ctx, s.opts.RequestTimeout, false)
+	defer end()
 	var out []store.Change
-	for wr := range s.cli.Watch(wctx, s.feedKey(), clientv3.WithRev(from)) {
+	for wr := range m.watcher.Watch(wctx, s.feedKey(), clientv3.WithRev(from)) {
 		if wr.CompactRevision != 0 {
 			return nil, fmt.Errorf("%w: changes after revision %d are no longer kept (those after %d are)", store.ErrOutOfRange, after, changeRevision(wr.CompactRevision-1, 0, 0)-1)
 		}
 		if err := wr.Err(); err != nil {
-			return nil, s.ctxErr(ctx, err)
+			return nil, err
 		}
 		for _, ev := range wr.Events {
 			if ev.Type != clientv3.EventTypePut {
@@ -257,12 +276,20 @@ func (s *Store) Changes(ctx context.Context, after uint64, limit int) ([]store.C
 			}
 		}
 	}
-	return nil, s.ctxErr(ctx, status.Error(codes.Unavailable, "the feed watch ended"))
+	if err := wctx.Err(); err != nil {
+		return nil, err
+	}
+	return nil, status.Error(codes.Unavailable, "the feed watch ended")
 }
 
 // Follow implements store.Feed. fn sees every change of every server
-// sharing the prefix, in revision order, from one watcher goroutine; a
-// write of this Store returns only after its changes were handed to fn.
+// sharing the prefix, in revision order, from one watcher goroutine. A
+// write of this Store returns once its changes were handed to fn, or once
+// it has waited Options.DeliveryWait for that, whichever comes first: a
+// feed held up (its member hung, until the watch moves to another, about
+// Options.ProbeInterval+ProbeTimeout) delays writes by at most
+// DeliveryWait and never fails them, and their changes reach fn when the
+// feed catches up, in order, none missed.
 func (s *Store) Follow(fn func([]store.Change)) (stop func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -280,12 +307,17 @@ func (s *Store) Follow(fn func([]store.Change)) (stop func()) {
 
 // watch follows the feed key from etcd revision rev until ctx ends, hands
 // its changes to the followers and drops the cached records they make
-// stale. Followers are called with s.mu held, so stop waits for a call
-// under way.
+// stale. It watches on one healthy member and moves to another when that
+// one fails a probe (members.go) or loses its leader (WithRequireLeader).
+// Followers are called with s.mu held, so stop waits for a call under
+// way.
 func (s *Store) watch(ctx context.Context, rev int64) {
 	defer close(s.done)
 	for ctx.Err() == nil {
-		wch := s.cli.Watch(clientv3.WithRequireLeader(ctx), s.feedKey(), clientv3.WithRev(rev))
+		m := s.members.pick(nil)
+		s.feedOn.Store(m.endpoint)
+		wctx, end := m.begin(ctx, 0, true)
+		wch := m.watcher.Watch(wctx, s.feedKey(), clientv3.WithRev(rev))
 		for wr := range wch {
 			if err := wr.Err(); err != nil {
 				if wr.CompactRevision > rev {
@@ -328,9 +360,10 @@ func (s *Store) watch(ctx context.Context, rev int64) {
 			s.mu.Unlock()
 			rev = max(rev, r+1)
 		}
+		end()
 		select {
 		case <-ctx.Done():
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(20 * time.Millisecond):
 		}
 	}
 }
@@ -348,9 +381,12 @@ func (s *Store) gap() {
 }
 
 // waitDelivered waits until the watcher has handed etcd revision rev to
-// the followers, or ctx ends.
+// the followers, or for Options.DeliveryWait, or until ctx ends (its
+// error).
 func (s *Store) waitDelivered(ctx context.Context, rev int64) error {
-	stop := context.AfterFunc(ctx, func() {
+	bounded, cancel := context.WithTimeout(ctx, s.opts.DeliveryWait)
+	defer cancel()
+	stop := context.AfterFunc(bounded, func() {
 		s.mu.Lock()
 		s.cond.Broadcast()
 		s.mu.Unlock()
@@ -361,6 +397,9 @@ func (s *Store) waitDelivered(ctx context.Context, rev int64) error {
 	for s.delivered < rev && !s.closed {
 		if err := ctx.Err(); err != nil {
 			return err
+		}
+		if bounded.Err() != nil {
+			return nil // committed; the feed delivers it when it catches up
 		}
 		s.cond.Wait()
 	}

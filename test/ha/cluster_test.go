@@ -145,6 +145,15 @@ func (c *cluster) dial(t *testing.T) []*setpointclient.Client {
 	return cs
 }
 
+// addrs is every server's address, comma-separated: a client of all.
+func (c *cluster) addrs() string {
+	var out []string
+	for _, n := range c.nodes {
+		out = append(out, n.srv.Addr)
+	}
+	return strings.Join(out, ",")
+}
+
 // leader returns the etcd leader's index, waiting for an election to end.
 func (c *cluster) leader(t *testing.T) int {
 	t.Helper()

@@ -29,6 +29,14 @@
 //   - a partitioned server answered no call it began while cut off, said
 //     NOT_SERVING within a bound, and SERVING again once healed.
 //
+// It also injects gray failures (gray_test.go): an etcd member or the
+// leader paused with SIGSTOP, an etcd member blackholed or delayed by its
+// proxies on every server's link, a server paused; during each member
+// fault every server must acknowledge calls and the longest time without
+// an acknowledged call is bounded. Meanwhile Watch streams resume across
+// servers (none may answer OUT_OF_RANGE) and a client of every server
+// follows the feed without its stream ending.
+//
 // TestConcurrentRecommends sends Recommends for one target to two servers
 // at the same moment, many times: both are recorded, and every view —
 // the history on each server, the Watch feed, the decision log, which

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -55,6 +56,12 @@ func TestFaultsUnderLoad(t *testing.T) {
 		clients = append(clients, c.dial(t))
 	}
 	l := startLoad(c, clients, readers)
+	all, err := setpointclient.Dial(c.addrs(), setpointclient.Options{DialOptions: []grpc.DialOption{grpc.WithConnectParams(acked.FastReconnect)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer all.Close()
+	r := startResumes(c, c.dial(t), all)
 	f := &faults{t: t, c: c, l: l, rng: rng}
 	f.settle(2 * time.Second)
 	if *duration == 0 {
@@ -62,27 +69,44 @@ func TestFaultsUnderLoad(t *testing.T) {
 		f.killMember(false)
 		f.killMember(true)
 		f.partition()
+		f.pauseMember(false)
+		f.pauseMember(true)
+		f.slowMember(true)
+		f.slowMember(false)
+		f.pauseServer()
 	} else {
 		for end := time.Now().Add(*duration); time.Now().Before(end); {
-			switch rng.IntN(4) {
+			switch rng.IntN(9) {
 			case 0:
 				f.killServer()
 			case 1:
 				f.killMember(false)
 			case 2:
 				f.killMember(true)
-			default:
+			case 3:
 				f.partition()
+			case 4:
+				f.pauseMember(false)
+			case 5:
+				f.pauseMember(true)
+			case 6:
+				f.slowMember(true)
+			case 7:
+				f.slowMember(false)
+			default:
+				f.pauseServer()
 			}
 		}
 	}
+	r.Stop()
 	l.Stop()
 	t.Logf("load ran %v", time.Since(l.hist.began).Round(time.Millisecond))
 	for _, e := range l.errs {
 		t.Errorf("the load's own mistake: %s", e)
 	}
-	t.Logf("faults: %d server kills, %d etcd member kills, %d etcd leader kills, %d partitions of a server from etcd", f.servers, f.members, f.leaders, f.partitions)
+	t.Logf("faults: %d server kills, %d etcd member kills, %d etcd leader kills, %d partitions of a server from etcd, %d gray failures (pauses, blackholes, delays)", f.servers, f.members, f.leaders, f.partitions, f.grays)
 	f.logGaps()
+	r.check(t)
 	t.Logf("load: %d Recommend and %d Observe acknowledged, %d Observe refused (a later decision came first), %d calls of unknown outcome, %d reads",
 		l.count.recommends.Load(), l.count.observes.Load(), l.count.refused.Load(), l.count.unknown.Load(), l.count.reads.Load())
 	t.Logf("calls of unknown outcome by status: %v", l.count.byCode)
@@ -109,9 +133,9 @@ type faults struct {
 	l   *load
 	rng *rand.Rand
 
-	servers, members, leaders, partitions int
-	windows                               []window
-	cuts                                  []cut
+	servers, members, leaders, partitions, grays int
+	windows                                      []window
+	cuts                                         []cut
 }
 
 // window is when a fault lasted, in the history's time.
@@ -217,10 +241,12 @@ func (f *faults) logGaps() {
 	}
 	slices.Sort(acks)
 	longest := map[string]time.Duration{}
+	ratio := map[string]float64{}
 	var kinds []string
 	for _, w := range f.windows {
 		if _, ok := longest[w.what]; !ok {
 			kinds = append(kinds, w.what)
+			ratio[w.what] = 1e9
 		}
 		var gap int64
 		for i := 1; i < len(acks); i++ {
@@ -229,9 +255,16 @@ func (f *faults) logGaps() {
 			}
 		}
 		longest[w.what] = max(longest[w.what], time.Duration(gap))
+		if during, before := rates(acks, w); before > 0 {
+			ratio[w.what] = min(ratio[w.what], during/before)
+		}
 	}
 	for _, k := range kinds {
-		f.t.Logf("longest time without an acknowledged call during %s: %v", k, longest[k].Round(time.Millisecond))
+		f.t.Logf("longest time without an acknowledged call during %s: %v; the lowest throughput during one, against the 2 s before it: %.0f%%",
+			k, longest[k].Round(time.Millisecond), 100*ratio[k])
+		if slices.Contains(grayKinds, k) && longest[k] > grayStallBound {
+			f.t.Errorf("%v without an acknowledged call during %s: the servers should route around the member within about a second (bound %v)", longest[k].Round(time.Millisecond), k, grayStallBound)
+		}
 	}
 }
 

@@ -1,0 +1,281 @@
+package etcdstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/status"
+)
+
+// This file is how the store reaches etcd. A member that hangs (a paused
+// VM, a stuck disk, a network that drops packets) keeps its TCP
+// connection open and answers nothing, so neither the gRPC balancer nor
+// keepalives (at least 10 s in gRPC) notice it soon. The store therefore
+// sends each request over its own connection to one member, chosen
+// round-robin among the healthy ones, and probes every member every
+// ProbeInterval with a linearizable read that must answer within
+// ProbeTimeout (it needs the member to have a leader, and that leader to
+// answer). A member that fails a probe gets no new requests until one
+// succeeds, and the requests it holds are cancelled (also, once a new
+// leader is elected, those that began under the old one): reads are tried on another member at once, writes answer
+// store.ErrUnavailable (their outcome unknown). Every request also has a
+// per-attempt bound, Options.RequestTimeout, and asks for a member with a
+// leader (clientv3.WithRequireLeader), so that a member without one
+// refuses at once instead of holding it.
+
+// member is one etcd endpoint and the store's own connection to it.
+type member struct {
+	endpoint string
+	conn     *grpc.ClientConn
+	kv       clientv3.KV
+	watcher  clientv3.Watcher
+
+	mu       sync.Mutex
+	healthy  bool
+	term     uint64 // the raft term its last answered probe saw
+	inflight map[*attempt]struct{}
+	// watches are the cancels of the feed watches on this member; they
+	// end when it turns unhealthy.
+	watches map[*attempt]struct{}
+}
+
+// attempt is one request on one member: when it began and how to end it.
+type attempt struct {
+	began  time.Time
+	cancel context.CancelFunc
+}
+
+// members are the cluster's members as the store reaches them.
+type members struct {
+	all    []*member
+	next   atomic.Uint64
+	every  time.Duration // probe interval
+	within time.Duration // probe timeout
+	bound  time.Duration // per-attempt bound of a request
+	probe  string        // the key a probe reads
+	log    *slog.Logger
+}
+
+// dialMembers opens a connection to each of cli's endpoints, with cli's
+// credentials and dial options; every member starts healthy.
+func dialMembers(cli *clientv3.Client, opts Options, probeKey string) (*members, error) {
+	ms := &members{every: opts.ProbeInterval, within: opts.ProbeTimeout, bound: opts.RequestTimeout, probe: probeKey, log: opts.Logger}
+	for _, ep := range cli.Endpoints() {
+		conn, err := cli.Dial(ep)
+		if err != nil {
+			ms.close()
+			return nil, fmt.Errorf("etcdstore: dial %s: %w", ep, err)
+		}
+		ms.all = append(ms.all, &member{
+			endpoint: ep, conn: conn, healthy: true,
+			kv:       clientv3.NewKVFromKVClient(pb.NewKVClient(conn), cli),
+			watcher:  clientv3.NewWatchFromWatchClient(pb.NewWatchClient(conn), cli),
+			inflight: map[*attempt]struct{}{}, watches: map[*attempt]struct{}{},
+		})
+	}
+	if len(ms.all) == 0 {
+		return nil, errors.New("etcdstore: the client has no endpoints")
+	}
+	return ms, nil
+}
+
+// close closes the members' connections.
+func (ms *members) close() {
+	for _, m := range ms.all {
+		m.watcher.Close()
+		m.conn.Close()
+	}
+}
+
+// pick returns the next healthy member, round-robin, skipping except;
+// when none is healthy, the next of all.
+func (ms *members) pick(except *member) *member {
+	n := uint64(len(ms.all))
+	start := ms.next.Add(1)
+	for i := range n {
+		m := ms.all[(start+i)%n]
+		if m != except && m.isHealthy() {
+			return m
+		}
+	}
+	m := ms.all[start%n]
+	if m == except && n > 1 {
+		m = ms.all[(start+1)%n]
+	}
+	return m
+}
+
+// isHealthy reports whether m passed its last probe and its connection
+// is not failing (a member that is down refuses connections: no need to
+// wait for a probe to learn it).
+func (m *member) isHealthy() bool {
+	m.mu.Lock()
+	healthy := m.healthy
+	m.mu.Unlock()
+	return healthy && m.conn.GetState() != connectivity.TransientFailure
+}
+
+// begin starts an attempt on m under ctx, bounded by d when d > 0; end
+// must be called when it is over.
+func (m *member) begin(ctx context.Context, d time.Duration, watch bool) (actx context.Context, end func()) {
+	var cancel context.CancelFunc
+	if d > 0 {
+		actx, cancel = context.WithTimeout(ctx, d)
+	} else {
+		actx, cancel = context.WithCancel(ctx)
+	}
+	a := &attempt{began: time.Now(), cancel: cancel}
+	set := m.inflight
+	if watch {
+		set = m.watches
+	}
+	m.mu.Lock()
+	set[a] = struct{}{}
+	m.mu.Unlock()
+	return clientv3.WithRequireLeader(actx), func() {
+		m.mu.Lock()
+		delete(set, a)
+		m.mu.Unlock()
+		cancel()
+	}
+}
+
+// do runs op on one member, and on others while it may be retried: a read
+// whose member failed, timed out or had no leader, a write refused for
+// want of a leader (so not applied). It gives up when ctx ends or every
+// member was tried.
+func (ms *members) do(ctx context.Context, op clientv3.Op) (clientv3.OpResponse, error) {
+	read := !op.IsTxn() && op.IsGet()
+	if op.IsTxn() {
+		read = readOnly(op)
+	}
+	var last *member
+	for tries := 1; ; tries++ {
+		m := ms.pick(last)
+		actx, end := m.begin(ctx, ms.bound, false)
+		resp, err := m.kv.Do(actx, op)
+		end()
+		if err == nil || ctx.Err() != nil || tries >= len(ms.all)+1 {
+			return resp, err
+		}
+		if !(read && retryableRead(err)) && !errors.Is(err, rpctypes.ErrNoLeader) {
+			return resp, err
+		}
+		last = m
+	}
+}
+
+// readOnly reports whether the transaction op only reads.
+func readOnly(op clientv3.Op) bool {
+	_, then, els := op.Txn()
+	for _, o := range append(then, els...) {
+		if !o.IsGet() {
+			return false
+		}
+	}
+	return true
+}
+
+// retryableRead reports whether a read that failed with err may succeed
+// on another member.
+func retryableRead(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return true
+	}
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+		return true
+	}
+	var ee rpctypes.EtcdError
+	if errors.As(err, &ee) {
+		return ee.Code() == codes.Unavailable || ee.Code() == codes.DeadlineExceeded
+	}
+	return false
+}
+
+// probeLoop probes every member every ms.every until ctx ends.
+func (ms *members) probeLoop(ctx context.Context, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(ms.every)
+	defer t.Stop()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	busy := make([]atomic.Bool, len(ms.all))
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for i, m := range ms.all {
+			if busy[i].Swap(true) {
+				continue // its last probe is still waiting
+			}
+			wg.Go(func() {
+				defer busy[i].Store(false)
+				ms.probeOne(ctx, m)
+			})
+		}
+	}
+}
+
+// probeOne reads the probe key linearizably from m within ms.within and
+// sets m's health from the answer. A failed probe also cancels the
+// requests and the feed watch m holds: they wait on what the probe waited
+// on, and are better tried on another member. A probe that sees a new
+// raft term (a leader was elected since the last) cancels the requests
+// that began before it: a write m forwarded to a leader that died is
+// neither committed nor refused until etcd's own timeout (7 s).
+func (ms *members) probeOne(ctx context.Context, m *member) {
+	began := time.Now()
+	pctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), ms.within)
+	resp, err := m.kv.Get(pctx, ms.probe, clientv3.WithCountOnly())
+	cancel()
+	if ctx.Err() != nil {
+		return
+	}
+	m.mu.Lock()
+	was := m.healthy
+	m.healthy = err == nil
+	var stuck []*attempt
+	switch {
+	case err != nil:
+		for a := range m.inflight {
+			stuck = append(stuck, a)
+		}
+		for a := range m.watches {
+			stuck = append(stuck, a)
+		}
+	case m.term != 0 && resp.Header.RaftTerm > m.term:
+		for a := range m.inflight {
+			if a.began.Before(began) {
+				stuck = append(stuck, a)
+			}
+		}
+	}
+	if err == nil {
+		m.term = max(m.term, resp.Header.RaftTerm)
+	}
+	m.mu.Unlock()
+	for _, a := range stuck {
+		a.cancel()
+	}
+	if ms.log != nil && was != (err == nil) {
+		if err != nil {
+			ms.log.Warn("etcdstore: an etcd member failed its probe; requests go to the others until it answers", "member", m.endpoint, "err", err, "cancelled", len(stuck))
+		} else {
+			ms.log.Info("etcdstore: an etcd member answers its probe again", "member", m.endpoint)
+		}
+	}
+}
