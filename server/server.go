@@ -23,6 +23,7 @@ import (
 	"github.com/setpointhq/setpoint/store"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -48,6 +49,8 @@ const (
 	DefaultMaxConnectionAgeGrace = time.Minute
 	DefaultStreamWindow          = 64 << 10
 	DefaultStreamWorkers         = 64
+	DefaultMaxHeaderListSize     = 64 << 10
+	DefaultHeaderTimeout         = 10 * time.Second
 )
 
 // Options configure a Server. The zero value selects every default.
@@ -132,6 +135,16 @@ type Options struct {
 	// HandshakeTimeout bounds a new connection's TLS and HTTP/2 handshake;
 	// 0 means DefaultHandshakeTimeout.
 	HandshakeTimeout time.Duration
+	// MaxHeaderListSize bounds a request's HTTP/2 header list, in bytes (as
+	// HPACK counts it): a larger one closes the connection before it is
+	// decoded. 0 means DefaultMaxHeaderListSize.
+	MaxHeaderListSize uint32
+	// HeaderTimeout bounds how long a request's HTTP/2 header block may
+	// stay unfinished (a HEADERS frame and its CONTINUATION frames); a
+	// connection with a block open longer is closed. Requests are
+	// authenticated only once their headers are complete, so this bounds
+	// what an anonymous connection holds. 0 means DefaultHeaderTimeout.
+	HeaderTimeout time.Duration
 	// StreamWindow is each stream's HTTP/2 flow-control window, in bytes
 	// (a connection's is four times it): what a refused call may send
 	// before the refusal reaches it. 0 means DefaultStreamWindow.
@@ -261,9 +274,12 @@ func New(st store.Store, o Options) (*Server, error) {
 		grpc.InTapHandle(adm.tap), // tap.go: authentication and rate limits before the body is read
 		grpc.StatsHandler(calls{fair: fair, arrivals: o.Arrivals}),
 	)
+	base := insecure.NewCredentials()
 	if o.TLS != nil {
-		opts = append(opts, grpc.Creds(credentials.NewTLS(o.TLS)))
+		base = credentials.NewTLS(o.TLS)
 	}
+	opts = append(opts, grpc.Creds(headerDeadlineCreds{TransportCredentials: base, timeout: o.HeaderTimeout}),
+		grpc.MaxHeaderListSize(o.MaxHeaderListSize))
 	if o.StreamWorkers > 0 {
 		opts = append(opts, grpc.NumStreamWorkers(uint32(o.StreamWorkers)))
 	}
@@ -408,6 +424,10 @@ func (o Options) withDefaults() Options {
 		o.PeerRateBurst = max(1, int(2*o.PeerRateLimit))
 	}
 	o.HandshakeTimeout = positiveOr(o.HandshakeTimeout, DefaultHandshakeTimeout)
+	if o.MaxHeaderListSize == 0 {
+		o.MaxHeaderListSize = DefaultMaxHeaderListSize
+	}
+	o.HeaderTimeout = positiveOr(o.HeaderTimeout, DefaultHeaderTimeout)
 	o.StreamWindow = min(positiveOr(o.StreamWindow, DefaultStreamWindow), 1<<28)
 	o.MaxConnectionIdle = positiveOr(o.MaxConnectionIdle, DefaultMaxConnectionIdle)
 	if o.MaxConnectionAge == 0 {
