@@ -1,30 +1,37 @@
 package server
 
 // The web console: the embedded single-page application (server/console)
-// and the JSON endpoints it reads, each of which authenticates the caller as
-// the gRPC API does and calls the service behind the same policy table.
+// and the JSON endpoints it reads. Each endpoint is a translation: it makes
+// gRPC calls through the console's door (door.go) with the browser's
+// identity, so every one passes the server's whole admission — nothing here
+// authenticates, authorizes, limits or budgets by itself.
 
 import (
 	"context"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
+	"mime"
+	"net"
 	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
 	"strings"
+	"time"
 
+	"github.com/setpointhq/setpoint/internal/netaddr"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server/console"
-	"github.com/setpointhq/setpoint/server/convert"
-	"github.com/setpointhq/setpoint/store"
-	"github.com/setpointhq/setpoint/target"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/emptypb"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // Console bounds.
@@ -33,6 +40,9 @@ const (
 	consoleMaxTargets = 5000
 	// consoleMaxBody bounds a replay request's body, in bytes.
 	consoleMaxBody = 1 << 20
+	// consoleMaxDecisions bounds one page of the decision log the
+	// console asks for, in decisions.
+	consoleMaxDecisions = 500
 )
 
 // ConsoleHandler serves the web console under /console/: the target list,
@@ -44,7 +54,7 @@ const (
 // Options.Auth everyone sees everything, and the page says so. Nothing the
 // console does changes stored state: replays run through Simulate.
 func (s *Server) ConsoleHandler() http.Handler {
-	c := &consoleHandler{s: s}
+	c := &consoleHandler{s: s, client: setpointv1.NewAutoscalerServiceClient(s.console)}
 	assets, err := fs.Sub(console.Assets, "assets")
 	if err != nil {
 		panic(err) // the embedded tree is part of the binary
@@ -54,9 +64,14 @@ func (s *Server) ConsoleHandler() http.Handler {
 	mux.HandleFunc("GET /console/api/session", c.session)
 	mux.HandleFunc("GET /console/api/targets", c.targets)
 	mux.HandleFunc("GET /console/api/target", c.target)
+	mux.HandleFunc("GET /console/api/decisions", c.decisions)
 	mux.HandleFunc("GET /console/api/watch", c.watch)
 	mux.HandleFunc("POST /console/api/replay", c.replay)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := c.screen(r); err != nil {
+			c.fail(w, err)
+			return
+		}
 		h := w.Header()
 		h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'")
 		h.Set("X-Content-Type-Options", "nosniff")
@@ -68,51 +83,47 @@ func (s *Server) ConsoleHandler() http.Handler {
 	})
 }
 
-// consoleHandler serves the console's endpoints.
+// consoleHandler serves the console's endpoints through the door.
 type consoleHandler struct {
-	s *Server
+	s      *Server
+	client setpointv1.AutoscalerServiceClient
 }
 
-// authenticate returns the request's context carrying its principal, or
-// the request's context as it is when the server runs without
-// authentication.
-func (c *consoleHandler) authenticate(r *http.Request) (context.Context, error) {
-	ctx := r.Context()
-	a := c.s.opts.Auth
-	if a == nil {
-		return ctx, nil
+// screen refuses what a browser may be tricked into sending before any
+// call is made: without authentication (the development mode) a Host that
+// is not a loopback name (DNS rebinding: a page of another site reading a
+// developer's console); and a state-changing request (POST) that is not
+// JSON or not from the console's own origin (cross-site request forgery:
+// a form posted by another site with the browser's client certificate).
+func (c *consoleHandler) screen(r *http.Request) error {
+	if c.s.opts.Auth == nil && !loopbackHost(r.Host) {
+		return status.Error(codes.PermissionDenied, "console: without authentication the console answers loopback names only (localhost, 127.0.0.1, ::1)")
 	}
-	var leaf *x509.Certificate
-	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 {
-		leaf = r.TLS.VerifiedChains[0][0]
-	}
-	token := ""
-	if scheme, rest, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "bearer") {
-		token = strings.TrimSpace(rest)
-	}
-	p, presented, err := a.principal(leaf, token)
-	if err != nil {
-		if presented == "" {
-			presented = "no credentials"
-		}
-		c.s.guard.audit.denied(ctx, "", presented+" (console)", r.URL.Path, codes.Unauthenticated)
-		return nil, err
-	}
-	return withPrincipal(ctx, p), nil
-}
-
-// authorize validates req and checks it against the policy table, as the
-// gRPC chain does for method.
-func (c *consoleHandler) authorize(ctx context.Context, method string, req proto.Message) error {
-	if v, ok := req.(interface{ Validate() error }); ok {
-		if err := v.Validate(); err != nil {
-			return toStatus(ctx, c.s.log, err)
-		}
-	}
-	if c.s.opts.Auth == nil {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
 		return nil
 	}
-	return c.s.guard.authorize(ctx, method, req)
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		return status.Error(codes.InvalidArgument, "console: a request that changes anything must be application/json")
+	}
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" {
+		return status.Error(codes.PermissionDenied, "console: cross-site request refused")
+	}
+	if origin := r.Header.Get("Origin"); origin != "" {
+		u, err := url.Parse(origin)
+		if err != nil || u.Host != r.Host {
+			return status.Error(codes.PermissionDenied, "console: cross-origin request refused")
+		}
+	}
+	return nil
+}
+
+// loopbackHost reports whether a Host header names this machine's
+// loopback interface: localhost or a loopback IP, with or without a port.
+func loopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	return netaddr.LoopbackHost(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
 }
 
 // fail writes err (a gRPC status) as JSON with the matching HTTP status.
@@ -122,6 +133,7 @@ func (c *consoleHandler) fail(w http.ResponseWriter, err error) {
 		codes.InvalidArgument: http.StatusBadRequest, codes.OutOfRange: http.StatusBadRequest,
 		codes.Unauthenticated: http.StatusUnauthorized, codes.PermissionDenied: http.StatusForbidden,
 		codes.NotFound: http.StatusNotFound, codes.ResourceExhausted: http.StatusTooManyRequests,
+		codes.FailedPrecondition: http.StatusConflict, codes.DeadlineExceeded: http.StatusGatewayTimeout,
 		codes.Unavailable: http.StatusServiceUnavailable, codes.Canceled: 499,
 	}[st.Code()]
 	if code == 0 {
@@ -154,69 +166,52 @@ func reply(w http.ResponseWriter, parts map[string]any) {
 	_ = json.NewEncoder(w).Encode(out)
 }
 
-// session says who the caller is and how the server is secured.
+// session says who the caller is (the Session service's Who) and how the
+// request reached the server.
 func (c *consoleHandler) session(w http.ResponseWriter, r *http.Request) {
-	ctx, err := c.authenticate(r)
-	if err != nil {
+	var who structpb.Struct
+	if err := c.s.console.Invoke(doorContext(r), SessionWhoFullMethodName, &emptypb.Empty{}, &who); err != nil {
 		c.fail(w, err)
 		return
 	}
 	out := map[string]any{
 		"authenticated": c.s.opts.Auth != nil,
-		"tls":           c.s.opts.TLS != nil,
+		"tls":           r.TLS != nil,
 		"replayLimits":  ReplayLimits,
 	}
-	if p, ok := PrincipalFrom(ctx); ok {
-		out["principal"], out["role"] = p.Name, string(p.Role)
+	if p := who.GetFields()["principal"]; p != nil {
+		out["principal"], out["role"] = p.GetStringValue(), who.GetFields()["role"].GetStringValue()
 	}
 	switch {
 	case c.s.opts.Auth == nil:
 		out["warning"] = "INSECURE DEVELOPMENT MODE: no authentication — everyone who reaches this address sees every target. Never use it outside a developer's machine."
-	case c.s.opts.TLS == nil:
-		out["warning"] = "INSECURE DEVELOPMENT MODE: the gRPC API is plaintext — tokens cross the network unencrypted. Never use it outside a developer's machine."
+	case r.TLS == nil:
+		out["warning"] = "INSECURE: this console is served over plaintext HTTP — tokens cross the network unencrypted. Never use it outside a developer's machine."
 	}
 	reply(w, out)
 }
 
-// readableClusters are the clusters whose targets a List with no cluster
-// filter shows ctx's principal: "" (every cluster) when it may read all.
-func readableClusters(ctx context.Context, authenticated bool) []string {
-	p, ok := PrincipalFrom(ctx)
-	if !authenticated || (ok && p.CanRead("")) {
-		return []string{""}
-	}
-	if own, isCluster := p.Role.Cluster(); ok && isCluster {
-		return []string{own}
-	}
-	if ok && p.Role == RolePlatform {
-		return p.Clusters
-	}
-	return nil
-}
-
-// targets lists the targets the caller may read, optionally of one cluster
-// and namespace, at most consoleMaxTargets.
+// targets lists the targets the caller may read (ListTargets, page by
+// page), optionally of one cluster and namespace, at most
+// consoleMaxTargets. Without a cluster it lists the clusters the caller's
+// role names (a role that may read every cluster lists them all at once).
 func (c *consoleHandler) targets(w http.ResponseWriter, r *http.Request) {
-	ctx, err := c.authenticate(r)
-	if err != nil {
-		c.fail(w, err)
-		return
-	}
+	ctx := doorContext(r)
 	cluster, namespace := r.URL.Query().Get("cluster"), r.URL.Query().Get("namespace")
 	clusters := []string{cluster}
 	if cluster == "" {
-		clusters = readableClusters(ctx, c.s.opts.Auth != nil)
+		var err error
+		if clusters, err = c.readableClusters(ctx); err != nil {
+			c.fail(w, err)
+			return
+		}
 	}
 	all := &setpointv1.ListTargetsResponse{}
 	truncated := false
 	for _, cl := range clusters {
 		req := &setpointv1.ListTargetsRequest{Cluster: cl, Namespace: namespace, PageSize: setpointv1.MaxPageSize}
-		if err := c.authorize(ctx, setpointv1.AutoscalerService_ListTargets_FullMethodName, req); err != nil {
-			c.fail(w, err)
-			return
-		}
-		for {
-			resp, err := c.s.svc.ListTargets(ctx, req)
+		for !truncated {
+			resp, err := c.client.ListTargets(ctx, req)
 			if err != nil {
 				c.fail(w, err)
 				return
@@ -227,7 +222,6 @@ func (c *consoleHandler) targets(w http.ResponseWriter, r *http.Request) {
 			all.Targets = append(all.Targets, resp.GetTargets()...)
 			if len(all.Targets) >= consoleMaxTargets {
 				all.Targets, truncated = all.Targets[:consoleMaxTargets], true
-				break
 			}
 			if req.PageToken = resp.GetNextPageToken(); req.PageToken == "" {
 				break
@@ -237,77 +231,106 @@ func (c *consoleHandler) targets(w http.ResponseWriter, r *http.Request) {
 	reply(w, map[string]any{"list": all, "truncated": truncated})
 }
 
+// readableClusters are the clusters whose targets a list without a cluster
+// filter shows ctx's caller (Who): "" (every cluster) when it may read
+// all, its own for a cluster's agent, its clusters for a platform role.
+func (c *consoleHandler) readableClusters(ctx context.Context) ([]string, error) {
+	var who structpb.Struct
+	if err := c.s.console.Invoke(ctx, SessionWhoFullMethodName, &emptypb.Empty{}, &who); err != nil {
+		return nil, err
+	}
+	name := who.GetFields()["principal"].GetStringValue()
+	if name == "" || c.s.opts.Auth == nil {
+		return []string{""}, nil
+	}
+	p := Principal{Name: name, Role: Role(who.GetFields()["role"].GetStringValue())}
+	for _, v := range who.GetFields()["clusters"].GetListValue().GetValues() {
+		p.Clusters = append(p.Clusters, v.GetStringValue())
+	}
+	if p.CanRead("") {
+		return []string{""}, nil
+	}
+	if own, ok := p.Role.Cluster(); ok {
+		return []string{own}, nil
+	}
+	if p.Role == RolePlatform {
+		return p.Clusters, nil
+	}
+	return nil, nil
+}
+
 // keyOf reads a target key from the query.
 func keyOf(r *http.Request) *setpointv1.TargetKey {
 	q := r.URL.Query()
 	return &setpointv1.TargetKey{Cluster: q.Get("cluster"), Namespace: q.Get("namespace"), Name: q.Get("name")}
 }
 
-// target returns one target and its whole decision log.
+// target returns one target (GetTarget); its decision log is read page by
+// page through decisions.
 func (c *consoleHandler) target(w http.ResponseWriter, r *http.Request) {
-	ctx, err := c.authenticate(r)
+	resp, err := c.client.GetTarget(doorContext(r), &setpointv1.GetTargetRequest{Target: keyOf(r)})
 	if err != nil {
 		c.fail(w, err)
 		return
 	}
-	key := keyOf(r)
-	t, err := c.getTarget(ctx, key)
-	if err != nil {
-		c.fail(w, err)
-		return
-	}
-	log, err := c.decisions(ctx, key)
-	if err != nil {
-		c.fail(w, err)
-		return
-	}
-	reply(w, map[string]any{"target": t.GetTarget(), "log": log})
+	reply(w, map[string]any{"target": resp.GetTarget()})
 }
 
-// getTarget authorizes and calls GetTarget.
-func (c *consoleHandler) getTarget(ctx context.Context, key *setpointv1.TargetKey) (*setpointv1.GetTargetResponse, error) {
-	get := &setpointv1.GetTargetRequest{Target: key}
-	if err := c.authorize(ctx, setpointv1.AutoscalerService_GetTarget_FullMethodName, get); err != nil {
-		return nil, err
-	}
-	return c.s.svc.GetTarget(ctx, get)
-}
-
-// decisions reads key's whole decision log through ListDecisions.
-func (c *consoleHandler) decisions(ctx context.Context, key *setpointv1.TargetKey) (*setpointv1.ListDecisionsResponse, error) {
-	req := &setpointv1.ListDecisionsRequest{Target: key, PageSize: setpointv1.MaxDecisionsPageSize}
-	if err := c.authorize(ctx, setpointv1.AutoscalerService_ListDecisions_FullMethodName, req); err != nil {
-		return nil, err
-	}
-	all := &setpointv1.ListDecisionsResponse{}
-	for {
-		resp, err := c.s.svc.ListDecisions(ctx, req)
-		if err != nil {
-			return nil, err
-		}
-		all.Decisions = append(all.Decisions, resp.GetDecisions()...)
-		if req.PageToken = resp.GetNextPageToken(); req.PageToken == "" {
-			return all, nil
+// decisions returns one page of a target's decision log (ListDecisions):
+// query parameters cluster, namespace, name, start_time and end_time
+// (RFC 3339), page_size (at most consoleMaxDecisions; 0 means it) and
+// page_token.
+func (c *consoleHandler) decisions(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	req := &setpointv1.ListDecisionsRequest{Target: keyOf(r), PageSize: consoleMaxDecisions, PageToken: q.Get("page_token")}
+	var bad []string
+	if v := q.Get("page_size"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > consoleMaxDecisions {
+			bad = append(bad, fmt.Sprintf("page_size must be within [0, %d]", consoleMaxDecisions))
+		} else if n > 0 {
+			req.PageSize = int32(n)
 		}
 	}
+	for name, ts := range map[string]**timestamppb.Timestamp{"start_time": &req.StartTime, "end_time": &req.EndTime} {
+		if v := q.Get(name); v != "" {
+			t, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				bad = append(bad, name+" must be an RFC 3339 time")
+				continue
+			}
+			*ts = timestamppb.New(t)
+		}
+	}
+	if len(bad) > 0 {
+		slices.Sort(bad)
+		c.fail(w, status.Error(codes.InvalidArgument, "decisions: "+strings.Join(bad, "; ")))
+		return
+	}
+	resp, err := c.client.ListDecisions(doorContext(r), req)
+	if err != nil {
+		c.fail(w, err)
+		return
+	}
+	reply(w, map[string]any{"log": resp})
 }
 
-// replayBody is a replay request: the target whose log is replayed and the
-// edited spec (protojson).
+// replayBody is a replay request: the target whose log is replayed, the
+// edited spec (protojson), and the range of the log replayed (the
+// decisions the page shows: start_time inclusive, end_time exclusive).
 type replayBody struct {
-	Target json.RawMessage `json:"target"`
-	Spec   json.RawMessage `json:"spec"`
+	Target    json.RawMessage `json:"target"`
+	Spec      json.RawMessage `json:"spec"`
+	StartTime string          `json:"startTime"`
+	EndTime   string          `json:"endTime"`
 }
 
-// replay runs a target's logged decisions through Simulate with an edited
-// spec and returns the request it ran, Simulate's answer and the replay's
-// limits. Nothing is stored.
+// replay runs a target's logged decisions (at most MaxSimulateSteps, the
+// oldest of the range) through Simulate with an edited spec and returns
+// the request it ran, Simulate's answer and the replay's limits. Nothing
+// is stored. It reads the target (GetTarget), the log (ListDecisions) and
+// runs the replay (Simulate) as the caller, through the door.
 func (c *consoleHandler) replay(w http.ResponseWriter, r *http.Request) {
-	ctx, err := c.authenticate(r)
-	if err != nil {
-		c.fail(w, err)
-		return
-	}
 	var body replayBody
 	key, spec := &setpointv1.TargetKey{}, &setpointv1.HorizontalPodAutoscalerSpec{}
 	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, consoleMaxBody))
@@ -317,30 +340,49 @@ func (c *consoleHandler) replay(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		err = errors.Join(protojson.Unmarshal(body.Target, key), protojson.Unmarshal(body.Spec, spec))
 	}
+	logReq := &setpointv1.ListDecisionsRequest{Target: key}
+	for _, b := range []struct {
+		v  string
+		ts **timestamppb.Timestamp
+	}{{body.StartTime, &logReq.StartTime}, {body.EndTime, &logReq.EndTime}} {
+		if err == nil && b.v != "" {
+			var t time.Time
+			if t, err = time.Parse(time.RFC3339Nano, b.v); err == nil {
+				*b.ts = timestamppb.New(t)
+			}
+		}
+	}
 	if err != nil {
-		c.fail(w, status.Errorf(codes.InvalidArgument, "replay: the body must be {\"target\": TargetKey, \"spec\": HorizontalPodAutoscalerSpec} in JSON: %v", err))
+		c.fail(w, status.Error(codes.InvalidArgument, "replay: the body must be {\"target\": TargetKey, \"spec\": HorizontalPodAutoscalerSpec, \"startTime\", \"endTime\": RFC 3339} in JSON"))
 		return
 	}
-	t, err := c.getTarget(ctx, key)
+	ctx := doorContext(r)
+	t, err := c.client.GetTarget(ctx, &setpointv1.GetTargetRequest{Target: key})
 	if err != nil {
 		c.fail(w, err)
 		return
 	}
-	logged, err := c.loggedDecisions(ctx, key)
-	if err != nil {
-		c.fail(w, err)
-		return
+	maxSteps := c.s.opts.MaxSimulateSteps
+	logReq.PageSize = int32(min(maxSteps, setpointv1.MaxDecisionsPageSize))
+	var logged []*setpointv1.LoggedDecision
+	for len(logged) < maxSteps {
+		page, err := c.client.ListDecisions(ctx, logReq)
+		if err != nil {
+			c.fail(w, err)
+			return
+		}
+		logged = append(logged, page.GetDecisions()...)
+		if logReq.PageToken = page.GetNextPageToken(); logReq.PageToken == "" {
+			break
+		}
 	}
 	if len(logged) == 0 {
-		c.fail(w, status.Error(codes.FailedPrecondition, "replay: the target has no logged decisions"))
+		c.fail(w, status.Error(codes.FailedPrecondition, "replay: the target has no logged decisions in the range"))
 		return
 	}
-	sim := replaySimulation(spec, t.GetTarget().GetSettings(), logged, c.s.opts.MaxSimulateSteps)
-	if err := c.authorize(ctx, setpointv1.AutoscalerService_Simulate_FullMethodName, sim); err != nil {
-		c.fail(w, err)
-		return
-	}
-	resp, err := c.s.svc.Simulate(ctx, sim)
+	logged = logged[:min(len(logged), maxSteps)]
+	sim := replaySimulation(spec, t.GetTarget().GetSettings(), logged, maxSteps)
+	resp, err := c.client.Simulate(ctx, sim)
 	if err != nil {
 		c.fail(w, err)
 		return
@@ -348,83 +390,48 @@ func (c *consoleHandler) replay(w http.ResponseWriter, r *http.Request) {
 	reply(w, map[string]any{"request": sim, "response": resp, "limits": ReplayLimits})
 }
 
-// loggedDecisions authorizes ListDecisions and reads key's whole decision
-// log from the store, in the store's form.
-func (c *consoleHandler) loggedDecisions(ctx context.Context, key *setpointv1.TargetKey) ([]target.LoggedDecision, error) {
-	req := &setpointv1.ListDecisionsRequest{Target: key}
-	if err := c.authorize(ctx, setpointv1.AutoscalerService_ListDecisions_FullMethodName, req); err != nil {
-		return nil, err
-	}
-	var all []target.LoggedDecision
-	q := store.DecisionQuery{PageSize: store.MaxDecisionsPageSize}
-	for {
-		page, next, err := c.s.store.Decisions(ctx, convert.Key(key), q)
-		if err != nil {
-			return nil, toStatus(ctx, c.s.log, err)
-		}
-		all = append(all, page...)
-		if q.PageToken = next; next == "" {
-			return all, nil
-		}
-	}
-}
-
 // watch streams the changes of the targets the caller may read (optionally
 // one cluster, namespace or target) as server-sent events, one protojson
-// WatchResponse per "data:" line, through the same Watch as the gRPC API.
+// WatchResponse per "data:" line: a Watch call through the door, counted
+// against the caller's stream bound like any other.
 func (c *consoleHandler) watch(w http.ResponseWriter, r *http.Request) {
-	ctx, err := c.authenticate(r)
-	if err != nil {
-		c.fail(w, err)
-		return
-	}
-	q := r.URL.Query()
-	req := &setpointv1.WatchRequest{Cluster: q.Get("cluster"), Namespace: q.Get("namespace"), Name: q.Get("name")}
-	if err := c.authorize(ctx, setpointv1.AutoscalerService_Watch_FullMethodName, req); err != nil {
-		c.fail(w, err)
-		return
-	}
 	flusher, ok := w.(http.Flusher)
 	if !ok {
 		c.fail(w, status.Error(codes.Unimplemented, "watch: this connection cannot stream"))
+		return
+	}
+	q := r.URL.Query()
+	stream, err := c.client.Watch(doorContext(r), &setpointv1.WatchRequest{Cluster: q.Get("cluster"), Namespace: q.Get("namespace"), Name: q.Get("name")})
+	if err == nil {
+		// The call's refusal (admission, authorization) arrives as its
+		// header or its end: wait for either before answering 200.
+		_, err = stream.Header()
+	}
+	if err != nil {
+		c.fail(w, err)
 		return
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.WriteHeader(http.StatusOK)
 	_, _ = io.WriteString(w, ": watching\n\n")
 	flusher.Flush()
-	err = c.s.svc.Watch(req, &sseStream{ctx: ctx, w: w, flush: flusher.Flush})
-	if err != nil && ctx.Err() == nil {
-		b, _ := json.Marshal(map[string]string{"code": status.Code(err).String(), "message": status.Convert(err).Message()})
-		_, _ = io.WriteString(w, "event: end\ndata: "+string(b)+"\n\n")
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			if r.Context().Err() == nil {
+				b, _ := json.Marshal(map[string]string{"code": status.Code(err).String(), "message": status.Convert(err).Message()})
+				_, _ = io.WriteString(w, "event: end\ndata: "+string(b)+"\n\n")
+				flusher.Flush()
+			}
+			return
+		}
+		b, err := protojson.Marshal(m)
+		if err != nil {
+			return
+		}
+		if _, err := io.WriteString(w, "data: "+string(b)+"\n\n"); err != nil {
+			return
+		}
 		flusher.Flush()
 	}
-}
-
-// sseStream is the server side of a Watch call whose messages are written
-// as server-sent events.
-type sseStream struct {
-	grpc.ServerStream
-	ctx   context.Context
-	w     io.Writer
-	flush func()
-}
-
-// Context is the HTTP request's context, with its principal.
-func (s *sseStream) Context() context.Context { return s.ctx }
-
-// SendHeader ignores the header: the console reloads instead of resuming.
-func (s *sseStream) SendHeader(metadata.MD) error { return nil }
-
-// Send writes m as one event.
-func (s *sseStream) Send(m *setpointv1.WatchResponse) error {
-	b, err := protojson.Marshal(m)
-	if err != nil {
-		return err
-	}
-	if _, err := io.WriteString(s.w, "data: "+string(b)+"\n\n"); err != nil {
-		return err
-	}
-	s.flush()
-	return nil
 }

@@ -84,11 +84,10 @@ func chainInterceptors(c chainConfig) ([]grpc.UnaryServerInterceptor, []grpc.Str
 	return unary, stream
 }
 
-// guardedService matches the methods of AutoscalerService and
-// AdminService; health and reflection are open to everyone.
+// guardedService matches the methods of the guarded services (tap.go);
+// health and reflection are open to everyone.
 func guardedService(_ context.Context, c interceptors.CallMeta) bool {
-	return c.Service == setpointv1.AutoscalerService_ServiceDesc.ServiceName ||
-		c.Service == setpointv1.AdminService_ServiceDesc.ServiceName
+	return isGuarded(c.Service)
 }
 
 // validate rejects a request whose Validate method fails, with

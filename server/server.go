@@ -28,6 +28,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/test/bufconn"
 )
 
 // Defaults of Options.
@@ -135,6 +136,12 @@ type Options struct {
 	// HandshakeTimeout bounds a new connection's TLS and HTTP/2 handshake;
 	// 0 means DefaultHandshakeTimeout.
 	HandshakeTimeout time.Duration
+	// RequireClientCert refuses callers without a verified client
+	// certificate, bearer tokens alone included: on the gRPC port TLS
+	// (RequireAndVerifyClientCert) refuses them at the handshake; the
+	// console's calls, which pass the same admission, are refused
+	// Unauthenticated.
+	RequireClientCert bool
 	// MaxHeaderListSize bounds a request's HTTP/2 header list, in bytes (as
 	// HPACK counts it): a larger one closes the connection before it is
 	// decoded. 0 means DefaultMaxHeaderListSize.
@@ -226,9 +233,13 @@ type Server struct {
 	hub      *hub
 	svc      *service
 	guard    *guard
-	now      func() time.Time
-	log      *slog.Logger
-	opts     Options
+	// door is the console's in-memory listener to the gRPC server and
+	// console its client connection over it (door.go).
+	door    doorListener
+	console *grpc.ClientConn
+	now     func() time.Time
+	log     *slog.Logger
+	opts    Options
 }
 
 // New returns a server over st. It fails when st is nil or its change feed
@@ -314,6 +325,11 @@ func New(st store.Store, o Options) (*Server, error) {
 		maxResponseBytes: o.MaxResponseBytes,
 	}
 	s.guard = g
+	s.door = doorListener{bufconn.Listen(doorBuffer)}
+	if s.console, err = dialDoor(s.door.Listener, o.MaxRecvMsgSize); err != nil {
+		h.stop()
+		return nil, err
+	}
 	services := serviceSet{}
 	s.register(services)
 	metrics.InitializeMetrics(services)
@@ -326,6 +342,7 @@ func New(st store.Store, o Options) (*Server, error) {
 func (s *Server) register(r reflection.GRPCServer) {
 	setpointv1.RegisterAutoscalerServiceServer(r, s.svc)
 	setpointv1.RegisterAdminServiceServer(r, &admin{store: s.store, log: s.log})
+	r.RegisterService(&sessionServiceDesc, nil)
 	healthpb.RegisterHealthServer(r, s.health)
 	reflection.Register(r)
 }
@@ -482,6 +499,8 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	// when it stops, and every way out of Serve stops it.
 	s.grpc = grpc.NewServer(s.grpcOpts...)
 	s.register(s.grpc)
+	defer s.console.Close()
+	go func() { _ = s.grpc.Serve(s.door) }() // ends when s.grpc stops
 	served := make(chan error, 1)
 	go func() { served <- s.grpc.Serve(lis) }()
 	select {

@@ -56,12 +56,15 @@ const (
 type admission struct {
 	// fair holds a call of each admitted unary call of a principal until
 	// its end (see calls): its decoding is bounded with the rest.
-	fair    *fairness
-	auth    *Authenticator // nil: no authentication
-	rates   *rateLimiter   // nil: no per-principal rate limit
-	peers   *rateLimiter   // by peer IP; nil: callers without a principal are not limited
-	refused *prometheus.CounterVec
-	audit   *sampledAudit
+	fair  *fairness
+	auth  *Authenticator // nil: no authentication
+	rates *rateLimiter   // nil: no per-principal rate limit
+	peers *rateLimiter   // by peer IP; nil: callers without a principal are not limited
+	// requireCert refuses callers without a verified client certificate
+	// (Options.RequireClientCert).
+	requireCert bool
+	refused     *prometheus.CounterVec
+	audit       *sampledAudit
 }
 
 // newAdmission returns the admission of a server with options o (defaults
@@ -69,9 +72,10 @@ type admission struct {
 // registers setpoint_server_refused_total with reg.
 func newAdmission(o Options, rates *rateLimiter, fair *fairness, reg prometheus.Registerer) *admission {
 	a := &admission{
-		fair:  fair,
-		auth:  o.Auth,
-		rates: rates,
+		fair:        fair,
+		auth:        o.Auth,
+		rates:       rates,
+		requireCert: o.RequireClientCert,
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "setpoint", Subsystem: "server", Name: "refused_total",
 			Help: "Calls refused to protect the service or its other tenants, by reason (unauthenticated, peer_rate_limit, rate_limit, principal_streams, principal_simulates, principal_in_flight, overloaded). Refusals are logged at most once a minute per peer, method and reason.",
@@ -90,8 +94,15 @@ func newAdmission(o Options, rates *rateLimiter, fair *fairness, reg prometheus.
 
 // tap is the grpc.InTapHandle of the server.
 func (a *admission) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
+	ctx = doorPeerContext(ctx, info.Header) // door.go: a console call is its browser's
 	if !guardedMethod(info.FullMethodName) {
 		return ctx, nil
+	}
+	if a.requireCert && verifiedClientCert(ctx) == nil {
+		// On the gRPC port the TLS handshake refused such callers; a
+		// console call comes through the door without one.
+		a.refuse(ctx, info.FullMethodName, refusedUnauthenticated, "no client certificate", codes.Unauthenticated)
+		return nil, errClientCertRequired
 	}
 	if a.auth == nil {
 		if a.peers != nil && !a.peers.allow(peerIP(ctx)) {
@@ -134,7 +145,7 @@ func (a *admission) tap(ctx context.Context, info *tap.Info) (context.Context, e
 // unaryMethods are the unary methods of the guarded services.
 var unaryMethods = func() map[string]bool {
 	m := map[string]bool{}
-	for _, sd := range []grpc.ServiceDesc{setpointv1.AutoscalerService_ServiceDesc, setpointv1.AdminService_ServiceDesc} {
+	for _, sd := range guardedServices {
 		for _, md := range sd.Methods {
 			m["/"+sd.ServiceName+"/"+md.MethodName] = true
 		}
@@ -247,13 +258,30 @@ func (a *admission) refuse(ctx context.Context, method, reason, who string, code
 	a.audit.denied(ctx, method, reason, who, code)
 }
 
+// guardedServices are the services every call of which passes the whole
+// admission: all but health and reflection.
+var guardedServices = []grpc.ServiceDesc{setpointv1.AutoscalerService_ServiceDesc, setpointv1.AdminService_ServiceDesc, sessionServiceDesc}
+
 // guardedMethod reports whether a full method name is one of
-// AutoscalerService or AdminService.
+// guardedServices'.
 func guardedMethod(full string) bool {
 	service, _, ok := strings.Cut(strings.TrimPrefix(full, "/"), "/")
-	return ok && (service == setpointv1.AutoscalerService_ServiceDesc.ServiceName ||
-		service == setpointv1.AdminService_ServiceDesc.ServiceName)
+	return ok && isGuarded(service)
 }
+
+// isGuarded reports whether service is one of guardedServices.
+func isGuarded(service string) bool {
+	for _, sd := range guardedServices {
+		if sd.ServiceName == service {
+			return true
+		}
+	}
+	return false
+}
+
+// errClientCertRequired answers a caller without a verified client
+// certificate when Options.RequireClientCert is set.
+var errClientCertRequired = status.Error(codes.Unauthenticated, "authentication required: a verified client certificate")
 
 // peerIP is the IP address of ctx's peer without its port ("" when
 // unknown).
