@@ -26,6 +26,7 @@ import (
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server/console"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -403,9 +404,15 @@ func (c *consoleHandler) watch(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	stream, err := c.client.Watch(doorContext(r), &setpointv1.WatchRequest{Cluster: q.Get("cluster"), Namespace: q.Get("namespace"), Name: q.Get("name")})
 	if err == nil {
-		// The call's refusal (admission, authorization) arrives as its
-		// header or its end: wait for either before answering 200.
-		_, err = stream.Header()
+		// A refused call (admission, authorization) ends without a
+		// header: its status is Recv's error. Wait for either before
+		// answering 200.
+		var md metadata.MD
+		if md, err = stream.Header(); err == nil && md == nil {
+			if _, err = stream.Recv(); err == nil || err == io.EOF {
+				err = status.Error(codes.Unavailable, "watch: the stream ended before it began")
+			}
+		}
 	}
 	if err != nil {
 		c.fail(w, err)

@@ -164,7 +164,7 @@ func newSimulation(req *setpointv1.SimulateRequest, lim simulateLimits) (*simula
 		case st.GetTime() == nil:
 			verr.Add(f+".time", "must be set")
 		case st.GetTime().CheckValid() != nil:
-			verr.Add(f+".time", "must be a valid timestamp: %v", st.GetTime().CheckValid())
+			verr.Add(f+".time", "must be a valid timestamp, between 0001-01-01 and 9999-12-31 UTC with nanos within [0, 1e9)")
 		default:
 			at = st.GetTime().AsTime()
 			if i > 0 && !prev.IsZero() && !at.After(prev) {
