@@ -61,13 +61,11 @@ func (s *Server) ConsoleHandler() http.Handler {
 		panic(err) // the embedded tree is part of the binary
 	}
 	mux := http.NewServeMux()
+	// The page itself: embedded files, no data.
 	mux.Handle("GET /console/", http.StripPrefix("/console/", http.FileServerFS(assets)))
-	mux.HandleFunc("GET /console/api/session", c.session)
-	mux.HandleFunc("GET /console/api/targets", c.targets)
-	mux.HandleFunc("GET /console/api/target", c.target)
-	mux.HandleFunc("GET /console/api/decisions", c.decisions)
-	mux.HandleFunc("GET /console/api/watch", c.watch)
-	mux.HandleFunc("POST /console/api/replay", c.replay)
+	for _, r := range consoleRoutes {
+		mux.HandleFunc(r.Pattern, r.serve(c))
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := c.screen(r); err != nil {
 			c.fail(w, err)
@@ -83,6 +81,30 @@ func (s *Server) ConsoleHandler() http.Handler {
 		mux.ServeHTTP(w, r)
 	})
 }
+
+// ConsoleRoute is one of the console's JSON endpoints: its pattern (as
+// http.ServeMux reads it) and the gRPC methods it calls through the door
+// (for a target's key in its query), the only way it reaches the service.
+type ConsoleRoute struct {
+	Pattern string
+	Methods []string
+	serve   func(*consoleHandler) http.HandlerFunc
+}
+
+// consoleRoutes are every JSON endpoint of the console.
+var consoleRoutes = []ConsoleRoute{
+	{"GET /console/api/session", []string{SessionWhoFullMethodName}, func(c *consoleHandler) http.HandlerFunc { return c.session }},
+	// Without a cluster, targets also asks Who which clusters to list.
+	{"GET /console/api/targets", []string{setpointv1.AutoscalerService_ListTargets_FullMethodName}, func(c *consoleHandler) http.HandlerFunc { return c.targets }},
+	{"GET /console/api/target", []string{setpointv1.AutoscalerService_GetTarget_FullMethodName}, func(c *consoleHandler) http.HandlerFunc { return c.target }},
+	{"GET /console/api/decisions", []string{setpointv1.AutoscalerService_ListDecisions_FullMethodName}, func(c *consoleHandler) http.HandlerFunc { return c.decisions }},
+	{"GET /console/api/watch", []string{setpointv1.AutoscalerService_Watch_FullMethodName}, func(c *consoleHandler) http.HandlerFunc { return c.watch }},
+	{"POST /console/api/replay", []string{setpointv1.AutoscalerService_GetTarget_FullMethodName, setpointv1.AutoscalerService_ListDecisions_FullMethodName, setpointv1.AutoscalerService_Simulate_FullMethodName},
+		func(c *consoleHandler) http.HandlerFunc { return c.replay }},
+}
+
+// ConsoleRoutes returns the console's JSON endpoints.
+func ConsoleRoutes() []ConsoleRoute { return slices.Clone(consoleRoutes) }
 
 // consoleHandler serves the console's endpoints through the door.
 type consoleHandler struct {
