@@ -547,25 +547,22 @@ func (s *Server) closeWatches() {
 	s.hub.close()
 }
 
-// expireLoop removes targets not seen for Options.ExpireAfter, every
-// Options.ExpireInterval, until ctx ends.
+// expireLoop removes targets not seen for Options.ExpireAfter — at once,
+// then every Options.ExpireInterval — until ctx ends, with the store's one
+// expiry loop (store.RunExpiry), logging each pass that removed targets or
+// failed.
 func (s *Server) expireLoop(ctx context.Context) {
-	t := time.NewTicker(s.opts.ExpireInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			cutoff := s.now().Add(-s.opts.ExpireAfter)
-			n, err := s.store.Expire(ctx, cutoff)
+	err := store.RunExpiry(ctx, s.store, store.ExpiryOptions{Every: s.opts.ExpireInterval, MaxIdle: s.opts.ExpireAfter, Now: s.now,
+		Report: func(n int, err error) {
 			switch {
 			case err != nil && ctx.Err() == nil:
 				s.log.Error("expire targets", "err", err)
 			case n > 0:
-				s.log.Info("expired targets", "count", n, "not_seen_since", cutoff)
+				s.log.Info("expired targets", "count", n, "not_seen_since", s.now().Add(-s.opts.ExpireAfter))
 			}
-		}
+		}})
+	if err != nil {
+		s.log.Error("expiry stopped", "err", err)
 	}
 }
 
