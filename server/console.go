@@ -25,6 +25,7 @@ import (
 	"github.com/setpointhq/setpoint/internal/netaddr"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server/console"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -55,7 +56,7 @@ const (
 // Options.Auth everyone sees everything, and the page says so. Nothing the
 // console does changes stored state: replays run through Simulate.
 func (s *Server) ConsoleHandler() http.Handler {
-	c := &consoleHandler{s: s, client: setpointv1.NewAutoscalerServiceClient(s.console)}
+	c := &consoleHandler{s: s}
 	assets, err := fs.Sub(console.Assets, "assets")
 	if err != nil {
 		panic(err) // the embedded tree is part of the binary
@@ -64,7 +65,12 @@ func (s *Server) ConsoleHandler() http.Handler {
 	// The page itself: embedded files, no data.
 	mux.Handle("GET /console/", http.StripPrefix("/console/", http.FileServerFS(assets)))
 	for _, r := range consoleRoutes {
-		mux.HandleFunc(r.Pattern, r.serve(c))
+		serve := r.serve(c)
+		mux.HandleFunc(r.Pattern, func(w http.ResponseWriter, req *http.Request) {
+			if conn := c.conn(w); conn != nil {
+				serve(w, req, conn)
+			}
+		})
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := c.screen(r); err != nil {
@@ -88,19 +94,22 @@ func (s *Server) ConsoleHandler() http.Handler {
 type ConsoleRoute struct {
 	Pattern string
 	Methods []string
-	serve   func(*consoleHandler) http.HandlerFunc
+	serve   func(*consoleHandler) consoleEndpoint
 }
+
+// consoleEndpoint serves one endpoint with the door's connection.
+type consoleEndpoint func(w http.ResponseWriter, r *http.Request, conn *grpc.ClientConn)
 
 // consoleRoutes are every JSON endpoint of the console.
 var consoleRoutes = []ConsoleRoute{
-	{"GET /console/api/session", []string{SessionWhoFullMethodName}, func(c *consoleHandler) http.HandlerFunc { return c.session }},
+	{"GET /console/api/session", []string{SessionWhoFullMethodName}, func(c *consoleHandler) consoleEndpoint { return c.session }},
 	// Without a cluster, targets also asks Who which clusters to list.
-	{"GET /console/api/targets", []string{setpointv1.AutoscalerService_ListTargets_FullMethodName}, func(c *consoleHandler) http.HandlerFunc { return c.targets }},
-	{"GET /console/api/target", []string{setpointv1.AutoscalerService_GetTarget_FullMethodName}, func(c *consoleHandler) http.HandlerFunc { return c.target }},
-	{"GET /console/api/decisions", []string{setpointv1.AutoscalerService_ListDecisions_FullMethodName}, func(c *consoleHandler) http.HandlerFunc { return c.decisions }},
-	{"GET /console/api/watch", []string{setpointv1.AutoscalerService_Watch_FullMethodName}, func(c *consoleHandler) http.HandlerFunc { return c.watch }},
+	{"GET /console/api/targets", []string{setpointv1.AutoscalerService_ListTargets_FullMethodName}, func(c *consoleHandler) consoleEndpoint { return c.targets }},
+	{"GET /console/api/target", []string{setpointv1.AutoscalerService_GetTarget_FullMethodName}, func(c *consoleHandler) consoleEndpoint { return c.target }},
+	{"GET /console/api/decisions", []string{setpointv1.AutoscalerService_ListDecisions_FullMethodName}, func(c *consoleHandler) consoleEndpoint { return c.decisions }},
+	{"GET /console/api/watch", []string{setpointv1.AutoscalerService_Watch_FullMethodName}, func(c *consoleHandler) consoleEndpoint { return c.watch }},
 	{"POST /console/api/replay", []string{setpointv1.AutoscalerService_GetTarget_FullMethodName, setpointv1.AutoscalerService_ListDecisions_FullMethodName, setpointv1.AutoscalerService_Simulate_FullMethodName},
-		func(c *consoleHandler) http.HandlerFunc { return c.replay }},
+		func(c *consoleHandler) consoleEndpoint { return c.replay }},
 }
 
 // ConsoleRoutes returns the console's JSON endpoints.
@@ -108,8 +117,21 @@ func ConsoleRoutes() []ConsoleRoute { return slices.Clone(consoleRoutes) }
 
 // consoleHandler serves the console's endpoints through the door.
 type consoleHandler struct {
-	s      *Server
-	client setpointv1.AutoscalerServiceClient
+	s *Server
+}
+
+// errNotServing answers a console request while the gRPC server is not
+// serving (before Serve, after it returned).
+var errNotServing = status.Error(codes.Unavailable, "console: the server is not serving")
+
+// conn returns the door's client connection; nil and errNotServing
+// written to w while the server is not serving.
+func (c *consoleHandler) conn(w http.ResponseWriter) *grpc.ClientConn {
+	conn := c.s.console.Load()
+	if conn == nil {
+		c.fail(w, errNotServing)
+	}
+	return conn
 }
 
 // screen refuses what a browser may be tricked into sending before any
@@ -191,9 +213,9 @@ func reply(w http.ResponseWriter, parts map[string]any) {
 
 // session says who the caller is (the Session service's Who) and how the
 // request reached the server.
-func (c *consoleHandler) session(w http.ResponseWriter, r *http.Request) {
+func (c *consoleHandler) session(w http.ResponseWriter, r *http.Request, conn *grpc.ClientConn) {
 	var who structpb.Struct
-	if err := c.s.console.Invoke(doorContext(r), SessionWhoFullMethodName, &emptypb.Empty{}, &who); err != nil {
+	if err := conn.Invoke(doorContext(r), SessionWhoFullMethodName, &emptypb.Empty{}, &who); err != nil {
 		c.fail(w, err)
 		return
 	}
@@ -218,13 +240,13 @@ func (c *consoleHandler) session(w http.ResponseWriter, r *http.Request) {
 // page), optionally of one cluster and namespace, at most
 // consoleMaxTargets. Without a cluster it lists the clusters the caller's
 // role names (a role that may read every cluster lists them all at once).
-func (c *consoleHandler) targets(w http.ResponseWriter, r *http.Request) {
+func (c *consoleHandler) targets(w http.ResponseWriter, r *http.Request, conn *grpc.ClientConn) {
 	ctx := doorContext(r)
 	cluster, namespace := r.URL.Query().Get("cluster"), r.URL.Query().Get("namespace")
 	clusters := []string{cluster}
 	if cluster == "" {
 		var err error
-		if clusters, err = c.readableClusters(ctx); err != nil {
+		if clusters, err = readableClusters(ctx, conn, c.s.opts.Auth != nil); err != nil {
 			c.fail(w, err)
 			return
 		}
@@ -234,7 +256,7 @@ func (c *consoleHandler) targets(w http.ResponseWriter, r *http.Request) {
 	for _, cl := range clusters {
 		req := &setpointv1.ListTargetsRequest{Cluster: cl, Namespace: namespace, PageSize: setpointv1.MaxPageSize}
 		for !truncated {
-			resp, err := c.client.ListTargets(ctx, req)
+			resp, err := setpointv1.NewAutoscalerServiceClient(conn).ListTargets(ctx, req)
 			if err != nil {
 				c.fail(w, err)
 				return
@@ -257,13 +279,13 @@ func (c *consoleHandler) targets(w http.ResponseWriter, r *http.Request) {
 // readableClusters are the clusters whose targets a list without a cluster
 // filter shows ctx's caller (Who): "" (every cluster) when it may read
 // all, its own for a cluster's agent, its clusters for a platform role.
-func (c *consoleHandler) readableClusters(ctx context.Context) ([]string, error) {
+func readableClusters(ctx context.Context, conn *grpc.ClientConn, authenticated bool) ([]string, error) {
 	var who structpb.Struct
-	if err := c.s.console.Invoke(ctx, SessionWhoFullMethodName, &emptypb.Empty{}, &who); err != nil {
+	if err := conn.Invoke(ctx, SessionWhoFullMethodName, &emptypb.Empty{}, &who); err != nil {
 		return nil, err
 	}
 	name := who.GetFields()["principal"].GetStringValue()
-	if name == "" || c.s.opts.Auth == nil {
+	if name == "" || !authenticated {
 		return []string{""}, nil
 	}
 	p := Principal{Name: name, Role: Role(who.GetFields()["role"].GetStringValue())}
@@ -290,8 +312,8 @@ func keyOf(r *http.Request) *setpointv1.TargetKey {
 
 // target returns one target (GetTarget); its decision log is read page by
 // page through decisions.
-func (c *consoleHandler) target(w http.ResponseWriter, r *http.Request) {
-	resp, err := c.client.GetTarget(doorContext(r), &setpointv1.GetTargetRequest{Target: keyOf(r)})
+func (c *consoleHandler) target(w http.ResponseWriter, r *http.Request, conn *grpc.ClientConn) {
+	resp, err := setpointv1.NewAutoscalerServiceClient(conn).GetTarget(doorContext(r), &setpointv1.GetTargetRequest{Target: keyOf(r)})
 	if err != nil {
 		c.fail(w, err)
 		return
@@ -303,7 +325,7 @@ func (c *consoleHandler) target(w http.ResponseWriter, r *http.Request) {
 // query parameters cluster, namespace, name, start_time and end_time
 // (RFC 3339), page_size (at most consoleMaxDecisions; 0 means it) and
 // page_token.
-func (c *consoleHandler) decisions(w http.ResponseWriter, r *http.Request) {
+func (c *consoleHandler) decisions(w http.ResponseWriter, r *http.Request, conn *grpc.ClientConn) {
 	q := r.URL.Query()
 	req := &setpointv1.ListDecisionsRequest{Target: keyOf(r), PageSize: consoleMaxDecisions, PageToken: q.Get("page_token")}
 	var bad []string
@@ -330,7 +352,7 @@ func (c *consoleHandler) decisions(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, status.Error(codes.InvalidArgument, "decisions: "+strings.Join(bad, "; ")))
 		return
 	}
-	resp, err := c.client.ListDecisions(doorContext(r), req)
+	resp, err := setpointv1.NewAutoscalerServiceClient(conn).ListDecisions(doorContext(r), req)
 	if err != nil {
 		c.fail(w, err)
 		return
@@ -353,7 +375,7 @@ type replayBody struct {
 // the request it ran, Simulate's answer and the replay's limits. Nothing
 // is stored. It reads the target (GetTarget), the log (ListDecisions) and
 // runs the replay (Simulate) as the caller, through the door.
-func (c *consoleHandler) replay(w http.ResponseWriter, r *http.Request) {
+func (c *consoleHandler) replay(w http.ResponseWriter, r *http.Request, conn *grpc.ClientConn) {
 	var body replayBody
 	key, spec := &setpointv1.TargetKey{}, &setpointv1.HorizontalPodAutoscalerSpec{}
 	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, consoleMaxBody))
@@ -380,7 +402,7 @@ func (c *consoleHandler) replay(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := doorContext(r)
-	t, err := c.client.GetTarget(ctx, &setpointv1.GetTargetRequest{Target: key})
+	t, err := setpointv1.NewAutoscalerServiceClient(conn).GetTarget(ctx, &setpointv1.GetTargetRequest{Target: key})
 	if err != nil {
 		c.fail(w, err)
 		return
@@ -389,7 +411,7 @@ func (c *consoleHandler) replay(w http.ResponseWriter, r *http.Request) {
 	logReq.PageSize = int32(min(maxSteps, setpointv1.MaxDecisionsPageSize))
 	var logged []*setpointv1.LoggedDecision
 	for len(logged) < maxSteps {
-		page, err := c.client.ListDecisions(ctx, logReq)
+		page, err := setpointv1.NewAutoscalerServiceClient(conn).ListDecisions(ctx, logReq)
 		if err != nil {
 			c.fail(w, err)
 			return
@@ -405,7 +427,7 @@ func (c *consoleHandler) replay(w http.ResponseWriter, r *http.Request) {
 	}
 	logged = logged[:min(len(logged), maxSteps)]
 	sim := replaySimulation(spec, t.GetTarget().GetSettings(), logged, maxSteps)
-	resp, err := c.client.Simulate(ctx, sim)
+	resp, err := setpointv1.NewAutoscalerServiceClient(conn).Simulate(ctx, sim)
 	if err != nil {
 		c.fail(w, err)
 		return
@@ -417,14 +439,14 @@ func (c *consoleHandler) replay(w http.ResponseWriter, r *http.Request) {
 // one cluster, namespace or target) as server-sent events, one protojson
 // WatchResponse per "data:" line: a Watch call through the door, counted
 // against the caller's stream bound like any other.
-func (c *consoleHandler) watch(w http.ResponseWriter, r *http.Request) {
+func (c *consoleHandler) watch(w http.ResponseWriter, r *http.Request, conn *grpc.ClientConn) {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
 		c.fail(w, status.Error(codes.Unimplemented, "watch: this connection cannot stream"))
 		return
 	}
 	q := r.URL.Query()
-	stream, err := c.client.Watch(doorContext(r), &setpointv1.WatchRequest{Cluster: q.Get("cluster"), Namespace: q.Get("namespace"), Name: q.Get("name")})
+	stream, err := setpointv1.NewAutoscalerServiceClient(conn).Watch(doorContext(r), &setpointv1.WatchRequest{Cluster: q.Get("cluster"), Namespace: q.Get("namespace"), Name: q.Get("name")})
 	if err == nil {
 		// A refused call (admission, authorization) ends without a
 		// header: its status is Recv's error. Wait for either before

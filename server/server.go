@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
@@ -234,9 +235,9 @@ type Server struct {
 	svc      *service
 	guard    *guard
 	// door is the console's in-memory listener to the gRPC server and
-	// console its client connection over it (door.go).
+	// console its client connection over it (door.go), while Serve runs.
 	door    doorListener
-	console *grpc.ClientConn
+	console atomic.Pointer[grpc.ClientConn]
 	now     func() time.Time
 	log     *slog.Logger
 	opts    Options
@@ -326,10 +327,6 @@ func New(st store.Store, o Options) (*Server, error) {
 	}
 	s.guard = g
 	s.door = doorListener{bufconn.Listen(doorBuffer)}
-	if s.console, err = dialDoor(s.door.Listener, o.MaxRecvMsgSize); err != nil {
-		h.stop()
-		return nil, err
-	}
 	services := serviceSet{}
 	s.register(services)
 	metrics.InitializeMetrics(services)
@@ -499,7 +496,12 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	// when it stops, and every way out of Serve stops it.
 	s.grpc = grpc.NewServer(s.grpcOpts...)
 	s.register(s.grpc)
-	defer s.console.Close()
+	console, err := dialDoor(s.door.Listener, s.opts.MaxRecvMsgSize)
+	if err != nil {
+		return err
+	}
+	s.console.Store(console)
+	defer func() { s.console.Store(nil); console.Close() }()
 	go func() { _ = s.grpc.Serve(s.door) }() // ends when s.grpc stops
 	served := make(chan error, 1)
 	go func() { served <- s.grpc.Serve(lis) }()

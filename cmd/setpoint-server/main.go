@@ -331,9 +331,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, ready chan<- listeni
 	if err != nil {
 		return err
 	}
-	if h, ok := st.(interface{ Healthy(context.Context) error }); ok {
-		go watchHealth(ctx, h.Healthy, srv.SetServing, log)
-	}
+	go watchHealth(ctx, st.Healthy, srv.SetServing, log)
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return err
