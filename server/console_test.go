@@ -190,10 +190,11 @@ func TestConsoleTargetPageMemory(t *testing.T) {
 // TestConsoleReplayFlood (finding 3): a read-only principal floods the
 // console with what-if replays while another tenant's agent calls over
 // gRPC; the replays pass the same Simulate bounds as gRPC's (most are
-// refused), and the agent's p99 stays within noisyRatio of its quiet p99
-// (or consoleFloodFloor on a loaded machine).
+// refused), and the agent's p99 stays within noisyRatio of its quiet p99,
+// or noisyFloor as TestNoisyNeighbour allows on a loaded machine (before
+// the console came through the admission, none was refused and the p99
+// was 1.6 s, 35× the quiet one, on a 2-core machine).
 func TestConsoleReplayFlood(t *testing.T) {
-	const consoleFloodFloor = 500 * time.Millisecond
 	o := server.Options{RateLimit: 1000, RateBurst: 2000}
 	e := startConsole(t, o)
 	e.logDecisions(t, "web", 1000)
@@ -235,7 +236,7 @@ func TestConsoleReplayFlood(t *testing.T) {
 	cancel()
 	wg.Wait()
 	quietP99, noisyP99 := quiet.quantile(0.99), noisy.quantile(0.99)
-	bound := max(noisyRatio*quietP99, consoleFloodFloor)
+	bound := max(noisyRatio*quietP99, noisyFloor)
 	t.Logf("agent-b over gRPC: quiet p99 %v (%d calls); under the console's replay flood p99 %v (%d calls), %.1f× the quiet p99; bound %v; the flood's answers by HTTP status %v",
 		quietP99, quiet.len(), noisyP99, noisy.len(), float64(noisyP99)/float64(max(quietP99, 1)), bound, outcomes)
 	if noisyP99 > bound {

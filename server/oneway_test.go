@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/setpointhq/setpoint/server"
+	"github.com/setpointhq/setpoint/server/console"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -70,7 +71,7 @@ func TestEveryMethodPassesAdmission(t *testing.T) {
 func TestEveryConsoleRoutePassesAdmission(t *testing.T) {
 	e := startConsole(t, server.Options{})
 	e.logDecisions(t, "web", 3)
-	routes := server.ConsoleRoutes()
+	routes := console.Routes()
 	if len(routes) == 0 {
 		t.Fatal("no console routes")
 	}

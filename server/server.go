@@ -21,6 +21,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"github.com/setpointhq/setpoint/server/console"
+	"github.com/setpointhq/setpoint/server/door"
 	"github.com/setpointhq/setpoint/store"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -326,7 +328,7 @@ func New(st store.Store, o Options) (*Server, error) {
 		maxResponseBytes: o.MaxResponseBytes,
 	}
 	s.guard = g
-	s.door = doorListener{bufconn.Listen(doorBuffer)}
+	s.door = doorListener{bufconn.Listen(door.Buffer)}
 	services := serviceSet{}
 	s.register(services)
 	metrics.InitializeMetrics(services)
@@ -496,7 +498,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	// when it stops, and every way out of Serve stops it.
 	s.grpc = grpc.NewServer(s.grpcOpts...)
 	s.register(s.grpc)
-	console, err := dialDoor(s.door.Listener, s.opts.MaxRecvMsgSize)
+	console, err := door.Dial(s.door.Listener, s.opts.MaxRecvMsgSize)
 	if err != nil {
 		return err
 	}
@@ -566,6 +568,14 @@ func (s *Server) expireLoop(ctx context.Context) {
 	if err != nil {
 		s.log.Error("expiry stopped", "err", err)
 	}
+}
+
+// ConsoleHandler serves the web console under /console/ (package
+// console): its pages, and its JSON endpoints, each of which makes its
+// calls through the server's own admission, as the browser (door.go).
+// Without Options.Auth everyone sees everything, and the page says so.
+func (s *Server) ConsoleHandler() http.Handler {
+	return console.Handler(console.Options{Conn: s.console.Load, Authenticated: s.opts.Auth != nil, MaxSimulateSteps: s.opts.MaxSimulateSteps})
 }
 
 // connectionAge is gRPC's MaxConnectionAge for age: none (gRPC's infinity)

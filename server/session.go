@@ -4,12 +4,14 @@ package server
 // same door and admission as every call) to show its caller's principal;
 // any client may ask it. It is written by hand, without a .proto: its
 // request is google.protobuf.Empty and its answer a google.protobuf.Struct
-// with the fields "principal", "role" and, for a platform role, "clusters"
-// (all absent without authentication).
+// with the fields "principal", "role" and "readable", the clusters a list
+// without a cluster shows the caller ([""]: every cluster); without
+// authentication only "readable" ([""]).
 
 import (
 	"context"
 
+	"github.com/setpointhq/setpoint/server/door"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -17,7 +19,7 @@ import (
 
 // SessionWhoFullMethodName is the full name of the Session service's one
 // method, Who.
-const SessionWhoFullMethodName = "/setpoint.console.v1.Session/Who"
+const SessionWhoFullMethodName = door.WhoMethod
 
 // sessionServiceDesc describes the Session service.
 var sessionServiceDesc = grpc.ServiceDesc{
@@ -40,19 +42,35 @@ func whoHandler(srv any, ctx context.Context, dec func(any) error, interceptor g
 	})
 }
 
-// who answers the caller's principal, role and clusters.
+// who answers the caller's principal, role and readable clusters.
 func who(ctx context.Context, _ *emptypb.Empty) (*structpb.Struct, error) {
 	out := &structpb.Struct{Fields: map[string]*structpb.Value{}}
+	readable := []string{""}
 	if p, ok := PrincipalFrom(ctx); ok {
 		out.Fields["principal"] = structpb.NewStringValue(p.Name)
 		out.Fields["role"] = structpb.NewStringValue(string(p.Role))
-		if len(p.Clusters) > 0 {
-			l := &structpb.ListValue{}
-			for _, c := range p.Clusters {
-				l.Values = append(l.Values, structpb.NewStringValue(c))
-			}
-			out.Fields["clusters"] = structpb.NewListValue(l)
-		}
+		readable = readableClusters(p)
 	}
+	l := &structpb.ListValue{}
+	for _, c := range readable {
+		l.Values = append(l.Values, structpb.NewStringValue(c))
+	}
+	out.Fields["readable"] = structpb.NewListValue(l)
 	return out, nil
+}
+
+// readableClusters are the clusters whose targets a list without a
+// cluster filter shows p: "" (every cluster) when it may read all, its
+// own for a cluster's agent, its clusters for a platform role.
+func readableClusters(p Principal) []string {
+	if p.CanRead("") {
+		return []string{""}
+	}
+	if own, ok := p.Role.Cluster(); ok {
+		return []string{own}
+	}
+	if p.Role == RolePlatform {
+		return p.Clusters
+	}
+	return nil
 }

@@ -1,9 +1,8 @@
-package server
+package console
 
-// The web console: the embedded single-page application (server/console)
-// and the JSON endpoints it reads. Each endpoint is a translation: it makes
-// gRPC calls through the console's door (door.go) with the browser's
-// identity, so every one passes the server's whole admission — nothing here
+// The console's JSON endpoints. Each is a translation: it makes gRPC calls
+// through the server's door (package door) with the browser's identity, so
+// every one passes the server's whole admission — nothing here
 // authenticates, authorizes, limits or budgets by itself.
 
 import (
@@ -24,7 +23,7 @@ import (
 
 	"github.com/setpointhq/setpoint/internal/netaddr"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
-	"github.com/setpointhq/setpoint/server/console"
+	"github.com/setpointhq/setpoint/server/door"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -47,24 +46,36 @@ const (
 	consoleMaxDecisions = 500
 )
 
-// ConsoleHandler serves the web console under /console/: the target list,
-// each target's timeline, decision log and conditions, live updates from
-// the change feed, and what-if replays. Its callers authenticate as gRPC
+// Options say what the console's endpoints need of the server.
+type Options struct {
+	// Conn returns the client connection of the server's door; nil while
+	// the server is not serving (the endpoints answer Unavailable).
+	Conn func() *grpc.ClientConn
+	// Authenticated says the server authenticates its callers; without,
+	// the console says so on every page and answers loopback names only.
+	Authenticated bool
+	// MaxSimulateSteps bounds the decisions one replay replays.
+	MaxSimulateSteps int
+}
+
+// Handler serves the web console under /console/: the target list, each
+// target's timeline, decision log and conditions, live updates from the
+// change feed, and what-if replays. Its callers authenticate as gRPC
 // callers do — a verified client certificate (when the HTTP listener serves
 // TLS with client certificates) or an "Authorization: Bearer" token — and
-// see what the same principal may read through the API. Without
-// Options.Auth everyone sees everything, and the page says so. Nothing the
-// console does changes stored state: replays run through Simulate.
-func (s *Server) ConsoleHandler() http.Handler {
-	c := &consoleHandler{s: s}
-	assets, err := fs.Sub(console.Assets, "assets")
+// see what the same principal may read through the API, because every
+// endpoint calls the API as them. Nothing the console does changes stored
+// state: replays run through Simulate.
+func Handler(o Options) http.Handler {
+	c := &consoleHandler{o: o}
+	assets, err := fs.Sub(Assets, "assets")
 	if err != nil {
 		panic(err) // the embedded tree is part of the binary
 	}
 	mux := http.NewServeMux()
 	// The page itself: embedded files, no data.
 	mux.Handle("GET /console/", http.StripPrefix("/console/", http.FileServerFS(assets)))
-	for _, r := range consoleRoutes {
+	for _, r := range routes {
 		serve := r.serve(c)
 		mux.HandleFunc(r.Pattern, func(w http.ResponseWriter, req *http.Request) {
 			if conn := c.conn(w); conn != nil {
@@ -88,10 +99,10 @@ func (s *Server) ConsoleHandler() http.Handler {
 	})
 }
 
-// ConsoleRoute is one of the console's JSON endpoints: its pattern (as
+// Route is one of the console's JSON endpoints: its pattern (as
 // http.ServeMux reads it) and the gRPC methods it calls through the door
 // (for a target's key in its query), the only way it reaches the service.
-type ConsoleRoute struct {
+type Route struct {
 	Pattern string
 	Methods []string
 	serve   func(*consoleHandler) consoleEndpoint
@@ -100,9 +111,9 @@ type ConsoleRoute struct {
 // consoleEndpoint serves one endpoint with the door's connection.
 type consoleEndpoint func(w http.ResponseWriter, r *http.Request, conn *grpc.ClientConn)
 
-// consoleRoutes are every JSON endpoint of the console.
-var consoleRoutes = []ConsoleRoute{
-	{"GET /console/api/session", []string{SessionWhoFullMethodName}, func(c *consoleHandler) consoleEndpoint { return c.session }},
+// routes are every JSON endpoint of the console.
+var routes = []Route{
+	{"GET /console/api/session", []string{door.WhoMethod}, func(c *consoleHandler) consoleEndpoint { return c.session }},
 	// Without a cluster, targets also asks Who which clusters to list.
 	{"GET /console/api/targets", []string{setpointv1.AutoscalerService_ListTargets_FullMethodName}, func(c *consoleHandler) consoleEndpoint { return c.targets }},
 	{"GET /console/api/target", []string{setpointv1.AutoscalerService_GetTarget_FullMethodName}, func(c *consoleHandler) consoleEndpoint { return c.target }},
@@ -112,12 +123,12 @@ var consoleRoutes = []ConsoleRoute{
 		func(c *consoleHandler) consoleEndpoint { return c.replay }},
 }
 
-// ConsoleRoutes returns the console's JSON endpoints.
-func ConsoleRoutes() []ConsoleRoute { return slices.Clone(consoleRoutes) }
+// Routes returns the console's JSON endpoints.
+func Routes() []Route { return slices.Clone(routes) }
 
 // consoleHandler serves the console's endpoints through the door.
 type consoleHandler struct {
-	s *Server
+	o Options
 }
 
 // errNotServing answers a console request while the gRPC server is not
@@ -127,7 +138,7 @@ var errNotServing = status.Error(codes.Unavailable, "console: the server is not 
 // conn returns the door's client connection; nil and errNotServing
 // written to w while the server is not serving.
 func (c *consoleHandler) conn(w http.ResponseWriter) *grpc.ClientConn {
-	conn := c.s.console.Load()
+	conn := c.o.Conn()
 	if conn == nil {
 		c.fail(w, errNotServing)
 	}
@@ -141,7 +152,7 @@ func (c *consoleHandler) conn(w http.ResponseWriter) *grpc.ClientConn {
 // JSON or not from the console's own origin (cross-site request forgery:
 // a form posted by another site with the browser's client certificate).
 func (c *consoleHandler) screen(r *http.Request) error {
-	if c.s.opts.Auth == nil && !loopbackHost(r.Host) {
+	if !c.o.Authenticated && !loopbackHost(r.Host) {
 		return status.Error(codes.PermissionDenied, "console: without authentication the console answers loopback names only (localhost, 127.0.0.1, ::1)")
 	}
 	if r.Method == http.MethodGet || r.Method == http.MethodHead {
@@ -215,12 +226,12 @@ func reply(w http.ResponseWriter, parts map[string]any) {
 // request reached the server.
 func (c *consoleHandler) session(w http.ResponseWriter, r *http.Request, conn *grpc.ClientConn) {
 	var who structpb.Struct
-	if err := conn.Invoke(doorContext(r), SessionWhoFullMethodName, &emptypb.Empty{}, &who); err != nil {
+	if err := conn.Invoke(door.Context(r), door.WhoMethod, &emptypb.Empty{}, &who); err != nil {
 		c.fail(w, err)
 		return
 	}
 	out := map[string]any{
-		"authenticated": c.s.opts.Auth != nil,
+		"authenticated": c.o.Authenticated,
 		"tls":           r.TLS != nil,
 		"replayLimits":  ReplayLimits,
 	}
@@ -228,7 +239,7 @@ func (c *consoleHandler) session(w http.ResponseWriter, r *http.Request, conn *g
 		out["principal"], out["role"] = p.GetStringValue(), who.GetFields()["role"].GetStringValue()
 	}
 	switch {
-	case c.s.opts.Auth == nil:
+	case !c.o.Authenticated:
 		out["warning"] = "INSECURE DEVELOPMENT MODE: no authentication — everyone who reaches this address sees every target. Never use it outside a developer's machine."
 	case r.TLS == nil:
 		out["warning"] = "INSECURE: this console is served over plaintext HTTP — tokens cross the network unencrypted. Never use it outside a developer's machine."
@@ -241,12 +252,12 @@ func (c *consoleHandler) session(w http.ResponseWriter, r *http.Request, conn *g
 // consoleMaxTargets. Without a cluster it lists the clusters the caller's
 // role names (a role that may read every cluster lists them all at once).
 func (c *consoleHandler) targets(w http.ResponseWriter, r *http.Request, conn *grpc.ClientConn) {
-	ctx := doorContext(r)
+	ctx := door.Context(r)
 	cluster, namespace := r.URL.Query().Get("cluster"), r.URL.Query().Get("namespace")
 	clusters := []string{cluster}
 	if cluster == "" {
 		var err error
-		if clusters, err = readableClusters(ctx, conn, c.s.opts.Auth != nil); err != nil {
+		if clusters, err = readableClusters(ctx, conn); err != nil {
 			c.fail(w, err)
 			return
 		}
@@ -276,32 +287,19 @@ func (c *consoleHandler) targets(w http.ResponseWriter, r *http.Request, conn *g
 	reply(w, map[string]any{"list": all, "truncated": truncated})
 }
 
-// readableClusters are the clusters whose targets a list without a cluster
-// filter shows ctx's caller (Who): "" (every cluster) when it may read
-// all, its own for a cluster's agent, its clusters for a platform role.
-func readableClusters(ctx context.Context, conn *grpc.ClientConn, authenticated bool) ([]string, error) {
+// readableClusters are the clusters whose targets a list without a
+// cluster filter shows ctx's caller, as Who answers them ("": every
+// cluster).
+func readableClusters(ctx context.Context, conn *grpc.ClientConn) ([]string, error) {
 	var who structpb.Struct
-	if err := conn.Invoke(ctx, SessionWhoFullMethodName, &emptypb.Empty{}, &who); err != nil {
+	if err := conn.Invoke(ctx, door.WhoMethod, &emptypb.Empty{}, &who); err != nil {
 		return nil, err
 	}
-	name := who.GetFields()["principal"].GetStringValue()
-	if name == "" || !authenticated {
-		return []string{""}, nil
+	var out []string
+	for _, v := range who.GetFields()["readable"].GetListValue().GetValues() {
+		out = append(out, v.GetStringValue())
 	}
-	p := Principal{Name: name, Role: Role(who.GetFields()["role"].GetStringValue())}
-	for _, v := range who.GetFields()["clusters"].GetListValue().GetValues() {
-		p.Clusters = append(p.Clusters, v.GetStringValue())
-	}
-	if p.CanRead("") {
-		return []string{""}, nil
-	}
-	if own, ok := p.Role.Cluster(); ok {
-		return []string{own}, nil
-	}
-	if p.Role == RolePlatform {
-		return p.Clusters, nil
-	}
-	return nil, nil
+	return out, nil
 }
 
 // keyOf reads a target key from the query.
@@ -313,7 +311,7 @@ func keyOf(r *http.Request) *setpointv1.TargetKey {
 // target returns one target (GetTarget); its decision log is read page by
 // page through decisions.
 func (c *consoleHandler) target(w http.ResponseWriter, r *http.Request, conn *grpc.ClientConn) {
-	resp, err := setpointv1.NewAutoscalerServiceClient(conn).GetTarget(doorContext(r), &setpointv1.GetTargetRequest{Target: keyOf(r)})
+	resp, err := setpointv1.NewAutoscalerServiceClient(conn).GetTarget(door.Context(r), &setpointv1.GetTargetRequest{Target: keyOf(r)})
 	if err != nil {
 		c.fail(w, err)
 		return
@@ -352,7 +350,7 @@ func (c *consoleHandler) decisions(w http.ResponseWriter, r *http.Request, conn 
 		c.fail(w, status.Error(codes.InvalidArgument, "decisions: "+strings.Join(bad, "; ")))
 		return
 	}
-	resp, err := setpointv1.NewAutoscalerServiceClient(conn).ListDecisions(doorContext(r), req)
+	resp, err := setpointv1.NewAutoscalerServiceClient(conn).ListDecisions(door.Context(r), req)
 	if err != nil {
 		c.fail(w, err)
 		return
@@ -401,13 +399,13 @@ func (c *consoleHandler) replay(w http.ResponseWriter, r *http.Request, conn *gr
 		c.fail(w, status.Error(codes.InvalidArgument, "replay: the body must be {\"target\": TargetKey, \"spec\": HorizontalPodAutoscalerSpec, \"startTime\", \"endTime\": RFC 3339} in JSON"))
 		return
 	}
-	ctx := doorContext(r)
+	ctx := door.Context(r)
 	t, err := setpointv1.NewAutoscalerServiceClient(conn).GetTarget(ctx, &setpointv1.GetTargetRequest{Target: key})
 	if err != nil {
 		c.fail(w, err)
 		return
 	}
-	maxSteps := c.s.opts.MaxSimulateSteps
+	maxSteps := c.o.MaxSimulateSteps
 	logReq.PageSize = int32(min(maxSteps, setpointv1.MaxDecisionsPageSize))
 	var logged []*setpointv1.LoggedDecision
 	for len(logged) < maxSteps {
@@ -446,7 +444,7 @@ func (c *consoleHandler) watch(w http.ResponseWriter, r *http.Request, conn *grp
 		return
 	}
 	q := r.URL.Query()
-	stream, err := setpointv1.NewAutoscalerServiceClient(conn).Watch(doorContext(r), &setpointv1.WatchRequest{Cluster: q.Get("cluster"), Namespace: q.Get("namespace"), Name: q.Get("name")})
+	stream, err := setpointv1.NewAutoscalerServiceClient(conn).Watch(door.Context(r), &setpointv1.WatchRequest{Cluster: q.Get("cluster"), Namespace: q.Get("namespace"), Name: q.Get("name")})
 	if err == nil {
 		// A refused call (admission, authorization) ends without a
 		// header: its status is Recv's error. Wait for either before
