@@ -2,5 +2,10 @@ package server
 
 import "google.golang.org/grpc"
 
-// ServiceInfo returns the services of the running gRPC server.
-func (s *Server) ServiceInfo() map[string]grpc.ServiceInfo { return s.grpc.GetServiceInfo() }
+// ServiceInfo returns the services the server registers, as its gRPC
+// server describes them.
+func (s *Server) ServiceInfo() map[string]grpc.ServiceInfo {
+	ss := serviceSet{}
+	s.register(ss)
+	return ss
+}

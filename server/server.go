@@ -551,22 +551,28 @@ func (s *Server) closeWatches() {
 	s.hub.close()
 }
 
-// expireLoop removes targets not seen for Options.ExpireAfter — at once,
-// then every Options.ExpireInterval — until ctx ends, with the store's one
-// expiry loop (store.RunExpiry), logging each pass that removed targets or
-// failed.
+// expireLoop removes targets not seen for Options.ExpireAfter, every
+// Options.ExpireInterval (the first pass one interval after Serve starts),
+// until ctx ends. It is the expiry loop production runs; store.RunExpiry
+// (which also runs a pass at once) is to be removed with the store's
+// rewrite (issue 28's note).
 func (s *Server) expireLoop(ctx context.Context) {
-	err := store.RunExpiry(ctx, s.store, store.ExpiryOptions{Every: s.opts.ExpireInterval, MaxIdle: s.opts.ExpireAfter, Now: s.now,
-		Report: func(n int, err error) {
+	t := time.NewTicker(s.opts.ExpireInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			cutoff := s.now().Add(-s.opts.ExpireAfter)
+			n, err := s.store.Expire(ctx, cutoff)
 			switch {
 			case err != nil && ctx.Err() == nil:
 				s.log.Error("expire targets", "err", err)
 			case n > 0:
-				s.log.Info("expired targets", "count", n, "not_seen_since", s.now().Add(-s.opts.ExpireAfter))
+				s.log.Info("expired targets", "count", n, "not_seen_since", cutoff)
 			}
-		}})
-	if err != nil {
-		s.log.Error("expiry stopped", "err", err)
+		}
 	}
 }
 
