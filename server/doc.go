@@ -34,7 +34,7 @@
 //     AutoscalerService and AdminService, admin-only by default — else
 //     PermissionDenied with a message that names nothing;
 //  6. request limits: pods and metrics per request, and the size budgets
-//     (budget.go: every string, list and map, the spec a target stores),
+//     (package budget: every string, list and map, the spec a target stores),
 //     answered as InvalidArgument with a google.rpc.BadRequest;
 //  7. the audit of decisions that changed replicas (denials are audited
 //     where they happen);
@@ -56,7 +56,7 @@
 // call does not grow a fresh goroutine's stack), which Serve starts and
 // stops with the gRPC server it builds; and the codec (Codec, decode.go)
 // decodes a Recommend's pods, pod metrics and observations by hand, the
-// rest with proto.Unmarshal. ListTargets pages are sized by bytes (budget.go). TLS comes
+// rest with proto.Unmarshal. ListTargets pages are sized by bytes (service.go). TLS comes
 // from NewTLSConfig, which reloads rotated files; docs/security.md has the
 // threat model and the operator's view.
 //

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"github.com/setpointhq/setpoint/server/budget"
 	"github.com/setpointhq/setpoint/server/console"
 	"github.com/setpointhq/setpoint/server/door"
 	"github.com/setpointhq/setpoint/store"
@@ -55,6 +56,17 @@ const (
 	DefaultStreamWorkers         = 64
 	DefaultMaxHeaderListSize     = 64 << 10
 	DefaultHeaderTimeout         = 10 * time.Second
+)
+
+// Defaults of the size budgets (Options.MaxStringBytes, MaxListEntries,
+// MaxSpecBytes: package budget's) and of MaxResponseBytes.
+const (
+	DefaultMaxStringBytes = budget.DefaultMaxStringBytes
+	DefaultMaxListEntries = budget.DefaultMaxListEntries
+	DefaultMaxSpecBytes   = budget.DefaultMaxSpecBytes
+	// DefaultMaxResponseBytes bounds a ListTargets page: below the 4 MiB
+	// a gRPC client receives by default (Go, grpc-js, setpointctl).
+	DefaultMaxResponseBytes = 3 << 20
 )
 
 // Options configure a Server. The zero value selects every default.
@@ -270,7 +282,7 @@ func New(st store.Store, o Options) (*Server, error) {
 		log:     o.Logger,
 		guard:   g,
 		limits: requestLimits{maxPods: o.MaxPodsPerRequest, maxMetrics: o.MaxMetricsPerRequest,
-			budgets: budgets{maxString: o.MaxStringBytes, maxEntries: o.MaxListEntries, maxSpec: o.MaxSpecBytes}},
+			budgets: budget.Budgets{MaxString: o.MaxStringBytes, MaxEntries: o.MaxListEntries, MaxSpec: o.MaxSpecBytes}},
 		inFlight: make(chan struct{}, o.MaxInFlightRecommends),
 		fair:     fair,
 	}),
@@ -591,4 +603,12 @@ func connectionAge(age time.Duration) time.Duration {
 		return time.Duration(math.MaxInt64)
 	}
 	return age
+}
+
+// positiveOr is v when positive, def otherwise.
+func positiveOr[T int | int64 | float64 | time.Duration](v, def T) T {
+	if v > 0 {
+		return v
+	}
+	return def
 }
