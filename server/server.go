@@ -24,6 +24,7 @@ import (
 	"github.com/setpointhq/setpoint/server/budget"
 	"github.com/setpointhq/setpoint/server/console"
 	"github.com/setpointhq/setpoint/server/door"
+	"github.com/setpointhq/setpoint/server/simulate"
 	"github.com/setpointhq/setpoint/store"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -56,6 +57,12 @@ const (
 	DefaultStreamWorkers         = 64
 	DefaultMaxHeaderListSize     = 64 << 10
 	DefaultHeaderTimeout         = 10 * time.Second
+)
+
+// Defaults of the Simulate limits in Options (package simulate's).
+const (
+	DefaultMaxSimulateSteps = simulate.DefaultMaxSimulateSteps
+	DefaultMaxSimulatePods  = simulate.DefaultMaxSimulatePods
 )
 
 // Defaults of the size budgets (Options.MaxStringBytes, MaxListEntries,
@@ -333,7 +340,7 @@ func New(st store.Store, o Options) (*Server, error) {
 	s.svc = &service{
 		store: st, now: o.Now, newID: o.NewID, log: o.Logger,
 		authenticated:    o.Auth != nil,
-		limits:           simulateLimits{maxSteps: o.MaxSimulateSteps, maxPods: o.MaxSimulatePods},
+		limits:           simulate.Limits{MaxSteps: o.MaxSimulateSteps, MaxPods: o.MaxSimulatePods},
 		hub:              s.hub,
 		resume:           resume,
 		metrics:          svcMetrics,

@@ -10,8 +10,11 @@ import (
 
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server/convert"
+	"github.com/setpointhq/setpoint/server/simulate"
 	"github.com/setpointhq/setpoint/store"
 	"github.com/setpointhq/setpoint/target"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -28,7 +31,7 @@ type service struct {
 	// principal is refused by the handlers that filter by permission.
 	authenticated bool
 	// limits bound Simulate calls.
-	limits simulateLimits
+	limits simulate.Limits
 	// hub fans the store's change feed out to Watch streams.
 	hub *hub
 	// resume seals the Watch resume points of tenants (resume.go).
@@ -237,4 +240,47 @@ func (s *service) listPage(ctx context.Context, q store.Query) (*setpointv1.List
 		}
 		q.PageSize = len(resp.Targets)
 	}
+}
+
+// Simulate runs a what-if through the engine with an in-memory history. It
+// never writes the store; with seed_from it reads one record.
+func (s *service) Simulate(ctx context.Context, req *setpointv1.SimulateRequest) (*setpointv1.SimulateResponse, error) {
+	sim, err := simulate.New(req, s.limits)
+	if err != nil {
+		return nil, toStatus(ctx, s.log, err)
+	}
+	if seed := req.GetSeedFrom(); seed != nil {
+		if err := s.mayRead(ctx, seed.GetCluster()); err != nil {
+			return nil, err
+		}
+		rec, err := s.store.Get(ctx, convert.Key(seed))
+		if err != nil {
+			return nil, toStatus(ctx, s.log, err)
+		}
+		if err := sim.Seed(rec); err != nil {
+			return nil, toStatus(ctx, s.log, err)
+		}
+	}
+	resp, err := sim.Run(ctx)
+	if err != nil {
+		return nil, toStatus(ctx, s.log, simulateError(err))
+	}
+	return resp, nil
+}
+
+// mayRead returns nil when the caller may read the targets of cluster, a
+// PermissionDenied or Unauthenticated status otherwise. Without
+// authentication everyone may read everything.
+func (s *service) mayRead(ctx context.Context, cluster string) error {
+	if !s.authenticated {
+		return nil
+	}
+	p, ok := PrincipalFrom(ctx)
+	if !ok {
+		return status.Error(codes.Unauthenticated, "not authenticated")
+	}
+	if !p.CanRead(cluster) {
+		return errPermissionDenied
+	}
+	return nil
 }
