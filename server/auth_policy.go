@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"github.com/setpointhq/setpoint/server/auth"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
@@ -100,7 +101,7 @@ func (g *guard) authenticate(ctx context.Context) (context.Context, error) {
 	if _, ok := PrincipalFrom(ctx); ok {
 		return ctx, nil
 	}
-	p, presented, err := g.auth.authenticate(ctx)
+	p, presented, err := g.auth.Authenticate(ctx)
 	if err != nil {
 		if presented == "" {
 			presented = "no credentials"
@@ -109,7 +110,7 @@ func (g *guard) authenticate(ctx context.Context) (context.Context, error) {
 		g.audit.denied(ctx, "", presented, target, codes.Unauthenticated)
 		return nil, err
 	}
-	return withPrincipal(ctx, p), nil
+	return auth.WithPrincipal(ctx, p), nil
 }
 
 // targetKey is the context key of the request's target, for the audit of
@@ -127,7 +128,7 @@ func withTarget(next grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor {
 func (g *guard) authorize(ctx context.Context, method string, req any) error {
 	p, ok := PrincipalFrom(ctx)
 	if !ok {
-		return errUnauthenticated
+		return auth.ErrUnauthenticated
 	}
 	if allowed(p, method, req) {
 		return nil

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"github.com/setpointhq/setpoint/server/auth"
 	"github.com/setpointhq/setpoint/server/convert"
 	"github.com/setpointhq/setpoint/store"
 	"google.golang.org/grpc"
@@ -98,7 +99,7 @@ func (a *admission) tap(ctx context.Context, info *tap.Info) (context.Context, e
 	if !guardedMethod(info.FullMethodName) {
 		return ctx, nil
 	}
-	if a.requireCert && verifiedClientCert(ctx) == nil {
+	if a.requireCert && auth.VerifiedClientCert(ctx) == nil {
 		// On the gRPC port the TLS handshake refused such callers; a
 		// console call comes through the door without one.
 		a.refuse(ctx, info.FullMethodName, refusedUnauthenticated, "no client certificate", codes.Unauthenticated)
@@ -111,7 +112,7 @@ func (a *admission) tap(ctx context.Context, info *tap.Info) (context.Context, e
 		}
 		return ctx, nil
 	}
-	p, presented, err := a.auth.authenticate(ctx)
+	p, presented, err := a.auth.Authenticate(ctx)
 	if err != nil {
 		if a.peers != nil && !a.peers.allow(peerIP(ctx)) {
 			a.refuse(ctx, info.FullMethodName, refusedPeerRate, presented, codes.ResourceExhausted)
@@ -123,7 +124,7 @@ func (a *admission) tap(ctx context.Context, info *tap.Info) (context.Context, e
 		a.refuse(ctx, info.FullMethodName, refusedUnauthenticated, presented, codes.Unauthenticated)
 		return nil, err
 	}
-	ctx = withPrincipal(ctx, p)
+	ctx = auth.WithPrincipal(ctx, p)
 	if a.rates != nil {
 		if err := a.rates.check(ctx); err != nil {
 			a.refuse(ctx, info.FullMethodName, refusedRate, p.Name, codes.ResourceExhausted)
