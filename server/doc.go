@@ -24,10 +24,10 @@
 //  1. Prometheus metrics (grpc_server_handled_total, handling-time
 //     histograms), exposed by MetricsHandler on /metrics;
 //  2. logging (log/slog) of every finished call;
-//  3. the rejection of undecodable requests (codec.go): a request the
+//  3. the rejection of undecodable requests (package codec): a request the
 //     codec could not unmarshal is InvalidArgument, before anything else
 //     may end the call; when the call is over, the memory a Recommend
-//     request was decoded into is kept for the next (decode_memory.go);
+//     request was decoded into is kept for the next (package codec);
 //  4. authentication: the principal the tap handle found;
 //  5. authorization: the target (or cluster) inside the request against
 //     the principal's role — one policy table for every method of
@@ -54,7 +54,7 @@
 // server options. So are the cost-cutting ones: calls run on gRPC stream
 // workers (Options.StreamWorkers: goroutines kept between calls, so a
 // call does not grow a fresh goroutine's stack), which Serve starts and
-// stops with the gRPC server it builds; and the codec (Codec, decode.go)
+// stops with the gRPC server it builds; and the codec (Codec, package codec)
 // decodes a Recommend's pods, pod metrics and observations by hand, the
 // rest with proto.Unmarshal. ListTargets pages are sized by bytes (service.go). TLS comes
 // from NewTLSConfig, which reloads rotated files; docs/security.md has the

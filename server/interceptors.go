@@ -11,6 +11,7 @@ import (
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"github.com/setpointhq/setpoint/server/codec"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -51,13 +52,13 @@ func chainInterceptors(c chainConfig) ([]grpc.UnaryServerInterceptor, []grpc.Str
 	guarded := selector.MatchFunc(guardedService)
 	unary := []grpc.UnaryServerInterceptor{
 		c.metrics.UnaryServerInterceptor(),
-		logger.unary,      // accesslog.go
-		rejectUndecodable, // codec.go: before anything that may end a call
+		logger.unary,            // accesslog.go
+		codec.RejectUndecodable, // before anything that may end a call
 	}
 	stream := []grpc.StreamServerInterceptor{
 		c.metrics.StreamServerInterceptor(),
 		logger.stream,
-		rejectUndecodableStream, // codec.go: before anything that may end a call
+		codec.RejectUndecodableStream, // before anything that may end a call
 	}
 	g := c.guard
 	if g.auth != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server/budget"
+	"github.com/setpointhq/setpoint/server/codec"
 	"github.com/setpointhq/setpoint/server/console"
 	"github.com/setpointhq/setpoint/server/door"
 	"github.com/setpointhq/setpoint/server/simulate"
@@ -29,6 +30,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -295,7 +297,7 @@ func New(st store.Store, o Options) (*Server, error) {
 	}),
 		grpc.MaxRecvMsgSize(o.MaxRecvMsgSize),
 		grpc.MaxConcurrentStreams(o.MaxConcurrentStreams),
-		grpc.ForceServerCodecV2(newRequestCodec()), // codec.go: undecodable requests are InvalidArgument
+		grpc.ForceServerCodecV2(codec.NewRequest()), // package codec: undecodable requests are InvalidArgument
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: o.KeepaliveMinTime, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: o.KeepaliveTime, Timeout: o.KeepaliveTimeout,
 			MaxConnectionIdle: o.MaxConnectionIdle, MaxConnectionAge: connectionAge(o.MaxConnectionAge), MaxConnectionAgeGrace: o.MaxConnectionAgeGrace}),
@@ -619,3 +621,12 @@ func positiveOr[T int | int64 | float64 | time.Duration](v, def T) T {
 	}
 	return def
 }
+
+// Codec is the server's protobuf codec: grpc-go's, with Recommend's
+// per-pod parts decoded by hand (codec.Codec).
+func Codec() encoding.CodecV2 { return codec.Codec() }
+
+// DecodeOptions are the gRPC server options that decode requests as the
+// server does (codec.DecodeOptions): setpoint-bench's no-op baseline pays
+// what the server pays to decode.
+func DecodeOptions() []grpc.ServerOption { return codec.DecodeOptions() }

@@ -1,4 +1,4 @@
-package server
+package codec
 
 import (
 	"testing"
@@ -92,7 +92,7 @@ func TestSpecGrowthSeedsGrow(t *testing.T) {
 			t.Errorf("seed %d: %d bytes encoded again from %d: want growth", i, n, len(b))
 		}
 	}
-	bg := budget.Budgets{MaxString: DefaultMaxStringBytes, MaxEntries: DefaultMaxListEntries, MaxSpec: 64}
+	bg := budget.Budgets{MaxString: budget.DefaultMaxStringBytes, MaxEntries: budget.DefaultMaxListEntries, MaxSpec: 64}
 	req := &setpointv1.RecommendRequest{Spec: &setpointv1.HorizontalPodAutoscalerSpec{Metrics: []*setpointv1.MetricSpec{{Type: "External", External: &setpointv1.ExternalMetricSource{
 		Metric: &setpointv1.MetricIdentifier{Name: "a-rather-long-metric-name-of-more-than-sixty-four-bytes-to-exceed-the-budget"}}}}}}
 	for _, received := range []int64{0, int64(proto.Size(req)), 1 << 20} {
