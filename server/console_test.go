@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -59,7 +60,20 @@ func startConsole(t *testing.T, o server.Options) *consoleEnv {
 // edit applied, and returns the status and body.
 func consoleDo(t *testing.T, method, url, token string, body []byte, edit func(*http.Request)) (int, []byte) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), method, url, bytes.NewReader(body))
+	return consoleWithin(t, 0, method, url, token, body, edit)
+}
+
+// consoleWithin is consoleDo whose answer is read for at most d (0: to its
+// end): an event stream's does not end.
+func consoleWithin(t *testing.T, d time.Duration, method, url, token string, body []byte, edit func(*http.Request)) (int, []byte) {
+	t.Helper()
+	ctx := t.Context()
+	if d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +91,10 @@ func consoleDo(t *testing.T, method, url, token string, body []byte, edit func(*
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	b, err := io.ReadAll(resp.Body)
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatal(err)
+	}
 	return resp.StatusCode, b
 }
 

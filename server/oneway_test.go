@@ -6,15 +6,12 @@ package server_test
 import (
 	"context"
 	"crypto/tls"
-	"errors"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/setpointhq/setpoint/server"
 	"github.com/setpointhq/setpoint/server/console"
 	"google.golang.org/grpc"
@@ -84,7 +81,7 @@ func TestEveryConsoleRoutePassesAdmission(t *testing.T) {
 				body = replayOf(t, "web", nil)
 			}
 			before := metricSum(t, e.ts.srv, "setpoint_server_refused_total", "unauthenticated")
-			if code, got := consoleRequest(t, method, url, "", body); code != http.StatusUnauthorized {
+			if code, got := consoleWithin(t, time.Second, method, url, "", body, nil); code != http.StatusUnauthorized {
 				t.Errorf("%s without credentials: %d %.200s, want 401", r.Pattern, code, got)
 			}
 			if after := metricSum(t, e.ts.srv, "setpoint_server_refused_total", "unauthenticated"); after <= before {
@@ -94,7 +91,7 @@ func TestEveryConsoleRoutePassesAdmission(t *testing.T) {
 			for _, m := range r.Methods {
 				started[m] = grpcStarted(t, e.ts.srv, m)
 			}
-			if code, got := consoleRequest(t, method, url, "platform-token", body); code != http.StatusOK {
+			if code, got := consoleWithin(t, time.Second, method, url, "platform-token", body, nil); code != http.StatusOK {
 				t.Errorf("%s as dashboard: %d %.200s, want 200", r.Pattern, code, got)
 			}
 			for _, m := range r.Methods {
@@ -106,47 +103,11 @@ func TestEveryConsoleRoutePassesAdmission(t *testing.T) {
 	}
 }
 
-// consoleRequest is consoleDo for a stream too: an event stream's answer
-// is read for at most a second.
-func consoleRequest(t *testing.T, method, url, token string, body []byte) (int, string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(string(body)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(b)
-}
-
 // grpcStarted is grpc_server_started_total of one full method.
 func grpcStarted(t *testing.T, srv *server.Server, full string) float64 {
 	t.Helper()
-	reg := prometheus.NewRegistry()
-	if err := reg.Register(srv.Collector()); err != nil {
-		t.Fatal(err)
-	}
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
 	service, method, _ := strings.Cut(strings.TrimPrefix(full, "/"), "/")
-	for _, f := range families {
+	for _, f := range gather(t, srv) {
 		if f.GetName() != "grpc_server_started_total" {
 			continue
 		}
