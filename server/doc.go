@@ -80,12 +80,26 @@
 // and writes nothing. ListDecisions pages through a target's decision log,
 // which the store writes with each decision.
 //
-// ConsoleHandler serves the web console (assets in server/console, embedded)
-// on the HTTP address: its JSON endpoints authenticate a request like a gRPC
-// call (client certificate or bearer token), check it against the same
-// policy table, and call the service's own handlers (ListTargets, GetTarget,
-// ListDecisions, Simulate for a what-if replay, Watch for live updates as
-// server-sent events). docs/console.md describes it.
+// ConsoleHandler serves the web console (package console) on the HTTP
+// address. Its JSON endpoints do not call the service: each makes gRPC
+// calls, as the browser, on an in-memory connection to this server's own
+// gRPC server (door.go; the contract is package door), so every console
+// request passes the tap handle and the chain above like any call — one
+// way in. docs/console.md describes it.
+//
+// Before any of it, the transport: a request's HTTP/2 header list is
+// limited (Options.MaxHeaderListSize) and a header block left unfinished
+// longer than Options.HeaderTimeout closes its connection (headerblock.go),
+// so an anonymous connection holds kilobytes.
+//
+// The rooms, each a package with one job, whose arrows point into server's
+// parts, never back: auth (who a caller is; the server keeps its names for
+// them), budget (the size budgets), codec (decoding requests), simulate
+// (what-ifs through the engine), convert (proto ↔ engine), console (the web
+// console, through the door), door (the console's side of the door). The
+// admission (tap.go, auth_policy.go, fair.go, limit.go, headerblock.go,
+// door.go), the handlers (service.go, admin.go, session.go) and watch and
+// resume (watch.go, resume.go) are still files of this package.
 //
 // Serve runs the server on a listener until its context ends, then shuts
 // down gracefully: health turns NOT_SERVING, GracefulStop waits for calls in
