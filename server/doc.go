@@ -83,22 +83,23 @@
 // ConsoleHandler serves the web console (package console) on the HTTP
 // address. Its JSON endpoints do not call the service: each makes gRPC
 // calls, as the browser, on an in-memory connection to this server's own
-// gRPC server (door.go; the contract is package door), so every console
+// gRPC server (package transport; the contract is package door), so every console
 // request passes the tap handle and the chain above like any call — one
 // way in. docs/console.md describes it.
 //
 // Before any of it, the transport: a request's HTTP/2 header list is
 // limited (Options.MaxHeaderListSize) and a header block left unfinished
-// longer than Options.HeaderTimeout closes its connection (headerblock.go),
+// longer than Options.HeaderTimeout closes its connection (package transport),
 // so an anonymous connection holds kilobytes.
 //
 // The rooms, each a package with one job, whose arrows point into server's
 // parts, never back: auth (who a caller is; the server keeps its names for
-// them), budget (the size budgets), codec (decoding requests), simulate
-// (what-ifs through the engine), convert (proto ↔ engine), console (the web
-// console, through the door), door (the console's side of the door). The
-// admission (tap.go, auth_policy.go, fair.go, limit.go, headerblock.go,
-// door.go), the handlers (service.go, admin.go, session.go) and watch and
+// them), transport (the gRPC port's connections: unfinished header blocks,
+// the console's door), budget (the size budgets), codec (decoding
+// requests), simulate (what-ifs through the engine), convert (proto ↔
+// engine), console (the web console, through the door), door (the contract
+// of the door). The rest of the admission (tap.go, auth_policy.go, fair.go,
+// limit.go), the handlers (service.go, admin.go, session.go) and watch and
 // resume (watch.go, resume.go) are still files of this package.
 //
 // Serve runs the server on a listener until its context ends, then shuts

@@ -26,6 +26,7 @@ import (
 	"github.com/setpointhq/setpoint/server/console"
 	"github.com/setpointhq/setpoint/server/door"
 	"github.com/setpointhq/setpoint/server/simulate"
+	"github.com/setpointhq/setpoint/server/transport"
 	"github.com/setpointhq/setpoint/store"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -35,7 +36,6 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
-	"google.golang.org/grpc/test/bufconn"
 )
 
 // Defaults of Options.
@@ -258,8 +258,8 @@ type Server struct {
 	svc      *service
 	guard    *guard
 	// door is the console's in-memory listener to the gRPC server and
-	// console its client connection over it (door.go), while Serve runs.
-	door    doorListener
+	// console its client connection over it (package transport), while Serve runs.
+	door    transport.Door
 	console atomic.Pointer[grpc.ClientConn]
 	now     func() time.Time
 	log     *slog.Logger
@@ -313,7 +313,7 @@ func New(st store.Store, o Options) (*Server, error) {
 	if o.TLS != nil {
 		base = credentials.NewTLS(o.TLS)
 	}
-	opts = append(opts, grpc.Creds(headerDeadlineCreds{TransportCredentials: base, timeout: o.HeaderTimeout}),
+	opts = append(opts, grpc.Creds(transport.Creds(base, o.HeaderTimeout)),
 		grpc.MaxHeaderListSize(o.MaxHeaderListSize))
 	if o.StreamWorkers > 0 {
 		opts = append(opts, grpc.NumStreamWorkers(uint32(o.StreamWorkers)))
@@ -349,7 +349,7 @@ func New(st store.Store, o Options) (*Server, error) {
 		maxResponseBytes: o.MaxResponseBytes,
 	}
 	s.guard = g
-	s.door = doorListener{bufconn.Listen(door.Buffer)}
+	s.door = transport.NewDoor(door.Buffer)
 	services := serviceSet{}
 	s.register(services)
 	metrics.InitializeMetrics(services)
@@ -599,7 +599,7 @@ func (s *Server) expireLoop(ctx context.Context) {
 
 // ConsoleHandler serves the web console under /console/ (package
 // console): its pages, and its JSON endpoints, each of which makes its
-// calls through the server's own admission, as the browser (door.go).
+// calls through the server's own admission, as the browser (package transport).
 // Without Options.Auth everyone sees everything, and the page says so.
 func (s *Server) ConsoleHandler() http.Handler {
 	return console.Handler(console.Options{Conn: s.console.Load, Authenticated: s.opts.Auth != nil, MaxSimulateSteps: s.opts.MaxSimulateSteps})

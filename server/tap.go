@@ -13,6 +13,7 @@ import (
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server/auth"
 	"github.com/setpointhq/setpoint/server/convert"
+	"github.com/setpointhq/setpoint/server/transport"
 	"github.com/setpointhq/setpoint/store"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -95,7 +96,7 @@ func newAdmission(o Options, rates *rateLimiter, fair *fairness, reg prometheus.
 
 // tap is the grpc.InTapHandle of the server.
 func (a *admission) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
-	ctx = doorPeerContext(ctx, info.Header) // door.go: a console call is its browser's
+	ctx = transport.BrowserPeer(ctx, info.Header) // a console call is its browser's
 	if !guardedMethod(info.FullMethodName) {
 		return ctx, nil
 	}

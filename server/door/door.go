@@ -1,8 +1,8 @@
 // Package door is the contract between the server and its web console:
 // the console's JSON endpoints make gRPC calls, as the browser, on an
 // in-memory connection to the server's own gRPC server, so every one
-// passes the server's whole admission (server/door.go is the server's
-// side). This package holds what both sides share: the metadata that
+// passes the server's whole admission (package transport is the
+// server's side). This package holds what both sides share: the metadata that
 // carries a browser's identity on that connection (honoured there only),
 // how the console dials it, and the Session service's method the console
 // asks who its caller is.

@@ -1,4 +1,4 @@
-package server
+package transport
 
 // The console's door into the gRPC server, the server's side (the contract
 // both sides share is package door). The console's JSON endpoints
@@ -29,12 +29,15 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 )
 
-// doorListener is the gRPC server's in-memory listener for the console:
-// its connections are recognised by headerDeadlineCreds (doorConn).
-type doorListener struct{ *bufconn.Listener }
+// Door is the gRPC server's in-memory listener for the console: its
+// connections are recognised by Creds (doorConn); package door dials it.
+type Door struct{ *bufconn.Listener }
+
+// NewDoor returns a door whose connections buffer size bytes each way.
+func NewDoor(size int) Door { return Door{bufconn.Listen(size)} }
 
 // Accept returns the next console connection.
-func (l doorListener) Accept() (net.Conn, error) {
+func (l Door) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err != nil {
 		return nil, err
@@ -66,12 +69,12 @@ func (doorAddr) Network() string { return "tcp" }
 // String implements net.Addr.
 func (a doorAddr) String() string { return string(a) }
 
-// doorPeerContext returns ctx with the browser's peer in place of the
+// BrowserPeer returns ctx with the browser's peer in place of the
 // in-memory connection's when ctx is a console call's (its peer's
 // AuthInfo is doorInfo); other calls' ctx as it is. The browser's
 // certificate becomes the peer's verified TLS certificate, as a TCP
 // connection's would be.
-func doorPeerContext(ctx context.Context, md metadata.MD) context.Context {
+func BrowserPeer(ctx context.Context, md metadata.MD) context.Context {
 	p, ok := peer.FromContext(ctx)
 	if !ok {
 		return ctx

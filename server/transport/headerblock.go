@@ -1,4 +1,9 @@
-package server
+// Package transport is the gRPC port's connections, before any call: the
+// transport credentials that close a connection whose HTTP/2 header block
+// stays unfinished (Creds), and the console's in-memory door into the
+// gRPC server (Door), whose calls take the browser's identity
+// (BrowserPeer) — the first steps of the server's admission.
+package transport
 
 // HTTP/2 header blocks on the gRPC port. grpc-go bounds the size of a
 // request's header list (grpc.MaxHeaderListSize: a block over it closes the
@@ -26,6 +31,14 @@ const (
 	h2FlagEndHeaders = 0x4
 )
 
+// Creds returns base (the gRPC port's TLS, or insecure credentials) with
+// each connection, after its handshake, closed when a header block stays
+// unfinished for headerTimeout; the door's connections (Door) have no
+// handshake and are not watched.
+func Creds(base credentials.TransportCredentials, headerTimeout time.Duration) credentials.TransportCredentials {
+	return headerDeadlineCreds{TransportCredentials: base, timeout: headerTimeout}
+}
+
 // headerDeadlineCreds wraps the transport credentials of the gRPC port so
 // that each connection, after its handshake, is watched by headerWatch.
 type headerDeadlineCreds struct {
@@ -36,7 +49,7 @@ type headerDeadlineCreds struct {
 // ServerHandshake runs the wrapped handshake and watches the connection's
 // header blocks.
 //
-// The console's in-memory connection (door.go) has no handshake and is not
+// The console's in-memory connection (Door) has no handshake and is not
 // watched: the server's own console is its one client.
 func (c headerDeadlineCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
 	if d, ok := raw.(doorConn); ok {
