@@ -34,6 +34,7 @@ func BenchmarkUnaryChain(b *testing.B) {
 			budgets: budget.Budgets{MaxString: o.MaxStringBytes, MaxEntries: o.MaxListEntries, MaxSpec: o.MaxSpecBytes}},
 		inFlight: make(chan struct{}, o.MaxInFlightRecommends),
 		fair:     fair,
+		refused:  func(string) {},
 	})
 	chained := composeUnary(unary)
 	req := &setpointv1.RecommendRequest{

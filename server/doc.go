@@ -41,7 +41,7 @@
 //  8. validation: the request's Validate method (hand-written next to the
 //     generated types), answered as InvalidArgument with a
 //     google.rpc.BadRequest detail;
-//  9. fairness (fair.go): per-principal bounds on calls, bytes, Simulates
+//  9. fairness (package fairness): per-principal bounds on calls, bytes, Simulates
 //     and streams, and per-principal queues served round-robin in front of
 //     the handlers (and so of any store);
 //  10. the in-flight bound on Recommend: ResourceExhausted when full;
@@ -98,8 +98,8 @@
 // the console's door), budget (the size budgets), codec (decoding
 // requests), simulate (what-ifs through the engine), convert (proto ↔
 // engine), console (the web console, through the door), door (the contract
-// of the door). The rest of the admission (tap.go, auth_policy.go, fair.go,
-// limit.go), the handlers (service.go, admin.go, session.go) and watch and
+// of the door), fairness (per-principal bounds and queues). The rest of the
+// admission (tap.go, auth_policy.go, limit.go), the handlers (service.go, admin.go, session.go) and watch and
 // resume (watch.go, resume.go) are still files of this package.
 //
 // Serve runs the server on a listener until its context ends, then shuts

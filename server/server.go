@@ -25,6 +25,7 @@ import (
 	"github.com/setpointhq/setpoint/server/codec"
 	"github.com/setpointhq/setpoint/server/console"
 	"github.com/setpointhq/setpoint/server/door"
+	"github.com/setpointhq/setpoint/server/fairness"
 	"github.com/setpointhq/setpoint/server/simulate"
 	"github.com/setpointhq/setpoint/server/transport"
 	"github.com/setpointhq/setpoint/store"
@@ -59,6 +60,16 @@ const (
 	DefaultStreamWorkers         = 64
 	DefaultMaxHeaderListSize     = 64 << 10
 	DefaultHeaderTimeout         = 10 * time.Second
+)
+
+// Defaults of the per-principal bounds in Options (package fairness's).
+const (
+	DefaultFairSlots                = fairness.DefaultFairSlots
+	DefaultMaxRunningPerPrincipal   = fairness.DefaultMaxRunningPerPrincipal
+	DefaultMaxCallsPerPrincipal     = fairness.DefaultMaxCallsPerPrincipal
+	DefaultMaxBytesPerPrincipal     = fairness.DefaultMaxBytesPerPrincipal
+	DefaultMaxSimulatesPerPrincipal = fairness.DefaultMaxSimulatesPerPrincipal
+	DefaultMaxStreamsPerPrincipal   = fairness.DefaultMaxStreamsPerPrincipal
 )
 
 // Defaults of the Simulate limits in Options (package simulate's).
@@ -194,7 +205,7 @@ type Options struct {
 	MaxConnectionAgeGrace time.Duration
 	// FairSlots is how many unary calls of the guarded services run at
 	// once; the others wait in one queue per principal, served in turn (see
-	// fair.go). 0 means DefaultFairSlots.
+	// package fairness). 0 means DefaultFairSlots.
 	FairSlots int
 	// MaxRunningPerPrincipal is how many unary calls of one principal run
 	// at once; 0 means DefaultMaxRunningPerPrincipal.
@@ -294,6 +305,7 @@ func New(st store.Store, o Options) (*Server, error) {
 			budgets: budget.Budgets{MaxString: o.MaxStringBytes, MaxEntries: o.MaxListEntries, MaxSpec: o.MaxSpecBytes}},
 		inFlight: make(chan struct{}, o.MaxInFlightRecommends),
 		fair:     fair,
+		refused:  func(reason string) { adm.count(reason) },
 	}),
 		grpc.MaxRecvMsgSize(o.MaxRecvMsgSize),
 		grpc.MaxConcurrentStreams(o.MaxConcurrentStreams),

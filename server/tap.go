@@ -13,6 +13,7 @@ import (
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server/auth"
 	"github.com/setpointhq/setpoint/server/convert"
+	"github.com/setpointhq/setpoint/server/fairness"
 	"github.com/setpointhq/setpoint/server/transport"
 	"github.com/setpointhq/setpoint/store"
 	"google.golang.org/grpc"
@@ -44,9 +45,9 @@ const (
 	refusedUnauthenticated = "unauthenticated"
 	refusedPeerRate        = "peer_rate_limit"
 	refusedRate            = "rate_limit"
-	refusedStreams         = "principal_streams"
-	refusedSimulates       = "principal_simulates"
-	refusedInFlight        = "principal_in_flight"
+	refusedStreams         = fairness.RefusedStreams
+	refusedSimulates       = fairness.RefusedSimulates
+	refusedInFlight        = fairness.RefusedInFlight
 	refusedOverloaded      = "overloaded"
 )
 
@@ -58,7 +59,7 @@ const (
 type admission struct {
 	// fair holds a call of each admitted unary call of a principal until
 	// its end (see calls): its decoding is bounded with the rest.
-	fair  *fairness
+	fair  *fairness.Fairness
 	auth  *Authenticator // nil: no authentication
 	rates *rateLimiter   // nil: no per-principal rate limit
 	peers *rateLimiter   // by peer IP; nil: callers without a principal are not limited
@@ -72,7 +73,7 @@ type admission struct {
 // newAdmission returns the admission of a server with options o (defaults
 // applied), the per-principal rate limiter rates (nil: none) and fair; it
 // registers setpoint_server_refused_total with reg.
-func newAdmission(o Options, rates *rateLimiter, fair *fairness, reg prometheus.Registerer) *admission {
+func newAdmission(o Options, rates *rateLimiter, fair *fairness.Fairness, reg prometheus.Registerer) *admission {
 	a := &admission{
 		fair:        fair,
 		auth:        o.Auth,
@@ -135,9 +136,9 @@ func (a *admission) tap(ctx context.Context, info *tap.Info) (context.Context, e
 	if unaryMethods[info.FullMethodName] {
 		// Held from before the body is read until the call's end, so one
 		// principal's calls being decoded and checked are bounded too.
-		if reason := a.fair.hold(p.Name, usage{calls: 1}); reason != "" {
+		if reason := a.fair.Hold(p.Name, fairness.Usage{Calls: 1}); reason != "" {
 			a.refuse(ctx, info.FullMethodName, reason, p.Name, codes.ResourceExhausted)
-			return nil, errPrincipalBusy("calls")
+			return nil, fairness.ErrPrincipalBusy("calls")
 		}
 		ctx = context.WithValue(ctx, heldCallKey{}, p.Name)
 	}
@@ -164,7 +165,7 @@ type heldCallKey struct{}
 // method, however it ends), and counting the writes on their way to the
 // store in arrivals (arrivals.go; nil: none).
 type calls struct {
-	fair     *fairness
+	fair     *fairness.Fairness
 	arrivals *store.Arrivals
 }
 
@@ -190,7 +191,7 @@ func (c calls) HandleRPC(ctx context.Context, s stats.RPCStats) {
 	case *stats.End:
 		c.arrivals.Depart(ctx)
 		if who, ok := ctx.Value(heldCallKey{}).(string); ok {
-			c.fair.put(who, usage{calls: 1})
+			c.fair.Put(who, fairness.Usage{Calls: 1})
 		}
 		if n, ok := ctx.Value(callKey{}).(*call); ok {
 			if r := n.response.Swap(nil); r != nil {
@@ -354,4 +355,19 @@ func (s *sampledAudit) denied(ctx context.Context, method, reason, who string, c
 		slog.String("peer", ip),
 		slog.Int("count", count),
 	)
+}
+
+// newFairness returns the per-principal bounds and queues of a server with
+// options o (defaults applied), telling refused of each refusal.
+func newFairness(o Options, refused func(string)) *fairness.Fairness {
+	return fairness.New(fairness.Bounds{
+		Slots: o.FairSlots, MaxRunning: o.MaxRunningPerPrincipal, MaxCalls: o.MaxCallsPerPrincipal, MaxBytes: o.MaxBytesPerPrincipal,
+		Simulates: o.MaxSimulates, MaxSimulates: o.MaxSimulatesPerPrincipal, MaxStreams: o.MaxStreamsPerPrincipal,
+	}, refused, principalName, requestBytes)
+}
+
+// principalName names the principal of ctx's call; false without one.
+func principalName(ctx context.Context) (string, bool) {
+	p, ok := PrincipalFrom(ctx)
+	return p.Name, ok
 }
