@@ -92,15 +92,16 @@
 // longer than Options.HeaderTimeout closes its connection (package transport),
 // so an anonymous connection holds kilobytes.
 //
-// The rooms, each a package with one job, whose arrows point into server's
-// parts, never back: auth (who a caller is; the server keeps its names for
-// them), transport (the gRPC port's connections: unfinished header blocks,
-// the console's door), budget (the size budgets), codec (decoding
-// requests), simulate (what-ifs through the engine), convert (proto ↔
-// engine), console (the web console, through the door), door (the contract
-// of the door), fairness (per-principal bounds and queues). The rest of the
-// admission (tap.go, auth_policy.go, limit.go), the handlers (service.go, admin.go, session.go) and watch and
-// resume (watch.go, resume.go) are still files of this package.
+// The rooms, each a package with one job that server imports and that
+// imports nothing of server: auth (who a caller is; the server keeps its
+// names for them), transport (the gRPC port's connections: unfinished
+// header blocks, the console's door), fairness (per-principal bounds and
+// queues), budget (the size budgets), codec (decoding requests), simulate
+// (what-ifs through the engine), convert (proto ↔ engine), console (the web
+// console, through the door), door (the contract of the door). The rest of
+// the admission (tap.go, auth_policy.go, limit.go), the handlers
+// (service.go, admin.go, session.go) and watch and resume (watch.go,
+// resume.go) are still files of this package.
 //
 // Serve runs the server on a listener until its context ends, then shuts
 // down gracefully: health turns NOT_SERVING, GracefulStop waits for calls in
