@@ -101,8 +101,8 @@ FUZZ_TARGETS = ./engine:FuzzDecide:1000 ./engine:FuzzResourceLists:10000 ./engin
                ./engine:FuzzProposals:3000 ./forecast:FuzzHistoryDecode:20000 \
                ./server/convert:FuzzRecommendRequest:20000 ./server/convert:FuzzPlainMilli:10000 \
                ./server/convert:FuzzPlainSelector:5000 \
-               ./server/convert:FuzzRoundTrip:2000 ./server:FuzzObserve:10000 ./server:FuzzDecodeRecommend:10000 \
-               ./server:FuzzSpecGrowth:10000 \
+               ./server/convert:FuzzRoundTrip:2000 ./server:FuzzObserve:10000 ./server/codec:FuzzDecodeRecommend:10000 \
+               ./server/codec:FuzzSpecGrowth:10000 \
                ./store:FuzzRecordCodec:50000 ./store:FuzzDecodeRecord:50000 ./store:FuzzRecordKey:50000 \
                ./store:FuzzRecordEncoder:20000 ./store:FuzzReadFrame:50000 ./store:FuzzWireReader:4000
 FUZZTIME    ?= 60s

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"github.com/setpointhq/setpoint/server/auth"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
@@ -34,6 +35,8 @@ const (
 	// accessWatch: any principal; read access to the request's cluster
 	// when set (the handler filters the rest with CanRead).
 	accessWatch
+	// accessAny: any principal.
+	accessAny
 )
 
 // methodAccess is the authorization policy: what each method needs.
@@ -47,6 +50,7 @@ var methodAccess = map[string]access{
 	setpointv1.AutoscalerService_Simulate_FullMethodName:      accessSimulate,
 	setpointv1.AutoscalerService_Watch_FullMethodName:         accessWatch,
 	setpointv1.AdminService_Backup_FullMethodName:             accessAdmin,
+	SessionWhoFullMethodName:                                  accessAny,
 }
 
 // allowed reports whether p may call method with req. A request of an
@@ -71,6 +75,8 @@ func allowed(p Principal, method string, req any) bool {
 	case accessWatch:
 		r, ok := req.(*setpointv1.WatchRequest)
 		return ok && (r.GetCluster() == "" || p.CanRead(r.GetCluster()))
+	case accessAny:
+		return true
 	default:
 		return false
 	}
@@ -95,7 +101,7 @@ func (g *guard) authenticate(ctx context.Context) (context.Context, error) {
 	if _, ok := PrincipalFrom(ctx); ok {
 		return ctx, nil
 	}
-	p, presented, err := g.auth.authenticate(ctx)
+	p, presented, err := g.auth.Authenticate(ctx)
 	if err != nil {
 		if presented == "" {
 			presented = "no credentials"
@@ -104,7 +110,7 @@ func (g *guard) authenticate(ctx context.Context) (context.Context, error) {
 		g.audit.denied(ctx, "", presented, target, codes.Unauthenticated)
 		return nil, err
 	}
-	return withPrincipal(ctx, p), nil
+	return auth.WithPrincipal(ctx, p), nil
 }
 
 // targetKey is the context key of the request's target, for the audit of
@@ -122,7 +128,7 @@ func withTarget(next grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor {
 func (g *guard) authorize(ctx context.Context, method string, req any) error {
 	p, ok := PrincipalFrom(ctx)
 	if !ok {
-		return errUnauthenticated
+		return auth.ErrUnauthenticated
 	}
 	if allowed(p, method, req) {
 		return nil

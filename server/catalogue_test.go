@@ -1,10 +1,14 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"net"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +18,8 @@ import (
 	"github.com/setpointhq/setpoint/internal/testkit"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -607,3 +613,154 @@ func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 }
 
 func (rawCodec) Name() string { return "proto" }
+
+// h2Conn is a raw HTTP/2 connection to the server's gRPC port: the
+// client preface and SETTINGS are sent, then whatever the test frames.
+type h2Conn struct {
+	net.Conn
+	fr *http2.Framer
+}
+
+// dialH2 opens a raw HTTP/2 connection to addr, closed when the test ends.
+func dialH2(t *testing.T, addr string) *h2Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(c, c)
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	return &h2Conn{Conn: c, fr: fr}
+}
+
+// startBlock sends a HEADERS frame that opens a request's header block
+// and does not end it: the pseudo-headers of a Recommend call, then the
+// start of a literal header whose value is valueLen bytes long.
+func (h *h2Conn) startBlock(t *testing.T, valueLen int) {
+	t.Helper()
+	var buf bytes.Buffer
+	enc := hpack.NewEncoder(&buf)
+	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", setpointv1.AutoscalerService_Recommend_FullMethodName},
+		{":authority", "localhost"}, {"content-type", "application/grpc"}, {"te", "trailers"}} {
+		_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	buf.WriteByte(0x00) // literal without indexing, new name
+	buf.Write(hpackInt(0, 7, len("x-pad")))
+	buf.WriteString("x-pad")
+	buf.Write(hpackInt(0, 7, valueLen))
+	if err := h.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: buf.Bytes()}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// hpackInt encodes n as an HPACK integer with an n-bit prefix (RFC 7541
+// §5.1) after the first byte's high bits first.
+func hpackInt(first byte, prefix uint, n int) []byte {
+	limit := 1<<prefix - 1
+	if n < limit {
+		return []byte{first | byte(n)}
+	}
+	out := []byte{first | byte(limit)}
+	for n -= limit; n >= 128; n >>= 7 {
+		out = append(out, byte(n%128+128))
+	}
+	return append(out, byte(n))
+}
+
+// closedWithin reports whether the server closes the connection within d
+// (the frames it sends meanwhile, SETTINGS or GOAWAY, are read and
+// dropped).
+func (h *h2Conn) closedWithin(d time.Duration) bool {
+	_ = h.SetReadDeadline(time.Now().Add(d))
+	_, err := io.Copy(io.Discard, h.Conn)
+	var ne net.Error
+	return !(errors.As(err, &ne) && ne.Timeout())
+}
+
+// TestHugeHeaderBlockIsRefused: anonymous connections each send the
+// start of a 4 MiB header value in CONTINUATION frames and never end the
+// block. The server refuses every block past its header-list limit (64
+// KiB) by closing the connection, so what it holds per connection stays in
+// kilobytes (grpc-go's 16 MiB default held each block whole until
+// keepalive gave up, about 80 s).
+func TestHugeHeaderBlockIsRefused(t *testing.T) {
+	const (
+		conns     = 8
+		valueLen  = 4 << 20
+		perConnOK = 256 << 10
+	)
+	ts := start(t, setup{})
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	hs := make([]*h2Conn, conns)
+	var wg sync.WaitGroup
+	for i := range hs {
+		hs[i] = dialH2(t, ts.addr)
+		hs[i].startBlock(t, valueLen)
+		wg.Go(func() {
+			chunk := bytes.Repeat([]byte("a"), 16<<10)
+			_ = hs[i].SetWriteDeadline(time.Now().Add(10 * time.Second))
+			for sent := 0; sent < valueLen; sent += len(chunk) {
+				if hs[i].fr.WriteContinuation(1, false, chunk) != nil {
+					return // closed by the server
+				}
+			}
+		})
+	}
+	wg.Wait()
+	runtime.GC()
+	var during runtime.MemStats
+	runtime.ReadMemStats(&during)
+	grown := int64(during.HeapInuse) - int64(before.HeapInuse)
+	t.Logf("%d connections, each with %d MiB of an unfinished header block: heap in use %+d KiB (%d KiB per connection)", conns, valueLen>>20, grown>>10, grown/conns>>10)
+	if grown > conns*perConnOK {
+		t.Errorf("the heap grew by %d KiB while %d unfinished header blocks were sent, over %d KiB per connection", grown>>10, conns, perConnOK>>10)
+	}
+	for i, h := range hs {
+		if !h.closedWithin(2 * time.Second) {
+			t.Errorf("connection %d: still open with a header block over the header-list limit", i)
+		}
+	}
+}
+
+// TestUnfinishedHeaderBlockTimesOut: a connection that opens a header
+// block and keeps it open with a small CONTINUATION frame every 100 ms,
+// never over the header-list limit, is closed once the block has been
+// open for Options.HeaderTimeout; a well-formed call on another
+// connection is served meanwhile.
+func TestUnfinishedHeaderBlockTimesOut(t *testing.T) {
+	ts := start(t, setup{opts: server.Options{HeaderTimeout: 500 * time.Millisecond}})
+	h := dialH2(t, ts.addr)
+	h.startBlock(t, 60<<10)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				if h.fr.WriteContinuation(1, false, []byte("aaaaaaaaaa")) != nil {
+					return
+				}
+			}
+		}
+	}()
+	if _, err := ts.client(t).Recommend(t.Context(), request("web", 3, t0)); err != nil {
+		t.Fatalf("a well-formed call: %v", err)
+	}
+	start := time.Now()
+	if !h.closedWithin(3 * time.Second) {
+		t.Fatal("a connection with a header block open for 3 s is still open (HeaderTimeout 500ms)")
+	}
+	t.Logf("closed %v after the check began", time.Since(start).Round(10*time.Millisecond))
+}

@@ -11,6 +11,7 @@ import (
 
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"github.com/setpointhq/setpoint/server/budget"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/protobuf/proto"
@@ -30,9 +31,10 @@ func BenchmarkUnaryChain(b *testing.B) {
 		log:     o.Logger,
 		guard:   &guard{audit: auditor{log: o.Logger}},
 		limits: requestLimits{maxPods: o.MaxPodsPerRequest, maxMetrics: o.MaxMetricsPerRequest,
-			budgets: budgets{maxString: o.MaxStringBytes, maxEntries: o.MaxListEntries, maxSpec: o.MaxSpecBytes}},
+			budgets: budget.Budgets{MaxString: o.MaxStringBytes, MaxEntries: o.MaxListEntries, MaxSpec: o.MaxSpecBytes}},
 		inFlight: make(chan struct{}, o.MaxInFlightRecommends),
 		fair:     fair,
+		refused:  func(string) {},
 	})
 	chained := composeUnary(unary)
 	req := &setpointv1.RecommendRequest{

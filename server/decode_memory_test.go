@@ -15,7 +15,7 @@ import (
 )
 
 // TestRecommendReusesDecodeMemory: a server decodes each Recommend into
-// memory its earlier calls gave back (decode_memory.go), and answers in
+// memory its earlier calls gave back (package codec), and answers in
 // response memory they gave back (tap.go, convert.Response). Requests of many
 // shapes — pods, containers and resources coming and going, so that
 // arrays and maps are reused for other entries — sent by concurrent

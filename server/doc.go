@@ -24,24 +24,24 @@
 //  1. Prometheus metrics (grpc_server_handled_total, handling-time
 //     histograms), exposed by MetricsHandler on /metrics;
 //  2. logging (log/slog) of every finished call;
-//  3. the rejection of undecodable requests (codec.go): a request the
+//  3. the rejection of undecodable requests (package codec): a request the
 //     codec could not unmarshal is InvalidArgument, before anything else
 //     may end the call; when the call is over, the memory a Recommend
-//     request was decoded into is kept for the next (decode_memory.go);
+//     request was decoded into is kept for the next (package codec);
 //  4. authentication: the principal the tap handle found;
 //  5. authorization: the target (or cluster) inside the request against
 //     the principal's role — one policy table for every method of
 //     AutoscalerService and AdminService, admin-only by default — else
 //     PermissionDenied with a message that names nothing;
 //  6. request limits: pods and metrics per request, and the size budgets
-//     (budget.go: every string, list and map, the spec a target stores),
+//     (package budget: every string, list and map, the spec a target stores),
 //     answered as InvalidArgument with a google.rpc.BadRequest;
 //  7. the audit of decisions that changed replicas (denials are audited
 //     where they happen);
 //  8. validation: the request's Validate method (hand-written next to the
 //     generated types), answered as InvalidArgument with a
 //     google.rpc.BadRequest detail;
-//  9. fairness (fair.go): per-principal bounds on calls, bytes, Simulates
+//  9. fairness (package fairness): per-principal bounds on calls, bytes, Simulates
 //     and streams, and per-principal queues served round-robin in front of
 //     the handlers (and so of any store);
 //  10. the in-flight bound on Recommend: ResourceExhausted when full;
@@ -54,9 +54,9 @@
 // server options. So are the cost-cutting ones: calls run on gRPC stream
 // workers (Options.StreamWorkers: goroutines kept between calls, so a
 // call does not grow a fresh goroutine's stack), which Serve starts and
-// stops with the gRPC server it builds; and the codec (Codec, decode.go)
+// stops with the gRPC server it builds; and the codec (Codec, package codec)
 // decodes a Recommend's pods, pod metrics and observations by hand, the
-// rest with proto.Unmarshal. ListTargets pages are sized by bytes (budget.go). TLS comes
+// rest with proto.Unmarshal. ListTargets pages are sized by bytes (service.go). TLS comes
 // from NewTLSConfig, which reloads rotated files; docs/security.md has the
 // threat model and the operator's view.
 //
@@ -80,12 +80,28 @@
 // and writes nothing. ListDecisions pages through a target's decision log,
 // which the store writes with each decision.
 //
-// ConsoleHandler serves the web console (assets in server/console, embedded)
-// on the HTTP address: its JSON endpoints authenticate a request like a gRPC
-// call (client certificate or bearer token), check it against the same
-// policy table, and call the service's own handlers (ListTargets, GetTarget,
-// ListDecisions, Simulate for a what-if replay, Watch for live updates as
-// server-sent events). docs/console.md describes it.
+// ConsoleHandler serves the web console (package console) on the HTTP
+// address. Its JSON endpoints do not call the service: each makes gRPC
+// calls, as the browser, on an in-memory connection to this server's own
+// gRPC server (package transport; the contract is package door), so every console
+// request passes the tap handle and the chain above like any call — one
+// way in. docs/console.md describes it.
+//
+// Before any of it, the transport: a request's HTTP/2 header list is
+// limited (Options.MaxHeaderListSize) and a header block left unfinished
+// longer than Options.HeaderTimeout closes its connection (package transport),
+// so an anonymous connection holds kilobytes.
+//
+// The rooms, each a package with one job that server imports and that
+// imports nothing of server: auth (who a caller is; the server keeps its
+// names for them), transport (the gRPC port's connections: unfinished
+// header blocks, the console's door), fairness (per-principal bounds and
+// queues), budget (the size budgets), codec (decoding requests), simulate
+// (what-ifs through the engine), convert (proto ↔ engine), console (the web
+// console, through the door), door (the contract of the door). The rest of
+// the admission (tap.go, auth_policy.go, limit.go), the handlers
+// (service.go, admin.go, session.go) and watch and resume (watch.go,
+// resume.go) are still files of this package.
 //
 // Serve runs the server on a listener until its context ends, then shuts
 // down gracefully: health turns NOT_SERVING, GracefulStop waits for calls in

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"regexp"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/setpointhq/setpoint/engine"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"github.com/setpointhq/setpoint/server/simulate"
 	"github.com/setpointhq/setpoint/store"
 	"github.com/setpointhq/setpoint/target"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -176,4 +178,27 @@ func subscript(fd protoreflect.FieldDescriptor, s string) (int, bool) {
 		return 0, false
 	}
 	return end + 1, true
+}
+
+// simulateError names the field of a simulation step's engine error
+// (simulate.StepError) in the Simulate request: a field of the spec in
+// force, of the settings, or of the step's inputs. Other errors are
+// returned as they are.
+func simulateError(err error) error {
+	var se *simulate.StepError
+	if !errors.As(err, &se) {
+		return err
+	}
+	field := apiField(se.Err.Field, recommendRequest)
+	switch {
+	case field == "":
+		return se.Err // not the caller's: Internal
+	case field == "spec" || strings.HasPrefix(field, "spec."):
+		field = se.SpecAt + strings.TrimPrefix(field, "spec")
+	case field != "settings" && !strings.HasPrefix(field, "settings."):
+		field = fmt.Sprintf("steps[%d].%s", se.Step, field)
+	}
+	verr := &setpointv1.ValidationError{}
+	verr.Add(field, "%s", se.Err.Reason)
+	return verr
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/setpointhq/setpoint/engine"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server/convert"
+	"github.com/setpointhq/setpoint/server/simulate"
 )
 
 // TestViolationPathsExist walks every field of well-formed requests,
@@ -79,7 +80,7 @@ func TestViolationPathsExist(t *testing.T) {
 	t.Run("Simulate", func(t *testing.T) {
 		md := (&setpointv1.SimulateRequest{}).ProtoReflect().Descriptor()
 		for _, valid := range []*setpointv1.SimulateRequest{fullSimulation(now), podModelSimulation(now)} {
-			if _, err := newSimulation(valid, simulateLimits{maxSteps: 10, maxPods: 10}); err != nil {
+			if _, err := simulate.New(valid, simulate.Limits{MaxSteps: 10, MaxPods: 10}); err != nil {
 				t.Fatalf("the well-formed simulation is refused: %v", err)
 			}
 			for _, m := range mutations(valid) {
@@ -87,12 +88,13 @@ func TestViolationPathsExist(t *testing.T) {
 				if err := limits.check(req); err != nil {
 					check(t, md, "request limits", badRequestError(err))
 				}
-				sim, err := newSimulation(req, simulateLimits{maxSteps: 10, maxPods: 10})
+				sim, err := simulate.New(req, simulate.Limits{MaxSteps: 10, MaxPods: 10})
 				if err != nil {
 					check(t, md, "simulate", err)
 					continue
 				}
-				if _, err := sim.run(context.Background()); err != nil {
+				if _, err := sim.Run(context.Background()); err != nil {
+					err = simulateError(err)
 					var fe *engine.FieldError
 					if errors.As(err, &fe) {
 						t.Errorf("simulate run: engine error %v not mapped to a field", err)

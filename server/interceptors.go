@@ -11,6 +11,8 @@ import (
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"github.com/setpointhq/setpoint/server/codec"
+	"github.com/setpointhq/setpoint/server/fairness"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -23,7 +25,9 @@ type chainConfig struct {
 	guard    *guard
 	limits   requestLimits
 	inFlight chan struct{}
-	fair     *fairness
+	fair     *fairness.Fairness
+	// refused counts a refusal by its reason.
+	refused func(string)
 }
 
 // chain returns the server options installing the interceptor chain, in
@@ -31,7 +35,7 @@ type chainConfig struct {
 // the guarded services authentication (already done by the tap handle
 // before the body was read: see tap.go) and authorization (when an
 // Authenticator is configured), then request limits and size budgets, the
-// audit of decisions, validation, fairness (fair.go: per-principal queues
+// audit of decisions, validation, fairness (package fairness: per-principal queues
 // and bounds), the Recommend in-flight bound, recovery.
 // Streams pass the same steps; their requests are checked as the handler
 // receives them.
@@ -51,13 +55,13 @@ func chainInterceptors(c chainConfig) ([]grpc.UnaryServerInterceptor, []grpc.Str
 	guarded := selector.MatchFunc(guardedService)
 	unary := []grpc.UnaryServerInterceptor{
 		c.metrics.UnaryServerInterceptor(),
-		logger.unary,      // accesslog.go
-		rejectUndecodable, // codec.go: before anything that may end a call
+		logger.unary,            // accesslog.go
+		codec.RejectUndecodable, // before anything that may end a call
 	}
 	stream := []grpc.StreamServerInterceptor{
 		c.metrics.StreamServerInterceptor(),
 		logger.stream,
-		rejectUndecodableStream, // codec.go: before anything that may end a call
+		codec.RejectUndecodableStream, // before anything that may end a call
 	}
 	g := c.guard
 	if g.auth != nil {
@@ -72,23 +76,22 @@ func chainInterceptors(c chainConfig) ([]grpc.UnaryServerInterceptor, []grpc.Str
 		c.limits.unary,
 		g.audit.decisions,
 		validate(c.log),
-		selector.UnaryServerInterceptor(c.fair.unary, guarded), // fair.go
-		limitRecommends(c.inFlight, c.fair.refused),
+		selector.UnaryServerInterceptor(c.fair.Unary, guarded), // package fairness
+		limitRecommends(c.inFlight, c.refused),
 		recovery.UnaryServerInterceptor(recoverOpts...),
 	)
 	stream = append(stream,
-		selector.StreamServerInterceptor(c.fair.stream, guarded), // fair.go
+		selector.StreamServerInterceptor(c.fair.Stream, guarded), // package fairness
 		c.limits.stream,
 		recovery.StreamServerInterceptor(recoverOpts...),
 	)
 	return unary, stream
 }
 
-// guardedService matches the methods of AutoscalerService and
-// AdminService; health and reflection are open to everyone.
+// guardedService matches the methods of the guarded services (tap.go);
+// health and reflection are open to everyone.
 func guardedService(_ context.Context, c interceptors.CallMeta) bool {
-	return c.Service == setpointv1.AutoscalerService_ServiceDesc.ServiceName ||
-		c.Service == setpointv1.AdminService_ServiceDesc.ServiceName
+	return isGuarded(c.Service)
 }
 
 // validate rejects a request whose Validate method fails, with

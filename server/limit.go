@@ -7,6 +7,7 @@ import (
 	"time"
 
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"github.com/setpointhq/setpoint/server/budget"
 	"golang.org/x/time/rate"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -83,10 +84,10 @@ func (l *rateLimiter) check(ctx context.Context) error {
 	return st.Err()
 }
 
-// requestLimits bound the lists of one request, and its sizes (budget.go).
+// requestLimits bound the lists of one request, and its sizes (package budget).
 type requestLimits struct {
 	maxPods, maxMetrics int
-	budgets             budgets
+	budgets             budget.Budgets
 }
 
 // check returns InvalidArgument with a google.rpc.BadRequest naming every
@@ -96,7 +97,7 @@ type requestLimits struct {
 func (l requestLimits) check(req any) error { return l.checkReceived(req, 0) }
 
 // checkReceived is check for a request received as received bytes (0:
-// unknown; see budgets.checkReceived).
+// unknown; see budget.Budgets.CheckReceived).
 func (l requestLimits) checkReceived(req any, received int64) error {
 	var vs []setpointv1.FieldViolation
 	bound := func(field string, n, max int, what string) {
@@ -129,7 +130,7 @@ func (l requestLimits) checkReceived(req any, received int64) error {
 	}
 	if m, ok := req.(proto.Message); ok {
 		e := &setpointv1.ValidationError{}
-		l.budgets.checkReceived(e, m, received)
+		l.budgets.CheckReceived(e, m, received)
 		vs = append(vs, e.Violations...)
 	}
 	if len(vs) == 0 {

@@ -10,8 +10,12 @@ import (
 
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server/convert"
+	"github.com/setpointhq/setpoint/server/simulate"
 	"github.com/setpointhq/setpoint/store"
 	"github.com/setpointhq/setpoint/target"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 // service implements setpointv1.AutoscalerServiceServer.
@@ -27,14 +31,14 @@ type service struct {
 	// principal is refused by the handlers that filter by permission.
 	authenticated bool
 	// limits bound Simulate calls.
-	limits simulateLimits
+	limits simulate.Limits
 	// hub fans the store's change feed out to Watch streams.
 	hub *hub
 	// resume seals the Watch resume points of tenants (resume.go).
 	resume *resumePoints
 	// metrics are the service's Prometheus metrics.
 	metrics *metrics
-	// maxResponseBytes bounds a ListTargets page (budget.go).
+	// maxResponseBytes bounds a ListTargets page (listPage).
 	maxResponseBytes int
 	// clockWarned is when (Unix ns, by the wall clock) aheadOfClock last
 	// warned.
@@ -162,7 +166,7 @@ func (s *service) ListTargets(ctx context.Context, req *setpointv1.ListTargetsRe
 	if q.PageSize == 0 {
 		q.PageSize = defaultPageSize
 	}
-	return s.listPage(ctx, q) // budget.go: pages sized by bytes
+	return s.listPage(ctx, q) // pages sized by bytes
 }
 
 // DeleteTarget forgets a target.
@@ -196,4 +200,87 @@ func (s *service) ListDecisions(ctx context.Context, req *setpointv1.ListDecisio
 		resp.Decisions = append(resp.Decisions, convert.LoggedDecision(d))
 	}
 	return resp, nil
+}
+
+// listPage returns one ListTargets page of at most maxResponseBytes
+// encoded (but at least one target): when the store's page is larger, the
+// store is asked again for as many targets as fit, with their own next
+// page token, so no target is skipped and no client's receive limit is
+// exceeded. Records that cannot be decoded are logged and left out.
+func (s *service) listPage(ctx context.Context, q store.Query) (*setpointv1.ListTargetsResponse, error) {
+	for {
+		recs, next, err := s.store.List(ctx, q)
+		if errors.Is(err, store.ErrInvalid) && q.PageToken != "" {
+			// The only invalid argument Validate cannot see: a page token
+			// that is not one this query handed out.
+			ve := &setpointv1.ValidationError{}
+			ve.Add("page_token", "is not a token of this query's pages")
+			err = ve
+		}
+		if err != nil && len(recs) == 0 {
+			return nil, toStatus(ctx, s.log, err)
+		} else if err != nil {
+			s.log.WarnContext(ctx, "list: records left out", "err", err)
+		}
+		resp := &setpointv1.ListTargetsResponse{NextPageToken: next}
+		total := 0
+		for _, rec := range recs {
+			t, err := convert.Target(rec)
+			if err != nil {
+				return nil, toStatus(ctx, s.log, err)
+			}
+			total += proto.Size(t) + 8 // with the field's tag and length
+			if total > s.maxResponseBytes && len(resp.Targets) > 0 {
+				break
+			}
+			resp.Targets = append(resp.Targets, t)
+		}
+		if len(resp.Targets) == len(recs) {
+			return resp, nil
+		}
+		q.PageSize = len(resp.Targets)
+	}
+}
+
+// Simulate runs a what-if through the engine with an in-memory history. It
+// never writes the store; with seed_from it reads one record.
+func (s *service) Simulate(ctx context.Context, req *setpointv1.SimulateRequest) (*setpointv1.SimulateResponse, error) {
+	sim, err := simulate.New(req, s.limits)
+	if err != nil {
+		return nil, toStatus(ctx, s.log, err)
+	}
+	if seed := req.GetSeedFrom(); seed != nil {
+		if err := s.mayRead(ctx, seed.GetCluster()); err != nil {
+			return nil, err
+		}
+		rec, err := s.store.Get(ctx, convert.Key(seed))
+		if err != nil {
+			return nil, toStatus(ctx, s.log, err)
+		}
+		if err := sim.Seed(rec); err != nil {
+			return nil, toStatus(ctx, s.log, err)
+		}
+	}
+	resp, err := sim.Run(ctx)
+	if err != nil {
+		return nil, toStatus(ctx, s.log, simulateError(err))
+	}
+	return resp, nil
+}
+
+// mayRead returns nil when the caller may read the targets of cluster, a
+// PermissionDenied or Unauthenticated status otherwise. Without
+// authentication everyone may read everything.
+func (s *service) mayRead(ctx context.Context, cluster string) error {
+	if !s.authenticated {
+		return nil
+	}
+	p, ok := PrincipalFrom(ctx)
+	if !ok {
+		return status.Error(codes.Unauthenticated, "not authenticated")
+	}
+	if !p.CanRead(cluster) {
+		return errPermissionDenied
+	}
+	return nil
 }

@@ -11,7 +11,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"github.com/setpointhq/setpoint/server/auth"
 	"github.com/setpointhq/setpoint/server/convert"
+	"github.com/setpointhq/setpoint/server/fairness"
+	"github.com/setpointhq/setpoint/server/transport"
 	"github.com/setpointhq/setpoint/store"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -42,9 +45,9 @@ const (
 	refusedUnauthenticated = "unauthenticated"
 	refusedPeerRate        = "peer_rate_limit"
 	refusedRate            = "rate_limit"
-	refusedStreams         = "principal_streams"
-	refusedSimulates       = "principal_simulates"
-	refusedInFlight        = "principal_in_flight"
+	refusedStreams         = fairness.RefusedStreams
+	refusedSimulates       = fairness.RefusedSimulates
+	refusedInFlight        = fairness.RefusedInFlight
 	refusedOverloaded      = "overloaded"
 )
 
@@ -56,22 +59,26 @@ const (
 type admission struct {
 	// fair holds a call of each admitted unary call of a principal until
 	// its end (see calls): its decoding is bounded with the rest.
-	fair    *fairness
-	auth    *Authenticator // nil: no authentication
-	rates   *rateLimiter   // nil: no per-principal rate limit
-	peers   *rateLimiter   // by peer IP; nil: callers without a principal are not limited
-	refused *prometheus.CounterVec
-	audit   *sampledAudit
+	fair  *fairness.Fairness
+	auth  *Authenticator // nil: no authentication
+	rates *rateLimiter   // nil: no per-principal rate limit
+	peers *rateLimiter   // by peer IP; nil: callers without a principal are not limited
+	// requireCert refuses callers without a verified client certificate
+	// (Options.RequireClientCert).
+	requireCert bool
+	refused     *prometheus.CounterVec
+	audit       *sampledAudit
 }
 
 // newAdmission returns the admission of a server with options o (defaults
 // applied), the per-principal rate limiter rates (nil: none) and fair; it
 // registers setpoint_server_refused_total with reg.
-func newAdmission(o Options, rates *rateLimiter, fair *fairness, reg prometheus.Registerer) *admission {
+func newAdmission(o Options, rates *rateLimiter, fair *fairness.Fairness, reg prometheus.Registerer) *admission {
 	a := &admission{
-		fair:  fair,
-		auth:  o.Auth,
-		rates: rates,
+		fair:        fair,
+		auth:        o.Auth,
+		rates:       rates,
+		requireCert: o.RequireClientCert,
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "setpoint", Subsystem: "server", Name: "refused_total",
 			Help: "Calls refused to protect the service or its other tenants, by reason (unauthenticated, peer_rate_limit, rate_limit, principal_streams, principal_simulates, principal_in_flight, overloaded). Refusals are logged at most once a minute per peer, method and reason.",
@@ -90,8 +97,15 @@ func newAdmission(o Options, rates *rateLimiter, fair *fairness, reg prometheus.
 
 // tap is the grpc.InTapHandle of the server.
 func (a *admission) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
+	ctx = transport.BrowserPeer(ctx, info.Header) // a console call is its browser's
 	if !guardedMethod(info.FullMethodName) {
 		return ctx, nil
+	}
+	if a.requireCert && auth.VerifiedClientCert(ctx) == nil {
+		// On the gRPC port the TLS handshake refused such callers; a
+		// console call comes through the door without one.
+		a.refuse(ctx, info.FullMethodName, refusedUnauthenticated, "no client certificate", codes.Unauthenticated)
+		return nil, errClientCertRequired
 	}
 	if a.auth == nil {
 		if a.peers != nil && !a.peers.allow(peerIP(ctx)) {
@@ -100,7 +114,7 @@ func (a *admission) tap(ctx context.Context, info *tap.Info) (context.Context, e
 		}
 		return ctx, nil
 	}
-	p, presented, err := a.auth.authenticate(ctx)
+	p, presented, err := a.auth.Authenticate(ctx)
 	if err != nil {
 		if a.peers != nil && !a.peers.allow(peerIP(ctx)) {
 			a.refuse(ctx, info.FullMethodName, refusedPeerRate, presented, codes.ResourceExhausted)
@@ -112,7 +126,7 @@ func (a *admission) tap(ctx context.Context, info *tap.Info) (context.Context, e
 		a.refuse(ctx, info.FullMethodName, refusedUnauthenticated, presented, codes.Unauthenticated)
 		return nil, err
 	}
-	ctx = withPrincipal(ctx, p)
+	ctx = auth.WithPrincipal(ctx, p)
 	if a.rates != nil {
 		if err := a.rates.check(ctx); err != nil {
 			a.refuse(ctx, info.FullMethodName, refusedRate, p.Name, codes.ResourceExhausted)
@@ -122,9 +136,9 @@ func (a *admission) tap(ctx context.Context, info *tap.Info) (context.Context, e
 	if unaryMethods[info.FullMethodName] {
 		// Held from before the body is read until the call's end, so one
 		// principal's calls being decoded and checked are bounded too.
-		if reason := a.fair.hold(p.Name, usage{calls: 1}); reason != "" {
+		if reason := a.fair.Hold(p.Name, fairness.Usage{Calls: 1}); reason != "" {
 			a.refuse(ctx, info.FullMethodName, reason, p.Name, codes.ResourceExhausted)
-			return nil, errPrincipalBusy("calls")
+			return nil, fairness.ErrPrincipalBusy("calls")
 		}
 		ctx = context.WithValue(ctx, heldCallKey{}, p.Name)
 	}
@@ -134,7 +148,7 @@ func (a *admission) tap(ctx context.Context, info *tap.Info) (context.Context, e
 // unaryMethods are the unary methods of the guarded services.
 var unaryMethods = func() map[string]bool {
 	m := map[string]bool{}
-	for _, sd := range []grpc.ServiceDesc{setpointv1.AutoscalerService_ServiceDesc, setpointv1.AdminService_ServiceDesc} {
+	for _, sd := range guardedServices {
 		for _, md := range sd.Methods {
 			m["/"+sd.ServiceName+"/"+md.MethodName] = true
 		}
@@ -151,7 +165,7 @@ type heldCallKey struct{}
 // method, however it ends), and counting the writes on their way to the
 // store in arrivals (arrivals.go; nil: none).
 type calls struct {
-	fair     *fairness
+	fair     *fairness.Fairness
 	arrivals *store.Arrivals
 }
 
@@ -177,7 +191,7 @@ func (c calls) HandleRPC(ctx context.Context, s stats.RPCStats) {
 	case *stats.End:
 		c.arrivals.Depart(ctx)
 		if who, ok := ctx.Value(heldCallKey{}).(string); ok {
-			c.fair.put(who, usage{calls: 1})
+			c.fair.Put(who, fairness.Usage{Calls: 1})
 		}
 		if n, ok := ctx.Value(callKey{}).(*call); ok {
 			if r := n.response.Swap(nil); r != nil {
@@ -247,13 +261,30 @@ func (a *admission) refuse(ctx context.Context, method, reason, who string, code
 	a.audit.denied(ctx, method, reason, who, code)
 }
 
+// guardedServices are the services every call of which passes the whole
+// admission: all but health and reflection.
+var guardedServices = []grpc.ServiceDesc{setpointv1.AutoscalerService_ServiceDesc, setpointv1.AdminService_ServiceDesc, sessionServiceDesc}
+
 // guardedMethod reports whether a full method name is one of
-// AutoscalerService or AdminService.
+// guardedServices'.
 func guardedMethod(full string) bool {
 	service, _, ok := strings.Cut(strings.TrimPrefix(full, "/"), "/")
-	return ok && (service == setpointv1.AutoscalerService_ServiceDesc.ServiceName ||
-		service == setpointv1.AdminService_ServiceDesc.ServiceName)
+	return ok && isGuarded(service)
 }
+
+// isGuarded reports whether service is one of guardedServices.
+func isGuarded(service string) bool {
+	for _, sd := range guardedServices {
+		if sd.ServiceName == service {
+			return true
+		}
+	}
+	return false
+}
+
+// errClientCertRequired answers a caller without a verified client
+// certificate when Options.RequireClientCert is set.
+var errClientCertRequired = status.Error(codes.Unauthenticated, "authentication required: a verified client certificate")
 
 // peerIP is the IP address of ctx's peer without its port ("" when
 // unknown).
@@ -324,4 +355,19 @@ func (s *sampledAudit) denied(ctx context.Context, method, reason, who string, c
 		slog.String("peer", ip),
 		slog.Int("count", count),
 	)
+}
+
+// newFairness returns the per-principal bounds and queues of a server with
+// options o (defaults applied), telling refused of each refusal.
+func newFairness(o Options, refused func(string)) *fairness.Fairness {
+	return fairness.New(fairness.Bounds{
+		Slots: o.FairSlots, MaxRunning: o.MaxRunningPerPrincipal, MaxCalls: o.MaxCallsPerPrincipal, MaxBytes: o.MaxBytesPerPrincipal,
+		Simulates: o.MaxSimulates, MaxSimulates: o.MaxSimulatesPerPrincipal, MaxStreams: o.MaxStreamsPerPrincipal,
+	}, refused, principalName, requestBytes)
+}
+
+// principalName names the principal of ctx's call; false without one.
+func principalName(ctx context.Context) (string, bool) {
+	p, ok := PrincipalFrom(ctx)
+	return p.Name, ok
 }

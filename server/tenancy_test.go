@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/setpointhq/setpoint/internal/testpki"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server"
@@ -506,9 +507,8 @@ func TestSilentConnectionsAreClosed(t *testing.T) {
 	}
 }
 
-// metricSum sums the samples of a counter family of srv whose reason
-// label is one of reasons.
-func metricSum(t *testing.T, srv *server.Server, name string, reasons ...string) float64 {
+// gather returns the metric families of srv.
+func gather(t *testing.T, srv *server.Server) []*dto.MetricFamily {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	if err := reg.Register(srv.Collector()); err != nil {
@@ -518,8 +518,15 @@ func metricSum(t *testing.T, srv *server.Server, name string, reasons ...string)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return families
+}
+
+// metricSum sums the samples of a counter family of srv whose reason
+// label is one of reasons.
+func metricSum(t *testing.T, srv *server.Server, name string, reasons ...string) float64 {
+	t.Helper()
 	var sum float64
-	for _, f := range families {
+	for _, f := range gather(t, srv) {
 		if f.GetName() != name {
 			continue
 		}

@@ -431,6 +431,17 @@ func (b *Bolt) SchemaVersion() (uint64, error) {
 	return v, err
 }
 
+// Healthy reports whether the store is open: its file is local, so an open
+// store can serve; ErrClosed after Close.
+func (b *Bolt) Healthy(context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
 // Close waits for the writes already queued to be committed and answered,
 // then closes the file. Later calls, Close included, return ErrClosed.
 func (b *Bolt) Close() error {

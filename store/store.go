@@ -102,6 +102,11 @@ type Store interface {
 	// Expire removes the records last seen before cutoff and returns how
 	// many were removed.
 	Expire(ctx context.Context, cutoff time.Time) (int, error)
+	// Healthy reports whether the store can serve now: nil when it can,
+	// ErrClosed after Close, the backend's error when its data cannot be
+	// reached (etcd: a linearizable read fails). The server answers its
+	// health checks with it.
+	Healthy(ctx context.Context) error
 	// Decisions returns one page of key's decision log, oldest first, and
 	// the next page's token (empty after the last page); an unknown target
 	// has an empty log.

@@ -52,6 +52,8 @@ func serveHTTP(cfg Config, srv *server.Server, m []prometheus.Collector, grpcTLS
 		// -handshake-timeout bounds the handshakes of both addresses.
 		ReadHeaderTimeout: cfg.Tenancy.HandshakeTimeout,
 		IdleTimeout:       cfg.Tenancy.MaxConnectionIdle,
+		// The gRPC port's header-list limit (server.Options.MaxHeaderListSize).
+		MaxHeaderBytes: server.DefaultMaxHeaderListSize,
 		// Handshake failures and handler panics, in the server's log.
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}

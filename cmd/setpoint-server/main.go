@@ -150,7 +150,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "server certificate (PEM); required unless -insecure-dev; reloaded when it changes")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "server private key (PEM); reloaded when it changes")
 	fs.StringVar(&c.TLSClientCA, "tls-client-ca", "", "CA bundle (PEM) verifying client certificates (mutual TLS); reloaded when it changes")
-	fs.BoolVar(&c.TLSRequireClientCert, "tls-require-client-cert", false, "refuse clients without a certificate (no bearer-token-only callers)")
+	fs.BoolVar(&c.TLSRequireClientCert, "tls-require-client-cert", false, "refuse clients without a certificate (no bearer-token-only callers), on the gRPC port at the handshake and in the web console (whose TLS asks for a certificate but cannot require one of browsers that sign in with a token): console requests without one are refused 401")
 	fs.StringVar(&c.AuthConfig, "auth-config", "", "principals file (docs/security.md); required unless -insecure-dev; reloaded when it changes")
 	fs.DurationVar(&c.ReloadInterval, "reload-interval", server.DefaultReloadInterval, "how often certificate and principals files are checked for changes")
 	fs.Float64Var(&c.RateLimit, "rate-limit", defaultRateLimit, "calls per second each principal may sustain; 0 disables")
@@ -294,6 +294,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, ready chan<- listeni
 	}
 	if !cfg.InsecureDev {
 		opts.TLS, err = server.NewTLSConfig(server.TLSFiles{Cert: cfg.TLSCert, Key: cfg.TLSKey, ClientCA: cfg.TLSClientCA, RequireClientCert: cfg.TLSRequireClientCert}, reload)
+		opts.RequireClientCert = cfg.TLSRequireClientCert
 		if err != nil {
 			return err
 		}
@@ -330,9 +331,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, ready chan<- listeni
 	if err != nil {
 		return err
 	}
-	if h, ok := st.(interface{ Healthy(context.Context) error }); ok {
-		go watchHealth(ctx, h.Healthy, srv.SetServing, log)
-	}
+	go watchHealth(ctx, st.Healthy, srv.SetServing, log)
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return err

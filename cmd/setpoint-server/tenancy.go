@@ -31,6 +31,9 @@ type Tenancy struct {
 	HandshakeTimeout, MaxConnectionIdle time.Duration
 	// StreamWindow is each stream's flow-control window, in bytes.
 	StreamWindow int
+	// HeaderTimeout bounds how long a gRPC request's header block may stay
+	// unfinished.
+	HeaderTimeout time.Duration
 }
 
 // RegisterFlags registers the tenancy flags on fs, with their defaults.
@@ -49,6 +52,7 @@ func (c *Tenancy) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.PeerRateLimit, "peer-rate-limit", 0, "calls per second one peer address may make without a principal: refused authentications (0: 10), or every call when run without -auth-config (0: unlimited); negative disables")
 	fs.IntVar(&c.PeerRateBurst, "peer-rate-burst", 0, "calls a peer address may make at once without a principal (0: twice -peer-rate-limit)")
 	fs.DurationVar(&c.HandshakeTimeout, "handshake-timeout", server.DefaultHandshakeTimeout, "longest TLS and HTTP/2 handshake of a new connection; on the HTTP address (-metrics-listen), also the longest wait for a request's headers")
+	fs.DurationVar(&c.HeaderTimeout, "header-timeout", server.DefaultHeaderTimeout, "longest a gRPC request's HTTP/2 header block may stay unfinished before its connection is closed (header lists over 64 KiB close it at once)")
 	fs.IntVar(&c.StreamWindow, "stream-window", server.DefaultStreamWindow, "HTTP/2 flow-control window of each stream, in bytes (a connection's is 4x): what a refused call may send before its refusal")
 	fs.DurationVar(&c.MaxConnectionIdle, "max-connection-idle", server.DefaultMaxConnectionIdle, "close a connection without calls (on the HTTP address: without requests) after this long")
 }
@@ -62,8 +66,8 @@ func (c *Tenancy) Validate() error {
 		c.MaxSimulates < 0 || c.MaxSimulatesPerPrincipal <= 0 || c.MaxStreamsPerPrincipal <= 0 {
 		return errors.New("-fair-slots, -max-running-per-principal, -max-calls-per-principal, -max-bytes-per-principal, -max-simulates-per-principal and -max-streams-per-principal must be > 0, -max-simulates >= 0")
 	}
-	if c.PeerRateBurst < 0 || c.HandshakeTimeout <= 0 || c.MaxConnectionIdle <= 0 || c.StreamWindow < 64<<10 || c.StreamWindow > 1<<28 {
-		return errors.New("-peer-rate-burst must be >= 0, -handshake-timeout and -max-connection-idle > 0, -stream-window within [64 KiB, 256 MiB]")
+	if c.PeerRateBurst < 0 || c.HandshakeTimeout <= 0 || c.HeaderTimeout <= 0 || c.MaxConnectionIdle <= 0 || c.StreamWindow < 64<<10 || c.StreamWindow > 1<<28 {
+		return errors.New("-peer-rate-burst must be >= 0, -handshake-timeout, -header-timeout and -max-connection-idle > 0, -stream-window within [64 KiB, 256 MiB]")
 	}
 	return nil
 }
@@ -75,4 +79,5 @@ func (c *Tenancy) apply(o *server.Options) {
 	o.MaxSimulates, o.MaxSimulatesPerPrincipal, o.MaxStreamsPerPrincipal = c.MaxSimulates, c.MaxSimulatesPerPrincipal, c.MaxStreamsPerPrincipal
 	o.PeerRateLimit, o.PeerRateBurst = c.PeerRateLimit, c.PeerRateBurst
 	o.HandshakeTimeout, o.MaxConnectionIdle, o.StreamWindow = c.HandshakeTimeout, c.MaxConnectionIdle, c.StreamWindow
+	o.HeaderTimeout = c.HeaderTimeout
 }

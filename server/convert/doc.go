@@ -28,9 +28,9 @@
 // Invalid requests give a *setpointv1.ValidationError naming every bad
 // field by its path in the request.
 //
-// Request is the inverse (engine.Input → RecommendRequest, every default
-// made explicit), used by the conformance runner; Input(Request(in)) equals
-// in apart from Now and Status, which the server supplies. The remaining
+// An unexported inverse (engine.Input → RecommendRequest, every default
+// made explicit) lets the package's tests check that Input(request(in))
+// equals in apart from Now and Status, which the server supplies. The remaining
 // functions convert engine and store values for the API's responses;
 // quantities are printed in canonical form. A server converts into reused
 // memory: InputIn into a Scratch, RecommendResponse into a Response.

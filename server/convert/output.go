@@ -14,12 +14,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
-// Request is the inverse of Input: the RecommendRequest for target whose
+// request is the inverse of Input: the RecommendRequest for target whose
 // conversion gives in (apart from in.Now and in.Status, which the server
 // supplies). Every default is explicit in the request. It fails only when a
 // behavior tolerance has no quantity whose approximate float64 is exactly
 // the tolerance.
-func Request(target *setpointv1.TargetKey, ref target.Ref, in engine.Input) (*setpointv1.RecommendRequest, error) {
+func request(target *setpointv1.TargetKey, ref target.Ref, in engine.Input) (*setpointv1.RecommendRequest, error) {
 	spec, err := Spec(in.Spec, ref)
 	if err != nil {
 		return nil, err

@@ -170,10 +170,10 @@ func (r *ListDecisionsRequest) Validate() error {
 	e := &ValidationError{}
 	validateKey(e, "target", r.GetTarget())
 	if ts := r.GetStartTime(); ts != nil && ts.CheckValid() != nil {
-		e.Add("start_time", "must be a valid timestamp: %v", ts.CheckValid())
+		e.Add("start_time", "must be a valid timestamp, between 0001-01-01 and 9999-12-31 UTC with nanos within [0, 1e9)")
 	}
 	if ts := r.GetEndTime(); ts != nil && ts.CheckValid() != nil {
-		e.Add("end_time", "must be a valid timestamp: %v", ts.CheckValid())
+		e.Add("end_time", "must be a valid timestamp, between 0001-01-01 and 9999-12-31 UTC with nanos within [0, 1e9)")
 	}
 	if r.GetStartTime() != nil && r.GetEndTime() != nil && r.GetStartTime().CheckValid() == nil && r.GetEndTime().CheckValid() == nil &&
 		!r.GetEndTime().AsTime().After(r.GetStartTime().AsTime()) {

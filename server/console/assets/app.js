@@ -347,7 +347,8 @@ async function targetPage(key) {
   $("#main").innerHTML = `<p class="muted">Loading…</p>`;
   let body;
   try { body = await api("target?" + keyQuery(key)); } catch (e) { return fail(e); }
-  const page = { key, target: body.target, log: (body.log && body.log.decisions) || [], replay: null };
+  const page = { key, target: body.target, log: [], more: "", since: "", replay: null };
+  try { await loadLog(page); } catch (e) { return fail(e); }
   state.page = page;
   const spec = page.target.spec || {};
   const ref = spec.scaleTargetRef || {};
@@ -369,10 +370,13 @@ async function targetPage(key) {
   watch(keyQuery(key), async (ev) => {
     if (state.page !== page) return;
     if (ev === null) { // reconnected: reload what may have been missed
-      try { const b = await api("target?" + keyQuery(key)); page.target = b.target; page.log = (b.log && b.log.decisions) || []; } catch (e) { return; }
+      try { const b = await api("target?" + keyQuery(key)); page.target = b.target; await loadLog(page); } catch (e) { return; }
     } else if (ev.decision) {
       const d = ev.decision;
-      page.log.push({ decisionTime: d.decisionTime, desiredReplicas: d.desiredReplicas, rescale: d.rescale, error: d.error, explanation: d.explanation });
+      if (!page.more) { // the page shows the log up to now: keep it so, within MAX_LOG
+        page.log.push({ decisionTime: d.decisionTime, desiredReplicas: d.desiredReplicas, rescale: d.rescale, error: d.error, explanation: d.explanation });
+        if (page.log.length > MAX_LOG) page.log.splice(0, page.log.length - MAX_LOG);
+      }
       page.target.status = d.status;
       page.target.lastDecision = d;
     } else if (ev.deleted) {
@@ -385,8 +389,40 @@ async function targetPage(key) {
   });
 }
 
+// The decision log a target's page shows: the hour before the target's
+// last decision, asked for one bounded page (LOG_PAGE decisions) at a time,
+// at most MAX_LOG in all.
+const LOG_WINDOW_MS = 60 * 60 * 1000, LOG_PAGE = 500, MAX_LOG = 2000;
+
+// loadLog reads the first page of the log the page shows.
+async function loadLog(page) {
+  const t = page.target;
+  const anchor = (t.lastDecision && t.lastDecision.decisionTime) || t.lastSeen;
+  page.since = anchor ? new Date(new Date(anchor).getTime() - LOG_WINDOW_MS).toISOString() : "";
+  const p = new URLSearchParams(keyQuery(page.key));
+  if (page.since) p.set("start_time", page.since);
+  p.set("page_size", String(LOG_PAGE));
+  const b = await api("decisions?" + p.toString());
+  page.log = (b.log && b.log.decisions) || [];
+  page.more = (b.log && b.log.nextPageToken) || "";
+}
+
+// loadMore appends the log's next page.
+async function loadMore(page) {
+  const p = new URLSearchParams(keyQuery(page.key));
+  if (page.since) p.set("start_time", page.since);
+  p.set("page_size", String(LOG_PAGE));
+  p.set("page_token", page.more);
+  const b = await api("decisions?" + p.toString());
+  page.log = page.log.concat((b.log && b.log.decisions) || []).slice(-MAX_LOG);
+  page.more = (b.log && b.log.nextPageToken) || "";
+  renderTarget(page);
+}
+
 function renderTarget(page) {
-  $("#count").textContent = `(${page.log.length} kept)`;
+  $("#count").innerHTML = `(${page.log.length} of the last hour${page.more ? ` · <button class="ghost" type="button" id="more-log">later decisions</button>` : ""})`;
+  const more = $("#more-log");
+  if (more) more.onclick = () => loadMore(page).catch(fail);
   const run = $("#run-replay");
   if (run) run.textContent = `Replay ${page.log.length} decisions`;
   renderChart(page);
@@ -597,7 +633,7 @@ function renderWhatIf(page) {
     const btn = $("#run-replay");
     btn.disabled = true;
     try {
-      page.replay = await api("replay", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ target: page.key, spec: alt }) });
+      page.replay = await api("replay", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(replayBody(page, alt)) });
       renderChart(page);
       renderDiffs(page);
     } catch (e) {
@@ -607,6 +643,16 @@ function renderWhatIf(page) {
       btn.disabled = false;
     }
   };
+}
+
+// replayBody asks to replay the decisions the page shows with spec.
+function replayBody(page, spec) {
+  const body = { target: page.key, spec };
+  if (page.log.length) {
+    body.startTime = page.log[0].decisionTime;
+    body.endTime = new Date(new Date(page.log[page.log.length - 1].decisionTime).getTime() + 1).toISOString();
+  }
+  return body;
 }
 
 // renderDiffs lists the stretches where the replay decided differently.

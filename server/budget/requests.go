@@ -1,4 +1,4 @@
-package server
+package budget
 
 import (
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
@@ -226,7 +226,7 @@ func (w *walker) metricIdentifier(m *setpointv1.MetricIdentifier) {
 				if vs := x.GetValues(); len(vs) > 0 && w.list(len(vs), ".values") {
 					w.in("values")
 					for j, v := range vs {
-						if len(v) > w.maxString {
+						if len(v) > w.MaxString {
 							w.entry(j)
 							w.str(v, "")
 							w.pop()
@@ -248,7 +248,7 @@ func (w *walker) scalingRules(r *setpointv1.ScalingRules) {
 	if ps := r.GetPolicies(); len(ps) > 0 && w.list(len(ps), ".policies") {
 		w.in("policies")
 		for i, p := range ps {
-			if len(p.GetType()) > w.maxString {
+			if len(p.GetType()) > w.MaxString {
 				w.entry(i)
 				w.str(p.GetType(), ".type")
 				w.pop()

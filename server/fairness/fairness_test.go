@@ -1,4 +1,4 @@
-package server
+package fairness
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"google.golang.org/grpc/stats"
 )
 
 // TestFairnessServesPrincipalsInTurn: with one slot, a principal arriving
@@ -14,7 +13,7 @@ import (
 // and a principal with nothing running starts at once while another runs
 // its maximum.
 func TestFairnessServesPrincipalsInTurn(t *testing.T) {
-	f := newFairness(Options{FairSlots: 1, MaxRunningPerPrincipal: 1}.withDefaults(), func(string) {})
+	f := New(bounds(Bounds{Slots: 1, MaxRunning: 1}), func(string) {}, nil, nil)
 	ctx := t.Context()
 	if err := f.acquire(ctx, "a"); err != nil {
 		t.Fatal(err)
@@ -53,7 +52,7 @@ func TestFairnessServesPrincipalsInTurn(t *testing.T) {
 
 	// Two slots, one call of a principal at a time: b starts at once
 	// while a runs its one call and queues another.
-	f = newFairness(Options{FairSlots: 2, MaxRunningPerPrincipal: 1}.withDefaults(), func(string) {})
+	f = New(bounds(Bounds{Slots: 2, MaxRunning: 1}), func(string) {}, nil, nil)
 	if err := f.acquire(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
@@ -95,51 +94,47 @@ func waitUntil(t *testing.T, cond func() bool) {
 // TestFairnessBounds: each per-principal bound refuses the call past it
 // with its reason, and only that principal's.
 func TestFairnessBounds(t *testing.T) {
-	o := Options{MaxCallsPerPrincipal: 2, MaxBytesPerPrincipal: 100, MaxSimulatesPerPrincipal: 1, MaxStreamsPerPrincipal: 1}.withDefaults()
+	o := bounds(Bounds{MaxCalls: 2, MaxBytes: 100, MaxSimulates: 1, MaxStreams: 1})
 	tests := []struct {
 		name       string
-		held, next usage
+		held, next Usage
 		want       string
 	}{
-		{"calls", usage{calls: 2}, usage{calls: 1}, refusedInFlight},
-		{"bytes", usage{calls: 1, bytes: 60}, usage{calls: 1, bytes: 60}, refusedInFlight},
-		{"one request over the byte bound alone passes", usage{}, usage{calls: 1, bytes: 1000}, ""},
-		{"simulates", usage{calls: 1, simulates: 1}, usage{calls: 1, simulates: 1}, refusedSimulates},
-		{"streams", usage{streams: 1}, usage{streams: 1}, refusedStreams},
-		{"within every bound", usage{calls: 1, bytes: 10}, usage{calls: 1, bytes: 10}, ""},
+		{"calls", Usage{Calls: 2}, Usage{Calls: 1}, RefusedInFlight},
+		{"bytes", Usage{Calls: 1, Bytes: 60}, Usage{Calls: 1, Bytes: 60}, RefusedInFlight},
+		{"one request over the byte bound alone passes", Usage{}, Usage{Calls: 1, Bytes: 1000}, ""},
+		{"simulates", Usage{Calls: 1, Simulates: 1}, Usage{Calls: 1, Simulates: 1}, RefusedSimulates},
+		{"streams", Usage{Streams: 1}, Usage{Streams: 1}, RefusedStreams},
+		{"within every bound", Usage{Calls: 1, Bytes: 10}, Usage{Calls: 1, Bytes: 10}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFairness(o, func(string) {})
-			if tt.held != (usage{}) {
-				if r := f.hold("a", tt.held); r != "" {
+			f := New(o, func(string) {}, nil, nil)
+			if tt.held != (Usage{}) {
+				if r := f.Hold("a", tt.held); r != "" {
 					t.Fatalf("holding %+v: %s", tt.held, r)
 				}
 			}
-			if got := f.hold("a", tt.next); got != tt.want {
+			if got := f.Hold("a", tt.next); got != tt.want {
 				t.Errorf("hold %+v after %+v = %q, want %q", tt.next, tt.held, got, tt.want)
 			}
-			if got := f.hold("b", tt.next); got != "" {
+			if got := f.Hold("b", tt.next); got != "" {
 				t.Errorf("another principal refused: %q", got)
 			}
 		})
 	}
 }
 
-// TestRequestBytesIsTheReceivedSize: the fairness budget counts a request
-// by the size grpc-go received (the stats handler's InPayload), which is
-// known only once the message arrived.
-func TestRequestBytesIsTheReceivedSize(t *testing.T) {
-	var h calls
-	ctx := h.TagRPC(context.Background(), &stats.RPCTagInfo{FullMethodName: "/x/y"})
-	if n, ok := requestBytes(ctx); ok {
-		t.Errorf("requestBytes before the message = %d, true; want unknown", n)
+// bounds is b with the defaults for its zero fields.
+func bounds(b Bounds) Bounds {
+	for _, f := range []struct {
+		v   *int
+		def int
+	}{{&b.Slots, DefaultFairSlots}, {&b.MaxRunning, DefaultMaxRunningPerPrincipal}, {&b.MaxCalls, DefaultMaxCallsPerPrincipal},
+		{&b.MaxBytes, DefaultMaxBytesPerPrincipal}, {&b.Simulates, 1}, {&b.MaxSimulates, DefaultMaxSimulatesPerPrincipal}, {&b.MaxStreams, DefaultMaxStreamsPerPrincipal}} {
+		if *f.v <= 0 {
+			*f.v = f.def
+		}
 	}
-	h.HandleRPC(ctx, &stats.InPayload{Length: 1234, WireLength: 99})
-	if n, ok := requestBytes(ctx); !ok || n != 1234 {
-		t.Errorf("requestBytes = %d, %v; want 1234, true (the uncompressed length)", n, ok)
-	}
-	if n, ok := requestBytes(context.Background()); ok {
-		t.Errorf("requestBytes outside a call = %d, true; want unknown", n)
-	}
+	return b
 }

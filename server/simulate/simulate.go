@@ -1,4 +1,11 @@
-package server
+// Package simulate runs what-ifs through the engine: a Simulate request's
+// steps, each decided by target.Decide with the status and history the
+// earlier steps left, as a stored target's are, on inputs given or
+// synthesized by a pod model. It validates and converts the whole request
+// first, naming every bad field at once; it never reads the clock nor
+// writes anything. The server's Simulate handler (admission, seed_from's
+// authorization and store read) calls it.
+package simulate
 
 import (
 	"context"
@@ -12,13 +19,12 @@ import (
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server/convert"
 	"github.com/setpointhq/setpoint/target"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
-// Defaults of the Simulate limits in Options.
+// Defaults of the Limits (the server's Options.MaxSimulateSteps and
+// MaxSimulatePods).
 const (
 	// DefaultMaxSimulateSteps is the most steps one Simulate call runs.
 	DefaultMaxSimulateSteps = 1000
@@ -43,40 +49,17 @@ const (
 	simLongAgo = 24 * time.Hour
 )
 
-// Simulate runs a what-if through the engine with an in-memory history. It
-// never writes the store; with seed_from it reads one record.
-func (s *service) Simulate(ctx context.Context, req *setpointv1.SimulateRequest) (*setpointv1.SimulateResponse, error) {
-	sim, err := newSimulation(req, s.limits)
-	if err != nil {
-		return nil, toStatus(ctx, s.log, err)
-	}
-	if seed := req.GetSeedFrom(); seed != nil {
-		if err := s.mayRead(ctx, seed.GetCluster()); err != nil {
-			return nil, err
-		}
-		rec, err := s.store.Get(ctx, convert.Key(seed))
-		if err != nil {
-			return nil, toStatus(ctx, s.log, err)
-		}
-		if err := sim.seed(rec); err != nil {
-			return nil, toStatus(ctx, s.log, err)
-		}
-	}
-	resp, err := sim.run(ctx)
-	if err != nil {
-		return nil, toStatus(ctx, s.log, err)
-	}
-	return resp, nil
+// Limits bound one simulation.
+type Limits struct {
+	// MaxSteps bounds the steps.
+	MaxSteps int
+	// MaxPods bounds the pods a pod model synthesizes.
+	MaxPods int
 }
 
-// simulateLimits bound one Simulate call.
-type simulateLimits struct {
-	maxSteps, maxPods int
-}
-
-// simulation is one Simulate call: the converted spec and settings, the
+// Simulation is one Simulate call: the converted spec and settings, the
 // steps' inputs, and the state carried between steps.
-type simulation struct {
+type Simulation struct {
 	req      *setpointv1.SimulateRequest
 	settings engine.Settings
 	model    *podModel // nil without a pod model
@@ -101,9 +84,9 @@ type simStep struct {
 	values []*int64 // with a pod model: one per spec metric, nil when empty
 }
 
-// newSimulation validates and converts req. Every violation is reported at
+// New validates and converts req for a simulation within lim. Every violation is reported at
 // once, as a *setpointv1.ValidationError naming the request's fields.
-func newSimulation(req *setpointv1.SimulateRequest, lim simulateLimits) (*simulation, error) {
+func New(req *setpointv1.SimulateRequest, lim Limits) (*Simulation, error) {
 	verr := &setpointv1.ValidationError{}
 	steps := req.GetSteps()
 	switch {
@@ -111,8 +94,8 @@ func newSimulation(req *setpointv1.SimulateRequest, lim simulateLimits) (*simula
 		verr.Add("spec", "must be set")
 	case len(steps) == 0:
 		verr.Add("steps", "must have at least one step")
-	case len(steps) > lim.maxSteps:
-		verr.Add("steps", "must have at most %d steps, got %d", lim.maxSteps, len(steps))
+	case len(steps) > lim.MaxSteps:
+		verr.Add("steps", "must have at most %d steps, got %d", lim.MaxSteps, len(steps))
 	}
 	if seed := req.GetSeedFrom(); seed != nil {
 		probe := &setpointv1.GetTargetRequest{Target: seed}
@@ -138,9 +121,9 @@ func newSimulation(req *setpointv1.SimulateRequest, lim simulateLimits) (*simula
 	if err != nil {
 		return nil, err
 	}
-	sim := &simulation{req: req, settings: in.Settings, selector: simSelector}
+	sim := &Simulation{req: req, settings: in.Settings, selector: simSelector}
 	if pm := req.GetPodModel(); pm != nil {
-		sim.model = newPodModel(verr, pm, in.Spec, lim.maxPods)
+		sim.model = newPodModel(verr, pm, in.Spec, lim.MaxPods)
 		sim.replicas = pm.GetInitialReplicas()
 	}
 	var prev time.Time
@@ -155,7 +138,7 @@ func newSimulation(req *setpointv1.SimulateRequest, lim simulateLimits) (*simula
 			if err != nil {
 				addAll(verr, f, err)
 			} else if sim.model != nil {
-				sim.model.fits(verr, f+".spec", editIn.Spec, lim.maxPods)
+				sim.model.fits(verr, f+".spec", editIn.Spec, lim.MaxPods)
 			}
 			spec, specIn, specAt = edit, editIn.Spec, f+".spec"
 		}
@@ -164,7 +147,7 @@ func newSimulation(req *setpointv1.SimulateRequest, lim simulateLimits) (*simula
 		case st.GetTime() == nil:
 			verr.Add(f+".time", "must be set")
 		case st.GetTime().CheckValid() != nil:
-			verr.Add(f+".time", "must be a valid timestamp: %v", st.GetTime().CheckValid())
+			verr.Add(f+".time", "must be a valid timestamp, between 0001-01-01 and 9999-12-31 UTC with nanos within [0, 1e9)")
 		default:
 			at = st.GetTime().AsTime()
 			if i > 0 && !prev.IsZero() && !at.After(prev) {
@@ -176,8 +159,8 @@ func newSimulation(req *setpointv1.SimulateRequest, lim simulateLimits) (*simula
 		if sim.model != nil {
 			step.values = sim.model.values(verr, f, st, specIn)
 			if sc := st.GetScale(); sc != nil {
-				if sc.GetReplicas() < 0 || int(sc.GetReplicas()) > lim.maxPods {
-					verr.Add(f+".scale.replicas", "must be within [0, %d] with a pod model, got %d", lim.maxPods, sc.GetReplicas())
+				if sc.GetReplicas() < 0 || int(sc.GetReplicas()) > lim.MaxPods {
+					verr.Add(f+".scale.replicas", "must be within [0, %d] with a pod model, got %d", lim.MaxPods, sc.GetReplicas())
 				}
 				step.scale = &engine.Scale{Replicas: sc.GetReplicas(), StatusReplicas: sc.GetStatusReplicas(), Selector: sc.GetSelector()}
 			}
@@ -248,7 +231,7 @@ func addAll(verr *setpointv1.ValidationError, prefix string, err error) {
 
 // seed starts the simulation from a stored target's status and history.
 // The first step may not be before the target's last decision.
-func (sim *simulation) seed(rec target.Record) error {
+func (sim *Simulation) Seed(rec target.Record) error {
 	if rec.Last != nil && len(sim.steps) > 0 && sim.steps[0].at.Before(rec.Last.At) {
 		verr := &setpointv1.ValidationError{}
 		verr.Add("steps[0].time", "must not be before the seed target's last decision at %s", rec.Last.At.Format(time.RFC3339Nano))
@@ -260,7 +243,7 @@ func (sim *simulation) seed(rec target.Record) error {
 
 // run decides every step in order. A decision asking for a rescale is
 // applied before the next step, recorded as an applied Observe records it.
-func (sim *simulation) run(ctx context.Context) (*setpointv1.SimulateResponse, error) {
+func (sim *Simulation) Run(ctx context.Context) (*setpointv1.SimulateResponse, error) {
 	resp := &setpointv1.SimulateResponse{Steps: make([]*setpointv1.SimulateStepResult, 0, len(sim.steps))}
 	for i := range sim.steps {
 		if err := ctx.Err(); err != nil {
@@ -303,7 +286,7 @@ func (sim *simulation) run(ctx context.Context) (*setpointv1.SimulateResponse, e
 }
 
 // input returns the engine input of step, Status unset.
-func (sim *simulation) input(step *simStep) engine.Input {
+func (sim *Simulation) input(step *simStep) engine.Input {
 	if sim.model == nil {
 		in := step.in
 		if step.scale == nil {
@@ -322,26 +305,31 @@ func (sim *simulation) input(step *simStep) engine.Input {
 	return sim.model.input(step.spec, sim.settings, scale, step)
 }
 
-// stepError names the field of an engine validation error of step i: a
-// field of the step's inputs, of the settings, or of the spec in force
-// (specAt: the request's, or the step's that last edited it).
+// StepError is an engine validation error of one step's input: Run's
+// caller names its field in the request (Field is the engine's path in a
+// Recommend's terms; a spec field is SpecAt's, a settings field the
+// request's, any other the step's).
+type StepError struct {
+	// Step is the step's index.
+	Step int
+	// SpecAt is where the spec in force is in the request: "spec" or
+	// "steps[k].spec".
+	SpecAt string
+	// Err is the engine's error.
+	Err *engine.FieldError
+}
+
+// Error implements error.
+func (e *StepError) Error() string { return fmt.Sprintf("simulate: steps[%d]: %v", e.Step, e.Err) }
+
+// stepError is err of step i as a *StepError when it is an engine
+// validation error, err otherwise.
 func stepError(i int, specAt string, err error) error {
 	var fe *engine.FieldError
 	if !errors.As(err, &fe) {
 		return err
 	}
-	field := apiField(fe.Field, recommendRequest)
-	switch {
-	case field == "":
-		return err // not the caller's: Internal
-	case field == "spec" || strings.HasPrefix(field, "spec."):
-		field = specAt + strings.TrimPrefix(field, "spec")
-	case field != "settings" && !strings.HasPrefix(field, "settings."):
-		field = fmt.Sprintf("steps[%d].%s", i, field)
-	}
-	verr := &setpointv1.ValidationError{}
-	verr.Add(field, "%s", fe.Reason)
-	return verr
+	return &StepError{Step: i, SpecAt: specAt, Err: fe}
 }
 
 // podModel synthesizes identical pods from a replica count. The pods
@@ -495,20 +483,3 @@ func (m *podModel) input(spec engine.Spec, settings engine.Settings, scale engin
 
 // podName names the i-th synthesized pod.
 func podName(i int) string { return fmt.Sprintf("pod-%d", i) }
-
-// mayRead returns nil when the caller may read the targets of cluster, a
-// PermissionDenied or Unauthenticated status otherwise. Without
-// authentication everyone may read everything.
-func (s *service) mayRead(ctx context.Context, cluster string) error {
-	if !s.authenticated {
-		return nil
-	}
-	p, ok := PrincipalFrom(ctx)
-	if !ok {
-		return status.Error(codes.Unauthenticated, "not authenticated")
-	}
-	if !p.CanRead(cluster) {
-		return errPermissionDenied
-	}
-	return nil
-}

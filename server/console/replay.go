@@ -1,12 +1,10 @@
-package server
+package console
 
 import (
 	"fmt"
 
 	"github.com/setpointhq/setpoint/engine"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
-	"github.com/setpointhq/setpoint/target"
-	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // replayRequest (hundred units of request per resource) is what each pod of
@@ -29,13 +27,13 @@ var ReplayLimits = []string{
 // decision's replica count, one step per decision at its time with each
 // metric's logged value (see ReplayLimits). At most maxSteps decisions, the
 // newest, are replayed.
-func replaySimulation(spec *setpointv1.HorizontalPodAutoscalerSpec, settings *setpointv1.ControllerSettings, logged []target.LoggedDecision, maxSteps int) *setpointv1.SimulateRequest {
+func replaySimulation(spec *setpointv1.HorizontalPodAutoscalerSpec, settings *setpointv1.ControllerSettings, logged []*setpointv1.LoggedDecision, maxSteps int) *setpointv1.SimulateRequest {
 	if len(logged) > maxSteps {
 		logged = logged[len(logged)-maxSteps:]
 	}
 	req := &setpointv1.SimulateRequest{Spec: spec, Settings: settings, PodModel: &setpointv1.PodModel{Requests: map[string]string{}}}
 	if len(logged) > 0 {
-		req.PodModel.InitialReplicas = logged[0].Explanation.CurrentReplicas
+		req.PodModel.InitialReplicas = logged[0].GetExplanation().GetCurrentReplicas()
 	}
 	for _, m := range spec.GetMetrics() {
 		if name, t := resourceTarget(m); name != "" && t.GetType() == string(engine.UtilizationTarget) {
@@ -43,7 +41,7 @@ func replaySimulation(spec *setpointv1.HorizontalPodAutoscalerSpec, settings *se
 		}
 	}
 	for _, d := range logged {
-		step := &setpointv1.SimulateStep{Time: timestamppb.New(d.At)}
+		step := &setpointv1.SimulateStep{Time: d.GetDecisionTime()}
 		for j, m := range spec.GetMetrics() {
 			step.MetricValues = append(step.MetricValues, replayValue(m, d, j))
 		}
@@ -67,11 +65,12 @@ func resourceTarget(m *setpointv1.MetricSpec) (string, *setpointv1.MetricTarget)
 // replayValue is the pod model's value of metric m (index j of the spec)
 // that reproduces what decision d measured: "" (a failed fetch) when d
 // has no value for it.
-func replayValue(m *setpointv1.MetricSpec, d target.LoggedDecision, j int) string {
-	if j >= len(d.Explanation.Metrics) || d.Explanation.Metrics[j].Outcome == engine.OutcomeFailed {
+func replayValue(m *setpointv1.MetricSpec, d *setpointv1.LoggedDecision, j int) string {
+	metrics := d.GetExplanation().GetMetrics()
+	if j >= len(metrics) || metrics[j].GetOutcome() == string(engine.OutcomeFailed) {
 		return ""
 	}
-	cur := d.Explanation.Metrics[j].Current
+	cur := metrics[j].GetCurrent()
 	if _, t := resourceTarget(m); t != nil && t.GetType() == string(engine.UtilizationTarget) {
 		return fmt.Sprint(cur) // percent of replayRequest
 	}
@@ -84,7 +83,7 @@ func replayValue(m *setpointv1.MetricSpec, d target.LoggedDecision, j int) strin
 	}
 	if t.GetType() == string(engine.AverageValueTarget) {
 		// Logged as the total over the replica count; replayed as the total.
-		cur *= int64(d.Explanation.CurrentReplicas)
+		cur *= int64(d.GetExplanation().GetCurrentReplicas())
 	}
 	return fmt.Sprintf("%dm", cur)
 }

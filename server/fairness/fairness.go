@@ -1,4 +1,9 @@
-package server
+// Package fairness keeps one principal's volume from delaying another's:
+// per-principal bounds on calls, bytes, Simulates and streams, and
+// per-principal queues served in turn in front of the handlers. It is part
+// of the server's admission: the tap handle holds each call (Hold, Put)
+// and the interceptor chain runs Unary and Stream.
+package fairness
 
 import (
 	"context"
@@ -12,9 +17,9 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// Defaults of the per-principal bounds (Options.FairSlots,
-// MaxCallsPerPrincipal, MaxBytesPerPrincipal, MaxSimulatesPerPrincipal,
-// MaxStreamsPerPrincipal).
+// Defaults of the Bounds (the server's Options.FairSlots,
+// MaxRunningPerPrincipal, MaxCallsPerPrincipal, MaxBytesPerPrincipal,
+// MaxSimulatesPerPrincipal, MaxStreamsPerPrincipal).
 const (
 	// DefaultFairSlots is how many calls run at once; the others wait in
 	// one queue per principal, served in turn.
@@ -37,7 +42,33 @@ const (
 	DefaultMaxStreamsPerPrincipal = 64
 )
 
-// fairness keeps one principal's volume from delaying another's. Unary
+// The reasons a bound refuses a call (the server's
+// setpoint_server_refused_total counts them).
+const (
+	RefusedInFlight  = "principal_in_flight"
+	RefusedSimulates = "principal_simulates"
+	RefusedStreams   = "principal_streams"
+)
+
+// Bounds configure a Fairness; every field must be positive.
+type Bounds struct {
+	// Slots is how many unary calls run at once.
+	Slots int
+	// MaxRunning is how many unary calls of one principal run at once.
+	MaxRunning int
+	// MaxCalls bounds one principal's unary calls running or waiting.
+	MaxCalls int
+	// MaxBytes bounds the encoded bytes of one principal's unary requests
+	// running or waiting (one request alone always passes).
+	MaxBytes int
+	// Simulates bounds the Simulate calls of all principals running at
+	// once; MaxSimulates one principal's, running or waiting.
+	Simulates, MaxSimulates int
+	// MaxStreams bounds one principal's open streams.
+	MaxStreams int
+}
+
+// Fairness keeps one principal's volume from delaying another's. Unary
 // calls of the guarded services run at most maxRunning of one principal
 // at once and at most slots in all; the others wait in one FIFO queue per
 // principal, and freed slots go to the queued principals in turn
@@ -47,93 +78,96 @@ const (
 // most maxRunning calls beside it. Each principal's calls, bytes,
 // Simulates and streams are bounded too; past a bound a call is refused at
 // once with ResourceExhausted (and counted).
-type fairness struct {
+type Fairness struct {
 	maxCalls, maxSimulates, maxStreams, maxRunning int
 	// simulates bounds the Simulate calls of all principals (CPU-bound:
 	// by default half the CPUs, so the other calls keep the rest).
 	simulates chan struct{}
 	maxBytes  int64
 	refused   func(reason string)
+	// caller names the principal of a call's context; requestBytes is the
+	// size of its request as received (false: unknown).
+	caller       func(context.Context) (string, bool)
+	requestBytes func(context.Context) (int64, bool)
 
 	mu      sync.Mutex
 	free    int
 	running map[string]int
 	queue   map[string][]*waiter // per principal, oldest first
 	ring    []string             // principals with waiters, next served first
-	use     map[string]*usage
+	use     map[string]*Usage
 }
 
 // waiter is one call waiting for a slot.
 type waiter struct {
 	ready   chan struct{}
-	granted bool // under fairness.mu
+	granted bool // under Fairness.mu
 }
 
-// usage is what one principal holds.
-type usage struct {
-	calls, simulates, streams int
-	bytes                     int64
+// Usage is what one principal holds, or one call needs.
+type Usage struct {
+	Calls, Simulates, Streams int
+	Bytes                     int64
 }
 
-func newFairness(o Options, refused func(string)) *fairness {
-	return &fairness{
-		maxCalls: o.MaxCallsPerPrincipal, maxSimulates: o.MaxSimulatesPerPrincipal, maxStreams: o.MaxStreamsPerPrincipal,
-		maxRunning: o.MaxRunningPerPrincipal, maxBytes: int64(o.MaxBytesPerPrincipal), refused: refused,
-		simulates: make(chan struct{}, o.MaxSimulates),
-		free:      o.FairSlots, running: map[string]int{}, queue: map[string][]*waiter{}, use: map[string]*usage{},
+// New returns a Fairness within b. refused is told the reason of each
+// refusal; caller names the principal of a call's context (a call without
+// one passes: a server without authentication has no tenants to keep
+// apart); requestBytes is the size of a call's request as received, when
+// known (otherwise the request is measured).
+func New(b Bounds, refused func(reason string), caller func(context.Context) (string, bool), requestBytes func(context.Context) (int64, bool)) *Fairness {
+	return &Fairness{
+		maxCalls: b.MaxCalls, maxSimulates: b.MaxSimulates, maxStreams: b.MaxStreams,
+		maxRunning: b.MaxRunning, maxBytes: int64(b.MaxBytes), refused: refused,
+		caller: caller, requestBytes: requestBytes,
+		simulates: make(chan struct{}, b.Simulates),
+		free:      b.Slots, running: map[string]int{}, queue: map[string][]*waiter{}, use: map[string]*Usage{},
 	}
 }
 
-// errPrincipalBusy answers a call over one of its principal's bounds.
-func errPrincipalBusy(what string) error {
+// ErrPrincipalBusy answers a call over one of its principal's bounds.
+func ErrPrincipalBusy(what string) error {
 	return status.Errorf(codes.ResourceExhausted, "too many %s of this caller in flight; retry later", what)
 }
 
-// caller names the principal of ctx's call; false without one (a server
-// without authentication has no tenants to keep apart: its calls pass).
-func caller(ctx context.Context) (string, bool) {
-	p, ok := PrincipalFrom(ctx)
-	return p.Name, ok
-}
-
-// hold takes what a call of who needs (a call, its bytes, a Simulate, a
+// Hold takes what a call of who needs (a call, its bytes, a Simulate, a
 // stream) or says which bound it would exceed ("" when none).
-func (f *fairness) hold(who string, d usage) string {
+func (f *Fairness) Hold(who string, d Usage) string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	u := f.use[who]
 	if u == nil {
-		u = &usage{}
+		u = &Usage{}
 		f.use[who] = u
 	}
 	switch {
-	case d.calls > 0 && u.calls+d.calls > f.maxCalls:
-		return refusedInFlight
-	case d.bytes > 0 && u.bytes+d.bytes > f.maxBytes && u.bytes > 0:
-		return refusedInFlight
-	case d.simulates > 0 && u.simulates+d.simulates > f.maxSimulates:
-		return refusedSimulates
-	case d.streams > 0 && u.streams+d.streams > f.maxStreams:
-		return refusedStreams
+	case d.Calls > 0 && u.Calls+d.Calls > f.maxCalls:
+		return RefusedInFlight
+	case d.Bytes > 0 && u.Bytes+d.Bytes > f.maxBytes && u.Bytes > 0:
+		return RefusedInFlight
+	case d.Simulates > 0 && u.Simulates+d.Simulates > f.maxSimulates:
+		return RefusedSimulates
+	case d.Streams > 0 && u.Streams+d.Streams > f.maxStreams:
+		return RefusedStreams
 	}
-	u.calls, u.bytes, u.simulates, u.streams = u.calls+d.calls, u.bytes+d.bytes, u.simulates+d.simulates, u.streams+d.streams
+	u.Calls, u.Bytes, u.Simulates, u.Streams = u.Calls+d.Calls, u.Bytes+d.Bytes, u.Simulates+d.Simulates, u.Streams+d.Streams
 	return ""
 }
 
-// put gives back what hold took.
-func (f *fairness) put(who string, d usage) {
+// Put gives back what Hold took.
+func (f *Fairness) Put(who string, d Usage) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	u := f.use[who]
-	u.calls, u.bytes, u.simulates, u.streams = u.calls-d.calls, u.bytes-d.bytes, u.simulates-d.simulates, u.streams-d.streams
-	if *u == (usage{}) {
+	u.Calls, u.Bytes, u.Simulates, u.Streams = u.Calls-d.Calls, u.Bytes-d.Bytes, u.Simulates-d.Simulates, u.Streams-d.Streams
+	if *u == (Usage{}) {
 		delete(f.use, who)
 	}
 }
 
 // acquire waits until a call of who may run, in who's queue, until ctx
 // ends. A nil error must be followed by release(who).
-func (f *fairness) acquire(ctx context.Context, who string) error {
+func (f *Fairness) acquire(ctx context.Context, who string) error {
 	f.mu.Lock()
 	if f.free > 0 && f.running[who] < f.maxRunning && len(f.queue[who]) == 0 {
 		f.free--
@@ -164,7 +198,7 @@ func (f *fairness) acquire(ctx context.Context, who string) error {
 }
 
 // unsafeRemove takes w out of who's queue; f.mu is held.
-func (f *fairness) unsafeRemove(who string, w *waiter) {
+func (f *Fairness) unsafeRemove(who string, w *waiter) {
 	q := f.queue[who]
 	for i, x := range q {
 		if x == w {
@@ -181,7 +215,7 @@ func (f *fairness) unsafeRemove(who string, w *waiter) {
 }
 
 // release ends a call of who and hands the freed capacity on.
-func (f *fairness) release(who string) {
+func (f *Fairness) release(who string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.free++
@@ -194,7 +228,7 @@ func (f *fairness) release(who string) {
 // unsafeDispatch starts queued calls while slots are free: each goes to
 // the oldest waiter of the next principal in turn that runs fewer than
 // maxRunning calls, who then goes to the back of the turn; f.mu is held.
-func (f *fairness) unsafeDispatch() {
+func (f *Fairness) unsafeDispatch() {
 	for f.free > 0 {
 		i := slices.IndexFunc(f.ring, func(who string) bool { return f.running[who] < f.maxRunning })
 		if i < 0 {
@@ -217,36 +251,36 @@ func (f *fairness) unsafeDispatch() {
 	}
 }
 
-// unary is the fairness interceptor of unary calls.
-func (f *fairness) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	var d usage // the call itself is held by the tap handle (tap.go)
-	if n, ok := requestBytes(ctx); ok {
-		d.bytes = n // as received: proto.Size would encode the request again to count it
+// Unary is the fairness interceptor of unary calls.
+func (f *Fairness) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	var d Usage // the call itself is held by the tap handle (Hold)
+	if n, ok := f.requestBytes(ctx); ok {
+		d.Bytes = n // as received: proto.Size would encode the request again to count it
 	} else if m, ok := req.(proto.Message); ok {
-		d.bytes = int64(proto.Size(m))
+		d.Bytes = int64(proto.Size(m))
 	}
 	if info.FullMethod == setpointv1.AutoscalerService_Simulate_FullMethodName {
-		d.simulates = 1
+		d.Simulates = 1
 	}
-	who, ok := caller(ctx)
+	who, ok := f.caller(ctx)
 	if !ok {
 		return handler(ctx, req)
 	}
-	if reason := f.hold(who, d); reason != "" {
+	if reason := f.Hold(who, d); reason != "" {
 		f.refused(reason)
 		what := "calls"
-		if reason == refusedSimulates {
+		if reason == RefusedSimulates {
 			what = "Simulate calls"
 		}
-		return nil, errPrincipalBusy(what)
+		return nil, ErrPrincipalBusy(what)
 	}
-	defer f.put(who, d)
-	if d.simulates > 0 {
+	defer f.Put(who, d)
+	if d.Simulates > 0 {
 		select {
 		case f.simulates <- struct{}{}:
 			defer func() { <-f.simulates }()
 		default:
-			f.refused(refusedSimulates)
+			f.refused(RefusedSimulates)
 			return nil, status.Error(codes.ResourceExhausted, "too many Simulate calls in flight; retry later")
 		}
 	}
@@ -257,18 +291,18 @@ func (f *fairness) unary(ctx context.Context, req any, info *grpc.UnaryServerInf
 	return handler(ctx, req)
 }
 
-// stream is the fairness interceptor of streams: it bounds each
+// Stream is the fairness interceptor of streams: it bounds each
 // principal's open streams. Streams take no slot: a Watch mostly waits.
-func (f *fairness) stream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	d := usage{streams: 1}
-	who, ok := caller(ss.Context())
+func (f *Fairness) Stream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	d := Usage{Streams: 1}
+	who, ok := f.caller(ss.Context())
 	if !ok {
 		return handler(srv, ss)
 	}
-	if reason := f.hold(who, d); reason != "" {
+	if reason := f.Hold(who, d); reason != "" {
 		f.refused(reason)
-		return errPrincipalBusy("streams")
+		return ErrPrincipalBusy("streams")
 	}
-	defer f.put(who, d)
+	defer f.Put(who, d)
 	return handler(srv, ss)
 }

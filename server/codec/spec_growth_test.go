@@ -1,9 +1,10 @@
-package server
+package codec
 
 import (
 	"testing"
 
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"github.com/setpointhq/setpoint/server/budget"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -52,8 +53,8 @@ func growthSeeds() [][]byte {
 }
 
 // FuzzSpecGrowth: the spec of a request that decodes, encoded again, is at
-// most maxSpecGrowth times the request's size as received (what
-// budgets.specFits relies on to skip measuring it).
+// most budget.MaxSpecGrowth times the request's size as received (what
+// budget.Budgets.SpecFits relies on to skip measuring it).
 func FuzzSpecGrowth(f *testing.F) {
 	fast, slow := decodeSeeds(f)
 	for _, b := range append(append(fast, slow...), growthSeeds()...) {
@@ -70,7 +71,7 @@ func FuzzSpecGrowth(f *testing.F) {
 			if decode(m) != nil || m.GetSpec() == nil {
 				continue
 			}
-			if n := proto.Size(m.GetSpec()); n > maxSpecGrowth*len(b) {
+			if n := proto.Size(m.GetSpec()); n > budget.MaxSpecGrowth*len(b) {
 				t.Fatalf("%s: spec of %d bytes encoded from a request of %d", name, n, len(b))
 			}
 		}
@@ -79,7 +80,7 @@ func FuzzSpecGrowth(f *testing.F) {
 
 // TestSpecGrowthSeedsGrow checks that the growth seeds do grow (the fuzz
 // target tests the bound where it matters), and that a request over
-// maxSpec/maxSpecGrowth bytes is measured: its spec over maxSpec is
+// maxSpec/budget.MaxSpecGrowth bytes is measured: its spec over maxSpec is
 // reported.
 func TestSpecGrowthSeedsGrow(t *testing.T) {
 	for i, b := range growthSeeds() {
@@ -91,17 +92,17 @@ func TestSpecGrowthSeedsGrow(t *testing.T) {
 			t.Errorf("seed %d: %d bytes encoded again from %d: want growth", i, n, len(b))
 		}
 	}
-	bg := budgets{maxString: DefaultMaxStringBytes, maxEntries: DefaultMaxListEntries, maxSpec: 64}
+	bg := budget.Budgets{MaxString: budget.DefaultMaxStringBytes, MaxEntries: budget.DefaultMaxListEntries, MaxSpec: 64}
 	req := &setpointv1.RecommendRequest{Spec: &setpointv1.HorizontalPodAutoscalerSpec{Metrics: []*setpointv1.MetricSpec{{Type: "External", External: &setpointv1.ExternalMetricSource{
 		Metric: &setpointv1.MetricIdentifier{Name: "a-rather-long-metric-name-of-more-than-sixty-four-bytes-to-exceed-the-budget"}}}}}}
 	for _, received := range []int64{0, int64(proto.Size(req)), 1 << 20} {
 		e := &setpointv1.ValidationError{}
-		bg.checkReceived(e, req, received)
+		bg.CheckReceived(e, req, received)
 		if len(e.Violations) != 1 || e.Violations[0].Field != "spec" {
 			t.Errorf("received %d: violations %v, want one of spec", received, e.Violations)
 		}
 	}
-	if !bg.specFits(64/maxSpecGrowth) || bg.specFits(64/maxSpecGrowth+1) || bg.specFits(0) {
-		t.Errorf("specFits: want true for 1..%d bytes only", 64/maxSpecGrowth)
+	if !bg.SpecFits(64/budget.MaxSpecGrowth) || bg.SpecFits(64/budget.MaxSpecGrowth+1) || bg.SpecFits(0) {
+		t.Errorf("specFits: want true for 1..%d bytes only", 64/budget.MaxSpecGrowth)
 	}
 }

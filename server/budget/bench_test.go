@@ -1,4 +1,4 @@
-package server
+package budget
 
 import (
 	"fmt"
@@ -12,16 +12,16 @@ import (
 // each with a cpu request and a usage sample.
 func BenchmarkBudgets(b *testing.B) {
 	req := &setpointv1.RecommendRequest{Spec: &setpointv1.HorizontalPodAutoscalerSpec{MaxReplicas: 100}, ResourceMetrics: &setpointv1.ResourceMetrics{}}
-	for i := range DefaultMaxPodsPerRequest {
+	for i := range 10000 { // the server's DefaultMaxPodsPerRequest
 		name := fmt.Sprint("pod-", i)
 		req.Pods = append(req.Pods, &setpointv1.Pod{Name: name, Phase: "Running", Requests: map[string]string{"cpu": "500m"}})
 		req.ResourceMetrics.Items = append(req.ResourceMetrics.Items, &setpointv1.PodMetrics{Pod: name, Containers: []*setpointv1.ContainerMetrics{{Name: "app", Usage: map[string]string{"cpu": "400m"}}}})
 	}
-	bg := budgets{maxString: DefaultMaxStringBytes, maxEntries: DefaultMaxListEntries, maxSpec: DefaultMaxSpecBytes}
+	bg := Budgets{MaxString: DefaultMaxStringBytes, MaxEntries: DefaultMaxListEntries, MaxSpec: DefaultMaxSpecBytes}
 	b.ReportAllocs()
 	for b.Loop() {
 		e := &setpointv1.ValidationError{}
-		bg.check(e, req)
+		bg.Check(e, req)
 		if len(e.Violations) > 0 {
 			b.Fatal(e)
 		}
@@ -55,10 +55,10 @@ func BenchmarkBudgetsRecommend(b *testing.B) {
 			{Name: "app", Usage: map[string]string{"cpu": "310m", "memory": "277Mi"}},
 			{Name: "istio-proxy", Usage: map[string]string{"cpu": "20m", "memory": "60Mi"}}}})
 	}
-	bg := budgets{maxString: DefaultMaxStringBytes, maxEntries: DefaultMaxListEntries, maxSpec: DefaultMaxSpecBytes}
+	bg := Budgets{MaxString: DefaultMaxStringBytes, MaxEntries: DefaultMaxListEntries, MaxSpec: DefaultMaxSpecBytes}
 	size := int64(proto.Size(req))
-	received := func(e *setpointv1.ValidationError, m proto.Message) { bg.checkReceived(e, m, size) }
-	for name, check := range map[string]func(*setpointv1.ValidationError, proto.Message){"received": received, "typed": bg.check, "walk": bg.checkReflective} {
+	received := func(e *setpointv1.ValidationError, m proto.Message) { bg.CheckReceived(e, m, size) }
+	for name, check := range map[string]func(*setpointv1.ValidationError, proto.Message){"received": received, "typed": bg.Check, "walk": bg.checkReflective} {
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			var e setpointv1.ValidationError

@@ -1,4 +1,4 @@
-package server
+package codec
 
 import (
 	"bytes"
@@ -68,7 +68,7 @@ func decodeSeeds(t testing.TB) (fast, slow [][]byte) {
 // TestDecodeRecommend: the hand decoder decodes every seed as
 // proto.Unmarshal does, into new memory and into memory that decoded the
 // other seeds before (reused twice over, in both orders), and leaves the
-// others to it; Codec, and the server's requestCodec with its interceptor,
+// others to it; Codec, and the server's Request with its interceptor,
 // give the same message or error as proto.Unmarshal for all.
 func TestDecodeRecommend(t *testing.T) {
 	fast, slow := decodeSeeds(t)
@@ -102,10 +102,10 @@ func TestDecodeRecommend(t *testing.T) {
 				t.Errorf("seed %d: codec decoded %v, proto.Unmarshal %v", i, viaCodec, want)
 			}
 			viaServer := &setpointv1.RecommendRequest{}
-			if err := newRequestCodec().Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, viaServer); err != nil {
-				t.Fatalf("seed %d: requestCodec returned %v (it notes errors)", i, err)
+			if err := NewRequest().Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, viaServer); err != nil {
+				t.Fatalf("seed %d: Request returned %v (it notes errors)", i, err)
 			}
-			_, err = rejectUndecodable(t.Context(), viaServer, nil, func(_ context.Context, req any) (any, error) {
+			_, err = RejectUndecodable(t.Context(), viaServer, nil, func(_ context.Context, req any) (any, error) {
 				if !proto.Equal(want, req.(*setpointv1.RecommendRequest)) {
 					t.Errorf("seed %d: the server decoded %v, proto.Unmarshal %v", i, req, want)
 				}
@@ -262,7 +262,7 @@ func BenchmarkDecodeRecommend(b *testing.B) {
 		b.Fatal(err)
 	}
 	data := mem.BufferSlice{mem.SliceBuffer(enc)}
-	server := newRequestCodec()
+	server := NewRequest()
 	for name, decode := range map[string]func(*setpointv1.RecommendRequest) error{
 		"codec":           func(m *setpointv1.RecommendRequest) error { return Codec().Unmarshal(data, m) },
 		"proto.Unmarshal": func(m *setpointv1.RecommendRequest) error { return proto.Unmarshal(enc, m) },
@@ -271,7 +271,7 @@ func BenchmarkDecodeRecommend(b *testing.B) {
 			if err := server.Unmarshal(data, m); err != nil {
 				return err
 			}
-			_, err := rejectUndecodable(context.Background(), m, nil, func(context.Context, any) (any, error) { return nil, nil })
+			_, err := RejectUndecodable(context.Background(), m, nil, func(context.Context, any) (any, error) { return nil, nil })
 			return err
 		},
 	} {

@@ -1,21 +1,21 @@
-package server
+// Package budget bounds what one request may hold — every string, every
+// list and map no other limit bounds, and the spec a target stores — and
+// names each violation by its field path, so a request over a budget is
+// refused InvalidArgument before anything else reads it. It is part of the
+// server's admission: the interceptor chain checks every request with it.
+package budget
 
 import (
-	"context"
-	"errors"
 	"strconv"
 	"strings"
-	"time"
 
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
-	"github.com/setpointhq/setpoint/server/convert"
-	"github.com/setpointhq/setpoint/store"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
-// Defaults of the size budgets (Options.MaxStringBytes, MaxListEntries,
-// MaxSpecBytes, MaxResponseBytes).
+// Defaults of the budgets (the server's Options.MaxStringBytes,
+// MaxListEntries, MaxSpecBytes).
 const (
 	// DefaultMaxStringBytes bounds every string of a request: selectors,
 	// label keys and values, quantities, messages. Kubernetes names are
@@ -29,15 +29,18 @@ const (
 	// target stores of a request (the spec, and its selectors again in
 	// the status and the last decision).
 	DefaultMaxSpecBytes = 64 << 10
-	// DefaultMaxResponseBytes bounds a ListTargets page: below the 4 MiB
-	// a gRPC client receives by default (Go, grpc-js, setpointctl).
-	DefaultMaxResponseBytes = 3 << 20
 )
 
-// budgets bound the sizes of a request's strings, lists and maps and of
-// the spec a target stores.
-type budgets struct {
-	maxString, maxEntries, maxSpec int
+// Budgets bound the sizes of a request's strings, lists and maps and of
+// the spec a target stores. The zero value of a field bounds nothing of
+// its kind to zero: give every one.
+type Budgets struct {
+	// MaxString bounds every string, in bytes.
+	MaxString int
+	// MaxEntries bounds every list and map no other limit bounds.
+	MaxEntries int
+	// MaxSpec bounds the encoded spec a target stores, in bytes.
+	MaxSpec int
 }
 
 // boundedElsewhere are the lists with their own limits (requestLimits,
@@ -54,37 +57,37 @@ var boundedElsewhere = map[protoreflect.FullName]bool{
 	"setpoint.v1.HorizontalPodAutoscalerSpec.metrics": true,
 }
 
-// check adds to e a violation for every string of m longer than
+// Check adds to e a violation for every string of m longer than
 // maxString, every list or map (not bounded elsewhere) longer than
 // maxEntries and, for a Recommend, a spec larger than maxSpec. The walk
 // costs one pass over the decoded request and allocates nothing while it
 // finds no violation: the path to the current field is a stack, spelled
 // out only for a violation. Recommend and Observe are walked with their
-// generated getters (budget_requests.go), every other request by
+// generated getters (requests.go), every other request by
 // reflection.
-func (b budgets) check(e *setpointv1.ValidationError, m proto.Message) {
-	b.checkReceived(e, m, 0)
+func (b Budgets) Check(e *setpointv1.ValidationError, m proto.Message) {
+	b.CheckReceived(e, m, 0)
 }
 
-// checkReceived is check for a request received as received bytes (0:
+// CheckReceived is Check for a request received as received bytes (0:
 // unknown), which spares measuring the spec of a request too small to hold
 // a spec over maxSpec (specFits), and reading the maps' strings of a
 // request too small to hold a string over maxString (a string decodes
 // from as many bytes).
-func (b budgets) checkReceived(e *setpointv1.ValidationError, m proto.Message, received int64) {
+func (b Budgets) CheckReceived(e *setpointv1.ValidationError, m proto.Message, received int64) {
 	// On the stack: the typed walks take no closure. A request received in
 	// at most maxString bytes has no string longer: its maps need not be
 	// iterated.
-	w := walker{budgets: b, e: e, stringsFit: received > 0 && received <= int64(b.maxString)}
+	w := walker{Budgets: b, e: e, stringsFit: received > 0 && received <= int64(b.MaxString)}
 	if !w.typedCheck(m) {
 		b.walk(e, m)
 	}
-	if !b.specFits(received) {
+	if !b.SpecFits(received) {
 		b.checkSpec(e, m)
 	}
 }
 
-// maxSpecGrowth bounds how many times its encoded size as received a
+// MaxSpecGrowth bounds how many times its encoded size as received a
 // request's spec is once decoded and encoded again (proto.Size). Encoding
 // again only drops what decoding dropped (default values, repeated
 // fields, non-minimal varints) except for map entries, which are encoded
@@ -95,34 +98,34 @@ func (b budgets) checkReceived(e *setpointv1.ValidationError, m proto.Message, r
 // packable repeated field (a packed one would grow if it came unpacked...
 // the other way round: it would grow if it came packed and were encoded
 // unpacked). TestSpecGrowthBound checks the worst case.
-const maxSpecGrowth = 4
+const MaxSpecGrowth = 4
 
-// specFits reports whether a request of received bytes (0: unknown) cannot
+// SpecFits reports whether a request of received bytes (0: unknown) cannot
 // hold a spec over maxSpec when encoded again.
-func (b budgets) specFits(received int64) bool {
-	return received > 0 && received <= int64(b.maxSpec)/maxSpecGrowth
+func (b Budgets) SpecFits(received int64) bool {
+	return received > 0 && received <= int64(b.MaxSpec)/MaxSpecGrowth
 }
 
 // checkReflective is check with the reflective walk for every request:
 // the reference the typed walks are tested against.
-func (b budgets) checkReflective(e *setpointv1.ValidationError, m proto.Message) {
+func (b Budgets) checkReflective(e *setpointv1.ValidationError, m proto.Message) {
 	b.walk(e, m)
 	b.checkSpec(e, m)
 }
 
 // walk adds to e the violations of m's strings, lists and maps, found by
 // reflection.
-func (b budgets) walk(e *setpointv1.ValidationError, m proto.Message) {
-	w := walker{budgets: b, e: e}
+func (b Budgets) walk(e *setpointv1.ValidationError, m proto.Message) {
+	w := walker{Budgets: b, e: e}
 	w.walk(m.ProtoReflect())
 }
 
 // checkSpec adds to e a violation for the spec of a Recommend larger than
 // maxSpec.
-func (b budgets) checkSpec(e *setpointv1.ValidationError, m proto.Message) {
+func (b Budgets) checkSpec(e *setpointv1.ValidationError, m proto.Message) {
 	if r, ok := m.(*setpointv1.RecommendRequest); ok && r.GetSpec() != nil {
-		if n := proto.Size(r.GetSpec()); n > b.maxSpec {
-			e.Add("spec", "is %d bytes encoded: a target stores at most %d", n, b.maxSpec)
+		if n := proto.Size(r.GetSpec()); n > b.MaxSpec {
+			e.Add("spec", "is %d bytes encoded: a target stores at most %d", n, b.MaxSpec)
 		}
 	}
 }
@@ -139,7 +142,7 @@ type step struct {
 // walker is one check's walk: the violations found, and the path from the
 // request to the value being checked.
 type walker struct {
-	budgets
+	Budgets
 	e *setpointv1.ValidationError
 	// path holds the steps to the value being checked, depth of them:
 	// a request nests less than maxDepth steps deep
@@ -196,14 +199,14 @@ func (w *walker) walk(m protoreflect.Message) {
 		switch {
 		case fd.IsMap():
 			mp := v.Map()
-			if mp.Len() > w.maxEntries {
-				w.e.Add(w.at(""), "has %d entries: at most %d", mp.Len(), w.maxEntries)
+			if mp.Len() > w.MaxEntries {
+				w.e.Add(w.at(""), "has %d entries: at most %d", mp.Len(), w.MaxEntries)
 				return true
 			}
 			mp.Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
 				key := k.String()
-				if len(key) > w.maxString {
-					w.e.Add(w.at(""), "has a key of %d bytes: at most %d", len(key), w.maxString)
+				if len(key) > w.MaxString {
+					w.e.Add(w.at(""), "has a key of %d bytes: at most %d", len(key), w.MaxString)
 					return false
 				}
 				w.push(step{key: key, isKey: true, index: -1})
@@ -213,8 +216,8 @@ func (w *walker) walk(m protoreflect.Message) {
 			})
 		case fd.IsList():
 			l := v.List()
-			if l.Len() > w.maxEntries && !boundedElsewhere[fd.FullName()] {
-				w.e.Add(w.at(""), "has %d entries: at most %d", l.Len(), w.maxEntries)
+			if l.Len() > w.MaxEntries && !boundedElsewhere[fd.FullName()] {
+				w.e.Add(w.at(""), "has %d entries: at most %d", l.Len(), w.MaxEntries)
 				return true
 			}
 			typed := podChecks[fd.FullName()]
@@ -238,62 +241,14 @@ func (w *walker) walk(m protoreflect.Message) {
 func (w *walker) value(fd protoreflect.FieldDescriptor, v protoreflect.Value) {
 	switch fd.Kind() {
 	case protoreflect.StringKind:
-		if n := len(v.String()); n > w.maxString {
-			w.e.Add(w.at(""), "is %d bytes: at most %d", n, w.maxString)
+		if n := len(v.String()); n > w.MaxString {
+			w.e.Add(w.at(""), "is %d bytes: at most %d", n, w.MaxString)
 		}
 	case protoreflect.BytesKind:
-		if n := len(v.Bytes()); n > w.maxString {
-			w.e.Add(w.at(""), "is %d bytes: at most %d", n, w.maxString)
+		if n := len(v.Bytes()); n > w.MaxString {
+			w.e.Add(w.at(""), "is %d bytes: at most %d", n, w.MaxString)
 		}
 	case protoreflect.MessageKind, protoreflect.GroupKind:
 		w.walk(v.Message())
 	}
-}
-
-// listPage returns one ListTargets page of at most maxResponseBytes
-// encoded (but at least one target): when the store's page is larger, the
-// store is asked again for as many targets as fit, with their own next
-// page token, so no target is skipped and no client's receive limit is
-// exceeded. Records that cannot be decoded are logged and left out.
-func (s *service) listPage(ctx context.Context, q store.Query) (*setpointv1.ListTargetsResponse, error) {
-	for {
-		recs, next, err := s.store.List(ctx, q)
-		if errors.Is(err, store.ErrInvalid) && q.PageToken != "" {
-			// The only invalid argument Validate cannot see: a page token
-			// that is not one this query handed out.
-			ve := &setpointv1.ValidationError{}
-			ve.Add("page_token", "is not a token of this query's pages")
-			err = ve
-		}
-		if err != nil && len(recs) == 0 {
-			return nil, toStatus(ctx, s.log, err)
-		} else if err != nil {
-			s.log.WarnContext(ctx, "list: records left out", "err", err)
-		}
-		resp := &setpointv1.ListTargetsResponse{NextPageToken: next}
-		total := 0
-		for _, rec := range recs {
-			t, err := convert.Target(rec)
-			if err != nil {
-				return nil, toStatus(ctx, s.log, err)
-			}
-			total += proto.Size(t) + 8 // with the field's tag and length
-			if total > s.maxResponseBytes && len(resp.Targets) > 0 {
-				break
-			}
-			resp.Targets = append(resp.Targets, t)
-		}
-		if len(resp.Targets) == len(recs) {
-			return resp, nil
-		}
-		q.PageSize = len(resp.Targets)
-	}
-}
-
-// positiveOr is v when positive, def otherwise.
-func positiveOr[T int | int64 | float64 | time.Duration](v, def T) T {
-	if v > 0 {
-		return v
-	}
-	return def
 }

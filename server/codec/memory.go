@@ -1,4 +1,4 @@
-package server
+package codec
 
 import (
 	"sync"
@@ -14,7 +14,7 @@ import (
 // that hold them.
 //
 // The server decodes each Recommend into memory taken from decodeMemories
-// and gives it back when the call is over (requestCodec, rejectUndecodable):
+// and gives it back when the call is over (Request, RejectUndecodable):
 // after a few calls a request of the usual shape needs no allocation for
 // these parts, which were most of the objects a durable Recommend left to
 // the garbage collector (BenchmarkDecodeRecommend, 10 pods: 2.0 KB in 163

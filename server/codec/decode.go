@@ -1,4 +1,4 @@
-package server
+package codec
 
 import (
 	"unicode/utf8"
@@ -26,7 +26,7 @@ import (
 // decoder does not decode the same way — an unknown field, an unexpected
 // wire type, invalid UTF-8 — it leaves to proto.Unmarshal, which decodes
 // the whole request again. A server is served with it (wrapped by
-// requestCodec); so is setpoint-bench's baseline, which pays the same
+// Request); so is setpoint-bench's baseline, which pays the same
 // decoding.
 func Codec() encoding.CodecV2 { return fastCodec{encoding.GetCodecV2(proto.Name)} }
 

@@ -1,4 +1,11 @@
-package server
+// Package auth says who a caller is: the principals file (ParseConfig,
+// reloaded by an Authenticator when it changes), the roles and what each
+// may read and write, a caller's principal from a verified client
+// certificate or a bearer token, and the server's TLS configuration that
+// reloads rotated certificates (NewTLSConfig). The server's admission
+// authenticates every call with it; what each method needs of a principal
+// (the policy table) is the server's.
+package auth
 
 import (
 	"context"
@@ -9,7 +16,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
+	grpcauth "github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
@@ -92,15 +99,15 @@ func PrincipalFrom(ctx context.Context) (Principal, bool) {
 	return p, ok
 }
 
-// withPrincipal returns ctx carrying p.
-func withPrincipal(ctx context.Context, p Principal) context.Context {
+// WithPrincipal returns ctx carrying p.
+func WithPrincipal(ctx context.Context, p Principal) context.Context {
 	return context.WithValue(ctx, principalKey{}, p)
 }
 
-// AuthConfig maps credentials to principals: client certificate
+// Config maps credentials to principals: client certificate
 // identities and SHA-256 digests of bearer tokens. Parse it with
-// ParseAuthConfig; the server reloads it with NewAuthenticator.
-type AuthConfig struct {
+// ParseConfig; the server reloads it with NewAuthenticator.
+type Config struct {
 	byIdentity map[string]Principal
 	byToken    map[[sha256.Size]byte]Principal
 }
@@ -116,7 +123,7 @@ type authFile struct {
 	} `json:"principals"`
 }
 
-// ParseAuthConfig parses a principals file (JSON or YAML; unknown fields
+// ParseConfig parses a principals file (JSON or YAML; unknown fields
 // are errors):
 //
 //	{"principals": [
@@ -131,12 +138,12 @@ type authFile struct {
 // ID) or, for a certificate without URI SANs, its subject common name
 // when that is not a URI (a SPIFFE ID is never taken from a common name).
 // Tokens are stored only as their hex SHA-256.
-func ParseAuthConfig(b []byte) (*AuthConfig, error) {
+func ParseConfig(b []byte) (*Config, error) {
 	var f authFile
 	if err := yaml.UnmarshalStrict(b, &f); err != nil {
 		return nil, fmt.Errorf("principals file: %w", err)
 	}
-	c := &AuthConfig{byIdentity: map[string]Principal{}, byToken: map[[sha256.Size]byte]Principal{}}
+	c := &Config{byIdentity: map[string]Principal{}, byToken: map[[sha256.Size]byte]Principal{}}
 	names := map[string]bool{}
 	for i, e := range f.Principals {
 		at := func(field string) string { return fmt.Sprintf("principals file: principals[%d]%s", i, field) }
@@ -178,34 +185,34 @@ func ParseAuthConfig(b []byte) (*AuthConfig, error) {
 }
 
 // Authenticator authenticates callers with a principals file it reloads
-// when the file changes (see ParseAuthConfig and ReloadOptions).
+// when the file changes (see ParseConfig and ReloadOptions).
 type Authenticator struct {
-	r *reloader[*AuthConfig]
+	r *reloader[*Config]
 }
 
 // NewAuthenticator loads the principals file at path; it must parse now.
 // Later a changed file is picked up within o.Interval; a file that no
 // longer parses keeps the previous principals (and is logged).
 func NewAuthenticator(path string, o ReloadOptions) (*Authenticator, error) {
-	r, err := newReloader("principals file", []string{path}, func(b [][]byte) (*AuthConfig, error) { return ParseAuthConfig(b[0]) }, o)
+	r, err := newReloader("principals file", []string{path}, func(b [][]byte) (*Config, error) { return ParseConfig(b[0]) }, o)
 	if err != nil {
 		return nil, err
 	}
 	return &Authenticator{r: r}, nil
 }
 
-// errUnauthenticated is the one answer to missing or unknown credentials.
-var errUnauthenticated = status.Error(codes.Unauthenticated, "authentication required: a client certificate or bearer token of a known principal")
+// ErrUnauthenticated is the one answer to missing or unknown credentials.
+var ErrUnauthenticated = status.Error(codes.Unauthenticated, "authentication required: a client certificate or bearer token of a known principal")
 
-// authenticate finds the caller's principal: the identity of a verified
+// Authenticate finds the caller's principal: the identity of a verified
 // client certificate when the principals file lists it, else the bearer
 // token's. Neither is Unauthenticated.
-func (a *Authenticator) authenticate(ctx context.Context) (Principal, string, error) {
-	token, err := auth.AuthFromMD(ctx, "bearer")
+func (a *Authenticator) Authenticate(ctx context.Context) (Principal, string, error) {
+	token, err := grpcauth.AuthFromMD(ctx, "bearer")
 	if err != nil {
 		token = ""
 	}
-	return a.principal(verifiedClientCert(ctx), token)
+	return a.principal(VerifiedClientCert(ctx), token)
 }
 
 // principal finds the principal of a verified client certificate (nil when
@@ -224,19 +231,19 @@ func (a *Authenticator) principal(leaf *x509.Certificate, token string) (Princip
 		}
 	}
 	if token == "" {
-		return Principal{}, presented, errUnauthenticated
+		return Principal{}, presented, ErrUnauthenticated
 	}
 	// Looking the digest up in a map is safe from timing attacks: what
 	// the lookup's timing could reveal is about the digest, not the token.
 	if p, ok := c.byToken[sha256.Sum256([]byte(token))]; ok {
 		return p, "token", nil
 	}
-	return Principal{}, "unknown token", errUnauthenticated
+	return Principal{}, "unknown token", ErrUnauthenticated
 }
 
-// verifiedClientCert returns the client certificate of ctx's connection
+// VerifiedClientCert returns the client certificate of ctx's connection
 // when the TLS handshake verified it against the client CA; nil otherwise.
-func verifiedClientCert(ctx context.Context) *x509.Certificate {
+func VerifiedClientCert(ctx context.Context) *x509.Certificate {
 	p, ok := peer.FromContext(ctx)
 	if !ok {
 		return nil

@@ -1,4 +1,10 @@
-package server
+// Package codec is how the server decodes requests: grpc-go's protobuf
+// codec, with Recommend's per-pod parts decoded by hand into memory kept
+// across calls (Codec), and a request codec (Request) that turns a request
+// that does not decode into InvalidArgument — answered by
+// RejectUndecodable early in the interceptor chain — instead of grpc-go's
+// Internal.
+package codec
 
 import (
 	"context"
@@ -12,25 +18,25 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// requestCodec is the server's protobuf codec: Codec, except for two
+// Request is the server's protobuf codec: Codec, except for two
 // things.
 //
 // Requests that do not decode (invalid wire format, invalid UTF-8 in a
 // string, nesting too deep): grpc-go answers those Internal, which tells
 // the caller and every alert that the server is at fault; the caller is.
-// requestCodec lets the call go on with the message as far as it decoded
-// and notes the error, and rejectUndecodable — early in the interceptor
+// Request lets the call go on with the message as far as it decoded
+// and notes the error, and RejectUndecodable — early in the interceptor
 // chain — answers InvalidArgument before any handler sees the message.
 //
 // Recommend's per-pod parts are decoded into memory kept across calls
-// (decodeMemory), noted with the request; rejectUndecodable gives it back
+// (decodeMemory), noted with the request; RejectUndecodable gives it back
 // when the call is over.
-type requestCodec struct{ fastCodec }
+type Request struct{ fastCodec }
 
-// newRequestCodec wraps the server's codec (Codec: grpc-go's protobuf
+// NewRequest wraps the server's codec (Codec: grpc-go's protobuf
 // codec, with Recommend's per-pod parts decoded by hand).
-func newRequestCodec() requestCodec {
-	return requestCodec{Codec().(fastCodec)}
+func NewRequest() Request {
+	return Request{Codec().(fastCodec)}
 }
 
 // DecodeOptions are the gRPC server options that decode requests as the
@@ -40,18 +46,18 @@ func newRequestCodec() requestCodec {
 // built with them pays what this one pays to decode: setpoint-bench's
 // no-op baseline is.
 func DecodeOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{grpc.ForceServerCodecV2(newRequestCodec()), grpc.ChainUnaryInterceptor(rejectUndecodable)}
+	return []grpc.ServerOption{grpc.ForceServerCodecV2(NewRequest()), grpc.ChainUnaryInterceptor(RejectUndecodable)}
 }
 
-// notes maps a request message (by pointer) to what requestCodec noted
-// about it for rejectUndecodable: the decoder's error when it did not
+// notes maps a request message (by pointer) to what Request noted
+// about it for RejectUndecodable: the decoder's error when it did not
 // decode, or the *decodeMemory it was decoded into. Each entry lives for
 // the length of one call's decoding and interception.
 var notes sync.Map
 
 // Unmarshal decodes data into v, noting instead of returning a decoding
 // error.
-func (c requestCodec) Unmarshal(data mem.BufferSlice, v any) error {
+func (c Request) Unmarshal(data mem.BufferSlice, v any) error {
 	if r, ok := v.(*setpointv1.RecommendRequest); ok {
 		m := decodeMemories.Get().(*decodeMemory)
 		if c.recommend(data, r, m) {
@@ -98,13 +104,13 @@ func undecodableReason(err error) string {
 	}
 }
 
-// rejectUndecodable answers InvalidArgument for a request requestCodec
+// RejectUndecodable answers InvalidArgument for a request Request
 // could not decode, and gives back the memory a request was decoded into
 // when its call is over: the handler and the interceptors after this one
 // have returned, and none keeps the request (decodeMemory). It must run
 // for every call (no interceptor before it may end a call without calling
 // on), or notes would stay behind.
-func rejectUndecodable(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+func RejectUndecodable(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	note, _ := notes.LoadAndDelete(req)
 	switch n := note.(type) {
 	case error:
@@ -115,9 +121,9 @@ func rejectUndecodable(ctx context.Context, req any, _ *grpc.UnaryServerInfo, ha
 	return handler(ctx, req)
 }
 
-// rejectUndecodableStream is rejectUndecodable for the messages a stream
+// RejectUndecodableStream is RejectUndecodable for the messages a stream
 // receives.
-func rejectUndecodableStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+func RejectUndecodableStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	return handler(srv, decodeCheckedStream{ss})
 }
 

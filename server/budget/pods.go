@@ -1,4 +1,4 @@
-package server
+package budget
 
 import (
 	"strconv"
@@ -24,15 +24,15 @@ var podChecks = map[protoreflect.FullName]func(w *walker, m protoreflect.Message
 
 // str checks string s of the field at the path, then suffix.
 func (w *walker) str(s string, suffix string) {
-	if len(s) > w.maxString {
-		w.e.Add(w.at(suffix), "is %d bytes: at most %d", len(s), w.maxString)
+	if len(s) > w.MaxString {
+		w.e.Add(w.at(suffix), "is %d bytes: at most %d", len(s), w.MaxString)
 	}
 }
 
 // strMap checks map m of the field at the path, then suffix.
 func (w *walker) strMap(m map[string]string, suffix string) {
-	if len(m) > w.maxEntries {
-		w.e.Add(w.at(suffix), "has %d entries: at most %d", len(m), w.maxEntries)
+	if len(m) > w.MaxEntries {
+		w.e.Add(w.at(suffix), "has %d entries: at most %d", len(m), w.MaxEntries)
 		return
 	}
 	if w.stringsFit {
@@ -40,19 +40,19 @@ func (w *walker) strMap(m map[string]string, suffix string) {
 	}
 	for k, v := range m {
 		switch {
-		case len(k) > w.maxString:
-			w.e.Add(w.at(suffix), "has a key of %d bytes: at most %d", len(k), w.maxString)
+		case len(k) > w.MaxString:
+			w.e.Add(w.at(suffix), "has a key of %d bytes: at most %d", len(k), w.MaxString)
 			return
-		case len(v) > w.maxString:
-			w.e.Add(w.at(suffix)+"["+strconv.Quote(k)+"]", "is %d bytes: at most %d", len(v), w.maxString)
+		case len(v) > w.MaxString:
+			w.e.Add(w.at(suffix)+"["+strconv.Quote(k)+"]", "is %d bytes: at most %d", len(v), w.MaxString)
 		}
 	}
 }
 
 // list checks the length of a list of n entries at the path, then suffix.
 func (w *walker) list(n int, suffix string) bool {
-	if n > w.maxEntries {
-		w.e.Add(w.at(suffix), "has %d entries: at most %d", n, w.maxEntries)
+	if n > w.MaxEntries {
+		w.e.Add(w.at(suffix), "has %d entries: at most %d", n, w.MaxEntries)
 		return false
 	}
 	return true
@@ -91,10 +91,10 @@ func (w *walker) podMetrics(p *setpointv1.PodMetrics) {
 // container checks the name and the quantity map (field mapField) of the
 // container at i.
 func (w *walker) container(i containerPath, name string, m map[string]string, mapField string) {
-	if len(name) > w.maxString {
-		w.e.Add(w.at(i.suffix("name")), "is %d bytes: at most %d", len(name), w.maxString)
+	if len(name) > w.MaxString {
+		w.e.Add(w.at(i.suffix("name")), "is %d bytes: at most %d", len(name), w.MaxString)
 	}
-	if len(m) > w.maxEntries || w.overlong(m) {
+	if len(m) > w.MaxEntries || w.overlong(m) {
 		w.strMap(m, i.suffix(mapField))
 	}
 }
@@ -105,7 +105,7 @@ func (w *walker) overlong(m map[string]string) bool {
 		return false
 	}
 	for k, v := range m {
-		if len(k) > w.maxString || len(v) > w.maxString {
+		if len(k) > w.MaxString || len(v) > w.MaxString {
 			return true
 		}
 	}

@@ -1,4 +1,4 @@
-package server
+package budget
 
 import (
 	"slices"
@@ -12,7 +12,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
-// TestPodBudgetsCoverEveryField: the typed checks of budget_pods.go cover
+// TestPodBudgetsCoverEveryField: the typed checks of pods.go cover
 // every string, map and list of the per-pod messages (a field added to
 // them must be added to the checks too), and find an oversized value.
 func TestPodBudgetsCoverEveryField(t *testing.T) {
@@ -46,7 +46,7 @@ func TestPodBudgetsCoverEveryField(t *testing.T) {
 		t.Errorf("fields of the per-pod messages (-checked +present):\n%s", diff)
 	}
 
-	b := budgets{maxString: 8, maxEntries: 2, maxSpec: 1 << 20}
+	b := Budgets{MaxString: 8, MaxEntries: 2, MaxSpec: 1 << 20}
 	long := strings.Repeat("x", 9)
 	req := &setpointv1.RecommendRequest{
 		Pods: []*setpointv1.Pod{{Name: "ok"}, {Name: "ok", Ready: &setpointv1.PodReadyCondition{Status: long},
@@ -55,7 +55,7 @@ func TestPodBudgetsCoverEveryField(t *testing.T) {
 		Observations:    []*setpointv1.MetricObservation{{Values: []*setpointv1.MetricValue{{Value: long}}}},
 	}
 	e := &setpointv1.ValidationError{}
-	b.check(e, req)
+	b.Check(e, req)
 	var fields []string
 	for _, v := range e.Violations {
 		fields = append(fields, v.Field)

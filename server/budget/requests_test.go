@@ -1,4 +1,4 @@
-package server
+package budget
 
 import (
 	"fmt"
@@ -22,9 +22,9 @@ type budgetCase struct {
 // md that sets it over b's bounds: a long string, a long list or map (but
 // for lists bounded elsewhere), a long map key or value. Lists are reached
 // through their second entry, so paths carry an index other than 0.
-func oversized(t *testing.T, md protoreflect.MessageDescriptor, b budgets) []budgetCase {
+func oversized(t *testing.T, md protoreflect.MessageDescriptor, b Budgets) []budgetCase {
 	t.Helper()
-	long := strings.Repeat("x", b.maxString+1)
+	long := strings.Repeat("x", b.MaxString+1)
 	var cases []budgetCase
 	for i := range md.Fields().Len() {
 		fd := md.Fields().Get(i)
@@ -43,14 +43,14 @@ func oversized(t *testing.T, md protoreflect.MessageDescriptor, b budgets) []bud
 				}
 			}
 			cases = append(cases,
-				budgetCase{name + " entries", entries(b.maxEntries+1, "k", "v")},
+				budgetCase{name + " entries", entries(b.MaxEntries+1, "k", "v")},
 				budgetCase{name + " key", entries(1, long, "v")},
 				budgetCase{name + " value", entries(1, "k", long)})
 		case fd.IsList():
 			if !boundedElsewhere[fd.FullName()] {
 				cases = append(cases, budgetCase{name + " entries", func(m protoreflect.Message) {
 					l := m.Mutable(fd).List()
-					for range b.maxEntries + 1 {
+					for range b.MaxEntries + 1 {
 						l.Append(l.NewElement())
 					}
 				}})
@@ -102,7 +102,7 @@ func violations(e *setpointv1.ValidationError) []string {
 // the messages but not to the typed walks fails here), and find nothing in
 // a request within its budgets.
 func TestTypedBudgetsMatchTheWalk(t *testing.T) {
-	b := budgets{maxString: 8, maxEntries: 2, maxSpec: 1 << 20}
+	b := Budgets{MaxString: 8, MaxEntries: 2, MaxSpec: 1 << 20}
 	for _, req := range []proto.Message{&setpointv1.RecommendRequest{}, &setpointv1.ObserveRequest{}} {
 		md := req.ProtoReflect().Descriptor()
 		cases := oversized(t, md, b)
@@ -114,7 +114,7 @@ func TestTypedBudgetsMatchTheWalk(t *testing.T) {
 				m := req.ProtoReflect().New()
 				c.set(m)
 				typed, walked := &setpointv1.ValidationError{}, &setpointv1.ValidationError{}
-				b.check(typed, m.Interface())
+				b.Check(typed, m.Interface())
 				b.checkReflective(walked, m.Interface())
 				if len(walked.Violations) == 0 {
 					t.Fatalf("the reflective walk finds nothing in %v", m)
@@ -125,12 +125,12 @@ func TestTypedBudgetsMatchTheWalk(t *testing.T) {
 				// Received as its encoded size: the same, also when that
 				// size is within maxString and so no string is checked.
 				size := proto.Size(m.Interface())
-				for _, bb := range []budgets{b, {maxString: size, maxEntries: b.maxEntries, maxSpec: b.maxSpec}} {
+				for _, bb := range []Budgets{b, {MaxString: size, MaxEntries: b.MaxEntries, MaxSpec: b.MaxSpec}} {
 					sized, walked := &setpointv1.ValidationError{}, &setpointv1.ValidationError{}
-					bb.checkReceived(sized, m.Interface(), int64(size))
+					bb.CheckReceived(sized, m.Interface(), int64(size))
 					bb.checkReflective(walked, m.Interface())
 					if diff := cmp.Diff(violations(walked), violations(sized)); diff != "" {
-						t.Errorf("maxString %d, received %d: violations (-walk +typed):\n%s", bb.maxString, size, diff)
+						t.Errorf("maxString %d, received %d: violations (-walk +typed):\n%s", bb.MaxString, size, diff)
 					}
 				}
 			})
@@ -149,7 +149,7 @@ func TestTypedBudgetsMatchTheWalk(t *testing.T) {
 			Change: &setpointv1.ObserveRequest_Failed{Failed: &setpointv1.FailedChange{Message: "quota"}}},
 	} {
 		e := &setpointv1.ValidationError{}
-		budgets{maxString: 16, maxEntries: 2, maxSpec: 1 << 20}.check(e, m)
+		Budgets{MaxString: 16, MaxEntries: 2, MaxSpec: 1 << 20}.Check(e, m)
 		if len(e.Violations) > 0 {
 			t.Errorf("%s within budgets: %v", name, e)
 		}

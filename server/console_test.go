@@ -1,0 +1,457 @@
+package server_test
+
+// The web console's findings (issue 28), each kept as a test: the console
+// reaches the service only through the gRPC server's admission.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/setpointhq/setpoint/internal/testpki"
+	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"github.com/setpointhq/setpoint/server"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// consoleEnv is a server with authentication (pkiFixture's principals) and
+// its console on a plaintext HTTP listener.
+type consoleEnv struct {
+	ts  *testServer
+	f   *pkiFixture
+	url string
+	// agentA writes cluster a over gRPC (its certificate).
+	agentA setpointv1.AutoscalerServiceClient
+}
+
+// startConsole starts a server with o (TLS and authentication added) and
+// its console.
+func startConsole(t *testing.T, o server.Options) *consoleEnv {
+	t.Helper()
+	f := newPKI(t)
+	base := f.options(t, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	o.TLS, o.Auth = base.TLS, base.Auth
+	if o.Logger == nil {
+		o.Logger = base.Logger
+	}
+	ts := start(t, setup{opts: o})
+	hs := httptest.NewServer(ts.srv.ConsoleHandler())
+	t.Cleanup(hs.Close)
+	cert := f.clientCA.Issue(t, testpki.Leaf{URI: "spiffe://setpoint.test/cluster/a"})
+	return &consoleEnv{ts: ts, f: f, url: hs.URL, agentA: f.client(t, ts.addr, creds{cert: &cert.Cert})}
+}
+
+// consoleDo makes a console request with a bearer token ("" for none) and
+// edit applied, and returns the status and body.
+func consoleDo(t *testing.T, method, url, token string, body []byte, edit func(*http.Request)) (int, []byte) {
+	t.Helper()
+	return consoleWithin(t, 0, method, url, token, body, edit)
+}
+
+// consoleWithin is consoleDo whose answer is read for at most d (0: to its
+// end): an event stream's does not end.
+func consoleWithin(t *testing.T, d time.Duration, method, url, token string, body []byte, edit func(*http.Request)) (int, []byte) {
+	t.Helper()
+	ctx := t.Context()
+	if d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if edit != nil {
+		edit(req)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, b
+}
+
+// logDecisions makes n decisions for a/shop/name, one a second of the test
+// clock.
+func (e *consoleEnv) logDecisions(t *testing.T, name string, n int) {
+	t.Helper()
+	for i := range n {
+		req := request(name, 3, e.ts.clock.Now())
+		req.Target.Cluster = "a"
+		if _, err := e.agentA.Recommend(t.Context(), req); err != nil {
+			t.Fatalf("decision %d: %v", i, err)
+		}
+		e.ts.clock.Step(time.Second)
+	}
+}
+
+// replayOf is a replay request body for a/shop/name with the spec of
+// request(name), changed by edit.
+func replayOf(t *testing.T, name string, edit func(*setpointv1.HorizontalPodAutoscalerSpec)) []byte {
+	t.Helper()
+	spec := request(name, 3, t0).GetSpec()
+	if edit != nil {
+		edit(spec)
+	}
+	s, err := protojson.Marshal(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Appendf(nil, `{"target": {"cluster": "a", "namespace": "shop", "name": %q}, "spec": %s}`, name, s)
+}
+
+// TestConsoleTargetPageMemory (finding 1): 80 concurrent views of the
+// page of a target with 3,000 logged decisions, by the one principal that
+// may read it, as the page makes them (the target, then one page of its
+// log). The log comes in pages of at most 500 and each view is a call
+// through the admission (the principal's call bound refuses the excess),
+// so the heap grows by tens of MiB; the whole log in every answer took
+// hundreds.
+func TestConsoleTargetPageMemory(t *testing.T) {
+	const (
+		views     = 80
+		decisions = 3000
+		bound     = 96 << 20
+	)
+	e := startConsole(t, server.Options{})
+	e.logDecisions(t, "web", decisions)
+	page := e.url + "/console/api/target?cluster=a&namespace=shop&name=web"
+	log := e.url + "/console/api/decisions?cluster=a&namespace=shop&name=web&page_size=500"
+
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	var peak atomic.Uint64
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		var m runtime.MemStats
+		for {
+			runtime.ReadMemStats(&m)
+			if m.HeapInuse > peak.Load() {
+				peak.Store(m.HeapInuse)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	var served, refused, most atomic.Int64
+	for range views {
+		wg.Go(func() {
+			for _, u := range []string{page, log} {
+				code, body := consoleDo(t, http.MethodGet, u, "platform-token", nil, nil)
+				switch code {
+				case http.StatusOK:
+					served.Add(1)
+					var got struct {
+						Log struct{ Decisions []json.RawMessage } `json:"log"`
+					}
+					_ = json.Unmarshal(body, &got)
+					for n := int64(len(got.Log.Decisions)); n > most.Load(); {
+						most.Store(n)
+					}
+				case http.StatusTooManyRequests:
+					refused.Add(1)
+				default:
+					t.Errorf("GET %s: %d %.200s", u, code, body)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	<-sampled
+	grown := int64(peak.Load()) - int64(before.HeapInuse)
+	t.Logf("%d concurrent page views of a target with %d decisions: %d answers served, %d refused (429); the largest log answer %d decisions; heap in use %d MiB before, peak %d MiB (+%d MiB)",
+		views, decisions, served.Load(), refused.Load(), most.Load(), before.HeapInuse>>20, peak.Load()>>20, grown>>20)
+	if most.Load() > 500 {
+		t.Errorf("a console answer carried %d decisions, want pages of at most 500", most.Load())
+	}
+	if grown > bound {
+		t.Errorf("the heap grew by %d MiB under %d page views, over %d MiB", grown>>20, views, bound>>20)
+	}
+}
+
+// TestConsoleReplayFlood (finding 3): a read-only principal floods the
+// console with what-if replays while another tenant's agent calls over
+// gRPC; the replays pass the same Simulate bounds as gRPC's (most are
+// refused), and the agent's p99 stays within noisyRatio of its quiet p99,
+// or noisyFloor as TestNoisyNeighbour allows on a loaded machine (before
+// the console came through the admission, none was refused and the p99
+// was 1.6 s, 35× the quiet one, on a 2-core machine).
+func TestConsoleReplayFlood(t *testing.T) {
+	o := server.Options{RateLimit: 1000, RateBurst: 2000}
+	e := startConsole(t, o)
+	e.logDecisions(t, "web", 1000)
+	b := e.f.client(t, e.ts.addr, creds{token: "b-token"})
+	d := noisyDuration(t)
+
+	var quiet latencies
+	quietLoad(t, b, "b", d, &quiet)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	body := replayOf(t, "web", func(s *setpointv1.HorizontalPodAutoscalerSpec) {
+		s.Behavior.ScaleDown = &setpointv1.ScalingRules{StabilizationWindowSeconds: ptr32(300)}
+	})
+	var wg sync.WaitGroup
+	outcomes := map[int]int{}
+	var mu sync.Mutex
+	for range 16 {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.url+"/console/api/replay", bytes.NewReader(body))
+				req.Header.Set("Authorization", "Bearer platform-token")
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				mu.Lock()
+				outcomes[resp.StatusCode]++
+				mu.Unlock()
+			}
+		})
+	}
+	time.Sleep(d / 4)
+	var noisy latencies
+	quietLoad(t, b, "b", d, &noisy)
+	cancel()
+	wg.Wait()
+	quietP99, noisyP99 := quiet.quantile(0.99), noisy.quantile(0.99)
+	bound := max(noisyRatio*quietP99, noisyFloor)
+	t.Logf("agent-b over gRPC: quiet p99 %v (%d calls); under the console's replay flood p99 %v (%d calls), %.1f× the quiet p99; bound %v; the flood's answers by HTTP status %v",
+		quietP99, quiet.len(), noisyP99, noisy.len(), float64(noisyP99)/float64(max(quietP99, 1)), bound, outcomes)
+	if noisyP99 > bound {
+		t.Errorf("agent-b's p99 under the replay flood is %v, over %v", noisyP99, bound)
+	}
+	if outcomes[http.StatusTooManyRequests] == 0 {
+		t.Errorf("no replay of the flood was refused: %v", outcomes)
+	}
+}
+
+func ptr32(v int32) *int32 { return &v }
+
+// TestConsoleReplayBudgets (finding 4): a replay's spec passes the size
+// budgets of a gRPC request: too many metrics, an oversized selector.
+func TestConsoleReplayBudgets(t *testing.T) {
+	e := startConsole(t, server.Options{})
+	e.logDecisions(t, "web", 3)
+	for _, tc := range []struct {
+		name string
+		edit func(*setpointv1.HorizontalPodAutoscalerSpec)
+	}{
+		{"60 metrics", func(s *setpointv1.HorizontalPodAutoscalerSpec) {
+			for range 59 {
+				s.Metrics = append(s.Metrics, s.Metrics[0])
+			}
+		}},
+		{"a 64 KiB selector value with 1,000 labels", func(s *setpointv1.HorizontalPodAutoscalerSpec) {
+			m := externalWithExpressions(1000, 1)
+			m.External.Metric.Selector.MatchExpressions[0].Values[0] = strings.Repeat("v", 64<<10)
+			s.Metrics = append(s.Metrics, m)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body := consoleDo(t, http.MethodPost, e.url+"/console/api/replay", "platform-token", replayOf(t, "web", tc.edit), nil)
+			if code != http.StatusBadRequest || !strings.Contains(string(body), "InvalidArgument") {
+				t.Errorf("replay: %d %.300s, want 400 InvalidArgument", code, body)
+			}
+		})
+	}
+}
+
+// TestConsoleRateLimit (finding 5): the console's calls spend the
+// principal's rate tokens as gRPC calls do.
+func TestConsoleRateLimit(t *testing.T) {
+	e := startConsole(t, server.Options{RateLimit: 5, RateBurst: 5, Now: time.Now})
+	codes := map[int]int{}
+	for range 30 {
+		code, _ := consoleDo(t, http.MethodGet, e.url+"/console/api/targets?cluster=b", "b-token", nil, nil)
+		codes[code]++
+	}
+	if codes[http.StatusTooManyRequests] == 0 || codes[http.StatusOK] == 0 {
+		t.Errorf("30 console calls at a rate limit of 5/s: %v, want some served and the rest 429", codes)
+	}
+}
+
+// TestConsoleRequiresClientCert (finding 6): with RequireClientCert, a
+// bearer token without a certificate — the admin's included — reads
+// nothing through the console.
+func TestConsoleRequiresClientCert(t *testing.T) {
+	e := startConsole(t, server.Options{RequireClientCert: true})
+	for _, path := range []string{"session", "targets", "target?cluster=b&namespace=shop&name=web"} {
+		code, body := consoleDo(t, http.MethodGet, e.url+"/console/api/"+path, "b-token", nil, nil)
+		if code != http.StatusUnauthorized {
+			t.Errorf("GET %s with a token and no certificate: %d %.200s, want 401", path, code, body)
+		}
+	}
+}
+
+// TestConsoleWatchCountsStreams (finding 7): the console's event streams
+// count against the principal's stream bound.
+func TestConsoleWatchCountsStreams(t *testing.T) {
+	const bound = 3
+	e := startConsole(t, server.Options{MaxStreamsPerPrincipal: bound})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var open []*http.Response
+	defer func() {
+		for _, r := range open {
+			r.Body.Close()
+		}
+	}()
+	for i := range bound + 1 {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.url+"/console/api/watch?cluster=b", nil)
+		req.Header.Set("Authorization", "Bearer b-token")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		open = append(open, resp)
+		want := http.StatusOK
+		if i == bound {
+			want = http.StatusTooManyRequests
+		}
+		if resp.StatusCode != want {
+			t.Errorf("event stream %d of one principal (bound %d): %s, want %d", i+1, bound, resp.Status, want)
+		}
+	}
+}
+
+// TestConsoleRefusalsPerAddress (finding 8): refused console requests
+// (unknown tokens) are limited per browser address like gRPC's, and the
+// audit log is sampled and names the address.
+func TestConsoleRefusalsPerAddress(t *testing.T) {
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	w := writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return logs.Write(p) })
+	e := startConsole(t, server.Options{Logger: slog.New(slog.NewJSONHandler(w, nil)), PeerRateLimit: 5, PeerRateBurst: 5, Now: time.Now})
+	codes := map[int]int{}
+	for range 100 {
+		code, _ := consoleDo(t, http.MethodGet, e.url+"/console/api/session", "unknown-token", nil, nil)
+		codes[code]++
+	}
+	if codes[http.StatusTooManyRequests] == 0 {
+		t.Errorf("100 refused console requests from one address: %v, want most 429", codes)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	audits := 0
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, `"msg":"audit"`) {
+			audits++
+			if !strings.Contains(line, `"peer":"127.0.0.1"`) {
+				t.Errorf("an audit record without the browser's address: %s", line)
+			}
+		}
+	}
+	if audits == 0 || audits > 10 {
+		t.Errorf("%d audit records for 100 refusals, want a sample (1 to 10)", audits)
+	}
+}
+
+// writerFunc is an io.Writer.
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// TestConsoleCSRF (finding 9): a replay is run only for a JSON request
+// from the console's own origin.
+func TestConsoleCSRF(t *testing.T) {
+	e := startConsole(t, server.Options{})
+	e.logDecisions(t, "web", 3)
+	body := replayOf(t, "web", nil)
+	for _, tc := range []struct {
+		name string
+		edit func(*http.Request)
+		want int
+	}{
+		{"a form", func(r *http.Request) { r.Header.Set("Content-Type", "application/x-www-form-urlencoded") }, http.StatusBadRequest},
+		{"text/plain", func(r *http.Request) { r.Header.Set("Content-Type", "text/plain") }, http.StatusBadRequest},
+		{"another origin", func(r *http.Request) { r.Header.Set("Origin", "https://evil.example") }, http.StatusForbidden},
+		{"cross-site", func(r *http.Request) { r.Header.Set("Sec-Fetch-Site", "cross-site") }, http.StatusForbidden},
+		{"same origin", func(r *http.Request) {
+			r.Header.Set("Origin", "http://"+r.Host)
+			r.Header.Set("Sec-Fetch-Site", "same-origin")
+		}, http.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, got := consoleDo(t, http.MethodPost, e.url+"/console/api/replay", "platform-token", body, tc.edit)
+			if code != tc.want {
+				t.Errorf("replay: %d %.200s, want %d", code, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestConsoleSessionAndHost (finding 10): the session reports the
+// request's own TLS (a plaintext console of a TLS gRPC server says
+// false), and without authentication the console answers loopback names
+// only.
+func TestConsoleSessionAndHost(t *testing.T) {
+	e := startConsole(t, server.Options{})
+	code, body := consoleDo(t, http.MethodGet, e.url+"/console/api/session", "b-token", nil, nil)
+	if code != http.StatusOK || !strings.Contains(string(body), `"tls":false`) {
+		t.Errorf("session over plaintext HTTP: %d %s, want tls false", code, body)
+	}
+
+	dev := start(t, setup{})
+	hs := httptest.NewServer(dev.srv.ConsoleHandler())
+	t.Cleanup(hs.Close)
+	for _, tc := range []struct {
+		host string
+		want int
+	}{{"evil.example", http.StatusForbidden}, {"evil.example:80", http.StatusForbidden}, {"localhost:8080", http.StatusOK}, {"127.0.0.1", http.StatusOK}, {"[::1]:9", http.StatusOK}} {
+		code, body := consoleDo(t, http.MethodGet, hs.URL+"/console/api/session", "", nil, func(r *http.Request) { r.Host = tc.host })
+		if code != tc.want {
+			t.Errorf("development mode, Host %s: %d %.200s, want %d", tc.host, code, body, tc.want)
+		}
+	}
+}
+
+// TestListDecisionsOutOfRangeTime (finding 11): a timestamp outside the
+// representable range is InvalidArgument naming the field, without the
+// protobuf package's "proto:" prefix.
+func TestListDecisionsOutOfRangeTime(t *testing.T) {
+	ts := start(t, setup{})
+	_, err := ts.client(t).ListDecisions(t.Context(), &setpointv1.ListDecisionsRequest{Target: key("web"), StartTime: &timestamppb.Timestamp{Seconds: 1 << 40}})
+	if status.Code(err) != codes.InvalidArgument || strings.Contains(status.Convert(err).Message(), "proto:") {
+		t.Errorf("ListDecisions with start_time in year 36812: %v, want InvalidArgument without a proto: prefix", err)
+	}
+	checkBadRequest(t, err, "start_time")
+}
