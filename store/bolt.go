@@ -135,9 +135,6 @@ type Options struct {
 	// which spares an Update of a recently written target decoding its
 	// record. 0 means DefaultRecordCacheBytes; negative disables the cache.
 	RecordCacheBytes int64
-	// NoURing makes the journal flush with fdatasync even where io_uring
-	// is available (see JournalSync in Stats).
-	NoURing bool
 	// CheckpointInterval is how long journaled writes wait, at most, for
 	// the checkpointer to write them into the bbolt file (checkpoint.go).
 	// Longer costs memory (the writes until then) and replay after a
@@ -219,9 +216,6 @@ type Stats struct {
 	// FileBytes is the size of the store's file when Stats is called; 0
 	// when it cannot be read.
 	FileBytes int64
-	// JournalSync says how the journal makes its frames durable:
-	// "io_uring", or fdatasync and why not io_uring.
-	JournalSync string
 	// Checkpoints counts the transactions that wrote journaled writes to
 	// bbolt, and CheckpointTime is the time they took.
 	Checkpoints    uint64
@@ -412,7 +406,6 @@ func (b *Bolt) Stats() Stats {
 	st := Stats{Commits: b.commits.Load(), Writes: b.writes.Load(), MaxBatch: b.maxBatch.Load(),
 		CommitTime: time.Duration(b.commitNanos.Load()), HeldTime: time.Duration(b.heldNanos.Load())}
 	st.CacheHits, st.CacheMisses = b.cache.counts()
-	st.JournalSync = b.journal.how
 	st.Checkpoints, st.CheckpointTime = b.checkpoints.Load(), time.Duration(b.checkpointNanos.Load())
 	if fi, err := os.Stat(b.db.Path()); err == nil {
 		st.FileBytes = fi.Size()

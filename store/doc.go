@@ -139,11 +139,7 @@
 // CRC-32C, a sequence number and, per write, the bytes it puts into bbolt
 // (record, last-seen index keys, change-feed entries with their
 // revisions, decision-log entry; journal.go) — flushes it with one
-// fdatasync, and answers. Where the kernel offers io_uring the flush is
-// submitted there and the goroutine waits in the network poller, without
-// a processor (uring_linux.go); elsewhere, or in a container whose
-// seccomp profile refuses io_uring, it is fdatasync (Stats.JournalSync
-// says which).
+// fdatasync, and answers.
 //
 // A second goroutine, the checkpointer (checkpoint.go), writes the
 // journaled frames to bbolt in ordinary bbolt transactions, so the file

@@ -299,13 +299,9 @@ type journal struct {
 	// segment, 0 when there is none.
 	path, oldPath string
 	oldLast       uint64
-	// sync flushes f (newSyncer); release frees what it holds.
-	sync    func(*os.File) error
-	release func()
-	how     string
-	off     int64  // where the next frame goes
-	seq     uint64 // the last frame's sequence number (written or applied)
-	buf     []byte // the frame being written, reused
+	off           int64  // where the next frame goes
+	seq           uint64 // the last frame's sequence number (written or applied)
+	buf           []byte // the frame being written, reused
 	// seed is the CRC-32C of the file's journal ID, where each frame's
 	// checksum starts.
 	seed uint32
@@ -387,7 +383,6 @@ func (b *Bolt) openJournal(path string) (*journal, error) {
 		return fail(err)
 	}
 	j := &journal{f: f, path: jpath, oldPath: oldPath, seq: applied, seed: seed}
-	j.sync, j.release, j.how = newSyncer(b.opts.NoURing)
 	return j, nil
 }
 
@@ -399,7 +394,7 @@ func (j *journal) append(writes []journalWrite) error {
 	if _, err := j.f.WriteAt(j.buf, j.off); err != nil {
 		return err
 	}
-	if err := j.sync(j.f); err != nil {
+	if err := fdatasync(j.f); err != nil {
 		return err
 	}
 	j.off += int64(len(j.buf))
@@ -410,9 +405,8 @@ func (j *journal) append(writes []journalWrite) error {
 	return nil
 }
 
-// close releases the journal's syncer and closes its file.
+// close closes the journal's file.
 func (j *journal) close() error {
-	j.release()
 	return j.f.Close()
 }
 
