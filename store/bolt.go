@@ -18,6 +18,7 @@ import (
 	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/setpointhq/setpoint/engine"
+	"github.com/setpointhq/setpoint/store/wal"
 	"github.com/setpointhq/setpoint/target"
 )
 
@@ -284,7 +285,9 @@ type Bolt struct {
 
 	// journal is the write-ahead log (journal.go; committer goroutine
 	// only, after Open).
-	journal *journal
+	journal *wal.Log
+	// journalBuf is the journal entry being written, reused (committer).
+	journalBuf []byte
 	// ovMu guards overlay, batches, pendingWrites, applied, appliedCh,
 	// ckErr and waiters: the
 	// state shared by the committer and the checkpointer (checkpoint.go).
@@ -377,19 +380,19 @@ func Open(path string, opts Options) (*Bolt, error) {
 	// After the replay: the journal's frames are in the file's version.
 	if version != SchemaVersion {
 		if err := db.Update(func(tx *bolt.Tx) error { return migrate(tx, version) }); err != nil {
-			_ = b.journal.close()
+			_ = b.journal.Close()
 			_ = db.Close()
 			return nil, fmt.Errorf("store: open %s: %w", path, err)
 		}
 	}
-	b.applied = b.journal.seq
-	b.acked.Store(b.journal.seq)
+	b.applied = b.journal.Seq()
+	b.acked.Store(b.journal.Seq())
 	// One per processor: compressing is all CPU.
 	b.compressors = startCompressors(runtime.GOMAXPROCS(0))
 	b.cache = newRecordCache(opts.RecordCacheBytes)
 	if err := opts.Arrivals.attach(b); err != nil {
 		b.compressors.stop()
-		_ = b.journal.close()
+		_ = b.journal.Close()
 		_ = db.Close()
 		return nil, err
 	}
@@ -444,12 +447,12 @@ func (b *Bolt) Close() error {
 	b.ovMu.Lock()
 	ckErr := b.ckErr
 	b.ovMu.Unlock()
-	if err := b.journal.close(); err != nil {
+	if err := b.journal.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("store: close: journal: %w", err))
 	}
 	if ckErr != nil {
 		errs = append(errs, ckErr) // the journal keeps what bbolt lacks
-	} else if err := errors.Join(os.Remove(b.journal.path), b.journal.dropOld()); err != nil {
+	} else if err := b.journal.Remove(); err != nil {
 		// Every frame is applied: a journal left behind is replayed as
 		// nothing. A power cut may bring it back for the same reason.
 		errs = append(errs, fmt.Errorf("store: close: remove journal: %w", err))

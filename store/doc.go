@@ -135,8 +135,9 @@
 // the runtime takes it back, so on two processors every commit left one
 // of them idle for much of the flush (a fifth of a core at 64 calls in
 // flight, measured as iowait). So the committer appends each batch of
-// Updates to a journal, <file>.journal — a frame per batch: its length, a
-// CRC-32C, a sequence number and, per write, the bytes it puts into bbolt
+// Updates to a journal, <file>.journal — the write-ahead log of package
+// store/wal: a frame per batch, with its length, a CRC-32C and a sequence
+// number, whose entry holds, per write, the bytes it puts into bbolt
 // (record, last-seen index keys, change-feed entries with their
 // revisions, decision-log entry; journal.go) — flushes it with one
 // fdatasync, and answers.

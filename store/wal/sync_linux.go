@@ -1,4 +1,4 @@
-package store
+package wal
 
 import (
 	"os"
