@@ -17,8 +17,10 @@
 // exist. Open waits up to Options.LockTimeout for another process holding
 // the file, and refuses a file whose schema version is newer than
 // SchemaVersion, or a bbolt file that is not a Setpoint store
-// (ErrSchemaVersion). Open replays the journal a crash left (see The
-// journal). Close waits for the writes already queued, writes everything
+// (ErrSchemaVersion), leaving it untouched. Migrations go one way: an
+// older binary cannot open a file a newer one has migrated, and the way
+// back is the backup taken before the upgrade. Open replays the journal
+// a crash left (see The journal). Close waits for the writes already queued, writes everything
 // journaled to bbolt, removes the journal and closes the file: a closed
 // store is one file. Every call after Close returns ErrClosed.
 //
@@ -207,11 +209,14 @@
 //
 // # On-disk layout (schema version 4)
 //
-// schema.go holds every bucket name and key builder. The file has five
+// schema.go holds every bucket name, meta key, key builder and migration
+// (TestLayoutDoc checks this section against it). The file has five
 // top-level buckets:
 //
 //	meta
 //	    "schema_version" → uint64, 8 bytes big-endian (4)
+//	    "journal_seq" → uint64, 8 bytes big-endian: the last journal entry applied
+//	    "journal_id" → 16 random bytes: the journal's ID
 //
 //	records
 //	    recordKey(cluster, namespace, name) → setpoint.storage.v1.Record

@@ -26,7 +26,6 @@ package store
 import (
 	"bytes"
 	"crypto/rand"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -60,14 +59,6 @@ const DefaultJournalSegmentBytes = 32 << 20
 // beyond it the committer waits for the checkpointer before answering
 // more, so a slow disk holds callers back instead of growing memory.
 const maxPendingWrites = 16384
-
-// keyMetaJournalSeq is the meta key whose value is the sequence number of
-// the last journal frame applied, an 8-byte big-endian integer (absent: 0).
-var keyMetaJournalSeq = []byte("journal_seq")
-
-// keyMetaJournalID is the meta key whose value is the file's journal ID,
-// 16 random bytes written at the first Open that needs them.
-var keyMetaJournalID = []byte("journal_id")
 
 // journalWrite is one journaled Update: the bytes it writes to bbolt,
 // whatever the record held before (the committer has checked that).
@@ -287,16 +278,4 @@ func (b *Bolt) applyBatches(tx *bolt.Tx, batches []*journaledBatch) error {
 		}
 	}
 	return putJournalSeq(tx, batches[len(batches)-1].seq)
-}
-
-// journalSeq returns the sequence number of the last frame applied in tx.
-func journalSeq(tx *bolt.Tx) uint64 {
-	if v := tx.Bucket(bucketMeta).Get(keyMetaJournalSeq); len(v) == 8 {
-		return binary.BigEndian.Uint64(v)
-	}
-	return 0
-}
-
-func putJournalSeq(tx *bolt.Tx, seq uint64) error {
-	return tx.Bucket(bucketMeta).Put(keyMetaJournalSeq, binary.BigEndian.AppendUint64(nil, seq))
 }
