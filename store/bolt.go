@@ -840,6 +840,17 @@ func (b *Bolt) view(fn func(tx *bolt.Tx) error) error {
 // The caller cannot tell which happened: after a cancelled Update, Get
 // (or the change feed) says what is stored.
 func (b *Bolt) Update(ctx context.Context, key target.Key, fn func(rec *target.Record) error) (target.Record, error) {
+	return b.update(ctx, key, isDecision(ctx), fn)
+}
+
+// Decide implements Store.Decide: the previous last decision is decoded
+// only as far as its ID and At, unless the record cache holds it whole.
+func (b *Bolt) Decide(ctx context.Context, key target.Key, fn func(rec *target.Record) error) (target.Record, error) {
+	return b.update(ctx, key, true, fn)
+}
+
+// update is Update, and Decide when decision is set.
+func (b *Bolt) update(ctx context.Context, key target.Key, decision bool, fn func(rec *target.Record) error) (target.Record, error) {
 	rk, err := recordKey(key)
 	if err != nil {
 		return target.Record{}, err
@@ -850,7 +861,6 @@ func (b *Bolt) Update(ctx context.Context, key target.Key, fn func(rec *target.R
 	}
 	defer b.keys.unlock(l)
 	departed(ctx, false) // now counted in b.preparing: Arrivals
-	decision := isDecision(ctx)
 	for {
 		w, err := b.prepare(key, rk, decision, fn)
 		if err != nil {
@@ -958,7 +968,7 @@ func (b *Bolt) prepare(key target.Key, rk []byte, decision bool, fn func(*target
 		return nil, err
 	}
 	if decision && partial != nil && rec.Last == partial {
-		return nil, fmt.Errorf("store: update %s: a decision's function left the last decision in place (WithDecision)", key)
+		return nil, fmt.Errorf("store: update %s: a decision's function left the last decision in place", key)
 	}
 	w.changes = changes
 	// The change feed's entries are encoded from the marshalled record:
