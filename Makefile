@@ -104,7 +104,7 @@ FUZZ_TARGETS = ./engine:FuzzDecide:1000 ./engine:FuzzResourceLists:10000 ./engin
                ./server/convert:FuzzRoundTrip:2000 ./server:FuzzObserve:10000 ./server/codec:FuzzDecodeRecommend:10000 \
                ./server/codec:FuzzSpecGrowth:10000 \
                ./store:FuzzRecordCodec:50000 ./store:FuzzDecodeRecord:50000 ./store:FuzzRecordKey:50000 \
-               ./store:FuzzRecordEncoder:20000 ./store:FuzzReadFrame:50000 ./store:FuzzWireReader:4000
+               ./store:FuzzRecordEncoder:20000 ./store/wal:FuzzReadFrame:50000 ./store:FuzzReadWrites:50000 ./store:FuzzWireReader:4000
 FUZZTIME    ?= 60s
 
 fuzz: ## run every fuzz target for FUZZTIME each (default 60s; e.g. make fuzz FUZZTIME=30m)

@@ -18,6 +18,7 @@ import (
 	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/setpointhq/setpoint/engine"
+	"github.com/setpointhq/setpoint/store/wal"
 	"github.com/setpointhq/setpoint/target"
 )
 
@@ -135,9 +136,6 @@ type Options struct {
 	// which spares an Update of a recently written target decoding its
 	// record. 0 means DefaultRecordCacheBytes; negative disables the cache.
 	RecordCacheBytes int64
-	// NoURing makes the journal flush with fdatasync even where io_uring
-	// is available (see JournalSync in Stats).
-	NoURing bool
 	// CheckpointInterval is how long journaled writes wait, at most, for
 	// the checkpointer to write them into the bbolt file (checkpoint.go).
 	// Longer costs memory (the writes until then) and replay after a
@@ -219,9 +217,6 @@ type Stats struct {
 	// FileBytes is the size of the store's file when Stats is called; 0
 	// when it cannot be read.
 	FileBytes int64
-	// JournalSync says how the journal makes its frames durable:
-	// "io_uring", or fdatasync and why not io_uring.
-	JournalSync string
 	// Checkpoints counts the transactions that wrote journaled writes to
 	// bbolt, and CheckpointTime is the time they took.
 	Checkpoints    uint64
@@ -290,7 +285,9 @@ type Bolt struct {
 
 	// journal is the write-ahead log (journal.go; committer goroutine
 	// only, after Open).
-	journal *journal
+	journal *wal.Log
+	// journalBuf is the journal entry being written, reused (committer).
+	journalBuf []byte
 	// ovMu guards overlay, batches, pendingWrites, applied, appliedCh,
 	// ckErr and waiters: the
 	// state shared by the committer and the checkpointer (checkpoint.go).
@@ -383,19 +380,19 @@ func Open(path string, opts Options) (*Bolt, error) {
 	// After the replay: the journal's frames are in the file's version.
 	if version != SchemaVersion {
 		if err := db.Update(func(tx *bolt.Tx) error { return migrate(tx, version) }); err != nil {
-			_ = b.journal.close()
+			_ = b.journal.Close()
 			_ = db.Close()
 			return nil, fmt.Errorf("store: open %s: %w", path, err)
 		}
 	}
-	b.applied = b.journal.seq
-	b.acked.Store(b.journal.seq)
+	b.applied = b.journal.Seq()
+	b.acked.Store(b.journal.Seq())
 	// One per processor: compressing is all CPU.
 	b.compressors = startCompressors(runtime.GOMAXPROCS(0))
 	b.cache = newRecordCache(opts.RecordCacheBytes)
 	if err := opts.Arrivals.attach(b); err != nil {
 		b.compressors.stop()
-		_ = b.journal.close()
+		_ = b.journal.Close()
 		_ = db.Close()
 		return nil, err
 	}
@@ -412,7 +409,6 @@ func (b *Bolt) Stats() Stats {
 	st := Stats{Commits: b.commits.Load(), Writes: b.writes.Load(), MaxBatch: b.maxBatch.Load(),
 		CommitTime: time.Duration(b.commitNanos.Load()), HeldTime: time.Duration(b.heldNanos.Load())}
 	st.CacheHits, st.CacheMisses = b.cache.counts()
-	st.JournalSync = b.journal.how
 	st.Checkpoints, st.CheckpointTime = b.checkpoints.Load(), time.Duration(b.checkpointNanos.Load())
 	if fi, err := os.Stat(b.db.Path()); err == nil {
 		st.FileBytes = fi.Size()
@@ -462,12 +458,12 @@ func (b *Bolt) Close() error {
 	b.ovMu.Lock()
 	ckErr := b.ckErr
 	b.ovMu.Unlock()
-	if err := b.journal.close(); err != nil {
+	if err := b.journal.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("store: close: journal: %w", err))
 	}
 	if ckErr != nil {
 		errs = append(errs, ckErr) // the journal keeps what bbolt lacks
-	} else if err := errors.Join(os.Remove(b.journal.path), b.journal.dropOld()); err != nil {
+	} else if err := b.journal.Remove(); err != nil {
 		// Every frame is applied: a journal left behind is replayed as
 		// nothing. A power cut may bring it back for the same reason.
 		errs = append(errs, fmt.Errorf("store: close: remove journal: %w", err))
@@ -855,6 +851,17 @@ func (b *Bolt) view(fn func(tx *bolt.Tx) error) error {
 // The caller cannot tell which happened: after a cancelled Update, Get
 // (or the change feed) says what is stored.
 func (b *Bolt) Update(ctx context.Context, key target.Key, fn func(rec *target.Record) error) (target.Record, error) {
+	return b.update(ctx, key, isDecision(ctx), fn)
+}
+
+// Decide implements Store.Decide: the previous last decision is decoded
+// only as far as its ID and At, unless the record cache holds it whole.
+func (b *Bolt) Decide(ctx context.Context, key target.Key, fn func(rec *target.Record) error) (target.Record, error) {
+	return b.update(ctx, key, true, fn)
+}
+
+// update is Update, and Decide when decision is set.
+func (b *Bolt) update(ctx context.Context, key target.Key, decision bool, fn func(rec *target.Record) error) (target.Record, error) {
 	rk, err := recordKey(key)
 	if err != nil {
 		return target.Record{}, err
@@ -865,7 +872,6 @@ func (b *Bolt) Update(ctx context.Context, key target.Key, fn func(rec *target.R
 	}
 	defer b.keys.unlock(l)
 	departed(ctx, false) // now counted in b.preparing: Arrivals
-	decision := isDecision(ctx)
 	for {
 		w, err := b.prepare(key, rk, decision, fn)
 		if err != nil {
@@ -973,7 +979,7 @@ func (b *Bolt) prepare(key target.Key, rk []byte, decision bool, fn func(*target
 		return nil, err
 	}
 	if decision && partial != nil && rec.Last == partial {
-		return nil, fmt.Errorf("store: update %s: a decision's function left the last decision in place (WithDecision)", key)
+		return nil, fmt.Errorf("store: update %s: a decision's function left the last decision in place", key)
 	}
 	w.changes = changes
 	// The change feed's entries are encoded from the marshalled record:

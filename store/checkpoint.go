@@ -103,25 +103,25 @@ func (b *Bolt) commitJournaled(batch []*request) {
 // for the checkpointer. Called by the committer after a batch's answers.
 func (b *Bolt) segmentJournal() {
 	j := b.journal
-	if j.oldLast != 0 {
+	if j.OldLast() != 0 {
 		b.ovMu.Lock()
 		applied := b.applied
 		b.ovMu.Unlock()
-		if applied < j.oldLast {
-			if j.off <= b.opts.JournalSegmentBytes {
+		if applied < j.OldLast() {
+			if j.Size() <= b.opts.JournalSegmentBytes {
 				return // the old segment is still needed, and no rotation is due
 			}
 			if b.drain() != nil {
 				return // a failed checkpoint: the store refuses writes
 			}
 		}
-		if err := j.dropOld(); err != nil {
+		if err := j.DropOld(); err != nil {
 			b.fail(fmt.Errorf("store: remove the journal's old segment: %w", err))
 			return
 		}
 	}
-	if j.off > b.opts.JournalSegmentBytes {
-		if err := j.rotate(b.opts.FileMode); err != nil {
+	if j.Size() > b.opts.JournalSegmentBytes {
+		if err := j.Rotate(); err != nil {
 			b.fail(fmt.Errorf("store: start a journal segment: %w", err))
 		}
 	}
@@ -205,11 +205,16 @@ func (b *Bolt) journalBatch(batch []*request) error {
 			return err
 		}
 	}
-	if err := b.journal.append(writes); err != nil {
+	b.journalBuf = appendWrites(b.journalBuf[:0], writes)
+	seq, err := b.journal.Append(b.journalBuf)
+	if cap(b.journalBuf) > 4<<20 {
+		b.journalBuf = nil // an outsized batch's buffer is not kept
+	}
+	if err != nil {
 		return err
 	}
 	b.rev = rev
-	jb := &journaledBatch{seq: b.journal.seq, writes: writes, at: time.Now()}
+	jb := &journaledBatch{seq: seq, writes: writes, at: time.Now()}
 	b.ovMu.Lock()
 	for i := range writes {
 		b.overlay[string(writes[i].rk)] = overlayEntry{val: writes[i].val, seq: jb.seq}

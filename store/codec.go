@@ -68,7 +68,7 @@ func decodeRecord(k target.Key, b []byte) (target.Record, error) {
 }
 
 // decodeRecordFor is decodeRecord, and with forDecision of the record's
-// last decision only its ID and At (see WithDecision): the rest of it, the
+// last decision only its ID and At (see Store.Decide): the rest of it, the
 // largest part of a record, is neither unmarshalled nor checked.
 func decodeRecordFor(k target.Key, b []byte, forDecision bool) (rec target.Record, err error) {
 	defer func() {

@@ -17,8 +17,10 @@
 // exist. Open waits up to Options.LockTimeout for another process holding
 // the file, and refuses a file whose schema version is newer than
 // SchemaVersion, or a bbolt file that is not a Setpoint store
-// (ErrSchemaVersion). Open replays the journal a crash left (see The
-// journal). Close waits for the writes already queued, writes everything
+// (ErrSchemaVersion), leaving it untouched. Migrations go one way: an
+// older binary cannot open a file a newer one has migrated, and the way
+// back is the backup taken before the upgrade. Open replays the journal
+// a crash left (see The journal). Close waits for the writes already queued, writes everything
 // journaled to bbolt, removes the journal and closes the file: a closed
 // store is one file. Every call after Close returns ErrClosed.
 //
@@ -135,15 +137,12 @@
 // the runtime takes it back, so on two processors every commit left one
 // of them idle for much of the flush (a fifth of a core at 64 calls in
 // flight, measured as iowait). So the committer appends each batch of
-// Updates to a journal, <file>.journal — a frame per batch: its length, a
-// CRC-32C, a sequence number and, per write, the bytes it puts into bbolt
+// Updates to a journal, <file>.journal — the write-ahead log of package
+// store/wal: a frame per batch, with its length, a CRC-32C and a sequence
+// number, whose entry holds, per write, the bytes it puts into bbolt
 // (record, last-seen index keys, change-feed entries with their
 // revisions, decision-log entry; journal.go) — flushes it with one
-// fdatasync, and answers. Where the kernel offers io_uring the flush is
-// submitted there and the goroutine waits in the network poller, without
-// a processor (uring_linux.go); elsewhere, or in a container whose
-// seccomp profile refuses io_uring, it is fdatasync (Stats.JournalSync
-// says which).
+// fdatasync, and answers.
 //
 // A second goroutine, the checkpointer (checkpoint.go), writes the
 // journaled frames to bbolt in ordinary bbolt transactions, so the file
@@ -210,11 +209,14 @@
 //
 // # On-disk layout (schema version 4)
 //
-// schema.go holds every bucket name and key builder. The file has five
+// schema.go holds every bucket name, meta key, key builder and migration
+// (TestLayoutDoc checks this section against it). The file has five
 // top-level buckets:
 //
 //	meta
 //	    "schema_version" → uint64, 8 bytes big-endian (4)
+//	    "journal_seq" → uint64, 8 bytes big-endian: the last journal entry applied
+//	    "journal_id" → 16 random bytes: the journal's ID
 //
 //	records
 //	    recordKey(cluster, namespace, name) → setpoint.storage.v1.Record

@@ -1,66 +1,51 @@
 package store
 
-// This file is the journal: the write-ahead log that makes an Update
-// durable before bbolt has it.
+// This file is what the store writes to its write-ahead log (package wal)
+// and how it applies it.
 //
-// The committer appends each batch of Updates to the journal as one frame
-// and answers the batch after one fdatasync of the journal; a second
-// goroutine, the checkpointer, applies the journaled batches to bbolt in
-// larger transactions of its own (bbolt's commit, with its two fsyncs,
-// runs alongside the next batches instead of in front of them). The file
-// next to the store's, <path>.journal, holds the frames not yet known to
-// be applied. Once it grows past Options.JournalSegmentBytes it becomes
-// <path>.journal.old, removed when the checkpointer has applied it, while
-// a new <path>.journal takes the next frames (so the committer does not
-// wait for a checkpoint to empty the journal). bbolt's meta bucket holds
-// the sequence number of the last frame applied (keyMetaJournalSeq),
-// written in the same transaction as the frame's writes. Open replays the frames after it, so a write
+// The committer appends each batch of Updates to the log as one entry and
+// answers the batch after the log's flush; a second goroutine, the
+// checkpointer, applies the logged batches to bbolt in larger transactions
+// of its own (bbolt's commit, with its two fsyncs, runs alongside the next
+// batches instead of in front of them). bbolt's meta bucket holds the
+// sequence number of the last entry applied (keyMetaJournalSeq), written
+// in the same transaction as the entry's writes, and the log's ID
+// (keyMetaJournalID). Open replays the entries after it, so a write
 // answered before a crash or a power cut is in bbolt after the next Open.
 //
-// A frame is
+// An entry's bytes are
 //
-//	uint32 length of the payload, little-endian
-//	uint32 CRC-32C of the store's journal ID and the payload, little-endian
-//	payload: uvarint seq, uvarint n, then n writes, each
+//	uvarint n, then n writes, each
 //	  bytes record key, bytes value, bytes old index key (empty: none),
 //	  bytes new index key, uvarint m, m × (uvarint revision, bytes change),
 //	  bytes decision-log entry (empty: none), and when there is one
 //	  varint seconds and uvarint nanoseconds of its time (Unix, UTC)
 //
-// where bytes is a uvarint length and the bytes. The journal ID is random
-// bytes the bbolt file keeps (keyMetaJournalID): a journal replays only
-// onto the file it belongs to (or a backup of it), never onto another
-// store's file put in its place. Frames carry consecutive
-// sequence numbers; replay stops at the first frame that is short, fails
-// its checksum, or does not carry the next number (the tail a crash left
-// half written, or older frames beyond the end of a journal emptied since).
+// where bytes is a uvarint length and the bytes.
 
 import (
 	"bytes"
 	"crypto/rand"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
-	"os"
-	"path/filepath"
-	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/setpointhq/setpoint/store/wal"
 )
 
 // JournalSuffix names a store's journal: the store file's path and this
 // suffix. The journal exists while the store is open (and after a crash,
 // until the next Open replays it).
-const JournalSuffix = ".journal"
+const JournalSuffix = wal.Suffix
 
 // OldJournalSuffix names the journal's previous segment: the store file's
 // path and this suffix. It holds the frames written before the journal
 // last grew past its limit, until the checkpointer has applied them all
 // (and after a crash, until the next Open replays it).
-const OldJournalSuffix = ".journal.old"
+const OldJournalSuffix = wal.OldSuffix
 
 // DefaultJournalSegmentBytes is Options.JournalSegmentBytes's default: the
 // journal's size past which the committer starts a new segment, keeping
@@ -70,24 +55,10 @@ const OldJournalSuffix = ".journal.old"
 // segment is still needed at the next rotation.
 const DefaultJournalSegmentBytes = 32 << 20
 
-// maxFrameBytes bounds a frame's payload on replay: a larger length is the
-// garbage of a torn or stale tail, not a frame.
-const maxFrameBytes = 1 << 30
-
 // maxPendingWrites bounds the journaled writes not yet applied to bbolt:
 // beyond it the committer waits for the checkpointer before answering
 // more, so a slow disk holds callers back instead of growing memory.
 const maxPendingWrites = 16384
-
-// keyMetaJournalSeq is the meta key whose value is the sequence number of
-// the last journal frame applied, an 8-byte big-endian integer (absent: 0).
-var keyMetaJournalSeq = []byte("journal_seq")
-
-// keyMetaJournalID is the meta key whose value is the file's journal ID,
-// 16 random bytes written at the first Open that needs them.
-var keyMetaJournalID = []byte("journal_id")
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // journalWrite is one journaled Update: the bytes it writes to bbolt,
 // whatever the record held before (the committer has checked that).
@@ -100,7 +71,7 @@ type journalWrite struct {
 	at                 time.Time
 }
 
-// journaledBatch is one journal frame's writes, waiting for the
+// journaledBatch is one journal entry's writes, waiting for the
 // checkpointer.
 type journaledBatch struct {
 	seq    uint64
@@ -108,12 +79,8 @@ type journaledBatch struct {
 	at     time.Time // when it was journaled
 }
 
-// appendFrame appends the frame of seq and writes to dst; seed is the
-// CRC-32C of the journal ID.
-func appendFrame(dst []byte, seed uint32, seq uint64, writes []journalWrite) []byte {
-	start := len(dst)
-	dst = append(dst, make([]byte, 8)...)
-	dst = protowire.AppendVarint(dst, seq)
+// appendWrites appends the journal entry of writes to dst.
+func appendWrites(dst []byte, writes []journalWrite) []byte {
 	dst = protowire.AppendVarint(dst, uint64(len(writes)))
 	for i := range writes {
 		w := &writes[i]
@@ -132,37 +99,21 @@ func appendFrame(dst []byte, seed uint32, seq uint64, writes []journalWrite) []b
 			dst = protowire.AppendVarint(dst, uint64(w.at.Nanosecond()))
 		}
 	}
-	payload := dst[start+8:]
-	binary.LittleEndian.PutUint32(dst[start:], uint32(len(payload)))
-	binary.LittleEndian.PutUint32(dst[start+4:], crc32.Update(seed, castagnoli, payload))
 	return dst
 }
 
-// errFrame is the error of bytes that are not a whole, intact frame.
-var errFrame = errors.New("not a journal frame")
+// errEntry is the error of a journal entry whose bytes are not writes.
+var errEntry = errors.New("store: journal entry is not a list of writes")
 
-// readFrame decodes the frame at the start of b, written with seed, and
-// returns it with its length in bytes; errFrame when b does not start with
-// an intact frame of that journal. The writes share memory with b.
-func readFrame(b []byte, seed uint32) (batch journaledBatch, n int, err error) {
-	if len(b) < 8 {
-		return batch, 0, errFrame
-	}
-	size := binary.LittleEndian.Uint32(b)
-	if size == 0 || size > maxFrameBytes || uint64(len(b)-8) < uint64(size) {
-		return batch, 0, errFrame
-	}
-	payload := b[8 : 8+size]
-	if crc32.Update(seed, castagnoli, payload) != binary.LittleEndian.Uint32(b[4:]) {
-		return batch, 0, errFrame
-	}
-	r := frameReader{b: payload}
-	batch.seq = r.varint()
+// readWrites decodes a journal entry's writes; errEntry when b is not
+// one. The writes share memory with b.
+func readWrites(b []byte) ([]journalWrite, error) {
+	r := frameReader{b: b}
 	count := r.varint()
-	if count > uint64(len(payload)) { // each write takes bytes: garbage
-		return batch, 0, errFrame
+	if count > uint64(len(b)) { // each write takes bytes: garbage
+		return nil, errEntry
 	}
-	batch.writes = make([]journalWrite, 0, count)
+	writes := make([]journalWrite, 0, count)
 	for range count {
 		var w journalWrite
 		w.rk, w.val, w.oldIndex, w.newIndex = r.bytes(), r.bytes(), r.bytes(), r.bytes()
@@ -170,8 +121,8 @@ func readFrame(b []byte, seed uint32) (batch journaledBatch, n int, err error) {
 			w.oldIndex = nil
 		}
 		m := r.varint()
-		if m > uint64(len(payload)) {
-			return batch, 0, errFrame
+		if m > uint64(len(b)) {
+			return nil, errEntry
 		}
 		for range m {
 			w.revs = append(w.revs, r.varint())
@@ -184,17 +135,17 @@ func readFrame(b []byte, seed uint32) (batch journaledBatch, n int, err error) {
 			w.logged = nil
 		}
 		if r.err {
-			return batch, 0, errFrame
+			return nil, errEntry
 		}
-		batch.writes = append(batch.writes, w)
+		writes = append(writes, w)
 	}
 	if r.err || len(r.b) != 0 {
-		return batch, 0, errFrame
+		return nil, errEntry
 	}
-	return batch, 8 + int(size), nil
+	return writes, nil
 }
 
-// frameReader reads a frame's payload; err records a short or malformed
+// frameReader reads a journal entry; err records a short or malformed
 // field, after which it returns zero values.
 type frameReader struct {
 	b   []byte
@@ -219,6 +170,56 @@ func (r *frameReader) bytes() []byte {
 	}
 	r.b = r.b[n:]
 	return v
+}
+
+// openJournal replays the journal of the store at path into db (every
+// intact entry after the last one applied, in one transaction) and returns
+// it emptied, ready for the next entry.
+func (b *Bolt) openJournal(path string) (*wal.Log, error) {
+	var (
+		applied uint64
+		id      []byte
+	)
+	if err := b.db.View(func(tx *bolt.Tx) error {
+		applied, id = journalSeq(tx), bytes.Clone(tx.Bucket(bucketMeta).Get(keyMetaJournalID))
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("store: journal: %w", err)
+	}
+	if id == nil {
+		id = make([]byte, 16)
+		_, _ = rand.Read(id) // never fails (crypto/rand)
+		if err := b.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(keyMetaJournalID, id) }); err != nil {
+			return nil, fmt.Errorf("store: journal: %w", err)
+		}
+	}
+	log, entries, err := wal.Open(path, wal.Options{ID: id, Applied: applied, FileMode: b.opts.FileMode})
+	if err != nil {
+		return nil, fmt.Errorf("store: journal: %w", err)
+	}
+	var batches []*journaledBatch
+	for _, e := range entries {
+		writes, err := readWrites(e.Data)
+		if err != nil {
+			break // as a torn frame: nothing after it was answered
+		}
+		batches = append(batches, &journaledBatch{seq: e.Seq, writes: writes})
+	}
+	fail := func(err error) (*wal.Log, error) {
+		_ = log.Close()
+		return nil, fmt.Errorf("store: journal %s: %w", path+JournalSuffix, err)
+	}
+	if len(batches) > 0 {
+		if err := b.db.Update(func(tx *bolt.Tx) error { return b.applyBatches(tx, batches) }); err != nil {
+			return fail(fmt.Errorf("replay: %w", err))
+		}
+		applied = batches[len(batches)-1].seq
+	}
+	// Emptied only once bbolt has the entries durably.
+	if err := log.Reset(applied); err != nil {
+		return fail(err)
+	}
+	return log, nil
 }
 
 // put writes w in tx, whatever tx held for its key: the committer has
@@ -277,190 +278,4 @@ func (b *Bolt) applyBatches(tx *bolt.Tx, batches []*journaledBatch) error {
 		}
 	}
 	return putJournalSeq(tx, batches[len(batches)-1].seq)
-}
-
-// journalSeq returns the sequence number of the last frame applied in tx.
-func journalSeq(tx *bolt.Tx) uint64 {
-	if v := tx.Bucket(bucketMeta).Get(keyMetaJournalSeq); len(v) == 8 {
-		return binary.BigEndian.Uint64(v)
-	}
-	return 0
-}
-
-func putJournalSeq(tx *bolt.Tx, seq uint64) error {
-	return tx.Bucket(bucketMeta).Put(keyMetaJournalSeq, binary.BigEndian.AppendUint64(nil, seq))
-}
-
-// journal is the open journal file (committer goroutine only, after Open).
-type journal struct {
-	f *os.File
-	// path and oldPath are the segments' names (JournalSuffix,
-	// OldJournalSuffix); oldLast is the last sequence number in the old
-	// segment, 0 when there is none.
-	path, oldPath string
-	oldLast       uint64
-	// sync flushes f (newSyncer); release frees what it holds.
-	sync    func(*os.File) error
-	release func()
-	how     string
-	off     int64  // where the next frame goes
-	seq     uint64 // the last frame's sequence number (written or applied)
-	buf     []byte // the frame being written, reused
-	// seed is the CRC-32C of the file's journal ID, where each frame's
-	// checksum starts.
-	seed uint32
-}
-
-// openJournal replays the journal of the store at path into db (every
-// intact frame after the last one applied, of the old segment and then the
-// current one, in one transaction) and returns it emptied, ready for the
-// next frame.
-func (b *Bolt) openJournal(path string) (*journal, error) {
-	jpath, oldPath := path+JournalSuffix, path+OldJournalSuffix
-	f, err := os.OpenFile(jpath, os.O_RDWR|os.O_CREATE, b.opts.FileMode)
-	if err != nil {
-		return nil, fmt.Errorf("store: open journal: %w", err)
-	}
-	fail := func(err error) (*journal, error) {
-		_ = f.Close()
-		return nil, fmt.Errorf("store: journal %s: %w", jpath, err)
-	}
-	old, err := os.ReadFile(oldPath)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fail(err)
-	}
-	data, err := os.ReadFile(jpath)
-	if err != nil {
-		return fail(err)
-	}
-	var (
-		applied uint64
-		id      []byte
-	)
-	if err := b.db.View(func(tx *bolt.Tx) error {
-		applied, id = journalSeq(tx), bytes.Clone(tx.Bucket(bucketMeta).Get(keyMetaJournalID))
-		return nil
-	}); err != nil {
-		return fail(err)
-	}
-	if id == nil {
-		id = make([]byte, 16)
-		_, _ = rand.Read(id) // never fails (crypto/rand)
-		if err := b.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(keyMetaJournalID, id) }); err != nil {
-			return fail(err)
-		}
-	}
-	seed := crc32.Checksum(id, castagnoli)
-	var batches []*journaledBatch
-	next := applied + 1
-	for _, segment := range [][]byte{old, data} { // each ends at its first torn frame
-		for len(segment) > 0 {
-			jb, n, err := readFrame(segment, seed)
-			if err != nil || jb.seq > next {
-				break
-			}
-			segment = segment[n:]
-			if jb.seq == next {
-				batches = append(batches, &jb)
-				next++
-			}
-		}
-	}
-	if len(batches) > 0 {
-		if err := b.db.Update(func(tx *bolt.Tx) error { return b.applyBatches(tx, batches) }); err != nil {
-			return fail(fmt.Errorf("replay: %w", err))
-		}
-		applied = batches[len(batches)-1].seq
-	}
-	// Emptied only once bbolt has the frames durably; the directory is
-	// synced so that the file's creation survives a power cut.
-	if err := f.Truncate(0); err != nil {
-		return fail(err)
-	}
-	if err := f.Sync(); err != nil {
-		return fail(err)
-	}
-	if err := os.Remove(oldPath); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fail(err)
-	}
-	if err := syncDir(filepath.Dir(jpath)); err != nil {
-		return fail(err)
-	}
-	j := &journal{f: f, path: jpath, oldPath: oldPath, seq: applied, seed: seed}
-	j.sync, j.release, j.how = newSyncer(b.opts.NoURing)
-	return j, nil
-}
-
-// append writes the frame of writes as the next one and makes it durable.
-// On an error the journal is as before (the next frame overwrites what
-// this one left).
-func (j *journal) append(writes []journalWrite) error {
-	j.buf = appendFrame(j.buf[:0], j.seed, j.seq+1, writes)
-	if _, err := j.f.WriteAt(j.buf, j.off); err != nil {
-		return err
-	}
-	if err := j.sync(j.f); err != nil {
-		return err
-	}
-	j.off += int64(len(j.buf))
-	j.seq++
-	if cap(j.buf) > 4<<20 {
-		j.buf = nil // an outsized batch's buffer is not kept
-	}
-	return nil
-}
-
-// close releases the journal's syncer and closes its file.
-func (j *journal) close() error {
-	j.release()
-	return j.f.Close()
-}
-
-// rotate makes the current segment the old one and starts an empty
-// current segment; the old segment must be gone (dropOld). The directory
-// is synced before any frame goes to the new segment, so that a power cut
-// cannot lose the renaming under frames already answered.
-func (j *journal) rotate(mode os.FileMode) error {
-	if err := os.Rename(j.path, j.oldPath); err != nil {
-		return err
-	}
-	f, err := os.OpenFile(j.path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, mode)
-	if err != nil {
-		// The frames are all in the old segment, which replay reads; the
-		// current one's file is made again by the next rotation or Open.
-		return err
-	}
-	if err := syncDir(filepath.Dir(j.path)); err != nil {
-		_ = f.Close()
-		return err
-	}
-	_ = j.f.Close() // synced: every frame in it was flushed before its answer
-	j.f, j.off, j.oldLast = f, 0, j.seq
-	return nil
-}
-
-// dropOld removes the old segment, once every frame of it is applied. A
-// power cut may bring it back: its frames are applied ones, which replay
-// skips.
-func (j *journal) dropOld() error {
-	if err := os.Remove(j.oldPath); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	j.oldLast = 0
-	return nil
-}
-
-// syncDir makes the entries of directory dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	// A filesystem that cannot sync a directory (EINVAL, ENOTSUP: FUSE
-	// filesystems among them) is taken at its word.
-	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOTSUP) {
-		return err
-	}
-	return nil
 }

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"hash/crc32"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -13,6 +11,7 @@ import (
 	gocmp "github.com/google/go-cmp/cmp"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/setpointhq/setpoint/store/wal"
 	"github.com/setpointhq/setpoint/target"
 )
 
@@ -120,7 +119,11 @@ func TestOpenRekeysLastSeenAfterReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var frame []byte
+	var (
+		entry   []byte
+		id      []byte
+		applied uint64
+	)
 	if err := db.Update(func(tx *bolt.Tx) error {
 		if err := tx.Bucket(bucketMeta).Put(keyMetaSchemaVersion, encodeVersion(3)); err != nil {
 			return err
@@ -137,8 +140,8 @@ func TestOpenRekeysLastSeenAfterReplay(t *testing.T) {
 				return err
 			}
 		}
-		seed := crc32.Checksum(tx.Bucket(bucketMeta).Get(keyMetaJournalID), castagnoli)
-		frame = appendFrame(nil, seed, journalSeq(tx)+1, []journalWrite{{
+		id, applied = bytes.Clone(tx.Bucket(bucketMeta).Get(keyMetaJournalID)), journalSeq(tx)
+		entry = appendWrites(nil, []journalWrite{{
 			rk: ra, val: val, oldIndex: exactLastSeenKey(at(12, 0), ra), newIndex: exactLastSeenKey(at(14, 10), ra),
 		}})
 		return nil
@@ -148,7 +151,17 @@ func TestOpenRekeysLastSeenAfterReplay(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(path+JournalSuffix, frame, 0o600); err != nil {
+	log, _, err := wal.Open(path, wal.Options{ID: id, Applied: applied, FileMode: 0o600})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := log.Reset(applied); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := log.Append(entry); err != nil {
+		t.Fatal(err)
+	}
+	if err := log.Close(); err != nil {
 		t.Fatal(err)
 	}
 

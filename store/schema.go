@@ -1,10 +1,16 @@
 package store
 
-// This file is the whole on-disk layout: every bucket name, every key builder
-// and the schema version. Nothing else in the package names a bucket or
-// builds a key by hand. doc.go describes the same layout in prose; change
-// both together, and bump SchemaVersion (with a migration in migrate) when an
+// This file is the whole on-disk layout: every bucket name, every meta key,
+// every key builder, the schema version and its migrations. Nothing else in
+// the package names a bucket or a meta key or builds a key by hand. doc.go
+// describes the same layout ("On-disk layout"); TestLayoutDoc holds the
+// two together. Bump SchemaVersion (with a migration in migrate) when an
 // existing reader would misread what a new writer stores.
+//
+// Migrations go one way: there is no downgrade. Open refuses a file whose
+// version is newer than SchemaVersion (ErrSchemaVersion) and leaves it
+// untouched; the way back to an older binary is the backup taken before
+// the upgrade (docs/reliability.md, "Backup and restore").
 
 import (
 	"bytes"
@@ -39,7 +45,7 @@ const SchemaVersion uint64 = 4
 
 // Bucket names. All buckets live at the top level of the file.
 var (
-	// bucketMeta holds the file's metadata: keyMetaSchemaVersion.
+	// bucketMeta holds the file's metadata: allMetaKeys.
 	bucketMeta = []byte("meta")
 	// bucketRecords maps recordKey(key) to a storage.v1.Record.
 	bucketRecords = []byte("records")
@@ -62,9 +68,25 @@ var (
 // allBuckets lists every bucket of the layout, created together.
 var allBuckets = [][]byte{bucketMeta, bucketRecords, bucketLastSeen, bucketChanges, bucketDecisions}
 
-// keyMetaSchemaVersion is the meta key whose value is the schema version as
-// an 8-byte big-endian integer.
-var keyMetaSchemaVersion = []byte("schema_version")
+// Meta keys: the values of bucketMeta.
+var (
+	// keyMetaSchemaVersion is the meta key whose value is the schema
+	// version as an 8-byte big-endian integer.
+	keyMetaSchemaVersion = []byte("schema_version")
+	// keyMetaJournalSeq is the meta key whose value is the sequence number
+	// of the last journal entry applied (journal.go), an 8-byte big-endian
+	// integer (absent: 0). Added without a version bump: a reader that
+	// does not know it ignores it.
+	keyMetaJournalSeq = []byte("journal_seq")
+	// keyMetaJournalID is the meta key whose value is the file's journal
+	// ID, 16 random bytes written at the first Open that needs them: a
+	// journal replays only onto its own file (or a backup of it). Added
+	// with keyMetaJournalSeq.
+	keyMetaJournalID = []byte("journal_id")
+)
+
+// allMetaKeys lists every meta key of the layout.
+var allMetaKeys = [][]byte{keyMetaSchemaVersion, keyMetaJournalSeq, keyMetaJournalID}
 
 // Key encoding.
 //
@@ -334,6 +356,19 @@ func rekeyLastSeen(tx *bolt.Tx) error {
 		}
 	}
 	return nil
+}
+
+// journalSeq returns the sequence number of the last frame applied in tx.
+func journalSeq(tx *bolt.Tx) uint64 {
+	if v := tx.Bucket(bucketMeta).Get(keyMetaJournalSeq); len(v) == 8 {
+		return binary.BigEndian.Uint64(v)
+	}
+	return 0
+}
+
+// putJournalSeq records in tx seq as the last journal entry applied.
+func putJournalSeq(tx *bolt.Tx, seq uint64) error {
+	return tx.Bucket(bucketMeta).Put(keyMetaJournalSeq, binary.BigEndian.AppendUint64(nil, seq))
 }
 
 // storedVersion reads the schema version of an open file.

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -15,6 +16,7 @@ import (
 
 	gocmp "github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/setpointhq/setpoint/engine"
 	"github.com/setpointhq/setpoint/target"
@@ -302,5 +304,103 @@ func TestUpdateRetriesAConflict(t *testing.T) {
 	}
 	if len(stored.History.Recommendations) != 2 {
 		t.Errorf("stored %d recommendations, want 2", len(stored.History.Recommendations))
+	}
+}
+
+// TestLayoutDoc: the layout doc.go describes ("On-disk layout") names the
+// schema version, every bucket and every meta key that schema.go defines,
+// and nothing else.
+func TestLayoutDoc(t *testing.T) {
+	src, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(src)
+	start := strings.Index(doc, "// # On-disk layout")
+	if start < 0 {
+		t.Fatal(`doc.go has no "On-disk layout" section`)
+	}
+	section := doc[start:]
+	if end := strings.Index(section, "\n// A record key is"); end > 0 {
+		section = section[:end]
+	}
+	if want := fmt.Sprintf("(schema version %d)", SchemaVersion); !strings.Contains(section, want) {
+		t.Errorf("the layout's heading does not say %s", want)
+	}
+	var buckets, metaKeys []string
+	inMeta := false
+	for _, line := range strings.Split(section, "\n") {
+		switch {
+		case strings.HasPrefix(line, "//\t    "): // a key of the bucket above
+			if !inMeta {
+				continue
+			}
+			rest := strings.TrimPrefix(line, "//\t    ")
+			if k, _, ok := strings.Cut(rest, " → "); ok && strings.HasPrefix(k, `"`) {
+				metaKeys = append(metaKeys, strings.Trim(k, `"`))
+			} else {
+				t.Errorf("a meta line without a quoted key: %q", rest)
+			}
+		case strings.HasPrefix(line, "//\t"): // a bucket
+			name := strings.TrimPrefix(line, "//\t")
+			buckets = append(buckets, name)
+			inMeta = name == string(bucketMeta)
+		}
+	}
+	names := func(bs [][]byte) []string {
+		var s []string
+		for _, b := range bs {
+			s = append(s, string(b))
+		}
+		return s
+	}
+	if diff := gocmp.Diff(names(allBuckets), buckets); diff != "" {
+		t.Errorf("buckets: schema.go (-) against doc.go (+):\n%s", diff)
+	}
+	if diff := gocmp.Diff(names(allMetaKeys), metaKeys); diff != "" {
+		t.Errorf("meta keys: schema.go (-) against doc.go (+):\n%s", diff)
+	}
+	if want := fmt.Sprintf(`"schema_version" → uint64, 8 bytes big-endian (%d)`, SchemaVersion); !strings.Contains(section, want) {
+		t.Errorf("the layout does not show the stored version as %s", want)
+	}
+}
+
+// TestMetaKeysWritten: a store opened, written and closed holds exactly
+// the meta keys of allMetaKeys.
+func TestMetaKeysWritten(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.db")
+	st, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Update(context.Background(), target.Key{Cluster: "c", Namespace: "n", Name: "a"}, func(r *target.Record) error {
+		r.LastSeen = time.Unix(1790000000, 0).UTC()
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var got, want []string
+	if err := db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketMeta).ForEach(func(k, _ []byte) error {
+			got = append(got, string(k))
+			return nil
+		})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range allMetaKeys {
+		want = append(want, string(k))
+	}
+	slices.Sort(want)
+	if diff := gocmp.Diff(want, got); diff != "" {
+		t.Errorf("meta keys in the file (-want +got):\n%s", diff)
 	}
 }

@@ -90,6 +90,13 @@ type Store interface {
 	// A decision's ctx may say so (WithDecision): its fn then sees of the
 	// previous last decision only ID and At.
 	Update(ctx context.Context, key target.Key, fn func(rec *target.Record) error) (target.Record, error)
+	// Decide is Update for a decision: fn replaces the record's last
+	// decision with a new one (as target.Decide does) and reads of the
+	// previous one only ID and At, so a store may leave the rest of it,
+	// the largest part of a record, undecoded (fn may find it zero). If fn
+	// returns nil but keeps the previous last decision, Decide stores
+	// nothing and returns an error.
+	Decide(ctx context.Context, key target.Key, fn func(rec *target.Record) error) (target.Record, error)
 	// Get returns the record for key, ErrNotFound or ErrCorrupt.
 	Get(ctx context.Context, key target.Key) (target.Record, error)
 	// List returns records in key order and the token of the next page
@@ -134,12 +141,9 @@ type Store interface {
 // decisionCtxKey is the context key of WithDecision.
 type decisionCtxKey struct{}
 
-// WithDecision returns ctx marking the Updates made with it as decisions:
-// their function replaces the record's last decision with a new one (as
-// target.Decide does) and reads of the previous one only ID and At. A
-// store may then leave the rest of the previous decision, the largest
-// part of a record, undecoded: fn finds it zero. An Update whose function
-// returns nil but keeps the previous last decision fails, storing nothing.
+// WithDecision returns ctx marking the Updates made with it as decisions,
+// as Store.Decide does: only the bbolt store honours it. It remains until
+// the server calls Decide.
 func WithDecision(ctx context.Context) context.Context {
 	return context.WithValue(ctx, decisionCtxKey{}, true)
 }

@@ -61,9 +61,8 @@ type StoreFigures struct {
 	MaxBatch        uint64  `json:"max_batch"`
 	FileBytes       int64   `json:"file_bytes"`
 	// Checkpoints are the bbolt transactions that wrote the journaled
-	// writes into the file; JournalSync how the journal flushed.
+	// writes into the file.
 	Checkpoints uint64 `json:"checkpoints"`
-	JournalSync string `json:"journal_sync"`
 }
 
 // PhaseResult is what the phases against one server measured.
@@ -148,7 +147,6 @@ func (r *PhaseResult) addStore(before, after store.Stats) {
 	r.Store.Writes += after.Writes - before.Writes
 	r.Store.MaxBatch = after.MaxBatch
 	r.Store.Checkpoints += after.Checkpoints - before.Checkpoints
-	r.Store.JournalSync = after.JournalSync
 }
 
 // finish computes the summary fields from the merged samples.
@@ -251,8 +249,8 @@ func (r *Report) Table() string {
 			fmt.Fprintf(&b, "%s: %d decisions could not decide\n", p.Name, p.Undecided)
 		}
 		if s := p.Store; s != nil {
-			fmt.Fprintf(&b, "store: %d commits (journal flushes: %s) for %d writes, %.1f writes/commit, largest commit %d writes; %d checkpoints into bbolt; file %.1f MiB\n",
-				s.Commits, s.JournalSync, s.Writes, s.WritesPerCommit, s.MaxBatch, s.Checkpoints, mib(s.FileBytes))
+			fmt.Fprintf(&b, "store: %d commits (journal flushes) for %d writes, %.1f writes/commit, largest commit %d writes; %d checkpoints into bbolt; file %.1f MiB\n",
+				s.Commits, s.Writes, s.WritesPerCommit, s.MaxBatch, s.Checkpoints, mib(s.FileBytes))
 		}
 		if e := p.Etcd; e != nil {
 			fmt.Fprintf(&b, "etcd: %s; %d transactions (%.2f ms mean, %d conflicts), %d reads, %d other requests: %.2f requests and %.0f WAL bytes (all members) per call",

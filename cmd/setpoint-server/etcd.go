@@ -141,9 +141,7 @@ func openStore(ctx context.Context, cfg Config, log *slog.Logger, arrivals *stor
 		}
 		m.st = b
 		abs, _ := filepath.Abs(path)
-		// How the journal flushes: io_uring, or fdatasync and why (a
-		// container's seccomp profile may refuse io_uring).
-		log.Info("store journal", "path", abs+store.JournalSuffix, "sync", b.Stats().JournalSync)
+		log.Info("store journal", "path", abs+store.JournalSuffix)
 		return b, b.Close, []prometheus.Collector{m}, abs, nil
 	}
 	var tlsCfg *tls.Config

@@ -87,6 +87,65 @@ func update(t *testing.T, open Opener) {
 	}
 }
 
+// decide: Decide stores a new decision, shows fn the previous one's ID and
+// At, and stores nothing when fn keeps the previous decision or fails.
+func decide(t *testing.T, open Opener) {
+	ctx := context.Background()
+	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
+	st := open(t, store.Options{})
+	first, err := st.Decide(ctx, key, func(r *target.Record) error {
+		if r.Last != nil {
+			return fmt.Errorf("a new target's record has a last decision: %+v", r.Last)
+		}
+		r.Last = &target.LastDecision{ID: "d1", At: at(0), From: 3}
+		r.LastSeen = at(0)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Decide(first): %v", err)
+	}
+	if first.Last == nil || first.Last.ID != "d1" || first.Last.From != 3 {
+		t.Fatalf("Decide(first) returned last decision %+v; want d1 from 3", first.Last)
+	}
+	var seen target.LastDecision
+	second, err := st.Decide(ctx, key, func(r *target.Record) error {
+		if r.Last == nil {
+			return errors.New("the previous decision is missing")
+		}
+		seen = target.LastDecision{ID: r.Last.ID, At: r.Last.At}
+		r.Last = &target.LastDecision{ID: "d2", At: at(15), From: 4}
+		r.LastSeen = at(15)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Decide(second): %v", err)
+	}
+	if want := (target.LastDecision{ID: "d1", At: at(0)}); !cmp.Equal(seen, want) {
+		t.Errorf("fn saw the previous decision as %+v; want ID and At %+v", seen, want)
+	}
+	for _, tc := range []struct {
+		name string
+		fn   func(*target.Record) error
+	}{
+		{"fn keeps the previous decision", func(r *target.Record) error { r.LastSeen = at(30); return nil }},
+		{"fn fails", func(r *target.Record) error {
+			r.Last = &target.LastDecision{ID: "d3", At: at(30)}
+			return errors.New("boom")
+		}},
+	} {
+		if _, err := st.Decide(ctx, key, tc.fn); err == nil {
+			t.Errorf("%s: Decide returned nil; want an error", tc.name)
+		}
+		stored, err := st.Get(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(second, stored); diff != "" {
+			t.Errorf("%s: stored record changed (-before +after):\n%s", tc.name, diff)
+		}
+	}
+}
+
 func deleteTarget(t *testing.T, open Opener) {
 	st := open(t, store.Options{})
 	ctx := context.Background()

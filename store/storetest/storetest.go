@@ -27,6 +27,7 @@ func Run(t *testing.T, open Opener) {
 		test func(*testing.T, Opener)
 	}{
 		{"Update", update},
+		{"Decide", decide},
 		{"Delete", deleteTarget},
 		{"List", listTargets},
 		{"ListRejectsBadQueries", listRejectsBadQueries},

@@ -1,0 +1,24 @@
+package etcdstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/setpointhq/setpoint/target"
+)
+
+// Decide implements store.Store.Decide: Update, refusing a function that
+// keeps the previous last decision. fn sees the previous decision whole
+// (the record is decoded in one piece).
+func (s *Store) Decide(ctx context.Context, key target.Key, fn func(rec *target.Record) error) (target.Record, error) {
+	return s.Update(ctx, key, func(rec *target.Record) error {
+		prev := rec.Last
+		if err := fn(rec); err != nil {
+			return err
+		}
+		if prev != nil && rec.Last == prev {
+			return fmt.Errorf("etcdstore: decide %s: the function left the last decision in place", key)
+		}
+		return nil
+	})
+}
