@@ -48,7 +48,7 @@ func TestMain(m *testing.M) {
 // nothing while it cannot reach etcd and tells its health.
 func TestFaultsUnderLoad(t *testing.T) {
 	rng := acked.Seeded(t, *seed, "ha.seed")
-	c := startCluster(t, skewed(*skew))
+	c := startClusterWith(t, skewed(*skew), rng.IntN(3))
 	c.checkClocks(t)
 	const readers = 2
 	var clients [][]*setpointclient.Client
@@ -74,9 +74,11 @@ func TestFaultsUnderLoad(t *testing.T) {
 		f.slowMember(true)
 		f.slowMember(false)
 		f.pauseServer()
+		f.slowDisk(true)
+		f.slowDisk(false)
 	} else {
 		for end := time.Now().Add(*duration); time.Now().Before(end); {
-			switch rng.IntN(9) {
+			switch rng.IntN(11) {
 			case 0:
 				f.killServer()
 			case 1:
@@ -93,6 +95,10 @@ func TestFaultsUnderLoad(t *testing.T) {
 				f.slowMember(true)
 			case 7:
 				f.slowMember(false)
+			case 8:
+				f.slowDisk(true)
+			case 9:
+				f.slowDisk(false)
 			default:
 				f.pauseServer()
 			}
