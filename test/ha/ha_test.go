@@ -116,6 +116,14 @@ func TestFaultsUnderLoad(t *testing.T) {
 	t.Logf("load: %d Recommend and %d Observe acknowledged, %d Observe refused (a later decision came first), %d calls of unknown outcome, %d reads",
 		l.count.recommends.Load(), l.count.observes.Load(), l.count.refused.Load(), l.count.unknown.Load(), l.count.reads.Load())
 	t.Logf("calls of unknown outcome by status: %v", l.count.byCode)
+	for _, o := range l.count.odd {
+		t.Logf("failed otherwise than a fault should: %s", o)
+	}
+	if len(l.count.odd) > 0 {
+		for _, w := range f.windows {
+			t.Logf("%s from %v to %v into the run", w.what, time.Duration(w.from).Round(time.Millisecond), time.Duration(w.to).Round(time.Millisecond))
+		}
+	}
 	for code, n := range l.count.byCode {
 		// A fault is UNAVAILABLE (the server or etcd away) or the caller's
 		// deadline (etcd or a partition holding the call), never an
