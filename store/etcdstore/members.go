@@ -174,7 +174,7 @@ func (ms *members) do(ctx context.Context, op clientv3.Op) (clientv3.OpResponse,
 		if err == nil || ctx.Err() != nil || tries >= len(ms.all)+1 {
 			return resp, err
 		}
-		if !(read && retryableRead(err)) && !errors.Is(err, rpctypes.ErrNoLeader) && err != errProposalDropped {
+		if !(read && retryableRead(err)) && !errors.Is(err, rpctypes.ErrNoLeader) && !errors.Is(err, errProposalDropped) {
 			return resp, err
 		}
 		last = m
