@@ -128,7 +128,7 @@ noisy-neighbour: ## the noisy-neighbour test for NOISY_DURATION per phase (defau
 
 CHAOS_DURATION ?= 5m
 
-chaos: kube-binaries ## three servers (clocks ±2 s apart) on a 3-member etcd under load, killing servers, members and the etcd leader, partitioning a server from etcd, and pausing (SIGSTOP), blackholing or delaying a member and pausing a server for CHAOS_DURATION (default 5m; CI runs one fault of each); checks nothing acknowledged is lost, histories are linearizable, and the longest stall
+chaos: kube-binaries ## three servers (clocks ±2 s apart) on a 3-member etcd under load, killing servers, members and the etcd leader, partitioning a server from etcd, pausing (SIGSTOP), blackholing or delaying a member, slowing one member's disk (its fsync takes 2 s on slowfs; needs /dev/fuse and root) and pausing a server for CHAOS_DURATION (default 5m; CI runs one fault of each); checks nothing acknowledged is lost, histories are linearizable, and the longest stall
 	$(GO) test ./test/ha -count=1 -v -timeout 60m -run '^TestFaultsUnderLoad$$' -ha.duration $(CHAOS_DURATION)
 
 CUTS ?= 500

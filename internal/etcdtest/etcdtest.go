@@ -44,6 +44,24 @@ type Cluster struct {
 // The data is thrown away with the test, so members skip fsync.
 func Start(t testing.TB, n int) *Cluster {
 	t.Helper()
+	return StartWith(t, Options{Members: n})
+}
+
+// Options configure StartWith.
+type Options struct {
+	// Members is the number of members.
+	Members int
+	// SyncedDirs places member i's data directory at SyncedDirs[i], a
+	// directory the caller owns (on a test's filesystem, say one whose
+	// fsync is slow), and runs that member with fsync on; the others skip
+	// fsync. The caller's cleanup of that filesystem must be registered
+	// before StartWith, so that it runs after the members are killed.
+	SyncedDirs map[int]string
+}
+
+// StartWith is Start as o says.
+func StartWith(t testing.TB, o Options) *Cluster {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	bin, err := kubetest.EtcdBinary(ctx)
@@ -51,7 +69,7 @@ func Start(t testing.TB, n int) *Cluster {
 		t.Fatalf("etcdtest: %v", err)
 	}
 	for attempt := 0; ; attempt++ {
-		c, err := start(ctx, t, bin, n)
+		c, err := start(ctx, t, bin, o)
 		if err == nil {
 			return c
 		}
@@ -62,8 +80,8 @@ func Start(t testing.TB, n int) *Cluster {
 	}
 }
 
-func start(ctx context.Context, t testing.TB, bin string, n int) (*Cluster, error) {
-	c, err := Launch(ctx, LaunchOptions{Binary: bin, Dir: t.TempDir(), Members: n, NoFsync: true})
+func start(ctx context.Context, t testing.TB, bin string, o Options) (*Cluster, error) {
+	c, err := Launch(ctx, LaunchOptions{Binary: bin, Dir: t.TempDir(), Members: o.Members, NoFsync: true, SyncedDirs: o.SyncedDirs})
 	if err != nil {
 		return nil, err
 	}
@@ -269,4 +287,40 @@ func freePorts(n int) ([]int, error) {
 func tail(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// MoveLeader makes member to the cluster's leader (etcd's leadership
+// transfer), when it is not already, and returns once it leads.
+func (c *Cluster) MoveLeader(ctx context.Context, to int) error {
+	for {
+		leader, err := c.Leader(ctx)
+		if err == nil && leader == to {
+			return nil
+		}
+		if err == nil {
+			err = c.moveLeader(ctx, leader, to)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("etcdtest: m%d did not become the leader: %w (last: %v)", to, ctx.Err(), err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// moveLeader asks the leader, member from, to hand its leadership to to.
+func (c *Cluster) moveLeader(ctx context.Context, from, to int) error {
+	target, err := status(ctx, c.Endpoints[to])
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{c.Endpoints[from]}, DialTimeout: 2 * time.Second, Logger: zap.NewNop(), Context: ctx})
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	_, err = cli.MoveLeader(ctx, target.Header.MemberId)
+	return err
 }

@@ -11,6 +11,25 @@ import (
 	"github.com/setpointhq/setpoint/internal/etcdtest"
 )
 
+// MoveLeader hands the leadership to a member that follows, and to the
+// leader itself changes nothing.
+func TestMoveLeader(t *testing.T) {
+	c := etcdtest.Start(t, 3)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	leader := waitLeader(ctx, t, c)
+	to := (leader + 1) % 3
+	if err := c.MoveLeader(ctx, to); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := c.Leader(ctx); err != nil || got != to {
+		t.Fatalf("after MoveLeader(%d) the leader is m%d (%v)", to, got, err)
+	}
+	if err := c.MoveLeader(ctx, to); err != nil {
+		t.Fatalf("MoveLeader to the leader: %v", err)
+	}
+}
+
 // Killing the leader makes another member leader; the killed member,
 // restarted on its data, catches up with what was written meanwhile.
 func TestKillLeaderAndRestart(t *testing.T) {

@@ -20,6 +20,9 @@ type LaunchOptions struct {
 	// NoFsync starts the members with --unsafe-no-fsync (data that may be
 	// lost, as Start's is).
 	NoFsync bool
+	// SyncedDirs are the data directories of the members that run with
+	// fsync whatever NoFsync says, by member (Options.SyncedDirs).
+	SyncedDirs map[int]string
 }
 
 // Launch starts a cluster as o says, outside a test (for setpoint-bench),
@@ -40,15 +43,19 @@ func Launch(ctx context.Context, o LaunchOptions) (*Cluster, error) {
 	for i := range o.Members {
 		client := "http://127.0.0.1:" + strconv.Itoa(ports[2*i])
 		peer := "http://127.0.0.1:" + strconv.Itoa(ports[2*i+1])
+		data, synced := o.SyncedDirs[i]
+		if !synced {
+			data = filepath.Join(o.Dir, fmt.Sprintf("m%d", i))
+		}
 		args := []string{
 			"--name=" + fmt.Sprintf("m%d", i),
-			"--data-dir=" + filepath.Join(o.Dir, fmt.Sprintf("m%d", i)),
+			"--data-dir=" + data,
 			"--listen-client-urls=" + client, "--advertise-client-urls=" + client,
 			"--listen-peer-urls=" + peer, "--initial-advertise-peer-urls=" + peer,
 			"--initial-cluster=" + strings.Join(initial, ","),
 			"--initial-cluster-state=new", "--initial-cluster-token=etcdtest", "--log-level=warn",
 		}
-		if o.NoFsync {
+		if o.NoFsync && !synced {
 			args = append(args, "--unsafe-no-fsync")
 		}
 		logPath := filepath.Join(o.Dir, fmt.Sprintf("m%d.log", i))

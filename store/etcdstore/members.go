@@ -32,7 +32,9 @@ import (
 // store.ErrUnavailable (their outcome unknown). Every request also has a
 // per-attempt bound, Options.RequestTimeout, and asks for a member with a
 // leader (clientv3.WithRequireLeader), so that a member without one
-// refuses at once instead of holding it.
+// refuses at once instead of holding it. A write whose proposal raft
+// dropped (during a leadership transfer) was not applied either: it is
+// tried on another member too, and answers UNAVAILABLE when none took it.
 
 // member is one etcd endpoint and the store's own connection to it.
 type member struct {
@@ -166,14 +168,31 @@ func (ms *members) do(ctx context.Context, op clientv3.Op) (clientv3.OpResponse,
 		actx, end := m.begin(ctx, ms.bound, false)
 		resp, err := m.kv.Do(actx, op)
 		end()
+		if proposalDropped(err) {
+			err = errProposalDropped
+		}
 		if err == nil || ctx.Err() != nil || tries >= len(ms.all)+1 {
 			return resp, err
 		}
-		if !(read && retryableRead(err)) && !errors.Is(err, rpctypes.ErrNoLeader) {
+		if !(read && retryableRead(err)) && !errors.Is(err, rpctypes.ErrNoLeader) && !errors.Is(err, errProposalDropped) {
 			return resp, err
 		}
 		last = m
 	}
+}
+
+// errProposalDropped is what a write answers when raft dropped its
+// proposal: UNAVAILABLE, as etcd's own "no leader".
+var errProposalDropped = status.Error(codes.Unavailable, "etcdserver: raft proposal dropped")
+
+// proposalDropped reports whether err is raft's refusal of a proposal it
+// never appended (a leadership transfer under way, a member between
+// leaders). etcd sends it with codes.Unknown and raft's message, so it is
+// recognised by both; the write was not applied and may be tried on
+// another member, as one refused for want of a leader.
+func proposalDropped(err error) bool {
+	st, ok := status.FromError(err)
+	return ok && err != nil && st.Code() == codes.Unknown && st.Message() == "raft proposal dropped"
 }
 
 // readOnly reports whether the transaction op only reads.

@@ -19,6 +19,7 @@ import (
 	"github.com/setpointhq/setpoint/internal/etcdtest"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/test/internal/acked"
+	"github.com/setpointhq/setpoint/test/internal/slowfs"
 )
 
 // servers is how many setpoint-server processes share the history.
@@ -31,6 +32,9 @@ const servers = 3
 type cluster struct {
 	etcd  *etcdtest.Cluster
 	nodes []*node
+	// disk is the slow-disk member's filesystem, nil without one.
+	disk     *slowfs.Disk
+	slowDisk int // the member whose data is on disk, with fsync on
 }
 
 // node is one setpoint-server process.
@@ -54,7 +58,39 @@ func skewed(skew time.Duration) []time.Duration { return []time.Duration{-skew, 
 // failed) and etcd is killed.
 func startCluster(t *testing.T, offsets []time.Duration) *cluster {
 	t.Helper()
-	c := &cluster{etcd: etcdtest.Start(t, 3)}
+	return startClusterWith(t, offsets, -1)
+}
+
+// startClusterWith is startCluster with member slowDisk's data on a slowfs
+// mount, the one member that runs with fsync (the others skip it; -1: no
+// such member). Mounting needs /dev/fuse and root: as root a failed mount
+// fails the test; otherwise the cluster has no slow disk (c.disk is nil),
+// and the test says so.
+func startClusterWith(t *testing.T, offsets []time.Duration, slowDisk int) *cluster {
+	t.Helper()
+	c := &cluster{slowDisk: -1}
+	opts := etcdtest.Options{Members: 3}
+	if slowDisk >= 0 {
+		backing, mnt := t.TempDir(), t.TempDir()
+		disk, err := slowfs.Mount(backing, mnt)
+		switch {
+		case err == nil:
+			// Registered before etcd starts: unmounted after its members
+			// are killed, and before the directories are removed.
+			t.Cleanup(func() {
+				if err := disk.Unmount(); err != nil {
+					t.Error(err)
+				}
+			})
+			c.disk, c.slowDisk = disk, slowDisk
+			opts.SyncedDirs = map[int]string{slowDisk: filepath.Join(mnt, "data")}
+		case os.Geteuid() == 0:
+			t.Fatalf("mount slowfs for the slow-disk member (needs /dev/fuse): %v", err)
+		default:
+			t.Logf("no slow-disk member: mounting slowfs needs root and /dev/fuse (%v)", err)
+		}
+	}
+	c.etcd = etcdtest.StartWith(t, opts)
 	dir := t.TempDir()
 	// Every server behind one address seals Watch resume points with the
 	// same secret (as deploy-ha gives them one Secret).

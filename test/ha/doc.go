@@ -31,7 +31,9 @@
 //
 // It also injects gray failures (gray_test.go): an etcd member or the
 // leader paused with SIGSTOP, an etcd member blackholed or delayed by its
-// proxies on every server's link, a server paused; during each member
+// proxies on every server's link, the disk of one member (its data on
+// test/internal/slowfs, the one member with fsync on) made slow while it
+// leads and while it follows, a server paused; during each member
 // fault every server must acknowledge calls and the longest time without
 // an acknowledged call is bounded. Meanwhile Watch streams resume across
 // servers (none may answer OUT_OF_RANGE) and a client of every server
@@ -48,5 +50,7 @@
 //
 // The test in `go test ./...` runs a few seconds of load and one fault of
 // each kind; `make chaos` runs minutes of load and many faults
-// (-ha.duration). See docs/reliability.md.
+// (-ha.duration). The slow disk needs /dev/fuse and root (as CI runs);
+// as root a failed mount fails the test, otherwise the test says it runs
+// without that fault. See docs/reliability.md.
 package ha

@@ -21,8 +21,10 @@ import (
 // This file holds the gray failures: parts that hang or slow down instead
 // of crashing. A member is paused with SIGSTOP (a paused VM, a disk that
 // stopped answering), or its proxies on every server's link blackhole or
-// delay its traffic (a network dropping or queueing packets); a server is
-// paused and continued. Each must leave the fleet acknowledging writes.
+// delay its traffic (a network dropping or queueing packets), or its disk
+// turns slow (its data is on slowfs, whose fsync then takes seconds: the
+// process still answers, keepalives included); a server is paused and
+// continued. Each must leave the fleet acknowledging writes.
 
 // Bounds the CI run asserts for an etcd member's gray failure; the tight
 // figures come from `make chaos` (docs/reliability.md). The target is 2 s
@@ -40,8 +42,14 @@ func (f *faults) grayDown() time.Duration {
 	return 15 * time.Second
 }
 
+// slowFsync is how long each fsync of the slow-disk member takes during
+// its fault: twice etcd's election timeout (1 s), so that a leader on it
+// misses its heartbeats and a follower answers nothing linearizable in
+// the store's probe timeout (750 ms), as a disk that barely answers does.
+const slowFsync = 2 * time.Second
+
 // grayKinds are the windows' names of the etcd members' gray failures.
-var grayKinds = []string{"an etcd leader pause", "an etcd member pause", "an etcd member blackholed", "an etcd member delayed"}
+var grayKinds = []string{"an etcd leader pause", "an etcd member pause", "an etcd member blackholed", "an etcd member delayed", "an etcd leader's disk slow", "an etcd member's disk slow"}
 
 // pauseMember stops an etcd member, the leader or another, with SIGSTOP
 // for grayDown, then continues it.
@@ -85,6 +93,43 @@ func (f *faults) slowMember(blackhole bool) {
 		n.link.Member(i).Delay(0)
 		n.link.Member(i).Heal()
 	}
+	f.gray(what, fmt.Sprintf("m%d", i), from, d)
+}
+
+// slowDisk makes every fsync of the member on slowfs take slowFsync for
+// grayDown, then heals it; that member leads during the fault, or (leader
+// false) another does. Without a slow-disk member (no root) it does
+// nothing.
+func (f *faults) slowDisk(leader bool) {
+	f.t.Helper()
+	if f.c.disk == nil {
+		return
+	}
+	i := f.c.slowDisk
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	to := i
+	if !leader {
+		to = (i + 1 + f.rng.IntN(2)) % 3
+	}
+	if err := f.c.etcd.MoveLeader(ctx, to); err != nil {
+		f.t.Fatal(err)
+	}
+	// The leadership transfer is not the fault: the 2 s before the fault,
+	// against which its throughput is measured, start after it.
+	f.settle(3 * time.Second)
+	what := map[bool]string{false: "an etcd member's disk slow", true: "an etcd leader's disk slow"}[leader]
+	_, delayedBefore := f.c.disk.Stats()
+	from := f.l.hist.now()
+	f.c.disk.SetDelay(slowFsync)
+	d := f.grayDown()
+	time.Sleep(d)
+	f.c.disk.SetDelay(0)
+	syncs, delayed := f.c.disk.Stats()
+	if delayed == delayedBefore {
+		f.t.Errorf("no fsync of m%d was delayed during %s: its disk was not in its way (fsyncs so far: %d)", i, what, syncs)
+	}
+	f.t.Logf("%s: m%d's fsyncs took %v each, %d of them delayed", what, i, slowFsync, delayed-delayedBefore)
 	f.gray(what, fmt.Sprintf("m%d", i), from, d)
 }
 

@@ -48,7 +48,7 @@ func TestMain(m *testing.M) {
 // nothing while it cannot reach etcd and tells its health.
 func TestFaultsUnderLoad(t *testing.T) {
 	rng := acked.Seeded(t, *seed, "ha.seed")
-	c := startCluster(t, skewed(*skew))
+	c := startClusterWith(t, skewed(*skew), rng.IntN(3))
 	c.checkClocks(t)
 	const readers = 2
 	var clients [][]*setpointclient.Client
@@ -74,9 +74,11 @@ func TestFaultsUnderLoad(t *testing.T) {
 		f.slowMember(true)
 		f.slowMember(false)
 		f.pauseServer()
+		f.slowDisk(true)
+		f.slowDisk(false)
 	} else {
 		for end := time.Now().Add(*duration); time.Now().Before(end); {
-			switch rng.IntN(9) {
+			switch rng.IntN(11) {
 			case 0:
 				f.killServer()
 			case 1:
@@ -93,6 +95,10 @@ func TestFaultsUnderLoad(t *testing.T) {
 				f.slowMember(true)
 			case 7:
 				f.slowMember(false)
+			case 8:
+				f.slowDisk(true)
+			case 9:
+				f.slowDisk(false)
 			default:
 				f.pauseServer()
 			}
@@ -110,6 +116,14 @@ func TestFaultsUnderLoad(t *testing.T) {
 	t.Logf("load: %d Recommend and %d Observe acknowledged, %d Observe refused (a later decision came first), %d calls of unknown outcome, %d reads",
 		l.count.recommends.Load(), l.count.observes.Load(), l.count.refused.Load(), l.count.unknown.Load(), l.count.reads.Load())
 	t.Logf("calls of unknown outcome by status: %v", l.count.byCode)
+	for _, o := range l.count.odd {
+		t.Logf("failed otherwise than a fault should: %s", o)
+	}
+	if len(l.count.odd) > 0 {
+		for _, w := range f.windows {
+			t.Logf("%s from %v to %v into the run", w.what, time.Duration(w.from).Round(time.Millisecond), time.Duration(w.to).Round(time.Millisecond))
+		}
+	}
 	for code, n := range l.count.byCode {
 		// A fault is UNAVAILABLE (the server or etcd away) or the caller's
 		// deadline (etcd or a partition holding the call), never an

@@ -116,6 +116,9 @@ type counters struct {
 
 	mu     sync.Mutex
 	byCode map[codes.Code]int // calls of unknown outcome, by status code
+	// odd are the first calls that failed otherwise than a fault should
+	// (UNAVAILABLE, DEADLINE_EXCEEDED): what, where, when, the error.
+	odd []string
 }
 
 // load is callers and readers working until stop.
@@ -272,6 +275,9 @@ func (l *load) failed(name string, c *call, err error) bool {
 		l.count.byCode = map[codes.Code]int{}
 	}
 	l.count.byCode[status.Code(err)]++
+	if code := status.Code(err); code != codes.Unavailable && code != codes.DeadlineExceeded && len(l.count.odd) < 10 {
+		l.count.odd = append(l.count.odd, fmt.Sprintf("%s to server %d, %v into the run: %v", describe(c.in, c.out), c.server, time.Since(l.hist.began).Round(time.Millisecond), err))
+	}
 	l.count.mu.Unlock()
 	return true
 }
