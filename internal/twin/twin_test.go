@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -232,5 +233,41 @@ func TestClosedLoop(t *testing.T) {
 		if s.Ready > 0 && s.Running > 10 {
 			t.Errorf("more pods running than the HPA's maximum: %+v", s)
 		}
+	}
+}
+
+// TestManifestFlags rewrites deploy-ha's server and agent flags as the
+// fleet runs them: the loopback values replace the deployed ones, every
+// other flag is kept, and a flag the manifest lacks is an error.
+func TestManifestFlags(t *testing.T) {
+	args, err := ManifestArgs("../../"+ServerManifest, "server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Rewrite(args, map[string]string{"-listen": "127.0.0.1:1", "-etcd-endpoints": "http://127.0.0.1:2"}, "-etcd-cert", "-etcd-key", "-etcd-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	joined := strings.Join(got, " ")
+	for _, want := range []string{"-listen=127.0.0.1:1", "-etcd-endpoints=http://127.0.0.1:2", "-store=etcd", "-etcd-prefix=/setpoint/", "-tls-client-ca="} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("rewritten server flags %q lack %q", joined, want)
+		}
+	}
+	if strings.Contains(joined, "-etcd-cert") || len(got) != len(args)-3 {
+		t.Errorf("rewritten server flags %q: want the manifest's %d less the 3 dropped", joined, len(args))
+	}
+	if _, err := Rewrite(args, map[string]string{"-no-such-flag": "x"}); err == nil {
+		t.Error("Rewrite accepted a flag the manifest lacks")
+	}
+	if _, err := Rewrite(args, nil, "-no-such-flag"); err == nil {
+		t.Error("Rewrite dropped a flag the manifest lacks without an error")
+	}
+	agent, err := ManifestArgs("../../"+AgentManifest, "agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(agent, "-serve=autoscalers") {
+		t.Errorf("agent flags %q: want -serve=autoscalers as deployed", agent)
 	}
 }

@@ -3,11 +3,7 @@ package fleet
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -84,79 +80,6 @@ func startTwins(t *testing.T, names []string) []*twin.Twin {
 		t.FailNow()
 	}
 	return out
-}
-
-// agentProc is a setpoint-agent process serving one cluster.
-type agentProc struct {
-	cluster string
-	log     string
-	cmd     *exec.Cmd
-}
-
-// startAgent runs setpoint-agent for the twin as cluster name, with
-// deploy-ha's agent flags (the service's addresses, its certificate, the
-// kinds it serves) and the test's windows; serve overrides -serve when
-// not empty, and extra flags come last. It is stopped with SIGTERM at
-// cleanup.
-func startAgent(t *testing.T, svc *service, tw *twin.Twin, name, serve string, w windows, extra ...string) *agentProc {
-	t.Helper()
-	dir := t.TempDir()
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := tw.Cluster.WriteKubeconfig(kubeconfig); err != nil {
-		t.Fatal(err)
-	}
-	set := map[string]string{
-		"-service-address":          svc.addrs(),
-		"-tls-server-name":          "localhost",
-		"-tls-ca-file":              filepath.Join(svc.pki, "ca.crt"),
-		"-tls-cert-file":            filepath.Join(svc.pki, "agent-"+name+".crt"),
-		"-tls-key-file":             filepath.Join(svc.pki, "agent-"+name+".key"),
-		"-cluster-name":             name,
-		"-leader-election-identity": "agent-" + name,
-		"-metrics-address":          "",
-	}
-	if serve != "" {
-		set["-serve"] = serve
-	}
-	args := rewrite(t, manifestArgs(t, "deploy-ha/agent-patch.yaml", "agent"), set)
-	args = append(args,
-		"-kubeconfig="+kubeconfig,
-		"-leader-election-namespace="+metav1.NamespaceSystem,
-		"-sync-period="+w.sync.String(),
-		"-downscale-stabilization-window="+w.downscaleStabilizing.String(),
-		"-recommend-timeout=3s",
-	)
-	args = append(args, extra...)
-	a := &agentProc{cluster: name, log: filepath.Join(dir, "agent.log")}
-	logFile, err := os.Create(a.log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.cmd = exec.Command(bins.agent, args...)
-	a.cmd.Stdout, a.cmd.Stderr = logFile, logFile
-	a.cmd.SysProcAttr = procAttr()
-	if err := a.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	logFile.Close()
-	t.Cleanup(func() {
-		_ = a.cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan error, 1)
-		go func() { done <- a.cmd.Wait() }()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("agent %s after SIGTERM: %v", name, err)
-			}
-		case <-time.After(20 * time.Second):
-			_ = a.cmd.Process.Kill()
-			t.Errorf("agent %s did not stop within 20s of SIGTERM", name)
-		}
-		if t.Failed() {
-			t.Logf("agent %s log (last lines):\n%s", name, tail(a.log, 25))
-		}
-	})
-	return a
 }
 
 // workload is the test's autoscaled Deployment: 200m of CPU requested a

@@ -121,9 +121,11 @@ func TestFleet(t *testing.T) {
 	faults.Go(func() {
 		sleepUntil(loadStart.Add(at(18 * time.Second)))
 		t.Logf("%v: SIGKILL server 0", time.Since(loadStart).Round(time.Millisecond))
-		svc.servers[0].kill()
+		svc.Servers[0].Kill()
 		sleepUntil(loadStart.Add(at(26 * time.Second)))
-		svc.servers[0].start(t, svc.health(t, svc.servers[0]))
+		if err := svc.Servers[0].Start(t.Context()); err != nil {
+			t.Error(err)
+		}
 		t.Logf("%v: server 0 back", time.Since(loadStart).Round(time.Millisecond))
 		leader := leaderOf(t, svc)
 		sleepUntil(loadStart.Add(at(32 * time.Second)))
