@@ -3,6 +3,8 @@ package twin
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -51,8 +53,13 @@ type ServiceOptions struct {
 	// Clusters get an agent certificate each (role cluster:<name>).
 	Clusters []string
 	// Console serves the first server's web console on a loopback port
-	// (ConsoleURL); the others serve none.
+	// (ConsoleURL), over TLS with the service's certificate; the others
+	// serve none.
 	Console bool
+	// ConsoleToken, when set, is a bearer token of a platform principal
+	// that sees every cluster, added to the principals file, to sign in
+	// to the console with.
+	ConsoleToken string
 }
 
 // Service is setpoint-server processes on one etcd, with the CA,
@@ -101,6 +108,14 @@ func StartService(ctx context.Context, o ServiceOptions) (_ *Service, err error)
 	files, err := certs.Issue(co, time.Now())
 	if err != nil {
 		return nil, err
+	}
+	if o.ConsoleToken != "" {
+		for i, f := range files {
+			if f.Name == "principals.yaml" {
+				sum := sha256.Sum256([]byte(o.ConsoleToken))
+				files[i].Data = fmt.Appendf(slices.Clip(f.Data), "  - name: console\n    role: \"platform\"\n    clusters: [\"*\"]\n    token_sha256: [%q]\n", hex.EncodeToString(sum[:]))
+			}
+		}
 	}
 	if err := certs.Write(s.PKI, files, false); err != nil {
 		return nil, err

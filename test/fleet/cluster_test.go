@@ -10,9 +10,7 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
-	"github.com/setpointhq/setpoint/agent/api/v1alpha1"
 	"github.com/setpointhq/setpoint/internal/kubetest"
 	"github.com/setpointhq/setpoint/internal/twin"
 )
@@ -111,15 +109,7 @@ func createWorkload(t *testing.T, tw *twin.Twin) {
 // createAutoscaler creates the Setpoint Autoscaler of the Deployment.
 func createAutoscaler(t *testing.T, tw *twin.Twin) {
 	t.Helper()
-	hpa := twin.CPUHPA(workloadName, 1, maxReplicas, targetUtil)
-	a := &v1alpha1.Autoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: workloadNS, Name: workloadName}, Spec: v1alpha1.AutoscalerSpec{
-		ScaleTargetRef: hpa.Spec.ScaleTargetRef, MinReplicas: ptr.To[int32](1), MaxReplicas: maxReplicas, Metrics: hpa.Spec.Metrics,
-	}}
-	u, err := v1alpha1.ToUnstructured(a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tw.Cluster.Dynamic().Resource(v1alpha1.AutoscalerResource).Namespace(workloadNS).Create(t.Context(), u, metav1.CreateOptions{}); err != nil {
+	if err := tw.CreateAutoscaler(t.Context(), workloadNS, twin.Autoscaler(workloadName, 1, maxReplicas, targetUtil)); err != nil {
 		t.Fatal(err)
 	}
 }
