@@ -153,8 +153,8 @@ spec:
     statusTemplate: |
       {{ $now := Now }}
       conditions:
-      - {type: Ready, status: "True", lastProbeTime: null, lastTransitionTime: {{ $now | Quote }}}
-      - {type: ContainersReady, status: "True", lastProbeTime: null, lastTransitionTime: {{ $now | Quote }}}
+      - {type: Ready, status: "True", reason: "", message: "", lastProbeTime: null, lastTransitionTime: {{ $now | Quote }}}
+      - {type: ContainersReady, status: "True", reason: "", message: "", lastProbeTime: null, lastTransitionTime: {{ $now | Quote }}}
       containerStatuses:
       {{ range $index, $item := .spec.containers }}
       - image: {{ $item.image | Quote }}

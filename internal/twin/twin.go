@@ -121,6 +121,11 @@ func Start(ctx context.Context, opts Options) (_ *Twin, err error) {
 	if opts.Tick == 0 {
 		opts.Tick = time.Second
 	}
+	// New nodes would get the not-ready taint from this admission plugin,
+	// and only the node lifecycle controller takes it off; the twin runs
+	// no such controller (kwok sends no heartbeats it could judge), so the
+	// plugin is off and kwok's Ready condition is the whole story.
+	opts.Cluster.APIServerFlags = append([]string{"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition"}, opts.Cluster.APIServerFlags...)
 	c, err := kubetest.Start(ctx, opts.Cluster)
 	if err != nil {
 		return nil, err
