@@ -159,7 +159,7 @@ func Start(ctx context.Context, opts Options) (_ *Twin, err error) {
 			Config: cfg, NodeSelector: nodeLabel + "=true", PodCIDR: PodCIDR, NodeIP: NodeIP,
 		})
 	})
-	wg.Go(func() { tw.Metrics, errs[3] = metricsserver.StartRegistered(ctx, c) })
+	wg.Go(func() { tw.Metrics, errs[3] = startMetrics(ctx, c, opts.Tick) })
 	wg.Wait()
 	if err := errors.Join(errs[:]...); err != nil {
 		return tw, err
@@ -169,6 +169,25 @@ func Start(ctx context.Context, opts Options) (_ *Twin, err error) {
 	}
 	tw.startLoop()
 	return tw, nil
+}
+
+// startMetrics starts the metrics server for the cluster and registers
+// it. Every value is reported over a window of one tick: the load model
+// serves each tick's usage as it is, not an average over a longer scrape
+// (metrics-server's window is its scrape interval, 15 s by default), and
+// a longer window would make the HPA count a just-Ready pod as unready for
+// that long (its CPU initialization check compares the sample's window
+// with the Ready transition).
+func startMetrics(ctx context.Context, c *kubetest.Cluster, tick time.Duration) (*metricsserver.Server, error) {
+	s, err := metricsserver.Start(metricsserver.Options{ClientCA: c.FrontProxyCAPEM(), Window: tick})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Register(ctx, c.Config()); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
 }
 
 // addNodes creates the simulated nodes and waits until kwok has made them

@@ -22,10 +22,13 @@ type windows struct {
 	downscaleStabilizing time.Duration
 }
 
-// short are CI's: a 1 s sync period and a 5 s scale-down window, so that a
-// trace takes a minute; long are the controller's defaults (15 s, 5 min).
+// short are CI's: a 1 s sync period and a 10 s scale-down window, so that
+// a trace takes a minute; long are the controller's defaults (15 s, 5 min).
+// The window is longer than a pod's start (up to 6 s): a shorter one
+// lets the controller's scale-down ignore a pod that is not Ready yet and
+// undo the scale-up that made it (as v1.37 does with such a window).
 var (
-	short = windows{sync: time.Second, downscaleStabilizing: 5 * time.Second}
+	short = windows{sync: time.Second, downscaleStabilizing: 10 * time.Second}
 	dflt  = windows{sync: 15 * time.Second, downscaleStabilizing: 5 * time.Minute}
 )
 
