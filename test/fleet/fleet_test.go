@@ -31,13 +31,16 @@ func maxDecisionGap(w windows) time.Duration { return 2*w.sync + 10*time.Second 
 // clusterNames are the fleet's clusters; cluster:<name> is each agent's role.
 var clusterNames = []string{"a", "b", "c"}
 
-// traces gives each cluster its load: each rises from 2 pods' worth to 6–8
-// pods' worth (CPU millicores; 100m a pod at the target) and falls back.
+// traces gives each cluster its load (CPU millicores; 100m a pod at the
+// target): each rises from about 2 pods' worth to 6–8 pods' worth, at
+// levels between whole pods so that noise cannot tip them, and falls back.
 func traces() map[string]twin.Trace {
 	tr := map[string]twin.Trace{
-		"a": twin.Ramp(150, 700, 12*time.Second, 6*time.Second),
-		"b": twin.Spike(150, 800, 12*time.Second, 30*time.Second, 35*time.Second),
-		"c": twin.Spike(180, 600, 16*time.Second, 28*time.Second, 35*time.Second),
+		// a holds its peak longer: its Deployment rolls out meanwhile.
+		"a": {Name: "ramp", Points: []twin.Point{pt(0, 150), pt(10*time.Second, 150), pt(16*time.Second, 650),
+			pt(45*time.Second, 650), pt(45*time.Second+time.Millisecond, 150), pt(75*time.Second, 150)}},
+		"b": twin.Spike(150, 750, 12*time.Second, 30*time.Second, 35*time.Second),
+		"c": twin.Spike(180, 550, 16*time.Second, 28*time.Second, 35*time.Second),
 	}
 	if long {
 		for k, v := range tr {
@@ -46,6 +49,9 @@ func traces() map[string]twin.Trace {
 	}
 	return tr
 }
+
+// pt is the point of a trace at at.
+func pt(at time.Duration, demand float64) twin.Point { return twin.Point{At: at, Demand: demand} }
 
 // decisionSeen is one decision the platform's Watch delivered.
 type decisionSeen struct {
