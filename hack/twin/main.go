@@ -133,7 +133,11 @@ func run(ctx context.Context, c config) (err error) {
 	if err != nil {
 		return err
 	}
-	etcd, err := etcdtest.Launch(startCtx, etcdtest.LaunchOptions{Binary: etcdBin, Dir: filepath.Join(dir, "etcd"), Members: 3, NoFsync: true})
+	etcdDir := filepath.Join(dir, "etcd")
+	if err := os.Mkdir(etcdDir, 0o700); err != nil {
+		return err
+	}
+	etcd, err := etcdtest.Launch(startCtx, etcdtest.LaunchOptions{Binary: etcdBin, Dir: etcdDir, Members: 3, NoFsync: true})
 	if err != nil {
 		return err
 	}
