@@ -129,26 +129,8 @@ type replicaPoint struct {
 	replicas int32
 }
 
-// follow polls the Deployment until ctx ends.
-func (l *replicaLog) follow(ctx context.Context, tw *twin.Twin) {
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		d, err := tw.Cluster.Client().AppsV1().Deployments(workloadNS).Get(ctx, workloadName, metav1.GetOptions{})
-		if err == nil && d.Spec.Replicas != nil {
-			l.mu.Lock()
-			if n := len(l.points); n == 0 || l.points[n-1].replicas != *d.Spec.Replicas {
-				l.points = append(l.points, replicaPoint{time.Now(), *d.Spec.Replicas})
-			}
-			l.mu.Unlock()
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
-}
+// follow polls the fleet's Deployment until ctx ends.
+func (l *replicaLog) follow(ctx context.Context, tw *twin.Twin) { l.followIn(ctx, tw, workloadNS) }
 
 // snapshot returns the changes so far.
 func (l *replicaLog) snapshot() []replicaPoint {
