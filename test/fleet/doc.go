@@ -23,8 +23,8 @@
 //     replica count an agent wrote, is in the decision log afterwards;
 //   - an agent's identity cannot read or act on another cluster's targets
 //     (PermissionDenied on GetTarget, ListTargets, Recommend, DeleteTarget,
-//     Watch), and the platform identity sees all three (ListTargets,
-//     Watch).
+//     Watch, the web console's JSON API), and the platform identity sees
+//     all three (ListTargets, Watch, the console).
 //
 // TestClosedLoopDifferential drives two twins with the same trace: one
 // whose kube-controller-manager HPA controller scales the Deployment, one

@@ -2,7 +2,9 @@ package fleet
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"sort"
 	"sync"
 	"testing"
@@ -371,6 +373,29 @@ func checkIsolation(t *testing.T, svc *service) {
 	sort.Strings(clusters)
 	if fmt.Sprint(clusters) != "[a b c]" {
 		t.Errorf("the platform lists targets of clusters %v, want [a b c]", clusters)
+	}
+	// The web console answers as the API does.
+	code, body := svc.consoleGet(t, "platform", "api/targets")
+	var listed struct {
+		List struct {
+			Targets []struct {
+				Key struct{ Cluster string }
+			}
+		}
+	}
+	if err := json.Unmarshal(body, &listed); code != http.StatusOK || err != nil {
+		t.Fatalf("console targets as the platform: %d %v: %s", code, err, body)
+	}
+	clusters = nil
+	for _, tg := range listed.List.Targets {
+		clusters = append(clusters, tg.Key.Cluster)
+	}
+	sort.Strings(clusters)
+	if fmt.Sprint(clusters) != "[a b c]" {
+		t.Errorf("the console shows the platform targets of clusters %v, want [a b c]: %.300s", clusters, body)
+	}
+	if code, body := svc.consoleGet(t, "agent-a", "api/targets?cluster=b"); code != http.StatusForbidden {
+		t.Errorf("the console's targets of cluster b as agent a: %d %s, want 403", code, body)
 	}
 }
 

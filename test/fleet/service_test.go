@@ -1,8 +1,11 @@
 package fleet
 
 import (
+	"io"
+	"net/http"
 	"path/filepath"
 	"testing"
+	"time"
 
 	setpointclient "github.com/setpointhq/setpoint/clients/go"
 	"github.com/setpointhq/setpoint/internal/etcdtest"
@@ -25,7 +28,7 @@ func startService(t *testing.T, n int, clusters []string) *service {
 	dir := t.TempDir()
 	s, err := twin.StartService(t.Context(), twin.ServiceOptions{
 		Binary: bins.server, Root: filepath.Join("..", ".."), Dir: dir,
-		Servers: n, Etcd: e.Endpoints, Clusters: clusters,
+		Servers: n, Etcd: e.Endpoints, Clusters: clusters, Console: true,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -78,4 +81,30 @@ func startAgent(t *testing.T, svc *service, tw *twin.Twin, name, serve string, w
 		}
 	})
 	return a
+}
+
+// consoleGet fetches path of the web console's JSON API (server 0's, over
+// TLS) with the client certificate certs.Issue wrote as name, and returns
+// the status code and body.
+func (s *service) consoleGet(t *testing.T, name, path string) (int, []byte) {
+	t.Helper()
+	cfg, err := setpointclient.TLSFiles{
+		CA: filepath.Join(s.PKI, "ca.crt"), Cert: filepath.Join(s.PKI, name+".crt"), Key: filepath.Join(s.PKI, name+".key"),
+		ServerName: "localhost",
+	}.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}, Timeout: 10 * time.Second}
+	defer client.CloseIdleConnections()
+	resp, err := client.Get(s.ConsoleURL + path)
+	if err != nil {
+		t.Fatalf("console %s as %s: %v", path, name, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, body
 }
