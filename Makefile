@@ -47,7 +47,7 @@ kube-binaries: ## build (once, cached in ~/.cache/setpoint) kube-apiserver, kube
 fleet: kube-binaries ## three cluster twins on the HA service, and the closed-loop differential, CI's short windows (docs/fleet-twin.md)
 	$(GO) test -count=1 -v -timeout 20m ./test/fleet
 
-fleet-long: kube-binaries ## the fleet tests with the controller's default windows (15 s sync, 5 min scale-down) and 8x longer traces (about 20 min)
+fleet-long: kube-binaries ## the fleet tests with the controller's default windows (15 s sync, 5 min scale-down) and 8x longer traces (about 30 min)
 	SETPOINT_FLEET_LONG=1 $(GO) test -count=1 -v -timeout 90m ./test/fleet
 
 TWIN_FLAGS ?=
