@@ -7,7 +7,7 @@ CORPUS   ?= testdata/conformance/scenarios
 NPM      ?= npm
 TS       := clients/ts
 
-.PHONY: build image noisy-neighbour agent-scale load load-etcd help run generate lint check-generated vet kube-binaries chromium ts-deps test test-ts test-console conformance differential differential-long bench fuzz fuzz-short crash powerloss chaos dict
+.PHONY: build image noisy-neighbour agent-scale load load-etcd help run generate lint check-generated vet kube-binaries fleet fleet-long twin chromium ts-deps test test-ts test-console conformance differential differential-long bench fuzz fuzz-short crash powerloss chaos dict
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -20,8 +20,8 @@ IMAGE ?= setpoint:dev
 image: ## build the container image $(IMAGE) (server, agent, setpointctl) that deploy-local runs
 	docker build -t $(IMAGE) .
 
-run: ## start the server in its development mode (plaintext, no auth; ./setpoint-data, 127.0.0.1:7443)
-	$(GO) run ./cmd/setpoint-server -insecure-dev
+run: build ## build as needed, then start the server in its development mode (plaintext, no auth; ./setpoint-data, 127.0.0.1:7443)
+	./bin/setpoint-server -insecure-dev
 
 generate: ts-deps ## regenerate from proto/ with buf and local plugins: Go code, the TypeScript client's code, docs/api
 	$(BUF) generate
@@ -41,8 +41,19 @@ check-generated: generate ## fail when the committed generated code is stale
 vet:
 	$(GO) vet ./...
 
-kube-binaries: ## build (once, cached in ~/.cache/setpoint) the kube-apiserver, kube-controller-manager and etcd the e2e and differential tests run
+kube-binaries: ## build (once, cached in ~/.cache/setpoint) kube-apiserver, kube-controller-manager, kube-scheduler, etcd and kwok for the e2e, differential and fleet tests
 	./hack/kube-binaries.sh
+
+fleet: kube-binaries ## three cluster twins on the HA service, and the closed-loop differential, CI's short windows (docs/fleet-twin.md)
+	$(GO) test -count=1 -v -timeout 20m ./test/fleet
+
+fleet-long: kube-binaries ## the fleet tests with the controller's default windows (15 s sync, 5 min scale-down) and 8x longer traces (about 30 min)
+	SETPOINT_FLEET_LONG=1 $(GO) test -count=1 -v -timeout 90m ./test/fleet
+
+TWIN_FLAGS ?=
+
+twin: kube-binaries build ## a fleet on loopback to look at: 3 cluster twins, the HA service and the console, until Ctrl-C (TWIN_FLAGS='-clusters 2 -trace diurnal')
+	$(GO) run ./hack/twin $(TWIN_FLAGS)
 
 # Debian's chromium, for the web console's browser test (test/console).
 # Installed once, as root (CI runs as root); a no-op when it is there.

@@ -1,16 +1,31 @@
 #!/usr/bin/env bash
-# kube-binaries.sh builds the kube-apiserver, kube-controller-manager and etcd
-# binaries that the end-to-end and differential tests run, from the versions pinned in tools/kube/go.mod, and
-# prints the directory that holds them.
+# kube-binaries.sh builds the binaries that the end-to-end, differential and
+# fleet tests run, and prints the directory that holds them:
+#
+#   kube-apiserver, kube-controller-manager, kube-scheduler  the versions
+#       pinned in tools/kube/go.mod (k8s.io/kubernetes)
+#   etcd   the version pinned there (go.etcd.io/etcd/server/v3)
+#   kwok   sigs.k8s.io/kwok at KWOK_VERSION below, from the Go module proxy
+#          (checked against the checksum database like any module); it
+#          simulates nodes and pod lifecycles for the cluster twin
+#          (internal/twin)
 #
 # The directory is ${SETPOINT_CACHE:-$HOME/.cache/setpoint}/kube-<hash>, where
 # <hash> is derived from tools/kube/go.sum: changing a pinned version changes
-# the directory, and an existing build is reused. Concurrent callers (several
-# test packages starting at once) wait on a lock instead of building twice.
+# the directory, and an existing build is reused. kwok's version is written
+# beside it (kwok.version); changing KWOK_VERSION rebuilds kwok alone.
+# Concurrent callers (several test packages starting at once) wait on a lock
+# instead of building twice.
 #
 # The first build takes several minutes on a small machine; later calls return
 # at once. Build output goes to stderr; stdout carries only the directory.
+#
+# With --check it builds nothing: it prints the directory and exits 0 when
+# every binary is there, and exits 1 when one is missing.
 set -euo pipefail
+
+# KWOK_VERSION is the kwok release the twin runs.
+KWOK_VERSION=v0.8.0
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 mod="${root}/tools/kube"
@@ -18,20 +33,34 @@ cache="${SETPOINT_CACHE:-${HOME}/.cache/setpoint}"
 hash="$(sha256sum "${mod}/go.sum" | cut -c1-16)"
 dir="${cache}/kube-${hash}"
 
-have_binaries() {
-  [[ -x "${dir}/kube-apiserver" && -x "${dir}/kube-controller-manager" && -x "${dir}/etcd" ]]
+# core are the binaries every kube test needs; extras were added later (the
+# twin's), and a directory built before them gets them added in place.
+core=(kube-apiserver kube-controller-manager etcd)
+extras=(kube-scheduler kwok)
+
+have() {
+  local name
+  for name in "$@"; do
+    [[ -x "${dir}/${name}" ]] || return 1
+    if [[ "${name}" == kwok ]]; then
+      [[ "$(cat "${dir}/kwok.version" 2>/dev/null)" == "${KWOK_VERSION}" ]] || return 1
+    fi
+  done
 }
 
-if have_binaries; then
+if have "${core[@]}" "${extras[@]}"; then
   echo "${dir}"
   exit 0
+fi
+if [[ "${1:-}" == --check ]]; then
+  exit 1
 fi
 
 mkdir -p "${cache}"
 exec 9>"${dir}.lock"
 flock 9
 # Another caller may have finished the build while we waited for the lock.
-if have_binaries; then
+if have "${core[@]}" "${extras[@]}"; then
   echo "${dir}"
   exit 0
 fi
@@ -51,13 +80,41 @@ for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
   ldflags+=" -X ${pkg}.gitMinor=${minor}"
   ldflags+=" -X ${pkg}.gitTreeState=clean"
 done
+export CGO_ENABLED=0
+
+# build NAME builds one binary into ${tmp}.
+build() {
+  case "$1" in
+    kube-*) go build -trimpath -ldflags "${ldflags}" -o "${tmp}/$1" "k8s.io/kubernetes/cmd/$1" >&2 ;;
+    etcd) go build -trimpath -ldflags "-s -w" -o "${tmp}/etcd" go.etcd.io/etcd/server/v3 >&2 ;;
+    # Outside any module, so that kwok builds with its own go.mod's
+    # versions, not tools/kube's.
+    kwok) (cd "${tmp}" && GOFLAGS=-buildvcs=false GOBIN="${tmp}" \
+             go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@${KWOK_VERSION}" >&2)
+          echo "${KWOK_VERSION}" >"${tmp}/kwok.version" ;;
+  esac
+}
 
 start=${SECONDS}
-echo "kube-binaries: building kube-apiserver, kube-controller-manager ${kube_version} and etcd into ${dir}" >&2
-export CGO_ENABLED=0
-go build -trimpath -ldflags "${ldflags}" -o "${tmp}/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver >&2
-go build -trimpath -ldflags "${ldflags}" -o "${tmp}/kube-controller-manager" k8s.io/kubernetes/cmd/kube-controller-manager >&2
-go build -trimpath -ldflags "-s -w" -o "${tmp}/etcd" go.etcd.io/etcd/server/v3 >&2
+if have "${core[@]}"; then
+  # Add what is missing to the existing directory, one binary at a time.
+  for name in "${extras[@]}"; do
+    if ! have "${name}"; then
+      echo "kube-binaries: adding ${name} to ${dir}" >&2
+      build "${name}"
+      mv "${tmp}/${name}" "${dir}/${name}"
+      if [[ -f "${tmp}/${name}.version" ]]; then mv "${tmp}/${name}.version" "${dir}/"; fi
+    fi
+  done
+  echo "kube-binaries: built in $((SECONDS - start))s" >&2
+  echo "${dir}"
+  exit 0
+fi
+
+echo "kube-binaries: building ${core[*]} ${extras[*]} (kubernetes ${kube_version}, kwok ${KWOK_VERSION}) into ${dir}" >&2
+for name in "${core[@]}" "${extras[@]}"; do
+  build "${name}"
+done
 echo "kube-binaries: built in $((SECONDS - start))s" >&2
 
 rm -rf "${dir}"

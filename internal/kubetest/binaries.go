@@ -90,3 +90,22 @@ func EtcdBinary(ctx context.Context) (string, error) {
 	}
 	return filepath.Join(dir, "etcd"), nil
 }
+
+// BinariesBuilt reports whether every binary the harness can run
+// (kube-apiserver, kube-controller-manager, kube-scheduler, etcd, kwok) is
+// built, without building any: $SETPOINT_KUBE_BIN_DIR is set, or
+// hack/kube-binaries.sh --check finds its cached build complete. Tests
+// that would otherwise spend minutes building skip outside CI when it is
+// false.
+func BinariesBuilt(ctx context.Context) bool {
+	if os.Getenv(EnvBinDir) != "" {
+		return true
+	}
+	root, err := repoRoot()
+	if err != nil {
+		return false
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(root, binariesScript), "--check")
+	cmd.Dir = root
+	return cmd.Run() == nil
+}

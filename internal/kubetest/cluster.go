@@ -73,6 +73,18 @@ type Options struct {
 	// for example AutoscalerCRD's) that Start installs, as InstallCRD does,
 	// before it returns.
 	CRDs [][]byte
+
+	// EtcdURL, when not empty, is the client URL of an etcd that another
+	// Cluster runs (its EtcdURL): this cluster starts no etcd of its own
+	// and keeps its objects there under EtcdPrefix, so that several API
+	// servers share one etcd process. The etcd's owner must outlive this
+	// cluster.
+	EtcdURL string
+
+	// EtcdPrefix is the kube-apiserver's --etcd-prefix. Empty means the
+	// apiserver's default, "/registry"; clusters sharing an etcd need
+	// distinct prefixes.
+	EtcdPrefix string
 }
 
 // Cluster is a running etcd and kube-apiserver on loopback. Its methods are
@@ -117,7 +129,9 @@ func StartT(t testing.TB, opts Options) *Cluster {
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("kube-apiserver log (last lines):\n%s", c.apiserver.logTail(40))
-			t.Logf("etcd log (last lines):\n%s", c.etcd.logTail(20))
+			if c.etcd != nil {
+				t.Logf("etcd log (last lines):\n%s", c.etcd.logTail(20))
+			}
 		}
 		if err := c.Stop(); err != nil {
 			t.Errorf("stop cluster: %v", err)
@@ -157,8 +171,13 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := c.startEtcd(ctx, filepath.Join(bin, "etcd")); err != nil {
+	if opts.EtcdURL != "" {
+		c.etcdURL = opts.EtcdURL
+	} else if err := c.startEtcd(ctx, filepath.Join(bin, "etcd")); err != nil {
 		return nil, err
+	}
+	if opts.EtcdPrefix != "" {
+		apiserverArgs = append(apiserverArgs, "--etcd-prefix="+opts.EtcdPrefix)
 	}
 	if err := c.startAPIServer(ctx, filepath.Join(bin, "kube-apiserver"), append(apiserverArgs, opts.APIServerFlags...)); err != nil {
 		return nil, err
@@ -538,4 +557,16 @@ func (c *Cluster) ServiceAccountConfig(ctx context.Context, namespace, name stri
 		QPS:             clientQPS,
 		Burst:           clientBurst,
 	}, nil
+}
+
+// Pids returns the process ids of the cluster's kube-apiserver and, when
+// it runs one, its etcd, by name.
+func (c *Cluster) Pids() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]int{"kube-apiserver": c.apiserver.cmd.Process.Pid}
+	if c.etcd != nil {
+		out["etcd"] = c.etcd.cmd.Process.Pid
+	}
+	return out
 }

@@ -17,25 +17,31 @@
 //
 // # Binaries
 //
-// The binaries (kube-apiserver, kube-controller-manager, etcd) are built
-// from the versions pinned in tools/kube/go.mod by
-// hack/kube-binaries.sh, into $SETPOINT_CACHE (default ~/.cache/setpoint)
-// under a directory keyed by tools/kube/go.sum. Start runs the script, which
-// returns at once when the build exists and takes several minutes when it
-// does not; run it ahead of time (CI: as a cached step) so that go test stays
-// within its default timeout. $SETPOINT_KUBE_BIN_DIR or Options.BinDir point
-// at prebuilt binaries instead.
+// The binaries (kube-apiserver, kube-controller-manager, kube-scheduler,
+// etcd, kwok) are built from the versions pinned in tools/kube/go.mod (kwok:
+// the version hack/kube-binaries.sh names) by hack/kube-binaries.sh, into
+// $SETPOINT_CACHE (default ~/.cache/setpoint) under a directory keyed by
+// tools/kube/go.sum. Start runs the script, which returns at once when the
+// build exists and takes several minutes when it does not; run it ahead of
+// time (CI: as a cached step) so that go test stays within its default
+// timeout. $SETPOINT_KUBE_BIN_DIR or Options.BinDir point at prebuilt
+// binaries instead; BinariesBuilt says whether a build exists without
+// starting one.
 //
 // # What runs, and what does not
 //
 // Only etcd and the kube-apiserver run unless a test asks for more:
 // StartControllerManager runs kube-controller-manager (by default with only
-// its HPA controller, for the differential tests in test/differential). No
-// scheduler or kubelet ever runs. So a Deployment never gets a ReplicaSet or Pods, namespaces are
-// never finalized after deletion, and Pod status changes only when a test
-// writes it (UpdateStatus). The ServiceAccount admission plugin is off,
-// because nothing would create the "default" ServiceAccount it requires, and
-// the "kubernetes" Service has no endpoints.
+// its HPA controller, for the differential tests in test/differential),
+// StartScheduler kube-scheduler, and StartKwok kwok, which simulates nodes
+// and pod lifecycles; internal/twin runs all of them as a cluster twin.
+// Options.EtcdURL starts an apiserver on another cluster's etcd, under its
+// own Options.EtcdPrefix. No kubelet ever runs. Without kwok, a Deployment
+// never gets Pods that run, namespaces are never finalized after deletion
+// unless the namespace controller runs, and Pod status changes only when a
+// test writes it (UpdateStatus). The ServiceAccount admission plugin is
+// off, because nothing would create the "default" ServiceAccount it
+// requires, and the "kubernetes" Service has no endpoints.
 //
 // The apiserver authorizes with RBAC. Config is a client certificate in
 // system:masters; UserConfig and ServiceAccountConfig give identities with

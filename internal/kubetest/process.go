@@ -23,13 +23,14 @@ type process struct {
 	waitErr error         // valid after done is closed
 }
 
-// startProcess starts path with args, output to logPath.
+// startProcess starts path with args, output to logPath, with env (KEY=value)
+// added to the test's environment.
 //
 // The start happens on a goroutine locked to its OS thread, which stays
 // blocked in Wait for the child's whole life: Linux delivers the parent-death
 // signal when the *thread* that forked the child exits, and the Go runtime
 // may otherwise retire that thread while the child still runs.
-func startProcess(name, path string, args []string, logPath string) (*process, error) {
+func startProcess(name, path string, args []string, logPath string, env ...string) (*process, error) {
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, fmt.Errorf("kubetest: %s log: %w", name, err)
@@ -37,6 +38,9 @@ func startProcess(name, path string, args []string, logPath string) (*process, e
 	cmd := exec.Command(path, args...)
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.SysProcAttr = sysProcAttr()
 	p := &process{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
 

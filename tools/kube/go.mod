@@ -1,9 +1,9 @@
 // Module kube pins the Kubernetes and etcd versions whose kube-apiserver,
-// kube-controller-manager and etcd binaries the end-to-end and differential
-// tests run. It is a separate module so that the
+// kube-controller-manager, kube-scheduler and etcd binaries the end-to-end,
+// differential and fleet tests run. It is a separate module so that the
 // root module never depends on k8s.io/kubernetes or the etcd server.
 //
-// hack/kube-binaries.sh builds the three tools below; the cache directory is keyed
+// hack/kube-binaries.sh builds the four tools below; the cache directory is keyed
 // by the hash of go.sum, so changing a version here rebuilds them.
 module github.com/setpointhq/setpoint/tools/kube
 
@@ -15,6 +15,7 @@ tool (
 	go.etcd.io/etcd/server/v3
 	k8s.io/kubernetes/cmd/kube-apiserver
 	k8s.io/kubernetes/cmd/kube-controller-manager
+	k8s.io/kubernetes/cmd/kube-scheduler
 )
 
 require (

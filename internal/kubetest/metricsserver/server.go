@@ -729,3 +729,12 @@ func writeStatus(w http.ResponseWriter, code int, reason metav1.StatusReason, me
 	w.WriteHeader(code)
 	w.Write(data)
 }
+
+// PodMetrics returns the PodMetrics set for namespace/name, as set (no
+// defaults filled in), and whether there is one.
+func (s *Server) PodMetrics(namespace, name string) (metricsv1beta1.PodMetrics, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pm, ok := s.pods[objectKey{namespace, name}]
+	return *pm.DeepCopy(), ok
+}
