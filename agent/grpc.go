@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -200,19 +201,24 @@ func explain(e *setpointv1.Explanation, desired int32) (v1alpha1.Explanation, st
 	parts = append(parts, fmt.Sprintf("desired %d", desired))
 	out.Summary = strings.Join(parts, "; ")
 
-	// The HPA's rescale reasons (pkg/controller/podautoscaler).
+	// The HPA's rescale reasons (pkg/controller/podautoscaler,
+	// reconcileAutoscaler): out of range, the range's bound; otherwise the
+	// metrics' proposal before stabilization and policies against the
+	// current count — none when they are equal, even if normalization then
+	// moved the count (a scale from zero raised to the minimum excepted).
 	var reason string
+	steps := e.GetSteps()
 	switch {
-	case len(e.GetSteps()) > 0 && e.GetSteps()[0].GetKind() == "CurrentAboveMax":
+	case len(steps) > 0 && steps[0].GetKind() == "CurrentAboveMax":
 		reason = "Current number of replicas above Spec.MaxReplicas"
-	case len(e.GetSteps()) > 0 && e.GetSteps()[0].GetKind() == "CurrentBelowMin":
+	case len(steps) > 0 && steps[0].GetKind() == "CurrentBelowMin":
 		reason = "Current number of replicas below Spec.MinReplicas"
-	case current == 0 && out.Winner == "":
-		reason = "Current number of replicas must be greater than 0"
-	case desired > current && out.Winner != "":
+	case out.Proposal > current:
 		reason = out.Winner + " above target"
-	default:
+	case out.Proposal < current:
 		reason = "All metrics below target"
+	case slices.ContainsFunc(steps, func(s *setpointv1.Step) bool { return s.GetKind() == "MinFromZero" }):
+		reason = "Current number of replicas below Spec.MinReplicas"
 	}
 	return out, reason
 }

@@ -213,7 +213,14 @@ func TestRescaleReasons(t *testing.T) {
 		desired int32
 		want    string
 	}{
-		{"down", &setpointv1.Explanation{CurrentReplicas: 4, Winner: 0, Metrics: []*setpointv1.MetricExplanation{{Name: "m"}}}, 2, "All metrics below target"},
+		{"down", &setpointv1.Explanation{CurrentReplicas: 4, Proposal: 2, Winner: 0, Metrics: []*setpointv1.MetricExplanation{{Name: "m"}}}, 2, "All metrics below target"},
+		{"up", &setpointv1.Explanation{CurrentReplicas: 4, Proposal: 6, Winner: 0, Metrics: []*setpointv1.MetricExplanation{{Name: "m"}}}, 5, "m above target"},
+		// The controller takes the reason from the metrics' proposal before
+		// stabilization and policies: equal to the current count, none, even
+		// though a window then lowered the count.
+		{"proposal equals current", &setpointv1.Explanation{CurrentReplicas: 4, Proposal: 4, Winner: 0, Metrics: []*setpointv1.MetricExplanation{{Name: "m"}}, Steps: []*setpointv1.Step{{Kind: "Stabilized"}}}, 3, ""},
+		{"down, held above the proposal", &setpointv1.Explanation{CurrentReplicas: 8, Proposal: 2, Winner: 0, Metrics: []*setpointv1.MetricExplanation{{Name: "m"}}}, 6, "All metrics below target"},
+		{"from zero to the minimum", &setpointv1.Explanation{CurrentReplicas: 0, Proposal: 0, Winner: 0, Metrics: []*setpointv1.MetricExplanation{{Name: "m"}}, Steps: []*setpointv1.Step{{Kind: "MinFromZero"}}}, 1, "Current number of replicas below Spec.MinReplicas"},
 		{"above max", &setpointv1.Explanation{CurrentReplicas: 12, Winner: -1, Steps: []*setpointv1.Step{{Kind: "CurrentAboveMax"}}}, 10, "Current number of replicas above Spec.MaxReplicas"},
 		{"below min", &setpointv1.Explanation{CurrentReplicas: 1, Winner: -1, Steps: []*setpointv1.Step{{Kind: "CurrentBelowMin"}}}, 2, "Current number of replicas below Spec.MinReplicas"},
 	} {

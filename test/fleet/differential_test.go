@@ -299,24 +299,10 @@ func compareEnds(t *testing.T, ref, sp *twin.Twin, ns string) {
 		return out
 	}
 	a, b := reasons(ref), reasons(sp)
-	if slices.Contains(a, emptyRescaleReason) && !slices.Contains(b, emptyRescaleReason) {
-		// See emptyRescaleReason: reported, not compared.
-		t.Logf("known difference: the reference emitted %q, which the agent never does (docs/fleet-twin.md)", emptyRescaleReason)
-		a = slices.DeleteFunc(a, func(r string) bool { return r == emptyRescaleReason })
-	}
 	if !slices.Equal(a, b) {
 		t.Errorf("HPA Events differ:\n  reference %q\n  setpoint  %q", a, b)
 	}
 }
-
-// emptyRescaleReason is a SuccessfulRescale message of v1.37 with no
-// reason: the controller takes the reason from the metrics' proposal
-// before stabilization and rate limits (empty when that proposal equals
-// the current count), while the agent derives it from the final count
-// (agent/grpc.go), so it never sends an empty one. Which syncs meet that
-// case depends on timing; the difference is known and reported
-// (docs/fleet-twin.md), and every other Event is compared.
-const emptyRescaleReason = "New size: N; reason: "
 
 // rescaleReason is the size in a SuccessfulRescale message, which the
 // comparison of reasons leaves out (the trajectories compare sizes).
