@@ -1,0 +1,52 @@
+package agent
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/testing/protocmp"
+	"google.golang.org/protobuf/types/known/durationpb"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/setpointhq/setpoint/agent/api/v1alpha1"
+	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+)
+
+// An Autoscaler's fallback and schedules reach the API's spec field for
+// field; without them the request has none.
+func TestRecommendRequestAhead(t *testing.T) {
+	req := &Request{
+		Target: Target{Cluster: "c", Namespace: "ns", Name: "web"},
+		Spec: v1alpha1.AutoscalerSpec{
+			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"},
+			MaxReplicas:    30,
+			Fallback:       &v1alpha1.Fallback{FailureDuration: &metav1.Duration{Duration: 45 * time.Second}, Behavior: "currentReplicasIfHigher", Replicas: 12},
+			Schedules: []v1alpha1.ScheduleWindow{
+				{Name: "business-hours", TimeZone: "Europe/Berlin", Start: "0 8 * * 1-5", End: "0 18 * * 1-5", MinReplicas: 10},
+				{Name: "batch", Start: "@daily", Duration: &metav1.Duration{Duration: 2 * time.Hour}, MinReplicas: 4},
+			},
+		},
+		Scale:           Scale{Replicas: 1, StatusReplicas: 1, Selector: "app=web"},
+		ResourceMetrics: ResourceMetrics{Fetched: true, Err: errors.New("boom")},
+	}
+	got := recommendRequest(req).GetSpec()
+	wantFallback := &setpointv1.Fallback{FailureDuration: durationpb.New(45 * time.Second), Behavior: "currentReplicasIfHigher", Replicas: 12}
+	wantSchedules := []*setpointv1.ScheduleWindow{
+		{Name: "business-hours", TimeZone: "Europe/Berlin", Start: "0 8 * * 1-5", End: "0 18 * * 1-5", MinReplicas: 10},
+		{Name: "batch", Start: "@daily", Duration: durationpb.New(2 * time.Hour), MinReplicas: 4},
+	}
+	if diff := cmp.Diff(wantFallback, got.GetFallback(), protocmp.Transform()); diff != "" {
+		t.Errorf("fallback (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(wantSchedules, got.GetSchedules(), protocmp.Transform()); diff != "" {
+		t.Errorf("schedules (-want +got):\n%s", diff)
+	}
+
+	req.Spec.Fallback, req.Spec.Schedules = nil, nil
+	if s := recommendRequest(req).GetSpec(); s.GetFallback() != nil || s.GetSchedules() != nil {
+		t.Errorf("without them: fallback %v, schedules %v", s.GetFallback(), s.GetSchedules())
+	}
+}
