@@ -2,6 +2,7 @@ package agent
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,5 +49,40 @@ func TestRecommendRequestAhead(t *testing.T) {
 	req.Spec.Fallback, req.Spec.Schedules = nil, nil
 	if s := recommendRequest(req).GetSpec(); s.GetFallback() != nil || s.GetSchedules() != nil {
 		t.Errorf("without them: fallback %v, schedules %v", s.GetFallback(), s.GetSchedules())
+	}
+}
+
+// The annotation sets an HPA's fallback and schedules with the
+// Autoscaler's schema; without it nothing is set, and a value that does
+// not parse (or names an unknown field) is an error.
+func TestAheadAnnotation(t *testing.T) {
+	const valid = `{"fallback": {"failureDuration": "45s", "behavior": "static", "replicas": 5},
+		"schedules": [{"name": "business-hours", "timeZone": "Europe/Berlin", "start": "0 8 * * 1-5", "end": "0 18 * * 1-5", "minReplicas": 10}]}`
+	var spec v1alpha1.AutoscalerSpec
+	if err := setAheadAnnotation(&spec, map[string]string{"other": "x"}); err != nil || spec.Fallback != nil || spec.Schedules != nil {
+		t.Errorf("without the annotation: %v, fallback %v, schedules %v", err, spec.Fallback, spec.Schedules)
+	}
+	if err := setAheadAnnotation(&spec, map[string]string{AheadAnnotation: valid}); err != nil {
+		t.Fatal(err)
+	}
+	want := v1alpha1.AutoscalerSpec{
+		Fallback:  &v1alpha1.Fallback{FailureDuration: &metav1.Duration{Duration: 45 * time.Second}, Behavior: "static", Replicas: 5},
+		Schedules: []v1alpha1.ScheduleWindow{{Name: "business-hours", TimeZone: "Europe/Berlin", Start: "0 8 * * 1-5", End: "0 18 * * 1-5", MinReplicas: 10}},
+	}
+	if diff := cmp.Diff(want, spec); diff != "" {
+		t.Errorf("annotated spec (-want +got):\n%s", diff)
+	}
+	for _, bad := range []string{
+		`{"fallback": {"replicas": "five"}}`,
+		`{"fallbak": {"replicas": 5}}`,
+		`{"schedules": [{"name": "w", "start": "@daily", "duration": "2h", "minReplicas": 1, "zone": "UTC"}]}`,
+		`{"fallback": {}} {}`,
+		`not json`,
+		`{"schedules": [` + strings.Repeat(`{"name": "w", "start": "@daily", "duration": "2h", "minReplicas": 1},`, 1000) + `]}`,
+	} {
+		var s v1alpha1.AutoscalerSpec
+		if err := setAheadAnnotation(&s, map[string]string{AheadAnnotation: bad}); err == nil || !strings.Contains(err.Error(), AheadAnnotation) {
+			t.Errorf("%.60s: error %v; want one naming the annotation", bad, err)
+		}
 	}
 }

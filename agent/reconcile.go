@@ -191,6 +191,9 @@ func (r *run) reconcile(ctx context.Context) (string, error) {
 			r.status.Conditions = removeCondition(r.status.Conditions, ConditionStandingDown)
 		}
 		r.c.opts.Prometheus.standingDown(r.key.namespace, r.key.name, false)
+		if err := setAheadAnnotation(spec, r.hpa.Annotations); err != nil {
+			return r.invalidSpec(ctx, err.Error(), err)
+		}
 	} else {
 		// The HPA controller sets observedGeneration only once it read the
 		// target's scale; an Autoscaler's says which spec the status is for.
@@ -497,16 +500,7 @@ func (r *run) serviceFailed(ctx context.Context, err error) (string, error) {
 		text := invalidArgumentText(err)
 		r.status.Conditions = setCondition(r.status.Conditions, v1alpha1.ConditionServiceAvailable, corev1.ConditionFalse, v1alpha1.ReasonInvalidSpec,
 			"the Setpoint service rejected the request: "+text, r.now)
-		r.status.Conditions = setCondition(r.status.Conditions, autoscalingv2.ScalingActive, corev1.ConditionFalse, v1alpha1.ReasonInvalidSpec,
-			"the Setpoint service rejected the request: "+text, r.now)
-		r.event(corev1.EventTypeWarning, v1alpha1.ReasonInvalidSpec, "the Setpoint service rejected the request: %s", text)
-		if serr := r.writeStatus(ctx); serr != nil {
-			logger.Error(serr, "agent: update status")
-			return resultInvalid, serr
-		}
-		// Retrying the same spec gives the same answer: wait for the
-		// next sync period or a spec change.
-		return resultInvalid, fmt.Errorf("%w: recommend: %v", errTerminal, err)
+		return r.invalidSpec(ctx, "the Setpoint service rejected the request: "+text, fmt.Errorf("recommend: %v", err))
 	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.ResourceExhausted, codes.Aborted:
 		if ctx.Err() != nil {
 			return resultError, ctx.Err()
@@ -527,6 +521,20 @@ func (r *run) serviceFailed(ctx context.Context, err error) (string, error) {
 		}
 		return resultError, fmt.Errorf("agent: recommend: %w", err)
 	}
+}
+
+// invalidSpec records a spec that cannot be decided on (ScalingActive=False
+// with ReasonInvalidSpec and a Warning Event, both saying text) and
+// returns a terminal error: retrying the same spec gives the same answer,
+// so the next try waits for the next sync period or a spec change.
+func (r *run) invalidSpec(ctx context.Context, text string, err error) (string, error) {
+	r.status.Conditions = setCondition(r.status.Conditions, autoscalingv2.ScalingActive, corev1.ConditionFalse, v1alpha1.ReasonInvalidSpec, text, r.now)
+	r.event(corev1.EventTypeWarning, v1alpha1.ReasonInvalidSpec, "%s", text)
+	if serr := r.writeStatus(ctx); serr != nil {
+		klog.FromContext(ctx).Error(serr, "agent: update status")
+		return resultInvalid, serr
+	}
+	return resultInvalid, fmt.Errorf("%w: %v", errTerminal, err)
 }
 
 // invalidArgumentText is the field violations of an InvalidArgument status

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/setpointhq/setpoint/agent"
 	"github.com/setpointhq/setpoint/agent/api/v1alpha1"
 	"github.com/setpointhq/setpoint/internal/kubetest/metricsserver"
 )
@@ -86,4 +87,40 @@ func TestScheduleFloorThroughAgent(t *testing.T) {
 		}
 		return false, statusText(t, ns, "web")
 	})
+}
+
+// A native HPA opts in with agent.AheadAnnotation: its schedule's floor of
+// 4 raises the queue metric's 2. A second HPA whose annotation does not
+// parse is not decided: ScalingActive=False/InvalidSpec and a Warning
+// Event name the annotation, and its Deployment is left alone.
+func TestNativeHPAAheadAnnotation(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t, "ahead-native")
+	const metric = "ahead_native_queue"
+	env.metrics.SetExternalMetric(metricsserver.ExternalMetric{Namespace: ns, Metric: metric, Value: resource.MustParse("20")})
+	for _, app := range []string{"web", "api"} {
+		createDeployment(t, ns, app, 2)
+		runningPods(t, ns, app, 2, "100m", "50m")
+	}
+	annotated := func(name, value string) {
+		h := &autoscalingv2.HorizontalPodAutoscaler{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{agent.AheadAnnotation: value}},
+			Spec:       autoscalingv2.HorizontalPodAutoscalerSpec{ScaleTargetRef: deploymentRef(name), MinReplicas: ptr.To[int32](1), MaxReplicas: 10, Metrics: queueMetric(metric)},
+		}
+		if _, err := env.kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Create(t.Context(), h, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	annotated("web", `{"schedules": [{"name": "always", "start": "@hourly", "duration": "2h", "minReplicas": 4}]}`)
+	annotated("api", `{"schedules": [{"name": "always", "start": "@hourly", "duration": "2h", "minReplicas": 4, "zone": "UTC"}]}`)
+	startAgent(t, ns, agentConfig{serve: agent.ServeHPAs})
+
+	waitReplicas(t, ns, "web", 4, 15*time.Second)
+	waitFor(t, 15*time.Second, "the misspelt annotation reported", func() (bool, string) {
+		h := getHPA(t, ns, "api")
+		c := hpaCondition(h, autoscalingv2.ScalingActive)
+		return c != nil && c.Status == corev1.ConditionFalse && c.Reason == v1alpha1.ReasonInvalidSpec && strings.Contains(c.Message, agent.AheadAnnotation), hpaText(h)
+	})
+	waitHPAEvent(t, ns, "api", "horizontal-pod-autoscaler Warning InvalidSpec annotation "+agent.AheadAnnotation)
+	holdsReplicas(t, ns, "api", 2, 2*syncPeriod)
 }
