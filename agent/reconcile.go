@@ -291,6 +291,7 @@ func (r *run) reconcile(ctx context.Context) (string, error) {
 	r.status.DesiredReplicas = rec.DesiredReplicas
 	r.status.CurrentMetrics = rec.CurrentMetrics
 	r.status.Conditions = mergeConditions(r.status.Conditions, rec.Conditions, r.now)
+	r.fallbackEvents()
 	if r.hpa == nil {
 		r.status.Explanation = explanationOf(rec, spec.DryRun, current)
 		r.status.Targets = formatTargets(metrics, rec.CurrentMetrics)
@@ -330,6 +331,26 @@ func (r *run) reconcile(ctx context.Context) (string, error) {
 		return resultError, err
 	}
 	return resultSuccess, nil
+}
+
+// fallbackEvents records an Event when the decision's FallbackActive
+// condition turns True (a Warning, with the condition's message) and one
+// when it stops being True.
+func (r *run) fallbackEvents() {
+	was := findCondition(r.prev.Conditions, v1alpha1.ConditionFallbackActive)
+	is := findCondition(r.status.Conditions, v1alpha1.ConditionFallbackActive)
+	wasActive := was != nil && was.Status == corev1.ConditionTrue
+	isActive := is != nil && is.Status == corev1.ConditionTrue
+	switch {
+	case isActive && !wasActive:
+		r.event(corev1.EventTypeWarning, v1alpha1.ReasonFallbackActive, "%s", is.Message)
+	case wasActive && !isActive:
+		msg := "the fallback no longer applies"
+		if is != nil {
+			msg = is.Message
+		}
+		r.event(corev1.EventTypeNormal, v1alpha1.ReasonFallbackEnded, "%s", msg)
+	}
 }
 
 // computeFailedPrefix starts a decision's error when no replica count

@@ -54,10 +54,12 @@ func TestFallbackThroughMetricOutage(t *testing.T) {
 		t.Errorf("the fallback applied %s after the metric failed, before its failureDuration of %s", held, 3*syncPeriod)
 	}
 	waitCondition(t, ns, "web", "FallbackActive", corev1.ConditionTrue, "", "")
+	waitEvent(t, ns, "web", "Warning FallbackActive ")
 
 	env.metrics.SetUnavailable(metricsserver.ExternalMetrics, metric, false)
 	waitReplicas(t, ns, "web", 2, 20*time.Second)
 	waitCondition(t, ns, "web", "FallbackActive", corev1.ConditionFalse, "", "")
+	waitEvent(t, ns, "web", "Normal FallbackEnded ")
 	waitCondition(t, ns, "web", autoscalingv2.ScalingActive, corev1.ConditionTrue, "", "")
 }
 

@@ -38,10 +38,16 @@ const (
 	// ConditionPaused is True while spec.paused is set: the agent neither
 	// asks for decisions nor writes the target's Scale.
 	ConditionPaused autoscalingv2.HorizontalPodAutoscalerConditionType = "Paused"
+	// ConditionFallbackActive comes from the service's decision: True
+	// while spec.fallback's count is used because the metrics fail, False
+	// once they are healthy again; absent on an autoscaler that never used
+	// a fallback. The agent records an Event when it turns True
+	// (ReasonFallbackActive) and when it stops (ReasonFallbackEnded).
+	ConditionFallbackActive autoscalingv2.HorizontalPodAutoscalerConditionType = "FallbackActive"
 )
 
 // Condition reasons the agent sets on ConditionServiceAvailable and
-// ConditionPaused.
+// ConditionPaused, and the reasons of its fallback Events.
 const (
 	// ReasonServiceAvailable: the service answered the last call.
 	ReasonServiceAvailable = "ServiceAvailable"
@@ -57,6 +63,11 @@ const (
 	ReasonPaused = "Paused"
 	// ReasonNotPaused: spec.paused is not set.
 	ReasonNotPaused = "NotPaused"
+	// ReasonFallbackActive is the Warning Event's reason when a fallback
+	// starts to apply.
+	ReasonFallbackActive = "FallbackActive"
+	// ReasonFallbackEnded is the Normal Event's reason when it stops.
+	ReasonFallbackEnded = "FallbackEnded"
 )
 
 // Autoscaler is the Setpoint autoscaler custom resource: an autoscaling/v2
