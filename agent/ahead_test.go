@@ -2,6 +2,7 @@ package agent
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -84,5 +85,25 @@ func TestAheadAnnotation(t *testing.T) {
 		if err := setAheadAnnotation(&s, map[string]string{AheadAnnotation: bad}); err == nil || !strings.Contains(err.Error(), AheadAnnotation) {
 			t.Errorf("%.60s: error %v; want one naming the annotation", bad, err)
 		}
+	}
+}
+
+// The annotation shown in docs/native-hpa.md parses.
+func TestAheadAnnotationDocExample(t *testing.T) {
+	b, err := os.ReadFile("../docs/native-hpa.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "    "+AheadAnnotation+": |\n")
+	value, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatalf("docs/native-hpa.md shows no %s annotation", AheadAnnotation)
+	}
+	var spec v1alpha1.AutoscalerSpec
+	if err := setAheadAnnotation(&spec, map[string]string{AheadAnnotation: value}); err != nil {
+		t.Fatalf("the documented annotation: %v", err)
+	}
+	if spec.Fallback == nil || len(spec.Schedules) != 1 {
+		t.Errorf("the documented annotation sets fallback %v and %d windows; want both", spec.Fallback, len(spec.Schedules))
 	}
 }

@@ -1,9 +1,12 @@
 package convert_test
 
 import (
+	"os"
+	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -85,5 +88,28 @@ func BenchmarkInputAhead(b *testing.B) {
 				s.Reset()
 			}
 		})
+	}
+}
+
+// The spec fields shown in docs/ahead-of-load.md ("In the API") parse and
+// convert.
+func TestAheadDocExample(t *testing.T) {
+	b, err := os.ReadFile("../../docs/ahead-of-load.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "## In the API")
+	_, rest, ok2 := strings.Cut(rest, "```json\n")
+	fields, _, ok3 := strings.Cut(rest, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("docs/ahead-of-load.md shows no JSON example under In the API")
+	}
+	spec := &setpointv1.HorizontalPodAutoscalerSpec{}
+	if err := protojson.Unmarshal([]byte(`{"maxReplicas": 30, `+fields+`}`), spec); err != nil {
+		t.Fatalf("the documented fields: %v", err)
+	}
+	a, err := convert.AheadOf("spec", spec)
+	if err != nil || a.Fallback == nil || a.Schedule == nil {
+		t.Errorf("AheadOf(the documented fields) = %+v, %v; want a fallback and a schedule", a, err)
 	}
 }
