@@ -16,6 +16,21 @@ import (
 	"github.com/setpointhq/setpoint/internal/kubetest/metricsserver"
 )
 
+// queueWorkload makes a namespace named after prefix with Deployments of
+// the apps, each with 2 running pods, and an External metric of value 20
+// in it; it returns the namespace and the metric's name.
+func queueWorkload(t *testing.T, prefix string, apps ...string) (ns, metric string) {
+	t.Helper()
+	ns = newNamespace(t, prefix)
+	metric = strings.ReplaceAll(prefix, "-", "_") + "_queue"
+	env.metrics.SetExternalMetric(metricsserver.ExternalMetric{Namespace: ns, Metric: metric, Value: resource.MustParse("20")})
+	for _, app := range apps {
+		createDeployment(t, ns, app, 2)
+		runningPods(t, ns, app, 2, "100m", "50m")
+	}
+	return ns, metric
+}
+
 // queueMetric is an External metric of name asking for value/10 replicas.
 func queueMetric(name string) []autoscalingv2.MetricSpec {
 	return []autoscalingv2.MetricSpec{{Type: autoscalingv2.ExternalMetricSourceType, External: &autoscalingv2.ExternalMetricSource{
@@ -30,11 +45,7 @@ func queueMetric(name string) []autoscalingv2.MetricSpec {
 // (FallbackActive=False).
 func TestFallbackThroughMetricOutage(t *testing.T) {
 	t.Parallel()
-	ns := newNamespace(t, "ahead-fallback")
-	const metric = "ahead_fallback_queue"
-	createDeployment(t, ns, "web", 2)
-	runningPods(t, ns, "web", 2, "100m", "50m")
-	env.metrics.SetExternalMetric(metricsserver.ExternalMetric{Namespace: ns, Metric: metric, Value: resource.MustParse("20")})
+	ns, metric := queueWorkload(t, "ahead-fallback", "web")
 	createAutoscaler(t, ns, "web", v1alpha1.AutoscalerSpec{ScaleTargetRef: deploymentRef("web"), MinReplicas: ptr.To[int32](1), MaxReplicas: 10, Metrics: queueMetric(metric),
 		Behavior: &autoscalingv2.HorizontalPodAutoscalerBehavior{ScaleDown: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr.To[int32](0)}},
 		Fallback: &v1alpha1.Fallback{FailureDuration: &metav1.Duration{Duration: 3 * syncPeriod}, Behavior: "static", Replicas: 5}})
@@ -68,11 +79,7 @@ func TestFallbackThroughMetricOutage(t *testing.T) {
 // it.
 func TestScheduleFloorThroughAgent(t *testing.T) {
 	t.Parallel()
-	ns := newNamespace(t, "ahead-schedule")
-	const metric = "ahead_schedule_queue"
-	createDeployment(t, ns, "web", 2)
-	runningPods(t, ns, "web", 2, "100m", "50m")
-	env.metrics.SetExternalMetric(metricsserver.ExternalMetric{Namespace: ns, Metric: metric, Value: resource.MustParse("20")})
+	ns, metric := queueWorkload(t, "ahead-schedule", "web")
 	createAutoscaler(t, ns, "web", v1alpha1.AutoscalerSpec{ScaleTargetRef: deploymentRef("web"), MinReplicas: ptr.To[int32](1), MaxReplicas: 10, Metrics: queueMetric(metric),
 		Schedules: []v1alpha1.ScheduleWindow{{Name: "always", TimeZone: "Europe/Berlin", Start: "@hourly", Duration: &metav1.Duration{Duration: 2 * time.Hour}, MinReplicas: 4}}})
 	startAgent(t, ns, agentConfig{})
@@ -97,13 +104,7 @@ func TestScheduleFloorThroughAgent(t *testing.T) {
 // Event name the annotation, and its Deployment is left alone.
 func TestNativeHPAAheadAnnotation(t *testing.T) {
 	t.Parallel()
-	ns := newNamespace(t, "ahead-native")
-	const metric = "ahead_native_queue"
-	env.metrics.SetExternalMetric(metricsserver.ExternalMetric{Namespace: ns, Metric: metric, Value: resource.MustParse("20")})
-	for _, app := range []string{"web", "api"} {
-		createDeployment(t, ns, app, 2)
-		runningPods(t, ns, app, 2, "100m", "50m")
-	}
+	ns, metric := queueWorkload(t, "ahead-native", "web", "api")
 	annotated := func(name, value string) {
 		h := &autoscalingv2.HorizontalPodAutoscaler{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{agent.AheadAnnotation: value}},
