@@ -86,7 +86,9 @@ func recommendRequest(req *Request) *setpointv1.RecommendRequest {
 		ResourceMetrics: req.ResourceMetrics,
 		Metrics:         req.Metrics,
 	}
-	return hpa.Request(r)
+	out := hpa.Request(r)
+	setAhead(out.Spec, &req.Spec)
+	return out
 }
 
 // recommendationOf converts the API's decision into the agent's form.

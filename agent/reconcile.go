@@ -191,6 +191,9 @@ func (r *run) reconcile(ctx context.Context) (string, error) {
 			r.status.Conditions = removeCondition(r.status.Conditions, ConditionStandingDown)
 		}
 		r.c.opts.Prometheus.standingDown(r.key.namespace, r.key.name, false)
+		if err := setAheadAnnotation(spec, r.hpa.Annotations); err != nil {
+			return r.invalidSpec(ctx, err.Error(), err)
+		}
 	} else {
 		// The HPA controller sets observedGeneration only once it read the
 		// target's scale; an Autoscaler's says which spec the status is for.
@@ -288,6 +291,7 @@ func (r *run) reconcile(ctx context.Context) (string, error) {
 	r.status.DesiredReplicas = rec.DesiredReplicas
 	r.status.CurrentMetrics = rec.CurrentMetrics
 	r.status.Conditions = mergeConditions(r.status.Conditions, rec.Conditions, r.now)
+	r.fallbackEvents()
 	if r.hpa == nil {
 		r.status.Explanation = explanationOf(rec, spec.DryRun, current)
 		r.status.Targets = formatTargets(metrics, rec.CurrentMetrics)
@@ -327,6 +331,26 @@ func (r *run) reconcile(ctx context.Context) (string, error) {
 		return resultError, err
 	}
 	return resultSuccess, nil
+}
+
+// fallbackEvents records an Event when the decision's FallbackActive
+// condition turns True (a Warning, with the condition's message) and one
+// when it stops being True.
+func (r *run) fallbackEvents() {
+	was := findCondition(r.prev.Conditions, v1alpha1.ConditionFallbackActive)
+	is := findCondition(r.status.Conditions, v1alpha1.ConditionFallbackActive)
+	wasActive := was != nil && was.Status == corev1.ConditionTrue
+	isActive := is != nil && is.Status == corev1.ConditionTrue
+	switch {
+	case isActive && !wasActive:
+		r.event(corev1.EventTypeWarning, v1alpha1.ReasonFallbackActive, "%s", is.Message)
+	case wasActive && !isActive:
+		msg := "the fallback no longer applies"
+		if is != nil {
+			msg = is.Message
+		}
+		r.event(corev1.EventTypeNormal, v1alpha1.ReasonFallbackEnded, "%s", msg)
+	}
 }
 
 // computeFailedPrefix starts a decision's error when no replica count
@@ -497,16 +521,7 @@ func (r *run) serviceFailed(ctx context.Context, err error) (string, error) {
 		text := invalidArgumentText(err)
 		r.status.Conditions = setCondition(r.status.Conditions, v1alpha1.ConditionServiceAvailable, corev1.ConditionFalse, v1alpha1.ReasonInvalidSpec,
 			"the Setpoint service rejected the request: "+text, r.now)
-		r.status.Conditions = setCondition(r.status.Conditions, autoscalingv2.ScalingActive, corev1.ConditionFalse, v1alpha1.ReasonInvalidSpec,
-			"the Setpoint service rejected the request: "+text, r.now)
-		r.event(corev1.EventTypeWarning, v1alpha1.ReasonInvalidSpec, "the Setpoint service rejected the request: %s", text)
-		if serr := r.writeStatus(ctx); serr != nil {
-			logger.Error(serr, "agent: update status")
-			return resultInvalid, serr
-		}
-		// Retrying the same spec gives the same answer: wait for the
-		// next sync period or a spec change.
-		return resultInvalid, fmt.Errorf("%w: recommend: %v", errTerminal, err)
+		return r.invalidSpec(ctx, "the Setpoint service rejected the request: "+text, fmt.Errorf("recommend: %v", err))
 	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.ResourceExhausted, codes.Aborted:
 		if ctx.Err() != nil {
 			return resultError, ctx.Err()
@@ -527,6 +542,20 @@ func (r *run) serviceFailed(ctx context.Context, err error) (string, error) {
 		}
 		return resultError, fmt.Errorf("agent: recommend: %w", err)
 	}
+}
+
+// invalidSpec records a spec that cannot be decided on (ScalingActive=False
+// with ReasonInvalidSpec and a Warning Event, both saying text) and
+// returns a terminal error: retrying the same spec gives the same answer,
+// so the next try waits for the next sync period or a spec change.
+func (r *run) invalidSpec(ctx context.Context, text string, err error) (string, error) {
+	r.status.Conditions = setCondition(r.status.Conditions, autoscalingv2.ScalingActive, corev1.ConditionFalse, v1alpha1.ReasonInvalidSpec, text, r.now)
+	r.event(corev1.EventTypeWarning, v1alpha1.ReasonInvalidSpec, "%s", text)
+	if serr := r.writeStatus(ctx); serr != nil {
+		klog.FromContext(ctx).Error(serr, "agent: update status")
+		return resultInvalid, serr
+	}
+	return resultInvalid, fmt.Errorf("%w: %v", errTerminal, err)
 }
 
 // invalidArgumentText is the field violations of an InvalidArgument status

@@ -295,6 +295,12 @@ func fullRequest(now time.Time) *setpointv1.RecommendRequest {
 				{Type: "External", External: &setpointv1.ExternalMetricSource{Metric: &setpointv1.MetricIdentifier{Name: "queue", Selector: sel}, Target: target("AverageValue")}},
 			},
 			Behavior: &setpointv1.HorizontalPodAutoscalerBehavior{ScaleUp: rules(), ScaleDown: rules()},
+			Fallback: &setpointv1.Fallback{FailureDuration: durationpb.New(time.Minute), Behavior: "static", Replicas: 3},
+			// Closed at now: the converted input has no proposal.
+			Schedules: []*setpointv1.ScheduleWindow{
+				{Name: "night", TimeZone: "Europe/Berlin", Start: "0 2 * * *", End: "0 4 * * *", MinReplicas: 2},
+				{Name: "batch", TimeZone: "UTC", Start: "@weekly", Duration: durationpb.New(time.Hour), MinReplicas: 4},
+			},
 		},
 		Settings: &setpointv1.ControllerSettings{Tolerance: &tol, CpuInitializationPeriod: durationpb.New(time.Minute),
 			InitialReadinessDelay: durationpb.New(time.Second), DownscaleStabilizationWindow: durationpb.New(time.Minute)},

@@ -58,7 +58,7 @@ func (s *service) Recommend(ctx context.Context, req *setpointv1.RecommendReques
 		s.metrics.decided(nil, in.Spec, err, time.Since(start))
 		return nil, toStatus(ctx, s.log, err)
 	}
-	d.in, d.id, d.now = target.Input{Ref: convert.TargetRef(req.GetSpec().GetScaleTargetRef()), Engine: in}, s.newID(), in.Now
+	d.in, d.id, d.now = target.Input{Ref: convert.TargetRef(req.GetSpec().GetScaleTargetRef()), Engine: in, Fallback: convert.Fallback(req.GetSpec())}, s.newID(), in.Now
 	rec, err := s.store.Update(store.WithDecision(ctx), convert.Key(req.GetTarget()), d.decide)
 	if err != nil {
 		// Not released: Store.Update does not promise that fn has

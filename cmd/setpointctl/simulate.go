@@ -109,12 +109,17 @@ func simStepOf(r *setpointv1.SimulateStepResult) simStep {
 }
 
 // conditionOrder are the condition columns, in the order the controller
-// sets them.
-var conditionOrder = []string{"AbleToScale", "ScalingActive", "ScalingLimited", "ScaledToZero"}
+// sets them, then Setpoint's FallbackActive.
+var conditionOrder = []string{"AbleToScale", "ScalingActive", "ScalingLimited", "ScaledToZero", "FallbackActive"}
+
+// optionalConditions are the condition columns shown only when a step has
+// them.
+var optionalConditions = map[string]bool{"ScaledToZero": true, "FallbackActive": true}
 
 // printSimulation writes the step table: one row per step with the
 // replica counts, the rescale and each condition as Status/Reason.
-// Columns that no step uses (ScaledToZero, ERROR) are left out.
+// Columns that no step uses (ScaledToZero, FallbackActive, ERROR) are
+// left out.
 func printSimulation(w io.Writer, steps []simStep, wide bool) error {
 	used := map[string]bool{}
 	failed := false
@@ -126,7 +131,7 @@ func printSimulation(w io.Writer, steps []simStep, wide bool) error {
 	}
 	var conds []string
 	for _, c := range conditionOrder {
-		if used[c] || c != "ScaledToZero" {
+		if used[c] || !optionalConditions[c] {
 			conds = append(conds, c)
 		}
 	}

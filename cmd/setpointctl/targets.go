@@ -238,6 +238,8 @@ func stepWords(kind string) string {
 		return "scaling is disabled"
 	case "MinFromZero":
 		return "scaling up from zero"
+	case "Proposal":
+		return "raised by a proposal from outside the metrics"
 	}
 	return kind
 }

@@ -179,6 +179,9 @@ func input(req *setpointv1.RecommendRequest, now time.Time, quiet bool, s *Scrat
 	in := engine.Input{Now: now, Namespace: req.GetTarget().GetNamespace()}
 	in.Settings = c.settings(req.GetSettings())
 	in.Spec = c.spec(req.GetSpec(), in.Settings)
+	if a := c.ahead("spec", req.GetSpec()); !now.IsZero() {
+		in.Proposals = a.Proposals(now) // the schedule windows open at now
+	}
 	in.Scale = c.scale(req.GetScale())
 	in.Pods = c.pods(req.GetPods())
 	in.ResourceMetrics = c.resourceMetrics(req.GetResourceMetrics())

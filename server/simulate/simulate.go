@@ -77,9 +77,10 @@ type Simulation struct {
 // model, or the parsed metric values with one.
 type simStep struct {
 	at     time.Time
-	spec   engine.Spec  // the spec in force at this step
-	specAt string       // where that spec is in the request: "spec" or "steps[k].spec"
-	in     engine.Input // without a pod model; Status is set when run
+	spec   engine.Spec   // the spec in force at this step
+	specAt string        // where that spec is in the request: "spec" or "steps[k].spec"
+	ahead  convert.Ahead // that spec's fallback and schedules
+	in     engine.Input  // without a pod model; Status is set when run
 	scale  *engine.Scale
 	values []*int64 // with a pod model: one per spec metric, nil when empty
 }
@@ -128,6 +129,7 @@ func New(req *setpointv1.SimulateRequest, lim Limits) (*Simulation, error) {
 	}
 	var prev time.Time
 	spec, specIn, specAt := req.GetSpec(), in.Spec, "spec" // the spec in force: as sent, converted, and where
+	ahead, _ := convert.AheadOf("spec", spec)              // its fallback and schedules: Input checked them
 	for i, st := range steps {
 		f := fmt.Sprintf("steps[%d]", i)
 		if edit := st.GetSpec(); edit != nil {
@@ -141,6 +143,7 @@ func New(req *setpointv1.SimulateRequest, lim Limits) (*Simulation, error) {
 				sim.model.fits(verr, f+".spec", editIn.Spec, lim.MaxPods)
 			}
 			spec, specIn, specAt = edit, editIn.Spec, f+".spec"
+			ahead, _ = convert.AheadOf("spec", edit)
 		}
 		var at time.Time
 		switch {
@@ -155,7 +158,7 @@ func New(req *setpointv1.SimulateRequest, lim Limits) (*Simulation, error) {
 			}
 			prev = at
 		}
-		step := simStep{at: at, spec: specIn, specAt: specAt}
+		step := simStep{at: at, spec: specIn, specAt: specAt, ahead: ahead}
 		if sim.model != nil {
 			step.values = sim.model.values(verr, f, st, specIn)
 			if sc := st.GetScale(); sc != nil {
@@ -260,7 +263,7 @@ func (sim *Simulation) Run(ctx context.Context) (*setpointv1.SimulateResponse, e
 		// Each step's decision has an id of its own, so that applying it
 		// is recorded once; the ids are not part of the answer.
 		id := strconv.Itoa(i)
-		if err := target.Decide(&sim.rec, target.Input{Engine: in}, id, step.at); err != nil {
+		if err := target.Decide(&sim.rec, target.Input{Engine: in, Fallback: step.ahead.Fallback}, id, step.at); err != nil {
 			return nil, stepError(i, step.specAt, err)
 		}
 		d := sim.rec.Last.Decision
@@ -302,7 +305,9 @@ func (sim *Simulation) input(step *simStep) engine.Input {
 		}
 	}
 	sim.model.resize(scale.Replicas, step.at)
-	return sim.model.input(step.spec, sim.settings, scale, step)
+	in := sim.model.input(step.spec, sim.settings, scale, step)
+	in.Proposals = step.ahead.Proposals(step.at)
+	return in
 }
 
 // StepError is an engine validation error of one step's input: Run's

@@ -38,10 +38,16 @@ const (
 	// ConditionPaused is True while spec.paused is set: the agent neither
 	// asks for decisions nor writes the target's Scale.
 	ConditionPaused autoscalingv2.HorizontalPodAutoscalerConditionType = "Paused"
+	// ConditionFallbackActive comes from the service's decision: True
+	// while spec.fallback's count is used because the metrics fail, False
+	// once they are healthy again; absent on an autoscaler that never used
+	// a fallback. The agent records an Event when it turns True
+	// (ReasonFallbackActive) and when it stops (ReasonFallbackEnded).
+	ConditionFallbackActive autoscalingv2.HorizontalPodAutoscalerConditionType = "FallbackActive"
 )
 
 // Condition reasons the agent sets on ConditionServiceAvailable and
-// ConditionPaused.
+// ConditionPaused, and the reasons of its fallback Events.
 const (
 	// ReasonServiceAvailable: the service answered the last call.
 	ReasonServiceAvailable = "ServiceAvailable"
@@ -57,6 +63,11 @@ const (
 	ReasonPaused = "Paused"
 	// ReasonNotPaused: spec.paused is not set.
 	ReasonNotPaused = "NotPaused"
+	// ReasonFallbackActive is the Warning Event's reason when a fallback
+	// starts to apply.
+	ReasonFallbackActive = "FallbackActive"
+	// ReasonFallbackEnded is the Normal Event's reason when it stops.
+	ReasonFallbackEnded = "FallbackEnded"
 )
 
 // Autoscaler is the Setpoint autoscaler custom resource: an autoscaling/v2
@@ -122,6 +133,74 @@ type AutoscalerSpec struct {
 	// status without ever writing the target's Scale.
 	// +optional
 	DryRun bool `json:"dryRun,omitempty"`
+	// Fallback is what the target does while its metrics fail (after
+	// KEDA's spec.fallback); unset, the count is held as the HPA does. The
+	// FallbackActive condition says when it applies.
+	// +optional
+	Fallback *Fallback `json:"fallback,omitempty"`
+	// Schedules are windows of scheduled capacity: while one is open, its
+	// minReplicas is a floor the metrics can still scale above.
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Schedules []ScheduleWindow `json:"schedules,omitempty"`
+}
+
+// Fallback is what a target does once its metrics have been failing for
+// failureDuration: each decision whose metrics fail again proposes the
+// count behavior selects, merged by max with what the metrics that did not
+// fail propose. The service checks it (field spec.fallback of its API).
+type Fallback struct {
+	// FailureDuration is how long the metrics must have been failing
+	// before the fallback applies; unset or 0, from the second failing
+	// decision. KEDA's failureThreshold n at a sync period p is n·p.
+	// +optional
+	FailureDuration *metav1.Duration `json:"failureDuration,omitempty"`
+	// Behavior selects the proposed count: static (replicas),
+	// currentReplicas, currentReplicasIfHigher or currentReplicasIfLower;
+	// unset means static.
+	// +kubebuilder:validation:Enum=static;currentReplicas;currentReplicasIfHigher;currentReplicasIfLower
+	// +optional
+	Behavior string `json:"behavior,omitempty"`
+	// Replicas is the fallback count (0 to maxReplicas).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+}
+
+// ScheduleWindow is one window of scheduled capacity, read on the wall
+// clock of its time zone. The service checks the zone and the cron
+// expressions (field spec.schedules of its API).
+//
+// +kubebuilder:validation:XValidation:rule="has(self.end) != has(self.duration)",message="exactly one of end and duration must be set"
+type ScheduleWindow struct {
+	// Name identifies the window in explanations.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	Name string `json:"name"`
+	// TimeZone is the IANA zone of the cron expressions, e.g.
+	// Europe/Berlin; unset means UTC.
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	TimeZone string `json:"timeZone,omitempty"`
+	// Start is when the window opens: a five-field cron expression or a
+	// descriptor such as @daily.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	Start string `json:"start"`
+	// End is when it closes, a cron expression; exclusive with Duration.
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	End string `json:"end,omitempty"`
+	// Duration is how long it stays open after each start (at most 8
+	// days); exclusive with End.
+	// +optional
+	Duration *metav1.Duration `json:"duration,omitempty"`
+	// MinReplicas is the floor proposed while the window is open (0 to
+	// maxReplicas).
+	// +kubebuilder:validation:Minimum=0
+	MinReplicas int32 `json:"minReplicas"`
 }
 
 // AutoscalerStatus mirrors the autoscaling/v2 HorizontalPodAutoscalerStatus

@@ -173,7 +173,16 @@ type HorizontalPodAutoscalerSpec struct {
 	// utilization) is applied by the client, as the agent does.
 	Metrics []*MetricSpec `protobuf:"bytes,4,rep,name=metrics,proto3" json:"metrics,omitempty"`
 	// Scaling behavior; absent selects the legacy behavior.
-	Behavior      *HorizontalPodAutoscalerBehavior `protobuf:"bytes,5,opt,name=behavior,proto3" json:"behavior,omitempty"`
+	Behavior *HorizontalPodAutoscalerBehavior `protobuf:"bytes,5,opt,name=behavior,proto3" json:"behavior,omitempty"`
+	// What the target does while its metrics fail (Setpoint's addition,
+	// after KEDA's spec.fallback); absent: the controller's behavior, which
+	// holds the replica count. See docs/ahead-of-load.md.
+	Fallback *Fallback `protobuf:"bytes,6,opt,name=fallback,proto3" json:"fallback,omitempty"`
+	// Windows of scheduled capacity (Setpoint's addition): while a window is
+	// open, its min_replicas is one more proposal, merged by max with the
+	// metrics' (a floor, not a pinned count); behavior and min/max still
+	// apply. At most 32, with distinct names. Empty: no schedule.
+	Schedules     []*ScheduleWindow `protobuf:"bytes,7,rep,name=schedules,proto3" json:"schedules,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -243,6 +252,195 @@ func (x *HorizontalPodAutoscalerSpec) GetBehavior() *HorizontalPodAutoscalerBeha
 	return nil
 }
 
+func (x *HorizontalPodAutoscalerSpec) GetFallback() *Fallback {
+	if x != nil {
+		return x.Fallback
+	}
+	return nil
+}
+
+func (x *HorizontalPodAutoscalerSpec) GetSchedules() []*ScheduleWindow {
+	if x != nil {
+		return x.Schedules
+	}
+	return nil
+}
+
+// Fallback is what a target does once its metrics have been failing for
+// failure_duration: each decision whose metrics fail again proposes the
+// count behavior selects, merged by max with what the metrics that did not
+// fail propose. It never applies while the metrics are healthy; the
+// status' FallbackActive condition says when it does.
+type Fallback struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How long the metrics must have been failing before the fallback
+	// applies, a duration >= 0; absent or 0: from the second failing
+	// decision. KEDA's failureThreshold n at a sync period p is n·p.
+	FailureDuration *durationpb.Duration `protobuf:"bytes,1,opt,name=failure_duration,json=failureDuration,proto3" json:"failure_duration,omitempty"`
+	// KEDA's behaviors: "static" (propose replicas), "currentReplicas" (stay),
+	// "currentReplicasIfHigher" (the larger of the current count and
+	// replicas), "currentReplicasIfLower" (the smaller); empty means
+	// "static".
+	Behavior string `protobuf:"bytes,2,opt,name=behavior,proto3" json:"behavior,omitempty"`
+	// The fallback's replica count, from 0 to spec.max_replicas; ignored by
+	// "currentReplicas".
+	Replicas      int32 `protobuf:"varint,3,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Fallback) Reset() {
+	*x = Fallback{}
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Fallback) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Fallback) ProtoMessage() {}
+
+func (x *Fallback) ProtoReflect() protoreflect.Message {
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Fallback.ProtoReflect.Descriptor instead.
+func (*Fallback) Descriptor() ([]byte, []int) {
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Fallback) GetFailureDuration() *durationpb.Duration {
+	if x != nil {
+		return x.FailureDuration
+	}
+	return nil
+}
+
+func (x *Fallback) GetBehavior() string {
+	if x != nil {
+		return x.Behavior
+	}
+	return ""
+}
+
+func (x *Fallback) GetReplicas() int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return 0
+}
+
+// ScheduleWindow is one window of scheduled capacity. Its cron expressions
+// are read on the wall clock of its time zone: a start or end skipped by a
+// daylight-saving jump happens at the jump, one repeated happens once; a
+// duration is elapsed time.
+type ScheduleWindow struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Names the window in explanations; required, unique within the spec,
+	// at most 128 bytes.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// IANA time zone of the cron expressions, e.g. "Europe/Berlin"; empty
+	// means "UTC" ("Local" is refused).
+	TimeZone string `protobuf:"bytes,2,opt,name=time_zone,json=timeZone,proto3" json:"time_zone,omitempty"`
+	// When the window opens: a five-field cron expression (minute hour
+	// day-of-month month day-of-week, e.g. "0 8 * * 1-5") or a descriptor
+	// ("@daily"; not "@every").
+	Start string `protobuf:"bytes,3,opt,name=start,proto3" json:"start,omitempty"`
+	// When it closes, a cron expression as start; exactly one of end and
+	// duration is set.
+	End string `protobuf:"bytes,4,opt,name=end,proto3" json:"end,omitempty"`
+	// How long it stays open after each start, a duration > 0 of at most 8
+	// days; exactly one of end and duration is set.
+	Duration *durationpb.Duration `protobuf:"bytes,5,opt,name=duration,proto3" json:"duration,omitempty"`
+	// The floor proposed while the window is open, from 0 to
+	// spec.max_replicas.
+	MinReplicas   int32 `protobuf:"varint,6,opt,name=min_replicas,json=minReplicas,proto3" json:"min_replicas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScheduleWindow) Reset() {
+	*x = ScheduleWindow{}
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScheduleWindow) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScheduleWindow) ProtoMessage() {}
+
+func (x *ScheduleWindow) ProtoReflect() protoreflect.Message {
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScheduleWindow.ProtoReflect.Descriptor instead.
+func (*ScheduleWindow) Descriptor() ([]byte, []int) {
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ScheduleWindow) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ScheduleWindow) GetTimeZone() string {
+	if x != nil {
+		return x.TimeZone
+	}
+	return ""
+}
+
+func (x *ScheduleWindow) GetStart() string {
+	if x != nil {
+		return x.Start
+	}
+	return ""
+}
+
+func (x *ScheduleWindow) GetEnd() string {
+	if x != nil {
+		return x.End
+	}
+	return ""
+}
+
+func (x *ScheduleWindow) GetDuration() *durationpb.Duration {
+	if x != nil {
+		return x.Duration
+	}
+	return nil
+}
+
+func (x *ScheduleWindow) GetMinReplicas() int32 {
+	if x != nil {
+		return x.MinReplicas
+	}
+	return 0
+}
+
 // MetricSpec is one metric of the spec; the field matching type is set.
 type MetricSpec struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -264,7 +462,7 @@ type MetricSpec struct {
 
 func (x *MetricSpec) Reset() {
 	*x = MetricSpec{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[3]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -276,7 +474,7 @@ func (x *MetricSpec) String() string {
 func (*MetricSpec) ProtoMessage() {}
 
 func (x *MetricSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[3]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -289,7 +487,7 @@ func (x *MetricSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetricSpec.ProtoReflect.Descriptor instead.
 func (*MetricSpec) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{3}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *MetricSpec) GetType() string {
@@ -347,7 +545,7 @@ type ResourceMetricSource struct {
 
 func (x *ResourceMetricSource) Reset() {
 	*x = ResourceMetricSource{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[4]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -359,7 +557,7 @@ func (x *ResourceMetricSource) String() string {
 func (*ResourceMetricSource) ProtoMessage() {}
 
 func (x *ResourceMetricSource) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[4]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -372,7 +570,7 @@ func (x *ResourceMetricSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceMetricSource.ProtoReflect.Descriptor instead.
 func (*ResourceMetricSource) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{4}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ResourceMetricSource) GetName() string {
@@ -404,7 +602,7 @@ type ContainerResourceMetricSource struct {
 
 func (x *ContainerResourceMetricSource) Reset() {
 	*x = ContainerResourceMetricSource{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[5]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -416,7 +614,7 @@ func (x *ContainerResourceMetricSource) String() string {
 func (*ContainerResourceMetricSource) ProtoMessage() {}
 
 func (x *ContainerResourceMetricSource) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[5]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -429,7 +627,7 @@ func (x *ContainerResourceMetricSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerResourceMetricSource.ProtoReflect.Descriptor instead.
 func (*ContainerResourceMetricSource) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{5}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ContainerResourceMetricSource) GetName() string {
@@ -466,7 +664,7 @@ type PodsMetricSource struct {
 
 func (x *PodsMetricSource) Reset() {
 	*x = PodsMetricSource{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[6]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -478,7 +676,7 @@ func (x *PodsMetricSource) String() string {
 func (*PodsMetricSource) ProtoMessage() {}
 
 func (x *PodsMetricSource) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[6]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -491,7 +689,7 @@ func (x *PodsMetricSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodsMetricSource.ProtoReflect.Descriptor instead.
 func (*PodsMetricSource) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{6}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PodsMetricSource) GetMetric() *MetricIdentifier {
@@ -523,7 +721,7 @@ type ObjectMetricSource struct {
 
 func (x *ObjectMetricSource) Reset() {
 	*x = ObjectMetricSource{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[7]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -535,7 +733,7 @@ func (x *ObjectMetricSource) String() string {
 func (*ObjectMetricSource) ProtoMessage() {}
 
 func (x *ObjectMetricSource) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[7]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -548,7 +746,7 @@ func (x *ObjectMetricSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObjectMetricSource.ProtoReflect.Descriptor instead.
 func (*ObjectMetricSource) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{7}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ObjectMetricSource) GetDescribedObject() *CrossVersionObjectReference {
@@ -585,7 +783,7 @@ type ExternalMetricSource struct {
 
 func (x *ExternalMetricSource) Reset() {
 	*x = ExternalMetricSource{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[8]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -597,7 +795,7 @@ func (x *ExternalMetricSource) String() string {
 func (*ExternalMetricSource) ProtoMessage() {}
 
 func (x *ExternalMetricSource) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[8]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -610,7 +808,7 @@ func (x *ExternalMetricSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExternalMetricSource.ProtoReflect.Descriptor instead.
 func (*ExternalMetricSource) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{8}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ExternalMetricSource) GetMetric() *MetricIdentifier {
@@ -640,7 +838,7 @@ type MetricIdentifier struct {
 
 func (x *MetricIdentifier) Reset() {
 	*x = MetricIdentifier{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[9]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -652,7 +850,7 @@ func (x *MetricIdentifier) String() string {
 func (*MetricIdentifier) ProtoMessage() {}
 
 func (x *MetricIdentifier) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[9]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -665,7 +863,7 @@ func (x *MetricIdentifier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetricIdentifier.ProtoReflect.Descriptor instead.
 func (*MetricIdentifier) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{9}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *MetricIdentifier) GetName() string {
@@ -695,7 +893,7 @@ type LabelSelector struct {
 
 func (x *LabelSelector) Reset() {
 	*x = LabelSelector{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[10]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -707,7 +905,7 @@ func (x *LabelSelector) String() string {
 func (*LabelSelector) ProtoMessage() {}
 
 func (x *LabelSelector) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[10]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -720,7 +918,7 @@ func (x *LabelSelector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelSelector.ProtoReflect.Descriptor instead.
 func (*LabelSelector) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{10}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *LabelSelector) GetMatchLabels() map[string]string {
@@ -752,7 +950,7 @@ type LabelSelectorRequirement struct {
 
 func (x *LabelSelectorRequirement) Reset() {
 	*x = LabelSelectorRequirement{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[11]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -764,7 +962,7 @@ func (x *LabelSelectorRequirement) String() string {
 func (*LabelSelectorRequirement) ProtoMessage() {}
 
 func (x *LabelSelectorRequirement) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[11]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -777,7 +975,7 @@ func (x *LabelSelectorRequirement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelSelectorRequirement.ProtoReflect.Descriptor instead.
 func (*LabelSelectorRequirement) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{11}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *LabelSelectorRequirement) GetKey() string {
@@ -820,7 +1018,7 @@ type MetricTarget struct {
 
 func (x *MetricTarget) Reset() {
 	*x = MetricTarget{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[12]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -832,7 +1030,7 @@ func (x *MetricTarget) String() string {
 func (*MetricTarget) ProtoMessage() {}
 
 func (x *MetricTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[12]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -845,7 +1043,7 @@ func (x *MetricTarget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetricTarget.ProtoReflect.Descriptor instead.
 func (*MetricTarget) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{12}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *MetricTarget) GetType() string {
@@ -892,7 +1090,7 @@ type HorizontalPodAutoscalerBehavior struct {
 
 func (x *HorizontalPodAutoscalerBehavior) Reset() {
 	*x = HorizontalPodAutoscalerBehavior{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[13]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -904,7 +1102,7 @@ func (x *HorizontalPodAutoscalerBehavior) String() string {
 func (*HorizontalPodAutoscalerBehavior) ProtoMessage() {}
 
 func (x *HorizontalPodAutoscalerBehavior) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[13]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -917,7 +1115,7 @@ func (x *HorizontalPodAutoscalerBehavior) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HorizontalPodAutoscalerBehavior.ProtoReflect.Descriptor instead.
 func (*HorizontalPodAutoscalerBehavior) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{13}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *HorizontalPodAutoscalerBehavior) GetScaleUp() *ScalingRules {
@@ -953,7 +1151,7 @@ type ScalingRules struct {
 
 func (x *ScalingRules) Reset() {
 	*x = ScalingRules{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[14]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -965,7 +1163,7 @@ func (x *ScalingRules) String() string {
 func (*ScalingRules) ProtoMessage() {}
 
 func (x *ScalingRules) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[14]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -978,7 +1176,7 @@ func (x *ScalingRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScalingRules.ProtoReflect.Descriptor instead.
 func (*ScalingRules) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{14}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ScalingRules) GetStabilizationWindowSeconds() int32 {
@@ -1025,7 +1223,7 @@ type ScalingPolicy struct {
 
 func (x *ScalingPolicy) Reset() {
 	*x = ScalingPolicy{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[15]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1037,7 +1235,7 @@ func (x *ScalingPolicy) String() string {
 func (*ScalingPolicy) ProtoMessage() {}
 
 func (x *ScalingPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[15]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1050,7 +1248,7 @@ func (x *ScalingPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScalingPolicy.ProtoReflect.Descriptor instead.
 func (*ScalingPolicy) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{15}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ScalingPolicy) GetType() string {
@@ -1094,7 +1292,7 @@ type ControllerSettings struct {
 
 func (x *ControllerSettings) Reset() {
 	*x = ControllerSettings{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[16]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1106,7 +1304,7 @@ func (x *ControllerSettings) String() string {
 func (*ControllerSettings) ProtoMessage() {}
 
 func (x *ControllerSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[16]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1119,7 +1317,7 @@ func (x *ControllerSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControllerSettings.ProtoReflect.Descriptor instead.
 func (*ControllerSettings) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{16}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ControllerSettings) GetTolerance() float64 {
@@ -1165,7 +1363,7 @@ type Scale struct {
 
 func (x *Scale) Reset() {
 	*x = Scale{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[17]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1177,7 +1375,7 @@ func (x *Scale) String() string {
 func (*Scale) ProtoMessage() {}
 
 func (x *Scale) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[17]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1190,7 +1388,7 @@ func (x *Scale) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Scale.ProtoReflect.Descriptor instead.
 func (*Scale) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{17}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Scale) GetReplicas() int32 {
@@ -1241,7 +1439,7 @@ type Pod struct {
 
 func (x *Pod) Reset() {
 	*x = Pod{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[18]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1253,7 +1451,7 @@ func (x *Pod) String() string {
 func (*Pod) ProtoMessage() {}
 
 func (x *Pod) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[18]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1266,7 +1464,7 @@ func (x *Pod) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pod.ProtoReflect.Descriptor instead.
 func (*Pod) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{18}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Pod) GetName() string {
@@ -1338,7 +1536,7 @@ type PodReadyCondition struct {
 
 func (x *PodReadyCondition) Reset() {
 	*x = PodReadyCondition{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[19]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1350,7 +1548,7 @@ func (x *PodReadyCondition) String() string {
 func (*PodReadyCondition) ProtoMessage() {}
 
 func (x *PodReadyCondition) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[19]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1363,7 +1561,7 @@ func (x *PodReadyCondition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodReadyCondition.ProtoReflect.Descriptor instead.
 func (*PodReadyCondition) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{19}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PodReadyCondition) GetStatus() string {
@@ -1401,7 +1599,7 @@ type Container struct {
 
 func (x *Container) Reset() {
 	*x = Container{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[20]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1413,7 +1611,7 @@ func (x *Container) String() string {
 func (*Container) ProtoMessage() {}
 
 func (x *Container) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[20]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1426,7 +1624,7 @@ func (x *Container) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Container.ProtoReflect.Descriptor instead.
 func (*Container) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{20}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Container) GetName() string {
@@ -1471,7 +1669,7 @@ type ResourceMetrics struct {
 
 func (x *ResourceMetrics) Reset() {
 	*x = ResourceMetrics{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[21]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1483,7 +1681,7 @@ func (x *ResourceMetrics) String() string {
 func (*ResourceMetrics) ProtoMessage() {}
 
 func (x *ResourceMetrics) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[21]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1496,7 +1694,7 @@ func (x *ResourceMetrics) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceMetrics.ProtoReflect.Descriptor instead.
 func (*ResourceMetrics) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{21}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ResourceMetrics) GetError() string {
@@ -1530,7 +1728,7 @@ type PodMetrics struct {
 
 func (x *PodMetrics) Reset() {
 	*x = PodMetrics{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[22]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1542,7 +1740,7 @@ func (x *PodMetrics) String() string {
 func (*PodMetrics) ProtoMessage() {}
 
 func (x *PodMetrics) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[22]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1555,7 +1753,7 @@ func (x *PodMetrics) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodMetrics.ProtoReflect.Descriptor instead.
 func (*PodMetrics) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{22}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PodMetrics) GetPod() string {
@@ -1599,7 +1797,7 @@ type ContainerMetrics struct {
 
 func (x *ContainerMetrics) Reset() {
 	*x = ContainerMetrics{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[23]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1611,7 +1809,7 @@ func (x *ContainerMetrics) String() string {
 func (*ContainerMetrics) ProtoMessage() {}
 
 func (x *ContainerMetrics) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[23]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1624,7 +1822,7 @@ func (x *ContainerMetrics) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerMetrics.ProtoReflect.Descriptor instead.
 func (*ContainerMetrics) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{23}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ContainerMetrics) GetName() string {
@@ -1656,7 +1854,7 @@ type MetricObservation struct {
 
 func (x *MetricObservation) Reset() {
 	*x = MetricObservation{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[24]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1668,7 +1866,7 @@ func (x *MetricObservation) String() string {
 func (*MetricObservation) ProtoMessage() {}
 
 func (x *MetricObservation) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[24]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1681,7 +1879,7 @@ func (x *MetricObservation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetricObservation.ProtoReflect.Descriptor instead.
 func (*MetricObservation) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{24}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *MetricObservation) GetError() string {
@@ -1715,7 +1913,7 @@ type MetricValue struct {
 
 func (x *MetricValue) Reset() {
 	*x = MetricValue{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[25]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1727,7 +1925,7 @@ func (x *MetricValue) String() string {
 func (*MetricValue) ProtoMessage() {}
 
 func (x *MetricValue) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[25]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1740,7 +1938,7 @@ func (x *MetricValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetricValue.ProtoReflect.Descriptor instead.
 func (*MetricValue) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{25}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *MetricValue) GetPod() string {
@@ -1796,7 +1994,7 @@ type RecommendRequest struct {
 
 func (x *RecommendRequest) Reset() {
 	*x = RecommendRequest{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[26]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1808,7 +2006,7 @@ func (x *RecommendRequest) String() string {
 func (*RecommendRequest) ProtoMessage() {}
 
 func (x *RecommendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[26]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1821,7 +2019,7 @@ func (x *RecommendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecommendRequest.ProtoReflect.Descriptor instead.
 func (*RecommendRequest) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{26}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RecommendRequest) GetTarget() *TargetKey {
@@ -1884,7 +2082,7 @@ type RecommendResponse struct {
 
 func (x *RecommendResponse) Reset() {
 	*x = RecommendResponse{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[27]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1896,7 +2094,7 @@ func (x *RecommendResponse) String() string {
 func (*RecommendResponse) ProtoMessage() {}
 
 func (x *RecommendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[27]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1909,7 +2107,7 @@ func (x *RecommendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecommendResponse.ProtoReflect.Descriptor instead.
 func (*RecommendResponse) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{27}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RecommendResponse) GetDecision() *Decision {
@@ -1945,7 +2143,7 @@ type Decision struct {
 
 func (x *Decision) Reset() {
 	*x = Decision{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[28]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1957,7 +2155,7 @@ func (x *Decision) String() string {
 func (*Decision) ProtoMessage() {}
 
 func (x *Decision) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[28]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1970,7 +2168,7 @@ func (x *Decision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Decision.ProtoReflect.Descriptor instead.
 func (*Decision) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{28}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Decision) GetDecisionId() string {
@@ -2041,7 +2239,7 @@ type HorizontalPodAutoscalerStatus struct {
 
 func (x *HorizontalPodAutoscalerStatus) Reset() {
 	*x = HorizontalPodAutoscalerStatus{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[29]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2053,7 +2251,7 @@ func (x *HorizontalPodAutoscalerStatus) String() string {
 func (*HorizontalPodAutoscalerStatus) ProtoMessage() {}
 
 func (x *HorizontalPodAutoscalerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[29]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2066,7 +2264,7 @@ func (x *HorizontalPodAutoscalerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HorizontalPodAutoscalerStatus.ProtoReflect.Descriptor instead.
 func (*HorizontalPodAutoscalerStatus) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{29}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *HorizontalPodAutoscalerStatus) GetCurrentReplicas() int32 {
@@ -2123,7 +2321,7 @@ type Condition struct {
 
 func (x *Condition) Reset() {
 	*x = Condition{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[30]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2135,7 +2333,7 @@ func (x *Condition) String() string {
 func (*Condition) ProtoMessage() {}
 
 func (x *Condition) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[30]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2148,7 +2346,7 @@ func (x *Condition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Condition.ProtoReflect.Descriptor instead.
 func (*Condition) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{30}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Condition) GetType() string {
@@ -2208,7 +2406,7 @@ type MetricStatus struct {
 
 func (x *MetricStatus) Reset() {
 	*x = MetricStatus{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[31]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2220,7 +2418,7 @@ func (x *MetricStatus) String() string {
 func (*MetricStatus) ProtoMessage() {}
 
 func (x *MetricStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[31]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2233,7 +2431,7 @@ func (x *MetricStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetricStatus.ProtoReflect.Descriptor instead.
 func (*MetricStatus) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{31}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *MetricStatus) GetType() string {
@@ -2291,7 +2489,7 @@ type ResourceMetricStatus struct {
 
 func (x *ResourceMetricStatus) Reset() {
 	*x = ResourceMetricStatus{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[32]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2303,7 +2501,7 @@ func (x *ResourceMetricStatus) String() string {
 func (*ResourceMetricStatus) ProtoMessage() {}
 
 func (x *ResourceMetricStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[32]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2316,7 +2514,7 @@ func (x *ResourceMetricStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceMetricStatus.ProtoReflect.Descriptor instead.
 func (*ResourceMetricStatus) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{32}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ResourceMetricStatus) GetName() string {
@@ -2349,7 +2547,7 @@ type ContainerResourceMetricStatus struct {
 
 func (x *ContainerResourceMetricStatus) Reset() {
 	*x = ContainerResourceMetricStatus{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[33]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2361,7 +2559,7 @@ func (x *ContainerResourceMetricStatus) String() string {
 func (*ContainerResourceMetricStatus) ProtoMessage() {}
 
 func (x *ContainerResourceMetricStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[33]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2374,7 +2572,7 @@ func (x *ContainerResourceMetricStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerResourceMetricStatus.ProtoReflect.Descriptor instead.
 func (*ContainerResourceMetricStatus) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{33}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ContainerResourceMetricStatus) GetName() string {
@@ -2411,7 +2609,7 @@ type PodsMetricStatus struct {
 
 func (x *PodsMetricStatus) Reset() {
 	*x = PodsMetricStatus{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[34]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2423,7 +2621,7 @@ func (x *PodsMetricStatus) String() string {
 func (*PodsMetricStatus) ProtoMessage() {}
 
 func (x *PodsMetricStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[34]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2436,7 +2634,7 @@ func (x *PodsMetricStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodsMetricStatus.ProtoReflect.Descriptor instead.
 func (*PodsMetricStatus) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{34}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *PodsMetricStatus) GetMetric() *MetricIdentifier {
@@ -2468,7 +2666,7 @@ type ObjectMetricStatus struct {
 
 func (x *ObjectMetricStatus) Reset() {
 	*x = ObjectMetricStatus{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[35]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2480,7 +2678,7 @@ func (x *ObjectMetricStatus) String() string {
 func (*ObjectMetricStatus) ProtoMessage() {}
 
 func (x *ObjectMetricStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[35]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2493,7 +2691,7 @@ func (x *ObjectMetricStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObjectMetricStatus.ProtoReflect.Descriptor instead.
 func (*ObjectMetricStatus) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{35}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ObjectMetricStatus) GetMetric() *MetricIdentifier {
@@ -2530,7 +2728,7 @@ type ExternalMetricStatus struct {
 
 func (x *ExternalMetricStatus) Reset() {
 	*x = ExternalMetricStatus{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[36]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2542,7 +2740,7 @@ func (x *ExternalMetricStatus) String() string {
 func (*ExternalMetricStatus) ProtoMessage() {}
 
 func (x *ExternalMetricStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[36]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2555,7 +2753,7 @@ func (x *ExternalMetricStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExternalMetricStatus.ProtoReflect.Descriptor instead.
 func (*ExternalMetricStatus) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{36}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ExternalMetricStatus) GetMetric() *MetricIdentifier {
@@ -2589,7 +2787,7 @@ type MetricValueStatus struct {
 
 func (x *MetricValueStatus) Reset() {
 	*x = MetricValueStatus{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[37]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2601,7 +2799,7 @@ func (x *MetricValueStatus) String() string {
 func (*MetricValueStatus) ProtoMessage() {}
 
 func (x *MetricValueStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[37]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2614,7 +2812,7 @@ func (x *MetricValueStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetricValueStatus.ProtoReflect.Descriptor instead.
 func (*MetricValueStatus) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{37}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *MetricValueStatus) GetValue() string {
@@ -2659,7 +2857,7 @@ type Explanation struct {
 
 func (x *Explanation) Reset() {
 	*x = Explanation{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[38]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2671,7 +2869,7 @@ func (x *Explanation) String() string {
 func (*Explanation) ProtoMessage() {}
 
 func (x *Explanation) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[38]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2684,7 +2882,7 @@ func (x *Explanation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Explanation.ProtoReflect.Descriptor instead.
 func (*Explanation) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{38}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Explanation) GetCurrentReplicas() int32 {
@@ -2759,7 +2957,7 @@ type MetricExplanation struct {
 
 func (x *MetricExplanation) Reset() {
 	*x = MetricExplanation{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[39]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2771,7 +2969,7 @@ func (x *MetricExplanation) String() string {
 func (*MetricExplanation) ProtoMessage() {}
 
 func (x *MetricExplanation) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[39]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2784,7 +2982,7 @@ func (x *MetricExplanation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetricExplanation.ProtoReflect.Descriptor instead.
 func (*MetricExplanation) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{39}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *MetricExplanation) GetName() string {
@@ -2891,7 +3089,7 @@ type Step struct {
 
 func (x *Step) Reset() {
 	*x = Step{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[40]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2903,7 +3101,7 @@ func (x *Step) String() string {
 func (*Step) ProtoMessage() {}
 
 func (x *Step) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[40]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2916,7 +3114,7 @@ func (x *Step) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Step.ProtoReflect.Descriptor instead.
 func (*Step) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{40}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Step) GetKind() string {
@@ -2975,7 +3173,7 @@ type ObserveRequest struct {
 
 func (x *ObserveRequest) Reset() {
 	*x = ObserveRequest{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[41]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2987,7 +3185,7 @@ func (x *ObserveRequest) String() string {
 func (*ObserveRequest) ProtoMessage() {}
 
 func (x *ObserveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[41]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3000,7 +3198,7 @@ func (x *ObserveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObserveRequest.ProtoReflect.Descriptor instead.
 func (*ObserveRequest) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{41}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ObserveRequest) GetTarget() *TargetKey {
@@ -3089,7 +3287,7 @@ type AppliedChange struct {
 
 func (x *AppliedChange) Reset() {
 	*x = AppliedChange{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[42]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3101,7 +3299,7 @@ func (x *AppliedChange) String() string {
 func (*AppliedChange) ProtoMessage() {}
 
 func (x *AppliedChange) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[42]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3114,7 +3312,7 @@ func (x *AppliedChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppliedChange.ProtoReflect.Descriptor instead.
 func (*AppliedChange) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{42}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *AppliedChange) GetFrom() int32 {
@@ -3144,7 +3342,7 @@ type FailedChange struct {
 
 func (x *FailedChange) Reset() {
 	*x = FailedChange{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[43]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3156,7 +3354,7 @@ func (x *FailedChange) String() string {
 func (*FailedChange) ProtoMessage() {}
 
 func (x *FailedChange) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[43]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3169,7 +3367,7 @@ func (x *FailedChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailedChange.ProtoReflect.Descriptor instead.
 func (*FailedChange) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{43}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *FailedChange) GetTo() int32 {
@@ -3199,7 +3397,7 @@ type ExternalChange struct {
 
 func (x *ExternalChange) Reset() {
 	*x = ExternalChange{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[44]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3211,7 +3409,7 @@ func (x *ExternalChange) String() string {
 func (*ExternalChange) ProtoMessage() {}
 
 func (x *ExternalChange) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[44]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3224,7 +3422,7 @@ func (x *ExternalChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExternalChange.ProtoReflect.Descriptor instead.
 func (*ExternalChange) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{44}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ExternalChange) GetFrom() int32 {
@@ -3252,7 +3450,7 @@ type ObserveResponse struct {
 
 func (x *ObserveResponse) Reset() {
 	*x = ObserveResponse{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[45]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3264,7 +3462,7 @@ func (x *ObserveResponse) String() string {
 func (*ObserveResponse) ProtoMessage() {}
 
 func (x *ObserveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[45]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3277,7 +3475,7 @@ func (x *ObserveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObserveResponse.ProtoReflect.Descriptor instead.
 func (*ObserveResponse) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{45}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ObserveResponse) GetStatus() *HorizontalPodAutoscalerStatus {
@@ -3298,7 +3496,7 @@ type GetTargetRequest struct {
 
 func (x *GetTargetRequest) Reset() {
 	*x = GetTargetRequest{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[46]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3310,7 +3508,7 @@ func (x *GetTargetRequest) String() string {
 func (*GetTargetRequest) ProtoMessage() {}
 
 func (x *GetTargetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[46]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3323,7 +3521,7 @@ func (x *GetTargetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTargetRequest.ProtoReflect.Descriptor instead.
 func (*GetTargetRequest) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{46}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *GetTargetRequest) GetTarget() *TargetKey {
@@ -3344,7 +3542,7 @@ type GetTargetResponse struct {
 
 func (x *GetTargetResponse) Reset() {
 	*x = GetTargetResponse{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[47]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3356,7 +3554,7 @@ func (x *GetTargetResponse) String() string {
 func (*GetTargetResponse) ProtoMessage() {}
 
 func (x *GetTargetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[47]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3369,7 +3567,7 @@ func (x *GetTargetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTargetResponse.ProtoReflect.Descriptor instead.
 func (*GetTargetResponse) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{47}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *GetTargetResponse) GetTarget() *Target {
@@ -3396,7 +3594,7 @@ type ListTargetsRequest struct {
 
 func (x *ListTargetsRequest) Reset() {
 	*x = ListTargetsRequest{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[48]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3408,7 +3606,7 @@ func (x *ListTargetsRequest) String() string {
 func (*ListTargetsRequest) ProtoMessage() {}
 
 func (x *ListTargetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[48]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3421,7 +3619,7 @@ func (x *ListTargetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTargetsRequest.ProtoReflect.Descriptor instead.
 func (*ListTargetsRequest) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{48}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ListTargetsRequest) GetCluster() string {
@@ -3465,7 +3663,7 @@ type ListTargetsResponse struct {
 
 func (x *ListTargetsResponse) Reset() {
 	*x = ListTargetsResponse{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[49]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3477,7 +3675,7 @@ func (x *ListTargetsResponse) String() string {
 func (*ListTargetsResponse) ProtoMessage() {}
 
 func (x *ListTargetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[49]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3490,7 +3688,7 @@ func (x *ListTargetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTargetsResponse.ProtoReflect.Descriptor instead.
 func (*ListTargetsResponse) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{49}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ListTargetsResponse) GetTargets() []*Target {
@@ -3518,7 +3716,7 @@ type DeleteTargetRequest struct {
 
 func (x *DeleteTargetRequest) Reset() {
 	*x = DeleteTargetRequest{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[50]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3530,7 +3728,7 @@ func (x *DeleteTargetRequest) String() string {
 func (*DeleteTargetRequest) ProtoMessage() {}
 
 func (x *DeleteTargetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[50]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3543,7 +3741,7 @@ func (x *DeleteTargetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTargetRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTargetRequest) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{50}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *DeleteTargetRequest) GetTarget() *TargetKey {
@@ -3562,7 +3760,7 @@ type DeleteTargetResponse struct {
 
 func (x *DeleteTargetResponse) Reset() {
 	*x = DeleteTargetResponse{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[51]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3574,7 +3772,7 @@ func (x *DeleteTargetResponse) String() string {
 func (*DeleteTargetResponse) ProtoMessage() {}
 
 func (x *DeleteTargetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[51]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3587,7 +3785,7 @@ func (x *DeleteTargetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTargetResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTargetResponse) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{51}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{53}
 }
 
 // Target is everything kept for one autoscaler.
@@ -3616,7 +3814,7 @@ type Target struct {
 
 func (x *Target) Reset() {
 	*x = Target{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[52]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3628,7 +3826,7 @@ func (x *Target) String() string {
 func (*Target) ProtoMessage() {}
 
 func (x *Target) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[52]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3641,7 +3839,7 @@ func (x *Target) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Target.ProtoReflect.Descriptor instead.
 func (*Target) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{52}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *Target) GetKey() *TargetKey {
@@ -3715,7 +3913,7 @@ type History struct {
 
 func (x *History) Reset() {
 	*x = History{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[53]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3727,7 +3925,7 @@ func (x *History) String() string {
 func (*History) ProtoMessage() {}
 
 func (x *History) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[53]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3740,7 +3938,7 @@ func (x *History) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use History.ProtoReflect.Descriptor instead.
 func (*History) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{53}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *History) GetRecommendations() []*Recommendation {
@@ -3777,7 +3975,7 @@ type Recommendation struct {
 
 func (x *Recommendation) Reset() {
 	*x = Recommendation{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[54]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3789,7 +3987,7 @@ func (x *Recommendation) String() string {
 func (*Recommendation) ProtoMessage() {}
 
 func (x *Recommendation) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[54]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3802,7 +4000,7 @@ func (x *Recommendation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Recommendation.ProtoReflect.Descriptor instead.
 func (*Recommendation) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{54}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *Recommendation) GetReplicas() int32 {
@@ -3834,7 +4032,7 @@ type ScaleEvent struct {
 
 func (x *ScaleEvent) Reset() {
 	*x = ScaleEvent{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[55]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3846,7 +4044,7 @@ func (x *ScaleEvent) String() string {
 func (*ScaleEvent) ProtoMessage() {}
 
 func (x *ScaleEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[55]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3859,7 +4057,7 @@ func (x *ScaleEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScaleEvent.ProtoReflect.Descriptor instead.
 func (*ScaleEvent) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{55}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ScaleEvent) GetChange() int32 {
@@ -3904,7 +4102,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[56]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3916,7 +4114,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[56]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3929,7 +4127,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{56}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *Event) GetKind() string {
@@ -3997,7 +4195,7 @@ type SimulateRequest struct {
 
 func (x *SimulateRequest) Reset() {
 	*x = SimulateRequest{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[57]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4009,7 +4207,7 @@ func (x *SimulateRequest) String() string {
 func (*SimulateRequest) ProtoMessage() {}
 
 func (x *SimulateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[57]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4022,7 +4220,7 @@ func (x *SimulateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SimulateRequest.ProtoReflect.Descriptor instead.
 func (*SimulateRequest) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{57}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *SimulateRequest) GetSpec() *HorizontalPodAutoscalerSpec {
@@ -4095,7 +4293,7 @@ type SimulateStep struct {
 
 func (x *SimulateStep) Reset() {
 	*x = SimulateStep{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[58]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4107,7 +4305,7 @@ func (x *SimulateStep) String() string {
 func (*SimulateStep) ProtoMessage() {}
 
 func (x *SimulateStep) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[58]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4120,7 +4318,7 @@ func (x *SimulateStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SimulateStep.ProtoReflect.Descriptor instead.
 func (*SimulateStep) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{58}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *SimulateStep) GetTime() *timestamppb.Timestamp {
@@ -4190,7 +4388,7 @@ type PodModel struct {
 
 func (x *PodModel) Reset() {
 	*x = PodModel{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[59]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4202,7 +4400,7 @@ func (x *PodModel) String() string {
 func (*PodModel) ProtoMessage() {}
 
 func (x *PodModel) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[59]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4215,7 +4413,7 @@ func (x *PodModel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodModel.ProtoReflect.Descriptor instead.
 func (*PodModel) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{59}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *PodModel) GetInitialReplicas() int32 {
@@ -4250,7 +4448,7 @@ type SimulateResponse struct {
 
 func (x *SimulateResponse) Reset() {
 	*x = SimulateResponse{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[60]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4262,7 +4460,7 @@ func (x *SimulateResponse) String() string {
 func (*SimulateResponse) ProtoMessage() {}
 
 func (x *SimulateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[60]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4275,7 +4473,7 @@ func (x *SimulateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SimulateResponse.ProtoReflect.Descriptor instead.
 func (*SimulateResponse) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{60}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *SimulateResponse) GetSteps() []*SimulateStepResult {
@@ -4302,7 +4500,7 @@ type SimulateStepResult struct {
 
 func (x *SimulateStepResult) Reset() {
 	*x = SimulateStepResult{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[61]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4314,7 +4512,7 @@ func (x *SimulateStepResult) String() string {
 func (*SimulateStepResult) ProtoMessage() {}
 
 func (x *SimulateStepResult) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[61]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4327,7 +4525,7 @@ func (x *SimulateStepResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SimulateStepResult.ProtoReflect.Descriptor instead.
 func (*SimulateStepResult) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{61}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *SimulateStepResult) GetTime() *timestamppb.Timestamp {
@@ -4373,7 +4571,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[62]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4385,7 +4583,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[62]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4398,7 +4596,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{62}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *WatchRequest) GetCluster() string {
@@ -4456,7 +4654,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[63]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4468,7 +4666,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[63]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4481,7 +4679,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{63}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *WatchResponse) GetRevision() uint64 {
@@ -4568,7 +4766,7 @@ type TargetDeleted struct {
 
 func (x *TargetDeleted) Reset() {
 	*x = TargetDeleted{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[64]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4580,7 +4778,7 @@ func (x *TargetDeleted) String() string {
 func (*TargetDeleted) ProtoMessage() {}
 
 func (x *TargetDeleted) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[64]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4593,7 +4791,7 @@ func (x *TargetDeleted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TargetDeleted.ProtoReflect.Descriptor instead.
 func (*TargetDeleted) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{64}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *TargetDeleted) GetTime() *timestamppb.Timestamp {
@@ -4624,7 +4822,7 @@ type ListDecisionsRequest struct {
 
 func (x *ListDecisionsRequest) Reset() {
 	*x = ListDecisionsRequest{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[65]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4636,7 +4834,7 @@ func (x *ListDecisionsRequest) String() string {
 func (*ListDecisionsRequest) ProtoMessage() {}
 
 func (x *ListDecisionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[65]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4649,7 +4847,7 @@ func (x *ListDecisionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDecisionsRequest.ProtoReflect.Descriptor instead.
 func (*ListDecisionsRequest) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{65}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ListDecisionsRequest) GetTarget() *TargetKey {
@@ -4700,7 +4898,7 @@ type ListDecisionsResponse struct {
 
 func (x *ListDecisionsResponse) Reset() {
 	*x = ListDecisionsResponse{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[66]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4712,7 +4910,7 @@ func (x *ListDecisionsResponse) String() string {
 func (*ListDecisionsResponse) ProtoMessage() {}
 
 func (x *ListDecisionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[66]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4725,7 +4923,7 @@ func (x *ListDecisionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDecisionsResponse.ProtoReflect.Descriptor instead.
 func (*ListDecisionsResponse) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{66}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ListDecisionsResponse) GetDecisions() []*LoggedDecision {
@@ -4765,7 +4963,7 @@ type LoggedDecision struct {
 
 func (x *LoggedDecision) Reset() {
 	*x = LoggedDecision{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[67]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4777,7 +4975,7 @@ func (x *LoggedDecision) String() string {
 func (*LoggedDecision) ProtoMessage() {}
 
 func (x *LoggedDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[67]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4790,7 +4988,7 @@ func (x *LoggedDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoggedDecision.ProtoReflect.Descriptor instead.
 func (*LoggedDecision) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{67}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *LoggedDecision) GetDecisionTime() *timestamppb.Timestamp {
@@ -4841,14 +5039,27 @@ const file_setpoint_v1_setpoint_proto_rawDesc = "" +
 	"\vapi_version\x18\x01 \x01(\tR\n" +
 	"apiVersion\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x12\n" +
-	"\x04name\x18\x03 \x01(\tR\x04name\"\xca\x02\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\"\xb8\x03\n" +
 	"\x1bHorizontalPodAutoscalerSpec\x12R\n" +
 	"\x10scale_target_ref\x18\x01 \x01(\v2(.setpoint.v1.CrossVersionObjectReferenceR\x0escaleTargetRef\x12&\n" +
 	"\fmin_replicas\x18\x02 \x01(\x05H\x00R\vminReplicas\x88\x01\x01\x12!\n" +
 	"\fmax_replicas\x18\x03 \x01(\x05R\vmaxReplicas\x121\n" +
 	"\ametrics\x18\x04 \x03(\v2\x17.setpoint.v1.MetricSpecR\ametrics\x12H\n" +
-	"\bbehavior\x18\x05 \x01(\v2,.setpoint.v1.HorizontalPodAutoscalerBehaviorR\bbehaviorB\x0f\n" +
-	"\r_min_replicas\"\xe5\x02\n" +
+	"\bbehavior\x18\x05 \x01(\v2,.setpoint.v1.HorizontalPodAutoscalerBehaviorR\bbehavior\x121\n" +
+	"\bfallback\x18\x06 \x01(\v2\x15.setpoint.v1.FallbackR\bfallback\x129\n" +
+	"\tschedules\x18\a \x03(\v2\x1b.setpoint.v1.ScheduleWindowR\tschedulesB\x0f\n" +
+	"\r_min_replicas\"\x88\x01\n" +
+	"\bFallback\x12D\n" +
+	"\x10failure_duration\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x0ffailureDuration\x12\x1a\n" +
+	"\bbehavior\x18\x02 \x01(\tR\bbehavior\x12\x1a\n" +
+	"\breplicas\x18\x03 \x01(\x05R\breplicas\"\xc3\x01\n" +
+	"\x0eScheduleWindow\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
+	"\ttime_zone\x18\x02 \x01(\tR\btimeZone\x12\x14\n" +
+	"\x05start\x18\x03 \x01(\tR\x05start\x12\x10\n" +
+	"\x03end\x18\x04 \x01(\tR\x03end\x125\n" +
+	"\bduration\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\bduration\x12!\n" +
+	"\fmin_replicas\x18\x06 \x01(\x05R\vminReplicas\"\xe5\x02\n" +
 	"\n" +
 	"MetricSpec\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12=\n" +
@@ -5208,229 +5419,235 @@ func file_setpoint_v1_setpoint_proto_rawDescGZIP() []byte {
 	return file_setpoint_v1_setpoint_proto_rawDescData
 }
 
-var file_setpoint_v1_setpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 74)
+var file_setpoint_v1_setpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 76)
 var file_setpoint_v1_setpoint_proto_goTypes = []any{
 	(*TargetKey)(nil),                       // 0: setpoint.v1.TargetKey
 	(*CrossVersionObjectReference)(nil),     // 1: setpoint.v1.CrossVersionObjectReference
 	(*HorizontalPodAutoscalerSpec)(nil),     // 2: setpoint.v1.HorizontalPodAutoscalerSpec
-	(*MetricSpec)(nil),                      // 3: setpoint.v1.MetricSpec
-	(*ResourceMetricSource)(nil),            // 4: setpoint.v1.ResourceMetricSource
-	(*ContainerResourceMetricSource)(nil),   // 5: setpoint.v1.ContainerResourceMetricSource
-	(*PodsMetricSource)(nil),                // 6: setpoint.v1.PodsMetricSource
-	(*ObjectMetricSource)(nil),              // 7: setpoint.v1.ObjectMetricSource
-	(*ExternalMetricSource)(nil),            // 8: setpoint.v1.ExternalMetricSource
-	(*MetricIdentifier)(nil),                // 9: setpoint.v1.MetricIdentifier
-	(*LabelSelector)(nil),                   // 10: setpoint.v1.LabelSelector
-	(*LabelSelectorRequirement)(nil),        // 11: setpoint.v1.LabelSelectorRequirement
-	(*MetricTarget)(nil),                    // 12: setpoint.v1.MetricTarget
-	(*HorizontalPodAutoscalerBehavior)(nil), // 13: setpoint.v1.HorizontalPodAutoscalerBehavior
-	(*ScalingRules)(nil),                    // 14: setpoint.v1.ScalingRules
-	(*ScalingPolicy)(nil),                   // 15: setpoint.v1.ScalingPolicy
-	(*ControllerSettings)(nil),              // 16: setpoint.v1.ControllerSettings
-	(*Scale)(nil),                           // 17: setpoint.v1.Scale
-	(*Pod)(nil),                             // 18: setpoint.v1.Pod
-	(*PodReadyCondition)(nil),               // 19: setpoint.v1.PodReadyCondition
-	(*Container)(nil),                       // 20: setpoint.v1.Container
-	(*ResourceMetrics)(nil),                 // 21: setpoint.v1.ResourceMetrics
-	(*PodMetrics)(nil),                      // 22: setpoint.v1.PodMetrics
-	(*ContainerMetrics)(nil),                // 23: setpoint.v1.ContainerMetrics
-	(*MetricObservation)(nil),               // 24: setpoint.v1.MetricObservation
-	(*MetricValue)(nil),                     // 25: setpoint.v1.MetricValue
-	(*RecommendRequest)(nil),                // 26: setpoint.v1.RecommendRequest
-	(*RecommendResponse)(nil),               // 27: setpoint.v1.RecommendResponse
-	(*Decision)(nil),                        // 28: setpoint.v1.Decision
-	(*HorizontalPodAutoscalerStatus)(nil),   // 29: setpoint.v1.HorizontalPodAutoscalerStatus
-	(*Condition)(nil),                       // 30: setpoint.v1.Condition
-	(*MetricStatus)(nil),                    // 31: setpoint.v1.MetricStatus
-	(*ResourceMetricStatus)(nil),            // 32: setpoint.v1.ResourceMetricStatus
-	(*ContainerResourceMetricStatus)(nil),   // 33: setpoint.v1.ContainerResourceMetricStatus
-	(*PodsMetricStatus)(nil),                // 34: setpoint.v1.PodsMetricStatus
-	(*ObjectMetricStatus)(nil),              // 35: setpoint.v1.ObjectMetricStatus
-	(*ExternalMetricStatus)(nil),            // 36: setpoint.v1.ExternalMetricStatus
-	(*MetricValueStatus)(nil),               // 37: setpoint.v1.MetricValueStatus
-	(*Explanation)(nil),                     // 38: setpoint.v1.Explanation
-	(*MetricExplanation)(nil),               // 39: setpoint.v1.MetricExplanation
-	(*Step)(nil),                            // 40: setpoint.v1.Step
-	(*ObserveRequest)(nil),                  // 41: setpoint.v1.ObserveRequest
-	(*AppliedChange)(nil),                   // 42: setpoint.v1.AppliedChange
-	(*FailedChange)(nil),                    // 43: setpoint.v1.FailedChange
-	(*ExternalChange)(nil),                  // 44: setpoint.v1.ExternalChange
-	(*ObserveResponse)(nil),                 // 45: setpoint.v1.ObserveResponse
-	(*GetTargetRequest)(nil),                // 46: setpoint.v1.GetTargetRequest
-	(*GetTargetResponse)(nil),               // 47: setpoint.v1.GetTargetResponse
-	(*ListTargetsRequest)(nil),              // 48: setpoint.v1.ListTargetsRequest
-	(*ListTargetsResponse)(nil),             // 49: setpoint.v1.ListTargetsResponse
-	(*DeleteTargetRequest)(nil),             // 50: setpoint.v1.DeleteTargetRequest
-	(*DeleteTargetResponse)(nil),            // 51: setpoint.v1.DeleteTargetResponse
-	(*Target)(nil),                          // 52: setpoint.v1.Target
-	(*History)(nil),                         // 53: setpoint.v1.History
-	(*Recommendation)(nil),                  // 54: setpoint.v1.Recommendation
-	(*ScaleEvent)(nil),                      // 55: setpoint.v1.ScaleEvent
-	(*Event)(nil),                           // 56: setpoint.v1.Event
-	(*SimulateRequest)(nil),                 // 57: setpoint.v1.SimulateRequest
-	(*SimulateStep)(nil),                    // 58: setpoint.v1.SimulateStep
-	(*PodModel)(nil),                        // 59: setpoint.v1.PodModel
-	(*SimulateResponse)(nil),                // 60: setpoint.v1.SimulateResponse
-	(*SimulateStepResult)(nil),              // 61: setpoint.v1.SimulateStepResult
-	(*WatchRequest)(nil),                    // 62: setpoint.v1.WatchRequest
-	(*WatchResponse)(nil),                   // 63: setpoint.v1.WatchResponse
-	(*TargetDeleted)(nil),                   // 64: setpoint.v1.TargetDeleted
-	(*ListDecisionsRequest)(nil),            // 65: setpoint.v1.ListDecisionsRequest
-	(*ListDecisionsResponse)(nil),           // 66: setpoint.v1.ListDecisionsResponse
-	(*LoggedDecision)(nil),                  // 67: setpoint.v1.LoggedDecision
-	nil,                                     // 68: setpoint.v1.LabelSelector.MatchLabelsEntry
-	nil,                                     // 69: setpoint.v1.Pod.RequestsEntry
-	nil,                                     // 70: setpoint.v1.Pod.OverheadEntry
-	nil,                                     // 71: setpoint.v1.Container.RequestsEntry
-	nil,                                     // 72: setpoint.v1.ContainerMetrics.UsageEntry
-	nil,                                     // 73: setpoint.v1.PodModel.RequestsEntry
-	(*durationpb.Duration)(nil),             // 74: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),           // 75: google.protobuf.Timestamp
+	(*Fallback)(nil),                        // 3: setpoint.v1.Fallback
+	(*ScheduleWindow)(nil),                  // 4: setpoint.v1.ScheduleWindow
+	(*MetricSpec)(nil),                      // 5: setpoint.v1.MetricSpec
+	(*ResourceMetricSource)(nil),            // 6: setpoint.v1.ResourceMetricSource
+	(*ContainerResourceMetricSource)(nil),   // 7: setpoint.v1.ContainerResourceMetricSource
+	(*PodsMetricSource)(nil),                // 8: setpoint.v1.PodsMetricSource
+	(*ObjectMetricSource)(nil),              // 9: setpoint.v1.ObjectMetricSource
+	(*ExternalMetricSource)(nil),            // 10: setpoint.v1.ExternalMetricSource
+	(*MetricIdentifier)(nil),                // 11: setpoint.v1.MetricIdentifier
+	(*LabelSelector)(nil),                   // 12: setpoint.v1.LabelSelector
+	(*LabelSelectorRequirement)(nil),        // 13: setpoint.v1.LabelSelectorRequirement
+	(*MetricTarget)(nil),                    // 14: setpoint.v1.MetricTarget
+	(*HorizontalPodAutoscalerBehavior)(nil), // 15: setpoint.v1.HorizontalPodAutoscalerBehavior
+	(*ScalingRules)(nil),                    // 16: setpoint.v1.ScalingRules
+	(*ScalingPolicy)(nil),                   // 17: setpoint.v1.ScalingPolicy
+	(*ControllerSettings)(nil),              // 18: setpoint.v1.ControllerSettings
+	(*Scale)(nil),                           // 19: setpoint.v1.Scale
+	(*Pod)(nil),                             // 20: setpoint.v1.Pod
+	(*PodReadyCondition)(nil),               // 21: setpoint.v1.PodReadyCondition
+	(*Container)(nil),                       // 22: setpoint.v1.Container
+	(*ResourceMetrics)(nil),                 // 23: setpoint.v1.ResourceMetrics
+	(*PodMetrics)(nil),                      // 24: setpoint.v1.PodMetrics
+	(*ContainerMetrics)(nil),                // 25: setpoint.v1.ContainerMetrics
+	(*MetricObservation)(nil),               // 26: setpoint.v1.MetricObservation
+	(*MetricValue)(nil),                     // 27: setpoint.v1.MetricValue
+	(*RecommendRequest)(nil),                // 28: setpoint.v1.RecommendRequest
+	(*RecommendResponse)(nil),               // 29: setpoint.v1.RecommendResponse
+	(*Decision)(nil),                        // 30: setpoint.v1.Decision
+	(*HorizontalPodAutoscalerStatus)(nil),   // 31: setpoint.v1.HorizontalPodAutoscalerStatus
+	(*Condition)(nil),                       // 32: setpoint.v1.Condition
+	(*MetricStatus)(nil),                    // 33: setpoint.v1.MetricStatus
+	(*ResourceMetricStatus)(nil),            // 34: setpoint.v1.ResourceMetricStatus
+	(*ContainerResourceMetricStatus)(nil),   // 35: setpoint.v1.ContainerResourceMetricStatus
+	(*PodsMetricStatus)(nil),                // 36: setpoint.v1.PodsMetricStatus
+	(*ObjectMetricStatus)(nil),              // 37: setpoint.v1.ObjectMetricStatus
+	(*ExternalMetricStatus)(nil),            // 38: setpoint.v1.ExternalMetricStatus
+	(*MetricValueStatus)(nil),               // 39: setpoint.v1.MetricValueStatus
+	(*Explanation)(nil),                     // 40: setpoint.v1.Explanation
+	(*MetricExplanation)(nil),               // 41: setpoint.v1.MetricExplanation
+	(*Step)(nil),                            // 42: setpoint.v1.Step
+	(*ObserveRequest)(nil),                  // 43: setpoint.v1.ObserveRequest
+	(*AppliedChange)(nil),                   // 44: setpoint.v1.AppliedChange
+	(*FailedChange)(nil),                    // 45: setpoint.v1.FailedChange
+	(*ExternalChange)(nil),                  // 46: setpoint.v1.ExternalChange
+	(*ObserveResponse)(nil),                 // 47: setpoint.v1.ObserveResponse
+	(*GetTargetRequest)(nil),                // 48: setpoint.v1.GetTargetRequest
+	(*GetTargetResponse)(nil),               // 49: setpoint.v1.GetTargetResponse
+	(*ListTargetsRequest)(nil),              // 50: setpoint.v1.ListTargetsRequest
+	(*ListTargetsResponse)(nil),             // 51: setpoint.v1.ListTargetsResponse
+	(*DeleteTargetRequest)(nil),             // 52: setpoint.v1.DeleteTargetRequest
+	(*DeleteTargetResponse)(nil),            // 53: setpoint.v1.DeleteTargetResponse
+	(*Target)(nil),                          // 54: setpoint.v1.Target
+	(*History)(nil),                         // 55: setpoint.v1.History
+	(*Recommendation)(nil),                  // 56: setpoint.v1.Recommendation
+	(*ScaleEvent)(nil),                      // 57: setpoint.v1.ScaleEvent
+	(*Event)(nil),                           // 58: setpoint.v1.Event
+	(*SimulateRequest)(nil),                 // 59: setpoint.v1.SimulateRequest
+	(*SimulateStep)(nil),                    // 60: setpoint.v1.SimulateStep
+	(*PodModel)(nil),                        // 61: setpoint.v1.PodModel
+	(*SimulateResponse)(nil),                // 62: setpoint.v1.SimulateResponse
+	(*SimulateStepResult)(nil),              // 63: setpoint.v1.SimulateStepResult
+	(*WatchRequest)(nil),                    // 64: setpoint.v1.WatchRequest
+	(*WatchResponse)(nil),                   // 65: setpoint.v1.WatchResponse
+	(*TargetDeleted)(nil),                   // 66: setpoint.v1.TargetDeleted
+	(*ListDecisionsRequest)(nil),            // 67: setpoint.v1.ListDecisionsRequest
+	(*ListDecisionsResponse)(nil),           // 68: setpoint.v1.ListDecisionsResponse
+	(*LoggedDecision)(nil),                  // 69: setpoint.v1.LoggedDecision
+	nil,                                     // 70: setpoint.v1.LabelSelector.MatchLabelsEntry
+	nil,                                     // 71: setpoint.v1.Pod.RequestsEntry
+	nil,                                     // 72: setpoint.v1.Pod.OverheadEntry
+	nil,                                     // 73: setpoint.v1.Container.RequestsEntry
+	nil,                                     // 74: setpoint.v1.ContainerMetrics.UsageEntry
+	nil,                                     // 75: setpoint.v1.PodModel.RequestsEntry
+	(*durationpb.Duration)(nil),             // 76: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),           // 77: google.protobuf.Timestamp
 }
 var file_setpoint_v1_setpoint_proto_depIdxs = []int32{
 	1,   // 0: setpoint.v1.HorizontalPodAutoscalerSpec.scale_target_ref:type_name -> setpoint.v1.CrossVersionObjectReference
-	3,   // 1: setpoint.v1.HorizontalPodAutoscalerSpec.metrics:type_name -> setpoint.v1.MetricSpec
-	13,  // 2: setpoint.v1.HorizontalPodAutoscalerSpec.behavior:type_name -> setpoint.v1.HorizontalPodAutoscalerBehavior
-	4,   // 3: setpoint.v1.MetricSpec.resource:type_name -> setpoint.v1.ResourceMetricSource
-	5,   // 4: setpoint.v1.MetricSpec.container_resource:type_name -> setpoint.v1.ContainerResourceMetricSource
-	6,   // 5: setpoint.v1.MetricSpec.pods:type_name -> setpoint.v1.PodsMetricSource
-	7,   // 6: setpoint.v1.MetricSpec.object:type_name -> setpoint.v1.ObjectMetricSource
-	8,   // 7: setpoint.v1.MetricSpec.external:type_name -> setpoint.v1.ExternalMetricSource
-	12,  // 8: setpoint.v1.ResourceMetricSource.target:type_name -> setpoint.v1.MetricTarget
-	12,  // 9: setpoint.v1.ContainerResourceMetricSource.target:type_name -> setpoint.v1.MetricTarget
-	9,   // 10: setpoint.v1.PodsMetricSource.metric:type_name -> setpoint.v1.MetricIdentifier
-	12,  // 11: setpoint.v1.PodsMetricSource.target:type_name -> setpoint.v1.MetricTarget
-	1,   // 12: setpoint.v1.ObjectMetricSource.described_object:type_name -> setpoint.v1.CrossVersionObjectReference
-	9,   // 13: setpoint.v1.ObjectMetricSource.metric:type_name -> setpoint.v1.MetricIdentifier
-	12,  // 14: setpoint.v1.ObjectMetricSource.target:type_name -> setpoint.v1.MetricTarget
-	9,   // 15: setpoint.v1.ExternalMetricSource.metric:type_name -> setpoint.v1.MetricIdentifier
-	12,  // 16: setpoint.v1.ExternalMetricSource.target:type_name -> setpoint.v1.MetricTarget
-	10,  // 17: setpoint.v1.MetricIdentifier.selector:type_name -> setpoint.v1.LabelSelector
-	68,  // 18: setpoint.v1.LabelSelector.match_labels:type_name -> setpoint.v1.LabelSelector.MatchLabelsEntry
-	11,  // 19: setpoint.v1.LabelSelector.match_expressions:type_name -> setpoint.v1.LabelSelectorRequirement
-	14,  // 20: setpoint.v1.HorizontalPodAutoscalerBehavior.scale_up:type_name -> setpoint.v1.ScalingRules
-	14,  // 21: setpoint.v1.HorizontalPodAutoscalerBehavior.scale_down:type_name -> setpoint.v1.ScalingRules
-	15,  // 22: setpoint.v1.ScalingRules.policies:type_name -> setpoint.v1.ScalingPolicy
-	74,  // 23: setpoint.v1.ControllerSettings.cpu_initialization_period:type_name -> google.protobuf.Duration
-	74,  // 24: setpoint.v1.ControllerSettings.initial_readiness_delay:type_name -> google.protobuf.Duration
-	74,  // 25: setpoint.v1.ControllerSettings.downscale_stabilization_window:type_name -> google.protobuf.Duration
-	75,  // 26: setpoint.v1.Pod.start_time:type_name -> google.protobuf.Timestamp
-	19,  // 27: setpoint.v1.Pod.ready:type_name -> setpoint.v1.PodReadyCondition
-	20,  // 28: setpoint.v1.Pod.containers:type_name -> setpoint.v1.Container
-	69,  // 29: setpoint.v1.Pod.requests:type_name -> setpoint.v1.Pod.RequestsEntry
-	70,  // 30: setpoint.v1.Pod.overhead:type_name -> setpoint.v1.Pod.OverheadEntry
-	75,  // 31: setpoint.v1.PodReadyCondition.last_transition_time:type_name -> google.protobuf.Timestamp
-	71,  // 32: setpoint.v1.Container.requests:type_name -> setpoint.v1.Container.RequestsEntry
-	22,  // 33: setpoint.v1.ResourceMetrics.items:type_name -> setpoint.v1.PodMetrics
-	75,  // 34: setpoint.v1.PodMetrics.timestamp:type_name -> google.protobuf.Timestamp
-	74,  // 35: setpoint.v1.PodMetrics.window:type_name -> google.protobuf.Duration
-	23,  // 36: setpoint.v1.PodMetrics.containers:type_name -> setpoint.v1.ContainerMetrics
-	72,  // 37: setpoint.v1.ContainerMetrics.usage:type_name -> setpoint.v1.ContainerMetrics.UsageEntry
-	25,  // 38: setpoint.v1.MetricObservation.values:type_name -> setpoint.v1.MetricValue
-	75,  // 39: setpoint.v1.MetricValue.timestamp:type_name -> google.protobuf.Timestamp
-	74,  // 40: setpoint.v1.MetricValue.window:type_name -> google.protobuf.Duration
-	0,   // 41: setpoint.v1.RecommendRequest.target:type_name -> setpoint.v1.TargetKey
-	2,   // 42: setpoint.v1.RecommendRequest.spec:type_name -> setpoint.v1.HorizontalPodAutoscalerSpec
-	16,  // 43: setpoint.v1.RecommendRequest.settings:type_name -> setpoint.v1.ControllerSettings
-	17,  // 44: setpoint.v1.RecommendRequest.scale:type_name -> setpoint.v1.Scale
-	18,  // 45: setpoint.v1.RecommendRequest.pods:type_name -> setpoint.v1.Pod
-	21,  // 46: setpoint.v1.RecommendRequest.resource_metrics:type_name -> setpoint.v1.ResourceMetrics
-	24,  // 47: setpoint.v1.RecommendRequest.observations:type_name -> setpoint.v1.MetricObservation
-	28,  // 48: setpoint.v1.RecommendResponse.decision:type_name -> setpoint.v1.Decision
-	75,  // 49: setpoint.v1.Decision.decision_time:type_name -> google.protobuf.Timestamp
-	38,  // 50: setpoint.v1.Decision.explanation:type_name -> setpoint.v1.Explanation
-	29,  // 51: setpoint.v1.Decision.status:type_name -> setpoint.v1.HorizontalPodAutoscalerStatus
-	75,  // 52: setpoint.v1.HorizontalPodAutoscalerStatus.last_scale_time:type_name -> google.protobuf.Timestamp
-	31,  // 53: setpoint.v1.HorizontalPodAutoscalerStatus.current_metrics:type_name -> setpoint.v1.MetricStatus
-	30,  // 54: setpoint.v1.HorizontalPodAutoscalerStatus.conditions:type_name -> setpoint.v1.Condition
-	75,  // 55: setpoint.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
-	32,  // 56: setpoint.v1.MetricStatus.resource:type_name -> setpoint.v1.ResourceMetricStatus
-	33,  // 57: setpoint.v1.MetricStatus.container_resource:type_name -> setpoint.v1.ContainerResourceMetricStatus
-	34,  // 58: setpoint.v1.MetricStatus.pods:type_name -> setpoint.v1.PodsMetricStatus
-	35,  // 59: setpoint.v1.MetricStatus.object:type_name -> setpoint.v1.ObjectMetricStatus
-	36,  // 60: setpoint.v1.MetricStatus.external:type_name -> setpoint.v1.ExternalMetricStatus
-	37,  // 61: setpoint.v1.ResourceMetricStatus.current:type_name -> setpoint.v1.MetricValueStatus
-	37,  // 62: setpoint.v1.ContainerResourceMetricStatus.current:type_name -> setpoint.v1.MetricValueStatus
-	9,   // 63: setpoint.v1.PodsMetricStatus.metric:type_name -> setpoint.v1.MetricIdentifier
-	37,  // 64: setpoint.v1.PodsMetricStatus.current:type_name -> setpoint.v1.MetricValueStatus
-	9,   // 65: setpoint.v1.ObjectMetricStatus.metric:type_name -> setpoint.v1.MetricIdentifier
-	37,  // 66: setpoint.v1.ObjectMetricStatus.current:type_name -> setpoint.v1.MetricValueStatus
-	1,   // 67: setpoint.v1.ObjectMetricStatus.described_object:type_name -> setpoint.v1.CrossVersionObjectReference
-	9,   // 68: setpoint.v1.ExternalMetricStatus.metric:type_name -> setpoint.v1.MetricIdentifier
-	37,  // 69: setpoint.v1.ExternalMetricStatus.current:type_name -> setpoint.v1.MetricValueStatus
-	39,  // 70: setpoint.v1.Explanation.metrics:type_name -> setpoint.v1.MetricExplanation
-	40,  // 71: setpoint.v1.Explanation.steps:type_name -> setpoint.v1.Step
-	0,   // 72: setpoint.v1.ObserveRequest.target:type_name -> setpoint.v1.TargetKey
-	42,  // 73: setpoint.v1.ObserveRequest.applied:type_name -> setpoint.v1.AppliedChange
-	43,  // 74: setpoint.v1.ObserveRequest.failed:type_name -> setpoint.v1.FailedChange
-	44,  // 75: setpoint.v1.ObserveRequest.external:type_name -> setpoint.v1.ExternalChange
-	29,  // 76: setpoint.v1.ObserveResponse.status:type_name -> setpoint.v1.HorizontalPodAutoscalerStatus
-	0,   // 77: setpoint.v1.GetTargetRequest.target:type_name -> setpoint.v1.TargetKey
-	52,  // 78: setpoint.v1.GetTargetResponse.target:type_name -> setpoint.v1.Target
-	52,  // 79: setpoint.v1.ListTargetsResponse.targets:type_name -> setpoint.v1.Target
-	0,   // 80: setpoint.v1.DeleteTargetRequest.target:type_name -> setpoint.v1.TargetKey
-	0,   // 81: setpoint.v1.Target.key:type_name -> setpoint.v1.TargetKey
-	2,   // 82: setpoint.v1.Target.spec:type_name -> setpoint.v1.HorizontalPodAutoscalerSpec
-	16,  // 83: setpoint.v1.Target.settings:type_name -> setpoint.v1.ControllerSettings
-	29,  // 84: setpoint.v1.Target.status:type_name -> setpoint.v1.HorizontalPodAutoscalerStatus
-	28,  // 85: setpoint.v1.Target.last_decision:type_name -> setpoint.v1.Decision
-	53,  // 86: setpoint.v1.Target.history:type_name -> setpoint.v1.History
-	56,  // 87: setpoint.v1.Target.events:type_name -> setpoint.v1.Event
-	75,  // 88: setpoint.v1.Target.last_seen:type_name -> google.protobuf.Timestamp
-	54,  // 89: setpoint.v1.History.recommendations:type_name -> setpoint.v1.Recommendation
-	55,  // 90: setpoint.v1.History.scale_up_events:type_name -> setpoint.v1.ScaleEvent
-	55,  // 91: setpoint.v1.History.scale_down_events:type_name -> setpoint.v1.ScaleEvent
-	75,  // 92: setpoint.v1.Recommendation.time:type_name -> google.protobuf.Timestamp
-	75,  // 93: setpoint.v1.ScaleEvent.time:type_name -> google.protobuf.Timestamp
-	75,  // 94: setpoint.v1.Event.time:type_name -> google.protobuf.Timestamp
-	2,   // 95: setpoint.v1.SimulateRequest.spec:type_name -> setpoint.v1.HorizontalPodAutoscalerSpec
-	16,  // 96: setpoint.v1.SimulateRequest.settings:type_name -> setpoint.v1.ControllerSettings
-	0,   // 97: setpoint.v1.SimulateRequest.seed_from:type_name -> setpoint.v1.TargetKey
-	58,  // 98: setpoint.v1.SimulateRequest.steps:type_name -> setpoint.v1.SimulateStep
-	59,  // 99: setpoint.v1.SimulateRequest.pod_model:type_name -> setpoint.v1.PodModel
-	75,  // 100: setpoint.v1.SimulateStep.time:type_name -> google.protobuf.Timestamp
-	17,  // 101: setpoint.v1.SimulateStep.scale:type_name -> setpoint.v1.Scale
-	18,  // 102: setpoint.v1.SimulateStep.pods:type_name -> setpoint.v1.Pod
-	21,  // 103: setpoint.v1.SimulateStep.resource_metrics:type_name -> setpoint.v1.ResourceMetrics
-	24,  // 104: setpoint.v1.SimulateStep.observations:type_name -> setpoint.v1.MetricObservation
-	2,   // 105: setpoint.v1.SimulateStep.spec:type_name -> setpoint.v1.HorizontalPodAutoscalerSpec
-	73,  // 106: setpoint.v1.PodModel.requests:type_name -> setpoint.v1.PodModel.RequestsEntry
-	74,  // 107: setpoint.v1.PodModel.ready_after:type_name -> google.protobuf.Duration
-	61,  // 108: setpoint.v1.SimulateResponse.steps:type_name -> setpoint.v1.SimulateStepResult
-	75,  // 109: setpoint.v1.SimulateStepResult.time:type_name -> google.protobuf.Timestamp
-	28,  // 110: setpoint.v1.SimulateStepResult.decision:type_name -> setpoint.v1.Decision
-	0,   // 111: setpoint.v1.WatchResponse.target:type_name -> setpoint.v1.TargetKey
-	28,  // 112: setpoint.v1.WatchResponse.decision:type_name -> setpoint.v1.Decision
-	56,  // 113: setpoint.v1.WatchResponse.observation:type_name -> setpoint.v1.Event
-	64,  // 114: setpoint.v1.WatchResponse.deleted:type_name -> setpoint.v1.TargetDeleted
-	75,  // 115: setpoint.v1.TargetDeleted.time:type_name -> google.protobuf.Timestamp
-	0,   // 116: setpoint.v1.ListDecisionsRequest.target:type_name -> setpoint.v1.TargetKey
-	75,  // 117: setpoint.v1.ListDecisionsRequest.start_time:type_name -> google.protobuf.Timestamp
-	75,  // 118: setpoint.v1.ListDecisionsRequest.end_time:type_name -> google.protobuf.Timestamp
-	67,  // 119: setpoint.v1.ListDecisionsResponse.decisions:type_name -> setpoint.v1.LoggedDecision
-	75,  // 120: setpoint.v1.LoggedDecision.decision_time:type_name -> google.protobuf.Timestamp
-	38,  // 121: setpoint.v1.LoggedDecision.explanation:type_name -> setpoint.v1.Explanation
-	26,  // 122: setpoint.v1.AutoscalerService.Recommend:input_type -> setpoint.v1.RecommendRequest
-	41,  // 123: setpoint.v1.AutoscalerService.Observe:input_type -> setpoint.v1.ObserveRequest
-	46,  // 124: setpoint.v1.AutoscalerService.GetTarget:input_type -> setpoint.v1.GetTargetRequest
-	48,  // 125: setpoint.v1.AutoscalerService.ListTargets:input_type -> setpoint.v1.ListTargetsRequest
-	50,  // 126: setpoint.v1.AutoscalerService.DeleteTarget:input_type -> setpoint.v1.DeleteTargetRequest
-	57,  // 127: setpoint.v1.AutoscalerService.Simulate:input_type -> setpoint.v1.SimulateRequest
-	62,  // 128: setpoint.v1.AutoscalerService.Watch:input_type -> setpoint.v1.WatchRequest
-	65,  // 129: setpoint.v1.AutoscalerService.ListDecisions:input_type -> setpoint.v1.ListDecisionsRequest
-	27,  // 130: setpoint.v1.AutoscalerService.Recommend:output_type -> setpoint.v1.RecommendResponse
-	45,  // 131: setpoint.v1.AutoscalerService.Observe:output_type -> setpoint.v1.ObserveResponse
-	47,  // 132: setpoint.v1.AutoscalerService.GetTarget:output_type -> setpoint.v1.GetTargetResponse
-	49,  // 133: setpoint.v1.AutoscalerService.ListTargets:output_type -> setpoint.v1.ListTargetsResponse
-	51,  // 134: setpoint.v1.AutoscalerService.DeleteTarget:output_type -> setpoint.v1.DeleteTargetResponse
-	60,  // 135: setpoint.v1.AutoscalerService.Simulate:output_type -> setpoint.v1.SimulateResponse
-	63,  // 136: setpoint.v1.AutoscalerService.Watch:output_type -> setpoint.v1.WatchResponse
-	66,  // 137: setpoint.v1.AutoscalerService.ListDecisions:output_type -> setpoint.v1.ListDecisionsResponse
-	130, // [130:138] is the sub-list for method output_type
-	122, // [122:130] is the sub-list for method input_type
-	122, // [122:122] is the sub-list for extension type_name
-	122, // [122:122] is the sub-list for extension extendee
-	0,   // [0:122] is the sub-list for field type_name
+	5,   // 1: setpoint.v1.HorizontalPodAutoscalerSpec.metrics:type_name -> setpoint.v1.MetricSpec
+	15,  // 2: setpoint.v1.HorizontalPodAutoscalerSpec.behavior:type_name -> setpoint.v1.HorizontalPodAutoscalerBehavior
+	3,   // 3: setpoint.v1.HorizontalPodAutoscalerSpec.fallback:type_name -> setpoint.v1.Fallback
+	4,   // 4: setpoint.v1.HorizontalPodAutoscalerSpec.schedules:type_name -> setpoint.v1.ScheduleWindow
+	76,  // 5: setpoint.v1.Fallback.failure_duration:type_name -> google.protobuf.Duration
+	76,  // 6: setpoint.v1.ScheduleWindow.duration:type_name -> google.protobuf.Duration
+	6,   // 7: setpoint.v1.MetricSpec.resource:type_name -> setpoint.v1.ResourceMetricSource
+	7,   // 8: setpoint.v1.MetricSpec.container_resource:type_name -> setpoint.v1.ContainerResourceMetricSource
+	8,   // 9: setpoint.v1.MetricSpec.pods:type_name -> setpoint.v1.PodsMetricSource
+	9,   // 10: setpoint.v1.MetricSpec.object:type_name -> setpoint.v1.ObjectMetricSource
+	10,  // 11: setpoint.v1.MetricSpec.external:type_name -> setpoint.v1.ExternalMetricSource
+	14,  // 12: setpoint.v1.ResourceMetricSource.target:type_name -> setpoint.v1.MetricTarget
+	14,  // 13: setpoint.v1.ContainerResourceMetricSource.target:type_name -> setpoint.v1.MetricTarget
+	11,  // 14: setpoint.v1.PodsMetricSource.metric:type_name -> setpoint.v1.MetricIdentifier
+	14,  // 15: setpoint.v1.PodsMetricSource.target:type_name -> setpoint.v1.MetricTarget
+	1,   // 16: setpoint.v1.ObjectMetricSource.described_object:type_name -> setpoint.v1.CrossVersionObjectReference
+	11,  // 17: setpoint.v1.ObjectMetricSource.metric:type_name -> setpoint.v1.MetricIdentifier
+	14,  // 18: setpoint.v1.ObjectMetricSource.target:type_name -> setpoint.v1.MetricTarget
+	11,  // 19: setpoint.v1.ExternalMetricSource.metric:type_name -> setpoint.v1.MetricIdentifier
+	14,  // 20: setpoint.v1.ExternalMetricSource.target:type_name -> setpoint.v1.MetricTarget
+	12,  // 21: setpoint.v1.MetricIdentifier.selector:type_name -> setpoint.v1.LabelSelector
+	70,  // 22: setpoint.v1.LabelSelector.match_labels:type_name -> setpoint.v1.LabelSelector.MatchLabelsEntry
+	13,  // 23: setpoint.v1.LabelSelector.match_expressions:type_name -> setpoint.v1.LabelSelectorRequirement
+	16,  // 24: setpoint.v1.HorizontalPodAutoscalerBehavior.scale_up:type_name -> setpoint.v1.ScalingRules
+	16,  // 25: setpoint.v1.HorizontalPodAutoscalerBehavior.scale_down:type_name -> setpoint.v1.ScalingRules
+	17,  // 26: setpoint.v1.ScalingRules.policies:type_name -> setpoint.v1.ScalingPolicy
+	76,  // 27: setpoint.v1.ControllerSettings.cpu_initialization_period:type_name -> google.protobuf.Duration
+	76,  // 28: setpoint.v1.ControllerSettings.initial_readiness_delay:type_name -> google.protobuf.Duration
+	76,  // 29: setpoint.v1.ControllerSettings.downscale_stabilization_window:type_name -> google.protobuf.Duration
+	77,  // 30: setpoint.v1.Pod.start_time:type_name -> google.protobuf.Timestamp
+	21,  // 31: setpoint.v1.Pod.ready:type_name -> setpoint.v1.PodReadyCondition
+	22,  // 32: setpoint.v1.Pod.containers:type_name -> setpoint.v1.Container
+	71,  // 33: setpoint.v1.Pod.requests:type_name -> setpoint.v1.Pod.RequestsEntry
+	72,  // 34: setpoint.v1.Pod.overhead:type_name -> setpoint.v1.Pod.OverheadEntry
+	77,  // 35: setpoint.v1.PodReadyCondition.last_transition_time:type_name -> google.protobuf.Timestamp
+	73,  // 36: setpoint.v1.Container.requests:type_name -> setpoint.v1.Container.RequestsEntry
+	24,  // 37: setpoint.v1.ResourceMetrics.items:type_name -> setpoint.v1.PodMetrics
+	77,  // 38: setpoint.v1.PodMetrics.timestamp:type_name -> google.protobuf.Timestamp
+	76,  // 39: setpoint.v1.PodMetrics.window:type_name -> google.protobuf.Duration
+	25,  // 40: setpoint.v1.PodMetrics.containers:type_name -> setpoint.v1.ContainerMetrics
+	74,  // 41: setpoint.v1.ContainerMetrics.usage:type_name -> setpoint.v1.ContainerMetrics.UsageEntry
+	27,  // 42: setpoint.v1.MetricObservation.values:type_name -> setpoint.v1.MetricValue
+	77,  // 43: setpoint.v1.MetricValue.timestamp:type_name -> google.protobuf.Timestamp
+	76,  // 44: setpoint.v1.MetricValue.window:type_name -> google.protobuf.Duration
+	0,   // 45: setpoint.v1.RecommendRequest.target:type_name -> setpoint.v1.TargetKey
+	2,   // 46: setpoint.v1.RecommendRequest.spec:type_name -> setpoint.v1.HorizontalPodAutoscalerSpec
+	18,  // 47: setpoint.v1.RecommendRequest.settings:type_name -> setpoint.v1.ControllerSettings
+	19,  // 48: setpoint.v1.RecommendRequest.scale:type_name -> setpoint.v1.Scale
+	20,  // 49: setpoint.v1.RecommendRequest.pods:type_name -> setpoint.v1.Pod
+	23,  // 50: setpoint.v1.RecommendRequest.resource_metrics:type_name -> setpoint.v1.ResourceMetrics
+	26,  // 51: setpoint.v1.RecommendRequest.observations:type_name -> setpoint.v1.MetricObservation
+	30,  // 52: setpoint.v1.RecommendResponse.decision:type_name -> setpoint.v1.Decision
+	77,  // 53: setpoint.v1.Decision.decision_time:type_name -> google.protobuf.Timestamp
+	40,  // 54: setpoint.v1.Decision.explanation:type_name -> setpoint.v1.Explanation
+	31,  // 55: setpoint.v1.Decision.status:type_name -> setpoint.v1.HorizontalPodAutoscalerStatus
+	77,  // 56: setpoint.v1.HorizontalPodAutoscalerStatus.last_scale_time:type_name -> google.protobuf.Timestamp
+	33,  // 57: setpoint.v1.HorizontalPodAutoscalerStatus.current_metrics:type_name -> setpoint.v1.MetricStatus
+	32,  // 58: setpoint.v1.HorizontalPodAutoscalerStatus.conditions:type_name -> setpoint.v1.Condition
+	77,  // 59: setpoint.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
+	34,  // 60: setpoint.v1.MetricStatus.resource:type_name -> setpoint.v1.ResourceMetricStatus
+	35,  // 61: setpoint.v1.MetricStatus.container_resource:type_name -> setpoint.v1.ContainerResourceMetricStatus
+	36,  // 62: setpoint.v1.MetricStatus.pods:type_name -> setpoint.v1.PodsMetricStatus
+	37,  // 63: setpoint.v1.MetricStatus.object:type_name -> setpoint.v1.ObjectMetricStatus
+	38,  // 64: setpoint.v1.MetricStatus.external:type_name -> setpoint.v1.ExternalMetricStatus
+	39,  // 65: setpoint.v1.ResourceMetricStatus.current:type_name -> setpoint.v1.MetricValueStatus
+	39,  // 66: setpoint.v1.ContainerResourceMetricStatus.current:type_name -> setpoint.v1.MetricValueStatus
+	11,  // 67: setpoint.v1.PodsMetricStatus.metric:type_name -> setpoint.v1.MetricIdentifier
+	39,  // 68: setpoint.v1.PodsMetricStatus.current:type_name -> setpoint.v1.MetricValueStatus
+	11,  // 69: setpoint.v1.ObjectMetricStatus.metric:type_name -> setpoint.v1.MetricIdentifier
+	39,  // 70: setpoint.v1.ObjectMetricStatus.current:type_name -> setpoint.v1.MetricValueStatus
+	1,   // 71: setpoint.v1.ObjectMetricStatus.described_object:type_name -> setpoint.v1.CrossVersionObjectReference
+	11,  // 72: setpoint.v1.ExternalMetricStatus.metric:type_name -> setpoint.v1.MetricIdentifier
+	39,  // 73: setpoint.v1.ExternalMetricStatus.current:type_name -> setpoint.v1.MetricValueStatus
+	41,  // 74: setpoint.v1.Explanation.metrics:type_name -> setpoint.v1.MetricExplanation
+	42,  // 75: setpoint.v1.Explanation.steps:type_name -> setpoint.v1.Step
+	0,   // 76: setpoint.v1.ObserveRequest.target:type_name -> setpoint.v1.TargetKey
+	44,  // 77: setpoint.v1.ObserveRequest.applied:type_name -> setpoint.v1.AppliedChange
+	45,  // 78: setpoint.v1.ObserveRequest.failed:type_name -> setpoint.v1.FailedChange
+	46,  // 79: setpoint.v1.ObserveRequest.external:type_name -> setpoint.v1.ExternalChange
+	31,  // 80: setpoint.v1.ObserveResponse.status:type_name -> setpoint.v1.HorizontalPodAutoscalerStatus
+	0,   // 81: setpoint.v1.GetTargetRequest.target:type_name -> setpoint.v1.TargetKey
+	54,  // 82: setpoint.v1.GetTargetResponse.target:type_name -> setpoint.v1.Target
+	54,  // 83: setpoint.v1.ListTargetsResponse.targets:type_name -> setpoint.v1.Target
+	0,   // 84: setpoint.v1.DeleteTargetRequest.target:type_name -> setpoint.v1.TargetKey
+	0,   // 85: setpoint.v1.Target.key:type_name -> setpoint.v1.TargetKey
+	2,   // 86: setpoint.v1.Target.spec:type_name -> setpoint.v1.HorizontalPodAutoscalerSpec
+	18,  // 87: setpoint.v1.Target.settings:type_name -> setpoint.v1.ControllerSettings
+	31,  // 88: setpoint.v1.Target.status:type_name -> setpoint.v1.HorizontalPodAutoscalerStatus
+	30,  // 89: setpoint.v1.Target.last_decision:type_name -> setpoint.v1.Decision
+	55,  // 90: setpoint.v1.Target.history:type_name -> setpoint.v1.History
+	58,  // 91: setpoint.v1.Target.events:type_name -> setpoint.v1.Event
+	77,  // 92: setpoint.v1.Target.last_seen:type_name -> google.protobuf.Timestamp
+	56,  // 93: setpoint.v1.History.recommendations:type_name -> setpoint.v1.Recommendation
+	57,  // 94: setpoint.v1.History.scale_up_events:type_name -> setpoint.v1.ScaleEvent
+	57,  // 95: setpoint.v1.History.scale_down_events:type_name -> setpoint.v1.ScaleEvent
+	77,  // 96: setpoint.v1.Recommendation.time:type_name -> google.protobuf.Timestamp
+	77,  // 97: setpoint.v1.ScaleEvent.time:type_name -> google.protobuf.Timestamp
+	77,  // 98: setpoint.v1.Event.time:type_name -> google.protobuf.Timestamp
+	2,   // 99: setpoint.v1.SimulateRequest.spec:type_name -> setpoint.v1.HorizontalPodAutoscalerSpec
+	18,  // 100: setpoint.v1.SimulateRequest.settings:type_name -> setpoint.v1.ControllerSettings
+	0,   // 101: setpoint.v1.SimulateRequest.seed_from:type_name -> setpoint.v1.TargetKey
+	60,  // 102: setpoint.v1.SimulateRequest.steps:type_name -> setpoint.v1.SimulateStep
+	61,  // 103: setpoint.v1.SimulateRequest.pod_model:type_name -> setpoint.v1.PodModel
+	77,  // 104: setpoint.v1.SimulateStep.time:type_name -> google.protobuf.Timestamp
+	19,  // 105: setpoint.v1.SimulateStep.scale:type_name -> setpoint.v1.Scale
+	20,  // 106: setpoint.v1.SimulateStep.pods:type_name -> setpoint.v1.Pod
+	23,  // 107: setpoint.v1.SimulateStep.resource_metrics:type_name -> setpoint.v1.ResourceMetrics
+	26,  // 108: setpoint.v1.SimulateStep.observations:type_name -> setpoint.v1.MetricObservation
+	2,   // 109: setpoint.v1.SimulateStep.spec:type_name -> setpoint.v1.HorizontalPodAutoscalerSpec
+	75,  // 110: setpoint.v1.PodModel.requests:type_name -> setpoint.v1.PodModel.RequestsEntry
+	76,  // 111: setpoint.v1.PodModel.ready_after:type_name -> google.protobuf.Duration
+	63,  // 112: setpoint.v1.SimulateResponse.steps:type_name -> setpoint.v1.SimulateStepResult
+	77,  // 113: setpoint.v1.SimulateStepResult.time:type_name -> google.protobuf.Timestamp
+	30,  // 114: setpoint.v1.SimulateStepResult.decision:type_name -> setpoint.v1.Decision
+	0,   // 115: setpoint.v1.WatchResponse.target:type_name -> setpoint.v1.TargetKey
+	30,  // 116: setpoint.v1.WatchResponse.decision:type_name -> setpoint.v1.Decision
+	58,  // 117: setpoint.v1.WatchResponse.observation:type_name -> setpoint.v1.Event
+	66,  // 118: setpoint.v1.WatchResponse.deleted:type_name -> setpoint.v1.TargetDeleted
+	77,  // 119: setpoint.v1.TargetDeleted.time:type_name -> google.protobuf.Timestamp
+	0,   // 120: setpoint.v1.ListDecisionsRequest.target:type_name -> setpoint.v1.TargetKey
+	77,  // 121: setpoint.v1.ListDecisionsRequest.start_time:type_name -> google.protobuf.Timestamp
+	77,  // 122: setpoint.v1.ListDecisionsRequest.end_time:type_name -> google.protobuf.Timestamp
+	69,  // 123: setpoint.v1.ListDecisionsResponse.decisions:type_name -> setpoint.v1.LoggedDecision
+	77,  // 124: setpoint.v1.LoggedDecision.decision_time:type_name -> google.protobuf.Timestamp
+	40,  // 125: setpoint.v1.LoggedDecision.explanation:type_name -> setpoint.v1.Explanation
+	28,  // 126: setpoint.v1.AutoscalerService.Recommend:input_type -> setpoint.v1.RecommendRequest
+	43,  // 127: setpoint.v1.AutoscalerService.Observe:input_type -> setpoint.v1.ObserveRequest
+	48,  // 128: setpoint.v1.AutoscalerService.GetTarget:input_type -> setpoint.v1.GetTargetRequest
+	50,  // 129: setpoint.v1.AutoscalerService.ListTargets:input_type -> setpoint.v1.ListTargetsRequest
+	52,  // 130: setpoint.v1.AutoscalerService.DeleteTarget:input_type -> setpoint.v1.DeleteTargetRequest
+	59,  // 131: setpoint.v1.AutoscalerService.Simulate:input_type -> setpoint.v1.SimulateRequest
+	64,  // 132: setpoint.v1.AutoscalerService.Watch:input_type -> setpoint.v1.WatchRequest
+	67,  // 133: setpoint.v1.AutoscalerService.ListDecisions:input_type -> setpoint.v1.ListDecisionsRequest
+	29,  // 134: setpoint.v1.AutoscalerService.Recommend:output_type -> setpoint.v1.RecommendResponse
+	47,  // 135: setpoint.v1.AutoscalerService.Observe:output_type -> setpoint.v1.ObserveResponse
+	49,  // 136: setpoint.v1.AutoscalerService.GetTarget:output_type -> setpoint.v1.GetTargetResponse
+	51,  // 137: setpoint.v1.AutoscalerService.ListTargets:output_type -> setpoint.v1.ListTargetsResponse
+	53,  // 138: setpoint.v1.AutoscalerService.DeleteTarget:output_type -> setpoint.v1.DeleteTargetResponse
+	62,  // 139: setpoint.v1.AutoscalerService.Simulate:output_type -> setpoint.v1.SimulateResponse
+	65,  // 140: setpoint.v1.AutoscalerService.Watch:output_type -> setpoint.v1.WatchResponse
+	68,  // 141: setpoint.v1.AutoscalerService.ListDecisions:output_type -> setpoint.v1.ListDecisionsResponse
+	134, // [134:142] is the sub-list for method output_type
+	126, // [126:134] is the sub-list for method input_type
+	126, // [126:126] is the sub-list for extension type_name
+	126, // [126:126] is the sub-list for extension extendee
+	0,   // [0:126] is the sub-list for field type_name
 }
 
 func init() { file_setpoint_v1_setpoint_proto_init() }
@@ -5439,16 +5656,16 @@ func file_setpoint_v1_setpoint_proto_init() {
 		return
 	}
 	file_setpoint_v1_setpoint_proto_msgTypes[2].OneofWrappers = []any{}
-	file_setpoint_v1_setpoint_proto_msgTypes[12].OneofWrappers = []any{}
 	file_setpoint_v1_setpoint_proto_msgTypes[14].OneofWrappers = []any{}
 	file_setpoint_v1_setpoint_proto_msgTypes[16].OneofWrappers = []any{}
-	file_setpoint_v1_setpoint_proto_msgTypes[37].OneofWrappers = []any{}
-	file_setpoint_v1_setpoint_proto_msgTypes[41].OneofWrappers = []any{
+	file_setpoint_v1_setpoint_proto_msgTypes[18].OneofWrappers = []any{}
+	file_setpoint_v1_setpoint_proto_msgTypes[39].OneofWrappers = []any{}
+	file_setpoint_v1_setpoint_proto_msgTypes[43].OneofWrappers = []any{
 		(*ObserveRequest_Applied)(nil),
 		(*ObserveRequest_Failed)(nil),
 		(*ObserveRequest_External)(nil),
 	}
-	file_setpoint_v1_setpoint_proto_msgTypes[63].OneofWrappers = []any{
+	file_setpoint_v1_setpoint_proto_msgTypes[65].OneofWrappers = []any{
 		(*WatchResponse_Decision)(nil),
 		(*WatchResponse_Observation)(nil),
 		(*WatchResponse_Deleted)(nil),
@@ -5459,7 +5676,7 @@ func file_setpoint_v1_setpoint_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_setpoint_v1_setpoint_proto_rawDesc), len(file_setpoint_v1_setpoint_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   74,
+			NumMessages:   76,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

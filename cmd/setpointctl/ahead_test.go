@@ -1,0 +1,94 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"github.com/setpointhq/setpoint/server"
+	"google.golang.org/protobuf/encoding/protojson"
+)
+
+// TestSimulateAheadExample runs examples/simulate-ahead.yaml with and
+// without its schedule and fallback: the table shows the window's floor
+// and the fallback (a FALLBACKACTIVE column, the proposal steps in WHY).
+func TestSimulateAheadExample(t *testing.T) {
+	addr := startServerOpts(t, server.Options{})
+	const path = "../../examples/simulate-ahead.yaml"
+	out, err := ctl(t.Context(), addr, "simulate", "-f", path, "-o", "wide")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := desiredColumn(t, out), []string{"4", "8", "4", "4", "4", "6", "6"}; !slices.Equal(got, want) {
+		t.Errorf("desired %v, want %v\n%s", got, want, out)
+	}
+	for _, w := range []string{"FALLBACKACTIVE", "True/FallbackActive", "Proposal 4→8 (ScheduleFloor)", "Proposal 0→6 (FallbackActive)", "False/MetricsHealthy"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("printed\n%s\nwant it to contain %q", out, w)
+		}
+	}
+
+	req := &setpointv1.SimulateRequest{}
+	if err := readMessage(nil, path, req); err != nil {
+		t.Fatal(err)
+	}
+	req.Spec.Schedules, req.Spec.Fallback = nil, nil
+	b, err := protojson.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plain bytes.Buffer
+	c := &cli{stdin: bytes.NewReader(b), stdout: &plain, stderr: io.Discard, now: time.Now}
+	if err := c.run(t.Context(), []string{"-addr", addr, "simulate", "-f", "-"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := desiredColumn(t, plain.String()), []string{"4", "4", "2", "2", "2", "2", "2"}; !slices.Equal(got, want) {
+		t.Errorf("without schedule and fallback: desired %v, want %v (the example's comment)\n%s", got, want, plain.String())
+	}
+	if strings.Contains(plain.String(), "FALLBACKACTIVE") {
+		t.Errorf("a FALLBACKACTIVE column without a fallback:\n%s", plain.String())
+	}
+}
+
+// desiredColumn returns the DESIRED cells of a simulate table.
+func desiredColumn(t *testing.T, out string) []string {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	col := slices.Index(strings.Fields(lines[0]), "DESIRED")
+	if col < 0 {
+		t.Fatalf("no DESIRED column:\n%s", out)
+	}
+	var got []string
+	for _, l := range lines[1:] {
+		got = append(got, strings.Fields(l)[col])
+	}
+	return got
+}
+
+// TestExplainProposal: explain says which proposal raised the decision.
+func TestExplainProposal(t *testing.T) {
+	addr := startServer(t)
+	req := readExample(t)
+	req.Spec.Schedules = []*setpointv1.ScheduleWindow{{Name: "business-hours", TimeZone: "Europe/Berlin", Start: "0 8 * * *", End: "0 18 * * *", MinReplicas: 7}}
+	b, err := protojson.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cli{stdin: bytes.NewReader(b), stdout: io.Discard, stderr: io.Discard, now: time.Now}
+	if err := c.run(t.Context(), []string{"-addr", addr, "recommend", "-f", "-"}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := ctl(t.Context(), addr, "explain", "dev/shop/web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"raised by a proposal from outside the metrics, 3 → 7 (ScheduleFloor): ", "schedule business-hours", "limited by a scaling policy, 7 → 6", "decided to scale from 2 to 6"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("explain printed\n%s\nwant it to contain %q", out, w)
+		}
+	}
+}
