@@ -25,7 +25,7 @@ import (
 
 var (
 	delay   = flag.Duration("slowdisk.delay", 3*time.Second, "how much longer each fsync takes while the disk is slow")
-	stall   = flag.Duration("slowdisk.stall", 5*time.Second, "how long the disk stays slow")
+	stall   = flag.Duration("slowdisk.stall", 6*time.Second, "how long the disk stays slow")
 	workers = flag.Int("slowdisk.workers", 4, "concurrent callers of the load (2 s deadlines)")
 )
 
@@ -172,19 +172,22 @@ func TestSlowDisk(t *testing.T) {
 	if firstScrape > callTimeout+slack {
 		t.Errorf("the first scrape of /metrics during the stall took %v", firstScrape)
 	}
-	for g := first; g < delay.Seconds()/3; g = gauge() {
+	samples := []string{fmt.Sprintf("%.2f at %v", first, time.Since(stalled).Round(time.Millisecond))}
+	for g := first; g < delay.Seconds()/3; {
 		// Each scrape takes about a second here (the count waits for
 		// the checkpointer): the stall leaves room for several.
 		if time.Since(stalled) > *stall {
-			t.Fatalf("setpoint_bolt_sync_in_progress_seconds = %v %v into a stall of %v fsyncs", g, time.Since(stalled), *delay)
+			t.Fatalf("setpoint_bolt_sync_in_progress_seconds never reached %.0f s in a stall of %v fsyncs: %s", delay.Seconds()/3, *delay, strings.Join(samples, ", "))
 		}
 		time.Sleep(50 * time.Millisecond)
+		g = gauge()
+		samples = append(samples, fmt.Sprintf("%.2f at %v", g, time.Since(stalled).Round(time.Millisecond)))
 	}
 	seen := time.Since(stalled)
 	wg.Wait()
 
-	t.Logf("gauge above %.0f s %v into the stall (first scrape took %v); Recommend with a %v deadline: %v after %v; without a deadline (-call-timeout %v): %v after %v; GetTarget: %v after %v; ListTargets without a deadline: %v after %v",
-		delay.Seconds()/3, seen.Round(time.Millisecond), firstScrape.Round(time.Millisecond), deadline, withDeadline.code, withDeadline.took.Round(time.Millisecond),
+	t.Logf("gauge above %.0f s %v into the stall (first scrape took %v; samples %s); Recommend with a %v deadline: %v after %v; without a deadline (-call-timeout %v): %v after %v; GetTarget: %v after %v; ListTargets without a deadline: %v after %v",
+		delay.Seconds()/3, seen.Round(time.Millisecond), firstScrape.Round(time.Millisecond), strings.Join(samples, ", "), deadline, withDeadline.code, withDeadline.took.Round(time.Millisecond),
 		callTimeout, without.code, without.took.Round(time.Millisecond), read.code, read.took.Round(time.Millisecond),
 		list.code, list.took.Round(time.Millisecond))
 	if withDeadline.code != codes.DeadlineExceeded || withDeadline.took > deadline+slack {
