@@ -28,28 +28,34 @@
 //     codec could not unmarshal is InvalidArgument, before anything else
 //     may end the call; when the call is over, the memory a Recommend
 //     request was decoded into is kept for the next (package codec);
-//  4. authentication: the principal the tap handle found;
-//  5. authorization: the target (or cluster) inside the request against
+//  4. for a unary call that arrives without a deadline, the server's
+//     (Options.CallTimeout, deadline.go), so that a store that cannot
+//     answer (a disk stalling its flushes) ends the call with
+//     DeadlineExceeded instead of holding it; the steps below, the
+//     fairness queues included, wait within it;
+//  5. authentication: the principal the tap handle found;
+//  6. authorization: the target (or cluster) inside the request against
 //     the principal's role — one policy table for every method of
 //     AutoscalerService and AdminService, admin-only by default — else
 //     PermissionDenied with a message that names nothing;
-//  6. request limits: pods and metrics per request, and the size budgets
+//  7. request limits: pods and metrics per request, and the size budgets
 //     (package budget: every string, list and map, the spec a target stores),
 //     answered as InvalidArgument with a google.rpc.BadRequest;
-//  7. the audit of decisions that changed replicas (denials are audited
+//  8. the audit of decisions that changed replicas (denials are audited
 //     where they happen);
-//  8. validation: the request's Validate method (hand-written next to the
+//  9. validation: the request's Validate method (hand-written next to the
 //     generated types), answered as InvalidArgument with a
 //     google.rpc.BadRequest detail;
-//  9. fairness (package fairness): per-principal bounds on calls, bytes, Simulates
+//  10. fairness (package fairness): per-principal bounds on calls, bytes, Simulates
 //     and streams, and per-principal queues served round-robin in front of
 //     the handlers (and so of any store);
-//  10. the in-flight bound on Recommend: ResourceExhausted when full;
-//  11. recovery, last: a panic answers Internal with a generic message and
+//  11. the in-flight bound on Recommend: ResourceExhausted when full;
+//  12. recovery, last: a panic answers Internal with a generic message and
 //     its stack is logged.
 //
-// Server streams pass the same steps: their request is checked as the
-// handler receives it. Transport limits (message size, streams per
+// Server streams pass the same steps but the fourth (Watch and Backup are
+// long by design and keep the deadline they came with, if any): their
+// request is checked as the handler receives it. Transport limits (message size, streams per
 // connection, keepalive enforcement, handshake and idle timeouts) are gRPC
 // server options. So are the cost-cutting ones: calls run on gRPC stream
 // workers (Options.StreamWorkers: goroutines kept between calls, so a

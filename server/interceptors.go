@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"runtime/debug"
+	"time"
 
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
@@ -28,10 +29,13 @@ type chainConfig struct {
 	fair     *fairness.Fairness
 	// refused counts a refusal by its reason.
 	refused func(string)
+	// callTimeout is the deadline of unary calls that arrive without one.
+	callTimeout time.Duration
 }
 
 // chain returns the server options installing the interceptor chain, in
-// order: metrics, logging, the rejection of undecodable requests, then for
+// order: metrics, logging, the rejection of undecodable requests, a
+// deadline for unary calls without one (deadline.go), then for
 // the guarded services authentication (already done by the tap handle
 // before the body was read: see tap.go) and authorization (when an
 // Authenticator is configured), then request limits and size budgets, the
@@ -55,8 +59,9 @@ func chainInterceptors(c chainConfig) ([]grpc.UnaryServerInterceptor, []grpc.Str
 	guarded := selector.MatchFunc(guardedService)
 	unary := []grpc.UnaryServerInterceptor{
 		c.metrics.UnaryServerInterceptor(),
-		logger.unary,            // accesslog.go
-		codec.RejectUndecodable, // before anything that may end a call
+		logger.unary,               // accesslog.go
+		codec.RejectUndecodable,    // before anything that may end a call
+		callTimeout(c.callTimeout), // deadline.go: before anything that waits
 	}
 	stream := []grpc.StreamServerInterceptor{
 		c.metrics.StreamServerInterceptor(),

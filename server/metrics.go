@@ -256,6 +256,9 @@ func delta(cs []store.Change, rev uint64) int {
 	return n
 }
 
+// countWait bounds how long a scrape waits to count the store's targets.
+const countWait = time.Second
+
 // value returns the count, counting the store the first time.
 func (t *targetCount) value() float64 {
 	t.countMu.Lock()
@@ -267,7 +270,9 @@ func (t *targetCount) value() float64 {
 	}
 	t.counting, t.pending = true, nil
 	t.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// A store that cannot catch up (a disk stalling its flushes) holds
+	// the scrape at most this long; the count is then -1 until it can.
+	ctx, cancel := context.WithTimeout(context.Background(), countWait)
 	defer cancel()
 	n, rev, err := t.count(ctx)
 	t.mu.Lock()

@@ -137,6 +137,10 @@ type Options struct {
 	ExpireAfter time.Duration
 	// ExpireInterval is how often expired targets are removed.
 	ExpireInterval time.Duration
+	// CallTimeout is the deadline of a unary call that arrives without
+	// one: past it the call ends with DeadlineExceeded (a write may or may
+	// not have been made). 0 means DefaultCallTimeout.
+	CallTimeout time.Duration
 	// ShutdownTimeout is how long Serve waits for calls in flight at
 	// shutdown before closing their connections.
 	ShutdownTimeout time.Duration
@@ -303,9 +307,10 @@ func New(st store.Store, o Options) (*Server, error) {
 		guard:   g,
 		limits: requestLimits{maxPods: o.MaxPodsPerRequest, maxMetrics: o.MaxMetricsPerRequest,
 			budgets: budget.Budgets{MaxString: o.MaxStringBytes, MaxEntries: o.MaxListEntries, MaxSpec: o.MaxSpecBytes}},
-		inFlight: make(chan struct{}, o.MaxInFlightRecommends),
-		fair:     fair,
-		refused:  func(reason string) { adm.count(reason) },
+		inFlight:    make(chan struct{}, o.MaxInFlightRecommends),
+		fair:        fair,
+		refused:     func(reason string) { adm.count(reason) },
+		callTimeout: o.CallTimeout,
 	}),
 		grpc.MaxRecvMsgSize(o.MaxRecvMsgSize),
 		grpc.MaxConcurrentStreams(o.MaxConcurrentStreams),
@@ -477,6 +482,7 @@ func (o Options) withDefaults() Options {
 		o.MaxHeaderListSize = DefaultMaxHeaderListSize
 	}
 	o.HeaderTimeout = positiveOr(o.HeaderTimeout, DefaultHeaderTimeout)
+	o.CallTimeout = positiveOr(o.CallTimeout, DefaultCallTimeout)
 	o.StreamWindow = min(positiveOr(o.StreamWindow, DefaultStreamWindow), 1<<28)
 	o.MaxConnectionIdle = positiveOr(o.MaxConnectionIdle, DefaultMaxConnectionIdle)
 	if o.MaxConnectionAge == 0 {

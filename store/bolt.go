@@ -316,6 +316,8 @@ type Bolt struct {
 	ckClosing, ckStopped chan struct{}
 	checkpoints          atomic.Uint64
 	checkpointNanos      atomic.Int64
+	// syncs holds when the disk writes in progress began (SyncAge).
+	syncs syncClock
 
 	// testHookCheckpoint, when set, runs in each checkpoint's transaction
 	// before its writes; an error it returns fails the checkpoint. Set

@@ -16,6 +16,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -49,6 +50,8 @@ func (b *Bolt) commitBatch(batch []*request) {
 			direct = append(direct, r)
 		}
 	}
+	b.syncs.committer.Store(time.Now().UnixNano())
+	defer b.syncs.committer.Store(0)
 	if len(journaled) > 0 {
 		b.commitJournaled(journaled)
 	}
@@ -227,6 +230,30 @@ func (b *Bolt) journalBatch(batch []*request) error {
 	return nil
 }
 
+// syncClock holds when the disk writes in progress began, in Unix
+// nanoseconds (0: none): the committer's commit of a batch (its journal
+// frame and flush, or its direct bbolt transaction) and the
+// checkpointer's bbolt transaction.
+type syncClock struct{ committer, checkpointer atomic.Int64 }
+
+// SyncAge returns how long the oldest write to disk still in progress has
+// been running: a commit that answers writes (the journal's flush, a
+// deletion's bbolt transaction) or a checkpoint; 0 when none is. Unlike
+// Options.ObserveCommit, which sees a commit when it ends, it shows a disk
+// that stalls while it stalls. Safe for concurrent use.
+func (b *Bolt) SyncAge() time.Duration {
+	oldest := int64(0)
+	for _, at := range []int64{b.syncs.committer.Load(), b.syncs.checkpointer.Load()} {
+		if at != 0 && (oldest == 0 || at < oldest) {
+			oldest = at
+		}
+	}
+	if oldest == 0 {
+		return 0
+	}
+	return max(time.Since(time.Unix(0, oldest)), 0)
+}
+
 // wakeCheckpointer tells the checkpointer to look at the journaled
 // batches (and the waiters) again.
 func (b *Bolt) wakeCheckpointer() {
@@ -361,6 +388,7 @@ func (b *Bolt) checkpointLoop() {
 			continue
 		}
 		start := time.Now()
+		b.syncs.checkpointer.Store(start.UnixNano())
 		err := b.db.Update(func(tx *bolt.Tx) error {
 			if b.testHookCheckpoint != nil {
 				if err := b.testHookCheckpoint(); err != nil {
@@ -369,6 +397,7 @@ func (b *Bolt) checkpointLoop() {
 			}
 			return b.applyBatches(tx, batches)
 		})
+		b.syncs.checkpointer.Store(0)
 		if err != nil {
 			b.fail(fmt.Errorf("store: checkpoint: %w", err))
 			continue

@@ -15,7 +15,7 @@ type boltMetrics struct {
 
 	commitDuration, held, batchWrites prometheus.Histogram
 
-	commits, writes, fileBytes, cacheHits, cacheMisses, checkpoints, checkpointSeconds *prometheus.Desc
+	commits, writes, fileBytes, cacheHits, cacheMisses, checkpoints, checkpointSeconds, syncAge *prometheus.Desc
 }
 
 func newBoltMetrics() *boltMetrics {
@@ -42,6 +42,7 @@ func newBoltMetrics() *boltMetrics {
 		cacheMisses:       prometheus.NewDesc("setpoint_bolt_record_cache_misses_total", "Updates that read and decoded their record because the record cache did not hold it.", nil, nil),
 		checkpoints:       prometheus.NewDesc("setpoint_bolt_checkpoints_total", "bbolt transactions that wrote journaled writes into the file, behind their answers.", nil, nil),
 		checkpointSeconds: prometheus.NewDesc("setpoint_bolt_checkpoint_seconds_total", "Time spent in those transactions (applying the writes, page writes, fsyncs).", nil, nil),
+		syncAge:           prometheus.NewDesc("setpoint_bolt_sync_in_progress_seconds", "Age of the oldest write to disk still in progress (a commit's journal flush or bbolt transaction, a checkpoint), 0 when none: it grows while a disk stalls its fsyncs, which the commit histogram sees only when they end.", nil, nil),
 	}
 }
 
@@ -57,7 +58,7 @@ func (m *boltMetrics) Describe(ch chan<- *prometheus.Desc) {
 	m.commitDuration.Describe(ch)
 	m.held.Describe(ch)
 	m.batchWrites.Describe(ch)
-	for _, d := range []*prometheus.Desc{m.commits, m.writes, m.fileBytes, m.cacheHits, m.cacheMisses, m.checkpoints, m.checkpointSeconds} {
+	for _, d := range []*prometheus.Desc{m.commits, m.writes, m.fileBytes, m.cacheHits, m.cacheMisses, m.checkpoints, m.checkpointSeconds, m.syncAge} {
 		ch <- d
 	}
 }
@@ -78,4 +79,5 @@ func (m *boltMetrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(m.cacheMisses, prometheus.CounterValue, float64(s.CacheMisses))
 	ch <- prometheus.MustNewConstMetric(m.checkpoints, prometheus.CounterValue, float64(s.Checkpoints))
 	ch <- prometheus.MustNewConstMetric(m.checkpointSeconds, prometheus.CounterValue, s.CheckpointTime.Seconds())
+	ch <- prometheus.MustNewConstMetric(m.syncAge, prometheus.GaugeValue, m.st.SyncAge().Seconds())
 }

@@ -97,6 +97,8 @@ type Config struct {
 	ExpireInterval time.Duration
 	// ShutdownTimeout bounds the graceful shutdown.
 	ShutdownTimeout time.Duration
+	// CallTimeout is the deadline of unary calls that arrive without one.
+	CallTimeout time.Duration
 	// MaxSimulateSteps bounds the steps of one Simulate call, and
 	// MaxSimulatePods the pods its pod model may synthesize.
 	MaxSimulateSteps, MaxSimulatePods int
@@ -168,6 +170,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ExpireAfter, "expire-after", server.DefaultExpireAfter, "forget targets not seen for this long")
 	fs.DurationVar(&c.ExpireInterval, "expire-interval", server.DefaultExpireInterval, "how often to forget expired targets")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "how long to wait for calls in flight at shutdown")
+	fs.DurationVar(&c.CallTimeout, "call-timeout", server.DefaultCallTimeout, "deadline of a call that arrives without one (Watch and Backup streams excepted): past it, as when a stalled disk holds a write, the call ends DEADLINE_EXCEEDED")
 	fs.IntVar(&c.MaxSimulateSteps, "max-simulate-steps", server.DefaultMaxSimulateSteps, "steps one Simulate call may carry")
 	fs.IntVar(&c.MaxSimulatePods, "max-simulate-pods", server.DefaultMaxSimulatePods, "pods a Simulate pod model may synthesize (bounds max_replicas)")
 	fs.IntVar(&c.WatchBuffer, "watch-buffer", server.DefaultWatchBuffer, "changes a Watch stream may fall behind before it is ended with where to resume")
@@ -229,8 +232,8 @@ func (c *Config) Validate() error {
 	if c.CheckpointInterval <= 0 || c.JournalSegmentBytes <= 0 {
 		errs = append(errs, errors.New("-checkpoint-interval and -journal-segment-bytes must be > 0"))
 	}
-	if c.ExpireAfter <= 0 || c.ExpireInterval <= 0 || c.ShutdownTimeout <= 0 {
-		errs = append(errs, errors.New("-expire-after, -expire-interval and -shutdown-timeout must be > 0"))
+	if c.ExpireAfter <= 0 || c.ExpireInterval <= 0 || c.ShutdownTimeout <= 0 || c.CallTimeout <= 0 {
+		errs = append(errs, errors.New("-expire-after, -expire-interval, -shutdown-timeout and -call-timeout must be > 0"))
 	}
 	errs = append(errs, c.Tenancy.Validate(), c.Store.Validate())
 	return errors.Join(errs...)
@@ -278,6 +281,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, ready chan<- listeni
 		ExpireAfter:           cfg.ExpireAfter,
 		ExpireInterval:        cfg.ExpireInterval,
 		ShutdownTimeout:       cfg.ShutdownTimeout,
+		CallTimeout:           cfg.CallTimeout,
 		MaxSimulateSteps:      cfg.MaxSimulateSteps,
 		MaxSimulatePods:       cfg.MaxSimulatePods,
 		WatchBuffer:           cfg.WatchBuffer,
