@@ -276,6 +276,9 @@ type Server struct {
 	// console its client connection over it (package transport), while Serve runs.
 	door    transport.Door
 	console atomic.Pointer[grpc.ClientConn]
+	// serving is closed by Serve once the console's connection is set and
+	// the gRPC server is registered (Serving).
+	serving chan struct{}
 	now     func() time.Time
 	log     *slog.Logger
 	opts    Options
@@ -336,6 +339,7 @@ func New(st store.Store, o Options) (*Server, error) {
 		opts = append(opts, grpc.NumStreamWorkers(uint32(o.StreamWorkers)))
 	}
 	s := &Server{
+		serving:  make(chan struct{}),
 		grpcOpts: opts,
 		health:   health.NewServer(),
 		registry: registry,
@@ -543,6 +547,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	}
 	s.console.Store(console)
 	defer func() { s.console.Store(nil); console.Close() }()
+	close(s.serving)
 	go func() { _ = s.grpc.Serve(s.door) }() // ends when s.grpc stops
 	served := make(chan error, 1)
 	go func() { served <- s.grpc.Serve(lis) }()
@@ -565,6 +570,12 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	}
 	return nil
 }
+
+// Serving is closed once Serve has set up what it serves: from then on
+// the gRPC server takes calls on Serve's listener and the console's
+// endpoints reach it (before, they answer Unavailable). Harnesses wait on
+// it before their first call.
+func (s *Server) Serving() <-chan struct{} { return s.serving }
 
 // shutdown turns health NOT_SERVING and stops the gRPC server, gracefully
 // for at most Options.ShutdownTimeout.

@@ -143,6 +143,13 @@ func Run(cfg Config) (s *Server, err error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	go func() { s.served <- s.Server.Serve(ctx, lis) }()
+	// The console's endpoints answer Unavailable until Serve has set up
+	// its connection: return once it has (or has failed).
+	select {
+	case <-s.Server.Serving():
+	case err := <-s.served:
+		s.served <- err
+	}
 	return s, nil
 }
 
