@@ -170,8 +170,8 @@ func TestInvalidArgumentNamesTheField(t *testing.T) {
 	}
 }
 
-// faultStore wraps the real store: Update waits for release when block is
-// set, Get panics when panicking is set.
+// faultStore wraps the real store: Update and Decide wait for release when
+// release is set, Get panics when panics is set.
 type faultStore struct {
 	store.Store
 	entered chan struct{}
@@ -180,11 +180,21 @@ type faultStore struct {
 }
 
 func (f *faultStore) Update(ctx context.Context, k target.Key, fn func(*target.Record) error) (target.Record, error) {
+	f.block()
+	return f.Store.Update(ctx, k, fn)
+}
+
+func (f *faultStore) Decide(ctx context.Context, k target.Key, fn func(*target.Record) error) (target.Record, error) {
+	f.block()
+	return f.Store.Decide(ctx, k, fn)
+}
+
+// block says a write entered and waits for release, when release is set.
+func (f *faultStore) block() {
 	if f.release != nil {
 		f.entered <- struct{}{}
 		<-f.release
 	}
-	return f.Store.Update(ctx, k, fn)
 }
 
 func (f *faultStore) Get(ctx context.Context, k target.Key) (target.Record, error) {
