@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -304,14 +305,29 @@ func TestHealthAndReflection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = stream.CloseSend()
 	var names []string
 	for _, s := range resp.GetListServicesResponse().GetService() {
 		names = append(names, s.GetName())
 	}
-	if !strings.Contains(strings.Join(names, ","), "setpoint.v1.AutoscalerService") {
-		t.Errorf("reflection lists %v, want setpoint.v1.AutoscalerService", names)
+	for _, want := range []string{"setpoint.v1.AutoscalerService", "setpoint.v1.AdminService", "setpoint.console.v1.SessionService"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("reflection lists %v, want %s", names, want)
+		}
 	}
+	// Reflection describes every service it lists: each has a .proto.
+	for _, name := range names {
+		if err := stream.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_FileContainingSymbol{FileContainingSymbol: name}}); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := resp.GetErrorResponse(); e != nil || len(resp.GetFileDescriptorResponse().GetFileDescriptorProto()) == 0 {
+			t.Errorf("reflection cannot describe %s: %v", name, e)
+		}
+	}
+	_ = stream.CloseSend()
 }
 
 func TestExpiry(t *testing.T) {
