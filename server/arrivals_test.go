@@ -38,6 +38,11 @@ func (p *arrivalProbe) Update(ctx context.Context, k target.Key, fn func(*target
 	return p.Store.Update(ctx, k, fn)
 }
 
+func (p *arrivalProbe) Decide(ctx context.Context, k target.Key, fn func(*target.Record) error) (target.Record, error) {
+	p.note("Decide")
+	return p.Store.Decide(ctx, k, fn)
+}
+
 func (p *arrivalProbe) Delete(ctx context.Context, k target.Key) error {
 	p.note("Delete")
 	return p.Store.Delete(ctx, k)
@@ -74,7 +79,7 @@ func TestArrivalsCountWritesOnTheirWay(t *testing.T) {
 		{
 			name:     "Recommend",
 			call:     func() error { _, err := c.Recommend(ctx, request("web", 2, t0)); return err },
-			wantSeen: map[string]int64{"Update": 1},
+			wantSeen: map[string]int64{"Decide": 1},
 		},
 		{
 			name: "Observe",

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 
+	consolev1 "github.com/setpointhq/setpoint/proto/setpoint/console/v1"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server/auth"
 	"google.golang.org/grpc"
@@ -50,7 +51,7 @@ var methodAccess = map[string]access{
 	setpointv1.AutoscalerService_Simulate_FullMethodName:      accessSimulate,
 	setpointv1.AutoscalerService_Watch_FullMethodName:         accessWatch,
 	setpointv1.AdminService_Backup_FullMethodName:             accessAdmin,
-	SessionWhoFullMethodName:                                  accessAny,
+	consolev1.SessionService_Who_FullMethodName:               accessAny,
 }
 
 // allowed reports whether p may call method with req. A request of an

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	consolev1 "github.com/setpointhq/setpoint/proto/setpoint/console/v1"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server/budget"
 	"github.com/setpointhq/setpoint/server/codec"
@@ -379,11 +380,11 @@ func New(st store.Store, o Options) (*Server, error) {
 }
 
 // register registers the server's services with r: AutoscalerService,
-// AdminService, health and reflection.
+// AdminService, the console's SessionService, health and reflection.
 func (s *Server) register(r reflection.GRPCServer) {
 	setpointv1.RegisterAutoscalerServiceServer(r, s.svc)
 	setpointv1.RegisterAdminServiceServer(r, &admin{store: s.store, log: s.log})
-	r.RegisterService(&sessionServiceDesc, nil)
+	consolev1.RegisterSessionServiceServer(r, session{})
 	healthpb.RegisterHealthServer(r, s.health)
 	reflection.Register(r)
 }

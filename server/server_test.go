@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -170,8 +171,8 @@ func TestInvalidArgumentNamesTheField(t *testing.T) {
 	}
 }
 
-// faultStore wraps the real store: Update waits for release when block is
-// set, Get panics when panicking is set.
+// faultStore wraps the real store: Update and Decide wait for release when
+// release is set, Get panics when panics is set.
 type faultStore struct {
 	store.Store
 	entered chan struct{}
@@ -180,11 +181,21 @@ type faultStore struct {
 }
 
 func (f *faultStore) Update(ctx context.Context, k target.Key, fn func(*target.Record) error) (target.Record, error) {
+	f.block()
+	return f.Store.Update(ctx, k, fn)
+}
+
+func (f *faultStore) Decide(ctx context.Context, k target.Key, fn func(*target.Record) error) (target.Record, error) {
+	f.block()
+	return f.Store.Decide(ctx, k, fn)
+}
+
+// block says a write entered and waits for release, when release is set.
+func (f *faultStore) block() {
 	if f.release != nil {
 		f.entered <- struct{}{}
 		<-f.release
 	}
-	return f.Store.Update(ctx, k, fn)
 }
 
 func (f *faultStore) Get(ctx context.Context, k target.Key) (target.Record, error) {
@@ -294,14 +305,29 @@ func TestHealthAndReflection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = stream.CloseSend()
 	var names []string
 	for _, s := range resp.GetListServicesResponse().GetService() {
 		names = append(names, s.GetName())
 	}
-	if !strings.Contains(strings.Join(names, ","), "setpoint.v1.AutoscalerService") {
-		t.Errorf("reflection lists %v, want setpoint.v1.AutoscalerService", names)
+	for _, want := range []string{"setpoint.v1.AutoscalerService", "setpoint.v1.AdminService", "setpoint.console.v1.SessionService"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("reflection lists %v, want %s", names, want)
+		}
 	}
+	// Reflection describes every service it lists: each has a .proto.
+	for _, name := range names {
+		if err := stream.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_FileContainingSymbol{FileContainingSymbol: name}}); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := resp.GetErrorResponse(); e != nil || len(resp.GetFileDescriptorResponse().GetFileDescriptorProto()) == 0 {
+			t.Errorf("reflection cannot describe %s: %v", name, e)
+		}
+	}
+	_ = stream.CloseSend()
 }
 
 func TestExpiry(t *testing.T) {

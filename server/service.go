@@ -59,9 +59,9 @@ func (s *service) Recommend(ctx context.Context, req *setpointv1.RecommendReques
 		return nil, toStatus(ctx, s.log, err)
 	}
 	d.in, d.id, d.now = target.Input{Ref: convert.TargetRef(req.GetSpec().GetScaleTargetRef()), Engine: in, Fallback: convert.Fallback(req.GetSpec())}, s.newID(), in.Now
-	rec, err := s.store.Update(store.WithDecision(ctx), convert.Key(req.GetTarget()), d.decide)
+	rec, err := s.store.Decide(ctx, convert.Key(req.GetTarget()), d.decide)
 	if err != nil {
-		// Not released: Store.Update does not promise that fn has
+		// Not released: Store.Decide does not promise that fn has
 		// finished when it fails (its ctx ended, say), so d is left to
 		// the garbage collector.
 		s.metrics.decided(nil, in.Spec, err, time.Since(start))
@@ -116,10 +116,10 @@ func (d *decision) decide(rec *target.Record) error { return target.Decide(rec, 
 // decisions keeps the memory of Recommend's decisions. Lifetime: a
 // decision is taken at the start of one Recommend call and released by it
 // when its input is refused (before any store call) or when the store's
-// Update succeeded: the stored record is then what the update's last run
+// Decide succeeded: the stored record is then what its fn's last run
 // made, no run of it is left to come, and the engine keeps none of the
 // input in the decision it makes (convert.TestInputInKeepsNothing), so
-// nothing refers to the decision's memory any more. After a failed Update
+// nothing refers to the decision's memory any more. After a failed Decide
 // (its ctx ended, a store error, an engine error) it is not released: the
 // Store contract does not say that fn has finished then. It is released
 // cleared: pooled memory keeps no request alive.

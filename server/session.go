@@ -1,62 +1,30 @@
 package server
 
-// The Session service: who the caller is. The console asks it (through the
-// same door and admission as every call) to show its caller's principal;
-// any client may ask it. It is written by hand, without a .proto: its
-// request is google.protobuf.Empty and its answer a google.protobuf.Struct
-// with the fields "principal", "role" and "readable", the clusters a list
-// without a cluster shows the caller ([""]: every cluster); without
-// authentication only "readable" ([""]).
+// The Session service (setpoint.console.v1.SessionService, from
+// proto/setpoint/console/v1): who the caller is. The console asks it
+// (through the same door and admission as every call) to show its caller's
+// principal and to know which clusters a list without a cluster shows; any
+// client may ask it.
 
 import (
 	"context"
 
-	"github.com/setpointhq/setpoint/server/door"
-	"google.golang.org/grpc"
-	"google.golang.org/protobuf/types/known/emptypb"
-	"google.golang.org/protobuf/types/known/structpb"
+	consolev1 "github.com/setpointhq/setpoint/proto/setpoint/console/v1"
 )
 
-// SessionWhoFullMethodName is the full name of the Session service's one
-// method, Who.
-const SessionWhoFullMethodName = door.WhoMethod
-
-// sessionServiceDesc describes the Session service.
-var sessionServiceDesc = grpc.ServiceDesc{
-	ServiceName: "setpoint.console.v1.Session",
-	HandlerType: (*any)(nil),
-	Methods:     []grpc.MethodDesc{{MethodName: "Who", Handler: whoHandler}},
+// session implements consolev1.SessionServiceServer.
+type session struct {
+	consolev1.UnimplementedSessionServiceServer
 }
 
-// whoHandler decodes Who's request and runs who behind the interceptors.
-func whoHandler(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
-	in := new(emptypb.Empty)
-	if err := dec(in); err != nil {
-		return nil, err
+// Who answers the caller's principal, role and readable clusters; without
+// authentication only the readable clusters ([""]: every cluster).
+func (session) Who(ctx context.Context, _ *consolev1.WhoRequest) (*consolev1.WhoResponse, error) {
+	p, ok := PrincipalFrom(ctx)
+	if !ok {
+		return &consolev1.WhoResponse{ReadableClusters: []string{""}}, nil
 	}
-	if interceptor == nil {
-		return who(ctx, in)
-	}
-	return interceptor(ctx, in, &grpc.UnaryServerInfo{Server: srv, FullMethod: SessionWhoFullMethodName}, func(ctx context.Context, req any) (any, error) {
-		return who(ctx, req.(*emptypb.Empty))
-	})
-}
-
-// who answers the caller's principal, role and readable clusters.
-func who(ctx context.Context, _ *emptypb.Empty) (*structpb.Struct, error) {
-	out := &structpb.Struct{Fields: map[string]*structpb.Value{}}
-	readable := []string{""}
-	if p, ok := PrincipalFrom(ctx); ok {
-		out.Fields["principal"] = structpb.NewStringValue(p.Name)
-		out.Fields["role"] = structpb.NewStringValue(string(p.Role))
-		readable = readableClusters(p)
-	}
-	l := &structpb.ListValue{}
-	for _, c := range readable {
-		l.Values = append(l.Values, structpb.NewStringValue(c))
-	}
-	out.Fields["readable"] = structpb.NewListValue(l)
-	return out, nil
+	return &consolev1.WhoResponse{Principal: p.Name, Role: string(p.Role), ReadableClusters: readableClusters(p)}, nil
 }
 
 // readableClusters are the clusters whose targets a list without a

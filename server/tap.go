@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	consolev1 "github.com/setpointhq/setpoint/proto/setpoint/console/v1"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server/auth"
 	"github.com/setpointhq/setpoint/server/convert"
@@ -263,7 +264,7 @@ func (a *admission) refuse(ctx context.Context, method, reason, who string, code
 
 // guardedServices are the services every call of which passes the whole
 // admission: all but health and reflection.
-var guardedServices = []grpc.ServiceDesc{setpointv1.AutoscalerService_ServiceDesc, setpointv1.AdminService_ServiceDesc, sessionServiceDesc}
+var guardedServices = []grpc.ServiceDesc{setpointv1.AutoscalerService_ServiceDesc, setpointv1.AdminService_ServiceDesc, consolev1.SessionService_ServiceDesc}
 
 // guardedMethod reports whether a full method name is one of
 // guardedServices'.

@@ -22,7 +22,7 @@ import (
 // (Options.MaxBatchDelay < 0): the same run's comparison for group commit.
 // With cache=off there is no record cache (Options.RecordCacheBytes < 0):
 // every Update decodes the record it changes. With decide, each Update is
-// a decision (WithDecision), as the server's Recommend makes it: it
+// a decision (Decide), as the server's Recommend makes it: it
 // replaces the last decision, so it also writes the decision log and the
 // feed's decision entry.
 func BenchmarkUpdate(b *testing.B) {
@@ -55,8 +55,9 @@ func BenchmarkUpdate(b *testing.B) {
 			callers := bc.callers
 			st := open(b, newPath(b), opts)
 			ctx := context.Background()
+			write := st.Update
 			if bc.decide {
-				ctx = store.WithDecision(ctx)
+				write = st.Decide
 			}
 			var wg sync.WaitGroup
 			cpu0, pages0 := processCPU(b), store.PageWrites(st)
@@ -73,7 +74,7 @@ func BenchmarkUpdate(b *testing.B) {
 				wg.Go(func() {
 					for i := range n {
 						key := keys[i%len(keys)]
-						_, err := st.Update(ctx, key, func(r *target.Record) error {
+						_, err := write(ctx, key, func(r *target.Record) error {
 							if r.LastSeen.IsZero() {
 								*r = fullRecord(key)
 							}

@@ -853,7 +853,7 @@ func (b *Bolt) view(fn func(tx *bolt.Tx) error) error {
 // The caller cannot tell which happened: after a cancelled Update, Get
 // (or the change feed) says what is stored.
 func (b *Bolt) Update(ctx context.Context, key target.Key, fn func(rec *target.Record) error) (target.Record, error) {
-	return b.update(ctx, key, isDecision(ctx), fn)
+	return b.update(ctx, key, false, fn)
 }
 
 // Decide implements Store.Decide: the previous last decision is decoded

@@ -33,12 +33,25 @@ var cacheSizes = []struct {
 }{{"off", -1}, {"tiny", 40 << 10}, {"default", 0}}
 
 // checkedUpdate is st.Update of key with fn, failing t unless fn is given
-// what Get returns at that moment (for a decision, of the last decision
-// only ID and At, as WithDecision says). Nothing else may write key
-// meanwhile but Delete and Expire.
+// what Get returns at that moment. Nothing else may write key meanwhile but
+// Delete and Expire.
 func checkedUpdate(t *testing.T, ctx context.Context, st store.Store, key target.Key, fn func(*target.Record) error) (target.Record, error) {
 	t.Helper()
-	return st.Update(ctx, key, func(r *target.Record) error {
+	return checkedWrite(t, ctx, st, st.Update, false, key, fn)
+}
+
+// checkedDecide is checkedUpdate with st.Decide: fn is given of the last
+// decision only ID and At, as Store.Decide says.
+func checkedDecide(t *testing.T, ctx context.Context, st store.Store, key target.Key, fn func(*target.Record) error) (target.Record, error) {
+	t.Helper()
+	return checkedWrite(t, ctx, st, st.Decide, true, key, fn)
+}
+
+// checkedWrite is write (st's Update, or its Decide when decision is set)
+// of key with fn, checked as checkedUpdate says.
+func checkedWrite(t *testing.T, ctx context.Context, st store.Store, write func(context.Context, target.Key, func(*target.Record) error) (target.Record, error), decision bool, key target.Key, fn func(*target.Record) error) (target.Record, error) {
+	t.Helper()
+	return write(ctx, key, func(r *target.Record) error {
 		want, err := st.Get(context.Background(), key)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
@@ -46,7 +59,7 @@ func checkedUpdate(t *testing.T, ctx context.Context, st store.Store, key target
 		case err != nil:
 			t.Errorf("Get(%s) in the update function: %v", key, err)
 		}
-		if want.Last != nil && store.IsDecision(ctx) {
+		if want.Last != nil && decision {
 			want.Last = &target.LastDecision{ID: want.Last.ID, At: want.Last.At}
 		}
 		if !reflect.DeepEqual(*r, want) {
@@ -137,7 +150,7 @@ func TestRecordCacheIsInvisible(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer func() { _ = st.Close() }()
-			ctx, dctx := context.Background(), store.WithDecision(context.Background())
+			ctx := context.Background()
 			errBoom := errors.New("boom")
 			step := 0
 			must := func(_ target.Record, err error) {
@@ -150,7 +163,7 @@ func TestRecordCacheIsInvisible(t *testing.T) {
 				for i, key := range keys {
 					step++
 					s := round*100 + i*10
-					must(checkedUpdate(t, dctx, st, key, cacheDecide(fmt.Sprintf("d-%d", step), wallClock(now, s))))
+					must(checkedDecide(t, ctx, st, key, cacheDecide(fmt.Sprintf("d-%d", step), wallClock(now, s))))
 					// The caller's record is its own: changing it changes nothing stored.
 					got, err := checkedUpdate(t, ctx, st, key, cacheObserve(target.EventApplied, wallClock(now, s+1)))
 					must(got, err)
@@ -161,11 +174,11 @@ func TestRecordCacheIsInvisible(t *testing.T) {
 						t.Fatalf("step %d: a failing function: %v", step, err)
 					}
 					// A decision that keeps the last decision is refused.
-					if _, err := checkedUpdate(t, dctx, st, key, func(r *target.Record) error { scramble(r); return nil }); err == nil {
+					if _, err := checkedDecide(t, ctx, st, key, func(r *target.Record) error { scramble(r); return nil }); err == nil {
 						t.Fatalf("step %d: a decision keeping the last decision was stored", step)
 					}
-					must(checkedUpdate(t, dctx, st, key, cacheDecide(fmt.Sprintf("d-%d-b", step), wallClock(now, s+2))))
-					if _, err := checkedUpdate(t, dctx, st, key, func(r *target.Record) error { r.LastSeen = r.LastSeen.Add(time.Second); return nil }); err == nil {
+					must(checkedDecide(t, ctx, st, key, cacheDecide(fmt.Sprintf("d-%d-b", step), wallClock(now, s+2))))
+					if _, err := checkedDecide(t, ctx, st, key, func(r *target.Record) error { r.LastSeen = r.LastSeen.Add(time.Second); return nil }); err == nil {
 						t.Fatalf("step %d: a decision keeping the last decision was stored", step)
 					}
 					must(checkedUpdate(t, ctx, st, key, cacheObserve(target.EventFailed, wallClock(now, s+3))))
@@ -320,8 +333,8 @@ func TestRecordCacheKeepsNoRecordOfAFailedWrite(t *testing.T) {
 // returns the record stored at the end.
 func failedWrite(t *testing.T, opts store.Options, now time.Time, key target.Key, f failure) target.Record {
 	st := open(t, newPath(t), opts)
-	ctx := store.WithDecision(context.Background())
-	if _, err := checkedUpdate(t, ctx, st, key, cacheDecide("d-1", wallClock(now, 0))); err != nil {
+	ctx := context.Background()
+	if _, err := checkedDecide(t, ctx, st, key, cacheDecide("d-1", wallClock(now, 0))); err != nil {
 		t.Fatal(err)
 	}
 	before, err := st.Get(ctx, key)
@@ -329,7 +342,7 @@ func failedWrite(t *testing.T, opts store.Options, now time.Time, key target.Key
 		t.Fatal(err)
 	}
 	fctx, cleanup := f.fail(t, st)
-	_, err = checkedUpdate(t, store.WithDecision(fctx), st, key, func(r *target.Record) error {
+	_, err = checkedDecide(t, fctx, st, key, func(r *target.Record) error {
 		if err := cacheDecide("d-2", wallClock(now, 10))(r); err != nil {
 			return err
 		}
@@ -434,10 +447,10 @@ func TestRecordCacheSharesNothingWithTheFunction(t *testing.T) {
 	for _, size := range cacheSizes {
 		t.Run("cache="+size.name, func(t *testing.T) {
 			st := open(t, newPath(t), store.Options{RecordCacheBytes: size.bytes})
-			ctx := store.WithDecision(context.Background())
+			ctx := context.Background()
 			key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
 			kept := fullRecord(key) // the caller's: the function stores it as it is
-			got, err := checkedUpdate(t, ctx, st, key, func(r *target.Record) error { *r = kept; return nil })
+			got, err := checkedDecide(t, ctx, st, key, func(r *target.Record) error { *r = kept; return nil })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -451,7 +464,7 @@ func TestRecordCacheSharesNothingWithTheFunction(t *testing.T) {
 				x := &r.Last.Decision.Explanation
 				x.Metrics[0].Proposal, x.Steps[0].To = -1, -1
 			}
-			if _, err := checkedUpdate(t, ctx, st, key, cacheDecide("d-2", time.Now())); err != nil {
+			if _, err := checkedDecide(t, ctx, st, key, cacheDecide("d-2", time.Now())); err != nil {
 				t.Fatal(err)
 			}
 		})

@@ -9,7 +9,7 @@ import (
 
 // BenchmarkRecordCodec measures encoding and decoding a full record, and
 // the share of it that is the last decision (lastDecision=no drops it);
-// decodeForDecision decodes as an Update marked WithDecision does; the
+// decodeForDecision decodes as Decide does; the
 // …Generated decodes go through the generated message, as the store did
 // before the record reader (codec_read.go), the baseline in the same run.
 func BenchmarkRecordCodec(b *testing.B) {

@@ -4,7 +4,7 @@ import "github.com/setpointhq/setpoint/target"
 
 // DecodeRecordGenerated decodes a stored record through the generated
 // message, as the store did before the record reader (codec_read.go),
-// with forDecision as an Update marked WithDecision does: the baseline
+// with forDecision as Decide does: the baseline
 // of BenchmarkRecordCodec.
 func DecodeRecordGenerated(k target.Key, b []byte, forDecision bool) (target.Record, error) {
 	buf := getScratch()

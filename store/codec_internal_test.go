@@ -421,7 +421,7 @@ func TestCompressorsCompressAsCompressValue(t *testing.T) {
 }
 
 // TestDecodeForDecisionSkipsOnlyTheLastDecision: decoding for a decision
-// (WithDecision) gives the record decodeRecord gives, but for the last
+// (Decide) gives the record decodeRecord gives, but for the last
 // decision, of which only ID and At are kept; a last decision written as
 // more than one field (which proto merges) is decoded whole.
 func TestDecodeForDecisionSkipsOnlyTheLastDecision(t *testing.T) {

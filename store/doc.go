@@ -26,16 +26,19 @@
 //
 // # Writing: read, decide, compare
 //
-// A decision is one Update: load the target's record (a target.Record),
+// A write is one Update: load the target's record (a target.Record),
 // run the caller's function — a transition of package target — on it,
 // store the result if the record is still the one the function was given.
-// The store knows what a record holds, not how it changes.
+// The store knows what a record holds, not how it changes. A decision is
+// one Decide, an Update whose function replaces the last decision and reads
+// of the previous one only its ID and At, so the store may leave the rest
+// of it undecoded:
 //
-//	rec, err := st.Update(ctx, key, func(rec *target.Record) error {
+//	rec, err := st.Decide(ctx, key, func(rec *target.Record) error {
 //		return target.Decide(rec, in, id, now) // an error: nothing is stored
 //	})
 //
-// Update returns only after the write is durable — in the journal, flushed
+// Update (and Decide) returns only after the write is durable — in the journal, flushed
 // to the disk (see The journal) — so an answer built from rec describes
 // durable state.
 //

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"context"
 	"time"
 
 	"github.com/setpointhq/setpoint/target"
@@ -49,8 +48,7 @@ func SetCopyWorkers(n int) (restore func()) {
 	return func() { copyWorkers = old }
 }
 
-// DecodeRecordForDecision decodes a stored record as an Update marked
-// WithDecision does.
+// DecodeRecordForDecision decodes a stored record as Decide does.
 func DecodeRecordForDecision(k target.Key, b []byte) (target.Record, error) {
 	return decodeRecordFor(k, b, true)
 }
@@ -63,9 +61,6 @@ func SetAfterPrepareHook(b *Bolt, f func()) { b.testHookAfterPrepare = f }
 // SetFailCommitHook makes each commit call f after its batch's writes; an
 // error from f rolls the transaction back. Call it while no write runs.
 func SetFailCommitHook(b *Bolt, f func() error) { b.testHookFailCommit = f }
-
-// IsDecision reports whether ctx comes from WithDecision.
-func IsDecision(ctx context.Context) bool { return isDecision(ctx) }
 
 // PageWrites is the number of page writes (pwrite calls) of b's commits
 // since Open.

@@ -93,7 +93,7 @@ func TestJournalReplaysAcknowledgedWrites(t *testing.T) {
 			// end loses exactly the last one.
 			for i := range 3 {
 				for _, k := range keys {
-					if _, err := st.Update(store.WithDecision(ctx), k, decideNamed(fmt.Sprintf("%s-%d", k.Name, i), i*15)); err != nil {
+					if _, err := st.Decide(ctx, k, decideNamed(fmt.Sprintf("%s-%d", k.Name, i), i*15)); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -182,7 +182,7 @@ func TestReadsSeeJournaledWrites(t *testing.T) {
 	st := open(t, newPath(t), store.Options{})
 	release := holdCheckpoints(t, st)
 	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
-	if _, err := st.Update(store.WithDecision(ctx), key, decideNamed("d1", 0)); err != nil {
+	if _, err := st.Decide(ctx, key, decideNamed("d1", 0)); err != nil {
 		t.Fatal(err)
 	}
 	if rec, err := st.Get(ctx, key); err != nil || rec.Last == nil || rec.Last.ID != "d1" {
@@ -231,7 +231,7 @@ func TestDeleteFollowsJournaledWrites(t *testing.T) {
 	st := open(t, path, store.Options{})
 	a, b := target.Key{Cluster: "c", Namespace: "n", Name: "a"}, target.Key{Cluster: "c", Namespace: "n", Name: "b"}
 	for _, k := range []target.Key{a, b} {
-		if _, err := st.Update(store.WithDecision(ctx), k, decideNamed("d-"+k.Name, 0)); err != nil {
+		if _, err := st.Decide(ctx, k, decideNamed("d-"+k.Name, 0)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -277,7 +277,7 @@ func TestCheckpointFailureKeepsTheJournal(t *testing.T) {
 	broken := errors.New("disk full")
 	store.SetCheckpointHook(st, func() error { return broken })
 	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
-	if _, err := st.Update(store.WithDecision(ctx), key, decideNamed("d1", 0)); err != nil {
+	if _, err := st.Decide(ctx, key, decideNamed("d1", 0)); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := st.List(ctx, store.Query{}); !errors.Is(err, broken) {
@@ -311,7 +311,7 @@ func TestJournalRotatesPastItsLimit(t *testing.T) {
 	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
 	decide := func(i int) {
 		t.Helper()
-		if _, err := st.Update(store.WithDecision(ctx), key, decideNamed(fmt.Sprint(i), i*15)); err != nil {
+		if _, err := st.Decide(ctx, key, decideNamed(fmt.Sprint(i), i*15)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -336,7 +336,7 @@ func TestJournalRotatesPastItsLimit(t *testing.T) {
 	// The second write's rotation waits: the old segment is not applied.
 	third := make(chan error, 1)
 	go func() {
-		_, err := st.Update(store.WithDecision(ctx), key, decideNamed("2", 30))
+		_, err := st.Decide(ctx, key, decideNamed("2", 30))
 		third <- err
 	}()
 	select {
@@ -394,7 +394,7 @@ func TestJournalReplaysOnlyOntoItsFile(t *testing.T) {
 	}
 	release := holdCheckpoints(t, st)
 	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
-	if _, err := st.Update(store.WithDecision(ctx), key, decideNamed("d1", 0)); err != nil {
+	if _, err := st.Decide(ctx, key, decideNamed("d1", 0)); err != nil {
 		t.Fatal(err)
 	}
 	journal, err := os.ReadFile(path + store.JournalSuffix)

@@ -87,8 +87,6 @@ type Store interface {
 	// stored after Update returned ctx.Err() is stored like any other, with
 	// its change-feed entries; an Update of the same key that read the
 	// record before it conflicts and runs its fn again on what was stored.
-	// A decision's ctx may say so (WithDecision): its fn then sees of the
-	// previous last decision only ID and At.
 	Update(ctx context.Context, key target.Key, fn func(rec *target.Record) error) (target.Record, error)
 	// Decide is Update for a decision: fn replaces the record's last
 	// decision with a new one (as target.Decide does) and reads of the
@@ -136,20 +134,4 @@ type Store interface {
 	// written. The snapshot is a store of the same kind: Open accepts a
 	// Bolt snapshot as it is.
 	Backup(ctx context.Context, size func(int64) error, w io.Writer) (int64, error)
-}
-
-// decisionCtxKey is the context key of WithDecision.
-type decisionCtxKey struct{}
-
-// WithDecision returns ctx marking the Updates made with it as decisions,
-// as Store.Decide does: only the bbolt store honours it. It remains until
-// the server calls Decide.
-func WithDecision(ctx context.Context) context.Context {
-	return context.WithValue(ctx, decisionCtxKey{}, true)
-}
-
-// isDecision reports whether ctx comes from WithDecision.
-func isDecision(ctx context.Context) bool {
-	v, _ := ctx.Value(decisionCtxKey{}).(bool)
-	return v
 }

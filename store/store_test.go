@@ -688,11 +688,10 @@ func TestContract(t *testing.T) {
 	})
 }
 
-// TestUpdateWithDecision: an Update marked as a decision sees of the
-// previous last decision only its ID and At, stores what an unmarked one
-// stores, and fails, storing nothing, when its function keeps the previous
-// last decision.
-func TestUpdateWithDecision(t *testing.T) {
+// TestDecide: Decide gives its function of the previous last decision
+// only its ID and At, stores what Update stores, and fails, storing
+// nothing, when its function keeps the previous last decision.
+func TestDecide(t *testing.T) {
 	ctx := context.Background()
 	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
 	full := fullRecord(key)
@@ -707,32 +706,32 @@ func TestUpdateWithDecision(t *testing.T) {
 		}
 	}
 	stored := map[bool]target.Record{}
-	for _, marked := range []bool{false, true} {
+	for _, decision := range []bool{false, true} {
 		st := open(t, newPath(t), store.Options{})
 		put(t, st, full)
-		uctx := ctx
-		if marked {
-			uctx = store.WithDecision(ctx)
+		write := st.Update
+		if decision {
+			write = st.Decide
 		}
 		var seen target.LastDecision
-		if _, err := st.Update(uctx, key, decide("d-next", &seen)); err != nil {
+		if _, err := write(ctx, key, decide("d-next", &seen)); err != nil {
 			t.Fatal(err)
 		}
 		want := *full.Last
-		if marked {
+		if decision {
 			want = target.LastDecision{ID: full.Last.ID, At: full.Last.At}
 		}
 		if diff := cmp.Diff(want, seen); diff != "" {
-			t.Errorf("marked=%v: the function saw as the last decision (-want +got):\n%s", marked, diff)
+			t.Errorf("Decide=%v: the function saw as the last decision (-want +got):\n%s", decision, diff)
 		}
 		rec, err := st.Get(ctx, key)
 		if err != nil {
 			t.Fatal(err)
 		}
-		stored[marked] = rec
+		stored[decision] = rec
 
-		if marked {
-			_, err := st.Update(uctx, key, func(r *target.Record) error { r.LastSeen = r.LastSeen.Add(time.Hour); return nil })
+		if decision {
+			_, err := st.Decide(ctx, key, func(r *target.Record) error { r.LastSeen = r.LastSeen.Add(time.Hour); return nil })
 			if err == nil {
 				t.Error("a decision keeping the previous last decision was stored")
 			}
@@ -742,6 +741,6 @@ func TestUpdateWithDecision(t *testing.T) {
 		}
 	}
 	if diff := cmp.Diff(stored[false], stored[true]); diff != "" {
-		t.Errorf("stored by a decision (-unmarked +marked):\n%s", diff)
+		t.Errorf("stored (-Update +Decide):\n%s", diff)
 	}
 }

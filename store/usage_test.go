@@ -42,7 +42,7 @@ func TestChangeFeedPagesAreFull(t *testing.T) {
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for i := range 400 {
 		key := target.Key{Cluster: "c", Namespace: "n", Name: fmt.Sprintf("t-%03d", i%40)}
-		if _, err := st.Update(store.WithDecision(ctx), key, decideAt(at.Add(time.Duration(i)*time.Second), int32(i%7))); err != nil {
+		if _, err := st.Decide(ctx, key, decideAt(at.Add(time.Duration(i)*time.Second), int32(i%7))); err != nil {
 			t.Fatal(err)
 		}
 	}

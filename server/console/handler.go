@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/setpointhq/setpoint/internal/netaddr"
+	consolev1 "github.com/setpointhq/setpoint/proto/setpoint/console/v1"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server/door"
 	"google.golang.org/grpc"
@@ -30,8 +31,6 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/emptypb"
-	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -113,7 +112,7 @@ type consoleEndpoint func(w http.ResponseWriter, r *http.Request, conn *grpc.Cli
 
 // routes are every JSON endpoint of the console.
 var routes = []Route{
-	{"GET /console/api/session", []string{door.WhoMethod}, func(c *consoleHandler) consoleEndpoint { return c.session }},
+	{"GET /console/api/session", []string{consolev1.SessionService_Who_FullMethodName}, func(c *consoleHandler) consoleEndpoint { return c.session }},
 	// Without a cluster, targets also asks Who which clusters to list.
 	{"GET /console/api/targets", []string{setpointv1.AutoscalerService_ListTargets_FullMethodName}, func(c *consoleHandler) consoleEndpoint { return c.targets }},
 	{"GET /console/api/target", []string{setpointv1.AutoscalerService_GetTarget_FullMethodName}, func(c *consoleHandler) consoleEndpoint { return c.target }},
@@ -225,8 +224,8 @@ func reply(w http.ResponseWriter, parts map[string]any) {
 // session says who the caller is (the Session service's Who) and how the
 // request reached the server.
 func (c *consoleHandler) session(w http.ResponseWriter, r *http.Request, conn *grpc.ClientConn) {
-	var who structpb.Struct
-	if err := conn.Invoke(door.Context(r), door.WhoMethod, &emptypb.Empty{}, &who); err != nil {
+	who, err := consolev1.NewSessionServiceClient(conn).Who(door.Context(r), &consolev1.WhoRequest{})
+	if err != nil {
 		c.fail(w, err)
 		return
 	}
@@ -235,8 +234,8 @@ func (c *consoleHandler) session(w http.ResponseWriter, r *http.Request, conn *g
 		"tls":           r.TLS != nil,
 		"replayLimits":  ReplayLimits,
 	}
-	if p := who.GetFields()["principal"]; p != nil {
-		out["principal"], out["role"] = p.GetStringValue(), who.GetFields()["role"].GetStringValue()
+	if who.GetPrincipal() != "" {
+		out["principal"], out["role"] = who.GetPrincipal(), who.GetRole()
 	}
 	switch {
 	case !c.o.Authenticated:
@@ -291,15 +290,11 @@ func (c *consoleHandler) targets(w http.ResponseWriter, r *http.Request, conn *g
 // cluster filter shows ctx's caller, as Who answers them ("": every
 // cluster).
 func readableClusters(ctx context.Context, conn *grpc.ClientConn) ([]string, error) {
-	var who structpb.Struct
-	if err := conn.Invoke(ctx, door.WhoMethod, &emptypb.Empty{}, &who); err != nil {
+	who, err := consolev1.NewSessionServiceClient(conn).Who(ctx, &consolev1.WhoRequest{})
+	if err != nil {
 		return nil, err
 	}
-	var out []string
-	for _, v := range who.GetFields()["readable"].GetListValue().GetValues() {
-		out = append(out, v.GetStringValue())
-	}
-	return out, nil
+	return who.GetReadableClusters(), nil
 }
 
 // keyOf reads a target key from the query.

@@ -4,8 +4,8 @@
 // passes the server's whole admission (package transport is the
 // server's side). This package holds what both sides share: the metadata that
 // carries a browser's identity on that connection (honoured there only),
-// how the console dials it, and the Session service's method the console
-// asks who its caller is.
+// and how the console dials it. (Who the caller is, the console asks the
+// SessionService generated from proto/setpoint/console/v1.)
 package door
 
 import (
@@ -29,12 +29,6 @@ const (
 	// TLSKey is "1" when the browser's request came over TLS.
 	TLSKey = "setpoint-console-tls"
 )
-
-// WhoMethod is the full name of the Session service's Who: the caller's
-// principal ("principal"), role ("role") and the clusters a list without
-// a cluster shows it ("readable": [""] for every cluster), as a
-// google.protobuf.Struct; request google.protobuf.Empty.
-const WhoMethod = "/setpoint.console.v1.Session/Who"
 
 // Buffer is the in-memory connection's buffer in each direction, in bytes.
 const Buffer = 256 << 10

@@ -39,26 +39,42 @@ const (
 	storeFailing
 )
 
-// faultyStore wraps the Setpoint server's real store: slow (every Update
-// waits past the agent's 2 s deadline) or failing (every Update fails, which
-// the server answers Internal).
+// faultyStore wraps the Setpoint server's real store: slow (every Update and
+// Decide waits past the agent's 2 s deadline) or failing (every Update and
+// Decide fails, which the server answers Internal).
 type faultyStore struct {
 	store.Store
 	mode atomic.Int32
 }
 
 func (f *faultyStore) Update(ctx context.Context, k target.Key, fn func(*target.Record) error) (target.Record, error) {
+	if err := f.fault(ctx); err != nil {
+		return target.Record{}, err
+	}
+	return f.Store.Update(ctx, k, fn)
+}
+
+func (f *faultyStore) Decide(ctx context.Context, k target.Key, fn func(*target.Record) error) (target.Record, error) {
+	if err := f.fault(ctx); err != nil {
+		return target.Record{}, err
+	}
+	return f.Store.Decide(ctx, k, fn)
+}
+
+// fault applies the store's mode to one write: waits when slow (ctx.Err()
+// if ctx ends first), an error when failing.
+func (f *faultyStore) fault(ctx context.Context) error {
 	switch f.mode.Load() {
 	case storeSlow:
 		select {
 		case <-time.After(5 * time.Second):
 		case <-ctx.Done():
-			return target.Record{}, ctx.Err()
+			return ctx.Err()
 		}
 	case storeFailing:
-		return target.Record{}, errors.New("e2e: injected store failure")
+		return errors.New("e2e: injected store failure")
 	}
-	return f.Store.Update(ctx, k, fn)
+	return nil
 }
 
 // startFaultyServer runs a real Setpoint server, over TCP and bbolt, whose

@@ -1,0 +1,5 @@
+// Package consolev1 is the gRPC service setpoint.console.v1 that the web
+// console asks besides setpoint.v1: the SessionService (Who), generated
+// from proto/setpoint/console/v1 by buf. docs/api/reference.md describes
+// its messages.
+package consolev1
