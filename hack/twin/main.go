@@ -9,6 +9,12 @@
 //
 //	make twin                             # 3 clusters, the ramp trace
 //	make twin TWIN_FLAGS='-clusters 2 -trace diurnal -speed 10'
+//	make twin TWIN_FLAGS='-screenshot docs/img'   # write the console's PNGs and stop
+//
+// With -screenshot DIR it waits until the trace has peaked and every
+// cluster has settled at more than one Ready replica, writes the console's
+// targets list and cluster a's target page as PNGs (headless Chromium,
+// signed in with the printed token), and stops.
 //
 // It runs setpoint-server and setpoint-agent from ./bin (make build) and
 // the kube binaries from hack/kube-binaries.sh's cache. docs/fleet-twin.md.
@@ -46,6 +52,7 @@ type config struct {
 	bin         string
 	root        string
 	statusEvery time.Duration
+	screenshot  string
 }
 
 func (c *config) registerFlags(fs *flag.FlagSet) {
@@ -58,6 +65,7 @@ func (c *config) registerFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.bin, "bin", "bin", "directory with setpoint-server and setpoint-agent (make build)")
 	fs.StringVar(&c.root, "root", ".", "the repository root (deploy-ha's manifests give the flags)")
 	fs.DurationVar(&c.statusEvery, "status-every", 5*time.Second, "how often to print each cluster's line")
+	fs.StringVar(&c.screenshot, "screenshot", "", "once the clusters have scaled up, write the console's pages as PNGs in this directory and stop")
 }
 
 func (c *config) validate() error {
@@ -72,6 +80,11 @@ func (c *config) validate() error {
 	}
 	if c.speed <= 0 {
 		return fmt.Errorf("-speed %v: want more than 0", c.speed)
+	}
+	if c.screenshot != "" {
+		if fi, err := os.Stat(c.screenshot); err != nil || !fi.IsDir() {
+			return fmt.Errorf("-screenshot %q: want an existing directory", c.screenshot)
+		}
 	}
 	return nil
 }
@@ -223,12 +236,26 @@ twin: up in %v; %d clusters, trace %s, Ctrl-C stops everything.
 		kubectlLines(names, kubeconfigs), filepath.Join(dir, "service"))
 	fmt.Println()
 
+	// shot gets the outcome of -screenshot's capture; it stays empty without.
+	shot := make(chan error, 1)
+	if c.screenshot != "" {
+		go func() {
+			settle := 3 * c.sync
+			if err := waitScaled(ctx, twins, loads[0], tr, settle, peakAt(tr)+5*time.Minute); err != nil {
+				shot <- err
+				return
+			}
+			shot <- capture(ctx, svc.ConsoleURL, token, names, c.screenshot)
+		}()
+	}
 	tick := time.NewTicker(c.statusEvery)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case err := <-shot:
+			return err
 		case <-tick.C:
 		}
 		for i, name := range names {
