@@ -151,6 +151,23 @@ func (w *walker) spec(s *setpointv1.HorizontalPodAutoscalerSpec) {
 		}
 		w.pop()
 	}
+	if f := s.GetFallback(); f != nil {
+		w.in("fallback")
+		w.str(f.GetBehavior(), ".behavior")
+		w.pop()
+	}
+	if ws := s.GetSchedules(); len(ws) > 0 && w.list(len(ws), ".schedules") {
+		w.in("schedules")
+		for i, sw := range ws {
+			w.entry(i)
+			w.str(sw.GetName(), ".name")
+			w.str(sw.GetTimeZone(), ".time_zone")
+			w.str(sw.GetStart(), ".start")
+			w.str(sw.GetEnd(), ".end")
+			w.pop()
+		}
+		w.pop()
+	}
 }
 
 func (w *walker) metricSpec(m *setpointv1.MetricSpec) {
