@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	consolev1 "github.com/setpointhq/setpoint/proto/setpoint/console/v1"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"github.com/setpointhq/setpoint/server/admission"
 	"github.com/setpointhq/setpoint/server/budget"
 	"github.com/setpointhq/setpoint/server/codec"
 	"github.com/setpointhq/setpoint/server/console"
@@ -71,6 +72,13 @@ const (
 	DefaultMaxBytesPerPrincipal     = fairness.DefaultMaxBytesPerPrincipal
 	DefaultMaxSimulatesPerPrincipal = fairness.DefaultMaxSimulatesPerPrincipal
 	DefaultMaxStreamsPerPrincipal   = fairness.DefaultMaxStreamsPerPrincipal
+)
+
+// Defaults of the admission in Options (package admission's):
+// Options.CallTimeout, and Options.PeerRateLimit when Auth is set.
+const (
+	DefaultCallTimeout   = admission.DefaultCallTimeout
+	DefaultPeerRateLimit = admission.DefaultPeerRateLimit
 )
 
 // Defaults of the Simulate limits in Options (package simulate's).
@@ -272,7 +280,6 @@ type Server struct {
 	store    store.Store
 	hub      *hub
 	svc      *service
-	guard    *guard
 	// door is the console's in-memory listener to the gRPC server and
 	// console its client connection over it (package transport), while Serve runs.
 	door    transport.Door
@@ -298,24 +305,25 @@ func New(st store.Store, o Options) (*Server, error) {
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(metrics, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	g := &guard{auth: o.Auth, audit: auditor{log: o.Logger}}
-	if o.RateLimit > 0 {
-		g.rates = newRateLimiter(o.RateLimit, o.RateBurst, o.Now)
-	}
-	var adm *admission
-	fair := newFairness(o, func(reason string) { adm.count(reason) })
-	adm = newAdmission(o, g.rates, fair, registry)
-	opts := append(chain(chainConfig{
-		metrics: metrics,
-		log:     o.Logger,
-		guard:   g,
-		limits: requestLimits{maxPods: o.MaxPodsPerRequest, maxMetrics: o.MaxMetricsPerRequest,
-			budgets: budget.Budgets{MaxString: o.MaxStringBytes, MaxEntries: o.MaxListEntries, MaxSpec: o.MaxSpecBytes}},
-		inFlight:    make(chan struct{}, o.MaxInFlightRecommends),
-		fair:        fair,
-		refused:     func(reason string) { adm.count(reason) },
-		callTimeout: o.CallTimeout,
-	}),
+	gate := admission.New(admission.Config{
+		Auth: o.Auth, RequireClientCert: o.RequireClientCert,
+		RateLimit: o.RateLimit, RateBurst: o.RateBurst,
+		PeerRateLimit: o.PeerRateLimit, PeerRateBurst: o.PeerRateBurst,
+		Bounds: fairness.Bounds{
+			Slots: o.FairSlots, MaxRunning: o.MaxRunningPerPrincipal, MaxCalls: o.MaxCallsPerPrincipal, MaxBytes: o.MaxBytesPerPrincipal,
+			Simulates: o.MaxSimulates, MaxSimulates: o.MaxSimulatesPerPrincipal, MaxStreams: o.MaxStreamsPerPrincipal,
+		},
+		Limits: admission.RequestLimits{MaxPods: o.MaxPodsPerRequest, MaxMetrics: o.MaxMetricsPerRequest,
+			Budgets: budget.Budgets{MaxString: o.MaxStringBytes, MaxEntries: o.MaxListEntries, MaxSpec: o.MaxSpecBytes}},
+		MaxInFlightRecommends: o.MaxInFlightRecommends,
+		CallTimeout:           o.CallTimeout,
+		Arrivals:              o.Arrivals,
+		Metrics:               metrics,
+		Logger:                o.Logger,
+		Now:                   o.Now,
+		ToStatus:              toStatus,
+	}, registry)
+	opts := append(gate.ServerOptions(),
 		grpc.MaxRecvMsgSize(o.MaxRecvMsgSize),
 		grpc.MaxConcurrentStreams(o.MaxConcurrentStreams),
 		grpc.ForceServerCodecV2(codec.NewRequest()), // package codec: undecodable requests are InvalidArgument
@@ -327,8 +335,6 @@ func New(st store.Store, o Options) (*Server, error) {
 		// its body is read has sent at most one stream window.
 		grpc.InitialWindowSize(int32(o.StreamWindow)),
 		grpc.InitialConnWindowSize(int32(4*o.StreamWindow)),
-		grpc.InTapHandle(adm.tap), // tap.go: authentication and rate limits before the body is read
-		grpc.StatsHandler(calls{fair: fair, arrivals: o.Arrivals}),
 	)
 	base := insecure.NewCredentials()
 	if o.TLS != nil {
@@ -370,7 +376,6 @@ func New(st store.Store, o Options) (*Server, error) {
 		metrics:          svcMetrics,
 		maxResponseBytes: o.MaxResponseBytes,
 	}
-	s.guard = g
 	s.door = transport.NewDoor(door.Buffer)
 	services := serviceSet{}
 	s.register(services)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"github.com/setpointhq/setpoint/server/admission"
 	"github.com/setpointhq/setpoint/server/convert"
 	"github.com/setpointhq/setpoint/server/simulate"
 	"github.com/setpointhq/setpoint/store"
@@ -72,7 +73,7 @@ func (s *service) Recommend(ctx context.Context, req *setpointv1.RecommendReques
 	}
 	d.release()
 	s.metrics.decided(&rec.Last.Decision, rec.Spec, nil, time.Since(start))
-	return convert.RecommendResponse(*rec.Last, responseMemory(ctx)), nil
+	return convert.RecommendResponse(*rec.Last, admission.ResponseMemory(ctx)), nil
 }
 
 // maxClockLead is how far after this server's clock a decision may be
@@ -280,7 +281,7 @@ func (s *service) mayRead(ctx context.Context, cluster string) error {
 		return status.Error(codes.Unauthenticated, "not authenticated")
 	}
 	if !p.CanRead(cluster) {
-		return errPermissionDenied
+		return admission.ErrPermissionDenied
 	}
 	return nil
 }
