@@ -76,7 +76,7 @@
 // stream bound and recovery; Watch
 // filters what it sends by the principal's clusters itself. It is fed by
 // the store's change feed (store.Store embeds store.Feed; New fails when it
-// cannot be followed) through a hub that never blocks the
+// cannot be followed) through a hub (package watch) that never blocks the
 // store's committer: each stream has a bounded buffer and is ended with
 // Aborted, to resume, when it falls behind.
 //
@@ -106,9 +106,10 @@
 // header blocks, the console's door), fairness (per-principal bounds and
 // queues), budget (the size budgets), codec (decoding requests), simulate
 // (what-ifs through the engine), convert (proto ↔ engine), console (the web
-// console, through the door), door (the contract of the door). The
-// handlers (service.go, admin.go, session.go) and watch and resume
-// (watch.go, resume.go) are still files of this package.
+// console, through the door), door (the contract of the door), watch (the
+// Watch streams, their hub over the change feed and the resume points of
+// tenants). The handlers (service.go, admin.go, session.go) are still files
+// of this package.
 //
 // Serve runs the server on a listener until its context ends, then shuts
 // down gracefully: health turns NOT_SERVING, GracefulStop waits for calls in

@@ -23,6 +23,7 @@ import (
 	"github.com/setpointhq/setpoint/server/admission"
 	"github.com/setpointhq/setpoint/server/convert"
 	"github.com/setpointhq/setpoint/server/simulate"
+	"github.com/setpointhq/setpoint/server/watch"
 )
 
 // TestViolationPathsExist walks every field of well-formed requests,
@@ -129,7 +130,7 @@ func TestViolationPathsExist(t *testing.T) {
 		}
 		md := (&setpointv1.WatchRequest{}).ProtoReflect().Descriptor()
 		for _, m := range mutations(&setpointv1.WatchRequest{Cluster: "c", Namespace: "ns", Name: "web"}) {
-			if err := validateWatch(m.(*setpointv1.WatchRequest)); err != nil {
+			if err := watch.Validate(m.(*setpointv1.WatchRequest)); err != nil {
 				check(t, md, "validateWatch", err)
 			}
 		}

@@ -30,6 +30,7 @@ import (
 	"github.com/setpointhq/setpoint/server/fairness"
 	"github.com/setpointhq/setpoint/server/simulate"
 	"github.com/setpointhq/setpoint/server/transport"
+	"github.com/setpointhq/setpoint/server/watch"
 	"github.com/setpointhq/setpoint/store"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -79,6 +80,15 @@ const (
 const (
 	DefaultCallTimeout   = admission.DefaultCallTimeout
 	DefaultPeerRateLimit = admission.DefaultPeerRateLimit
+)
+
+// Watch's names (package watch's): Options.WatchBuffer's default, the
+// size of Options.ResumeKey, and the header naming the revision a stream
+// starts after.
+const (
+	DefaultWatchBuffer = watch.DefaultWatchBuffer
+	ResumeKeySize      = watch.ResumeKeySize
+	RevisionHeader     = watch.RevisionHeader
 )
 
 // Defaults of the Simulate limits in Options (package simulate's).
@@ -278,7 +288,7 @@ type Server struct {
 	health   *health.Server
 	registry *prometheus.Registry
 	store    store.Store
-	hub      *hub
+	hub      *watch.Hub
 	svc      *service
 	// door is the console's in-memory listener to the gRPC server and
 	// console its client connection over it (package transport), while Serve runs.
@@ -356,26 +366,29 @@ func New(st store.Store, o Options) (*Server, error) {
 		opts:     o,
 	}
 	svcMetrics := newMetrics(registry)
-	h, err := newHub(context.Background(), st, o.WatchBuffer, svcMetrics.watchCutoffs.Inc)
+	h, err := watch.NewHub(context.Background(), st, o.WatchBuffer, svcMetrics.watchCutoffs.Inc)
 	if err != nil {
 		return nil, fmt.Errorf("server: follow the store's change feed: %w", err)
 	}
 	registerFeedMetrics(registry, h, st)
 	s.hub = h
-	resume, err := newResumePoints(o.ResumeKey)
+	resume, err := watch.NewResumePoints(o.ResumeKey)
 	if err != nil {
-		h.stop()
+		h.Close()
 		return nil, err
 	}
-	s.svc = &service{
+	svc := &service{
 		store: st, now: o.Now, newID: o.NewID, log: o.Logger,
 		authenticated:    o.Auth != nil,
 		limits:           simulate.Limits{MaxSteps: o.MaxSimulateSteps, MaxPods: o.MaxSimulatePods},
-		hub:              s.hub,
-		resume:           resume,
 		metrics:          svcMetrics,
 		maxResponseBytes: o.MaxResponseBytes,
 	}
+	svc.watch = &watch.Streams{
+		Hub: s.hub, Resume: resume, Authenticated: o.Auth != nil,
+		Log: o.Logger, ToStatus: toStatus, MayRead: svc.mayRead, Open: svcMetrics.watchStreams,
+	}
+	s.svc = svc
 	s.door = transport.NewDoor(door.Buffer)
 	services := serviceSet{}
 	s.register(services)
@@ -604,7 +617,7 @@ func (s *Server) shutdown() {
 // closeWatches ends every Watch stream (Unavailable: resume elsewhere or
 // later) and stops following the store.
 func (s *Server) closeWatches() {
-	s.hub.close()
+	s.hub.Close()
 }
 
 // expireLoop removes targets not seen for Options.ExpireAfter, every

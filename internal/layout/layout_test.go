@@ -119,7 +119,7 @@ const module = "github.com/setpointhq/setpoint"
 // engine/deps_test.go and agent/imports_test.go do not: the target package
 // knows the engine alone of this module; the API conversion and the engine
 // know nothing of the store; the store knows nothing of the server; the
-// server's rooms (server/admission) know nothing of package server, which
+// server's rooms (server/admission, server/watch) know nothing of package server, which
 // wires them.
 func TestImportsPointInward(t *testing.T) {
 	rules := []struct {
@@ -130,6 +130,7 @@ func TestImportsPointInward(t *testing.T) {
 		{"server/convert", func(dep string) bool { return dep != "store" && !strings.HasPrefix(dep, "store/") }},
 		{"store", func(dep string) bool { return dep != "server" && !strings.HasPrefix(dep, "server/") }},
 		{"server/admission", func(dep string) bool { return dep != "server" }},
+		{"server/watch", func(dep string) bool { return dep != "server" }},
 	}
 	pkgs := map[string]pkg{}
 	for _, p := range packages(t) {
