@@ -16,7 +16,7 @@ import (
 
 // TestRecommendReusesDecodeMemory: a server decodes each Recommend into
 // memory its earlier calls gave back (package codec), and answers in
-// response memory they gave back (tap.go, convert.Response). Requests of many
+// response memory they gave back (package admission, convert.Response). Requests of many
 // shapes — pods, containers and resources coming and going, so that
 // arrays and maps are reused for other entries — sent by concurrent
 // callers, each get the decision made from the request itself: the one

@@ -8,7 +8,7 @@
 // toStatus. The server clock is a field (Options.Now), so tests and the
 // conformance runner can step it.
 //
-// Before a call's body is read, gRPC's tap handle (tap.go) admits it: for
+// Before a call's body is read, gRPC's tap handle (package admission) admits it: for
 // the guarded services (with an Authenticator) a verified client
 // certificate's identity (URI SAN; a subject CN only when it is not a URI)
 // or a bearer token's SHA-256 names a Principal from the principals file,
@@ -29,7 +29,7 @@
 //     may end the call; when the call is over, the memory a Recommend
 //     request was decoded into is kept for the next (package codec);
 //  4. for a unary call that arrives without a deadline, the server's
-//     (Options.CallTimeout, deadline.go), so that a store that cannot
+//     (Options.CallTimeout), so that a store that cannot
 //     answer (a disk stalling its flushes) ends the call with
 //     DeadlineExceeded instead of holding it; the steps below, the
 //     fairness queues included, wait within it;
@@ -76,7 +76,7 @@
 // stream bound and recovery; Watch
 // filters what it sends by the principal's clusters itself. It is fed by
 // the store's change feed (store.Store embeds store.Feed; New fails when it
-// cannot be followed) through a hub that never blocks the
+// cannot be followed) through a hub (package watch) that never blocks the
 // store's committer: each stream has a bounded buffer and is ended with
 // Aborted, to resume, when it falls behind.
 //
@@ -99,15 +99,17 @@
 // so an anonymous connection holds kilobytes.
 //
 // The rooms, each a package with one job that server imports and that
-// imports nothing of server: auth (who a caller is; the server keeps its
+// imports nothing of server: admission (the tap handle, the per-principal
+// policy, the rate and request limits, the access log and the interceptor
+// chain above, which New wires), auth (who a caller is; the server keeps its
 // names for them), transport (the gRPC port's connections: unfinished
 // header blocks, the console's door), fairness (per-principal bounds and
 // queues), budget (the size budgets), codec (decoding requests), simulate
 // (what-ifs through the engine), convert (proto ↔ engine), console (the web
-// console, through the door), door (the contract of the door). The rest of
-// the admission (tap.go, auth_policy.go, limit.go), the handlers
-// (service.go, admin.go, session.go) and watch and resume (watch.go,
-// resume.go) are still files of this package.
+// console, through the door), door (the contract of the door), watch (the
+// Watch streams, their hub over the change feed and the resume points of
+// tenants). The handlers (service.go, admin.go, session.go) are still files
+// of this package.
 //
 // Serve runs the server on a listener until its context ends, then shuts
 // down gracefully: health turns NOT_SERVING, GracefulStop waits for calls in

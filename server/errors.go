@@ -12,10 +12,10 @@ import (
 
 	"github.com/setpointhq/setpoint/engine"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"github.com/setpointhq/setpoint/server/admission"
 	"github.com/setpointhq/setpoint/server/simulate"
 	"github.com/setpointhq/setpoint/store"
 	"github.com/setpointhq/setpoint/target"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -35,7 +35,7 @@ func toStatus(ctx context.Context, log *slog.Logger, err error) error {
 	case err == nil:
 		return nil
 	case errors.As(err, &ve):
-		return badRequest(ve.Violations)
+		return admission.BadRequest(ve.Violations)
 	case errors.As(err, &fe):
 		field := apiField(fe.Field, recommendRequest)
 		if field == "" {
@@ -44,7 +44,7 @@ func toStatus(ctx context.Context, log *slog.Logger, err error) error {
 			log.ErrorContext(ctx, "engine refused an input the request did not set", "err", err)
 			return status.Error(codes.Internal, "internal error")
 		}
-		return badRequest([]setpointv1.FieldViolation{{Field: field, Description: fe.Reason}})
+		return admission.BadRequest([]setpointv1.FieldViolation{{Field: field, Description: fe.Reason}})
 	case errors.Is(err, store.ErrNotFound), errors.Is(err, target.ErrNoDecision):
 		return status.Error(codes.NotFound, "target not found")
 	case errors.Is(err, store.ErrInvalid):
@@ -53,7 +53,7 @@ func toStatus(ctx context.Context, log *slog.Logger, err error) error {
 	case errors.Is(err, target.ErrStaleDecision):
 		return status.Error(codes.FailedPrecondition, "the decision is not the target's last decision")
 	case errors.Is(err, target.ErrUnknownDecision):
-		return badRequest([]setpointv1.FieldViolation{{Field: "decision_id", Description: "is not a decision this target was given"}})
+		return admission.BadRequest([]setpointv1.FieldViolation{{Field: "decision_id", Description: "is not a decision this target was given"}})
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, "canceled")
 	case errors.Is(err, context.DeadlineExceeded):
@@ -70,22 +70,6 @@ func toStatus(ctx context.Context, log *slog.Logger, err error) error {
 		log.ErrorContext(ctx, "internal error", "err", err)
 		return status.Error(codes.Internal, "internal error")
 	}
-}
-
-// badRequest is InvalidArgument with a google.rpc.BadRequest detail listing
-// the violations.
-func badRequest(vs []setpointv1.FieldViolation) error {
-	br := &errdetails.BadRequest{}
-	msg := make([]string, 0, len(vs))
-	for _, v := range vs {
-		br.FieldViolations = append(br.FieldViolations, &errdetails.BadRequest_FieldViolation{Field: v.Field, Description: v.Description})
-		msg = append(msg, v.Field+": "+v.Description)
-	}
-	st := status.New(codes.InvalidArgument, "invalid request: "+strings.Join(msg, "; "))
-	if withDetails, err := st.WithDetails(br); err == nil {
-		st = withDetails
-	}
-	return st.Err()
 }
 
 // recommendRequest is the message engine field paths are read against.

@@ -20,8 +20,10 @@ import (
 
 	"github.com/setpointhq/setpoint/engine"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"github.com/setpointhq/setpoint/server/admission"
 	"github.com/setpointhq/setpoint/server/convert"
 	"github.com/setpointhq/setpoint/server/simulate"
+	"github.com/setpointhq/setpoint/server/watch"
 )
 
 // TestViolationPathsExist walks every field of well-formed requests,
@@ -50,7 +52,7 @@ func TestViolationPathsExist(t *testing.T) {
 		}
 	}
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
-	limits := requestLimits{maxPods: 1, maxMetrics: 1}
+	limits := admission.RequestLimits{MaxPods: 1, MaxMetrics: 1}
 
 	t.Run("Recommend", func(t *testing.T) {
 		md := recommendRequest
@@ -63,7 +65,7 @@ func TestViolationPathsExist(t *testing.T) {
 			if err := req.Validate(); err != nil {
 				check(t, md, "Validate", err)
 			}
-			if err := limits.check(req); err != nil {
+			if err := limits.Check(req); err != nil {
 				check(t, md, "request limits", badRequestError(err))
 			}
 			in, err := convert.Input(req, now)
@@ -85,7 +87,7 @@ func TestViolationPathsExist(t *testing.T) {
 			}
 			for _, m := range mutations(valid) {
 				req := m.(*setpointv1.SimulateRequest)
-				if err := limits.check(req); err != nil {
+				if err := limits.Check(req); err != nil {
 					check(t, md, "request limits", badRequestError(err))
 				}
 				sim, err := simulate.New(req, simulate.Limits{MaxSteps: 10, MaxPods: 10})
@@ -128,7 +130,7 @@ func TestViolationPathsExist(t *testing.T) {
 		}
 		md := (&setpointv1.WatchRequest{}).ProtoReflect().Descriptor()
 		for _, m := range mutations(&setpointv1.WatchRequest{Cluster: "c", Namespace: "ns", Name: "web"}) {
-			if err := validateWatch(m.(*setpointv1.WatchRequest)); err != nil {
+			if err := watch.Validate(m.(*setpointv1.WatchRequest)); err != nil {
 				check(t, md, "validateWatch", err)
 			}
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/setpointhq/setpoint/engine"
 	"github.com/setpointhq/setpoint/hpa/metriclabel"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"github.com/setpointhq/setpoint/server/watch"
 	"github.com/setpointhq/setpoint/store"
 )
 
@@ -289,13 +290,13 @@ func (t *targetCount) value() float64 {
 
 // registerFeedMetrics registers the metrics kept from the store's change
 // feed: the number of targets and the latest revision.
-func registerFeedMetrics(reg prometheus.Registerer, h *hub, st store.Store) {
+func registerFeedMetrics(reg prometheus.Registerer, h *watch.Hub, st store.Store) {
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "setpoint", Subsystem: "server", Name: "feed_revision",
 		Help: "Revision of the latest change recorded (Watch resume points are revisions).",
-	}, func() float64 { return float64(h.revision()) }))
+	}, func() float64 { return float64(h.Revision()) }))
 	t := &targetCount{count: st.Count}
-	h.observe(t.observe)
+	h.Observe(t.observe)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "setpoint", Subsystem: "server", Name: "autoscalers",
 		Help: "Targets (autoscalers) the service keeps, across clusters, as the HPA controller's num_horizontal_pod_autoscalers; -1 when they could not be counted.",

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	consolev1 "github.com/setpointhq/setpoint/proto/setpoint/console/v1"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"github.com/setpointhq/setpoint/server/admission"
 	"github.com/setpointhq/setpoint/server/budget"
 	"github.com/setpointhq/setpoint/server/codec"
 	"github.com/setpointhq/setpoint/server/console"
@@ -29,6 +30,7 @@ import (
 	"github.com/setpointhq/setpoint/server/fairness"
 	"github.com/setpointhq/setpoint/server/simulate"
 	"github.com/setpointhq/setpoint/server/transport"
+	"github.com/setpointhq/setpoint/server/watch"
 	"github.com/setpointhq/setpoint/store"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -71,6 +73,22 @@ const (
 	DefaultMaxBytesPerPrincipal     = fairness.DefaultMaxBytesPerPrincipal
 	DefaultMaxSimulatesPerPrincipal = fairness.DefaultMaxSimulatesPerPrincipal
 	DefaultMaxStreamsPerPrincipal   = fairness.DefaultMaxStreamsPerPrincipal
+)
+
+// Defaults of the admission in Options (package admission's):
+// Options.CallTimeout, and Options.PeerRateLimit when Auth is set.
+const (
+	DefaultCallTimeout   = admission.DefaultCallTimeout
+	DefaultPeerRateLimit = admission.DefaultPeerRateLimit
+)
+
+// Watch's names (package watch's): Options.WatchBuffer's default, the
+// size of Options.ResumeKey, and the header naming the revision a stream
+// starts after.
+const (
+	DefaultWatchBuffer = watch.DefaultWatchBuffer
+	ResumeKeySize      = watch.ResumeKeySize
+	RevisionHeader     = watch.RevisionHeader
 )
 
 // Defaults of the Simulate limits in Options (package simulate's).
@@ -270,9 +288,8 @@ type Server struct {
 	health   *health.Server
 	registry *prometheus.Registry
 	store    store.Store
-	hub      *hub
+	hub      *watch.Hub
 	svc      *service
-	guard    *guard
 	// door is the console's in-memory listener to the gRPC server and
 	// console its client connection over it (package transport), while Serve runs.
 	door    transport.Door
@@ -298,24 +315,25 @@ func New(st store.Store, o Options) (*Server, error) {
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(metrics, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	g := &guard{auth: o.Auth, audit: auditor{log: o.Logger}}
-	if o.RateLimit > 0 {
-		g.rates = newRateLimiter(o.RateLimit, o.RateBurst, o.Now)
-	}
-	var adm *admission
-	fair := newFairness(o, func(reason string) { adm.count(reason) })
-	adm = newAdmission(o, g.rates, fair, registry)
-	opts := append(chain(chainConfig{
-		metrics: metrics,
-		log:     o.Logger,
-		guard:   g,
-		limits: requestLimits{maxPods: o.MaxPodsPerRequest, maxMetrics: o.MaxMetricsPerRequest,
-			budgets: budget.Budgets{MaxString: o.MaxStringBytes, MaxEntries: o.MaxListEntries, MaxSpec: o.MaxSpecBytes}},
-		inFlight:    make(chan struct{}, o.MaxInFlightRecommends),
-		fair:        fair,
-		refused:     func(reason string) { adm.count(reason) },
-		callTimeout: o.CallTimeout,
-	}),
+	gate := admission.New(admission.Config{
+		Auth: o.Auth, RequireClientCert: o.RequireClientCert,
+		RateLimit: o.RateLimit, RateBurst: o.RateBurst,
+		PeerRateLimit: o.PeerRateLimit, PeerRateBurst: o.PeerRateBurst,
+		Bounds: fairness.Bounds{
+			Slots: o.FairSlots, MaxRunning: o.MaxRunningPerPrincipal, MaxCalls: o.MaxCallsPerPrincipal, MaxBytes: o.MaxBytesPerPrincipal,
+			Simulates: o.MaxSimulates, MaxSimulates: o.MaxSimulatesPerPrincipal, MaxStreams: o.MaxStreamsPerPrincipal,
+		},
+		Limits: admission.RequestLimits{MaxPods: o.MaxPodsPerRequest, MaxMetrics: o.MaxMetricsPerRequest,
+			Budgets: budget.Budgets{MaxString: o.MaxStringBytes, MaxEntries: o.MaxListEntries, MaxSpec: o.MaxSpecBytes}},
+		MaxInFlightRecommends: o.MaxInFlightRecommends,
+		CallTimeout:           o.CallTimeout,
+		Arrivals:              o.Arrivals,
+		Metrics:               metrics,
+		Logger:                o.Logger,
+		Now:                   o.Now,
+		ToStatus:              toStatus,
+	}, registry)
+	opts := append(gate.ServerOptions(),
 		grpc.MaxRecvMsgSize(o.MaxRecvMsgSize),
 		grpc.MaxConcurrentStreams(o.MaxConcurrentStreams),
 		grpc.ForceServerCodecV2(codec.NewRequest()), // package codec: undecodable requests are InvalidArgument
@@ -327,8 +345,6 @@ func New(st store.Store, o Options) (*Server, error) {
 		// its body is read has sent at most one stream window.
 		grpc.InitialWindowSize(int32(o.StreamWindow)),
 		grpc.InitialConnWindowSize(int32(4*o.StreamWindow)),
-		grpc.InTapHandle(adm.tap), // tap.go: authentication and rate limits before the body is read
-		grpc.StatsHandler(calls{fair: fair, arrivals: o.Arrivals}),
 	)
 	base := insecure.NewCredentials()
 	if o.TLS != nil {
@@ -350,27 +366,29 @@ func New(st store.Store, o Options) (*Server, error) {
 		opts:     o,
 	}
 	svcMetrics := newMetrics(registry)
-	h, err := newHub(context.Background(), st, o.WatchBuffer, svcMetrics.watchCutoffs.Inc)
+	h, err := watch.NewHub(context.Background(), st, o.WatchBuffer, svcMetrics.watchCutoffs.Inc)
 	if err != nil {
 		return nil, fmt.Errorf("server: follow the store's change feed: %w", err)
 	}
 	registerFeedMetrics(registry, h, st)
 	s.hub = h
-	resume, err := newResumePoints(o.ResumeKey)
+	resume, err := watch.NewResumePoints(o.ResumeKey)
 	if err != nil {
-		h.stop()
+		h.Close()
 		return nil, err
 	}
-	s.svc = &service{
+	svc := &service{
 		store: st, now: o.Now, newID: o.NewID, log: o.Logger,
 		authenticated:    o.Auth != nil,
 		limits:           simulate.Limits{MaxSteps: o.MaxSimulateSteps, MaxPods: o.MaxSimulatePods},
-		hub:              s.hub,
-		resume:           resume,
 		metrics:          svcMetrics,
 		maxResponseBytes: o.MaxResponseBytes,
 	}
-	s.guard = g
+	svc.watch = &watch.Streams{
+		Hub: s.hub, Resume: resume, Authenticated: o.Auth != nil,
+		Log: o.Logger, ToStatus: toStatus, MayRead: svc.mayRead, Open: svcMetrics.watchStreams,
+	}
+	s.svc = svc
 	s.door = transport.NewDoor(door.Buffer)
 	services := serviceSet{}
 	s.register(services)
@@ -599,7 +617,7 @@ func (s *Server) shutdown() {
 // closeWatches ends every Watch stream (Unavailable: resume elsewhere or
 // later) and stops following the store.
 func (s *Server) closeWatches() {
-	s.hub.close()
+	s.hub.Close()
 }
 
 // expireLoop removes targets not seen for Options.ExpireAfter, every

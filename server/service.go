@@ -9,10 +9,13 @@ import (
 	"time"
 
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"github.com/setpointhq/setpoint/server/admission"
 	"github.com/setpointhq/setpoint/server/convert"
 	"github.com/setpointhq/setpoint/server/simulate"
+	"github.com/setpointhq/setpoint/server/watch"
 	"github.com/setpointhq/setpoint/store"
 	"github.com/setpointhq/setpoint/target"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -32,10 +35,8 @@ type service struct {
 	authenticated bool
 	// limits bound Simulate calls.
 	limits simulate.Limits
-	// hub fans the store's change feed out to Watch streams.
-	hub *hub
-	// resume seals the Watch resume points of tenants (resume.go).
-	resume *resumePoints
+	// watch serves Watch streams (package watch).
+	watch *watch.Streams
 	// metrics are the service's Prometheus metrics.
 	metrics *metrics
 	// maxResponseBytes bounds a ListTargets page (listPage).
@@ -72,7 +73,7 @@ func (s *service) Recommend(ctx context.Context, req *setpointv1.RecommendReques
 	}
 	d.release()
 	s.metrics.decided(&rec.Last.Decision, rec.Spec, nil, time.Since(start))
-	return convert.RecommendResponse(*rec.Last, responseMemory(ctx)), nil
+	return convert.RecommendResponse(*rec.Last, admission.ResponseMemory(ctx)), nil
 }
 
 // maxClockLead is how far after this server's clock a decision may be
@@ -268,6 +269,12 @@ func (s *service) Simulate(ctx context.Context, req *setpointv1.SimulateRequest)
 	return resp, nil
 }
 
+// Watch streams the changes recorded after the request's resume point
+// that match its filter and that the caller may read (package watch).
+func (s *service) Watch(req *setpointv1.WatchRequest, stream grpc.ServerStreamingServer[setpointv1.WatchResponse]) error {
+	return s.watch.Watch(req, stream)
+}
+
 // mayRead returns nil when the caller may read the targets of cluster, a
 // PermissionDenied or Unauthenticated status otherwise. Without
 // authentication everyone may read everything.
@@ -280,7 +287,7 @@ func (s *service) mayRead(ctx context.Context, cluster string) error {
 		return status.Error(codes.Unauthenticated, "not authenticated")
 	}
 	if !p.CanRead(cluster) {
-		return errPermissionDenied
+		return admission.ErrPermissionDenied
 	}
 	return nil
 }

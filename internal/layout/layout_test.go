@@ -118,7 +118,9 @@ const module = "github.com/setpointhq/setpoint"
 // TestImportsPointInward checks the import rules of STYLE.md's layout that
 // engine/deps_test.go and agent/imports_test.go do not: the target package
 // knows the engine alone of this module; the API conversion and the engine
-// know nothing of the store; the store knows nothing of the server.
+// know nothing of the store; the store knows nothing of the server; the
+// server's rooms (server/admission, server/watch) know nothing of package server, which
+// wires them.
 func TestImportsPointInward(t *testing.T) {
 	rules := []struct {
 		pkg     string
@@ -127,6 +129,8 @@ func TestImportsPointInward(t *testing.T) {
 		{"target", func(dep string) bool { return dep == "engine" }},
 		{"server/convert", func(dep string) bool { return dep != "store" && !strings.HasPrefix(dep, "store/") }},
 		{"store", func(dep string) bool { return dep != "server" && !strings.HasPrefix(dep, "server/") }},
+		{"server/admission", func(dep string) bool { return dep != "server" }},
+		{"server/watch", func(dep string) bool { return dep != "server" }},
 	}
 	pkgs := map[string]pkg{}
 	for _, p := range packages(t) {

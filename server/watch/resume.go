@@ -1,4 +1,4 @@
-package server
+package watch
 
 import (
 	"crypto/hmac"
@@ -9,7 +9,7 @@ import (
 )
 
 // ResumeKeySize is the length in bytes of the secret that makes a tenant's
-// Watch resume points (Options.ResumeKey).
+// Watch resume points (package server's Options.ResumeKey).
 const ResumeKeySize = 32
 
 // maxSealedRevision bounds the revisions a resume point can carry: the low
@@ -22,7 +22,7 @@ const maxSealedRevision = 1<<48 - 1
 // another key).
 var errResumePoint = errors.New("not a resume point this server gave you")
 
-// resumePoints turns the change feed's revisions into the resume points a
+// ResumePoints turns the change feed's revisions into the resume points a
 // caller that may not read every cluster sees, and back. A revision is one
 // counter across all tenants, so showing it would tell a tenant how much
 // and when the others write; a resume point is the revision sealed under a
@@ -31,13 +31,13 @@ var errResumePoint = errors.New("not a resume point this server gave you")
 // look unrelated to each other, carry nothing a tenant can decode, and are
 // refused for any other principal. Points survive a restart when the
 // server keeps its secret (setpoint-server keeps it beside its data).
-type resumePoints struct {
+type ResumePoints struct {
 	secret []byte
 }
 
-// newResumePoints returns resume points made under secret; a nil secret
+// NewResumePoints returns resume points made under secret; a nil secret
 // is replaced by a random one (points then last as long as the process).
-func newResumePoints(secret []byte) (*resumePoints, error) {
+func NewResumePoints(secret []byte) (*ResumePoints, error) {
 	if secret == nil {
 		secret = make([]byte, ResumeKeySize)
 		if _, err := rand.Read(secret); err != nil {
@@ -47,14 +47,14 @@ func newResumePoints(secret []byte) (*resumePoints, error) {
 	if len(secret) < 16 {
 		return nil, errors.New("server: the resume key must be at least 16 bytes")
 	}
-	return &resumePoints{secret: secret}, nil
+	return &ResumePoints{secret: secret}, nil
 }
 
 // sealer is the permutation of one principal.
 type sealer struct{ key []byte }
 
 // sealer returns principal's permutation.
-func (r *resumePoints) sealer(principal string) sealer {
+func (r *ResumePoints) sealer(principal string) sealer {
 	m := hmac.New(sha256.New, r.secret)
 	m.Write([]byte("setpoint watch resume point\x00"))
 	m.Write([]byte(principal))

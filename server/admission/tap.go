@@ -1,4 +1,4 @@
-package server
+package admission
 
 import (
 	"context"
@@ -29,7 +29,7 @@ import (
 const (
 	// DefaultPeerRateLimit is the calls per second one peer address may
 	// make without a principal (refused authentications; every call when
-	// the server runs without authentication and Options.PeerRateLimit is
+	// the server runs without authentication and Config.PeerRateLimit is
 	// set).
 	DefaultPeerRateLimit = 10
 	// maxBuckets bounds the rate-limit buckets (peer addresses, principals)
@@ -61,20 +61,20 @@ type admission struct {
 	// fair holds a call of each admitted unary call of a principal until
 	// its end (see calls): its decoding is bounded with the rest.
 	fair  *fairness.Fairness
-	auth  *Authenticator // nil: no authentication
-	rates *rateLimiter   // nil: no per-principal rate limit
-	peers *rateLimiter   // by peer IP; nil: callers without a principal are not limited
+	auth  *auth.Authenticator // nil: no authentication
+	rates *rateLimiter        // nil: no per-principal rate limit
+	peers *rateLimiter        // by peer IP; nil: callers without a principal are not limited
 	// requireCert refuses callers without a verified client certificate
-	// (Options.RequireClientCert).
+	// (Config.RequireClientCert).
 	requireCert bool
 	refused     *prometheus.CounterVec
 	audit       *sampledAudit
 }
 
-// newAdmission returns the admission of a server with options o (defaults
-// applied), the per-principal rate limiter rates (nil: none) and fair; it
-// registers setpoint_server_refused_total with reg.
-func newAdmission(o Options, rates *rateLimiter, fair *fairness.Fairness, reg prometheus.Registerer) *admission {
+// newAdmission returns the admission of a server configured by o, the
+// per-principal rate limiter rates (nil: none) and fair; it registers
+// setpoint_server_refused_total with reg.
+func newAdmission(o Config, rates *rateLimiter, fair *fairness.Fairness, reg prometheus.Registerer) *admission {
 	a := &admission{
 		fair:        fair,
 		auth:        o.Auth,
@@ -172,7 +172,7 @@ type calls struct {
 
 // TagRPC implements stats.Handler: it gives the call a place for the size
 // of its request (requestBytes) and for the memory of its response
-// (responseMemory), and counts a write's arrival.
+// (ResponseMemory), and counts a write's arrival.
 func (c calls) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.Context {
 	ctx = arriving(ctx, c.arrivals, info.FullMethodName)
 	return context.WithValue(ctx, callKey{}, new(call))
@@ -221,10 +221,10 @@ type call struct {
 // responses keeps the memory of Recommend's responses between calls.
 var responses = sync.Pool{New: func() any { return new(convert.Response) }}
 
-// responseMemory returns memory for the response of the call of ctx,
+// ResponseMemory returns memory for the response of the call of ctx,
 // given back at the call's end; nil (new memory) outside a call of a
 // server with the calls stats handler.
-func responseMemory(ctx context.Context) *convert.Response {
+func ResponseMemory(ctx context.Context) *convert.Response {
 	n, ok := ctx.Value(callKey{}).(*call)
 	if !ok || n.response.Load() != nil { // a call has one response
 		return nil
@@ -284,7 +284,7 @@ func isGuarded(service string) bool {
 }
 
 // errClientCertRequired answers a caller without a verified client
-// certificate when Options.RequireClientCert is set.
+// certificate when Config.RequireClientCert is set.
 var errClientCertRequired = status.Error(codes.Unauthenticated, "authentication required: a verified client certificate")
 
 // peerIP is the IP address of ctx's peer without its port ("" when
@@ -344,7 +344,7 @@ func (s *sampledAudit) denied(ctx context.Context, method, reason, who string, c
 	e.at, e.suppressed = now, 0
 	s.mu.Unlock()
 	principal := ""
-	if p, ok := PrincipalFrom(ctx); ok {
+	if p, ok := auth.PrincipalFrom(ctx); ok {
 		principal, who = p.Name, reason
 	}
 	s.log.LogAttrs(ctx, slog.LevelWarn, "audit",
@@ -358,17 +358,14 @@ func (s *sampledAudit) denied(ctx context.Context, method, reason, who string, c
 	)
 }
 
-// newFairness returns the per-principal bounds and queues of a server with
-// options o (defaults applied), telling refused of each refusal.
-func newFairness(o Options, refused func(string)) *fairness.Fairness {
-	return fairness.New(fairness.Bounds{
-		Slots: o.FairSlots, MaxRunning: o.MaxRunningPerPrincipal, MaxCalls: o.MaxCallsPerPrincipal, MaxBytes: o.MaxBytesPerPrincipal,
-		Simulates: o.MaxSimulates, MaxSimulates: o.MaxSimulatesPerPrincipal, MaxStreams: o.MaxStreamsPerPrincipal,
-	}, refused, principalName, requestBytes)
+// newFairness returns the per-principal bounds and queues of a server
+// configured by o, telling refused of each refusal.
+func newFairness(o Config, refused func(string)) *fairness.Fairness {
+	return fairness.New(o.Bounds, refused, principalName, requestBytes)
 }
 
 // principalName names the principal of ctx's call; false without one.
 func principalName(ctx context.Context) (string, bool) {
-	p, ok := PrincipalFrom(ctx)
+	p, ok := auth.PrincipalFrom(ctx)
 	return p.Name, ok
 }

@@ -1,4 +1,4 @@
-package server
+package admission
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"google.golang.org/grpc"
 )
 
-// DefaultCallTimeout is Options.CallTimeout's default: well above a
+// DefaultCallTimeout is Config.CallTimeout's default: well above a
 // healthy call's time (milliseconds) and a failover's (about 2 s), well
 // below what a caller would take for a hung server.
 const DefaultCallTimeout = 10 * time.Second

@@ -1,4 +1,4 @@
-package server
+package admission
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"github.com/setpointhq/setpoint/server/auth"
 	"google.golang.org/grpc/metadata"
 )
 
@@ -18,11 +19,11 @@ func BenchmarkGuard(b *testing.B) {
 	if err := os.WriteFile(path, []byte("principals:\n- name: a\n  role: cluster:eu1\n  token_sha256: [\"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08\"]\n"), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	auth, err := NewAuthenticator(path, ReloadOptions{})
+	authn, err := auth.NewAuthenticator(path, auth.ReloadOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	g := &guard{auth: auth, rates: newRateLimiter(1e12, 1<<30, time.Now), audit: auditor{}}
+	g := &guard{auth: authn, rates: newRateLimiter(1e12, 1<<30, time.Now), audit: auditor{}}
 	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer test"))
 	req := &setpointv1.RecommendRequest{Target: &setpointv1.TargetKey{Cluster: "eu1", Namespace: "shop", Name: "web"}}
 	b.ReportAllocs()

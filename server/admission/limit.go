@@ -1,12 +1,14 @@
-package server
+package admission
 
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"github.com/setpointhq/setpoint/server/auth"
 	"github.com/setpointhq/setpoint/server/budget"
 	"golang.org/x/time/rate"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -69,7 +71,7 @@ func (l *rateLimiter) allow(name string) bool {
 // principal (a server without authentication) are not limited here (see
 // peerLimiter). The caller counts the refusal (admission.tap).
 func (l *rateLimiter) check(ctx context.Context) error {
-	p, ok := PrincipalFrom(ctx)
+	p, ok := auth.PrincipalFrom(ctx)
 	if !ok {
 		return nil
 	}
@@ -84,21 +86,25 @@ func (l *rateLimiter) check(ctx context.Context) error {
 	return st.Err()
 }
 
-// requestLimits bound the lists of one request, and its sizes (package budget).
-type requestLimits struct {
-	maxPods, maxMetrics int
-	budgets             budget.Budgets
+// RequestLimits bound the lists of one request, and its sizes (package budget).
+type RequestLimits struct {
+	// MaxPods bounds a request's pods, pod metrics and per-pod values.
+	MaxPods int
+	// MaxMetrics bounds a request's metrics, observations and metric values.
+	MaxMetrics int
+	// Budgets are the size budgets of every string, list and map.
+	Budgets budget.Budgets
 }
 
-// check returns InvalidArgument with a google.rpc.BadRequest naming every
+// Check returns InvalidArgument with a google.rpc.BadRequest naming every
 // list of req longer than its limit: pods, pod metrics and per-pod metric
-// values by maxPods; spec metrics (a Simulate step's edited spec too),
-// observations and metric values by maxMetrics.
-func (l requestLimits) check(req any) error { return l.checkReceived(req, 0) }
+// values by MaxPods; spec metrics (a Simulate step's edited spec too),
+// observations and metric values by MaxMetrics.
+func (l RequestLimits) Check(req any) error { return l.checkReceived(req, 0) }
 
 // checkReceived is check for a request received as received bytes (0:
 // unknown; see budget.Budgets.CheckReceived).
-func (l requestLimits) checkReceived(req any, received int64) error {
+func (l RequestLimits) checkReceived(req any, received int64) error {
 	var vs []setpointv1.FieldViolation
 	bound := func(field string, n, max int, what string) {
 		if n > max {
@@ -106,41 +112,41 @@ func (l requestLimits) checkReceived(req any, received int64) error {
 		}
 	}
 	step := func(prefix string, pods []*setpointv1.Pod, rm *setpointv1.ResourceMetrics, obs []*setpointv1.MetricObservation) {
-		bound(prefix+"pods", len(pods), l.maxPods, "pods")
-		bound(prefix+"resource_metrics.items", len(rm.GetItems()), l.maxPods, "pod metrics")
-		bound(prefix+"observations", len(obs), l.maxMetrics, "metrics")
+		bound(prefix+"pods", len(pods), l.MaxPods, "pods")
+		bound(prefix+"resource_metrics.items", len(rm.GetItems()), l.MaxPods, "pod metrics")
+		bound(prefix+"observations", len(obs), l.MaxMetrics, "metrics")
 		for i, o := range obs {
-			if n := len(o.GetValues()); n > l.maxPods { // the path is formatted only for a violation
-				bound(fmt.Sprintf("%sobservations[%d].values", prefix, i), n, l.maxPods, "pod values")
+			if n := len(o.GetValues()); n > l.MaxPods { // the path is formatted only for a violation
+				bound(fmt.Sprintf("%sobservations[%d].values", prefix, i), n, l.MaxPods, "pod values")
 			}
 		}
 	}
 	switch r := req.(type) {
 	case *setpointv1.RecommendRequest:
-		bound("spec.metrics", len(r.GetSpec().GetMetrics()), l.maxMetrics, "metrics")
+		bound("spec.metrics", len(r.GetSpec().GetMetrics()), l.MaxMetrics, "metrics")
 		step("", r.GetPods(), r.GetResourceMetrics(), r.GetObservations())
 	case *setpointv1.SimulateRequest:
-		bound("spec.metrics", len(r.GetSpec().GetMetrics()), l.maxMetrics, "metrics")
+		bound("spec.metrics", len(r.GetSpec().GetMetrics()), l.MaxMetrics, "metrics")
 		for i, s := range r.GetSteps() {
 			prefix := fmt.Sprintf("steps[%d].", i)
 			step(prefix, s.GetPods(), s.GetResourceMetrics(), s.GetObservations())
-			bound(prefix+"metric_values", len(s.GetMetricValues()), l.maxMetrics, "metric values")
-			bound(prefix+"spec.metrics", len(s.GetSpec().GetMetrics()), l.maxMetrics, "metrics")
+			bound(prefix+"metric_values", len(s.GetMetricValues()), l.MaxMetrics, "metric values")
+			bound(prefix+"spec.metrics", len(s.GetSpec().GetMetrics()), l.MaxMetrics, "metrics")
 		}
 	}
 	if m, ok := req.(proto.Message); ok {
 		e := &setpointv1.ValidationError{}
-		l.budgets.CheckReceived(e, m, received)
+		l.Budgets.CheckReceived(e, m, received)
 		vs = append(vs, e.Violations...)
 	}
 	if len(vs) == 0 {
 		return nil
 	}
-	return badRequest(vs)
+	return BadRequest(vs)
 }
 
 // unary is the unary request-limits interceptor.
-func (l requestLimits) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+func (l RequestLimits) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	received, _ := requestBytes(ctx)
 	if err := l.checkReceived(req, received); err != nil {
 		return nil, err
@@ -149,6 +155,22 @@ func (l requestLimits) unary(ctx context.Context, req any, _ *grpc.UnaryServerIn
 }
 
 // stream is the stream request-limits interceptor.
-func (l requestLimits) stream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	return handler(srv, &checkedStream{ServerStream: ss, check: l.check})
+func (l RequestLimits) stream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	return handler(srv, &checkedStream{ServerStream: ss, check: l.Check})
+}
+
+// BadRequest is InvalidArgument with a google.rpc.BadRequest detail listing
+// the violations.
+func BadRequest(vs []setpointv1.FieldViolation) error {
+	br := &errdetails.BadRequest{}
+	msg := make([]string, 0, len(vs))
+	for _, v := range vs {
+		br.FieldViolations = append(br.FieldViolations, &errdetails.BadRequest_FieldViolation{Field: v.Field, Description: v.Description})
+		msg = append(msg, v.Field+": "+v.Description)
+	}
+	st := status.New(codes.InvalidArgument, "invalid request: "+strings.Join(msg, "; "))
+	if withDetails, err := st.WithDetails(br); err == nil {
+		st = withDetails
+	}
+	return st.Err()
 }

@@ -1,4 +1,4 @@
-package server
+package admission
 
 import (
 	"context"
@@ -6,12 +6,14 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"runtime"
 	"testing"
 	"time"
 
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server/budget"
+	"github.com/setpointhq/setpoint/server/fairness"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/protobuf/proto"
@@ -23,16 +25,22 @@ import (
 // that answers at once: what the chain itself costs a call (the server's
 // defaults, no authentication, a logger that discards).
 func BenchmarkUnaryChain(b *testing.B) {
-	o := Options{}.withDefaults()
-	o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	o := Config{
+		Bounds: fairness.Bounds{Slots: fairness.DefaultFairSlots, MaxRunning: fairness.DefaultMaxRunningPerPrincipal,
+			MaxCalls: fairness.DefaultMaxCallsPerPrincipal, MaxBytes: fairness.DefaultMaxBytesPerPrincipal,
+			Simulates: max(1, runtime.GOMAXPROCS(0)/2), MaxSimulates: fairness.DefaultMaxSimulatesPerPrincipal,
+			MaxStreams: fairness.DefaultMaxStreamsPerPrincipal},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
 	fair := newFairness(o, func(string) {})
 	unary, _ := chainInterceptors(chainConfig{
 		metrics: grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram()),
 		log:     o.Logger,
 		guard:   &guard{audit: auditor{log: o.Logger}},
-		limits: requestLimits{maxPods: o.MaxPodsPerRequest, maxMetrics: o.MaxMetricsPerRequest,
-			budgets: budget.Budgets{MaxString: o.MaxStringBytes, MaxEntries: o.MaxListEntries, MaxSpec: o.MaxSpecBytes}},
-		inFlight: make(chan struct{}, o.MaxInFlightRecommends),
+		// The server's defaults (package server's Options).
+		limits: RequestLimits{MaxPods: 10000, MaxMetrics: 50,
+			Budgets: budget.Budgets{MaxString: budget.DefaultMaxStringBytes, MaxEntries: budget.DefaultMaxListEntries, MaxSpec: budget.DefaultMaxSpecBytes}},
+		inFlight: make(chan struct{}, 256),
 		fair:     fair,
 		refused:  func(string) {},
 	})

@@ -1,4 +1,4 @@
-package server
+package admission
 
 import (
 	"context"
@@ -24,13 +24,15 @@ type chainConfig struct {
 	metrics  *grpcprom.ServerMetrics
 	log      *slog.Logger
 	guard    *guard
-	limits   requestLimits
+	limits   RequestLimits
 	inFlight chan struct{}
 	fair     *fairness.Fairness
 	// refused counts a refusal by its reason.
 	refused func(string)
 	// callTimeout is the deadline of unary calls that arrive without one.
 	callTimeout time.Duration
+	// toStatus maps a request's validation error to its status.
+	toStatus func(context.Context, *slog.Logger, error) error
 }
 
 // chain returns the server options installing the interceptor chain, in
@@ -80,7 +82,7 @@ func chainInterceptors(c chainConfig) ([]grpc.UnaryServerInterceptor, []grpc.Str
 	unary = append(unary,
 		c.limits.unary,
 		g.audit.decisions,
-		validate(c.log),
+		validate(c.log, c.toStatus),
 		selector.UnaryServerInterceptor(c.fair.Unary, guarded), // package fairness
 		limitRecommends(c.inFlight, c.refused),
 		recovery.UnaryServerInterceptor(recoverOpts...),
@@ -101,7 +103,7 @@ func guardedService(_ context.Context, c interceptors.CallMeta) bool {
 
 // validate rejects a request whose Validate method fails, with
 // InvalidArgument and a BadRequest detail.
-func validate(log *slog.Logger) grpc.UnaryServerInterceptor {
+func validate(log *slog.Logger, toStatus func(context.Context, *slog.Logger, error) error) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		if v, ok := req.(interface{ Validate() error }); ok {
 			if err := v.Validate(); err != nil {

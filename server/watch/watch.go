@@ -1,14 +1,30 @@
-package server
+// Package watch is the Watch stream of Setpoint's gRPC service and what
+// it resumes from: a Hub fans the store's change feed (store.Feed) out to
+// the streams without ever blocking the store's committer — each stream
+// has a bounded buffer and is ended with Aborted, to resume, when it falls
+// behind or the feed misses changes — and Streams serves each stream the
+// changes its caller may read, catching up from the store after a resume
+// point first.
+//
+// A caller that may read every cluster sees the feed's revisions; any
+// other sees resume points (ResumePoints, resume.go): the revision sealed
+// under a key of the principal's own, so that it learns nothing of other
+// tenants' writes and cannot use another principal's points. Package
+// server wires both; this package imports nothing of it.
+package watch
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"github.com/setpointhq/setpoint/server/auth"
 	"github.com/setpointhq/setpoint/server/convert"
 	"github.com/setpointhq/setpoint/store"
 	"github.com/setpointhq/setpoint/target"
@@ -34,10 +50,10 @@ const RevisionHeader = "setpoint-revision"
 // 3 MB.
 const watchPage = 16
 
-// hub fans the store's change feed out to Watch streams. It never blocks
+// Hub fans the store's change feed out to Watch streams. It never blocks
 // the store's committer: each stream has a bounded buffer, and a stream
 // whose buffer is full is cut off (told to resume) instead of waited for.
-type hub struct {
+type Hub struct {
 	feed   store.Feed
 	buffer int
 	stop   func()
@@ -64,10 +80,10 @@ type watcher struct {
 	gap bool
 }
 
-// newHub follows feed; close stops it. cutoff, when not nil, is called for
+// NewHub follows feed; Close stops it. cutoff, when not nil, is called for
 // each stream cut off.
-func newHub(ctx context.Context, feed store.Feed, buffer int, cutoff func()) (*hub, error) {
-	h := &hub{feed: feed, buffer: buffer, cutoff: cutoff, watchers: map[*watcher]struct{}{}}
+func NewHub(ctx context.Context, feed store.Feed, buffer int, cutoff func()) (*Hub, error) {
+	h := &Hub{feed: feed, buffer: buffer, cutoff: cutoff, watchers: map[*watcher]struct{}{}}
 	h.stop = feed.Follow(h.publish)
 	rev, err := feed.Revision(ctx)
 	if err != nil {
@@ -82,7 +98,7 @@ func newHub(ctx context.Context, feed store.Feed, buffer int, cutoff func()) (*h
 
 // publish is the store's Follow callback: it queues each change to the
 // watchers it matches, cutting off those whose buffer is full.
-func (h *hub) publish(cs []store.Change) {
+func (h *Hub) publish(cs []store.Change) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if slices.ContainsFunc(cs, func(c store.Change) bool { return c.Kind == store.ChangeGap }) {
@@ -117,7 +133,7 @@ func (h *hub) publish(cs []store.Change) {
 // the observers are told, and every watcher is cut off, so that its
 // caller resumes and learns from the store whether what it missed is still
 // kept; h.mu is held.
-func (h *hub) missed(cs []store.Change) {
+func (h *Hub) missed(cs []store.Change) {
 	for _, o := range h.observers {
 		o(cs)
 	}
@@ -130,23 +146,23 @@ func (h *hub) missed(cs []store.Change) {
 	}
 }
 
-// observe makes fn see every commit's changes, like the watchers, from
+// Observe makes fn see every commit's changes, like the watchers, from
 // the store's committer; fn must not block.
-func (h *hub) observe(fn func([]store.Change)) {
+func (h *Hub) Observe(fn func([]store.Change)) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.observers = append(h.observers, fn)
 }
 
-// revision returns the revision of the latest change published.
-func (h *hub) revision() uint64 {
+// Revision returns the revision of the latest change published.
+func (h *Hub) Revision() uint64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.latest
 }
 
 // drop ends w; h.mu is held.
-func (h *hub) drop(w *watcher) {
+func (h *Hub) drop(w *watcher) {
 	delete(h.watchers, w)
 	close(w.ended)
 }
@@ -154,7 +170,7 @@ func (h *hub) drop(w *watcher) {
 // subscribe registers a watcher of the changes whose key match accepts and
 // returns it with the latest revision published before it: every later
 // change it matches is queued to it.
-func (h *hub) subscribe(match func(target.Key) bool) (*watcher, uint64, error) {
+func (h *Hub) subscribe(match func(target.Key) bool) (*watcher, uint64, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
@@ -166,7 +182,7 @@ func (h *hub) subscribe(match func(target.Key) bool) (*watcher, uint64, error) {
 }
 
 // unsubscribe removes w, when still registered.
-func (h *hub) unsubscribe(w *watcher) {
+func (h *Hub) unsubscribe(w *watcher) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if _, ok := h.watchers[w]; ok {
@@ -174,9 +190,9 @@ func (h *hub) unsubscribe(w *watcher) {
 	}
 }
 
-// close stops following the store and ends every watcher (its stream
+// Close stops following the store and ends every watcher (its stream
 // answers Unavailable). Later subscriptions fail.
-func (h *hub) close() {
+func (h *Hub) Close() {
 	h.stop()
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -186,24 +202,45 @@ func (h *hub) close() {
 	}
 }
 
+// Streams serves Watch streams from a Hub: the changes each caller may
+// read, under the revisions or resume points it sees.
+type Streams struct {
+	// Hub is the change feed the streams follow.
+	Hub *Hub
+	// Resume seals the resume points of tenants (resume.go).
+	Resume *ResumePoints
+	// Authenticated says callers are authenticated: a stream without a
+	// principal is refused.
+	Authenticated bool
+	// Log receives the errors ToStatus logs.
+	Log *slog.Logger
+	// ToStatus maps an error to the status the caller is answered.
+	ToStatus func(context.Context, *slog.Logger, error) error
+	// MayRead returns nil when the caller of ctx may read cluster, else
+	// the status it is answered.
+	MayRead func(ctx context.Context, cluster string) error
+	// Open counts the streams open.
+	Open prometheus.Gauge
+}
+
 // Watch streams the changes recorded after the request's resume point
 // that match its filter and that the caller may read.
-func (s *service) Watch(req *setpointv1.WatchRequest, stream grpc.ServerStreamingServer[setpointv1.WatchResponse]) error {
+func (s *Streams) Watch(req *setpointv1.WatchRequest, stream grpc.ServerStreamingServer[setpointv1.WatchResponse]) error {
 	ctx := stream.Context()
-	if err := validateWatch(req); err != nil {
-		return toStatus(ctx, s.log, err)
+	if err := Validate(req); err != nil {
+		return s.ToStatus(ctx, s.Log, err)
 	}
 	match, err := s.watchFilter(ctx, req)
 	if err != nil {
 		return err
 	}
-	w, latest, err := s.hub.subscribe(match)
+	w, latest, err := s.Hub.subscribe(match)
 	if err != nil {
-		return toStatus(ctx, s.log, err)
+		return s.ToStatus(ctx, s.Log, err)
 	}
-	defer s.hub.unsubscribe(w)
-	s.metrics.watchStreams.Inc()
-	defer s.metrics.watchStreams.Dec()
+	defer s.Hub.unsubscribe(w)
+	s.Open.Inc()
+	defer s.Open.Dec()
 
 	// point is what the caller sees of a revision: the revision itself
 	// for a caller that reads every cluster, a sealed resume point for
@@ -217,16 +254,16 @@ func (s *service) Watch(req *setpointv1.WatchRequest, stream grpc.ServerStreamin
 			if rev, err = seal.open(after); err != nil {
 				e := &setpointv1.ValidationError{}
 				e.Add("resume_after", "%v: resume from a point a stream's header or changes gave you, or watch without it", err)
-				return toStatus(ctx, s.log, e.Err())
+				return s.ToStatus(ctx, s.Log, e.Err())
 			}
 		}
 		if rev > latest {
 			// Another server gave the point out, its feed ahead of this
 			// one's: the store says whether it names a revision at all.
 			// The changes up to it are skipped as they arrive.
-			stored, err := s.hub.feed.Revision(ctx)
+			stored, err := s.Hub.feed.Revision(ctx)
 			if err != nil {
-				return toStatus(ctx, s.log, err)
+				return s.ToStatus(ctx, s.Log, err)
 			}
 			if rev > stored {
 				return status.Error(codes.OutOfRange, "watch: resume_after is ahead of every change the store has; watch without resume_after")
@@ -242,11 +279,11 @@ func (s *service) Watch(req *setpointv1.WatchRequest, stream grpc.ServerStreamin
 	// Catch up from the store up to the revision the subscription started
 	// after; the watcher's buffer holds everything later.
 	for last < latest {
-		cs, err := s.hub.feed.Changes(ctx, last, watchPage)
+		cs, err := s.Hub.feed.Changes(ctx, last, watchPage)
 		if errors.Is(err, store.ErrOutOfRange) {
 			return status.Errorf(codes.OutOfRange, "watch: the changes after resume point %d are no longer kept; read the targets again and watch without resume_after", point(last))
 		} else if err != nil {
-			return toStatus(ctx, s.log, err)
+			return s.ToStatus(ctx, s.Log, err)
 		}
 		if len(cs) == 0 {
 			break
@@ -269,7 +306,7 @@ func (s *service) Watch(req *setpointv1.WatchRequest, stream grpc.ServerStreamin
 				return status.Errorf(codes.Aborted, "watch: this server's change feed missed changes (it fell behind the store's compaction) and the stream was ended; resume with resume_after=%d", point(last))
 			}
 			if w.cut {
-				return status.Errorf(codes.Aborted, "watch: the stream fell behind by more than %d changes and was ended; resume with resume_after=%d", s.hub.buffer, point(last))
+				return status.Errorf(codes.Aborted, "watch: the stream fell behind by more than %d changes and was ended; resume with resume_after=%d", s.Hub.buffer, point(last))
 			}
 			return status.Errorf(codes.Unavailable, "watch: the server is shutting down; resume with resume_after=%d", point(last))
 		case c := <-w.ch:
@@ -284,9 +321,9 @@ func (s *service) Watch(req *setpointv1.WatchRequest, stream grpc.ServerStreamin
 	}
 }
 
-// validateWatch checks the filter: a namespace needs a cluster, a name a
-// namespace.
-func validateWatch(req *setpointv1.WatchRequest) error {
+// Validate checks a Watch request's filter: a namespace needs a cluster, a
+// name a namespace.
+func Validate(req *setpointv1.WatchRequest) error {
 	e := &setpointv1.ValidationError{}
 	if req.GetNamespace() != "" && req.GetCluster() == "" {
 		e.Add("namespace", "requires cluster")
@@ -300,16 +337,16 @@ func validateWatch(req *setpointv1.WatchRequest) error {
 // watchFilter returns the filter of a Watch: the request's cluster,
 // namespace and name, and the clusters the caller may read. A cluster the
 // caller may not read is PermissionDenied.
-func (s *service) watchFilter(ctx context.Context, req *setpointv1.WatchRequest) (func(target.Key) bool, error) {
+func (s *Streams) watchFilter(ctx context.Context, req *setpointv1.WatchRequest) (func(target.Key) bool, error) {
 	cluster, namespace, name := req.GetCluster(), req.GetNamespace(), req.GetName()
 	if cluster != "" {
-		if err := s.mayRead(ctx, cluster); err != nil {
+		if err := s.MayRead(ctx, cluster); err != nil {
 			return nil, err
 		}
 	}
 	may := func(string) bool { return true }
-	if s.authenticated {
-		p, ok := PrincipalFrom(ctx)
+	if s.Authenticated {
+		p, ok := auth.PrincipalFrom(ctx)
 		if !ok {
 			return nil, status.Error(codes.Unauthenticated, "not authenticated")
 		}
@@ -326,12 +363,12 @@ func (s *service) watchFilter(ctx context.Context, req *setpointv1.WatchRequest)
 // sealerFor returns the resume-point permutation of the caller, and false
 // for a caller that sees revisions as they are: one that reads every
 // cluster, or any caller of a server without authentication.
-func (s *service) sealerFor(ctx context.Context) (sealer, bool) {
-	p, ok := PrincipalFrom(ctx)
-	if !s.authenticated || !ok || p.CanRead("") {
+func (s *Streams) sealerFor(ctx context.Context) (sealer, bool) {
+	p, ok := auth.PrincipalFrom(ctx)
+	if !s.Authenticated || !ok || p.CanRead("") {
 		return sealer{}, false
 	}
-	return s.resume.sealer(p.Name), true
+	return s.Resume.sealer(p.Name), true
 }
 
 // watchResponse is the API form of a change; point turns its revision

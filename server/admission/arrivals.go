@@ -1,4 +1,4 @@
-package server
+package admission
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 )
 
 // writeMethods are the calls that write to the store, counted in
-// Options.Arrivals from the moment the server starts handling them until
+// Config.Arrivals from the moment the server starts handling them until
 // they reach the store (or end without reaching it).
 var writeMethods = map[string]bool{
 	setpointv1.AutoscalerService_Recommend_FullMethodName:    true,

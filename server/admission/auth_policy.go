@@ -1,4 +1,4 @@
-package server
+package admission
 
 import (
 	"context"
@@ -56,8 +56,8 @@ var methodAccess = map[string]access{
 
 // allowed reports whether p may call method with req. A request of an
 // unexpected type is denied.
-func allowed(p Principal, method string, req any) bool {
-	if p.Role == RoleAdmin {
+func allowed(p auth.Principal, method string, req any) bool {
+	if p.Role == auth.RoleAdmin {
 		return true
 	}
 	switch methodAccess[method] {
@@ -83,23 +83,23 @@ func allowed(p Principal, method string, req any) bool {
 	}
 }
 
-// errPermissionDenied is the one answer to a call the principal may not
+// ErrPermissionDenied is the one answer to a call the principal may not
 // make. It names nothing, so it cannot tell whether another tenant's
 // target exists.
-var errPermissionDenied = status.Error(codes.PermissionDenied, "permission denied")
+var ErrPermissionDenied = status.Error(codes.PermissionDenied, "permission denied")
 
 // guard authenticates and authorizes the calls of the guarded services,
 // and writes the audit log.
 type guard struct {
-	auth  *Authenticator // nil: no authentication nor authorization
-	rates *rateLimiter   // nil: no rate limit (applied by the tap handle)
+	auth  *auth.Authenticator // nil: no authentication nor authorization
+	rates *rateLimiter        // nil: no rate limit (applied by the tap handle)
 	audit auditor
 }
 
 // authenticate is the auth.AuthFunc of the chain: the principal the tap
 // handle found (tap.go), else authentication now.
 func (g *guard) authenticate(ctx context.Context) (context.Context, error) {
-	if _, ok := PrincipalFrom(ctx); ok {
+	if _, ok := auth.PrincipalFrom(ctx); ok {
 		return ctx, nil
 	}
 	p, presented, err := g.auth.Authenticate(ctx)
@@ -127,7 +127,7 @@ func withTarget(next grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor {
 
 // authorize checks the request against the principal of ctx.
 func (g *guard) authorize(ctx context.Context, method string, req any) error {
-	p, ok := PrincipalFrom(ctx)
+	p, ok := auth.PrincipalFrom(ctx)
 	if !ok {
 		return auth.ErrUnauthenticated
 	}
@@ -135,7 +135,7 @@ func (g *guard) authorize(ctx context.Context, method string, req any) error {
 		return nil
 	}
 	g.audit.denied(ctx, p.Name, "role "+string(p.Role), describeTarget(req), codes.PermissionDenied)
-	return errPermissionDenied
+	return ErrPermissionDenied
 }
 
 // unaryAuthorize is the unary authorization interceptor.
@@ -197,7 +197,7 @@ func (a auditor) decisions(ctx context.Context, req any, info *grpc.UnaryServerI
 		return resp, err
 	}
 	principal := func() string {
-		if p, ok := PrincipalFrom(ctx); ok {
+		if p, ok := auth.PrincipalFrom(ctx); ok {
 			return p.Name
 		}
 		return "anonymous"

@@ -1,9 +1,10 @@
-package server
+package admission
 
 import (
 	"testing"
 
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"github.com/setpointhq/setpoint/server/auth"
 	"google.golang.org/grpc"
 )
 
@@ -28,15 +29,15 @@ func TestEveryMethodHasAPolicy(t *testing.T) {
 }
 
 func TestAllowed(t *testing.T) {
-	agent := Principal{Name: "agent", Role: ClusterRole("a")}
-	platform := Principal{Name: "platform", Role: RolePlatform, Clusters: []string{"a"}}
-	admin := Principal{Name: "admin", Role: RoleAdmin}
+	agent := auth.Principal{Name: "agent", Role: auth.ClusterRole("a")}
+	platform := auth.Principal{Name: "platform", Role: auth.RolePlatform, Clusters: []string{"a"}}
+	admin := auth.Principal{Name: "admin", Role: auth.RoleAdmin}
 	key := func(cluster string) *setpointv1.TargetKey {
 		return &setpointv1.TargetKey{Cluster: cluster, Namespace: "ns", Name: "n"}
 	}
 	tests := []struct {
 		name   string
-		p      Principal
+		p      auth.Principal
 		method string
 		req    any
 		want   bool

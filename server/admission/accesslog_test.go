@@ -1,4 +1,4 @@
-package server
+package admission
 
 import (
 	"bytes"
@@ -42,7 +42,7 @@ func TestAccessLog(t *testing.T) {
 		{name: "resource exhausted is warn", ctx: ctx, err: status.Error(codes.ResourceExhausted, "busy"), want: []string{"level=WARN", "grpc.code=ResourceExhausted"}},
 		{name: "internal is error", ctx: ctx, err: status.Error(codes.Internal, "x"), want: []string{"level=ERROR", "grpc.code=Internal"}},
 		{name: "below the level", ctx: ctx, minLevel: slog.LevelWarn, wantEmpty: true},
-		{name: "source", ctx: ctx, addSource: true, want: []string{"source=", "server/accesslog.go:", `msg="finished call"`}},
+		{name: "source", ctx: ctx, addSource: true, want: []string{"source=", "server/admission/accesslog.go:", `msg="finished call"`}},
 		{name: "server stream ended by EOF", ctx: ctx, err: io.EOF, stream: &grpc.StreamServerInfo{FullMethod: "/setpoint.v1.AutoscalerService/Watch", IsServerStream: true},
 			want: []string{"grpc.method=Watch", "grpc.method_type=server_stream", "grpc.code=OK"}},
 	} {
