@@ -33,6 +33,13 @@ export * from "./gen/setpoint/v1/admin_pb.js";
 export interface SetpointClientOptions {
   /** The server: "http://127.0.0.1:7443" (plaintext, development) or "https://host:7443". */
   baseUrl: string;
+  /**
+   * Other replicas of the same service (same scheme, token and TLS). Unary
+   * calls go to baseUrl; changes() moves to the next replica whenever a
+   * stream breaks, so a replica that is down, or whose change feed is a
+   * moment behind (it answers UNAVAILABLE), does not stop the following.
+   */
+  replicas?: string[];
   /** Bearer token sent with every call; refused over http:// except to loopback. */
   token?: string;
   /** PEM of the CA that verifies the server's certificate; default: Node's roots. */
@@ -64,8 +71,9 @@ export interface SetpointClient {
   /**
    * Follows Watch: yields every change, and when the stream breaks
    * (UNAVAILABLE, or the server ends it) watches again from the last
-   * revision seen, so nothing the service keeps is missed or repeated. Ends
-   * when signal aborts or with an error a retry cannot fix.
+   * revision seen — on the next of the replicas, when options name some —
+   * so nothing the service keeps is missed or repeated. Ends when signal
+   * aborts or with an error a retry cannot fix.
    */
   changes(req?: MessageInitShape<typeof WatchRequestSchema>, signal?: AbortSignal): AsyncGenerator<WatchResponse>;
   /** Closes the connection. */
@@ -74,10 +82,13 @@ export interface SetpointClient {
 
 /** Creates a client; the connection is made by the first call. */
 export function createSetpointClient(o: SetpointClientOptions): SetpointClient {
-  const url = new URL(o.baseUrl);
-  const loopback = ["localhost", "127.0.0.1", "[::1]"].includes(url.hostname);
-  if (o.token && url.protocol !== "https:" && !loopback) {
-    throw new Error(`setpoint: refusing to send a bearer token in plaintext to ${url.host}: use https://`);
+  const baseUrls = [o.baseUrl, ...(o.replicas ?? [])];
+  for (const u of baseUrls) {
+    const url = new URL(u);
+    const loopback = ["localhost", "127.0.0.1", "[::1]"].includes(url.hostname);
+    if (o.token && url.protocol !== "https:" && !loopback) {
+      throw new Error(`setpoint: refusing to send a bearer token in plaintext to ${url.host}: use https://`);
+    }
   }
   if ((o.cert === undefined) !== (o.key === undefined)) {
     throw new Error("setpoint: client certificate and key must be given together");
@@ -90,17 +101,19 @@ export function createSetpointClient(o: SetpointClientOptions): SetpointClient {
       return next(req);
     });
   }
-  const sessionManager = new Http2SessionManager(o.baseUrl, { idleConnectionTimeoutMs: 60_000 }, {
+  // One HTTP/2 session and transport per replica; the first is baseUrl's.
+  const sessions = baseUrls.map((u) => new Http2SessionManager(u, { idleConnectionTimeoutMs: 60_000 }, {
     ca: o.ca, cert: o.cert, key: o.key, servername: o.serverName,
-  });
-  const transport = createGrpcTransport({
-    baseUrl: o.baseUrl,
+  }));
+  const transports = baseUrls.map((u, i) => createGrpcTransport({
+    baseUrl: u,
     defaultTimeoutMs: o.timeoutMs ?? 10_000,
     interceptors,
-    sessionManager,
-  });
-  const autoscaler = createClient(AutoscalerService, transport);
-  const admin = createClient(AdminService, transport);
+    sessionManager: sessions[i],
+  }));
+  const watchers = transports.map((t) => createClient(AutoscalerService, t));
+  const autoscaler = watchers[0];
+  const admin = createClient(AdminService, transports[0]);
   return {
     autoscaler,
     admin,
@@ -121,6 +134,8 @@ export function createSetpointClient(o: SetpointClientOptions): SetpointClient {
     async *changes(req = {}, signal) {
       const next = create(WatchRequestSchema, req);
       let backoff = 100;
+      // The replica the stream is on; a broken stream resumes on the next.
+      let on = 0;
       for (;;) {
         try {
           // The server names the revision the stream starts after (header
@@ -130,7 +145,7 @@ export function createSetpointClient(o: SetpointClientOptions): SetpointClient {
             const rev = h.get("setpoint-revision");
             if (rev !== null && next.resumeAfter === 0n) next.resumeAfter = BigInt(rev);
           };
-          for await (const ch of autoscaler.watch(next, { signal, timeoutMs: 0, onHeader })) {
+          for await (const ch of watchers[on].watch(next, { signal, timeoutMs: 0, onHeader })) {
             backoff = 100;
             // Changes arrive in order: the last is where to resume. Sealed
             // resume points (callers that may not read every cluster) do not
@@ -146,12 +161,16 @@ export function createSetpointClient(o: SetpointClientOptions): SetpointClient {
           if (![Code.Unavailable, Code.Canceled, Code.Aborted, Code.ResourceExhausted, Code.Internal].includes(code)) throw err;
         }
         if (signal?.aborted) return;
-        await sleep(backoff, signal);
-        backoff = Math.min(2 * backoff, 5_000);
+        on = (on + 1) % watchers.length;
+        // Back off once every replica has been tried.
+        if (on === 0) {
+          await sleep(backoff, signal);
+          backoff = Math.min(2 * backoff, 5_000);
+        }
       }
     },
     close() {
-      sessionManager.abort();
+      for (const s of sessions) s.abort();
     },
   };
 }

@@ -195,6 +195,50 @@ describe("watch", () => {
   });
 });
 
+describe("watch across replicas", () => {
+  it("moves to the next replica when its stream breaks, missing nothing", async () => {
+    // Two addresses of one service: a proxy that goes down for good, and
+    // the server itself. Without replicas the stream would wait for the
+    // proxy; with them it resumes on the next at once.
+    const proxy = await startProxy(servers.plaintext);
+    const watcher = createSetpointClient({ baseUrl: `http://${proxy.addr}`, replicas: [`http://${servers.plaintext}`], token });
+    const abort = new AbortController();
+    const seen: string[] = [];
+    const follow = (async () => {
+      for await (const ch of watcher.changes({ cluster: "replicas" }, abort.signal)) {
+        if (ch.change.case === "decision") seen.push(ch.change.value.decisionId);
+      }
+    })();
+    const until = async (cond: () => boolean, what: string) => {
+      for (let i = 0; i < 300 && !cond(); i++) await new Promise((r) => setTimeout(r, 20));
+      assert.ok(cond(), `timed out waiting for ${what}; seen ${JSON.stringify(seen)}`);
+    };
+    try {
+      for (let i = 0; i < 100 && seen.length === 0; i++) {
+        await sp.decide(example("web", "replicas"));
+        await new Promise((r) => setTimeout(r, 30));
+      }
+      await until(() => seen.length > 0, "the first change");
+      await new Promise((r) => setTimeout(r, 200));
+      const before = seen.length;
+
+      proxy.partition(true); // and never back
+      const missed = [(await sp.decide(example("api", "replicas"))).decisionId, (await sp.decide(example("worker", "replicas"))).decisionId];
+      await until(() => seen.length >= before + 2, "the decisions made after the first replica went down");
+      assert.deepEqual(seen.slice(before), missed);
+    } finally {
+      abort.abort();
+      watcher.close();
+      proxy.close();
+    }
+    await follow;
+  });
+
+  it("refuses a token in plaintext to any replica off loopback", () => {
+    assert.throws(() => createSetpointClient({ baseUrl: `http://${servers.plaintext}`, replicas: ["http://setpoint.example:7443"], token }), /plaintext/);
+  });
+});
+
 describe("mutual TLS", () => {
   const tlsClient = (withCert: boolean) => createSetpointClient({
     baseUrl: `https://${servers.tls}`,
