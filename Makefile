@@ -52,7 +52,7 @@ fleet-long: kube-binaries ## the fleet tests with the controller's default windo
 
 TWIN_FLAGS ?=
 
-twin: kube-binaries build ## a fleet on loopback to look at: 3 cluster twins, the HA service and the console, until Ctrl-C (TWIN_FLAGS='-clusters 2 -trace diurnal')
+twin: kube-binaries build ## a fleet on loopback to look at: 3 cluster twins, the HA service and the console, until Ctrl-C (TWIN_FLAGS='-clusters 2 -trace diurnal'; '-screenshot docs/img' captures the console)
 	$(GO) run ./hack/twin $(TWIN_FLAGS)
 
 # Debian's chromium, for the web console's browser test (test/console).
