@@ -3,7 +3,7 @@
 
 GO       ?= go
 BUF      ?= $(GO) run github.com/bufbuild/buf/cmd/buf@v1.73.0
-CORPUS   ?= testdata/conformance/scenarios
+CORPUS   ?= testdata/conformance/scenarios testdata/scenarios
 NPM      ?= npm
 TS       := clients/ts
 

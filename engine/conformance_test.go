@@ -7,11 +7,13 @@ import (
 	"github.com/setpointhq/setpoint/internal/scenario"
 )
 
-// TestConformance replays the conformance corpus directly against the
+// TestConformance replays the conformance corpus (the public one, a copy
+// of ../shared/conformance, and Setpoint's own scenarios in its format,
+// testdata/scenarios) directly against the
 // engine, step by step, each step's request resolved as the server resolves
 // it: the corpus is the engine's specification.
 func TestConformance(t *testing.T) {
-	loaded, bad, err := scenario.Load("../testdata/conformance/scenarios")
+	loaded, bad, err := scenario.Load("../testdata/conformance/scenarios", "../testdata/scenarios")
 	if err != nil {
 		t.Fatal(err)
 	}

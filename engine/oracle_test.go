@@ -182,7 +182,7 @@ func reportedValue(m autoscalingv2.MetricStatus) *resource.Quantity {
 // metric of the corpus' overflow family with the oracle from the step's
 // inputs: the expected values are the controller's, whoever wrote them.
 func TestOverflowCorpusIsTheControllersArithmetic(t *testing.T) {
-	loaded, bad, err := scenario.Load("../testdata/conformance/scenarios/overflow.json")
+	loaded, bad, err := scenario.Load("../testdata/scenarios/overflow.json")
 	if err != nil || len(bad) > 0 {
 		t.Fatal(err, bad)
 	}

@@ -27,7 +27,7 @@ const corpus = "../testdata/conformance/scenarios"
 func TestSimulateReplaysConformance(t *testing.T) {
 	ts := start(t, setup{})
 	c := ts.client(t)
-	loaded, bad, err := scenario.Load(corpus)
+	loaded, bad, err := scenario.Load(corpus, "../testdata/scenarios")
 	if err != nil || len(bad) > 0 {
 		t.Fatalf("load corpus: %v %v", err, bad)
 	}

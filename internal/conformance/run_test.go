@@ -14,6 +14,10 @@ import (
 
 const corpus = "../../testdata/conformance/scenarios"
 
+// own is Setpoint's own scenarios in the corpus' format, beyond the public
+// corpus (which testdata/conformance copies unchanged).
+const own = "../../testdata/scenarios"
+
 // run replays paths through a fresh server and returns the result and the
 // report.
 func run(t *testing.T, paths ...string) (conformance.Result, string) {
@@ -35,9 +39,10 @@ func run(t *testing.T, paths ...string) (conformance.Result, string) {
 	return res, out.String()
 }
 
-// TestCorpus replays the whole public corpus over gRPC.
+// TestCorpus replays the whole public corpus and Setpoint's own
+// scenarios over gRPC.
 func TestCorpus(t *testing.T) {
-	res, out := run(t, corpus)
+	res, out := run(t, corpus, own)
 	if res.Failed != 0 || res.Passed == 0 {
 		t.Fatalf("got %+v:\n%s", res, out)
 	}
@@ -153,4 +158,44 @@ func writeJSON(t *testing.T, path string, v any) {
 func itoa(n int) string {
 	b, _ := json.Marshal(n)
 	return string(b)
+}
+
+// TestCorpusCopyIsUnchanged: testdata/conformance is the shared corpus as
+// it is, FORMAT.md included, so that bringing it up to date is a copy and
+// Setpoint's own scenarios stay in testdata/scenarios. It compares the two
+// where the shared corpus sits beside the checkout (../shared/conformance).
+func TestCorpusCopyIsUnchanged(t *testing.T) {
+	const shared, copied = "../../../shared/conformance", "../../testdata/conformance"
+	if _, err := os.Stat(shared); err != nil {
+		t.Skipf("no shared corpus beside the checkout (%v)", err)
+	}
+	files := func(root string) map[string][]byte {
+		got := map[string][]byte{}
+		err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			b, err := os.ReadFile(path)
+			rel, _ := filepath.Rel(root, path)
+			got[rel] = b
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	want, got := files(shared), files(copied)
+	for name, b := range want {
+		if c, ok := got[name]; !ok {
+			t.Errorf("%s: in the shared corpus, not in testdata/conformance", name)
+		} else if !bytes.Equal(b, c) {
+			t.Errorf("%s: differs from the shared corpus", name)
+		}
+	}
+	for name := range got {
+		if _, ok := want[name]; !ok {
+			t.Errorf("%s: only in testdata/conformance (Setpoint's own scenarios go in testdata/scenarios)", name)
+		}
+	}
 }

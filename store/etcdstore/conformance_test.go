@@ -24,7 +24,7 @@ func TestConformanceCorpusOnEtcd(t *testing.T) {
 		}
 	}()
 	var out bytes.Buffer
-	res, err := conformance.Run(context.Background(), h.Client, h.Clock, &out, "../../testdata/conformance/scenarios")
+	res, err := conformance.Run(context.Background(), h.Client, h.Clock, &out, "../../testdata/conformance/scenarios", "../../testdata/scenarios")
 	if err != nil {
 		t.Fatal(err)
 	}
