@@ -8,6 +8,7 @@
 package etcdtest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -130,8 +131,46 @@ func (c *Cluster) Kill(i int) {
 // its disk or a half-open network stop it: its connections stay open and
 // nothing answers. Resume continues it. Kill and Stop work on a paused
 // member.
+// Pause returns once every thread of the member is stopped: SIGSTOP is
+// delivered asynchronously, and a thread still running could answer a
+// request sent just after the signal.
 func (c *Cluster) Pause(i int) error {
-	return c.signal(i, syscall.SIGSTOP)
+	if err := c.signal(i, syscall.SIGSTOP); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	pid := c.members[i].Process.Pid
+	c.mu.Unlock()
+	deadline := time.Now().Add(10 * time.Second)
+	for !stopped(pid) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("etcdtest: m%d (pid %d) did not stop within 10s of SIGSTOP", i, pid)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return nil
+}
+
+// stopped reports whether every thread of process pid is stopped (state T
+// in /proc/<pid>/task/<tid>/stat).
+func stopped(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, t := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, t.Name()))
+		if err != nil {
+			return false
+		}
+		// The state follows the command name, which is in parentheses and
+		// may itself hold spaces or parentheses.
+		j := bytes.LastIndexByte(b, ')')
+		if j < 0 || j+2 >= len(b) || (b[j+2] != 'T' && b[j+2] != 't') {
+			return false
+		}
+	}
+	return true
 }
 
 // Resume continues member i after Pause (SIGCONT).
