@@ -23,7 +23,9 @@ import (
 	"github.com/setpointhq/setpoint/internal/testkit"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server"
+	"github.com/setpointhq/setpoint/store"
 	"github.com/setpointhq/setpoint/store/etcdstore"
+	"github.com/setpointhq/setpoint/target"
 )
 
 // shutdownTimeout bounds the replicas' graceful stop.
@@ -33,7 +35,48 @@ const shutdownTimeout = 30 * time.Second
 // that can be cut as a machine's death cuts its connections.
 type replica struct {
 	*servertest.Server
-	lis *cuttable
+	lis   *cuttable
+	reads *heldReads
+}
+
+// heldReads is a replica's store whose next Get, once Hold is called,
+// waits until Release: a read the test knows to be in flight on that
+// replica.
+type heldReads struct {
+	store.Store
+	mu      sync.Mutex
+	hold    bool
+	entered chan struct{} // closed when a held Get has started
+	release chan struct{}
+}
+
+// Hold makes the next Get wait for Release; the returned channel is
+// closed once that Get has started.
+func (h *heldReads) Hold() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.hold, h.entered, h.release = true, make(chan struct{}), make(chan struct{})
+	return h.entered
+}
+
+// Release lets the held Get go on.
+func (h *heldReads) Release() { close(h.release) }
+
+// Get is the store's Get, held as Hold says.
+func (h *heldReads) Get(ctx context.Context, k target.Key) (target.Record, error) {
+	h.mu.Lock()
+	held := h.hold
+	h.hold = false
+	entered, release := h.entered, h.release
+	h.mu.Unlock()
+	if held {
+		close(entered)
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+	}
+	return h.Store.Get(ctx, k)
 }
 
 // startReplicas runs n servers on loopback, each with its own etcd client
@@ -55,7 +98,8 @@ func startReplicas(t *testing.T, cluster *etcdtest.Cluster, n int) []*replica {
 			t.Fatal(err)
 		}
 		lis := &cuttable{Listener: l}
-		srv, err := servertest.Run(servertest.Config{Backend: st, Listener: lis, Options: server.Options{ShutdownTimeout: shutdownTimeout}})
+		reads := &heldReads{Store: st}
+		srv, err := servertest.Run(servertest.Config{Backend: reads, Listener: lis, Options: server.Options{ShutdownTimeout: shutdownTimeout}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -68,7 +112,7 @@ func startReplicas(t *testing.T, cluster *etcdtest.Cluster, n int) []*replica {
 				t.Error(err)
 			}
 		})
-		out = append(out, &replica{Server: srv, lis: lis})
+		out = append(out, &replica{Server: srv, lis: lis, reads: reads})
 	}
 	return out
 }
@@ -306,11 +350,19 @@ func TestCallsSpreadAndFailOverAcrossReplicas(t *testing.T) {
 	}
 
 	// A cut (the machine is gone) under load: reads are retried on the
-	// last server; at most the writes in flight on the cut one fail.
+	// last server; at most the writes in flight on the cut one fail. One
+	// read is held on the server to be cut, so a read is surely in flight
+	// at the cut.
+	inFlight := reps[1].reads.Hold()
 	stop = make(chan struct{})
 	wait = load(ctx, c, cs, req, workers, stop)
-	time.Sleep(300 * time.Millisecond)
+	select {
+	case <-inFlight:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no read reached the server to be cut")
+	}
 	reps[1].lis.Cut()
+	reps[1].reads.Release()
 	time.Sleep(300 * time.Millisecond)
 	close(stop)
 	wait()
