@@ -188,9 +188,13 @@ func Work(client setpointv1.AutoscalerServiceClient, w int, stop <-chan struct{}
 // Verify reads every target back and checks that each acknowledged
 // Recommend left its recommendation (at its decision time) in the history
 // and each acknowledged Observe its Applied event. It returns the number of
-// acknowledged calls it found and lost.
+// acknowledged calls it found and lost. A ledger with no acknowledged
+// Recommend fails the test: nothing lost of nothing proves nothing.
 func Verify(t *testing.T, client setpointv1.AutoscalerServiceClient, led *Ledger) (found, lost int) {
 	t.Helper()
+	if len(led.Recommends) == 0 {
+		t.Errorf("no Recommend was acknowledged (%d Observe): the check of what was kept would pass on nothing", len(led.Observes))
+	}
 	type seen struct {
 		recs   map[time.Time]bool
 		events map[string]bool
