@@ -17,9 +17,10 @@ import (
 )
 
 // Under writes from two stores (two servers) on their own 3-member
-// cluster, the etcd leader is killed: every acknowledged decision is in its
-// target's history afterwards, once, and the feed holds the histories in
-// the same order.
+// cluster, the etcd leader is killed: both stores' writes resume (each
+// acknowledges decisions made after the kill), every acknowledged decision
+// is in its target's history afterwards, once, and the feed holds the
+// histories in the same order.
 func TestLeaderKillLosesNoAcknowledgedDecision(t *testing.T) {
 	c := etcdtest.Start(t, 3)
 	ctx := context.Background()
@@ -40,10 +41,22 @@ func TestLeaderKillLosesNoAcknowledgedDecision(t *testing.T) {
 	key := func(i int) target.Key { return target.Key{Cluster: "c", Namespace: "n", Name: fmt.Sprint("t", i%4)} }
 
 	var (
-		mu    sync.Mutex
-		acked = map[string]bool{}
-		wg    sync.WaitGroup
+		mu     sync.Mutex
+		acked  = map[string]bool{}
+		killed bool
+		after  [2]int // decisions acknowledged by each store after the kill
+		wg     sync.WaitGroup
 	)
+	// ackedBy reports how many decisions store s acknowledged after the
+	// kill, or in all before it.
+	ackedBy := func(s int) int {
+		mu.Lock()
+		defer mu.Unlock()
+		if !killed {
+			return len(acked)
+		}
+		return after[s]
+	}
 	stop := make(chan struct{})
 	for w := range 8 {
 		st := stores[w%2]
@@ -65,12 +78,27 @@ func TestLeaderKillLosesNoAcknowledgedDecision(t *testing.T) {
 				if err == nil {
 					mu.Lock()
 					acked[id] = true
+					if killed {
+						after[w%2]++
+					}
 					mu.Unlock()
 				}
 			}
 		})
 	}
-	time.Sleep(time.Second)
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for !ok() {
+			if time.Now().After(deadline) {
+				close(stop)
+				wg.Wait()
+				t.Fatalf("after 30s: %s", what)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitFor("20 decisions acknowledged before the kill", func() bool { return ackedBy(0) >= 20 })
 	leader := -1
 	for i, ep := range c.Endpoints {
 		sc, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
@@ -86,8 +114,13 @@ func TestLeaderKillLosesNoAcknowledgedDecision(t *testing.T) {
 	if leader < 0 {
 		t.Fatal("no leader found")
 	}
-	c.Kill(leader)
-	time.Sleep(3 * time.Second)
+	c.Kill(leader) // returns once the process is gone
+	mu.Lock()
+	killed = true
+	mu.Unlock()
+	// Each store has 4 writers, so at least 6 of 10 were begun after the
+	// kill.
+	waitFor("both stores acknowledging writes again after the leader's kill", func() bool { return ackedBy(0) >= 10 && ackedBy(1) >= 10 })
 	close(stop)
 	wg.Wait()
 
