@@ -265,6 +265,7 @@ func (r *run) reconcile(ctx context.Context) (string, error) {
 		ResourceMetrics: rm,
 		Metrics:         values,
 		Now:             r.now.Time,
+		PodStartup:      measureStartup(pods),
 	}
 	rec, err := r.recommend(ctx, req)
 	if err != nil {

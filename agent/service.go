@@ -72,6 +72,10 @@ type Request struct {
 	Metrics []MetricValues
 	// Now is when the agent read the inputs.
 	Now time.Time
+	// PodStartup is the workload's start-up and readiness time measured
+	// from Pods, the lead time a forecast needs. It is not sent yet: the
+	// API's RecommendRequest has no field for it (docs/ahead-of-load.md).
+	PodStartup PodStartup
 }
 
 // ResourceMetrics is the answer of the resource metrics API

@@ -25,8 +25,11 @@
 //
 //	predicted(now+lead) = level(now) + mean_k[ x(now+lead−kP) − level(now−kP) ]
 //
-// and the proposal covers predicted + the backtest's root mean square
-// error, rounded up.
+// and the proposal covers predicted + a margin, rounded up: the root mean
+// square of the backtest's errors at that time of the period (within half
+// an hour either side), so that the margin is wide before a steep ramp,
+// where the forecast misses most, and narrow on a quiet night, instead of
+// one margin paid at every hour.
 //
 // # Silence
 //
@@ -111,9 +114,10 @@ type Model struct {
 	// Silent says why the model makes no forecast; empty when it does.
 	Silent string
 
-	cfg   Config
-	start time.Time
-	x     []float64
+	cfg    Config
+	start  time.Time
+	x      []float64
+	margin []float64 // by phase of Period (margins)
 }
 
 // Fit fits a model to h for cfg. It reads h and keeps a copy of its
@@ -139,7 +143,7 @@ func Fit(h *History, cfg Config) Model {
 			reasons += fmt.Sprintf("; %s: autocorrelation %.2f below %.2f", period, corr, cfg.MinCorrelation)
 			continue
 		}
-		rmse, mean := backtest(m.x, p, lead, maxPeriods[period])
+		rmse, mean, phaseSq, phaseN := backtest(m.x, p, lead, maxPeriods[period], stepsSinceEpoch(m.start))
 		e := rmse / mean
 		if !(e <= cfg.MaxError) {
 			reasons += fmt.Sprintf("; %s: backtest error %.1f%% above %.1f%%", period, 100*e, 100*cfg.MaxError)
@@ -148,6 +152,7 @@ func Fit(h *History, cfg Config) Model {
 		if e < best {
 			best = e
 			m.Period, m.Correlation, m.Error, m.RMSE = period, corr, e, rmse
+			m.margin = margins(phaseSq, phaseN, rmse)
 		}
 	}
 	if m.Period == 0 {
@@ -229,10 +234,13 @@ func interp(x []float64, u float64) float64 {
 // backtest forecasts, from each of the last steps (up to a week, as many
 // as have a period and an hour before them), the value lead steps later
 // with period p, and returns the root mean square error and the mean of
-// the values forecast.
-func backtest(x []float64, p, lead, k int) (rmse, mean float64) {
+// the values forecast, and the squared errors' sum and count by the
+// forecast value's phase in the period (x[0] is off steps after the Unix
+// epoch).
+func backtest(x []float64, p, lead, k, off int) (rmse, mean float64, phaseSq []float64, phaseN []int) {
 	var sq, sum float64
 	n := 0
+	phaseSq, phaseN = make([]float64, p), make([]int, p)
 	span := min(maxBacktest, len(x)-p-hour-lead)
 	for i := len(x) - lead - span; i+lead < len(x); i++ {
 		if i-p-hour < 0 {
@@ -243,14 +251,53 @@ func backtest(x []float64, p, lead, k int) (rmse, mean float64) {
 		if math.IsNaN(actual) || math.IsNaN(pred) {
 			continue
 		}
-		sq += (pred - actual) * (pred - actual)
+		e2 := (pred - actual) * (pred - actual)
+		sq += e2
 		sum += actual
 		n++
+		ph := phase(off+i+lead, p)
+		phaseSq[ph] += e2
+		phaseN[ph]++
 	}
 	if span <= 0 || n < span/2 || sum <= 0 {
-		return math.Inf(1), 1
+		return math.Inf(1), 1, nil, nil
 	}
-	return math.Sqrt(sq / float64(n)), sum / float64(n)
+	return math.Sqrt(sq / float64(n)), sum / float64(n), phaseSq, phaseN
+}
+
+// marginSpan is how far either side of a time of the period the errors
+// that set its margin are taken from: the backtest saw a few periods, and
+// a ramp's error spreads over the steps next to it.
+const marginSpan = hour / 2
+
+// margins returns, for each phase of the period, the root mean square of
+// the backtest's errors within marginSpan of it: small where the forecast
+// was exact (a quiet night), large where it missed (a steep ramp); rmse
+// where no error was measured near it.
+func margins(sq []float64, n []int, rmse float64) []float64 {
+	p := len(sq)
+	out := make([]float64, p)
+	for j := range out {
+		var s float64
+		var c int
+		for d := -marginSpan; d <= marginSpan; d++ {
+			s += sq[phase(j+d, p)]
+			c += n[phase(j+d, p)]
+		}
+		out[j] = rmse
+		if c > 0 {
+			out[j] = math.Sqrt(s / float64(c))
+		}
+	}
+	return out
+}
+
+// phase is step i's place in a period of p steps.
+func phase(i, p int) int { return ((i % p) + p) % p }
+
+// stepsSinceEpoch is t in steps since the Unix epoch, rounded down.
+func stepsSinceEpoch(t time.Time) int {
+	return int(math.Floor(float64(t.Unix()) / Step.Seconds()))
 }
 
 // Forecast is one prediction of the demand.
@@ -263,7 +310,8 @@ type Forecast struct {
 	At time.Time
 	// Predicted is the demand predicted at At, in replicas at the target.
 	Predicted float64
-	// Upper is Predicted plus the backtest's RMSE: what the proposal
+	// Upper is Predicted plus the backtest's root mean square error at
+	// At's time of the period (within half an hour): what the proposal
 	// covers.
 	Upper float64
 	// Confidence is 1 minus the backtest error, in [0, 1].
@@ -292,9 +340,13 @@ func (m *Model) Predict(now time.Time) (Forecast, bool) {
 		return Forecast{}, false
 	}
 	pred = max(pred, 0)
+	margin := m.RMSE
+	if len(m.margin) == p {
+		margin = m.margin[phase(stepsSinceEpoch(at), p)]
+	}
 	return Forecast{
 		Period: m.Period, Horizon: m.cfg.Lead, At: at,
-		Predicted: pred, Upper: pred + m.RMSE,
+		Predicted: pred, Upper: pred + margin,
 		Confidence: max(0, 1-m.Error), Correlation: m.Correlation,
 	}, true
 }

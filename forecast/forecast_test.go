@@ -265,3 +265,37 @@ func FuzzHistoryDecode(f *testing.F) {
 		m.Predict(h.End())
 	})
 }
+
+// The margin above the prediction follows where the backtest missed: wide
+// at a steep daily ramp, narrow on the quiet night.
+func TestMarginFollowsTheBacktestError(t *testing.T) {
+	// 2 at night, 20 by day: a ramp of 10 minutes that starts at 08:00
+	// give or take 10 minutes from day to day, and a slow decline at
+	// 18:00.
+	ramp := func(t time.Time) float64 {
+		d := int(t.Sub(t0) / forecast.Day)
+		start := 8 + []float64{0, 10, -10, 5, -5}[d%5]/60
+		h := float64(t.Sub(t0)%forecast.Day) / float64(time.Hour)
+		return 2 + 18*math.Min(math.Max((h-start)*6, 0), 1) - 18*math.Min(math.Max((h-18)/3, 0), 1)
+	}
+	// margin fits a history of four days and the given time, and returns
+	// the margin of the forecast made when it ends.
+	margin := func(clock time.Duration) (float64, forecast.Model) {
+		h := fill(ramp, 4*forecast.Day+clock, 0.02, 1)
+		m := forecast.Fit(h, forecast.Config{Lead: 5 * time.Minute})
+		f, ok := m.Predict(h.End())
+		if !ok || m.Period != forecast.Day {
+			t.Fatalf("at %s: no daily forecast (%s)", clock, m.Silent)
+		}
+		return f.Upper - f.Predicted, m
+	}
+	night, _ := margin(3*time.Hour + 5*time.Minute)   // forecasting 03:05
+	ramping, m := margin(8*time.Hour + 5*time.Minute) // forecasting 08:05
+	t.Logf("margin %.2f at night, %.2f at the ramp, RMSE %.2f", night, ramping, m.RMSE)
+	if !(night >= 0 && ramping > 3*night && ramping > 1) {
+		t.Errorf("margin %.2f at night, %.2f at the ramp; want the ramp's over 1 and 3 times the night's", night, ramping)
+	}
+	if !(m.RMSE > night && m.RMSE < ramping) {
+		t.Errorf("overall RMSE %.2f; want it between the night's margin %.2f and the ramp's %.2f", m.RMSE, night, ramping)
+	}
+}

@@ -41,10 +41,15 @@ func TestQualityBars(t *testing.T) {
 		}
 	}
 	// The periodic bar must be earned, not met by a reference that never
-	// fell short: the references leave something beyond the band.
+	// fell short: on the periodic traces both references leave a quarter
+	// or more of their under-provisioning beyond the band, and overload
+	// (the issue measured about 40%, and an hour a day over four traces).
 	for _, r := range rep.Results {
-		if r.Trace == "morning-ramp" && r.Setup == hpa.Name && r.UnderBeyond == 0 {
-			t.Errorf("the HPA as configured is never under-provisioned beyond the band on morning-ramp: the trace tests nothing")
+		if (r.Trace == "daily" || r.Trace == "morning-ramp") && (r.Setup == hpa.Name || r.Setup == hpaTol1.Name) {
+			if share := r.UnderBeyond / (r.UnderBeyond + r.UnderInBand); !(share >= 0.25) || r.OverloadMinutes == 0 {
+				t.Errorf("%s, %s: %.0f%% of the under-provisioning beyond the band, %.1f overload minutes; want ≥ 25%% and some: the trace is too gentle to test the forecast",
+					r.Trace, r.Setup, 100*share, r.OverloadMinutes)
+			}
 		}
 		if r.Trace == "daily+outages" && r.Setup == hpa.Name && r.OverloadMinutes == 0 {
 			t.Errorf("the outages cause no overload without a fallback: the fallback case tests nothing")
