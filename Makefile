@@ -151,5 +151,5 @@ dict: ## retrain store/values.dict, the S2 dictionary of record values, on recor
 	$(GO) test ./cmd/setpoint-bench -count=1 -run TestWriteDictionary -write-dict $(CURDIR)/store/values.dict -v
 
 .PHONY: quality
-quality: ## the decision-quality benchmark: every generated trace, a measured week, at 60 s and 5 min start-up, checked against issue 32's bars (50–80 s on a quiet 2-core machine; CI runs TestQualityBars, one day of four traces: 5–7 s quiet, 80 s beside the rest of CI)
+quality: ## the decision-quality benchmark: every generated trace, a measured week, at 60 s and 5 min start-up, checked against issue 32's bars (50–80 s on a quiet 2-core machine; CI runs TestQualityBars, one day of four traces: 5–7 s quiet, about 80 s on a machine loaded by other builds)
 	$(GO) run ./cmd/setpoint-quality -days 7
