@@ -5,15 +5,13 @@
 #   kube-apiserver, kube-controller-manager, kube-scheduler  the versions
 #       pinned in tools/kube/go.mod (k8s.io/kubernetes)
 #   etcd   the version pinned there (go.etcd.io/etcd/server/v3)
-#   kwok   sigs.k8s.io/kwok at KWOK_VERSION below, from the Go module proxy
-#          (checked against the checksum database like any module); it
-#          simulates nodes and pod lifecycles for the cluster twin
-#          (internal/twin)
+#   kwok   the version pinned there too (sigs.k8s.io/kwok), built on the
+#          same Kubernetes libraries as the others; it simulates nodes and
+#          pod lifecycles for the cluster twin (internal/twin)
 #
 # The directory is ${SETPOINT_CACHE:-$HOME/.cache/setpoint}/kube-<hash>, where
 # <hash> is derived from tools/kube/go.sum: changing a pinned version changes
-# the directory, and an existing build is reused. kwok's version is written
-# beside it (kwok.version); changing KWOK_VERSION rebuilds kwok alone.
+# the directory, and an existing build is reused.
 # Concurrent callers (several test packages starting at once) wait on a lock
 # instead of building twice.
 #
@@ -23,9 +21,6 @@
 # With --check it builds nothing: it prints the directory and exits 0 when
 # every binary is there, and exits 1 when one is missing.
 set -euo pipefail
-
-# KWOK_VERSION is the kwok release the twin runs.
-KWOK_VERSION=v0.8.0
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 mod="${root}/tools/kube"
@@ -42,9 +37,6 @@ have() {
   local name
   for name in "$@"; do
     [[ -x "${dir}/${name}" ]] || return 1
-    if [[ "${name}" == kwok ]]; then
-      [[ "$(cat "${dir}/kwok.version" 2>/dev/null)" == "${KWOK_VERSION}" ]] || return 1
-    fi
   done
 }
 
@@ -87,11 +79,10 @@ build() {
   case "$1" in
     kube-*) go build -trimpath -ldflags "${ldflags}" -o "${tmp}/$1" "k8s.io/kubernetes/cmd/$1" >&2 ;;
     etcd) go build -trimpath -ldflags "-s -w" -o "${tmp}/etcd" go.etcd.io/etcd/server/v3 >&2 ;;
-    # Outside any module, so that kwok builds with its own go.mod's
-    # versions, not tools/kube's.
-    kwok) (cd "${tmp}" && GOFLAGS=-buildvcs=false GOBIN="${tmp}" \
-             go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@${KWOK_VERSION}" >&2)
-          echo "${KWOK_VERSION}" >"${tmp}/kwok.version" ;;
+    # In tools/kube, on the Kubernetes libraries the other binaries use, so
+    # it shares their compiled packages (built on its own go.mod's versions
+    # it compiled a second copy of them: most of a cold build's time).
+    kwok) go build -trimpath -ldflags "-s -w" -o "${tmp}/kwok" sigs.k8s.io/kwok/cmd/kwok >&2 ;;
   esac
 }
 
@@ -103,7 +94,6 @@ if have "${core[@]}"; then
       echo "kube-binaries: adding ${name} to ${dir}" >&2
       build "${name}"
       mv "${tmp}/${name}" "${dir}/${name}"
-      if [[ -f "${tmp}/${name}.version" ]]; then mv "${tmp}/${name}.version" "${dir}/"; fi
     fi
   done
   echo "kube-binaries: built in $((SECONDS - start))s" >&2
@@ -111,7 +101,7 @@ if have "${core[@]}"; then
   exit 0
 fi
 
-echo "kube-binaries: building ${core[*]} ${extras[*]} (kubernetes ${kube_version}, kwok ${KWOK_VERSION}) into ${dir}" >&2
+echo "kube-binaries: building ${core[*]} ${extras[*]} (kubernetes ${kube_version}, kwok $(go list -m -f '{{.Version}}' sigs.k8s.io/kwok)) into ${dir}" >&2
 for name in "${core[@]}" "${extras[@]}"; do
   build "${name}"
 done
