@@ -18,6 +18,7 @@ import (
 	"github.com/setpointhq/setpoint/internal/servertest"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server"
+	"github.com/setpointhq/setpoint/server/codec"
 	"github.com/setpointhq/setpoint/store"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -471,9 +472,9 @@ func (n *noop) Observe(context.Context, *setpointv1.ObserveRequest) (*setpointv1
 // gRPC options of the real server that set what the transport costs: its
 // message size and stream limits, its stream workers (goroutines kept
 // between calls, so that neither pays for growing a fresh goroutine's
-// stack) and its decoding (server.DecodeOptions: Recommend's per-pod
-// parts decoded by hand into memory kept across calls, as the server
-// does, so the baseline pays the same to decode).
+// stack) and its decoding (server.DecodeOptions and codec.Registrar: the
+// generated decoder and its checks, as the server's, so the baseline pays
+// the same to decode).
 func startBaseline(canned cannedResponses) (*baseline, error) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -484,7 +485,7 @@ func startBaseline(canned cannedResponses) (*baseline, error) {
 	opts := append([]grpc.ServerOption{grpc.MaxRecvMsgSize(server.DefaultMaxRecvMsgSize), grpc.MaxConcurrentStreams(server.DefaultMaxConcurrentStreams),
 		grpc.NumStreamWorkers(server.DefaultStreamWorkers)}, server.DecodeOptions()...)
 	srv := grpc.NewServer(opts...)
-	setpointv1.RegisterAutoscalerServiceServer(srv, &noop{canned: canned})
+	setpointv1.RegisterAutoscalerServiceServer(codec.Registrar(srv), &noop{canned: canned})
 	go func() { _ = srv.Serve(lis) }()
 	return &baseline{addr: lis.Addr().String(), srv: srv}, nil
 }
