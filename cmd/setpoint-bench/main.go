@@ -41,7 +41,13 @@
 // in this process, over a 3-member etcd cluster on loopback it launches
 // from the etcd binary `make kube-binaries` builds (or -etcd-binary, or
 // the running cluster at -etcd-endpoints), and measures it in the same
-// rounds as the bbolt server and the baseline, reporting etcd/bbolt:
+// rounds as the bbolt server and the baseline, reporting etcd/bbolt. In
+// the same rounds it measures etcd alone doing what a decision asks of it
+// at least — a read and a compare-and-put transaction of a value the size
+// of the records the server stored, from as many callers — and reports
+// etcd/raw, the share of etcd's own ceiling on this machine the server
+// reaches; and for both, the requests, the bytes the members wrote to
+// their write-ahead logs (their /metrics) and the members' CPU per call:
 //
 //	go run ./cmd/setpoint-bench -concurrency 64 -duration 10s -rounds 3 -baseline -etcd
 //

@@ -111,6 +111,7 @@ func run(ctx context.Context, cfg Config, logw io.Writer) (rep *Report, err erro
 	}
 
 	realRes, baseRes, etcdRes := newPhaseResult(phaseReal), newPhaseResult(phaseBaseline), newPhaseResult(phaseEtcd)
+	rawRes := newPhaseResult(phaseEtcdRaw)
 	for round := range cfg.Rounds {
 		if ctx.Err() != nil {
 			break
@@ -137,6 +138,18 @@ func run(ctx context.Context, cfg Config, logw io.Writer) (rep *Report, err erro
 			etcdRes.merge(res)
 			etcdRes.addEtcd(etcdSrv.where, before, etcdSrv.snapshot(ctx))
 		}
+		if cfg.Etcd && ctx.Err() == nil {
+			// etcd's own ceiling, for values the size of the records the
+			// server has stored so far.
+			size, n, err := etcdSrv.recordBytes(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("sizing the raw etcd transactions: %w", err)
+			}
+			logf("round %d/%d: %s (read and compare-and-put of %d-byte values, the mean of %d records)", round+1, cfg.Rounds, phaseEtcdRaw, size, n)
+			res := etcdSrv.runRaw(ctx, cfg, size)
+			rawRes.merge(res)
+			rawRes.addEtcdFigures(res.Etcd)
+		}
 		if cfg.Baseline && ctx.Err() == nil {
 			logf("round %d/%d: %s", round+1, cfg.Rounds, phaseBaseline)
 			baseRes.merge(runPhase(ctx, cfg, baseConns, targets))
@@ -146,9 +159,13 @@ func run(ctx context.Context, cfg Config, logw io.Writer) (rep *Report, err erro
 	rep.Phases = append(rep.Phases, realRes)
 	if cfg.Etcd {
 		etcdRes.finish()
-		rep.Phases = append(rep.Phases, etcdRes)
+		rawRes.finish()
+		rep.Phases = append(rep.Phases, etcdRes, rawRes)
 		if realRes.Throughput > 0 {
 			rep.EtcdRatio = etcdRes.Throughput / realRes.Throughput
+		}
+		if rawRes.Throughput > 0 {
+			rep.EtcdRawRatio = etcdRes.Throughput / rawRes.Throughput
 		}
 	}
 	if cfg.Baseline {
