@@ -60,9 +60,11 @@ func decode(b []byte, g generated) error {
 // the decoding (docs/benchmarks.md, "Request decoding").
 func check(b []byte, md protoreflect.MessageDescriptor) error {
 	var w wireCheck
-	err := w.message(b, md, 0)
-	if err != errNotUTF8 {
-		return err
+	switch err := w.message(b, md, 0); err {
+	case nil:
+		return nil
+	case errWire:
+		return &DecodeError{}
 	}
 	// Again, noting the path to the string this time.
 	w = wireCheck{track: true}

@@ -76,10 +76,10 @@ func (codecV2) Marshal(v any) (mem.BufferSlice, error) {
 }
 
 // Unmarshal decodes data into v. When v is a request on its way to a
-// handler registered through Registrar (a *Decoding), the error is kept
+// handler registered through Registrar (a *decoding), the error is kept
 // in it instead of returned, for RejectUndecodable.
 func (codecV2) Unmarshal(data mem.BufferSlice, v any) error {
-	d, ok := v.(*Decoding)
+	d, ok := v.(*decoding)
 	if !ok {
 		return unmarshal(data, v)
 	}

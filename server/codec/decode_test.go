@@ -339,7 +339,7 @@ func TestServerAnswersUndecodable(t *testing.T) {
 // BenchmarkDecodeRecommend decodes an agent's usual Recommend (10 pods of
 // two containers, two metrics) with the codec (generated decoder and its
 // check), with the generated decoder alone, with proto.Unmarshal, and as
-// the server does (through a Decoding).
+// the server does (through a decoding).
 func BenchmarkDecodeRecommend(b *testing.B) {
 	enc, err := proto.Marshal(agentRequest())
 	if err != nil {
@@ -354,7 +354,7 @@ func BenchmarkDecodeRecommend(b *testing.B) {
 		{"UnmarshalVT", func(m *setpointv1.RecommendRequest) error { return m.UnmarshalVT(enc) }},
 		{"proto.Unmarshal", func(m *setpointv1.RecommendRequest) error { return proto.Unmarshal(enc, m) }},
 		{"server", func(m *setpointv1.RecommendRequest) error {
-			d := &Decoding{msg: m}
+			d := &decoding{msg: m}
 			if err := Codec().Unmarshal(data, d); err != nil {
 				return err
 			}

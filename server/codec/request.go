@@ -10,13 +10,13 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// Decoding carries a request to the codec and the codec's error back to
+// decoding carries a request to the codec and the codec's error back to
 // the call: the handlers Registrar registers and the streams
 // RejectUndecodableStream receives from decode into one. grpc-go turns an
 // error its codec returns into Internal before any interceptor runs; one
-// kept in a Decoding reaches RejectUndecodable, which answers
+// kept in a decoding reaches RejectUndecodable, which answers
 // InvalidArgument.
-type Decoding struct {
+type decoding struct {
 	msg any
 	err error
 }
@@ -33,9 +33,10 @@ type ServiceRegistrar interface {
 }
 
 // Registrar returns r, registering each service's unary methods so that
-// their requests decode through a Decoding: one that does not decode
-// goes through r's interceptor chain as a request RejectUndecodable
-// answers InvalidArgument. The server's codec must be Codec.
+// the codec keeps a request's decoding error with the call instead of
+// returning it to grpc-go: a request that does not decode goes through
+// r's interceptor chain as a value RejectUndecodable answers
+// InvalidArgument. The server's codec must be Codec.
 func Registrar(r ServiceRegistrar) ServiceRegistrar { return registrar{r} }
 
 // registrar is Registrar.
@@ -55,12 +56,12 @@ func (r registrar) RegisterService(sd *grpc.ServiceDesc, impl any) {
 var errUndecodable = errors.New("codec: the request does not decode")
 
 // decodeChecked is the method handler h of the method fullMethod, its
-// request decoded through a Decoding.
+// request decoded through a decoding.
 func decodeChecked(fullMethod string, h grpc.MethodHandler) grpc.MethodHandler {
 	return func(srv any, ctx context.Context, dec func(any) error, chain grpc.UnaryServerInterceptor) (any, error) {
 		var failed error
 		resp, err := h(srv, ctx, func(req any) error {
-			d := Decoding{msg: req}
+			d := decoding{msg: req}
 			if err := dec(&d); err != nil {
 				return err
 			}
@@ -106,11 +107,11 @@ func RejectUndecodableStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServer
 	return handler(srv, decodeCheckedStream{ss})
 }
 
-// decodeCheckedStream receives messages through a Decoding.
+// decodeCheckedStream receives messages through a decoding.
 type decodeCheckedStream struct{ grpc.ServerStream }
 
 func (s decodeCheckedStream) RecvMsg(m any) error {
-	d := Decoding{msg: m}
+	d := decoding{msg: m}
 	if err := s.ServerStream.RecvMsg(&d); err != nil {
 		return err
 	}
