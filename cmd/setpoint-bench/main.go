@@ -114,15 +114,19 @@ type Config struct {
 	// JSON, when set, is a file the report is written to as JSON; "-" is
 	// standard output, instead of the table.
 	JSON string
-	// CPUProfile, when set, is a file the CPU profile of the real phases is
-	// written to.
+	// CPUProfile, when set, is a file the CPU profile of the first real
+	// phase (RecordPhase) is written to.
 	CPUProfile string
 	// CheckpointInterval is the embedded bbolt store's
 	// Options.CheckpointInterval (0: its default).
 	CheckpointInterval time.Duration
 	// Trace, when set, is a file the execution trace of the first real
-	// phase is written to (go tool trace): where calls wait.
+	// phase (RecordPhase) is written to (go tool trace): where calls wait.
 	Trace string
+	// RecordPhase is the phase CPUProfile and Trace record the first
+	// round of: "setpoint" (the server on bbolt) or "etcd" (the server on
+	// etcd, with Etcd).
+	RecordPhase string
 	// Etcd also measures a server on the etcd store, in the same rounds.
 	Etcd bool
 	// EtcdEndpoints, when set, are a running etcd cluster's client URLs
@@ -156,9 +160,10 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.FillDecisions, "fill-decisions", 1, "scale mode: decisions, 15 s apart, in each filled target's decision log (720 is 3 hours, the default retention)")
 	fs.StringVar(&c.Dir, "dir", "", "directory of the in-process store's file (kept); default a temporary directory (removed)")
 	fs.StringVar(&c.JSON, "json", "", "also write the report as JSON to this file; - writes only JSON to stdout")
-	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of the real phases to this file")
+	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of the first real phase (-record-phase) to this file")
 	fs.DurationVar(&c.CheckpointInterval, "checkpoint-interval", 0, "the embedded store's checkpoint interval, as setpoint-server -checkpoint-interval (0: the store's default)")
-	fs.StringVar(&c.Trace, "trace", "", "write an execution trace of the first real phase to this file (go tool trace)")
+	fs.StringVar(&c.Trace, "trace", "", "write an execution trace of the first real phase (-record-phase) to this file (go tool trace)")
+	fs.StringVar(&c.RecordPhase, "record-phase", phaseReal, "the phase -cpuprofile and -trace record: setpoint (bbolt) or etcd (with -etcd)")
 	fs.BoolVar(&c.Etcd, "etcd", false, "also measure a server on the etcd store in the same rounds, and report etcd/bbolt")
 	fs.StringVar(&c.EtcdEndpoints, "etcd-endpoints", "", "with -etcd: a running etcd cluster's client URLs, comma-separated; empty launches one on loopback")
 	fs.StringVar(&c.EtcdBinary, "etcd-binary", "", "with -etcd: the etcd binary to launch; empty uses the one make kube-binaries builds")
@@ -198,6 +203,9 @@ func (c *Config) Validate() error {
 	}
 	if !c.Etcd && (c.EtcdEndpoints != "" || c.EtcdBinary != "" || c.EtcdNoFsync) {
 		errs = append(errs, errors.New("-etcd-* flags need -etcd"))
+	}
+	if c.RecordPhase != phaseReal && (c.RecordPhase != phaseEtcd || !c.Etcd) {
+		errs = append(errs, errors.New("-record-phase must be setpoint, or etcd with -etcd"))
 	}
 	if c.EtcdMembers <= 0 {
 		errs = append(errs, errors.New("-etcd-members must be > 0"))

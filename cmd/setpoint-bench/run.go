@@ -120,7 +120,7 @@ func run(ctx context.Context, cfg Config, logw io.Writer) (rep *Report, err erro
 		if real != nil {
 			before = real.Store.Stats()
 		}
-		stopWriting, err := startRecording(cfg, round)
+		stopWriting, err := startRecording(cfg, round, phaseReal)
 		if err != nil {
 			return nil, err
 		}
@@ -132,8 +132,13 @@ func run(ctx context.Context, cfg Config, logw io.Writer) (rep *Report, err erro
 		}
 		if cfg.Etcd && ctx.Err() == nil {
 			logf("round %d/%d: %s", round+1, cfg.Rounds, phaseEtcd)
+			stopWriting, err := startRecording(cfg, round, phaseEtcd)
+			if err != nil {
+				return nil, err
+			}
 			before, cpu0 := etcdSrv.snapshot(ctx), etcdSrv.membersCPU()
 			res := runPhase(ctx, cfg, etcdConns, targets)
+			stopWriting()
 			res.etcdCPU = etcdSrv.membersCPU() - cpu0
 			etcdRes.merge(res)
 			etcdRes.addEtcd(etcdSrv.where, before, etcdSrv.snapshot(ctx))
@@ -201,17 +206,18 @@ func startTrace(path string) (func(), error) {
 	return startWriting(path, trace.Start, trace.Stop)
 }
 
-// startRecording starts what cfg asks to record of the first real phase
-// (round 0): its CPU profile, its execution trace. The returned function
-// stops both and closes their files.
-func startRecording(cfg Config, round int) (stop func(), err error) {
+// startRecording starts what cfg asks to record of the first phase of
+// cfg.RecordPhase (round 0), if phase is that one: its CPU profile, its
+// execution trace. The returned function stops both and closes their
+// files.
+func startRecording(cfg Config, round int, phase string) (stop func(), err error) {
 	var stops []func()
 	stop = func() {
 		for _, s := range stops {
 			s()
 		}
 	}
-	if round != 0 {
+	if round != 0 || phase != cfg.RecordPhase {
 		return stop, nil
 	}
 	for _, r := range []struct {
