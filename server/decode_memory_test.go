@@ -14,14 +14,13 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 )
 
-// TestRecommendReusesDecodeMemory: a server decodes each Recommend into
-// memory its earlier calls gave back (package codec), and answers in
-// response memory they gave back (package admission, convert.Response). Requests of many
-// shapes — pods, containers and resources coming and going, so that
+// TestRecommendReusesResponseMemory: a server answers each Recommend in
+// response memory its earlier calls gave back (package admission,
+// convert.Response). Requests of many shapes — pods, containers and resources coming and going, so that
 // arrays and maps are reused for other entries — sent by concurrent
 // callers, each get the decision made from the request itself: the one
 // target.Decide makes from the request converted on its own.
-func TestRecommendReusesDecodeMemory(t *testing.T) {
+func TestRecommendReusesResponseMemory(t *testing.T) {
 	ts := start(t, setup{opts: server.Options{Now: func() time.Time { return t0 }}})
 	c := ts.client(t)
 	const callers, calls = 4, 12

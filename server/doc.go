@@ -61,8 +61,8 @@
 // workers (Options.StreamWorkers: goroutines kept between calls, so a
 // call does not grow a fresh goroutine's stack), which Serve starts and
 // stops with the gRPC server it builds; and the codec (Codec, package codec)
-// decodes a Recommend's pods, pod metrics and observations by hand, the
-// rest with proto.Unmarshal. ListTargets pages are sized by bytes (service.go). TLS comes
+// encodes and decodes with the code generated for each message
+// (vtprotobuf), checking what that code does not (UTF-8). ListTargets pages are sized by bytes (service.go). TLS comes
 // from NewTLSConfig, which reloads rotated files; docs/security.md has the
 // threat model and the operator's view.
 //

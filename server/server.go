@@ -336,7 +336,7 @@ func New(st store.Store, o Options) (*Server, error) {
 	opts := append(gate.ServerOptions(),
 		grpc.MaxRecvMsgSize(o.MaxRecvMsgSize),
 		grpc.MaxConcurrentStreams(o.MaxConcurrentStreams),
-		grpc.ForceServerCodecV2(codec.NewRequest()), // package codec: undecodable requests are InvalidArgument
+		grpc.ForceServerCodecV2(codec.Codec()), // package codec: generated code; undecodable requests are InvalidArgument (with Registrar)
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: o.KeepaliveMinTime, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: o.KeepaliveTime, Timeout: o.KeepaliveTimeout,
 			MaxConnectionIdle: o.MaxConnectionIdle, MaxConnectionAge: connectionAge(o.MaxConnectionAge), MaxConnectionAgeGrace: o.MaxConnectionAgeGrace}),
@@ -559,7 +559,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	// Built here, not in New: its stream workers start with it and end
 	// when it stops, and every way out of Serve stops it.
 	s.grpc = grpc.NewServer(s.grpcOpts...)
-	s.register(s.grpc)
+	s.register(codec.Registrar(s.grpc))
 	console, err := door.Dial(s.door.Listener, s.opts.MaxRecvMsgSize)
 	if err != nil {
 		return err
@@ -670,11 +670,12 @@ func positiveOr[T int | int64 | float64 | time.Duration](v, def T) T {
 	return def
 }
 
-// Codec is the server's protobuf codec: grpc-go's, with Recommend's
-// per-pod parts decoded by hand (codec.Codec).
+// Codec is the server's protobuf codec: the generated code of each
+// message (codec.Codec).
 func Codec() encoding.CodecV2 { return codec.Codec() }
 
 // DecodeOptions are the gRPC server options that decode requests as the
-// server does (codec.DecodeOptions): setpoint-bench's no-op baseline pays
-// what the server pays to decode.
+// server does (codec.DecodeOptions; register services through
+// codec.Registrar): setpoint-bench's no-op baseline pays what the server
+// pays to decode.
 func DecodeOptions() []grpc.ServerOption { return codec.DecodeOptions() }

@@ -38,6 +38,7 @@ type etcdServer struct {
 	counts    etcdCounts
 	where     string
 	endpoints []string
+	prefix    string // the store's keys, and the raw phases' under it
 }
 
 // etcdCounts counts the store's etcd requests.
@@ -143,8 +144,8 @@ func startEtcdServer(ctx context.Context, cfg Config, logf func(string, ...any))
 	if e.cli, err = clientv3.New(etcdstore.ClientConfig(clientv3.Config{Endpoints: endpoints, DialTimeout: 10 * time.Second})); err != nil {
 		return nil, fmt.Errorf("cannot connect to etcd at %v: %w", endpoints, err)
 	}
-	prefix := fmt.Sprintf("/setpoint-bench-%d/", time.Now().UnixNano())
-	if e.st, err = etcdstore.New(ctx, e.cli, etcdstore.Options{Prefix: prefix, Observe: e.counts.observe}); err != nil {
+	e.prefix = fmt.Sprintf("/setpoint-bench-%d/", time.Now().UnixNano())
+	if e.st, err = etcdstore.New(ctx, e.cli, etcdstore.Options{Prefix: e.prefix, Observe: e.counts.observe}); err != nil {
 		return nil, err
 	}
 	srv, err := server.New(e.st, server.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -204,6 +205,9 @@ type EtcdFigures struct {
 	// Observe; CommitMs the mean time of a transaction, in ms.
 	RequestsPerDecision float64 `json:"requests_per_call"`
 	CommitMs            float64 `json:"commit_mean_ms"`
+	// ValueBytes is the size of the values the raw phases write: the mean
+	// size of the records the server on etcd stored (the last round's).
+	ValueBytes int `json:"value_bytes,omitempty"`
 
 	commitTime time.Duration
 	walBytes   float64
@@ -222,7 +226,21 @@ func (r *PhaseResult) addEtcd(where string, before, after EtcdFigures) {
 	r.Etcd.walBytes += after.walBytes - before.walBytes
 }
 
-// finishEtcd computes the per-call figures.
+// addEtcdFigures adds f's counts to r's.
+func (r *PhaseResult) addEtcdFigures(f *EtcdFigures) {
+	if r.Etcd == nil {
+		r.Etcd = &EtcdFigures{Where: f.Where}
+	}
+	r.Etcd.Reads += f.Reads
+	r.Etcd.Commits += f.Commits
+	r.Etcd.Conflicts += f.Conflicts
+	r.Etcd.Other += f.Other
+	r.Etcd.commitTime += f.commitTime
+	r.Etcd.walBytes += f.walBytes
+	r.Etcd.ValueBytes = f.ValueBytes
+}
+
+// finish computes the per-call figures.
 func (f *EtcdFigures) finish(calls int) {
 	if calls > 0 {
 		f.RequestsPerDecision = float64(f.Reads+f.Commits+f.Other) / float64(calls)

@@ -12,8 +12,8 @@ import (
 
 // TestRunEtcd runs a tiny workload bounded by its request count against
 // the bbolt server, a server on a 3-member etcd cluster the bench
-// launches, and the baseline, and checks the etcd phase's figures and the
-// etcd/bbolt ratio.
+// launches, raw etcd transactions on that cluster, and the baseline, and
+// checks the etcd phases' figures and the etcd/bbolt and etcd/raw ratios.
 func TestRunEtcd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
@@ -27,8 +27,8 @@ func TestRunEtcd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Phases) != 3 || rep.Phases[0].Name != phaseReal || rep.Phases[1].Name != phaseEtcd || rep.Phases[2].Name != phaseBaseline {
-		t.Fatalf("phases %v: want setpoint, etcd, baseline", rep.Phases)
+	if len(rep.Phases) != 4 || rep.Phases[0].Name != phaseReal || rep.Phases[1].Name != phaseEtcd || rep.Phases[2].Name != phaseEtcdRaw || rep.Phases[3].Name != phaseBaseline {
+		t.Fatalf("phases %v: want setpoint, etcd, etcd-raw, baseline", rep.Phases)
 	}
 	e := rep.Phases[1]
 	if e.Decisions != 2*20 || e.ErrorCount != 0 || e.Undecided != 0 || e.Observes == 0 {
@@ -39,11 +39,19 @@ func TestRunEtcd(t *testing.T) {
 	if f := e.Etcd; f == nil || f.Commits != uint64(e.Decisions+e.Observes) || f.Conflicts != 0 || f.Reads > 8 || f.CommitMs <= 0 || e.EtcdCPUPerCall <= 0 || f.WALBytesPerCall < 3*100 {
 		t.Errorf("etcd figures %+v, members' cpu %v µs per call: want one transaction per call, no conflict, at most one read per target, a record in every member's log", f, e.EtcdCPUPerCall)
 	}
-	if rep.EtcdRatio <= 0 || rep.Ratio <= 0 {
-		t.Errorf("ratios etcd/bbolt %v, real/baseline %v: want > 0", rep.EtcdRatio, rep.Ratio)
+	// The raw phases: one read and one transaction per write, each
+	// writing a value of a record's size to every member's log.
+	raw := rep.Phases[2]
+	if f := raw.Etcd; f.ValueBytes < 100 || raw.Decisions != 2*20 || raw.ErrorCount != 0 || f.Reads != 2*20 || f.Commits != 2*20 || f.Conflicts != 0 ||
+		f.RequestsPerDecision != 2 || f.WALBytesPerCall < float64(3*f.ValueBytes) || f.CommitMs <= 0 || raw.EtcdCPUPerCall <= 0 {
+		t.Errorf("raw etcd: %d writes, %d errors, figures %+v, members' cpu %v µs per write: want 40 writes of a read and a transaction each, no conflict, a record's size in every member's log",
+			raw.Decisions, raw.ErrorCount, f, raw.EtcdCPUPerCall)
+	}
+	if rep.EtcdRatio <= 0 || rep.Ratio <= 0 || rep.EtcdRawRatio <= 0 {
+		t.Errorf("ratios etcd/bbolt %v, real/baseline %v, etcd/raw %v: want > 0", rep.EtcdRatio, rep.Ratio, rep.EtcdRawRatio)
 	}
 	table := rep.Table()
-	for _, want := range []string{"etcd      Recommend", "etcd/bbolt Recommend throughput", "3-member etcd cluster on loopback (fsync off)"} {
+	for _, want := range []string{"etcd      Recommend", "etcd-raw  read+CAS", "etcd/bbolt Recommend throughput", "etcd/raw etcd", "3-member etcd cluster on loopback (fsync off)"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("Table() lacks %q:\n%s", want, table)
 		}

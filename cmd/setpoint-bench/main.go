@@ -41,7 +41,13 @@
 // in this process, over a 3-member etcd cluster on loopback it launches
 // from the etcd binary `make kube-binaries` builds (or -etcd-binary, or
 // the running cluster at -etcd-endpoints), and measures it in the same
-// rounds as the bbolt server and the baseline, reporting etcd/bbolt:
+// rounds as the bbolt server and the baseline, reporting etcd/bbolt. In
+// the same rounds it measures etcd alone doing what a decision asks of it
+// at least — a read and a compare-and-put transaction of a value the size
+// of the records the server stored, from as many callers — and reports
+// etcd/raw, the share of etcd's own ceiling on this machine the server
+// reaches; and for both, the requests, the bytes the members wrote to
+// their write-ahead logs (their /metrics) and the members' CPU per call:
 //
 //	go run ./cmd/setpoint-bench -concurrency 64 -duration 10s -rounds 3 -baseline -etcd
 //
@@ -108,15 +114,19 @@ type Config struct {
 	// JSON, when set, is a file the report is written to as JSON; "-" is
 	// standard output, instead of the table.
 	JSON string
-	// CPUProfile, when set, is a file the CPU profile of the real phases is
-	// written to.
+	// CPUProfile, when set, is a file the CPU profile of the first real
+	// phase (RecordPhase) is written to.
 	CPUProfile string
 	// CheckpointInterval is the embedded bbolt store's
 	// Options.CheckpointInterval (0: its default).
 	CheckpointInterval time.Duration
 	// Trace, when set, is a file the execution trace of the first real
-	// phase is written to (go tool trace): where calls wait.
+	// phase (RecordPhase) is written to (go tool trace): where calls wait.
 	Trace string
+	// RecordPhase is the phase CPUProfile and Trace record the first
+	// round of: "setpoint" (the server on bbolt) or "etcd" (the server on
+	// etcd, with Etcd).
+	RecordPhase string
 	// Etcd also measures a server on the etcd store, in the same rounds.
 	Etcd bool
 	// EtcdEndpoints, when set, are a running etcd cluster's client URLs
@@ -150,9 +160,10 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.FillDecisions, "fill-decisions", 1, "scale mode: decisions, 15 s apart, in each filled target's decision log (720 is 3 hours, the default retention)")
 	fs.StringVar(&c.Dir, "dir", "", "directory of the in-process store's file (kept); default a temporary directory (removed)")
 	fs.StringVar(&c.JSON, "json", "", "also write the report as JSON to this file; - writes only JSON to stdout")
-	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of the real phases to this file")
+	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of the first real phase (-record-phase) to this file")
 	fs.DurationVar(&c.CheckpointInterval, "checkpoint-interval", 0, "the embedded store's checkpoint interval, as setpoint-server -checkpoint-interval (0: the store's default)")
-	fs.StringVar(&c.Trace, "trace", "", "write an execution trace of the first real phase to this file (go tool trace)")
+	fs.StringVar(&c.Trace, "trace", "", "write an execution trace of the first real phase (-record-phase) to this file (go tool trace)")
+	fs.StringVar(&c.RecordPhase, "record-phase", phaseReal, "the phase -cpuprofile and -trace record: setpoint (bbolt) or etcd (with -etcd)")
 	fs.BoolVar(&c.Etcd, "etcd", false, "also measure a server on the etcd store in the same rounds, and report etcd/bbolt")
 	fs.StringVar(&c.EtcdEndpoints, "etcd-endpoints", "", "with -etcd: a running etcd cluster's client URLs, comma-separated; empty launches one on loopback")
 	fs.StringVar(&c.EtcdBinary, "etcd-binary", "", "with -etcd: the etcd binary to launch; empty uses the one make kube-binaries builds")
@@ -192,6 +203,9 @@ func (c *Config) Validate() error {
 	}
 	if !c.Etcd && (c.EtcdEndpoints != "" || c.EtcdBinary != "" || c.EtcdNoFsync) {
 		errs = append(errs, errors.New("-etcd-* flags need -etcd"))
+	}
+	if c.RecordPhase != phaseReal && (c.RecordPhase != phaseEtcd || !c.Etcd) {
+		errs = append(errs, errors.New("-record-phase must be setpoint, or etcd with -etcd"))
 	}
 	if c.EtcdMembers <= 0 {
 		errs = append(errs, errors.New("-etcd-members must be > 0"))

@@ -60,6 +60,9 @@ func TestConfigValidate(t *testing.T) {
 		{name: "etcd with fill", args: []string{"-etcd", "-fill", "10"}, wantErr: "-etcd compares"},
 		{name: "etcd flags without etcd", args: []string{"-etcd-endpoints", "http://127.0.0.1:2379"}, wantErr: "need -etcd"},
 		{name: "zero etcd members", args: []string{"-etcd", "-etcd-members", "0"}, wantErr: "-etcd-members"},
+		{name: "record the etcd phase", args: []string{"-etcd", "-record-phase", "etcd", "-cpuprofile", "x"}},
+		{name: "record the etcd phase without etcd", args: []string{"-record-phase", "etcd"}, wantErr: "-record-phase"},
+		{name: "record another phase", args: []string{"-record-phase", "baseline"}, wantErr: "-record-phase"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -28,6 +28,11 @@ type Report struct {
 	// EtcdRatio is the etcd-backed server's Recommend throughput divided
 	// by the bbolt-backed one's; 0 without -etcd.
 	EtcdRatio float64 `json:"etcd_bbolt_ratio,omitempty"`
+	// EtcdRawRatio is the etcd-backed server's Recommend throughput
+	// divided by the raw etcd phases' transactions per second (a read and
+	// a compare-and-put of a record's size, etcd's own ceiling); 0
+	// without -etcd.
+	EtcdRawRatio float64 `json:"etcd_raw_ratio,omitempty"`
 	// RSS is this process's memory at the end (server, load generator and
 	// baseline together) when the server is in-process.
 	RSS *RSS `json:"rss,omitempty"`
@@ -67,7 +72,10 @@ type StoreFigures struct {
 
 // PhaseResult is what the phases against one server measured.
 type PhaseResult struct {
-	// Name is "setpoint" (the server) or "baseline" (the no-op server).
+	// Name is "setpoint" (the server), "baseline" (the no-op server),
+	// "etcd" (the server on etcd) or "etcd-raw" (etcd alone: its
+	// Decisions, Throughput and Recommend latency are those of a read and
+	// compare-and-put transaction).
 	Name string `json:"name"`
 	// Throughput is the successful Recommend calls per second.
 	Throughput float64 `json:"recommend_per_s"`
@@ -214,10 +222,14 @@ func (r *Report) Table() string {
 	fmt.Fprintf(&b, "%s, %d CPUs, GOMAXPROCS %d, %s, load average %s\n\n", r.Machine.CPU, r.Machine.NumCPU, r.Machine.GOMAXPROCS, r.Machine.Go, r.Machine.Load)
 	fmt.Fprintf(&b, "%-9s %-9s %8s %10s %8s %8s %8s %8s %7s %8s\n", "server", "call", "ok", "calls/s", "p50 ms", "p90 ms", "p99 ms", "max ms", "errors", "cpu µs")
 	for _, p := range r.Phases {
+		recommend := "Recommend"
+		if p.Name == phaseEtcdRaw {
+			recommend = "read+CAS"
+		}
 		for _, c := range []struct {
 			name string
 			l    Latency
-		}{{"Recommend", p.Recommend}, {"Observe", p.Observe}} {
+		}{{recommend, p.Recommend}, {"Observe", p.Observe}} {
 			if c.l.Count == 0 && c.name == "Observe" {
 				continue
 			}
@@ -236,6 +248,9 @@ func (r *Report) Table() string {
 	}
 	if r.EtcdRatio > 0 {
 		fmt.Fprintf(&b, "etcd/bbolt Recommend throughput: %.2f\n", r.EtcdRatio)
+	}
+	if r.EtcdRawRatio > 0 {
+		fmt.Fprintf(&b, "etcd/raw etcd (Recommend against read + compare-and-put of a record's size): %.2f\n", r.EtcdRawRatio)
 	}
 	for _, p := range r.Phases {
 		if p.ErrorCount > 0 {
@@ -257,6 +272,9 @@ func (r *Report) Table() string {
 				e.Where, e.Commits, e.CommitMs, e.Conflicts, e.Reads, e.Other, e.RequestsPerDecision, e.WALBytesPerCall)
 			if p.EtcdCPUPerCall > 0 {
 				fmt.Fprintf(&b, ", members' cpu %.0f µs per call", p.EtcdCPUPerCall)
+			}
+			if e.ValueBytes > 0 {
+				fmt.Fprintf(&b, "; values of %d bytes", e.ValueBytes)
 			}
 			b.WriteString("\n")
 		}

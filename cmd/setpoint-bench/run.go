@@ -18,6 +18,7 @@ import (
 	"github.com/setpointhq/setpoint/internal/servertest"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server"
+	"github.com/setpointhq/setpoint/server/codec"
 	"github.com/setpointhq/setpoint/store"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -110,6 +111,7 @@ func run(ctx context.Context, cfg Config, logw io.Writer) (rep *Report, err erro
 	}
 
 	realRes, baseRes, etcdRes := newPhaseResult(phaseReal), newPhaseResult(phaseBaseline), newPhaseResult(phaseEtcd)
+	rawRes := newPhaseResult(phaseEtcdRaw)
 	for round := range cfg.Rounds {
 		if ctx.Err() != nil {
 			break
@@ -118,7 +120,7 @@ func run(ctx context.Context, cfg Config, logw io.Writer) (rep *Report, err erro
 		if real != nil {
 			before = real.Store.Stats()
 		}
-		stopWriting, err := startRecording(cfg, round)
+		stopWriting, err := startRecording(cfg, round, phaseReal)
 		if err != nil {
 			return nil, err
 		}
@@ -130,11 +132,28 @@ func run(ctx context.Context, cfg Config, logw io.Writer) (rep *Report, err erro
 		}
 		if cfg.Etcd && ctx.Err() == nil {
 			logf("round %d/%d: %s", round+1, cfg.Rounds, phaseEtcd)
+			stopWriting, err := startRecording(cfg, round, phaseEtcd)
+			if err != nil {
+				return nil, err
+			}
 			before, cpu0 := etcdSrv.snapshot(ctx), etcdSrv.membersCPU()
 			res := runPhase(ctx, cfg, etcdConns, targets)
+			stopWriting()
 			res.etcdCPU = etcdSrv.membersCPU() - cpu0
 			etcdRes.merge(res)
 			etcdRes.addEtcd(etcdSrv.where, before, etcdSrv.snapshot(ctx))
+		}
+		if cfg.Etcd && ctx.Err() == nil {
+			// etcd's own ceiling, for values the size of the records the
+			// server has stored so far.
+			size, n, err := etcdSrv.recordBytes(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("sizing the raw etcd transactions: %w", err)
+			}
+			logf("round %d/%d: %s (read and compare-and-put of %d-byte values, the mean of %d records)", round+1, cfg.Rounds, phaseEtcdRaw, size, n)
+			res := etcdSrv.runRaw(ctx, cfg, size)
+			rawRes.merge(res)
+			rawRes.addEtcdFigures(res.Etcd)
 		}
 		if cfg.Baseline && ctx.Err() == nil {
 			logf("round %d/%d: %s", round+1, cfg.Rounds, phaseBaseline)
@@ -145,9 +164,13 @@ func run(ctx context.Context, cfg Config, logw io.Writer) (rep *Report, err erro
 	rep.Phases = append(rep.Phases, realRes)
 	if cfg.Etcd {
 		etcdRes.finish()
-		rep.Phases = append(rep.Phases, etcdRes)
+		rawRes.finish()
+		rep.Phases = append(rep.Phases, etcdRes, rawRes)
 		if realRes.Throughput > 0 {
 			rep.EtcdRatio = etcdRes.Throughput / realRes.Throughput
+		}
+		if rawRes.Throughput > 0 {
+			rep.EtcdRawRatio = etcdRes.Throughput / rawRes.Throughput
 		}
 	}
 	if cfg.Baseline {
@@ -183,17 +206,18 @@ func startTrace(path string) (func(), error) {
 	return startWriting(path, trace.Start, trace.Stop)
 }
 
-// startRecording starts what cfg asks to record of the first real phase
-// (round 0): its CPU profile, its execution trace. The returned function
-// stops both and closes their files.
-func startRecording(cfg Config, round int) (stop func(), err error) {
+// startRecording starts what cfg asks to record of the first phase of
+// cfg.RecordPhase (round 0), if phase is that one: its CPU profile, its
+// execution trace. The returned function stops both and closes their
+// files.
+func startRecording(cfg Config, round int, phase string) (stop func(), err error) {
 	var stops []func()
 	stop = func() {
 		for _, s := range stops {
 			s()
 		}
 	}
-	if round != 0 {
+	if round != 0 || phase != cfg.RecordPhase {
 		return stop, nil
 	}
 	for _, r := range []struct {
@@ -471,9 +495,9 @@ func (n *noop) Observe(context.Context, *setpointv1.ObserveRequest) (*setpointv1
 // gRPC options of the real server that set what the transport costs: its
 // message size and stream limits, its stream workers (goroutines kept
 // between calls, so that neither pays for growing a fresh goroutine's
-// stack) and its decoding (server.DecodeOptions: Recommend's per-pod
-// parts decoded by hand into memory kept across calls, as the server
-// does, so the baseline pays the same to decode).
+// stack) and its decoding (server.DecodeOptions and codec.Registrar: the
+// generated decoder and its checks, as the server's, so the baseline pays
+// the same to decode).
 func startBaseline(canned cannedResponses) (*baseline, error) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -484,7 +508,7 @@ func startBaseline(canned cannedResponses) (*baseline, error) {
 	opts := append([]grpc.ServerOption{grpc.MaxRecvMsgSize(server.DefaultMaxRecvMsgSize), grpc.MaxConcurrentStreams(server.DefaultMaxConcurrentStreams),
 		grpc.NumStreamWorkers(server.DefaultStreamWorkers)}, server.DecodeOptions()...)
 	srv := grpc.NewServer(opts...)
-	setpointv1.RegisterAutoscalerServiceServer(srv, &noop{canned: canned})
+	setpointv1.RegisterAutoscalerServiceServer(codec.Registrar(srv), &noop{canned: canned})
 	go func() { _ = srv.Serve(lis) }()
 	return &baseline{addr: lis.Addr().String(), srv: srv}, nil
 }

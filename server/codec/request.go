@@ -1,138 +1,132 @@
-// Package codec is how the server decodes requests: grpc-go's protobuf
-// codec, with Recommend's per-pod parts decoded by hand into memory kept
-// across calls (Codec), and a request codec (Request) that turns a request
-// that does not decode into InvalidArgument — answered by
-// RejectUndecodable early in the interceptor chain — instead of grpc-go's
-// Internal.
 package codec
 
 import (
 	"context"
-	"strings"
-	"sync"
+	"errors"
+	"slices"
 
-	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 )
 
-// Request is the server's protobuf codec: Codec, except for two
-// things.
-//
-// Requests that do not decode (invalid wire format, invalid UTF-8 in a
-// string, nesting too deep): grpc-go answers those Internal, which tells
-// the caller and every alert that the server is at fault; the caller is.
-// Request lets the call go on with the message as far as it decoded
-// and notes the error, and RejectUndecodable — early in the interceptor
-// chain — answers InvalidArgument before any handler sees the message.
-//
-// Recommend's per-pod parts are decoded into memory kept across calls
-// (decodeMemory), noted with the request; RejectUndecodable gives it back
-// when the call is over.
-type Request struct{ fastCodec }
-
-// NewRequest wraps the server's codec (Codec: grpc-go's protobuf
-// codec, with Recommend's per-pod parts decoded by hand).
-func NewRequest() Request {
-	return Request{Codec().(fastCodec)}
+// decoding carries a request to the codec and the codec's error back to
+// the call: the handlers Registrar registers and the streams
+// RejectUndecodableStream receives from decode into one. grpc-go turns an
+// error its codec returns into Internal before any interceptor runs; one
+// kept in a decoding reaches RejectUndecodable, which answers
+// InvalidArgument.
+type decoding struct {
+	msg any
+	err error
 }
 
-// DecodeOptions are the gRPC server options that decode requests as the
-// server does: its codec, with Recommend's per-pod parts decoded by hand
-// into memory kept across calls, and the interceptor that gives the memory
-// back when a call is over (and answers an undecodable request). A server
-// built with them pays what this one pays to decode: setpoint-bench's
-// no-op baseline is.
-func DecodeOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{grpc.ForceServerCodecV2(NewRequest()), grpc.ChainUnaryInterceptor(RejectUndecodable)}
+// undecodable is the request the interceptor chain sees for one that did
+// not decode; RejectUndecodable ends the call there.
+type undecodable struct{ err error }
+
+// ServiceRegistrar is what a gRPC server that reflection can describe
+// offers to register services with (reflection.GRPCServer).
+type ServiceRegistrar interface {
+	grpc.ServiceRegistrar
+	GetServiceInfo() map[string]grpc.ServiceInfo
 }
 
-// notes maps a request message (by pointer) to what Request noted
-// about it for RejectUndecodable: the decoder's error when it did not
-// decode, or the *decodeMemory it was decoded into. Each entry lives for
-// the length of one call's decoding and interception.
-var notes sync.Map
+// Registrar returns r, registering each service's unary methods so that
+// the codec keeps a request's decoding error with the call instead of
+// returning it to grpc-go: a request that does not decode goes through
+// r's interceptor chain as a value RejectUndecodable answers
+// InvalidArgument. The server's codec must be Codec.
+func Registrar(r ServiceRegistrar) ServiceRegistrar { return registrar{r} }
 
-// Unmarshal decodes data into v, noting instead of returning a decoding
-// error.
-func (c Request) Unmarshal(data mem.BufferSlice, v any) error {
-	if r, ok := v.(*setpointv1.RecommendRequest); ok {
-		m := decodeMemories.Get().(*decodeMemory)
-		if c.recommend(data, r, m) {
-			notes.Store(v, m)
+// registrar is Registrar.
+type registrar struct{ ServiceRegistrar }
+
+// RegisterService implements grpc.ServiceRegistrar.
+func (r registrar) RegisterService(sd *grpc.ServiceDesc, impl any) {
+	wrapped := *sd
+	wrapped.Methods = slices.Clone(sd.Methods)
+	for i, md := range wrapped.Methods {
+		wrapped.Methods[i].Handler = decodeChecked("/"+sd.ServiceName+"/"+md.MethodName, md.Handler)
+	}
+	r.ServiceRegistrar.RegisterService(&wrapped, impl)
+}
+
+// errUndecodable stops a generated handler whose request did not decode.
+var errUndecodable = errors.New("codec: the request does not decode")
+
+// decodeChecked is the method handler h of the method fullMethod, its
+// request decoded through a decoding.
+func decodeChecked(fullMethod string, h grpc.MethodHandler) grpc.MethodHandler {
+	return func(srv any, ctx context.Context, dec func(any) error, chain grpc.UnaryServerInterceptor) (any, error) {
+		var failed error
+		resp, err := h(srv, ctx, func(req any) error {
+			d := decoding{msg: req}
+			if err := dec(&d); err != nil {
+				return err
+			}
+			if d.err != nil {
+				failed = d.err
+				return errUndecodable
+			}
 			return nil
+		}, chain)
+		if failed == nil {
+			return resp, err
 		}
-		m.release() // r was reset: nothing refers to m's memory
+		st := undecodableStatus(failed)
+		if chain == nil {
+			return nil, st
+		}
+		return chain(ctx, undecodable{failed}, &grpc.UnaryServerInfo{Server: srv, FullMethod: fullMethod},
+			func(context.Context, any) (any, error) { return nil, st })
 	}
-	if err := c.CodecV2.Unmarshal(data, v); err != nil {
-		notes.Store(v, err)
-	}
-	return nil
-}
-
-// undecodableError returns the InvalidArgument error for req if it did not
-// decode, forgetting the note. Memory req was decoded into is left to the
-// garbage collector.
-func undecodableError(req any) error {
-	note, _ := notes.LoadAndDelete(req)
-	err, ok := note.(error)
-	if !ok {
-		return nil
-	}
-	return undecodableStatus(err)
 }
 
 // undecodableStatus is the InvalidArgument error of a request that did not
 // decode with err.
 func undecodableStatus(err error) error {
-	return status.Error(codes.InvalidArgument, "invalid request: the message does not decode: "+undecodableReason(err))
+	return status.Error(codes.InvalidArgument, "invalid request: the message does not decode: "+err.Error())
 }
 
-// undecodableReason says, in the project's words, why a request did not
-// decode (the decoder's own messages name its package).
-func undecodableReason(err error) string {
-	msg := err.Error()
-	switch {
-	case strings.Contains(msg, "UTF-8"):
-		return "a string is not valid UTF-8"
-	case strings.Contains(msg, "recursion") || strings.Contains(msg, "depth"):
-		return "it nests too deeply"
-	default:
-		return "it is not valid protobuf wire format"
-	}
-}
-
-// RejectUndecodable answers InvalidArgument for a request Request
-// could not decode, and gives back the memory a request was decoded into
-// when its call is over: the handler and the interceptors after this one
-// have returned, and none keeps the request (decodeMemory). It must run
-// for every call (no interceptor before it may end a call without calling
-// on), or notes would stay behind.
+// RejectUndecodable answers InvalidArgument for a request that did not
+// decode (Registrar), before any interceptor after it or the handler sees
+// it. It belongs early in the chain: the interceptors before it see such a
+// request as a value of a type of this package.
 func RejectUndecodable(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	note, _ := notes.LoadAndDelete(req)
-	switch n := note.(type) {
-	case error:
-		return nil, undecodableStatus(n)
-	case *decodeMemory:
-		defer n.release()
+	if u, ok := req.(undecodable); ok {
+		return nil, undecodableStatus(u.err)
 	}
 	return handler(ctx, req)
 }
 
 // RejectUndecodableStream is RejectUndecodable for the messages a stream
-// receives.
+// receives: RecvMsg fails InvalidArgument for one that does not decode.
+// The server's codec must be Codec.
 func RejectUndecodableStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	return handler(srv, decodeCheckedStream{ss})
 }
 
-// decodeCheckedStream fails RecvMsg for a message that did not decode.
+// decodeCheckedStream receives messages through a decoding.
 type decodeCheckedStream struct{ grpc.ServerStream }
 
 func (s decodeCheckedStream) RecvMsg(m any) error {
-	if err := s.ServerStream.RecvMsg(m); err != nil {
+	d := decoding{msg: m}
+	if err := s.ServerStream.RecvMsg(&d); err != nil {
 		return err
 	}
-	return undecodableError(m)
+	if d.err != nil {
+		return undecodableStatus(d.err)
+	}
+	return nil
+}
+
+// DecodeOptions are the gRPC server options that decode requests as the
+// server does: Codec, and the interceptors that answer a request that did
+// not decode. The server's services must be registered through
+// Registrar. setpoint-bench's no-op baseline is served so, to pay what
+// the server pays to decode.
+func DecodeOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.ForceServerCodecV2(Codec()),
+		grpc.ChainUnaryInterceptor(RejectUndecodable), grpc.ChainStreamInterceptor(RejectUndecodableStream)}
 }

@@ -56,8 +56,10 @@ func growthSeeds() [][]byte {
 // most budget.MaxSpecGrowth times the request's size as received (what
 // budget.Budgets.SpecFits relies on to skip measuring it).
 func FuzzSpecGrowth(f *testing.F) {
-	fast, slow := decodeSeeds(f)
-	for _, b := range append(append(fast, slow...), growthSeeds()...) {
+	for _, tc := range decodeCases(f) {
+		f.Add(tc.b)
+	}
+	for _, b := range growthSeeds() {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
