@@ -214,7 +214,8 @@
 //
 // schema.go holds every bucket name, meta key, key builder and migration
 // (TestLayoutDoc checks this section against it). The file has five
-// top-level buckets:
+// top-level buckets (record keys and decision-log keys are built by
+// package store/record, which the etcd backend shares):
 //
 //	meta
 //	    "schema_version" → uint64, 8 bytes big-endian (4)
@@ -252,11 +253,12 @@
 //
 // Values are protobuf messages of proto/setpoint/storage/v1/storage.proto,
 // storage-only messages mirroring target.Record and the engine types, so that
-// `buf breaking` guards the disk format as it guards the API. The encoder
-// (codec_wire.go) writes a record's message in the wire format straight
-// from target.Record, byte for byte what the deterministic marshaller
-// makes of the generated message (FuzzRecordEncoder holds it to that);
-// the decoder unmarshals the generated message. Enumerations
+// `buf breaking` guards the disk format as it guards the API. Package
+// store/record converts records, feed entries and decision-log entries to
+// and from them and frames the bytes; the generated code
+// (planetscale/vtprotobuf's MarshalVT and UnmarshalVT) marshals and
+// unmarshals them, so every field number is written once, in the .proto.
+// Enumerations
 // are stored as their Kubernetes spelling in strings; an absent timestamp
 // is the zero time; times are read back in UTC; empty and absent lists and
 // maps are the same. Strings must be valid UTF-8 (the gRPC API guarantees
@@ -275,7 +277,7 @@
 // smaller, as the byte 0x00 followed by the message compressed with
 // DEFLATE. Version 3 stores such a value as the byte 0x01 followed by the
 // message compressed with S2 against the dictionary values.dict
-// (compress.go); it reads 0x00 values as version 2 wrote them, so Open
+// (store/record/compress.go); it reads 0x00 values as version 2 wrote them, so Open
 // migrates a version 2 file by rewriting its version, and each record is
 // recompressed by its next write. No protobuf message starts with a byte
 // below 0x08. A two-metric target's record of 3.1 KB (version 1) is 2.2 KB
