@@ -258,6 +258,9 @@
 // and from them and frames the bytes; the generated code
 // (planetscale/vtprotobuf's MarshalVT and UnmarshalVT) marshals and
 // unmarshals them, so every field number is written once, in the .proto.
+// store/record/FORMAT.md lists every stored message field by field;
+// TestFormatDoc renders those tables from the generated descriptors, and
+// TestDocsNameRealFields checks each Message.field this doc names.
 // Enumerations
 // are stored as their Kubernetes spelling in strings; an absent timestamp
 // is the zero time; times are read back in UTC; empty and absent lists and
