@@ -36,7 +36,8 @@ type Entry struct {
 
 // EncodeEntry returns the stored form of e.
 func EncodeEntry(e *Entry) ([]byte, error) {
-	var enc encoder
+	enc := getEncoder()
+	defer enc.release()
 	m := &pb.Change{}
 	switch {
 	case e.Decision != nil:

@@ -128,8 +128,8 @@ func TestEntryKinds(t *testing.T) {
 }
 
 // BenchmarkDecisionEntry measures the change-feed entry of a decision
-// made on its own (EncodeEntry) and with its record (EncodeWrite, less
-// the record alone), as an update makes it.
+// made on its own (alone: EncodeEntry) and, as an update makes it, with
+// its record (withRecord: EncodeWrite, the record and the entry).
 func BenchmarkDecisionEntry(b *testing.B) {
 	rec, _ := statusRecord()
 	e := Entry{Key: rec.Key, Decision: rec.Last}

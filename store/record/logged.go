@@ -74,7 +74,7 @@ func EncodeLogged(last *target.LastDecision) ([]byte, error) {
 	if x.Winner >= 0 && x.Winner < math.MaxInt32 {
 		m.WinnerPlusOne = int32(x.Winner + 1)
 	}
-	m.Metrics = mapMessages(x.Metrics, func(me engine.MetricExplanation, out *pb.LoggedMetric) {
+	m.Metrics = mapArray(x.Metrics, func(me engine.MetricExplanation, out *pb.LoggedMetric) {
 		c, w := code(outcomeCodes, string(me.Outcome))
 		*out = pb.LoggedMetric{
 			Outcome: c, OutcomeWord: w, Proposal: me.Proposal, Current: me.Current, Target: me.Target,
@@ -82,7 +82,7 @@ func EncodeLogged(last *target.LastDecision) ([]byte, error) {
 			Err: cut(me.Err, maxLoggedError),
 		}
 	})
-	m.Steps = mapMessages(x.Steps, func(st engine.Step, out *pb.LoggedStep) {
+	m.Steps = mapArray(x.Steps, func(st engine.Step, out *pb.LoggedStep) {
 		k, kw := code(stepKindCodes, string(st.Kind))
 		r, rw := code(reasonCodes, st.Reason)
 		*out = pb.LoggedStep{Kind: k, KindWord: kw, From: st.From, To: st.To, Reason: r, ReasonWord: rw}

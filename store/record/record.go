@@ -30,8 +30,6 @@ import (
 	"bytes"
 	"fmt"
 
-	"google.golang.org/protobuf/types/known/timestamppb"
-
 	"github.com/setpointhq/setpoint/engine"
 	pb "github.com/setpointhq/setpoint/proto/setpoint/storage/v1"
 	"github.com/setpointhq/setpoint/target"
@@ -51,18 +49,20 @@ func Encode(rec *target.Record) ([]byte, error) {
 // marshalled from the record's own message, not converted again: it is
 // most of the record.
 func EncodeWrite(rec *target.Record, entries []Entry, compress func([]byte) []byte) (val []byte, vals [][]byte, err error) {
-	m, err := recordMessage(rec)
+	e := getEncoder()
+	defer e.release() // m's messages are e's
+	m, err := recordMessage(e, rec)
 	if err != nil {
 		return nil, nil, err
 	}
 	if len(entries) > 0 {
 		vals = make([][]byte, len(entries))
 		for i := range entries {
-			e := &entries[i]
-			if e.Decision != nil && rec.Last != nil && e.Decision.ID == rec.Last.ID && m.Last != nil {
-				vals[i], err = marshalEntry(e, &pb.Change{Kind: &pb.Change_Decision{Decision: decisionOfRecord(m)}})
+			en := &entries[i]
+			if en.Decision != nil && rec.Last != nil && en.Decision.ID == rec.Last.ID && m.Last != nil {
+				vals[i], err = marshalEntry(en, &pb.Change{Kind: &pb.Change_Decision{Decision: decisionOfRecord(m)}})
 			} else {
-				vals[i], err = EncodeEntry(e)
+				vals[i], err = EncodeEntry(en)
 			}
 			if err != nil {
 				return nil, nil, err
@@ -91,7 +91,9 @@ func EncodeWrite(rec *target.Record, entries []Entry, compress func([]byte) []by
 // Marshal returns the storage message of rec as it is before compression:
 // a sample for training the dictionary of stored values (values.dict).
 func Marshal(rec *target.Record) ([]byte, error) {
-	m, err := recordMessage(rec)
+	e := getEncoder()
+	defer e.release()
+	m, err := recordMessage(e, rec)
 	if err != nil {
 		return nil, err
 	}
@@ -134,18 +136,17 @@ func decode(k target.Key, b []byte, forDecision bool) (rec target.Record, err er
 	return recordFromMessage(k, &m, forDecision)
 }
 
-// recordMessage returns the storage message of rec.
-func recordMessage(rec *target.Record) (*pb.Record, error) {
-	e := encoder{stamps: make([]timestamppb.Timestamp, 0, timesIn(rec))}
-	m := &pb.Record{
-		TargetRef: &pb.TargetRef{ApiVersion: e.s(rec.Ref.APIVersion), Kind: e.s(rec.Ref.Kind), Name: e.s(rec.Ref.Name)},
+// recordMessage returns the storage message of rec, made of e's messages.
+func recordMessage(e *encoder, rec *target.Record) (*pb.Record, error) {
+	m := alloc(&e.records, pb.Record{
+		TargetRef: alloc(&e.targetRefs, pb.TargetRef{ApiVersion: e.s(rec.Ref.APIVersion), Kind: e.s(rec.Ref.Kind), Name: e.s(rec.Ref.Name)}),
 		Spec:      e.spec(rec.Spec),
 		Settings:  e.settings(rec.Settings),
 		Status:    e.status(rec.Status),
 		History:   e.history(rec.History),
-		Events:    mapMessages(rec.Events, e.event),
+		Events:    mapMessages(&e.events, rec.Events, e.event),
 		LastSeen:  e.time(rec.LastSeen),
-	}
+	})
 	if l := rec.Last; l != nil {
 		// Schema version 2: equal statuses are stored once. The decision's
 		// status is the record's until an observation changes the latter,
@@ -155,7 +156,7 @@ func recordMessage(rec *target.Record) (*pb.Record, error) {
 		if same {
 			d.Status = engine.Status{}
 		}
-		m.Last = &pb.LastDecision{Id: e.s(l.ID), At: e.time(l.At), Decision: e.decision(d), Before: e.statusRefs(l.Before, rec.Status.Conditions), From: &l.From}
+		m.Last = alloc(&e.lasts, pb.LastDecision{Id: e.s(l.ID), At: e.time(l.At), Decision: e.decision(d), Before: e.statusRefs(l.Before, rec.Status.Conditions), From: &l.From})
 		if same {
 			m.Last.Decision.Status = nil
 			m.Last.DecisionStatusIsRecordStatus = true
@@ -165,20 +166,6 @@ func recordMessage(rec *target.Record) (*pb.Record, error) {
 		return nil, fmt.Errorf("record: encode %s: %w", rec.Key, e.err)
 	}
 	return m, nil
-}
-
-// timesIn is how many times rec's message holds at most: its timestamps,
-// allocated at once (a time stored once, or zero, takes none).
-func timesIn(rec *target.Record) int {
-	status := func(s *engine.Status) int { return 1 + len(s.Conditions) }
-	history := func(h *engine.History) int {
-		return len(h.Recommendations) + len(h.ScaleUpEvents) + len(h.ScaleDownEvents)
-	}
-	n := 1 + status(&rec.Status) + history(&rec.History) + len(rec.Events)
-	if l := rec.Last; l != nil {
-		n += 1 + status(&l.Decision.Status) + status(&l.Before) + history(&l.Decision.History)
-	}
-	return n
 }
 
 // recordFromMessage converts m, the storage message of the record of k,

@@ -297,7 +297,9 @@ func TestDecodeForDecisionSkipsOnlyTheLastDecision(t *testing.T) {
 	none := rec
 	none.Last = nil
 	raw := func(r target.Record) []byte { // uncompressed, as schema version 1 stored
-		m, err := recordMessage(&r)
+		e := getEncoder()
+		defer e.release()
+		m, err := recordMessage(e, &r)
 		if err != nil {
 			t.Fatal(err)
 		}
