@@ -323,7 +323,9 @@ func storedCopy(rec *target.Record) target.Record {
 		LastSeen: storedTime(rec.LastSeen),
 	}
 	if l := rec.Last; l != nil {
-		out.Last = &target.LastDecision{ID: l.ID, At: storedTime(l.At), Before: c.status(&l.Before), From: l.From}
+		last := *l // its plain fields as they are; the others replaced below
+		last.At, last.Before = storedTime(l.At), c.status(&l.Before)
+		out.Last = &last
 		d := &l.Decision
 		out.Last.Decision = engine.Decision{
 			DesiredReplicas: d.DesiredReplicas, Rescale: d.Rescale, Error: d.Error,

@@ -310,6 +310,33 @@ func (e *encoder) status(v engine.Status) *pb.Status {
 	})
 }
 
+// lastDecision is the message of l. With record, the record's status,
+// (schema version 2) a decision status equal to it is left out
+// (decision_status_is_record_status), and each of Before's conditions
+// equal to one of its conditions is stored as a reference to it: the
+// decision's status is the record's until an observation changes the
+// latter, and the status before the decision shares most conditions with
+// it.
+func (e *encoder) lastDecision(l *target.LastDecision, record *engine.Status) *pb.LastDecision {
+	d := l.Decision
+	same := record != nil && statusEqual(d.Status, *record)
+	if same {
+		d.Status = engine.Status{}
+	}
+	var before *pb.Status
+	if record != nil {
+		before = e.statusRefs(l.Before, record.Conditions)
+	} else {
+		before = e.status(l.Before)
+	}
+	m := alloc(&e.lasts, pb.LastDecision{Id: e.s(l.ID), At: e.time(l.At), Decision: e.decision(d), Before: before, From: &l.From})
+	if same {
+		m.Decision.Status = nil
+		m.DecisionStatusIsRecordStatus = true
+	}
+	return m
+}
+
 // statusEqual reports whether a and b are stored alike.
 func statusEqual(a, b engine.Status) bool {
 	return a.CurrentReplicas == b.CurrentReplicas && a.DesiredReplicas == b.DesiredReplicas &&
@@ -452,6 +479,17 @@ func (d *decoder) duration(v *durationpb.Duration) time.Duration {
 		return 0
 	}
 	return v.AsDuration()
+}
+
+// lastDecision is the decision of m; record is the status of the record
+// m was stored in (nil for a feed entry's), which m's status and Before's
+// conditions may refer to.
+func (d *decoder) lastDecision(m *pb.LastDecision, record *pb.Status) *target.LastDecision {
+	l := &target.LastDecision{ID: d.s(m.GetId()), At: d.time(m.GetAt()), Decision: d.decision(m.GetDecision()), Before: d.statusRefs(m.GetBefore(), record), From: lastFrom(m)}
+	if m.GetDecisionStatusIsRecordStatus() {
+		l.Decision.Status = d.status(record) // a copy of its own
+	}
+	return l
 }
 
 func (d *decoder) event(m *pb.Event) target.Event {

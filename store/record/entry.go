@@ -41,10 +41,7 @@ func EncodeEntry(e *Entry) ([]byte, error) {
 	m := &pb.Change{}
 	switch {
 	case e.Decision != nil:
-		d := e.Decision
-		l := &pb.LastDecision{Id: enc.s(d.ID), At: enc.time(d.At), From: &d.From, Decision: enc.decision(d.Decision)}
-		l.Decision.History = nil
-		m.Kind = &pb.Change_Decision{Decision: l}
+		m.Kind = &pb.Change_Decision{Decision: entryDecision(enc.lastDecision(e.Decision, nil), nil)}
 	case e.Event != nil:
 		ev := &pb.Event{}
 		enc.event(*e.Event, ev)
@@ -94,11 +91,10 @@ func DecodeEntry(b []byte) (e Entry, err error) {
 	e = Entry{Key: target.Key{Cluster: d.s(m.GetCluster()), Namespace: d.s(m.GetNamespace()), Name: d.s(m.GetName())}, Created: m.GetCreated()}
 	switch k := m.GetKind().(type) {
 	case *pb.Change_Decision:
-		l := k.Decision
 		// Before, which entries written by older versions carry, is left
 		// out as new entries leave it out (Entry.Decision).
-		e.Decision = &target.LastDecision{ID: d.s(l.GetId()), At: d.time(l.GetAt()), Decision: d.decision(l.GetDecision()), From: lastFrom(l)}
-		e.Decision.Decision.History = engine.History{}
+		entryDecision(k.Decision, nil)
+		e.Decision = d.lastDecision(k.Decision, nil)
 	case *pb.Change_Observation:
 		ev := d.event(k.Observation)
 		e.Event = &ev

@@ -55,20 +55,6 @@ func EncodeWrite(rec *target.Record, entries []Entry, compress func([]byte) []by
 	if err != nil {
 		return nil, nil, err
 	}
-	if len(entries) > 0 {
-		vals = make([][]byte, len(entries))
-		for i := range entries {
-			en := &entries[i]
-			if en.Decision != nil && rec.Last != nil && en.Decision.ID == rec.Last.ID && m.Last != nil {
-				vals[i], err = marshalEntry(en, &pb.Change{Kind: &pb.Change_Decision{Decision: decisionOfRecord(m)}})
-			} else {
-				vals[i], err = EncodeEntry(en)
-			}
-			if err != nil {
-				return nil, nil, err
-			}
-		}
-	}
 	buf := getScratch()
 	n := m.SizeVT()
 	b := *buf
@@ -85,6 +71,22 @@ func EncodeWrite(rec *target.Record, entries []Entry, compress func([]byte) []by
 		val = bytes.Clone(val)
 	}
 	putScratch(buf, b)
+	if len(entries) > 0 {
+		vals = make([][]byte, len(entries))
+		for i := range entries {
+			en := &entries[i]
+			if en.Decision != nil && rec.Last != nil && en.Decision.ID == rec.Last.ID && m.Last != nil {
+				// The record is marshalled: its last decision's message
+				// becomes the entry's.
+				vals[i], err = marshalEntry(en, &pb.Change{Kind: &pb.Change_Decision{Decision: entryDecision(m.Last, m.Status)}})
+			} else {
+				vals[i], err = EncodeEntry(en)
+			}
+			if err != nil {
+				return nil, nil, err
+			}
+		}
+	}
 	return val, vals, nil
 }
 
@@ -147,20 +149,8 @@ func recordMessage(e *encoder, rec *target.Record) (*pb.Record, error) {
 		Events:    mapMessages(&e.events, rec.Events, e.event),
 		LastSeen:  e.time(rec.LastSeen),
 	})
-	if l := rec.Last; l != nil {
-		// Schema version 2: equal statuses are stored once. The decision's
-		// status is the record's until an observation changes the latter,
-		// and the status before the decision shares most conditions with it.
-		same := statusEqual(l.Decision.Status, rec.Status)
-		d := l.Decision
-		if same {
-			d.Status = engine.Status{}
-		}
-		m.Last = alloc(&e.lasts, pb.LastDecision{Id: e.s(l.ID), At: e.time(l.At), Decision: e.decision(d), Before: e.statusRefs(l.Before, rec.Status.Conditions), From: &l.From})
-		if same {
-			m.Last.Decision.Status = nil
-			m.Last.DecisionStatusIsRecordStatus = true
-		}
+	if rec.Last != nil {
+		m.Last = e.lastDecision(rec.Last, &rec.Status)
 	}
 	if e.err != nil {
 		return nil, fmt.Errorf("record: encode %s: %w", rec.Key, e.err)
@@ -184,14 +174,10 @@ func recordFromMessage(k target.Key, m *pb.Record, forDecision bool) (target.Rec
 		LastSeen: d.time(m.GetLastSeen()),
 	}
 	if l := m.GetLast(); l != nil {
-		rec.Last = &target.LastDecision{ID: d.s(l.GetId()), At: d.time(l.GetAt())}
-		if !forDecision {
-			rec.Last.Decision = d.decision(l.GetDecision())
-			rec.Last.Before = d.statusRefs(l.GetBefore(), m.GetStatus())
-			rec.Last.From = lastFrom(l)
-			if l.GetDecisionStatusIsRecordStatus() {
-				rec.Last.Decision.Status = d.status(m.GetStatus()) // a copy of its own
-			}
+		if forDecision {
+			rec.Last = &target.LastDecision{ID: d.s(l.GetId()), At: d.time(l.GetAt())}
+		} else {
+			rec.Last = d.lastDecision(l, m.GetStatus())
 		}
 	}
 	if d.err != nil {
@@ -200,19 +186,18 @@ func recordFromMessage(k target.Key, m *pb.Record, forDecision bool) (target.Rec
 	return rec, nil
 }
 
-// decisionOfRecord is the feed entry's message of the last decision of m,
-// a record's message: its own fields, the status it shares with the
-// record, and no history (Entry.Decision), sharing m's messages.
-func decisionOfRecord(m *pb.Record) *pb.LastDecision {
-	l, d := m.Last, m.Last.GetDecision()
-	status := d.GetStatus()
-	if l.DecisionStatusIsRecordStatus {
-		status = m.Status
+// entryDecision turns l, a decision's message, into a feed entry's, in
+// place: without Before and history (Entry.Decision), its status its own
+// (record, the record's status, when stored once).
+func entryDecision(l *pb.LastDecision, record *pb.Status) *pb.LastDecision {
+	l.Before = nil
+	if l.Decision != nil {
+		l.Decision.History = nil
+		if l.DecisionStatusIsRecordStatus {
+			l.Decision.Status, l.DecisionStatusIsRecordStatus = record, false
+		}
 	}
-	return &pb.LastDecision{Id: l.Id, At: l.At, From: l.From, Decision: &pb.Decision{
-		DesiredReplicas: d.GetDesiredReplicas(), Rescale: d.GetRescale(), Error: d.GetError(),
-		Status: status, Explanation: d.GetExplanation(),
-	}}
+	return l
 }
 
 // statusRefs is status for target.LastDecision.Before: each condition equal to

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"reflect"
 	"time"
 
 	"github.com/setpointhq/setpoint/engine"
@@ -50,7 +51,7 @@ func FullRecord(key target.Key) target.Record {
 			Tolerance:                  tol,
 		}
 	}
-	return target.Record{
+	rec := target.Record{
 		Key: key,
 		Ref: target.Ref{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"},
 		Spec: engine.Spec{
@@ -102,5 +103,55 @@ func FullRecord(key target.Key) target.Record {
 			Kind: target.EventFailed, From: 3, To: 5, At: At(1), DecisionID: "d-42", Message: "forbidden",
 		}},
 		LastSeen: At(1),
+	}
+	fillZero(reflect.ValueOf(&rec).Elem())
+	return rec
+}
+
+// fillZero sets every zero field under v that the literal above does not
+// set (a field added to the record's types since) to a value of its own:
+// a new field is in the round trips without an edit here, and fails them
+// until the codec carries it. Slices and maps are left as they are.
+func fillZero(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if v.IsNil() {
+			v.Set(reflect.New(v.Type().Elem()))
+		}
+		fillZero(v.Elem())
+	case reflect.Struct:
+		if v.Type() == reflect.TypeFor[time.Time]() {
+			if v.IsZero() {
+				v.Set(reflect.ValueOf(At(7)))
+			}
+			return
+		}
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				fillZero(v.Field(i))
+			}
+		}
+	case reflect.Slice:
+		for i := range v.Len() {
+			fillZero(v.Index(i))
+		}
+	case reflect.String:
+		if v.String() == "" {
+			v.SetString("filled")
+		}
+	case reflect.Int, reflect.Int32, reflect.Int64:
+		if v.Int() == 0 {
+			v.SetInt(7)
+		}
+	case reflect.Uint, reflect.Uint32, reflect.Uint64:
+		if v.Uint() == 0 {
+			v.SetUint(7)
+		}
+	case reflect.Float64:
+		if v.Float() == 0 {
+			v.SetFloat(0.7)
+		}
+	case reflect.Bool:
+		v.SetBool(true)
 	}
 }
