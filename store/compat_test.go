@@ -35,7 +35,7 @@ var compatKeys = []target.Key{
 func compatWrites(t *testing.T, st store.Store) {
 	ctx := context.Background()
 	for _, k := range compatKeys {
-		storetest.Put(t, st, storetest.FullRecord(k))
+		storetest.Put(t, st, storetest.FullRecordV4(k))
 	}
 	web, api := compatKeys[0], compatKeys[1]
 	decide := func(id string, s int) func(*target.Record) error {
