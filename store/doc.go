@@ -303,9 +303,10 @@
 // oldest being removed in the transaction that appends past the bound. A
 // decision's entry holds what the decision said — not its history, nor
 // the status it started from (Record.Last.Before), which stay in the
-// record — and is assembled from the bytes of the record's own message,
-// not encoded a second time; entries written before that also carry the
-// status it started from, which readers ignore. At about 0.6 KiB per
+// record — and is the record's own message of the decision, marshalled
+// after the record (store/record.EncodeWrite), not converted a second
+// time; entries written by older versions also carry the status it
+// started from, which readers ignore. At about 0.6 KiB per
 // decision the default costs some 6 MiB of file. Changes
 // reads them from a revision on (ErrOutOfRange when that revision is no
 // longer kept, or beyond the latest); Follow hands each commit's changes to
