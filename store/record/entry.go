@@ -111,10 +111,11 @@ func DecodeEntry(b []byte) (e Entry, err error) {
 
 // Limits bound what a write leaves in a record.
 type Limits struct {
-	// MaxEvents bounds target.Record.Events (the newest are kept).
+	// MaxEvents bounds target.Record.Events (the newest are kept); 0
+	// bounds nothing.
 	MaxEvents int
 	// MaxHistory bounds each list of target.Record.History (the newest
-	// are kept).
+	// are kept); 0 bounds nothing.
 	MaxHistory int
 }
 
@@ -158,8 +159,11 @@ func Apply(key target.Key, rec *target.Record, existed bool, l Limits, fn func(*
 // bound keeps rec's newest l.MaxEvents events and l.MaxHistory entries of
 // each history list.
 func bound(rec *target.Record, l Limits) {
-	if n := len(rec.Events); n > l.MaxEvents {
+	if n := len(rec.Events); l.MaxEvents > 0 && n > l.MaxEvents {
 		rec.Events = slices.Clone(rec.Events[n-l.MaxEvents:])
+	}
+	if l.MaxHistory <= 0 {
+		return
 	}
 	h := &rec.History
 	h.Recommendations = newest(h.Recommendations, l.MaxHistory, func(r engine.Recommendation) time.Time { return r.At })

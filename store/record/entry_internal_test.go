@@ -150,3 +150,35 @@ func BenchmarkDecisionEntry(b *testing.B) {
 		}
 	})
 }
+
+// TestApplyBounds: Apply keeps the newest events and history entries
+// within Limits, and a zero limit bounds nothing.
+func TestApplyBounds(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	fill := func(r *target.Record) error {
+		for i := range 5 {
+			r.Events = append(r.Events, target.Event{Kind: target.EventApplied, To: int32(i), At: at.Add(time.Duration(i) * time.Second)})
+			r.History.Recommendations = append(r.History.Recommendations, engine.Recommendation{Replicas: int32(i), At: at.Add(time.Duration(i) * time.Second)})
+		}
+		return nil
+	}
+	for _, tc := range []struct {
+		l                   Limits
+		wantEvents, wantRec int
+	}{{Limits{MaxEvents: 2, MaxHistory: 3}, 2, 3}, {Limits{}, 5, 5}} {
+		rec := target.Record{}
+		entries, err := Apply(target.Key{Name: "x"}, &rec, false, tc.l, fill)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rec.Events) != tc.wantEvents || len(rec.History.Recommendations) != tc.wantRec {
+			t.Errorf("%+v: %d events, %d recommendations; want %d, %d", tc.l, len(rec.Events), len(rec.History.Recommendations), tc.wantEvents, tc.wantRec)
+		}
+		if len(rec.Events) > 0 && rec.Events[len(rec.Events)-1].To != 4 {
+			t.Errorf("%+v: the newest event was dropped: %+v", tc.l, rec.Events)
+		}
+		if len(entries) != 5 || !entries[0].Created || rec.Key.Name != "x" {
+			t.Errorf("%+v: %d entries (first created %v), key %v; want 5 observations, the first creating x", tc.l, len(entries), len(entries) > 0 && entries[0].Created, rec.Key)
+		}
+	}
+}
