@@ -114,8 +114,8 @@ FUZZ_TARGETS = ./engine:FuzzDecide:1000 ./engine:FuzzResourceLists:10000 ./engin
                ./server/convert:FuzzPlainSelector:5000 \
                ./server/convert:FuzzRoundTrip:2000 ./server:FuzzObserve:10000 ./server/codec:FuzzDecodeRecommend:10000 \
                ./server/codec:FuzzSpecGrowth:10000 \
-               ./store:FuzzRecordCodec:50000 ./store:FuzzDecodeRecord:50000 ./store:FuzzRecordKey:50000 \
-               ./store:FuzzRecordEncoder:20000 ./store/wal:FuzzReadFrame:50000 ./store:FuzzReadWrites:50000 ./store:FuzzWireReader:4000
+               ./store/record:FuzzRecordCodec:50000 ./store:FuzzDecodeRecord:50000 ./store/record:FuzzRecordKey:50000 \
+               ./store:FuzzStoredCopy:20000 ./store/wal:FuzzReadFrame:50000 ./store:FuzzReadWrites:50000 ./store/record:FuzzDecodeEntry:20000
 FUZZTIME    ?= 60s
 
 fuzz: ## run every fuzz target for FUZZTIME each (default 60s; e.g. make fuzz FUZZTIME=30m)
@@ -147,8 +147,8 @@ CUTS ?= 500
 powerloss: ## the power-loss test with CUTS power cuts on lazyfs (default 500; CI runs 20; needs /dev/fuse and root)
 	$(GO) test ./test/powerloss -count=1 -v -timeout 60m -powerloss.cuts $(CUTS)
 
-dict: ## retrain store/values.dict, the S2 dictionary of record values, on records of varied workloads (changes the disk format: see store/compress.go)
-	$(GO) test ./cmd/setpoint-bench -count=1 -run TestWriteDictionary -write-dict $(CURDIR)/store/values.dict -v
+dict: ## retrain store/record/values.dict, the S2 dictionary of record values, on records of varied workloads (changes the disk format: see store/record/compress.go)
+	$(GO) test ./cmd/setpoint-bench -count=1 -run TestWriteDictionary -write-dict $(CURDIR)/store/record/values.dict -v
 
 .PHONY: quality
 quality: ## the decision-quality benchmark: every generated trace, a measured week, at 60 s and 5 min start-up, checked against issue 32's bars (50–80 s on a quiet 2-core machine; CI runs TestQualityBars, one day of four traces: 5–7 s quiet, about 80 s on a machine loaded by other builds)

@@ -17,7 +17,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 
-	"github.com/setpointhq/setpoint/engine"
+	"github.com/setpointhq/setpoint/store/record"
 	"github.com/setpointhq/setpoint/store/wal"
 	"github.com/setpointhq/setpoint/target"
 )
@@ -976,24 +976,22 @@ func (b *Bolt) prepare(key target.Key, rk []byte, decision bool, fn func(*target
 	}
 	partial := rec.Last // with decision, only its ID and At are decoded
 	// A panic in fn stays in the caller's goroutine: nothing is queued.
-	changes, err := ApplyUpdate(key, rec, w.read != nil, Limits{MaxEvents: b.opts.MaxEvents, MaxHistory: b.opts.MaxHistory}, fn)
+	entries, err := record.Apply(key, rec, w.read != nil, record.Limits{MaxEvents: b.opts.MaxEvents, MaxHistory: b.opts.MaxHistory}, fn)
 	if err != nil {
 		return nil, err
 	}
+	changes := changesOf(entries)
 	if decision && partial != nil && rec.Last == partial {
 		return nil, fmt.Errorf("store: update %s: a decision's function left the last decision in place", key)
 	}
 	w.changes = changes
-	// The change feed's entries are encoded from the marshalled record:
-	// a decision's entry is most of it.
-	if w.val, err = encodeRecordThen(rec, b.compressors.compress, func(raw []byte) error {
-		w.encoded, err = encodeChanges(w.changes, rec.Last, raw)
-		return err
-	}); err != nil {
+	// The change feed's entries are encoded with the record: a decision's
+	// entry is most of it.
+	if w.val, w.encoded, err = record.EncodeWrite(rec, entries, b.compressors.compress); err != nil {
 		return nil, err
 	}
 	if len(w.changes) > 0 && w.changes[0].Kind == ChangeDecision && b.opts.DecisionRetention >= 0 {
-		if w.logged, err = encodeLoggedDecision(rec.Last); err != nil {
+		if w.logged, err = record.EncodeLogged(rec.Last); err != nil {
 			return nil, fmt.Errorf("store: update %s: decision log: %w", key, err)
 		}
 	}
@@ -1016,38 +1014,6 @@ func (w *preparedUpdate) entry() journalWrite {
 		e.at = w.rec.Last.At
 	}
 	return e
-}
-
-// boundRecord keeps rec's newest maxEvents events and maxHistory entries of
-// each history list.
-func boundRecord(rec *target.Record, maxEvents, maxHistory int) {
-	if n := len(rec.Events); n > maxEvents {
-		rec.Events = slices.Clone(rec.Events[n-maxEvents:])
-	}
-	h := &rec.History
-	h.Recommendations = newest(h.Recommendations, maxHistory, func(r engine.Recommendation) time.Time { return r.At })
-	h.ScaleUpEvents = newest(h.ScaleUpEvents, maxHistory, func(e engine.ScaleEvent) time.Time { return e.At })
-	h.ScaleDownEvents = newest(h.ScaleDownEvents, maxHistory, func(e engine.ScaleEvent) time.Time { return e.At })
-}
-
-// newest keeps the max entries of s with the latest times, in their order
-// in s. The engine overwrites entries in place, so s is not sorted by time.
-func newest[T any](s []T, max int, at func(T) time.Time) []T {
-	if len(s) <= max {
-		return s
-	}
-	idx := make([]int, len(s))
-	for i := range idx {
-		idx[i] = i
-	}
-	slices.SortStableFunc(idx, func(i, j int) int { return at(s[j]).Compare(at(s[i])) }) // newest first
-	keep := idx[:max]
-	slices.Sort(keep)
-	out := make([]T, 0, max)
-	for _, i := range keep {
-		out = append(out, s[i])
-	}
-	return out
 }
 
 // Get returns the record of key, ErrNotFound, or a *CorruptError
@@ -1100,10 +1066,8 @@ func (b *Bolt) List(ctx context.Context, q Query) ([]target.Record, string, erro
 	switch {
 	case q.Namespace != "" && q.Cluster == "":
 		return nil, "", fmt.Errorf("%w: a namespace filter requires a cluster", ErrInvalid)
-	case q.Namespace != "":
-		prefix = namespacePrefix(q.Cluster, q.Namespace)
-	case q.Cluster != "":
-		prefix = clusterPrefix(q.Cluster)
+	default:
+		prefix = record.KeyPrefix(q.Cluster, q.Namespace)
 	}
 	size := cmp.Or(q.PageSize, DefaultPageSize)
 	if size < 0 {
@@ -1145,7 +1109,7 @@ func (b *Bolt) List(ctx context.Context, q Query) ([]target.Record, string, erro
 				return err
 			}
 			last = k
-			key, err := parseRecordKey(k)
+			key, err := record.ParseKey(k)
 			if err != nil {
 				corrupt = append(corrupt, &CorruptError{Err: err})
 				continue
@@ -1222,7 +1186,7 @@ func (b *Bolt) Expire(ctx context.Context, cutoff time.Time) (int, error) {
 	err := b.write(ctx, false, nil, func(tx *bolt.Tx) error {
 		removed = 0
 		records, index := tx.Bucket(bucketRecords), tx.Bucket(bucketLastSeen)
-		end := orderedTime(cutoff)
+		end := record.OrderedTime(cutoff)
 		var candidates [][]byte
 		c := index.Cursor()
 		for k, _ := c.First(); k != nil; k, _ = c.Next() {
@@ -1244,7 +1208,7 @@ func (b *Bolt) Expire(ctx context.Context, cutoff time.Time) (int, error) {
 				}
 				continue
 			}
-			key, keyErr := parseRecordKey(rk)
+			key, keyErr := record.ParseKey(rk)
 			if keyErr == nil {
 				if rec, err := decodeRecord(key, raw); err == nil {
 					if !bytes.Equal(lastSeenKey(rec.LastSeen, rk), ik) {

@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/setpointhq/setpoint/engine"
+	"github.com/setpointhq/setpoint/store/record"
 	"github.com/setpointhq/setpoint/target"
 )
 
@@ -36,7 +37,7 @@ import (
 // decoding the written value would make the record (times in UTC,
 // empty lists nil), so that a cache hit is indistinguishable from a read.
 // The copy is made from target.Record directly: the record is neither
-// decoded nor converted through its storage message again. FuzzRecordEncoder
+// decoded nor converted through its storage message again. FuzzStoredCopy
 // and FuzzDecodeRecord check it against the decoder and for shared memory;
 // TestRecordCacheSharesNothingWithTheFunction and TestRecordCacheIsInvisible
 // check it through Update. A failed, cancelled, conflicting or refused
@@ -305,11 +306,11 @@ func historySize(h *engine.History) int64 {
 // record an Update committed goes into the cache without being decoded
 // or converted again, and fn's record, which fn may have filled from
 // slices its caller keeps and which Update returns to its caller, stays
-// theirs. rec must encode (encodeRecord succeeds): a string that is not
+// theirs. rec must encode (record.Encode succeeds): a string that is not
 // UTF-8 or a time out of range would come back other than stored.
-// FuzzRecordEncoder checks the result against decoding.
+// FuzzStoredCopy checks the result against decoding.
 func storedCopy(rec *target.Record) target.Record {
-	same := rec.Last != nil && statusEqual(rec.Last.Decision.Status, rec.Status)
+	same := record.SharesStatus(rec)
 	c := newCopier(rec, same)
 	out := target.Record{
 		Key:      rec.Key,
@@ -322,7 +323,9 @@ func storedCopy(rec *target.Record) target.Record {
 		LastSeen: storedTime(rec.LastSeen),
 	}
 	if l := rec.Last; l != nil {
-		out.Last = &target.LastDecision{ID: l.ID, At: storedTime(l.At), Before: c.status(&l.Before), From: l.From}
+		last := *l // its plain fields as they are; the others replaced below
+		last.At, last.Before = storedTime(l.At), c.status(&l.Before)
+		out.Last = &last
 		d := &l.Decision
 		out.Last.Decision = engine.Decision{
 			DesiredReplicas: d.DesiredReplicas, Rescale: d.Rescale, Error: d.Error,

@@ -11,13 +11,11 @@ import (
 	"github.com/setpointhq/setpoint/target"
 )
 
-// FuzzRecordEncoder builds a record from the fuzzer's bytes (recordGen)
-// and checks the record encoder against the storage message path it
-// replaced (codec_oracle_test.go): the same bytes, or an error from both.
-// A record that encodes must decode to what the record cache keeps for it
+// FuzzStoredCopy builds a record from the fuzzer's bytes (recordGen): a
+// record that encodes must decode to what the record cache keeps for it
 // (storedCopy), and the cache's copy must share nothing with the record
 // (sameStoredCopy).
-func FuzzRecordEncoder(f *testing.F) {
+func FuzzStoredCopy(f *testing.F) {
 	f.Add([]byte{})
 	f.Add(bytes.Repeat([]byte{1}, 64))
 	f.Add(bytes.Repeat([]byte{3, 7, 1, 200, 2}, 80))
@@ -29,20 +27,9 @@ func FuzzRecordEncoder(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		g := &recordGen{b: b}
 		rec := g.record()
-		want, wantErr := oracleBytes(&rec)
-		got, err := appendRecord(nil, &rec)
-		if (err != nil) != (wantErr != nil) {
-			t.Fatalf("encoder error %v, marshaller error %v", err, wantErr)
-		}
-		if err != nil {
-			return
-		}
-		if !bytes.Equal(got, want) {
-			t.Fatalf("encoder wrote\n%x\nthe marshaller\n%x", got, want)
-		}
 		val, err := encodeRecord(&rec)
 		if err != nil {
-			t.Fatal(err)
+			return // a string that is not UTF-8, a time out of range
 		}
 		decoded, err := decodeRecord(rec.Key, val)
 		if err != nil {

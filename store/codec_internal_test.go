@@ -2,21 +2,17 @@ package store
 
 import (
 	"bytes"
-	"errors"
-	"math"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
-	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
-
 	"github.com/setpointhq/setpoint/engine"
-	pb "github.com/setpointhq/setpoint/proto/setpoint/storage/v1"
+	"github.com/setpointhq/setpoint/store/record"
 	"github.com/setpointhq/setpoint/target"
 )
+
+// encodeRecord is record.Encode.
+var encodeRecord = record.Encode
 
 // statusRecord returns a record whose statuses are built from conditions
 // a, b and c as each case needs.
@@ -37,356 +33,12 @@ func statusRecord() (target.Record, [3]engine.Condition) {
 	}, conds
 }
 
-// TestCodecStoresEqualStatusesOnce checks schema version 2's sharing of
-// equal statuses and conditions: every case reads back exactly as written.
-func TestCodecStoresEqualStatusesOnce(t *testing.T) {
-	other := engine.Condition{Type: engine.ScaledToZero, Status: engine.ConditionFalse, Reason: "NotScaledToZero", Message: "no"}
-	tests := []struct {
-		name       string
-		edit       func(rec *target.Record, c [3]engine.Condition)
-		wantShared bool    // decision status left out
-		wantRefs   []int32 // Before's condition_refs
-	}{
-		{name: "as decided", wantShared: true, wantRefs: []int32{0, 1}},
-		{name: "status changed by an observation", edit: func(rec *target.Record, c [3]engine.Condition) {
-			rec.Status.Conditions = []engine.Condition{c[1], c[0], c[2]}
-		}, wantRefs: []int32{1, 0}},
-		{name: "before interleaves its own conditions", edit: func(rec *target.Record, c [3]engine.Condition) {
-			changed := c[1]
-			changed.Message = "changed"
-			rec.Last.Before.Conditions = []engine.Condition{other, c[2], changed, c[0]}
-		}, wantShared: true, wantRefs: []int32{-1, 2, -1, 0}},
-		{name: "before shares nothing", edit: func(rec *target.Record, c [3]engine.Condition) {
-			rec.Last.Before.Conditions = []engine.Condition{other}
-		}, wantShared: true},
-		{name: "a transition time differs", edit: func(rec *target.Record, c [3]engine.Condition) {
-			rec.Last.Decision.Status.Conditions = []engine.Condition{c[0], c[1], c[2]}
-			rec.Last.Decision.Status.Conditions[2].LastTransitionTime = time.Time{}
-		}, wantRefs: []int32{0, 1}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			rec, c := statusRecord()
-			if tt.edit != nil {
-				tt.edit(&rec, c)
-			}
-			m := storedMessage(t, &rec)
-			if got := m.GetLast().GetDecisionStatusIsRecordStatus(); got != tt.wantShared || (got && m.GetLast().GetDecision().Status != nil) {
-				t.Errorf("decision status shared %v (status %v), want shared %v", got, m.GetLast().GetDecision().GetStatus(), tt.wantShared)
-			}
-			if diff := cmp.Diff(tt.wantRefs, m.GetLast().GetBefore().GetConditionRefs()); diff != "" {
-				t.Errorf("condition refs (-want +got):\n%s", diff)
-			}
-			raw, err := encodeRecord(&rec)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := decodeRecord(rec.Key, raw)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(rec, got); diff != "" {
-				t.Errorf("round trip (-want +got):\n%s", diff)
-			}
-			// The decision's status is a copy: changing one leaves the other.
-			if len(got.Status.Conditions) > 0 && len(got.Last.Decision.Status.Conditions) > 0 {
-				got.Status.Conditions[0].Message = "edited"
-				if got.Last.Decision.Status.Conditions[0].Message == "edited" {
-					t.Error("the decoded decision status shares memory with the record's status")
-				}
-			}
-		})
-	}
-}
-
-// TestMetricStatusEqualIsStoredAlike checks that metricStatusEqual, which
-// decides whether a decision's status is stored once, says equal exactly
-// when the two metric statuses are marshalled to the same bytes.
-func TestMetricStatusEqualIsStoredAlike(t *testing.T) {
-	util, util2 := int32(80), int32(80)
-	base := func() engine.MetricStatus {
-		return engine.MetricStatus{
-			Type: engine.ExternalSource, Resource: "cpu", Container: "app",
-			Metric: engine.MetricIdentifier{Name: "queue", Selector: &engine.LabelSelector{
-				MatchLabels:      map[string]string{"app": "web", "tier": "front"},
-				MatchExpressions: []engine.LabelSelectorRequirement{{Key: "zone", Operator: "In", Values: []string{"a", "b"}}},
-			}},
-			DescribedObject:    engine.ObjectReference{APIVersion: "v1", Kind: "Service", Name: "web"},
-			Value:              &engine.Quantity{Milli: 1500, Format: engine.DecimalSI},
-			AverageValue:       &engine.Quantity{Milli: 500, Format: engine.DecimalSI},
-			AverageUtilization: &util,
-		}
-	}
-	tests := []struct {
-		name  string
-		editA func(m *engine.MetricStatus) // nil leaves a as base
-		edit  func(m *engine.MetricStatus) // b
-		want  bool
-	}{
-		{name: "same values, other pointers", edit: func(m *engine.MetricStatus) {
-			m.Value = &engine.Quantity{Milli: 1500, Format: engine.DecimalSI}
-			m.AverageUtilization = &util2
-			m.Metric.Selector = &engine.LabelSelector{
-				MatchLabels:      map[string]string{"tier": "front", "app": "web"},
-				MatchExpressions: []engine.LabelSelectorRequirement{{Key: "zone", Operator: "In", Values: []string{"a", "b"}}},
-			}
-		}, want: true},
-		{name: "empty labels and values are nil ones", editA: func(m *engine.MetricStatus) {
-			m.Metric.Selector = &engine.LabelSelector{MatchExpressions: []engine.LabelSelectorRequirement{{Key: "zone", Operator: "Exists"}}}
-		}, edit: func(m *engine.MetricStatus) {
-			m.Metric.Selector = &engine.LabelSelector{MatchLabels: map[string]string{}, MatchExpressions: []engine.LabelSelectorRequirement{{Key: "zone", Operator: "Exists", Values: []string{}}}}
-		}, want: true},
-		{name: "type", edit: func(m *engine.MetricStatus) { m.Type = engine.ResourceSource }},
-		{name: "container", edit: func(m *engine.MetricStatus) { m.Container = "sidecar" }},
-		{name: "metric name", edit: func(m *engine.MetricStatus) { m.Metric.Name = "other" }},
-		{name: "no selector", edit: func(m *engine.MetricStatus) { m.Metric.Selector = nil }},
-		{name: "an empty selector", edit: func(m *engine.MetricStatus) { m.Metric.Selector = &engine.LabelSelector{} }},
-		{name: "a label value", edit: func(m *engine.MetricStatus) { m.Metric.Selector.MatchLabels["tier"] = "back" }},
-		{name: "an expression value", edit: func(m *engine.MetricStatus) { m.Metric.Selector.MatchExpressions[0].Values = []string{"a"} }},
-		{name: "described object", edit: func(m *engine.MetricStatus) { m.DescribedObject.Kind = "Ingress" }},
-		{name: "value", edit: func(m *engine.MetricStatus) { m.Value = &engine.Quantity{Milli: 1500, Format: engine.BinarySI} }},
-		{name: "no average value", edit: func(m *engine.MetricStatus) { m.AverageValue = nil }},
-		{name: "no utilization", edit: func(m *engine.MetricStatus) { m.AverageUtilization = nil }},
-		{name: "another utilization", edit: func(m *engine.MetricStatus) { u := int32(81); m.AverageUtilization = &u }},
-	}
-	var e encoder
-	marshal := func(m engine.MetricStatus) []byte {
-		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(e.metricStatus(m))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			a, b := base(), base()
-			if tt.editA != nil {
-				tt.editA(&a)
-			}
-			tt.edit(&b)
-			if got := metricStatusEqual(a, b); got != tt.want {
-				t.Errorf("metricStatusEqual = %v, want %v", got, tt.want)
-			}
-			if got, stored := metricStatusEqual(a, b), bytes.Equal(marshal(a), marshal(b)); got != stored {
-				t.Errorf("metricStatusEqual = %v, but the stored bytes are equal: %v", got, stored)
-			}
-		})
-	}
-}
-
-// TestRecordEncoderWritesTheMessagesBytes: the record encoder writes
-// exactly the bytes the deterministic marshaller writes for the record's
-// storage message, wherever a label selector of many labels is (its
-// entries sorted), for values protobuf writes specially (-0, negative
-// int32s, optional fields of 0, empty messages, lengths of more than one
-// byte), and fails where the marshaller fails. FuzzRecordEncoder tries
-// random records.
-func TestRecordEncoderWritesTheMessagesBytes(t *testing.T) {
-	many := func() *engine.LabelSelector {
-		return &engine.LabelSelector{MatchLabels: map[string]string{"d": "4", "a": "1", "c": "", "": "2", "b": "3"}}
-	}
-	one := &engine.LabelSelector{MatchLabels: map[string]string{"a": "1"}}
-	status := func(s *engine.LabelSelector) engine.Status {
-		return engine.Status{CurrentReplicas: 1, CurrentMetrics: []engine.MetricStatus{{Type: engine.ExternalSource, Metric: engine.MetricIdentifier{Name: "q", Selector: s}}}}
-	}
-	zero := int32(0)
-	tests := []struct {
-		name    string
-		edit    func(rec *target.Record)
-		wantErr bool
-	}{
-		{name: "as decided", edit: func(rec *target.Record) {}},
-		{name: "empty record", edit: func(rec *target.Record) { *rec = target.Record{Key: rec.Key} }},
-		{name: "full record", edit: func(rec *target.Record) { *rec = cacheRecord(3) }},
-		{name: "one label everywhere", edit: func(rec *target.Record) {
-			rec.Spec.Metrics = []engine.MetricSpec{{Type: engine.ExternalSource, Metric: engine.MetricIdentifier{Name: "q", Selector: one}}}
-			rec.Status = status(one)
-			rec.Last.Decision.Status = status(one)
-			rec.Last.Before = status(one)
-		}},
-		{name: "labels in the spec", edit: func(rec *target.Record) {
-			rec.Spec.Metrics = []engine.MetricSpec{{Type: engine.ExternalSource, Metric: engine.MetricIdentifier{Name: "q", Selector: many()}}}
-		}},
-		{name: "labels in the status", edit: func(rec *target.Record) { rec.Status = status(many()) }},
-		{name: "labels in the decision's own status", edit: func(rec *target.Record) { rec.Last.Decision.Status = status(many()) }},
-		{name: "labels in the status before the decision", edit: func(rec *target.Record) { rec.Last.Before = status(many()) }},
-		{name: "negative, -0 and optional zero values", edit: func(rec *target.Record) {
-			rec.Spec.MinReplicas, rec.Settings.Tolerance, rec.Settings.CPUInitializationPeriod = -1, math.Copysign(0, -1), -1500*time.Millisecond
-			rec.Status.CurrentMetrics = []engine.MetricStatus{{AverageUtilization: &zero, Value: &engine.Quantity{}}}
-			rec.Last.From, rec.Last.Decision.Explanation.Winner = 0, -1
-			rec.LastSeen = time.Unix(0, 0) // not the zero time: an empty Timestamp
-		}},
-		{name: "long explanation", edit: func(rec *target.Record) {
-			for range 40 {
-				rec.Last.Decision.Explanation.Steps = append(rec.Last.Decision.Explanation.Steps, engine.Step{Kind: engine.StepLimited, Message: strings.Repeat("long ", 40)})
-			}
-		}},
-		{name: "lengths of three and four bytes", edit: func(rec *target.Record) {
-			rec.Last.Decision.Error = strings.Repeat("e", 20<<10)              // the decision: over 16 KiB
-			rec.Events = []target.Event{{Message: strings.Repeat("m", 3<<20)}} // an event: over 2 MiB
-		}},
-		{name: "a string that is not UTF-8", edit: func(rec *target.Record) { rec.Last.Decision.Explanation.Steps = []engine.Step{{Reason: "\xff"}} }, wantErr: true},
-		{name: "a label that is not UTF-8", edit: func(rec *target.Record) {
-			rec.Status = status(&engine.LabelSelector{MatchLabels: map[string]string{"\xff": ""}})
-		}, wantErr: true},
-		{name: "a time after the year 9999", edit: func(rec *target.Record) {
-			rec.Events = []target.Event{{At: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}}
-		}, wantErr: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			rec, _ := statusRecord()
-			tt.edit(&rec)
-			want, wantErr := oracleBytes(&rec)
-			for range 10 { // map order varies from one range to the next
-				got, err := appendRecord(nil, &rec)
-				if (err != nil) != tt.wantErr || (wantErr != nil) != tt.wantErr {
-					t.Fatalf("encoder error %v, marshaller error %v; want an error: %v", err, wantErr, tt.wantErr)
-				}
-				if !bytes.Equal(got, want) && err == nil {
-					t.Fatalf("encoder wrote\n%x\nthe marshaller\n%x", got, want)
-				}
-			}
-		})
-	}
-}
-
-// oracleBytes is the storage message of rec marshalled as the store
-// wrote it before the record encoder: deterministically, not compressed.
-func oracleBytes(rec *target.Record) ([]byte, error) {
-	m, err := recordMessage(rec)
-	if err != nil {
-		return nil, err
-	}
-	return marshalRecord(rec.Key, m, func(b []byte) []byte { return b })
-}
-
-// TestCodecCompresses checks that a large record is stored compressed and
-// a small one as it is, and that both read back; and that a corrupt
-// compressed value is a CorruptError.
-func TestCodecCompresses(t *testing.T) {
-	small := target.Record{Key: target.Key{Name: "s"}, Ref: target.Ref{Kind: "Deployment"}}
-	large, _ := statusRecord()
-	for i := range 20 {
-		large.Events = append(large.Events, target.Event{Kind: target.EventApplied, From: int32(i), To: int32(i + 1), DecisionID: "decision", Message: "applied"})
-	}
-	for _, tc := range []struct {
-		name           string
-		rec            target.Record
-		wantCompressed bool
-	}{{"small", small, false}, {"large", large, true}} {
-		t.Run(tc.name, func(t *testing.T) {
-			raw, err := encodeRecord(&tc.rec)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := raw[0] == s2Value; got != tc.wantCompressed {
-				t.Errorf("compressed %v, want %v (%d bytes)", got, tc.wantCompressed, len(raw))
-			}
-			got, err := decodeRecord(tc.rec.Key, raw)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(tc.rec, got); diff != "" {
-				t.Errorf("round trip (-want +got):\n%s", diff)
-			}
-			if tc.wantCompressed {
-				for _, bad := range [][]byte{raw[:len(raw)/2], append([]byte{s2Value, 0xff}, raw[1:]...), {s2Value}, {deflateValue}, {deflateValue, 0xff}} {
-					if _, err := decodeRecord(tc.rec.Key, bad); !errors.Is(err, ErrCorrupt) {
-						t.Errorf("decodeRecord(% x...): %v, want ErrCorrupt", bad[:2], err)
-					}
-				}
-			}
-		})
-	}
-}
-
-func TestCodecRejectsBadConditionRefs(t *testing.T) {
-	for name, refs := range map[string][]int32{
-		"beyond the record's conditions":  {0, 7},
-		"more own conditions than stored": {-1, -1},
-		"own conditions left over":        {0},
-		"below -1":                        {-2},
-	} {
-		t.Run(name, func(t *testing.T) {
-			rec, _ := statusRecord()
-			rec.Last.Before.Conditions = rec.Last.Before.Conditions[:1]
-			rec.Last.Before.Conditions[0].Message = "own"
-			m := storedMessage(t, &rec)
-			m.Last.Before.ConditionRefs = refs
-			raw, err := proto.Marshal(m)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := decodeRecord(rec.Key, raw); !errors.Is(err, ErrCorrupt) {
-				t.Errorf("decodeRecord: %v, want ErrCorrupt", err)
-			}
-		})
-	}
-}
-
-// TestCodecReadsFromOfOlderRecords: a record written before
-// LastDecision.from existed reads its decision's starting replica count
-// from the stored explanation, which held the same count; a record with the
-// field reads it, also when it is 0.
-func TestCodecReadsFromOfOlderRecords(t *testing.T) {
-	for _, tt := range []struct {
-		name string
-		from *int32
-		want int32
-	}{
-		{"without the field", nil, 3},
-		{"with the field", proto.Int32(7), 7},
-		{"with the field at 0", proto.Int32(0), 0},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			rec, _ := statusRecord()
-			rec.Last.Decision.Explanation.CurrentReplicas = 3
-			m := storedMessage(t, &rec)
-			m.Last.From = tt.from
-			raw, err := proto.Marshal(m)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := decodeRecord(rec.Key, raw)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got.Last.From != tt.want {
-				t.Errorf("Last.From = %d, want %d", got.Last.From, tt.want)
-			}
-		})
-	}
-}
-
-// storedMessage returns the storage message rec is encoded as.
-func storedMessage(t *testing.T, rec *target.Record) *pb.Record {
-	t.Helper()
-	raw, err := encodeRecord(rec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	msg, err := decompressValue(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m pb.Record
-	if err := proto.Unmarshal(msg, &m); err != nil {
-		t.Fatal(err)
-	}
-	return &m
-}
-
 // TestCompressorsCompressAsCompressValue: values compressed by the
 // compressors, from many goroutines at once and after they are stopped,
-// are exactly what compressValue makes of them.
+// are exactly what record.Compress makes of them.
 func TestCompressorsCompressAsCompressValue(t *testing.T) {
 	rec, _ := statusRecord()
-	m, err := recordMessage(&rec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	big, err := proto.Marshal(m)
+	big, err := record.Marshal(&rec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -395,17 +47,17 @@ func TestCompressorsCompressAsCompressValue(t *testing.T) {
 		in   []byte
 	}{
 		{"large", bytes.Repeat(big, 8)},
-		{"below minCompress", big[:min(len(big), minCompress-1)]},
+		{"below MinCompress", big[:min(len(big), record.MinCompress-1)]},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			want := compressValue(tc.in)
+			want := record.Compress(tc.in)
 			c := startCompressors(2)
 			var wg sync.WaitGroup
 			for range 8 {
 				wg.Go(func() {
 					for range 20 {
 						if got := c.compress(tc.in); !bytes.Equal(got, want) {
-							t.Errorf("compress = %d bytes, want compressValue's %d", len(got), len(want))
+							t.Errorf("compress = %d bytes, want record.Compress's %d", len(got), len(want))
 							return
 						}
 					}
@@ -414,98 +66,8 @@ func TestCompressorsCompressAsCompressValue(t *testing.T) {
 			wg.Wait()
 			c.stop()
 			if got := c.compress(tc.in); !bytes.Equal(got, want) {
-				t.Errorf("after stop: compress = %d bytes, want compressValue's %d", len(got), len(want))
+				t.Errorf("after stop: compress = %d bytes, want record.Compress's %d", len(got), len(want))
 			}
 		})
 	}
-}
-
-// TestDecodeForDecisionSkipsOnlyTheLastDecision: decoding for a decision
-// (Decide) gives the record decodeRecord gives, but for the last
-// decision, of which only ID and At are kept; a last decision written as
-// more than one field (which proto merges) is decoded whole.
-func TestDecodeForDecisionSkipsOnlyTheLastDecision(t *testing.T) {
-	rec, _ := statusRecord()
-	noTime := rec
-	noTime.Last = &target.LastDecision{ID: "d0", Decision: rec.Last.Decision}
-	none := rec
-	none.Last = nil
-	raw := func(r target.Record) []byte { // uncompressed, as schema version 1 stored
-		m, err := recordMessage(&r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	twice := raw(rec) // Record.last once more, with another id: the second wins
-	twice = protowire.AppendTag(twice, recordLastField, protowire.BytesType)
-	twice = protowire.AppendBytes(twice, protowire.AppendString(protowire.AppendTag(nil, lastDecisionIDField, protowire.BytesType), "d2"))
-	encoded := func(r target.Record) []byte {
-		b, err := encodeRecord(&r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	for _, tc := range []struct {
-		name    string
-		val     []byte
-		partial bool // whether the last decision is left undecoded
-	}{
-		{"full record", encoded(rec), true},
-		{"uncompressed", raw(rec), true},
-		{"last decision without a time", encoded(noTime), true},
-		{"no last decision", encoded(none), false},
-		{"last decision in two fields", twice, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			want, err := decodeRecord(rec.Key, tc.val)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if tc.partial {
-				want.Last = &target.LastDecision{ID: want.Last.ID, At: want.Last.At}
-			}
-			got, err := decodeRecordFor(rec.Key, tc.val, true)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(want, got); diff != "" {
-				t.Errorf("decoded for a decision (-want +got):\n%s", diff)
-			}
-		})
-	}
-	if got, err := decodeRecordFor(rec.Key, twice, true); err != nil || got.Last.ID != "d2" {
-		t.Errorf("a last decision in two fields: ID %q, %v; want the second field's d2", got.Last.ID, err)
-	}
-}
-
-// BenchmarkRecordMarshal compares, in one run, marshalling a full record
-// (cacheRecord) with the record encoder (protowire) and with the storage
-// message path it replaced (message: the conversion to the generated
-// message and proto.Marshal), compression left out.
-func BenchmarkRecordMarshal(b *testing.B) {
-	rec := cacheRecord(0)
-	b.Run("message", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			if _, err := oracleBytes(&rec); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.Run("protowire", func(b *testing.B) {
-		b.ReportAllocs()
-		var buf []byte
-		for b.Loop() {
-			var err error
-			if buf, err = appendRecord(buf[:0], &rec); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
 }

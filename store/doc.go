@@ -214,7 +214,8 @@
 //
 // schema.go holds every bucket name, meta key, key builder and migration
 // (TestLayoutDoc checks this section against it). The file has five
-// top-level buckets:
+// top-level buckets (record keys and decision-log keys are built by
+// package store/record, which the etcd backend shares):
 //
 //	meta
 //	    "schema_version" → uint64, 8 bytes big-endian (4)
@@ -252,11 +253,15 @@
 //
 // Values are protobuf messages of proto/setpoint/storage/v1/storage.proto,
 // storage-only messages mirroring target.Record and the engine types, so that
-// `buf breaking` guards the disk format as it guards the API. The encoder
-// (codec_wire.go) writes a record's message in the wire format straight
-// from target.Record, byte for byte what the deterministic marshaller
-// makes of the generated message (FuzzRecordEncoder holds it to that);
-// the decoder unmarshals the generated message. Enumerations
+// `buf breaking` guards the disk format as it guards the API. Package
+// store/record converts records, feed entries and decision-log entries to
+// and from them and frames the bytes; the generated code
+// (planetscale/vtprotobuf's MarshalVT and UnmarshalVT) marshals and
+// unmarshals them, so every field number is written once, in the .proto.
+// store/record/FORMAT.md lists every stored message field by field;
+// TestFormatDoc renders those tables from the generated descriptors, and
+// TestDocsNameRealFields checks each Message.field this doc names.
+// Enumerations
 // are stored as their Kubernetes spelling in strings; an absent timestamp
 // is the zero time; times are read back in UTC; empty and absent lists and
 // maps are the same. Strings must be valid UTF-8 (the gRPC API guarantees
@@ -275,7 +280,7 @@
 // smaller, as the byte 0x00 followed by the message compressed with
 // DEFLATE. Version 3 stores such a value as the byte 0x01 followed by the
 // message compressed with S2 against the dictionary values.dict
-// (compress.go); it reads 0x00 values as version 2 wrote them, so Open
+// (store/record/compress.go); it reads 0x00 values as version 2 wrote them, so Open
 // migrates a version 2 file by rewriting its version, and each record is
 // recompressed by its next write. No protobuf message starts with a byte
 // below 0x08. A two-metric target's record of 3.1 KB (version 1) is 2.2 KB
@@ -298,9 +303,10 @@
 // oldest being removed in the transaction that appends past the bound. A
 // decision's entry holds what the decision said — not its history, nor
 // the status it started from (Record.Last.Before), which stay in the
-// record — and is assembled from the bytes of the record's own message,
-// not encoded a second time; entries written before that also carry the
-// status it started from, which readers ignore. At about 0.6 KiB per
+// record — and is the record's own message of the decision, marshalled
+// after the record (store/record.EncodeWrite), not converted a second
+// time; entries written by older versions also carry the status it
+// started from, which readers ignore. At about 0.6 KiB per
 // decision the default costs some 6 MiB of file. Changes
 // reads them from a revision on (ErrOutOfRange when that revision is no
 // longer kept, or beyond the latest); Follow hands each commit's changes to

@@ -11,6 +11,7 @@ import (
 	gocmp "github.com/google/go-cmp/cmp"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/setpointhq/setpoint/store/record"
 	"github.com/setpointhq/setpoint/store/wal"
 	"github.com/setpointhq/setpoint/target"
 )
@@ -18,7 +19,7 @@ import (
 // exactLastSeenKey is an index key as schema versions 1 to 3 wrote it:
 // the instant, not its hour.
 func exactLastSeenKey(t time.Time, rk []byte) []byte {
-	return append(binary.BigEndian.AppendUint64(nil, orderedTime(t)), rk...)
+	return append(binary.BigEndian.AppendUint64(nil, record.OrderedTime(t)), rk...)
 }
 
 // indexKeys returns the keys of the last-seen index of the closed file at

@@ -21,6 +21,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/setpointhq/setpoint/store/record"
 	"github.com/setpointhq/setpoint/target"
 	bolt "go.etcd.io/bbolt"
 )
@@ -59,7 +60,7 @@ var (
 	// lacks it.
 	bucketChanges = []byte("changes")
 	// bucketDecisions is the decision log (decisionlog.go):
-	// decisionKey(recordKey(key), at) → setpoint.storage.v1.LoggedDecision.
+	// record.DecisionKey(recordKey(key), at) → setpoint.storage.v1.LoggedDecision.
 	// Added without a version bump, like bucketChanges: readers that do not
 	// know it ignore it, and Open creates it in a file that lacks it.
 	bucketDecisions = []byte("decisions")
@@ -88,99 +89,20 @@ var (
 // allMetaKeys lists every meta key of the layout.
 var allMetaKeys = [][]byte{keyMetaSchemaVersion, keyMetaJournalSeq, keyMetaJournalID}
 
-// Key encoding.
-//
-// A record key is the concatenation of the escaped Cluster, Namespace and
-// Name, each followed by the terminator 0x00 0x01; inside a component each
-// 0x00 byte is written as 0x00 0xFF. The encoding has two properties the
-// store relies on:
-//
-//   - byte order is (Cluster, Namespace, Name) order, comparing each
-//     component as a byte string, so bbolt's cursor walks targets in key
-//     order;
-//   - the encoding of a cluster, or of a cluster and a namespace, is a
-//     prefix of exactly the keys of that cluster (namespace), so a List
-//     filter is a prefix scan.
-const (
-	escByte  = 0x00 // introduces an escape or a terminator
-	escNul   = 0xFF // escByte escNul: a 0x00 byte inside a component
-	escTerm  = 0x01 // escByte escTerm: end of a component
-	tsLength = 8    // bytes of the time prefix of a lastSeenKey
-)
+// Record keys are record.Key's ordered bytes (package store/record owns
+// their encoding, which the etcd backend shares).
 
-// maxRecordKeyLength bounds an encoded record key so that the index key
-// built on it still fits bbolt's key limit.
-const maxRecordKeyLength = bolt.MaxKeySize - tsLength
-
-// errBadKey reports a stored key that is not a valid record key.
-var errBadKey = errors.New("malformed key")
-
-// appendComponent appends the escaped s and its terminator to dst.
-func appendComponent(dst []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if s[i] == escByte {
-			dst = append(dst, escByte, escNul)
-			continue
-		}
-		dst = append(dst, s[i])
-	}
-	return append(dst, escByte, escTerm)
-}
+// tsLength is the length of the time prefix of a lastSeenKey.
+const tsLength = record.TimeLength
 
 // recordKey is the key of k's record in bucketRecords. It fails with
 // ErrInvalid when the key is too long for bbolt.
 func recordKey(k target.Key) ([]byte, error) {
-	b := make([]byte, 0, len(k.Cluster)+len(k.Namespace)+len(k.Name)+6)
-	b = appendComponent(b, k.Cluster)
-	b = appendComponent(b, k.Namespace)
-	b = appendComponent(b, k.Name)
-	if len(b) > maxRecordKeyLength {
-		return nil, fmt.Errorf("%w: key %s is %d bytes encoded, more than %d", ErrInvalid, k, len(b), maxRecordKeyLength)
+	b, err := record.Key(k)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	return b, nil
-}
-
-// clusterPrefix is the common prefix of the record keys of cluster.
-func clusterPrefix(cluster string) []byte {
-	return appendComponent(nil, cluster)
-}
-
-// namespacePrefix is the common prefix of the record keys of one namespace
-// of cluster.
-func namespacePrefix(cluster, namespace string) []byte {
-	return appendComponent(appendComponent(nil, cluster), namespace)
-}
-
-// parseRecordKey is the inverse of recordKey.
-func parseRecordKey(b []byte) (target.Key, error) {
-	var parts [3]string
-	rest := b
-	for i := range parts {
-		var buf []byte
-		for {
-			j := bytes.IndexByte(rest, escByte)
-			if j < 0 || j+1 >= len(rest) {
-				return target.Key{}, fmt.Errorf("%w %q", errBadKey, b)
-			}
-			buf = append(buf, rest[:j]...)
-			switch rest[j+1] {
-			case escNul:
-				buf = append(buf, escByte)
-				rest = rest[j+2:]
-				continue
-			case escTerm:
-				rest = rest[j+2:]
-			default:
-				return target.Key{}, fmt.Errorf("%w %q", errBadKey, b)
-			}
-			break
-		}
-		parts[i] = string(buf)
-	}
-	if len(rest) != 0 {
-		return target.Key{}, fmt.Errorf("%w %q", errBadKey, b)
-	}
-	return target.Key{Cluster: parts[0], Namespace: parts[1], Name: parts[2]}, nil
 }
 
 // lastSeenGrain is the precision of the last-seen index: an entry holds
@@ -196,23 +118,8 @@ const lastSeenGrain = time.Hour
 // index alone.
 func lastSeenKey(t time.Time, rk []byte) []byte {
 	b := make([]byte, tsLength, tsLength+len(rk))
-	binary.BigEndian.PutUint64(b, orderedTime(t.Truncate(lastSeenGrain)))
+	binary.BigEndian.PutUint64(b, record.OrderedTime(t.Truncate(lastSeenGrain)))
 	return append(b, rk...)
-}
-
-// orderedTime maps t to a uint64 whose order is t's order, saturating outside
-// the years 1678–2262 that Unix nanoseconds in an int64 can express.
-func orderedTime(t time.Time) uint64 {
-	var n int64
-	switch {
-	case t.IsZero(), t.Before(time.Unix(0, math.MinInt64)):
-		n = math.MinInt64
-	case t.After(time.Unix(0, math.MaxInt64)):
-		n = math.MaxInt64
-	default:
-		n = t.UnixNano()
-	}
-	return uint64(n) ^ (1 << 63)
 }
 
 // splitLastSeenKey returns the time prefix and the record key of an index
@@ -227,17 +134,6 @@ func splitLastSeenKey(b []byte) (ts uint64, rk []byte, ok bool) {
 // revisionKey is the key of a change in bucketChanges: the revision,
 // 8 bytes big-endian, so keys sort by revision.
 func revisionKey(rev uint64) []byte { return binary.BigEndian.AppendUint64(nil, rev) }
-
-// decisionKey is the key in bucketDecisions of the decision made at t for
-// the target whose record key is rk: rk, then t as orderedTime in 8 bytes
-// big-endian. A record key is never a proper prefix of another (its third
-// terminator ends it), so rk is the prefix of exactly that target's log,
-// which sorts by time.
-func decisionKey(rk []byte, t time.Time) []byte {
-	b := make([]byte, len(rk), len(rk)+tsLength)
-	copy(b, rk)
-	return binary.BigEndian.AppendUint64(b, orderedTime(t))
-}
 
 // encodeVersion is the stored form of a schema version.
 func encodeVersion(v uint64) []byte {

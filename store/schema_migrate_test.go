@@ -11,6 +11,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/store/record"
 	"github.com/setpointhq/setpoint/target"
 )
 
@@ -44,7 +45,7 @@ func TestOpenMigrates(t *testing.T) {
 				if err := setVersion(binary.BigEndian.AppendUint64(nil, tc.version))(tx); err != nil {
 					return err
 				}
-				msg, err := store.MarshalRecord(want)
+				msg, err := record.Marshal(&want)
 				if err != nil {
 					return err
 				}

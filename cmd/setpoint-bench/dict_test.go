@@ -8,7 +8,7 @@ import (
 
 	"github.com/klauspost/compress/dict"
 
-	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/store/record"
 )
 
 var writeDict = flag.String("write-dict", "", "train the store's value dictionary on records of varied workloads and write it to this file (make dict)")
@@ -31,7 +31,7 @@ func TestWriteDictionary(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				b, err := store.MarshalRecord(rec)
+				b, err := record.Marshal(&rec)
 				if err != nil {
 					t.Fatal(err)
 				}

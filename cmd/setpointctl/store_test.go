@@ -21,6 +21,7 @@ import (
 	"github.com/setpointhq/setpoint/server"
 	"github.com/setpointhq/setpoint/store"
 	"github.com/setpointhq/setpoint/store/etcdstore"
+	"github.com/setpointhq/setpoint/store/record"
 	tgt "github.com/setpointhq/setpoint/target"
 )
 
@@ -214,7 +215,7 @@ func TestStoreVerifyFindsDifferences(t *testing.T) {
 	if err := st.Delete(ctx, key("web-0")); err != nil {
 		t.Fatal(err)
 	}
-	kb, err := store.KeyBytes(key("web-1"))
+	kb, err := record.Key(key("web-1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,7 +393,7 @@ func TestStoreCopyClusterFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	kb, err := store.KeyBytes(tgt.Key{Cluster: "eu-1", Namespace: "shop", Name: "web-9"})
+	kb, err := record.Key(tgt.Key{Cluster: "eu-1", Namespace: "shop", Name: "web-9"})
 	if err != nil {
 		t.Fatal(err)
 	}

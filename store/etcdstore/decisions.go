@@ -8,6 +8,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/store/record"
 	"github.com/setpointhq/setpoint/target"
 )
 
@@ -20,7 +21,7 @@ func (s *Store) Decisions(ctx context.Context, key target.Key, q store.DecisionQ
 	if err := ctx.Err(); err != nil {
 		return nil, "", err
 	}
-	kb, err := store.KeyBytes(key)
+	kb, err := keyBytes(key)
 	if err != nil {
 		return nil, "", err
 	}
@@ -61,7 +62,7 @@ func (s *Store) Decisions(ctx context.Context, key target.Key, q store.DecisionQ
 			next = base64.RawURLEncoding.EncodeToString(kv.Key[base:])
 			break
 		}
-		d, err := store.DecodeLoggedDecision(store.DecisionTime(kv.Key), kv.Value)
+		d, err := record.DecodeLogged(record.DecisionTime(kv.Key), kv.Value)
 		if err != nil {
 			return nil, "", &store.CorruptError{Key: key, Err: fmt.Errorf("decision log entry: %w", err)}
 		}

@@ -80,6 +80,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/store/record"
 	"github.com/setpointhq/setpoint/target"
 )
 
@@ -101,8 +102,9 @@ type Options struct {
 	// Prefix is put before every key the store writes; "" means
 	// DefaultPrefix. Stores with different prefixes share nothing.
 	Prefix string
-	// Limits bound each record as store.Options does for Bolt.
-	store.Limits
+	// Limits bound each record as store.Options does for Bolt; 0 means
+	// store.DefaultMaxEvents (DefaultMaxHistory).
+	record.Limits
 	// DecisionRetention is how long each decision stays in its target's
 	// decision log; 0 means store.DefaultDecisionRetention, negative keeps
 	// no log.
@@ -208,6 +210,8 @@ func New(ctx context.Context, cli *clientv3.Client, opts Options) (*Store, error
 	opts.Prefix = cmp.Or(opts.Prefix, DefaultPrefix)
 	opts.DecisionRetention = cmp.Or(opts.DecisionRetention, store.DefaultDecisionRetention)
 	opts.CacheBytes = cmp.Or(opts.CacheBytes, DefaultCacheBytes)
+	opts.MaxEvents = cmp.Or(opts.MaxEvents, store.DefaultMaxEvents)
+	opts.MaxHistory = cmp.Or(opts.MaxHistory, store.DefaultMaxHistory)
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -240,7 +244,7 @@ func New(ctx context.Context, cli *clientv3.Client, opts Options) (*Store, error
 func (s *Store) recKey(kb []byte) string { return s.prefix + "r/" + string(kb) }
 
 func (s *Store) decisionKey(kb []byte, at time.Time) string {
-	return s.prefix + "d/" + string(store.DecisionKey(kb, at))
+	return s.prefix + "d/" + string(record.DecisionKey(kb, at))
 }
 
 // observe reports one etcd request to Options.Observe.
@@ -327,7 +331,7 @@ func (s *Store) Update(ctx context.Context, key target.Key, fn func(rec *target.
 	if err := ctx.Err(); err != nil {
 		return target.Record{}, err
 	}
-	kb, err := store.KeyBytes(key)
+	kb, err := keyBytes(key)
 	if err != nil {
 		return target.Record{}, err
 	}
@@ -401,18 +405,22 @@ func (s *Store) prepare(key target.Key, kb []byte, cur stored, fn func(*target.R
 	rec := target.Record{Key: key}
 	if cur.mod != 0 {
 		var err error
-		if rec, err = store.DecodeRecord(key, cur.val); err != nil {
+		if rec, err = decodeRecord(key, cur.val); err != nil {
 			s.cache.drop(key)
 			return target.Record{}, nil, nil, nil, err
 		}
 	}
-	changes, err := store.ApplyUpdate(key, &rec, cur.mod != 0, s.opts.Limits, fn)
+	entries, err := record.Apply(key, &rec, cur.mod != 0, s.opts.Limits, fn)
 	if err != nil {
 		return target.Record{}, nil, nil, nil, err
 	}
-	val, err := store.EncodeRecord(&rec)
+	val, vals, err := record.EncodeWrite(&rec, entries, record.Compress)
 	if err != nil {
 		return target.Record{}, nil, nil, nil, err
+	}
+	var changes []store.Change
+	for i := range entries {
+		changes = append(changes, changeOf(0, &entries[i]))
 	}
 	if len(val) > MaxRecordBytes {
 		return target.Record{}, nil, nil, nil, fmt.Errorf("%w: record of %s is %d bytes encoded, more than %d", store.ErrInvalid, key, len(val), MaxRecordBytes)
@@ -420,14 +428,14 @@ func (s *Store) prepare(key target.Key, kb []byte, cur stored, fn func(*target.R
 	ops := []clientv3.Op{clientv3.OpPut(s.recKey(kb), string(val))}
 	size := len(val)
 	if len(changes) > 0 {
-		feed, err := encodeChanges(changes)
+		feed, err := feedValue(vals)
 		if err != nil {
 			return target.Record{}, nil, nil, nil, err
 		}
 		size += len(feed)
 		ops = append(ops, clientv3.OpPut(s.feedKey(), string(feed)))
 		if changes[0].Kind == store.ChangeDecision && s.opts.DecisionRetention >= 0 {
-			logged, err := store.EncodeLoggedDecision(rec.Last)
+			logged, err := record.EncodeLogged(rec.Last)
 			if err != nil {
 				return target.Record{}, nil, nil, nil, fmt.Errorf("etcdstore: update %s: decision log: %w", key, err)
 			}
@@ -489,7 +497,7 @@ func (s *Store) Get(ctx context.Context, key target.Key) (target.Record, error) 
 	if err := ctx.Err(); err != nil {
 		return target.Record{}, err
 	}
-	kb, err := store.KeyBytes(key)
+	kb, err := keyBytes(key)
 	if err != nil {
 		return target.Record{}, err
 	}
@@ -502,7 +510,7 @@ func (s *Store) Get(ctx context.Context, key target.Key) (target.Record, error) 
 	if len(resp.Kvs) == 0 {
 		return target.Record{}, fmt.Errorf("%w: %s", store.ErrNotFound, key)
 	}
-	return store.DecodeRecord(key, resp.Kvs[0].Value)
+	return decodeRecord(key, resp.Kvs[0].Value)
 }
 
 // List implements store.Store with the bbolt store's paging and tokens.
@@ -516,7 +524,7 @@ func (s *Store) List(ctx context.Context, q store.Query) ([]target.Record, strin
 	if q.Namespace != "" && q.Cluster == "" {
 		return nil, "", fmt.Errorf("%w: a namespace filter requires a cluster", store.ErrInvalid)
 	}
-	prefix := store.KeyPrefix(q.Cluster, q.Namespace)
+	prefix := record.KeyPrefix(q.Cluster, q.Namespace)
 	size := cmp.Or(q.PageSize, store.DefaultPageSize)
 	if size < 0 {
 		return nil, "", fmt.Errorf("%w: negative page size %d", store.ErrInvalid, q.PageSize)
@@ -548,12 +556,12 @@ func (s *Store) List(ctx context.Context, q store.Query) ([]target.Record, strin
 		next = base64.RawURLEncoding.EncodeToString(kvs[size-1].Key[len(s.recKey(nil)):])
 	}
 	for _, kv := range kvs {
-		key, err := store.ParseKeyBytes(kv.Key[len(s.recKey(nil)):])
+		key, err := record.ParseKey(kv.Key[len(s.recKey(nil)):])
 		if err != nil {
 			corrupt = append(corrupt, &store.CorruptError{Err: err})
 			continue
 		}
-		rec, err := store.DecodeRecord(key, kv.Value)
+		rec, err := decodeRecord(key, kv.Value)
 		if err != nil {
 			corrupt = append(corrupt, err)
 			continue
@@ -597,7 +605,7 @@ func (s *Store) Delete(ctx context.Context, key target.Key) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	kb, err := store.KeyBytes(key)
+	kb, err := keyBytes(key)
 	if err != nil {
 		return err
 	}
@@ -634,11 +642,11 @@ func (s *Store) Expire(ctx context.Context, cutoff time.Time) (int, error) {
 			return removed, s.ctxErr(ctx, err)
 		}
 		for _, kv := range resp.Kvs {
-			key, err := store.ParseKeyBytes(kv.Key[len(s.recKey(nil)):])
+			key, err := record.ParseKey(kv.Key[len(s.recKey(nil)):])
 			if err != nil {
 				continue
 			}
-			rec, err := store.DecodeRecord(key, kv.Value)
+			rec, err := decodeRecord(key, kv.Value)
 			if err != nil || !rec.LastSeen.Before(cutoff) {
 				continue
 			}

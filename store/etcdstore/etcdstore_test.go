@@ -19,6 +19,7 @@ import (
 	"github.com/setpointhq/setpoint/internal/etcdtest"
 	"github.com/setpointhq/setpoint/store"
 	"github.com/setpointhq/setpoint/store/etcdstore"
+	"github.com/setpointhq/setpoint/store/record"
 	"github.com/setpointhq/setpoint/store/storetest"
 	"github.com/setpointhq/setpoint/target"
 )
@@ -71,7 +72,7 @@ func open(t *testing.T, opts store.Options, prefix string) *etcdstore.Store {
 	}
 	st, err := etcdstore.New(context.Background(), client(t), etcdstore.Options{
 		Prefix: prefix,
-		Limits: store.Limits{MaxEvents: opts.MaxEvents, MaxHistory: opts.MaxHistory},
+		Limits: record.Limits{MaxEvents: opts.MaxEvents, MaxHistory: opts.MaxHistory},
 		Now:    opts.Now,
 	})
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/store/record"
 )
 
 // This file is the change feed. Every write that records changes also puts
@@ -77,12 +78,25 @@ func encodeChanges(cs []store.Change) ([]byte, error) {
 	if len(cs) > maxChangesPerWrite {
 		return nil, fmt.Errorf("%w: one write records %d changes, more than %d", store.ErrInvalid, len(cs), maxChangesPerWrite)
 	}
-	out := []byte{feedPlain}
+	vals := make([][]byte, len(cs))
 	for i := range cs {
-		v, err := store.EncodeChange(&cs[i])
-		if err != nil {
+		e := entryOf(&cs[i])
+		var err error
+		if vals[i], err = record.EncodeEntry(&e); err != nil {
 			return nil, err
 		}
+	}
+	return feedValue(vals)
+}
+
+// feedValue is the feed key's value for the changes stored as vals
+// (record.EncodeEntry's), as encodeChanges makes it.
+func feedValue(vals [][]byte) ([]byte, error) {
+	if len(vals) > maxChangesPerWrite {
+		return nil, fmt.Errorf("%w: one write records %d changes, more than %d", store.ErrInvalid, len(vals), maxChangesPerWrite)
+	}
+	out := []byte{feedPlain}
+	for _, v := range vals {
 		out = binary.AppendUvarint(out, uint64(len(v)))
 		out = append(out, v...)
 	}
@@ -132,10 +146,12 @@ func decodeChanges(rev int64, b []byte) ([]store.Change, error) {
 	}
 	out := make([]store.Change, len(vals))
 	for i, v := range vals {
-		var err error
-		if out[i], err = store.DecodeChange(changeRevision(rev, i, len(vals)), v); err != nil {
-			return nil, err
+		r := changeRevision(rev, i, len(vals))
+		e, err := record.DecodeEntry(v)
+		if err != nil {
+			return nil, fmt.Errorf("%w: change %d: %v", store.ErrCorrupt, r, err)
 		}
+		out[i] = changeOf(r, &e)
 	}
 	return out, nil
 }

@@ -1,4 +1,4 @@
-package store
+package record
 
 import (
 	"testing"
@@ -22,7 +22,7 @@ var twoMetricDecision = &target.LastDecision{At: time.Unix(1_800_000_000, 0), De
 // The compact form stays compact: a two-metric decision with a step is
 // at most 64 bytes (docs/benchmarks.md budgets the log with it).
 func TestLoggedDecisionSize(t *testing.T) {
-	b, err := encodeLoggedDecision(twoMetricDecision)
+	b, err := EncodeLogged(twoMetricDecision)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func TestLoggedDecisionSize(t *testing.T) {
 func BenchmarkEncodeLoggedDecision(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := encodeLoggedDecision(twoMetricDecision); err != nil {
+		if _, err := EncodeLogged(twoMetricDecision); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,4 +1,4 @@
-package store_test
+package record_test
 
 import (
 	"bytes"
@@ -8,20 +8,21 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
-	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/store/record"
+	"github.com/setpointhq/setpoint/store/storetest"
 	"github.com/setpointhq/setpoint/target"
 )
 
 // FuzzRecordCodec feeds arbitrary bytes to the decoder of stored records,
 // as a damaged file would, starting from the fullest record the tests know.
-// Beyond FuzzDecodeRecord (schema_internal_test.go): the decoder's
-// last-resort recover counts as a failure, and a record it accepts must
+// Beyond store's FuzzDecodeRecord: the decoder's last-resort recover
+// counts as a failure, and a record it accepts must
 // encode again and decode to itself (the codec has a fixed point).
 func FuzzRecordCodec(f *testing.F) {
 	k := target.Key{Cluster: "eu1", Namespace: "shop", Name: "web"}
-	full := fullRecord(k)
+	full := storetest.FullRecord(k)
 	for _, rec := range []target.Record{{Key: k}, full} {
-		b, err := store.EncodeRecord(&rec)
+		b, err := record.Encode(&rec)
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -29,21 +30,18 @@ func FuzzRecordCodec(f *testing.F) {
 	}
 	f.Add([]byte{0xff, 0xff, 0xff})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		rec, err := store.DecodeRecord(k, b)
+		rec, err := record.Decode(k, b)
 		if err != nil {
-			if !strings.Contains(err.Error(), store.ErrCorrupt.Error()) {
-				t.Fatalf("decode error %v does not say the record is corrupt", err)
-			}
 			if strings.Contains(err.Error(), "panic while decoding") {
 				t.Fatalf("the decoder panicked: %v", err)
 			}
 			return
 		}
-		again, err := store.EncodeRecord(&rec)
+		again, err := record.Encode(&rec)
 		if err != nil {
 			t.Fatalf("a decoded record does not encode: %v", err)
 		}
-		rec2, err := store.DecodeRecord(k, again)
+		rec2, err := record.Decode(k, again)
 		if err != nil {
 			t.Fatalf("a re-encoded record does not decode: %v", err)
 		}
@@ -61,17 +59,52 @@ func FuzzRecordKey(f *testing.F) {
 	f.Add("a\x00", "\x00\xff", "", []byte("\x00\x00\x01"))
 	f.Fuzz(func(t *testing.T, cluster, namespace, name string, raw []byte) {
 		k := target.Key{Cluster: cluster, Namespace: namespace, Name: name}
-		if rk, err := store.RecordKey(k); err == nil {
-			got, err := store.ParseRecordKey(rk)
+		if rk, err := record.Key(k); err == nil {
+			got, err := record.ParseKey(rk)
 			if err != nil || got != k {
-				t.Fatalf("ParseRecordKey(RecordKey(%q)) = %q, %v", k, got, err)
+				t.Fatalf("ParseKey(Key(%q)) = %q, %v", k, got, err)
 			}
 		}
-		if got, err := store.ParseRecordKey(raw); err == nil {
-			rk, err := store.RecordKey(got)
+		if got, err := record.ParseKey(raw); err == nil {
+			rk, err := record.Key(got)
 			if err != nil || !bytes.Equal(rk, raw) {
 				t.Fatalf("%q parses as %q, which encodes as %q (%v)", raw, got, rk, err)
 			}
+		}
+	})
+}
+
+// FuzzDecodeEntry: any bytes decode to a change-feed entry or an error,
+// never a panic, and an entry decoded encodes again to one that decodes
+// to itself.
+func FuzzDecodeEntry(f *testing.F) {
+	k := target.Key{Cluster: "eu1", Namespace: "shop", Name: "web"}
+	full := storetest.FullRecord(k)
+	for _, e := range []record.Entry{{Key: k, Decision: full.Last, Created: true}, {Key: k, Event: &full.Events[0]}, {Key: k, Deleted: true, At: full.LastSeen}} {
+		b, err := record.EncodeEntry(&e)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		e, err := record.DecodeEntry(b)
+		if err != nil {
+			if strings.Contains(err.Error(), "panic while decoding") {
+				t.Fatalf("the decoder panicked: %v", err)
+			}
+			return
+		}
+		again, err := record.EncodeEntry(&e)
+		if err != nil {
+			t.Fatalf("a decoded entry does not encode: %v", err)
+		}
+		e2, err := record.DecodeEntry(again)
+		if err != nil {
+			t.Fatalf("a re-encoded entry does not decode: %v", err)
+		}
+		if diff := cmp.Diff(e, e2, cmpopts.EquateEmpty(), cmpopts.EquateNaNs()); diff != "" {
+			t.Fatalf("decode(encode(decode(b))) differs (-first +second):\n%s", diff)
 		}
 	})
 }

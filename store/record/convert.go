@@ -1,0 +1,688 @@
+package record
+
+// Conversion between target.Record's values and the storage messages:
+// the encoder and decoder types below. Encoding fails on what could not be
+// read back (a time outside the years 1–9999, a string that is not UTF-8);
+// decoding fails on the same, and on condition references out of range.
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/setpointhq/setpoint/engine"
+	pb "github.com/setpointhq/setpoint/proto/setpoint/storage/v1"
+	"github.com/setpointhq/setpoint/target"
+)
+
+// mapSlice converts each element of in with f; empty gives nil.
+func mapSlice[In, Out any](in []In, f func(In) Out) []Out {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]Out, len(in))
+	for i, v := range in {
+		out[i] = f(v)
+	}
+	return out
+}
+
+// lastFrom is the replica count a stored decision started from. Records
+// written before LastDecision.from was added hold the same count in the
+// decision's explanation.
+func lastFrom(l *pb.LastDecision) int32 {
+	if l.From != nil {
+		return l.GetFrom()
+	}
+	return l.GetDecision().GetExplanation().GetCurrentReplicas()
+}
+
+// encoder converts engine values to storage messages, keeping the first
+// error. Its messages come from slabs kept between encodings (encoders
+// are pooled: getEncoder, release): a record's message tree is marshalled
+// and dropped within one call, so its 70-odd messages need not be
+// allocated again for every write (docs/benchmarks.md, "Generated record
+// codec").
+type encoder struct {
+	err error
+
+	stamps             slab[timestamppb.Timestamp]
+	durations          slab[durationpb.Duration]
+	records            slab[pb.Record]
+	targetRefs         slab[pb.TargetRef]
+	lasts              slab[pb.LastDecision]
+	events             slab[pb.Event]
+	settingsMsgs       slab[pb.Settings]
+	specs              slab[pb.Spec]
+	behaviors          slab[pb.Behavior]
+	metricSpecs        slab[pb.MetricSpec]
+	targets            slab[pb.Target]
+	identifiers        slab[pb.MetricIdentifier]
+	selectors          slab[pb.LabelSelector]
+	requirements       slab[pb.LabelSelectorRequirement]
+	objects            slab[pb.ObjectReference]
+	rulesMsgs          slab[pb.Rules]
+	policies           slab[pb.Policy]
+	statuses           slab[pb.Status]
+	conditions         slab[pb.Condition]
+	metricStatuses     slab[pb.MetricStatus]
+	quantities         slab[pb.Quantity]
+	histories          slab[pb.History]
+	recommendations    slab[pb.Recommendation]
+	scaleEvents        slab[pb.ScaleEvent]
+	decisions          slab[pb.Decision]
+	explanations       slab[pb.Explanation]
+	metricExplanations slab[pb.MetricExplanation]
+	steps              slab[pb.Step]
+}
+
+// encoders are the pooled encoders.
+var encoders = sync.Pool{New: func() any { return new(encoder) }}
+
+// getEncoder returns an encoder of the pool, without an error.
+func getEncoder() *encoder { return encoders.Get().(*encoder) }
+
+// release puts e back into the pool: the messages it handed out must no
+// longer be used.
+func (e *encoder) release() {
+	e.err = nil
+	e.stamps.reset()
+	e.durations.reset()
+	e.records.reset()
+	e.targetRefs.reset()
+	e.lasts.reset()
+	e.events.reset()
+	e.settingsMsgs.reset()
+	e.specs.reset()
+	e.behaviors.reset()
+	e.metricSpecs.reset()
+	e.targets.reset()
+	e.identifiers.reset()
+	e.selectors.reset()
+	e.requirements.reset()
+	e.objects.reset()
+	e.rulesMsgs.reset()
+	e.policies.reset()
+	e.statuses.reset()
+	e.conditions.reset()
+	e.metricStatuses.reset()
+	e.quantities.reset()
+	e.histories.reset()
+	e.recommendations.reset()
+	e.scaleEvents.reset()
+	e.decisions.reset()
+	e.explanations.reset()
+	e.metricExplanations.reset()
+	e.steps.reset()
+	encoders.Put(e)
+}
+
+// slab hands out messages of one type for an encoding, and keeps them for
+// the next one.
+type slab[T any] struct {
+	items []*T
+	used  int
+}
+
+// maxSlab is the most messages of one type a slab keeps for the next
+// encoding: a record of a very long history does not pin its messages.
+const maxSlab = 512
+
+// get returns a zero message.
+func (s *slab[T]) get() *T {
+	if s.used == len(s.items) {
+		s.items = append(s.items, new(T))
+	}
+	p := s.items[s.used]
+	s.used++
+	return p
+}
+
+// reset zeroes the messages handed out (their strings and pointers are
+// dropped) and makes them available again.
+func (s *slab[T]) reset() {
+	if len(s.items) > maxSlab {
+		s.items, s.used = nil, 0
+		return
+	}
+	var zero T
+	for _, p := range s.items[:s.used] {
+		*p = zero
+	}
+	s.used = 0
+}
+
+// alloc returns a message of s set to v.
+func alloc[T any](s *slab[T], v T) *T {
+	p := s.get()
+	*p = v
+	return p
+}
+
+// mapMessages converts each element of in with f into a message of s.
+// Empty gives nil.
+func mapMessages[In, Out any](s *slab[Out], in []In, f func(In, *Out)) []*Out {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]*Out, len(in))
+	for i, v := range in {
+		out[i] = s.get()
+		f(v, out[i])
+	}
+	return out
+}
+
+// mapArray converts each element of in with f into a message of one
+// array: one allocation for the messages of a list instead of one each.
+// Empty gives nil.
+func mapArray[In, Out any](in []In, f func(In, *Out)) []*Out {
+	if len(in) == 0 {
+		return nil
+	}
+	msgs, out := make([]Out, len(in)), make([]*Out, len(in))
+	for i, v := range in {
+		f(v, &msgs[i])
+		out[i] = &msgs[i]
+	}
+	return out
+}
+
+// errTimeRange reports a time a Timestamp cannot hold.
+var errTimeRange = errors.New("time outside the years 1 to 9999")
+
+func (e *encoder) time(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	ts := e.stamps.get() // as timestamppb.New(t) makes it
+	ts.Seconds, ts.Nanos = t.Unix(), int32(t.Nanosecond())
+	if err := ts.CheckValid(); err != nil && e.err == nil {
+		e.err = fmt.Errorf("%w: %v", errTimeRange, t)
+	}
+	return ts
+}
+
+// errNotUTF8 reports a string a storage message cannot hold.
+var errNotUTF8 = errors.New("string field is not valid UTF-8")
+
+// s returns v, noting an error when v is not UTF-8 (protobuf's rule for
+// string fields, which the generated code does not check).
+func (e *encoder) s(v string) string {
+	if e.err == nil && !utf8.ValidString(v) {
+		e.err = errNotUTF8
+	}
+	return v
+}
+
+func (e *encoder) duration(d time.Duration) *durationpb.Duration {
+	if d == 0 {
+		return nil
+	}
+	v := e.durations.get() // as durationpb.New(d) makes it
+	v.Seconds, v.Nanos = int64(d/time.Second), int32(d%time.Second)
+	return v
+}
+
+func (e *encoder) event(v target.Event, m *pb.Event) {
+	*m = pb.Event{Kind: e.s(string(v.Kind)), From: v.From, To: v.To, At: e.time(v.At), DecisionId: e.s(v.DecisionID), Message: e.s(v.Message)}
+}
+
+func (e *encoder) settings(v engine.Settings) *pb.Settings {
+	return alloc(&e.settingsMsgs, pb.Settings{
+		Tolerance:                    v.Tolerance,
+		CpuInitializationPeriod:      e.duration(v.CPUInitializationPeriod),
+		InitialReadinessDelay:        e.duration(v.InitialReadinessDelay),
+		DownscaleStabilizationWindow: e.duration(v.DownscaleStabilizationWindow),
+	})
+}
+
+func (e *encoder) spec(v engine.Spec) *pb.Spec {
+	m := alloc(&e.specs, pb.Spec{MinReplicas: v.MinReplicas, MaxReplicas: v.MaxReplicas, Metrics: mapSlice(v.Metrics, e.metricSpec)})
+	if v.Behavior != nil {
+		m.Behavior = alloc(&e.behaviors, pb.Behavior{ScaleUp: e.rules(v.Behavior.ScaleUp), ScaleDown: e.rules(v.Behavior.ScaleDown)})
+	}
+	return m
+}
+
+func (e *encoder) metricSpec(v engine.MetricSpec) *pb.MetricSpec {
+	return alloc(&e.metricSpecs, pb.MetricSpec{
+		Type:            e.s(string(v.Type)),
+		Resource:        e.s(v.Resource),
+		Container:       e.s(v.Container),
+		Metric:          e.metricIdentifier(v.Metric),
+		DescribedObject: e.objectReference(v.DescribedObject),
+		Target:          alloc(&e.targets, pb.Target{Type: e.s(string(v.Target.Type)), Milli: v.Target.Milli, Utilization: v.Target.Utilization}),
+	})
+}
+
+func (e *encoder) metricIdentifier(v engine.MetricIdentifier) *pb.MetricIdentifier {
+	m := alloc(&e.identifiers, pb.MetricIdentifier{Name: e.s(v.Name)})
+	if s := v.Selector; s != nil {
+		for k, v := range s.MatchLabels {
+			e.s(k)
+			e.s(v)
+		}
+		m.Selector = alloc(&e.selectors, pb.LabelSelector{
+			MatchLabels: s.MatchLabels,
+			MatchExpressions: mapSlice(s.MatchExpressions, func(r engine.LabelSelectorRequirement) *pb.LabelSelectorRequirement {
+				for _, v := range r.Values {
+					e.s(v)
+				}
+				return alloc(&e.requirements, pb.LabelSelectorRequirement{Key: e.s(r.Key), Operator: e.s(r.Operator), Values: r.Values})
+			}),
+		})
+	}
+	return m
+}
+
+func (e *encoder) objectReference(v engine.ObjectReference) *pb.ObjectReference {
+	return alloc(&e.objects, pb.ObjectReference{ApiVersion: e.s(v.APIVersion), Kind: e.s(v.Kind), Name: e.s(v.Name)})
+}
+
+func (e *encoder) rules(v engine.Rules) *pb.Rules {
+	return alloc(&e.rulesMsgs, pb.Rules{
+		StabilizationWindowSeconds: v.StabilizationWindowSeconds,
+		SelectPolicy:               e.s(string(v.SelectPolicy)),
+		Policies: mapMessages(&e.policies, v.Policies, func(p engine.Policy, m *pb.Policy) {
+			*m = pb.Policy{Type: e.s(string(p.Type)), Value: p.Value, PeriodSeconds: p.PeriodSeconds}
+		}),
+		Tolerance: v.Tolerance,
+	})
+}
+
+func (e *encoder) status(v engine.Status) *pb.Status {
+	return alloc(&e.statuses, pb.Status{
+		CurrentReplicas: v.CurrentReplicas,
+		DesiredReplicas: v.DesiredReplicas,
+		LastScaleTime:   e.time(v.LastScaleTime),
+		CurrentMetrics:  mapSlice(v.CurrentMetrics, e.metricStatus),
+		Conditions: mapMessages(&e.conditions, v.Conditions, func(c engine.Condition, m *pb.Condition) {
+			*m = pb.Condition{Type: e.s(string(c.Type)), Status: e.s(string(c.Status)), Reason: e.s(c.Reason), Message: e.s(c.Message), LastTransitionTime: e.time(c.LastTransitionTime)}
+		}),
+	})
+}
+
+// lastDecision is the message of l. With record, the record's status,
+// (schema version 2) a decision status equal to it is left out
+// (decision_status_is_record_status), and each of Before's conditions
+// equal to one of its conditions is stored as a reference to it: the
+// decision's status is the record's until an observation changes the
+// latter, and the status before the decision shares most conditions with
+// it.
+func (e *encoder) lastDecision(l *target.LastDecision, record *engine.Status) *pb.LastDecision {
+	d := l.Decision
+	same := record != nil && statusEqual(d.Status, *record)
+	if same {
+		d.Status = engine.Status{}
+	}
+	var before *pb.Status
+	if record != nil {
+		before = e.statusRefs(l.Before, record.Conditions)
+	} else {
+		before = e.status(l.Before)
+	}
+	m := alloc(&e.lasts, pb.LastDecision{Id: e.s(l.ID), At: e.time(l.At), Decision: e.decision(d), Before: before, From: &l.From})
+	if same {
+		m.Decision.Status = nil
+		m.DecisionStatusIsRecordStatus = true
+	}
+	return m
+}
+
+// statusEqual reports whether a and b are stored alike.
+func statusEqual(a, b engine.Status) bool {
+	return a.CurrentReplicas == b.CurrentReplicas && a.DesiredReplicas == b.DesiredReplicas &&
+		a.LastScaleTime.Equal(b.LastScaleTime) &&
+		slices.EqualFunc(a.Conditions, b.Conditions, conditionEqual) &&
+		slices.EqualFunc(a.CurrentMetrics, b.CurrentMetrics, metricStatusEqual)
+}
+
+// metricStatusEqual reports whether a and b are stored alike: empty maps
+// and slices are not stored, so they equal nil ones.
+func metricStatusEqual(a, b engine.MetricStatus) bool {
+	return a.Type == b.Type && a.Resource == b.Resource && a.Container == b.Container &&
+		identifierEqual(a.Metric, b.Metric) && a.DescribedObject == b.DescribedObject &&
+		pointeeEqual(a.Value, b.Value) && pointeeEqual(a.AverageValue, b.AverageValue) &&
+		pointeeEqual(a.AverageUtilization, b.AverageUtilization)
+}
+
+// identifierEqual reports whether a and b are stored alike.
+func identifierEqual(a, b engine.MetricIdentifier) bool {
+	if a.Name != b.Name || (a.Selector == nil) != (b.Selector == nil) {
+		return false
+	}
+	if a.Selector == nil {
+		return true
+	}
+	return maps.Equal(a.Selector.MatchLabels, b.Selector.MatchLabels) &&
+		slices.EqualFunc(a.Selector.MatchExpressions, b.Selector.MatchExpressions, func(x, y engine.LabelSelectorRequirement) bool {
+			return x.Key == y.Key && x.Operator == y.Operator && slices.Equal(x.Values, y.Values)
+		})
+}
+
+// pointeeEqual reports whether a and b are both nil or point to equal
+// values.
+func pointeeEqual[T comparable](a, b *T) bool {
+	return a == b || (a != nil && b != nil && *a == *b)
+}
+
+// conditionEqual reports whether a and b are stored alike.
+func conditionEqual(a, b engine.Condition) bool {
+	return a.Type == b.Type && a.Status == b.Status && a.Reason == b.Reason && a.Message == b.Message &&
+		a.LastTransitionTime.Equal(b.LastTransitionTime)
+}
+
+func (e *encoder) metricStatus(v engine.MetricStatus) *pb.MetricStatus {
+	return alloc(&e.metricStatuses, pb.MetricStatus{
+		Type:               e.s(string(v.Type)),
+		Resource:           e.s(v.Resource),
+		Container:          e.s(v.Container),
+		Metric:             e.metricIdentifier(v.Metric),
+		DescribedObject:    e.objectReference(v.DescribedObject),
+		Value:              e.quantity(v.Value),
+		AverageValue:       e.quantity(v.AverageValue),
+		AverageUtilization: v.AverageUtilization,
+	})
+}
+
+func (e *encoder) quantity(v *engine.Quantity) *pb.Quantity {
+	if v == nil {
+		return nil
+	}
+	return alloc(&e.quantities, pb.Quantity{Milli: v.Milli, Format: e.s(string(v.Format))})
+}
+
+func (e *encoder) history(v engine.History) *pb.History {
+	return alloc(&e.histories, pb.History{
+		Recommendations: mapMessages(&e.recommendations, v.Recommendations, func(r engine.Recommendation, m *pb.Recommendation) {
+			*m = pb.Recommendation{Replicas: r.Replicas, At: e.time(r.At)}
+		}),
+		ScaleUpEvents:   mapMessages(&e.scaleEvents, v.ScaleUpEvents, e.scaleEvent),
+		ScaleDownEvents: mapMessages(&e.scaleEvents, v.ScaleDownEvents, e.scaleEvent),
+	})
+}
+
+func (e *encoder) scaleEvent(v engine.ScaleEvent, m *pb.ScaleEvent) {
+	*m = pb.ScaleEvent{Change: v.Change, At: e.time(v.At), Outdated: v.Outdated}
+}
+
+func (e *encoder) decision(v engine.Decision) *pb.Decision {
+	x := v.Explanation
+	return alloc(&e.decisions, pb.Decision{
+		DesiredReplicas: v.DesiredReplicas,
+		Rescale:         v.Rescale,
+		Error:           e.s(v.Error),
+		Status:          e.status(v.Status),
+		Explanation: alloc(&e.explanations, pb.Explanation{
+			CurrentReplicas: x.CurrentReplicas,
+			Metrics: mapMessages(&e.metricExplanations, x.Metrics, func(m engine.MetricExplanation, out *pb.MetricExplanation) {
+				*out = pb.MetricExplanation{
+					Name: e.s(m.Name), Outcome: e.s(string(m.Outcome)), Proposal: m.Proposal, Err: e.s(m.Err),
+					Current: m.Current, Target: m.Target, Ratio: m.Ratio, RebalancedRatio: m.RebalancedRatio,
+					ReadyPods: m.ReadyPods, UnreadyPods: m.UnreadyPods, MissingPods: m.MissingPods, IgnoredPods: m.IgnoredPods,
+				}
+			}),
+			Winner:   int64(x.Winner),
+			Proposal: x.Proposal,
+			Steps: mapMessages(&e.steps, x.Steps, func(s engine.Step, m *pb.Step) {
+				*m = pb.Step{Kind: e.s(string(s.Kind)), From: s.From, To: s.To, Reason: e.s(s.Reason), Message: e.s(s.Message)}
+			}),
+		}),
+		History: e.history(v.History),
+	})
+}
+
+// decoder converts storage messages to engine values, keeping the first
+// error. Absent messages decode as zero values. The values share the
+// messages' maps (slices and strings never are shared).
+type decoder struct {
+	err error
+}
+
+func (d *decoder) time(ts *timestamppb.Timestamp) time.Time {
+	if ts == nil {
+		return time.Time{}
+	}
+	if err := ts.CheckValid(); err != nil {
+		if d.err == nil {
+			d.err = err
+		}
+		return time.Time{}
+	}
+	return ts.AsTime()
+}
+
+// s returns v, noting an error when v is not UTF-8.
+func (d *decoder) s(v string) string {
+	if d.err == nil && !utf8.ValidString(v) {
+		d.err = errNotUTF8
+	}
+	return v
+}
+
+func (d *decoder) duration(v *durationpb.Duration) time.Duration {
+	if v == nil {
+		return 0
+	}
+	if err := v.CheckValid(); err != nil {
+		if d.err == nil {
+			d.err = err
+		}
+		return 0
+	}
+	return v.AsDuration()
+}
+
+// lastDecision is the decision of m; record is the status of the record
+// m was stored in (nil for a feed entry's), which m's status and Before's
+// conditions may refer to.
+func (d *decoder) lastDecision(m *pb.LastDecision, record *pb.Status) *target.LastDecision {
+	l := &target.LastDecision{ID: d.s(m.GetId()), At: d.time(m.GetAt()), Decision: d.decision(m.GetDecision()), Before: d.statusRefs(m.GetBefore(), record), From: lastFrom(m)}
+	if m.GetDecisionStatusIsRecordStatus() {
+		l.Decision.Status = d.status(record) // a copy of its own
+	}
+	return l
+}
+
+func (d *decoder) event(m *pb.Event) target.Event {
+	return target.Event{Kind: target.EventKind(d.s(m.GetKind())), From: m.GetFrom(), To: m.GetTo(), At: d.time(m.GetAt()), DecisionID: d.s(m.GetDecisionId()), Message: d.s(m.GetMessage())}
+}
+
+func (d *decoder) settings(m *pb.Settings) engine.Settings {
+	return engine.Settings{
+		Tolerance:                    m.GetTolerance(),
+		CPUInitializationPeriod:      d.duration(m.GetCpuInitializationPeriod()),
+		InitialReadinessDelay:        d.duration(m.GetInitialReadinessDelay()),
+		DownscaleStabilizationWindow: d.duration(m.GetDownscaleStabilizationWindow()),
+	}
+}
+
+func (d *decoder) spec(m *pb.Spec) engine.Spec {
+	v := engine.Spec{MinReplicas: m.GetMinReplicas(), MaxReplicas: m.GetMaxReplicas(), Metrics: mapSlice(m.GetMetrics(), d.metricSpec)}
+	if b := m.GetBehavior(); b != nil {
+		v.Behavior = &engine.Behavior{ScaleUp: d.rules(b.GetScaleUp()), ScaleDown: d.rules(b.GetScaleDown())}
+	}
+	return v
+}
+
+func (d *decoder) metricSpec(m *pb.MetricSpec) engine.MetricSpec {
+	t := m.GetTarget()
+	return engine.MetricSpec{
+		Type:            engine.MetricSourceType(d.s(m.GetType())),
+		Resource:        d.s(m.GetResource()),
+		Container:       d.s(m.GetContainer()),
+		Metric:          d.metricIdentifier(m.GetMetric()),
+		DescribedObject: d.objectReference(m.GetDescribedObject()),
+		Target:          engine.Target{Type: engine.TargetType(d.s(t.GetType())), Milli: t.GetMilli(), Utilization: t.GetUtilization()},
+	}
+}
+
+func (d *decoder) metricIdentifier(m *pb.MetricIdentifier) engine.MetricIdentifier {
+	v := engine.MetricIdentifier{Name: d.s(m.GetName())}
+	if s := m.GetSelector(); s != nil {
+		v.Selector = &engine.LabelSelector{
+			MatchExpressions: mapSlice(s.GetMatchExpressions(), func(r *pb.LabelSelectorRequirement) engine.LabelSelectorRequirement {
+				return engine.LabelSelectorRequirement{Key: d.s(r.GetKey()), Operator: d.s(r.GetOperator()), Values: mapSlice(r.GetValues(), d.s)}
+			}),
+		}
+		for k, v := range s.GetMatchLabels() {
+			d.s(k)
+			d.s(v)
+		}
+		if len(s.GetMatchLabels()) > 0 {
+			v.Selector.MatchLabels = s.GetMatchLabels()
+		}
+	}
+	return v
+}
+
+func (d *decoder) objectReference(m *pb.ObjectReference) engine.ObjectReference {
+	return engine.ObjectReference{APIVersion: d.s(m.GetApiVersion()), Kind: d.s(m.GetKind()), Name: d.s(m.GetName())}
+}
+
+func (d *decoder) rules(m *pb.Rules) engine.Rules {
+	return engine.Rules{
+		StabilizationWindowSeconds: m.GetStabilizationWindowSeconds(),
+		SelectPolicy:               engine.SelectPolicy(d.s(m.GetSelectPolicy())),
+		Policies: mapSlice(m.GetPolicies(), func(p *pb.Policy) engine.Policy {
+			return engine.Policy{Type: engine.PolicyType(d.s(p.GetType())), Value: p.GetValue(), PeriodSeconds: p.GetPeriodSeconds()}
+		}),
+		Tolerance: m.GetTolerance(),
+	}
+}
+
+func (d *decoder) status(m *pb.Status) engine.Status {
+	return engine.Status{
+		CurrentReplicas: m.GetCurrentReplicas(),
+		DesiredReplicas: m.GetDesiredReplicas(),
+		LastScaleTime:   d.time(m.GetLastScaleTime()),
+		CurrentMetrics:  mapSlice(m.GetCurrentMetrics(), d.metricStatus),
+		Conditions:      mapSlice(m.GetConditions(), d.condition),
+	}
+}
+
+// errConditionRefs reports Status.condition_refs that do not match the
+// conditions they refer to.
+var errConditionRefs = errors.New("condition references out of range")
+
+// statusRefs decodes target.LastDecision.Before, whose condition_refs refer to
+// the conditions of record (the record's status).
+func (d *decoder) statusRefs(m *pb.Status, record *pb.Status) engine.Status {
+	v := d.status(m)
+	refs := m.GetConditionRefs()
+	if len(refs) == 0 {
+		return v
+	}
+	recs := record.GetConditions()
+	conds, err := conditionsFromRefs(refs, v.Conditions, len(recs), func(i int) engine.Condition { return d.condition(recs[i]) })
+	if err != nil {
+		if d.err == nil {
+			d.err = err
+		}
+		return engine.Status{}
+	}
+	v.Conditions = conds
+	return v
+}
+
+// conditionsFromRefs rebuilds the conditions of a status stored with
+// condition_refs: own are the conditions stored in it, and record(i) is
+// the i-th of the n conditions of the record's status. It fails with
+// errConditionRefs when refs and own do not match.
+func conditionsFromRefs(refs []int32, own []engine.Condition, n int, record func(i int) engine.Condition) ([]engine.Condition, error) {
+	out := make([]engine.Condition, 0, len(refs))
+	for _, r := range refs {
+		switch {
+		case r == -1 && len(own) > 0:
+			out = append(out, own[0])
+			own = own[1:]
+		case r >= 0 && int(r) < n:
+			out = append(out, record(int(r)))
+		default:
+			return nil, errConditionRefs
+		}
+	}
+	if len(own) > 0 {
+		return nil, errConditionRefs
+	}
+	return out, nil
+}
+
+func (d *decoder) condition(c *pb.Condition) engine.Condition {
+	return engine.Condition{
+		Type: engine.ConditionType(d.s(c.GetType())), Status: engine.ConditionStatus(d.s(c.GetStatus())),
+		Reason: d.s(c.GetReason()), Message: d.s(c.GetMessage()), LastTransitionTime: d.time(c.GetLastTransitionTime()),
+	}
+}
+
+func (d *decoder) metricStatus(m *pb.MetricStatus) engine.MetricStatus {
+	v := engine.MetricStatus{
+		Type:            engine.MetricSourceType(d.s(m.GetType())),
+		Resource:        d.s(m.GetResource()),
+		Container:       d.s(m.GetContainer()),
+		Metric:          d.metricIdentifier(m.GetMetric()),
+		DescribedObject: d.objectReference(m.GetDescribedObject()),
+		Value:           d.quantity(m.GetValue()),
+		AverageValue:    d.quantity(m.GetAverageValue()),
+	}
+	if m.AverageUtilization != nil {
+		u := m.GetAverageUtilization()
+		v.AverageUtilization = &u
+	}
+	return v
+}
+
+func (d *decoder) quantity(m *pb.Quantity) *engine.Quantity {
+	if m == nil {
+		return nil
+	}
+	return &engine.Quantity{Milli: m.GetMilli(), Format: engine.QuantityFormat(d.s(m.GetFormat()))}
+}
+
+func (d *decoder) history(m *pb.History) engine.History {
+	return engine.History{
+		Recommendations: mapSlice(m.GetRecommendations(), func(r *pb.Recommendation) engine.Recommendation {
+			return engine.Recommendation{Replicas: r.GetReplicas(), At: d.time(r.GetAt())}
+		}),
+		ScaleUpEvents:   mapSlice(m.GetScaleUpEvents(), d.scaleEvent),
+		ScaleDownEvents: mapSlice(m.GetScaleDownEvents(), d.scaleEvent),
+	}
+}
+
+func (d *decoder) scaleEvent(m *pb.ScaleEvent) engine.ScaleEvent {
+	return engine.ScaleEvent{Change: m.GetChange(), At: d.time(m.GetAt()), Outdated: m.GetOutdated()}
+}
+
+func (d *decoder) decision(m *pb.Decision) engine.Decision {
+	x := m.GetExplanation()
+	return engine.Decision{
+		DesiredReplicas: m.GetDesiredReplicas(),
+		Rescale:         m.GetRescale(),
+		Error:           d.s(m.GetError()),
+		Status:          d.status(m.GetStatus()),
+		Explanation: engine.Explanation{
+			CurrentReplicas: x.GetCurrentReplicas(),
+			Metrics: mapSlice(x.GetMetrics(), func(m *pb.MetricExplanation) engine.MetricExplanation {
+				return engine.MetricExplanation{
+					Name: d.s(m.GetName()), Outcome: engine.MetricOutcome(d.s(m.GetOutcome())), Proposal: m.GetProposal(), Err: d.s(m.GetErr()),
+					Current: m.GetCurrent(), Target: m.GetTarget(), Ratio: m.GetRatio(), RebalancedRatio: m.GetRebalancedRatio(),
+					ReadyPods: m.GetReadyPods(), UnreadyPods: m.GetUnreadyPods(), MissingPods: m.GetMissingPods(), IgnoredPods: m.GetIgnoredPods(),
+				}
+			}),
+			Winner:   int(x.GetWinner()),
+			Proposal: x.GetProposal(),
+			Steps: mapSlice(x.GetSteps(), func(s *pb.Step) engine.Step {
+				return engine.Step{Kind: engine.StepKind(d.s(s.GetKind())), From: s.GetFrom(), To: s.GetTo(), Reason: d.s(s.GetReason()), Message: d.s(s.GetMessage())}
+			}),
+		},
+		History: d.history(m.GetHistory()),
+	}
+}

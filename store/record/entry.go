@@ -1,0 +1,192 @@
+package record
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/setpointhq/setpoint/engine"
+	pb "github.com/setpointhq/setpoint/proto/setpoint/storage/v1"
+	"github.com/setpointhq/setpoint/target"
+)
+
+// Entry is one change-feed entry as stored (setpoint.storage.v1.Change):
+// what one write recorded for one target: a decision (Decision set), an
+// event (Event set) or a removal (Deleted true). Its revision is not part of it: a backend keeps it
+// in the key.
+type Entry struct {
+	// Key is the target changed.
+	Key target.Key
+	// Decision is a decision recorded. Its Before and Decision.History are
+	// not stored: the record keeps them.
+	Decision *target.LastDecision
+	// Event is an event recorded.
+	Event *target.Event
+	// Deleted says the record was removed, at At.
+	Deleted bool
+	// At is when the record was removed.
+	At time.Time
+	// Created is true on the first entry of a write that created the
+	// record.
+	Created bool
+}
+
+// EncodeEntry returns the stored form of e.
+func EncodeEntry(e *Entry) ([]byte, error) {
+	enc := getEncoder()
+	defer enc.release()
+	m := &pb.Change{}
+	switch {
+	case e.Decision != nil:
+		m.Kind = &pb.Change_Decision{Decision: entryDecision(enc.lastDecision(e.Decision, nil), nil)}
+	case e.Event != nil:
+		ev := &pb.Event{}
+		enc.event(*e.Event, ev)
+		m.Kind = &pb.Change_Observation{Observation: ev}
+	case e.Deleted:
+		at := enc.time(e.At)
+		if at == nil {
+			// Stored as an empty Timestamp (1970-01-01), as protobuf-go
+			// marshals an absent message of a oneof; the generated code
+			// miscounts the size of an absent one.
+			at = &timestamppb.Timestamp{}
+		}
+		m.Kind = &pb.Change_Deleted{Deleted: at}
+	default:
+		return nil, fmt.Errorf("record: encode change of %s: no kind", e.Key)
+	}
+	if enc.err != nil {
+		return nil, fmt.Errorf("record: encode change of %s: %w", e.Key, enc.err)
+	}
+	return marshalEntry(e, m)
+}
+
+// marshalEntry sets the fields of m, e's message with its kind already
+// set, but for the kind, and marshals it.
+func marshalEntry(e *Entry, m *pb.Change) ([]byte, error) {
+	var enc encoder
+	m.Cluster, m.Namespace, m.Name = enc.s(e.Key.Cluster), enc.s(e.Key.Namespace), enc.s(e.Key.Name)
+	m.Created = e.Created
+	if enc.err != nil {
+		return nil, fmt.Errorf("record: encode change of %s: %w", e.Key, enc.err)
+	}
+	return m.MarshalVT()
+}
+
+// DecodeEntry parses a stored change-feed entry.
+func DecodeEntry(b []byte) (e Entry, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			e, err = Entry{}, fmt.Errorf("panic while decoding: %v", p)
+		}
+	}()
+	var m pb.Change
+	if err := m.UnmarshalVT(b); err != nil {
+		return Entry{}, err
+	}
+	var d decoder
+	e = Entry{Key: target.Key{Cluster: d.s(m.GetCluster()), Namespace: d.s(m.GetNamespace()), Name: d.s(m.GetName())}, Created: m.GetCreated()}
+	switch k := m.GetKind().(type) {
+	case *pb.Change_Decision:
+		// Before, which entries written by older versions carry, is left
+		// out as new entries leave it out (Entry.Decision).
+		entryDecision(k.Decision, nil)
+		e.Decision = d.lastDecision(k.Decision, nil)
+	case *pb.Change_Observation:
+		ev := d.event(k.Observation)
+		e.Event = &ev
+	case *pb.Change_Deleted:
+		e.Deleted, e.At = true, d.time(k.Deleted)
+	default:
+		return Entry{}, errors.New("no kind")
+	}
+	if d.err != nil {
+		return Entry{}, d.err
+	}
+	return e, nil
+}
+
+// Limits bound what a write leaves in a record.
+type Limits struct {
+	// MaxEvents bounds target.Record.Events (the newest are kept); 0
+	// bounds nothing.
+	MaxEvents int
+	// MaxHistory bounds each list of target.Record.History (the newest
+	// are kept); 0 bounds nothing.
+	MaxHistory int
+}
+
+// Apply runs a write's fn on rec, the record of key as read (existed says
+// it was stored), and returns the entries the change feed records for it:
+// a decision when the record's last decision is a new one, an observation
+// per event added. It leaves rec as it is to be stored: key restored and
+// bounded by l. A panic in fn is not recovered.
+func Apply(key target.Key, rec *target.Record, existed bool, l Limits, fn func(*target.Record) error) ([]Entry, error) {
+	var hadLast bool
+	var lastID string
+	if rec.Last != nil {
+		hadLast, lastID = true, rec.Last.ID
+	}
+	events := len(rec.Events)
+	if err := fn(rec); err != nil {
+		return nil, err
+	}
+	var out []Entry
+	if rec.Last != nil && (!hadLast || rec.Last.ID != lastID) {
+		d := *rec.Last
+		d.Before, d.Decision.History = engine.Status{}, engine.History{}
+		out = append(out, Entry{Key: key, Decision: &d})
+	}
+	// Writers only append events (the oldest are trimmed below), so a
+	// record left with more events than it had holds the new ones at the
+	// end.
+	if len(rec.Events) > events {
+		for _, e := range rec.Events[events:] {
+			out = append(out, Entry{Key: key, Event: &e})
+		}
+	}
+	if len(out) > 0 && !existed {
+		out[0].Created = true
+	}
+	rec.Key = key
+	bound(rec, l)
+	return out, nil
+}
+
+// bound keeps rec's newest l.MaxEvents events and l.MaxHistory entries of
+// each history list.
+func bound(rec *target.Record, l Limits) {
+	if n := len(rec.Events); l.MaxEvents > 0 && n > l.MaxEvents {
+		rec.Events = slices.Clone(rec.Events[n-l.MaxEvents:])
+	}
+	if l.MaxHistory <= 0 {
+		return
+	}
+	h := &rec.History
+	h.Recommendations = newest(h.Recommendations, l.MaxHistory, func(r engine.Recommendation) time.Time { return r.At })
+	h.ScaleUpEvents = newest(h.ScaleUpEvents, l.MaxHistory, func(e engine.ScaleEvent) time.Time { return e.At })
+	h.ScaleDownEvents = newest(h.ScaleDownEvents, l.MaxHistory, func(e engine.ScaleEvent) time.Time { return e.At })
+}
+
+// newest keeps the max entries of s with the latest times, in their order
+// in s. The engine overwrites entries in place, so s is not sorted by time.
+func newest[T any](s []T, max int, at func(T) time.Time) []T {
+	if len(s) <= max {
+		return s
+	}
+	idx := make([]int, len(s))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(i, j int) int { return at(s[j]).Compare(at(s[i])) }) // newest first
+	keep := idx[:max]
+	slices.Sort(keep)
+	out := make([]T, 0, max)
+	for _, i := range keep {
+		out = append(out, s[i])
+	}
+	return out
+}
