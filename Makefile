@@ -94,7 +94,7 @@ bench: ## Go benchmarks of the engine, the store and the server
 load: ## setpoint-bench: 64 in flight over gRPC against the no-op baseline, 3 rounds of 5 s (docs/benchmarks.md)
 	$(GO) run ./cmd/setpoint-bench -concurrency 64 -duration 5s -rounds 3 -baseline
 
-load-etcd: kube-binaries ## setpoint-bench -etcd: bbolt, etcd (3 members on loopback, fsync on) and the baseline in the same 3 rounds of 8 s, with etcd/bbolt (docs/benchmarks.md)
+load-etcd: kube-binaries ## setpoint-bench -etcd: bbolt, etcd (3 members on loopback, fsync on), raw etcd transactions of the same size (the ceiling) and the baseline in the same 3 rounds of 8 s, with etcd/bbolt, etcd/raw and WAL bytes per call (docs/benchmarks.md)
 	$(GO) run ./cmd/setpoint-bench -concurrency 64 -duration 8s -rounds 3 -baseline -etcd
 
 agent-scale: kube-binaries ## setpoint-agent on its defaults against the real kube-apiserver with N = 100 … 5,000 Autoscalers (minutes; not in CI; docs/benchmarks.md)
