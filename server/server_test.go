@@ -24,6 +24,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 func TestRecommendObserveGet(t *testing.T) {
@@ -77,6 +78,13 @@ func TestRecommendObserveGet(t *testing.T) {
 	}
 	if w := tg.GetSpec().GetBehavior().GetScaleDown().GetStabilizationWindowSeconds(); w != 300 {
 		t.Errorf("stored scale-down window = %d, want the resolved default 300", w)
+	}
+	// The spec as received comes back as it was sent: no defaults added.
+	if sent := request("web", 4, ts.clock.Now()).GetSpec(); !proto.Equal(tg.GetReceivedSpec(), sent) {
+		t.Errorf("received spec = %v, want the spec sent, %v", tg.GetReceivedSpec(), sent)
+	}
+	if w := tg.GetReceivedSpec().GetBehavior().GetScaleDown(); w != nil {
+		t.Errorf("received spec has a scale-down rule the request did not send: %v", w)
 	}
 
 	// A failed rescale of the next decision keeps the previous desired count.

@@ -59,7 +59,7 @@ func (s *service) Recommend(ctx context.Context, req *setpointv1.RecommendReques
 		s.metrics.decided(nil, in.Spec, err, time.Since(start))
 		return nil, toStatus(ctx, s.log, err)
 	}
-	d.in, d.id, d.now = target.Input{Ref: convert.TargetRef(req.GetSpec().GetScaleTargetRef()), Engine: in, Fallback: convert.Fallback(req.GetSpec())}, s.newID(), in.Now
+	d.in, d.id, d.now = target.Input{Ref: convert.TargetRef(req.GetSpec().GetScaleTargetRef()), Engine: in, Fallback: convert.Fallback(req.GetSpec()), ReceivedSpec: convert.ReceivedSpec(req.GetSpec())}, s.newID(), in.Now
 	rec, err := s.store.Decide(ctx, convert.Key(req.GetTarget()), d.decide)
 	if err != nil {
 		// Not released: Store.Decide does not promise that fn has

@@ -312,16 +312,15 @@ func historySize(h *engine.History) int64 {
 func storedCopy(rec *target.Record) target.Record {
 	same := record.SharesStatus(rec)
 	c := newCopier(rec, same)
-	out := target.Record{
-		Key:      rec.Key,
-		Ref:      rec.Ref,
-		Spec:     copySpec(&rec.Spec),
-		Settings: rec.Settings,
-		Status:   c.status(&rec.Status),
-		History:  c.history(&rec.History),
-		Events:   copySlice(rec.Events, func(e *target.Event) target.Event { e2 := *e; e2.At = storedTime(e.At); return e2 }),
-		LastSeen: storedTime(rec.LastSeen),
-	}
+	// The plain fields (the key, strings, the settings) as they are; every
+	// field that holds a slice, map, pointer or time replaced below.
+	out := *rec
+	out.Spec = copySpec(&rec.Spec)
+	out.Status = c.status(&rec.Status)
+	out.History = c.history(&rec.History)
+	out.Events = copySlice(rec.Events, func(e *target.Event) target.Event { e2 := *e; e2.At = storedTime(e.At); return e2 })
+	out.LastSeen = storedTime(rec.LastSeen)
+	out.Last = nil
 	if l := rec.Last; l != nil {
 		last := *l // its plain fields as they are; the others replaced below
 		last.At, last.Before = storedTime(l.At), c.status(&l.Before)

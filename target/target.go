@@ -103,6 +103,11 @@ type Record struct {
 	Events []Event
 	// LastSeen is the time of the last Decide or Observe.
 	LastSeen time.Time
+	// ReceivedSpec is the spec exactly as last received, in the caller's
+	// wire form (the service keeps its API message's bytes), so that reads
+	// return what was sent rather than a form rebuilt from Spec; empty
+	// when none was kept. Only Decide changes it.
+	ReceivedSpec string
 }
 
 // LoggedDecision is one entry of a target's decision log: what the decision

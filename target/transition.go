@@ -35,10 +35,12 @@ type Input struct {
 	// Fallback, when set, adds a fallback proposal to the engine's input
 	// once the target's metrics have been failing for Fallback.After.
 	Fallback *Fallback
+	// ReceivedSpec is the spec as received, kept in Record.ReceivedSpec.
+	ReceivedSpec string
 }
 
 // Decide makes the decision of in at now for the target in rec and records
-// it as decision id: rec's Ref, Spec and Settings become in's, the engine
+// it as decision id: rec's Ref, Spec, Settings and ReceivedSpec become in's, the engine
 // runs from rec.Status and rec.History, and rec.Last, rec.Status,
 // rec.History and rec.LastSeen take the outcome.
 //
@@ -72,7 +74,7 @@ func Decide(rec *Record, in Input, id string, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	rec.Ref, rec.Spec, rec.Settings = in.Ref, e.Spec, e.Settings
+	rec.Ref, rec.Spec, rec.Settings, rec.ReceivedSpec = in.Ref, e.Spec, e.Settings, in.ReceivedSpec
 	rec.History, d.History = d.History, engine.History{}
 	rec.Last = &LastDecision{ID: id, At: now, Decision: d, Before: rec.Status, From: e.Scale.Replicas}
 	rec.Status = d.Status

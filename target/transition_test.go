@@ -39,7 +39,7 @@ func input(replicas int32) target.Input {
 		in.ResourceMetrics.Pods = append(in.ResourceMetrics.Pods, engine.PodUsage{Pod: name, Timestamp: t0.Add(-15 * time.Second), Window: 15 * time.Second,
 			Containers: []engine.ContainerUsage{{Name: "app", Usage: engine.ResourceListOf(map[string]int64{"cpu": 400})}}})
 	}
-	return target.Input{Ref: target.Ref{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"}, Engine: in}
+	return target.Input{Ref: target.Ref{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"}, Engine: in, ReceivedSpec: "spec as sent"}
 }
 
 // decided returns a record after one decision "d1" at t0.
@@ -55,8 +55,8 @@ func decided(t *testing.T) target.Record {
 func TestDecide(t *testing.T) {
 	rec := decided(t)
 	in := input(2)
-	if rec.Ref != in.Ref || rec.LastSeen != t0 {
-		t.Errorf("Ref, LastSeen = %v, %v; want %v, %v", rec.Ref, rec.LastSeen, in.Ref, t0)
+	if rec.Ref != in.Ref || rec.LastSeen != t0 || rec.ReceivedSpec != in.ReceivedSpec {
+		t.Errorf("Ref, LastSeen, ReceivedSpec = %v, %v, %q; want %v, %v, %q", rec.Ref, rec.LastSeen, rec.ReceivedSpec, in.Ref, t0, in.ReceivedSpec)
 	}
 	if diff := cmp.Diff(in.Engine.Spec, rec.Spec); diff != "" {
 		t.Errorf("Spec (-want +got):\n%s", diff)

@@ -404,13 +404,18 @@ func Target(rec target.Record) (*setpointv1.Target, error) {
 	if err != nil {
 		return nil, err
 	}
+	received, err := receivedSpec(rec.ReceivedSpec)
+	if err != nil {
+		return nil, fmt.Errorf("target %s: the spec as received: %w", rec.Key, err)
+	}
 	out := &setpointv1.Target{
-		Key:      &setpointv1.TargetKey{Cluster: rec.Key.Cluster, Namespace: rec.Key.Namespace, Name: rec.Key.Name},
-		Spec:     spec,
-		Settings: ControllerSettings(rec.Settings),
-		Status:   Status(rec.Status),
-		History:  History(rec.History),
-		LastSeen: timestamp(rec.LastSeen),
+		ReceivedSpec: received,
+		Key:          &setpointv1.TargetKey{Cluster: rec.Key.Cluster, Namespace: rec.Key.Namespace, Name: rec.Key.Name},
+		Spec:         spec,
+		Settings:     ControllerSettings(rec.Settings),
+		Status:       Status(rec.Status),
+		History:      History(rec.History),
+		LastSeen:     timestamp(rec.LastSeen),
 	}
 	if rec.Last != nil {
 		out.LastDecision = Decision(*rec.Last)
@@ -432,4 +437,29 @@ func LoggedDecision(d target.LoggedDecision) *setpointv1.LoggedDecision {
 		Error:           d.Error,
 		Explanation:     Explanation(d.Explanation),
 	}
+}
+
+// ReceivedSpec returns spec as the record keeps it (target.Record's
+// ReceivedSpec): its wire form, which Target reads back unchanged.
+func ReceivedSpec(spec *setpointv1.HorizontalPodAutoscalerSpec) string {
+	if spec == nil {
+		return ""
+	}
+	b, err := spec.MarshalVT()
+	if err != nil { // a message that was decoded always encodes
+		return ""
+	}
+	return string(b)
+}
+
+// receivedSpec reads back what ReceivedSpec kept; nil when nothing was.
+func receivedSpec(s string) (*setpointv1.HorizontalPodAutoscalerSpec, error) {
+	if s == "" {
+		return nil, nil
+	}
+	spec := &setpointv1.HorizontalPodAutoscalerSpec{}
+	if err := spec.UnmarshalVT([]byte(s)); err != nil {
+		return nil, err
+	}
+	return spec, nil
 }

@@ -149,6 +149,9 @@ func recordMessage(e *encoder, rec *target.Record) (*pb.Record, error) {
 		Events:    mapMessages(&e.events, rec.Events, e.event),
 		LastSeen:  e.time(rec.LastSeen),
 	})
+	if rec.ReceivedSpec != "" {
+		m.ReceivedSpec = []byte(rec.ReceivedSpec)
+	}
 	if rec.Last != nil {
 		m.Last = e.lastDecision(rec.Last, &rec.Status)
 	}
@@ -172,6 +175,8 @@ func recordFromMessage(k target.Key, m *pb.Record, forDecision bool) (target.Rec
 		History:  d.history(m.GetHistory()),
 		Events:   mapSlice(m.GetEvents(), d.event),
 		LastSeen: d.time(m.GetLastSeen()),
+		// A copy: the message's bytes may alias the decoded buffer.
+		ReceivedSpec: string(m.GetReceivedSpec()),
 	}
 	if l := m.GetLast(); l != nil {
 		if forDecision {

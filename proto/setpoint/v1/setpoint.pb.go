@@ -3807,7 +3807,11 @@ type Target struct {
 	// Recent observed events, oldest first.
 	Events []*Event `protobuf:"bytes,7,rep,name=events,proto3" json:"events,omitempty"`
 	// When the autoscaler was last seen by Recommend or Observe.
-	LastSeen      *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=last_seen,json=lastSeen,proto3" json:"last_seen,omitempty"`
+	LastSeen *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=last_seen,json=lastSeen,proto3" json:"last_seen,omitempty"`
+	// The spec exactly as the last Recommend sent it, defaults not applied
+	// (spec above is the same spec resolved); absent for a target last
+	// decided by a server that did not keep it.
+	ReceivedSpec  *HorizontalPodAutoscalerSpec `protobuf:"bytes,9,opt,name=received_spec,json=receivedSpec,proto3" json:"received_spec,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3894,6 +3898,13 @@ func (x *Target) GetEvents() []*Event {
 func (x *Target) GetLastSeen() *timestamppb.Timestamp {
 	if x != nil {
 		return x.LastSeen
+	}
+	return nil
+}
+
+func (x *Target) GetReceivedSpec() *HorizontalPodAutoscalerSpec {
+	if x != nil {
+		return x.ReceivedSpec
 	}
 	return nil
 }
@@ -5307,7 +5318,7 @@ const file_setpoint_v1_setpoint_proto_rawDesc = "" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"E\n" +
 	"\x13DeleteTargetRequest\x12.\n" +
 	"\x06target\x18\x01 \x01(\v2\x16.setpoint.v1.TargetKeyR\x06target\"\x16\n" +
-	"\x14DeleteTargetResponse\"\xc2\x03\n" +
+	"\x14DeleteTargetResponse\"\x91\x04\n" +
 	"\x06Target\x12(\n" +
 	"\x03key\x18\x01 \x01(\v2\x16.setpoint.v1.TargetKeyR\x03key\x12<\n" +
 	"\x04spec\x18\x02 \x01(\v2(.setpoint.v1.HorizontalPodAutoscalerSpecR\x04spec\x12;\n" +
@@ -5316,7 +5327,8 @@ const file_setpoint_v1_setpoint_proto_rawDesc = "" +
 	"\rlast_decision\x18\x05 \x01(\v2\x15.setpoint.v1.DecisionR\flastDecision\x12.\n" +
 	"\ahistory\x18\x06 \x01(\v2\x14.setpoint.v1.HistoryR\ahistory\x12*\n" +
 	"\x06events\x18\a \x03(\v2\x12.setpoint.v1.EventR\x06events\x127\n" +
-	"\tlast_seen\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\blastSeen\"\xd6\x01\n" +
+	"\tlast_seen\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\blastSeen\x12M\n" +
+	"\rreceived_spec\x18\t \x01(\v2(.setpoint.v1.HorizontalPodAutoscalerSpecR\freceivedSpec\"\xd6\x01\n" +
 	"\aHistory\x12E\n" +
 	"\x0frecommendations\x18\x01 \x03(\v2\x1b.setpoint.v1.RecommendationR\x0frecommendations\x12?\n" +
 	"\x0fscale_up_events\x18\x02 \x03(\v2\x17.setpoint.v1.ScaleEventR\rscaleUpEvents\x12C\n" +
@@ -5594,60 +5606,61 @@ var file_setpoint_v1_setpoint_proto_depIdxs = []int32{
 	55,  // 90: setpoint.v1.Target.history:type_name -> setpoint.v1.History
 	58,  // 91: setpoint.v1.Target.events:type_name -> setpoint.v1.Event
 	77,  // 92: setpoint.v1.Target.last_seen:type_name -> google.protobuf.Timestamp
-	56,  // 93: setpoint.v1.History.recommendations:type_name -> setpoint.v1.Recommendation
-	57,  // 94: setpoint.v1.History.scale_up_events:type_name -> setpoint.v1.ScaleEvent
-	57,  // 95: setpoint.v1.History.scale_down_events:type_name -> setpoint.v1.ScaleEvent
-	77,  // 96: setpoint.v1.Recommendation.time:type_name -> google.protobuf.Timestamp
-	77,  // 97: setpoint.v1.ScaleEvent.time:type_name -> google.protobuf.Timestamp
-	77,  // 98: setpoint.v1.Event.time:type_name -> google.protobuf.Timestamp
-	2,   // 99: setpoint.v1.SimulateRequest.spec:type_name -> setpoint.v1.HorizontalPodAutoscalerSpec
-	18,  // 100: setpoint.v1.SimulateRequest.settings:type_name -> setpoint.v1.ControllerSettings
-	0,   // 101: setpoint.v1.SimulateRequest.seed_from:type_name -> setpoint.v1.TargetKey
-	60,  // 102: setpoint.v1.SimulateRequest.steps:type_name -> setpoint.v1.SimulateStep
-	61,  // 103: setpoint.v1.SimulateRequest.pod_model:type_name -> setpoint.v1.PodModel
-	77,  // 104: setpoint.v1.SimulateStep.time:type_name -> google.protobuf.Timestamp
-	19,  // 105: setpoint.v1.SimulateStep.scale:type_name -> setpoint.v1.Scale
-	20,  // 106: setpoint.v1.SimulateStep.pods:type_name -> setpoint.v1.Pod
-	23,  // 107: setpoint.v1.SimulateStep.resource_metrics:type_name -> setpoint.v1.ResourceMetrics
-	26,  // 108: setpoint.v1.SimulateStep.observations:type_name -> setpoint.v1.MetricObservation
-	2,   // 109: setpoint.v1.SimulateStep.spec:type_name -> setpoint.v1.HorizontalPodAutoscalerSpec
-	75,  // 110: setpoint.v1.PodModel.requests:type_name -> setpoint.v1.PodModel.RequestsEntry
-	76,  // 111: setpoint.v1.PodModel.ready_after:type_name -> google.protobuf.Duration
-	63,  // 112: setpoint.v1.SimulateResponse.steps:type_name -> setpoint.v1.SimulateStepResult
-	77,  // 113: setpoint.v1.SimulateStepResult.time:type_name -> google.protobuf.Timestamp
-	30,  // 114: setpoint.v1.SimulateStepResult.decision:type_name -> setpoint.v1.Decision
-	0,   // 115: setpoint.v1.WatchResponse.target:type_name -> setpoint.v1.TargetKey
-	30,  // 116: setpoint.v1.WatchResponse.decision:type_name -> setpoint.v1.Decision
-	58,  // 117: setpoint.v1.WatchResponse.observation:type_name -> setpoint.v1.Event
-	66,  // 118: setpoint.v1.WatchResponse.deleted:type_name -> setpoint.v1.TargetDeleted
-	77,  // 119: setpoint.v1.TargetDeleted.time:type_name -> google.protobuf.Timestamp
-	0,   // 120: setpoint.v1.ListDecisionsRequest.target:type_name -> setpoint.v1.TargetKey
-	77,  // 121: setpoint.v1.ListDecisionsRequest.start_time:type_name -> google.protobuf.Timestamp
-	77,  // 122: setpoint.v1.ListDecisionsRequest.end_time:type_name -> google.protobuf.Timestamp
-	69,  // 123: setpoint.v1.ListDecisionsResponse.decisions:type_name -> setpoint.v1.LoggedDecision
-	77,  // 124: setpoint.v1.LoggedDecision.decision_time:type_name -> google.protobuf.Timestamp
-	40,  // 125: setpoint.v1.LoggedDecision.explanation:type_name -> setpoint.v1.Explanation
-	28,  // 126: setpoint.v1.AutoscalerService.Recommend:input_type -> setpoint.v1.RecommendRequest
-	43,  // 127: setpoint.v1.AutoscalerService.Observe:input_type -> setpoint.v1.ObserveRequest
-	48,  // 128: setpoint.v1.AutoscalerService.GetTarget:input_type -> setpoint.v1.GetTargetRequest
-	50,  // 129: setpoint.v1.AutoscalerService.ListTargets:input_type -> setpoint.v1.ListTargetsRequest
-	52,  // 130: setpoint.v1.AutoscalerService.DeleteTarget:input_type -> setpoint.v1.DeleteTargetRequest
-	59,  // 131: setpoint.v1.AutoscalerService.Simulate:input_type -> setpoint.v1.SimulateRequest
-	64,  // 132: setpoint.v1.AutoscalerService.Watch:input_type -> setpoint.v1.WatchRequest
-	67,  // 133: setpoint.v1.AutoscalerService.ListDecisions:input_type -> setpoint.v1.ListDecisionsRequest
-	29,  // 134: setpoint.v1.AutoscalerService.Recommend:output_type -> setpoint.v1.RecommendResponse
-	47,  // 135: setpoint.v1.AutoscalerService.Observe:output_type -> setpoint.v1.ObserveResponse
-	49,  // 136: setpoint.v1.AutoscalerService.GetTarget:output_type -> setpoint.v1.GetTargetResponse
-	51,  // 137: setpoint.v1.AutoscalerService.ListTargets:output_type -> setpoint.v1.ListTargetsResponse
-	53,  // 138: setpoint.v1.AutoscalerService.DeleteTarget:output_type -> setpoint.v1.DeleteTargetResponse
-	62,  // 139: setpoint.v1.AutoscalerService.Simulate:output_type -> setpoint.v1.SimulateResponse
-	65,  // 140: setpoint.v1.AutoscalerService.Watch:output_type -> setpoint.v1.WatchResponse
-	68,  // 141: setpoint.v1.AutoscalerService.ListDecisions:output_type -> setpoint.v1.ListDecisionsResponse
-	134, // [134:142] is the sub-list for method output_type
-	126, // [126:134] is the sub-list for method input_type
-	126, // [126:126] is the sub-list for extension type_name
-	126, // [126:126] is the sub-list for extension extendee
-	0,   // [0:126] is the sub-list for field type_name
+	2,   // 93: setpoint.v1.Target.received_spec:type_name -> setpoint.v1.HorizontalPodAutoscalerSpec
+	56,  // 94: setpoint.v1.History.recommendations:type_name -> setpoint.v1.Recommendation
+	57,  // 95: setpoint.v1.History.scale_up_events:type_name -> setpoint.v1.ScaleEvent
+	57,  // 96: setpoint.v1.History.scale_down_events:type_name -> setpoint.v1.ScaleEvent
+	77,  // 97: setpoint.v1.Recommendation.time:type_name -> google.protobuf.Timestamp
+	77,  // 98: setpoint.v1.ScaleEvent.time:type_name -> google.protobuf.Timestamp
+	77,  // 99: setpoint.v1.Event.time:type_name -> google.protobuf.Timestamp
+	2,   // 100: setpoint.v1.SimulateRequest.spec:type_name -> setpoint.v1.HorizontalPodAutoscalerSpec
+	18,  // 101: setpoint.v1.SimulateRequest.settings:type_name -> setpoint.v1.ControllerSettings
+	0,   // 102: setpoint.v1.SimulateRequest.seed_from:type_name -> setpoint.v1.TargetKey
+	60,  // 103: setpoint.v1.SimulateRequest.steps:type_name -> setpoint.v1.SimulateStep
+	61,  // 104: setpoint.v1.SimulateRequest.pod_model:type_name -> setpoint.v1.PodModel
+	77,  // 105: setpoint.v1.SimulateStep.time:type_name -> google.protobuf.Timestamp
+	19,  // 106: setpoint.v1.SimulateStep.scale:type_name -> setpoint.v1.Scale
+	20,  // 107: setpoint.v1.SimulateStep.pods:type_name -> setpoint.v1.Pod
+	23,  // 108: setpoint.v1.SimulateStep.resource_metrics:type_name -> setpoint.v1.ResourceMetrics
+	26,  // 109: setpoint.v1.SimulateStep.observations:type_name -> setpoint.v1.MetricObservation
+	2,   // 110: setpoint.v1.SimulateStep.spec:type_name -> setpoint.v1.HorizontalPodAutoscalerSpec
+	75,  // 111: setpoint.v1.PodModel.requests:type_name -> setpoint.v1.PodModel.RequestsEntry
+	76,  // 112: setpoint.v1.PodModel.ready_after:type_name -> google.protobuf.Duration
+	63,  // 113: setpoint.v1.SimulateResponse.steps:type_name -> setpoint.v1.SimulateStepResult
+	77,  // 114: setpoint.v1.SimulateStepResult.time:type_name -> google.protobuf.Timestamp
+	30,  // 115: setpoint.v1.SimulateStepResult.decision:type_name -> setpoint.v1.Decision
+	0,   // 116: setpoint.v1.WatchResponse.target:type_name -> setpoint.v1.TargetKey
+	30,  // 117: setpoint.v1.WatchResponse.decision:type_name -> setpoint.v1.Decision
+	58,  // 118: setpoint.v1.WatchResponse.observation:type_name -> setpoint.v1.Event
+	66,  // 119: setpoint.v1.WatchResponse.deleted:type_name -> setpoint.v1.TargetDeleted
+	77,  // 120: setpoint.v1.TargetDeleted.time:type_name -> google.protobuf.Timestamp
+	0,   // 121: setpoint.v1.ListDecisionsRequest.target:type_name -> setpoint.v1.TargetKey
+	77,  // 122: setpoint.v1.ListDecisionsRequest.start_time:type_name -> google.protobuf.Timestamp
+	77,  // 123: setpoint.v1.ListDecisionsRequest.end_time:type_name -> google.protobuf.Timestamp
+	69,  // 124: setpoint.v1.ListDecisionsResponse.decisions:type_name -> setpoint.v1.LoggedDecision
+	77,  // 125: setpoint.v1.LoggedDecision.decision_time:type_name -> google.protobuf.Timestamp
+	40,  // 126: setpoint.v1.LoggedDecision.explanation:type_name -> setpoint.v1.Explanation
+	28,  // 127: setpoint.v1.AutoscalerService.Recommend:input_type -> setpoint.v1.RecommendRequest
+	43,  // 128: setpoint.v1.AutoscalerService.Observe:input_type -> setpoint.v1.ObserveRequest
+	48,  // 129: setpoint.v1.AutoscalerService.GetTarget:input_type -> setpoint.v1.GetTargetRequest
+	50,  // 130: setpoint.v1.AutoscalerService.ListTargets:input_type -> setpoint.v1.ListTargetsRequest
+	52,  // 131: setpoint.v1.AutoscalerService.DeleteTarget:input_type -> setpoint.v1.DeleteTargetRequest
+	59,  // 132: setpoint.v1.AutoscalerService.Simulate:input_type -> setpoint.v1.SimulateRequest
+	64,  // 133: setpoint.v1.AutoscalerService.Watch:input_type -> setpoint.v1.WatchRequest
+	67,  // 134: setpoint.v1.AutoscalerService.ListDecisions:input_type -> setpoint.v1.ListDecisionsRequest
+	29,  // 135: setpoint.v1.AutoscalerService.Recommend:output_type -> setpoint.v1.RecommendResponse
+	47,  // 136: setpoint.v1.AutoscalerService.Observe:output_type -> setpoint.v1.ObserveResponse
+	49,  // 137: setpoint.v1.AutoscalerService.GetTarget:output_type -> setpoint.v1.GetTargetResponse
+	51,  // 138: setpoint.v1.AutoscalerService.ListTargets:output_type -> setpoint.v1.ListTargetsResponse
+	53,  // 139: setpoint.v1.AutoscalerService.DeleteTarget:output_type -> setpoint.v1.DeleteTargetResponse
+	62,  // 140: setpoint.v1.AutoscalerService.Simulate:output_type -> setpoint.v1.SimulateResponse
+	65,  // 141: setpoint.v1.AutoscalerService.Watch:output_type -> setpoint.v1.WatchResponse
+	68,  // 142: setpoint.v1.AutoscalerService.ListDecisions:output_type -> setpoint.v1.ListDecisionsResponse
+	135, // [135:143] is the sub-list for method output_type
+	127, // [127:135] is the sub-list for method input_type
+	127, // [127:127] is the sub-list for extension type_name
+	127, // [127:127] is the sub-list for extension extendee
+	0,   // [0:127] is the sub-list for field type_name
 }
 
 func init() { file_setpoint_v1_setpoint_proto_init() }

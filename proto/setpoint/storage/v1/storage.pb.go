@@ -61,7 +61,11 @@ type Record struct {
 	// The most recent observed events, oldest first.
 	Events []*Event `protobuf:"bytes,7,rep,name=events,proto3" json:"events,omitempty"`
 	// Server time of the last Recommend or Observe.
-	LastSeen      *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=last_seen,json=lastSeen,proto3" json:"last_seen,omitempty"`
+	LastSeen *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=last_seen,json=lastSeen,proto3" json:"last_seen,omitempty"`
+	// The spec exactly as last received, in the API's wire form (a
+	// marshalled setpoint.v1.HorizontalPodAutoscalerSpec, defaults not
+	// applied); empty in records written before it was kept.
+	ReceivedSpec  []byte `protobuf:"bytes,9,opt,name=received_spec,json=receivedSpec,proto3" json:"received_spec,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -148,6 +152,13 @@ func (x *Record) GetEvents() []*Event {
 func (x *Record) GetLastSeen() *timestamppb.Timestamp {
 	if x != nil {
 		return x.LastSeen
+	}
+	return nil
+}
+
+func (x *Record) GetReceivedSpec() []byte {
+	if x != nil {
+		return x.ReceivedSpec
 	}
 	return nil
 }
@@ -2536,7 +2547,7 @@ var File_setpoint_storage_v1_storage_proto protoreflect.FileDescriptor
 
 const file_setpoint_storage_v1_storage_proto_rawDesc = "" +
 	"\n" +
-	"!setpoint/storage/v1/storage.proto\x12\x13setpoint.storage.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc2\x03\n" +
+	"!setpoint/storage/v1/storage.proto\x12\x13setpoint.storage.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe7\x03\n" +
 	"\x06Record\x12=\n" +
 	"\n" +
 	"target_ref\x18\x01 \x01(\v2\x1e.setpoint.storage.v1.TargetRefR\ttargetRef\x12-\n" +
@@ -2546,7 +2557,8 @@ const file_setpoint_storage_v1_storage_proto_rawDesc = "" +
 	"\ahistory\x18\x05 \x01(\v2\x1c.setpoint.storage.v1.HistoryR\ahistory\x125\n" +
 	"\x04last\x18\x06 \x01(\v2!.setpoint.storage.v1.LastDecisionR\x04last\x122\n" +
 	"\x06events\x18\a \x03(\v2\x1a.setpoint.storage.v1.EventR\x06events\x127\n" +
-	"\tlast_seen\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\blastSeen\"T\n" +
+	"\tlast_seen\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\blastSeen\x12#\n" +
+	"\rreceived_spec\x18\t \x01(\fR\freceivedSpec\"T\n" +
 	"\tTargetRef\x12\x1f\n" +
 	"\vapi_version\x18\x01 \x01(\tR\n" +
 	"apiVersion\x12\x12\n" +

@@ -54,6 +54,13 @@ func (m *Record) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if len(m.ReceivedSpec) > 0 {
+		i -= len(m.ReceivedSpec)
+		copy(dAtA[i:], m.ReceivedSpec)
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(len(m.ReceivedSpec)))
+		i--
+		dAtA[i] = 0x4a
+	}
 	if m.LastSeen != nil {
 		size, err := (*timestamppb.Timestamp)(m.LastSeen).MarshalToSizedBufferVT(dAtA[:i])
 		if err != nil {
@@ -2250,6 +2257,10 @@ func (m *Record) SizeVT() (n int) {
 		l = (*timestamppb.Timestamp)(m.LastSeen).SizeVT()
 		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
 	}
+	l = len(m.ReceivedSpec)
+	if l > 0 {
+		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
+	}
 	n += len(m.unknownFields)
 	return n
 }
@@ -3425,6 +3436,40 @@ func (m *Record) UnmarshalVT(dAtA []byte) error {
 			}
 			if err := (*timestamppb.Timestamp)(m.LastSeen).UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
 				return err
+			}
+			iNdEx = postIndex
+		case 9:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field ReceivedSpec", wireType)
+			}
+			var byteLen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				byteLen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if byteLen < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			postIndex := iNdEx + byteLen
+			if postIndex < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.ReceivedSpec = append(m.ReceivedSpec[:0], dAtA[iNdEx:postIndex]...)
+			if m.ReceivedSpec == nil {
+				m.ReceivedSpec = []byte{}
 			}
 			iNdEx = postIndex
 		default:
