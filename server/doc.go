@@ -115,5 +115,6 @@
 // down gracefully: health turns NOT_SERVING, GracefulStop waits for calls in
 // flight (Stop after Options.ShutdownTimeout). The caller closes the store
 // afterwards. While serving, targets not seen for Options.ExpireAfter are
-// removed every Options.ExpireInterval.
+// removed as Serve starts and then every Options.ExpireInterval (the
+// server's expiry loop, the only one).
 package server

@@ -620,27 +620,30 @@ func (s *Server) closeWatches() {
 	s.hub.Close()
 }
 
-// expireLoop removes targets not seen for Options.ExpireAfter, every
-// Options.ExpireInterval (the first pass one interval after Serve starts),
-// until ctx ends. It is the expiry loop production runs; store.RunExpiry
-// (which also runs a pass at once) is to be removed with the store's
-// rewrite (issue 28's note).
+// expireLoop removes the targets not seen for Options.ExpireAfter: one
+// pass as Serve starts (so that a server restarted more often than
+// Options.ExpireInterval still expires), then one every ExpireInterval,
+// until ctx ends. A failed pass is logged and the next runs as planned.
+// It is the only expiry loop: the store has none, and every server of a
+// shared store runs its own.
 func (s *Server) expireLoop(ctx context.Context) {
 	t := time.NewTicker(s.opts.ExpireInterval)
 	defer t.Stop()
 	for {
+		cutoff := s.now().Add(-s.opts.ExpireAfter)
+		n, err := s.store.Expire(ctx, cutoff)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			s.log.Error("expire targets", "err", err)
+		case n > 0:
+			s.log.Info("expired targets", "count", n, "not_seen_since", cutoff)
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			cutoff := s.now().Add(-s.opts.ExpireAfter)
-			n, err := s.store.Expire(ctx, cutoff)
-			switch {
-			case err != nil && ctx.Err() == nil:
-				s.log.Error("expire targets", "err", err)
-			case n > 0:
-				s.log.Info("expired targets", "count", n, "not_seen_since", cutoff)
-			}
 		}
 	}
 }
