@@ -398,11 +398,13 @@ func New(st store.Store, o Options) (*Server, error) {
 }
 
 // register registers the server's services with r: AutoscalerService,
-// AdminService, the console's SessionService, health and reflection.
+// AdminService, the console's SessionService and ReplayService, health and
+// reflection.
 func (s *Server) register(r reflection.GRPCServer) {
 	setpointv1.RegisterAutoscalerServiceServer(r, s.svc)
 	setpointv1.RegisterAdminServiceServer(r, &admin{store: s.store, log: s.log})
 	consolev1.RegisterSessionServiceServer(r, session{})
+	consolev1.RegisterReplayServiceServer(r, replayer{svc: s.svc})
 	healthpb.RegisterHealthServer(r, s.health)
 	reflection.Register(r)
 }
@@ -653,7 +655,7 @@ func (s *Server) expireLoop(ctx context.Context) {
 // calls through the server's own admission, as the browser (package transport).
 // Without Options.Auth everyone sees everything, and the page says so.
 func (s *Server) ConsoleHandler() http.Handler {
-	return console.Handler(console.Options{Conn: s.console.Load, Authenticated: s.opts.Auth != nil, MaxSimulateSteps: s.opts.MaxSimulateSteps})
+	return console.Handler(console.Options{Conn: s.console.Load, Authenticated: s.opts.Auth != nil})
 }
 
 // connectionAge is gRPC's MaxConnectionAge for age: none (gRPC's infinity)
