@@ -32,6 +32,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -602,5 +603,58 @@ func TestReplayService(t *testing.T) {
 	_, err = c.Replay(t.Context(), &consolev1.ReplayRequest{Target: key("a"), Spec: spec, StartTime: timestamppb.New(t0.Add(time.Hour))})
 	if status.Code(err) != codes.FailedPrecondition {
 		t.Errorf("replay of a range without decisions: %v, want FailedPrecondition", err)
+	}
+}
+
+// TestReplayWithFallback (issue 32, try before enabling): a target whose
+// metrics failed for a while is replayed with a fallback added to its
+// spec; the replay proposes the fallback's count once the metrics have
+// failed for its failure_duration, and never before, while the replay
+// without it holds its count.
+func TestReplayWithFallback(t *testing.T) {
+	e := startConsole(t, server.Options{})
+	for i := range 12 {
+		req := request("flaky", 3, e.ts.clock.Now())
+		req.Target.Cluster = "a"
+		if i >= 4 {
+			req.ResourceMetrics.Items = nil // the metrics API answers nothing
+		}
+		if _, err := e.agentA.Recommend(t.Context(), req); err != nil {
+			t.Fatalf("decision %d: %v", i, err)
+		}
+		e.ts.clock.Step(15 * time.Second)
+	}
+	conn := dial(t, e.ts.addr, withTLS(&tls.Config{RootCAs: e.f.serverCA.Pool(), ServerName: "localhost", MinVersion: tls.VersionTLS12}),
+		grpc.WithPerRPCCredentials(bearer("platform-token")))
+	c := consolev1.NewReplayServiceClient(conn)
+	replay := func(fallback *setpointv1.Fallback) []int32 {
+		t.Helper()
+		spec := request("flaky", 3, t0).GetSpec()
+		spec.Fallback = fallback
+		resp, err := c.Replay(t.Context(), &consolev1.ReplayRequest{Target: &setpointv1.TargetKey{Cluster: "a", Namespace: "shop", Name: "flaky"}, Spec: spec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []int32
+		for _, s := range resp.GetResponse().GetSteps() {
+			out = append(out, s.GetDecision().GetDesiredReplicas())
+		}
+		return out
+	}
+	without := replay(nil)
+	with := replay(&setpointv1.Fallback{Behavior: "static", Replicas: 30, FailureDuration: durationpb.New(30 * time.Second)})
+	t.Logf("replayed without a fallback %v, with one (static 30 after 30 s) %v", without, with)
+	// Decisions 0–3 had metrics; from 4 on they failed: at 4 and 5 the
+	// failure is younger than 30 s, from 6 on the fallback applies.
+	for i := range with {
+		switch {
+		case i < 6 && with[i] != without[i]:
+			t.Errorf("decision %d differs before the fallback may apply: %d, without %d", i, with[i], without[i])
+		case i >= 6 && with[i] != 30:
+			t.Errorf("decision %d with the fallback = %d, want 30", i, with[i])
+		}
+	}
+	if slices.Contains(without, 30) {
+		t.Errorf("the replay without a fallback reached 30: %v", without)
 	}
 }
