@@ -215,8 +215,10 @@ func TestConsoleTargetPageMemory(t *testing.T) {
 type floodRound struct {
 	// quiet and flooded are agent-b's latencies without and with the flood.
 	quiet, flooded latencies
-	// outcomes are the flood's answers by HTTP status.
+	// outcomes are the flood's answers by HTTP status; toldWhen counts
+	// its 429s that carried a Retry-After.
 	outcomes map[int]int
+	toldWhen int
 	// quietCPU and floodCPU are the process's CPU use (the server and
 	// both clients) in each, in cores.
 	quietCPU, floodCPU float64
@@ -266,6 +268,9 @@ func replayFlood(t testing.TB, d time.Duration) *floodRound {
 				resp.Body.Close()
 				mu.Lock()
 				r.outcomes[resp.StatusCode]++
+				if resp.StatusCode == http.StatusTooManyRequests && resp.Header.Get("Retry-After") != "" {
+					r.toldWhen++
+				}
 				mu.Unlock()
 			}
 		})
@@ -316,7 +321,8 @@ func (r *floodRound) ratio() float64 {
 // console with what-if replays while another tenant's agent calls over
 // gRPC. Each replay is one Replay call, admitted as a Simulate (one of the
 // principal's at a time, GOMAXPROCS/2 of all), so most are refused before
-// anything is read, and every call of the agent succeeds (quietLoad).
+// anything is read, each refusal held (at most 250 ms) and answered 429
+// with Retry-After; every call of the agent succeeds (quietLoad).
 // Before the console came through the admission none was refused and the
 // agent's p99 went to 1.6 s, 35× the quiet one; with the replay as three
 // calls of which only the last was bounded, 14–51×. The p99 bound itself
@@ -330,6 +336,9 @@ func TestConsoleReplayFlood(t *testing.T) {
 	}
 	if r.outcomes[http.StatusOK] == 0 {
 		t.Errorf("no replay of the flood was served: %v", r.outcomes)
+	}
+	if r.toldWhen != r.outcomes[http.StatusTooManyRequests] {
+		t.Errorf("%d of %d refused replays said when to retry (Retry-After)", r.toldWhen, r.outcomes[http.StatusTooManyRequests])
 	}
 	for code := range r.outcomes {
 		if code != http.StatusOK && code != http.StatusTooManyRequests {

@@ -26,6 +26,7 @@ import (
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server/door"
 	"github.com/setpointhq/setpoint/server/simulate"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -181,7 +182,38 @@ func loopbackHost(host string) bool {
 
 // fail writes err (a gRPC status) as JSON with the matching HTTP status.
 func (c *consoleHandler) fail(w http.ResponseWriter, err error) {
+	c.failFor(nil, w, err)
+}
+
+// refusalHold is how long a request refused for its caller's volume
+// (ResourceExhausted) is held before its 429 is answered, at most: the
+// refusal's own retry delay (google.rpc.RetryInfo) when shorter. A client
+// that retries at once, refused or not, then costs a refusal per hold and
+// connection instead of as many as it can send; Retry-After says the same
+// to one that listens.
+const refusalHold = 250 * time.Millisecond
+
+// failFor is fail for request r: a refusal for volume is held (refusalHold)
+// unless r ends first.
+func (c *consoleHandler) failFor(r *http.Request, w http.ResponseWriter, err error) {
 	st := status.Convert(err)
+	if st.Code() == codes.ResourceExhausted {
+		hold := refusalHold
+		for _, d := range st.Details() {
+			if ri, ok := d.(*errdetails.RetryInfo); ok && ri.GetRetryDelay().AsDuration() < hold {
+				hold = max(0, ri.GetRetryDelay().AsDuration())
+			}
+		}
+		w.Header().Set("Retry-After", "1") // whole seconds: the least it can say
+		if r != nil {
+			t := time.NewTimer(hold)
+			select {
+			case <-t.C:
+			case <-r.Context().Done():
+				t.Stop()
+			}
+		}
+	}
 	code := map[codes.Code]int{
 		codes.InvalidArgument: http.StatusBadRequest, codes.OutOfRange: http.StatusBadRequest,
 		codes.Unauthenticated: http.StatusUnauthorized, codes.PermissionDenied: http.StatusForbidden,
@@ -394,7 +426,7 @@ func (c *consoleHandler) replay(w http.ResponseWriter, r *http.Request, conn *gr
 	}
 	resp, err := consolev1.NewReplayServiceClient(conn).Replay(door.Context(r), req)
 	if err != nil {
-		c.fail(w, err)
+		c.failFor(r, w, err)
 		return
 	}
 	reply(w, map[string]any{"response": resp.GetResponse(), "limits": simulate.ReplayLimits})
