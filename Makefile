@@ -7,7 +7,7 @@ CORPUS   ?= testdata/conformance/scenarios testdata/scenarios
 NPM      ?= npm
 TS       := clients/ts
 
-.PHONY: build image noisy-neighbour agent-scale load load-etcd help run generate lint check-generated vet kube-binaries fleet fleet-long twin chromium ts-deps test test-ts test-console conformance differential differential-long bench fuzz fuzz-short crash powerloss chaos dict
+.PHONY: build image noisy-neighbour replay-flood agent-scale load load-etcd help run generate lint check-generated vet kube-binaries fleet fleet-long twin chromium ts-deps test test-ts test-console conformance differential differential-long bench fuzz fuzz-short crash powerloss chaos dict
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -136,6 +136,12 @@ crash: ## the crash test with KILLS SIGKILLs (default 200; CI runs 20)
 NOISY_DURATION ?= 60s
 noisy-neighbour: ## the noisy-neighbour test for NOISY_DURATION per phase (default 60s; CI runs 2s)
 	SETPOINT_NOISY_DURATION=$(NOISY_DURATION) $(GO) test ./server -count=1 -v -timeout 30m -run '^TestNoisyNeighbour$$'
+
+REPLAY_ROUNDS ?= 5
+REPLAY_DURATION ?= 10s
+replay-flood: ## a what-if replay flood through the console: another tenant's gRPC p99 under it against its quiet p99, REPLAY_ROUNDS rounds (default 5) of REPLAY_DURATION per phase (default 10s); fails when the median ratio is over 10 (issue 28)
+	SETPOINT_NOISY_DURATION=$(REPLAY_DURATION) $(GO) test ./server -count=1 -run '^$$' -bench '^BenchmarkConsoleReplayFlood$$' -benchtime $(REPLAY_ROUNDS)x -timeout 30m | tee /dev/stderr | \
+		awk '{ for (i = 2; i <= NF; i++) if ($$i == "median-ratio") r = $$(i-1) } END { if (r == "" || r + 0 > 10) { print "replay flood: median ratio " r ", want at most 10"; exit 1 } print "replay flood: median ratio " r " (at most 10)" }'
 
 CHAOS_DURATION ?= 5m
 

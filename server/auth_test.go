@@ -45,7 +45,7 @@ var principalsJSON = `{"principals": [
   {"name": "ops", "role": "admin", "certificates": ["ops"]}
 ]}`
 
-func newPKI(t *testing.T) *pkiFixture {
+func newPKI(t testing.TB) *pkiFixture {
 	t.Helper()
 	f := &pkiFixture{dir: t.TempDir(), serverCA: testpki.TestCA(t, "server CA"), clientCA: testpki.TestCA(t, "client CA")}
 	f.serverFiles = testpki.Write(t, f.dir, f.clientCA, f.serverCA.Issue(t, testpki.Leaf{CommonName: "localhost", Server: true}))
@@ -57,7 +57,7 @@ func newPKI(t *testing.T) *pkiFixture {
 // options returns server options serving TLS (client certificates
 // optional) and authenticating with the principals file; both are checked
 // for changes at every handshake and call.
-func (f *pkiFixture) options(t *testing.T, log *slog.Logger) server.Options {
+func (f *pkiFixture) options(t testing.TB, log *slog.Logger) server.Options {
 	t.Helper()
 	ro := server.ReloadOptions{Interval: time.Nanosecond, Logger: log}
 	tc, err := server.NewTLSConfig(server.TLSFiles{Cert: f.serverFiles.Cert, Key: f.serverFiles.Key, ClientCA: f.serverFiles.CA}, ro)
@@ -78,7 +78,7 @@ type creds struct {
 }
 
 // client dials addr over TLS, trusting the server CA, with c.
-func (f *pkiFixture) client(t *testing.T, addr string, c creds) setpointv1.AutoscalerServiceClient {
+func (f *pkiFixture) client(t testing.TB, addr string, c creds) setpointv1.AutoscalerServiceClient {
 	t.Helper()
 	tc := &tls.Config{RootCAs: f.serverCA.Pool(), ServerName: "localhost", MinVersion: tls.VersionTLS12}
 	if c.cert != nil {

@@ -6,6 +6,7 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,18 +15,24 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/setpointhq/setpoint/internal/testpki"
+	consolev1 "github.com/setpointhq/setpoint/proto/setpoint/console/v1"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -41,7 +48,7 @@ type consoleEnv struct {
 
 // startConsole starts a server with o (TLS and authentication added) and
 // its console.
-func startConsole(t *testing.T, o server.Options) *consoleEnv {
+func startConsole(t testing.TB, o server.Options) *consoleEnv {
 	t.Helper()
 	f := newPKI(t)
 	base := f.options(t, slog.New(slog.NewTextHandler(io.Discard, nil)))
@@ -100,7 +107,7 @@ func consoleWithin(t *testing.T, d time.Duration, method, url, token string, bod
 
 // logDecisions makes n decisions for a/shop/name, one a second of the test
 // clock.
-func (e *consoleEnv) logDecisions(t *testing.T, name string, n int) {
+func (e *consoleEnv) logDecisions(t testing.TB, name string, n int) {
 	t.Helper()
 	for i := range n {
 		req := request(name, 3, e.ts.clock.Now())
@@ -114,7 +121,7 @@ func (e *consoleEnv) logDecisions(t *testing.T, name string, n int) {
 
 // replayOf is a replay request body for a/shop/name with the spec of
 // request(name), changed by edit.
-func replayOf(t *testing.T, name string, edit func(*setpointv1.HorizontalPodAutoscalerSpec)) []byte {
+func replayOf(t testing.TB, name string, edit func(*setpointv1.HorizontalPodAutoscalerSpec)) []byte {
 	t.Helper()
 	spec := request(name, 3, t0).GetSpec()
 	if edit != nil {
@@ -204,34 +211,52 @@ func TestConsoleTargetPageMemory(t *testing.T) {
 	}
 }
 
-// TestConsoleReplayFlood (finding 3): a read-only principal floods the
-// console with what-if replays while another tenant's agent calls over
-// gRPC; the replays pass the same Simulate bounds as gRPC's (most are
-// refused), and the agent's p99 stays within noisyRatio of its quiet p99,
-// or noisyFloor as TestNoisyNeighbour allows on a loaded machine (before
-// the console came through the admission, none was refused and the p99
-// was 1.6 s, 35× the quiet one, on a 2-core machine).
-func TestConsoleReplayFlood(t *testing.T) {
-	o := server.Options{RateLimit: 1000, RateBurst: 2000}
-	e := startConsole(t, o)
+// floodRound is what one round of a replay flood measured.
+type floodRound struct {
+	// quiet and flooded are agent-b's latencies without and with the flood.
+	quiet, flooded latencies
+	// outcomes are the flood's answers by HTTP status; toldWhen counts
+	// its 429s that carried a Retry-After.
+	outcomes map[int]int
+	toldWhen int
+	// quietCPU and floodCPU are the process's CPU use (the server and
+	// both clients) in each, in cores.
+	quietCPU, floodCPU float64
+}
+
+// replayFlood is one round of a what-if replay flood: agent-b's normal
+// gRPC load (quietLoad) for 2d without the flood and 2d with it, in four
+// alternating windows (so that the machine's other load weighs on both
+// alike), while a read-only principal's 16 goroutines send what-if
+// replays of a 1,000-decision log during the flood's windows, retrying at
+// once, refused or not.
+func replayFlood(t testing.TB, d time.Duration) *floodRound {
+	e := startConsole(t, server.Options{RateLimit: 1000, RateBurst: 2000})
 	e.logDecisions(t, "web", 1000)
 	b := e.f.client(t, e.ts.addr, creds{token: "b-token"})
-	d := noisyDuration(t)
+	r := &floodRound{outcomes: map[int]int{}}
 
-	var quiet latencies
-	quietLoad(t, b, "b", d, &quiet)
-
-	ctx, cancel := context.WithCancel(t.Context())
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	body := replayOf(t, "web", func(s *setpointv1.HorizontalPodAutoscalerSpec) {
 		s.Behavior.ScaleDown = &setpointv1.ScalingRules{StabilizationWindowSeconds: ptr32(300)}
 	})
-	var wg sync.WaitGroup
-	outcomes := map[int]int{}
-	var mu sync.Mutex
+	var (
+		wg sync.WaitGroup
+		mu sync.Mutex
+		on = make(chan struct{}) // closed while the flood runs; replaced when it stops
+	)
+	flooding := func() chan struct{} { mu.Lock(); defer mu.Unlock(); return on }
 	for range 16 {
 		wg.Go(func() {
 			for ctx.Err() == nil {
+				select {
+				case <-flooding():
+				case <-ctx.Done():
+					return
+				case <-time.After(10 * time.Millisecond):
+					continue // the flood may have started on a newer channel
+				}
 				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.url+"/console/api/replay", bytes.NewReader(body))
 				req.Header.Set("Authorization", "Bearer platform-token")
 				req.Header.Set("Content-Type", "application/json")
@@ -242,26 +267,108 @@ func TestConsoleReplayFlood(t *testing.T) {
 				_, _ = io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
 				mu.Lock()
-				outcomes[resp.StatusCode]++
+				r.outcomes[resp.StatusCode]++
+				if resp.StatusCode == http.StatusTooManyRequests && resp.Header.Get("Retry-After") != "" {
+					r.toldWhen++
+				}
 				mu.Unlock()
 			}
 		})
 	}
-	time.Sleep(d / 4)
-	var noisy latencies
-	quietLoad(t, b, "b", d, &noisy)
+	for i := range 4 {
+		lat, cpu := &r.quiet, &r.quietCPU
+		if i%2 == 1 {
+			lat, cpu = &r.flooded, &r.floodCPU
+			close(flooding())
+			time.Sleep(d / 8) // let the flood build up
+		}
+		start, used := time.Now(), cpuTime(t)
+		quietLoad(t, b, "b", d/2, lat)
+		*cpu += (cpuTime(t) - used).Seconds() / time.Since(start).Seconds() / 2
+		if i%2 == 1 {
+			mu.Lock()
+			on = make(chan struct{})
+			mu.Unlock()
+			time.Sleep(d / 8) // let the flood drain
+		}
+	}
 	cancel()
 	wg.Wait()
-	quietP99, noisyP99 := quiet.quantile(0.99), noisy.quantile(0.99)
-	bound := max(noisyRatio*quietP99, noisyFloor)
-	t.Logf("agent-b over gRPC: quiet p99 %v (%d calls); under the console's replay flood p99 %v (%d calls), %.1f× the quiet p99; bound %v; the flood's answers by HTTP status %v",
-		quietP99, quiet.len(), noisyP99, noisy.len(), float64(noisyP99)/float64(max(quietP99, 1)), bound, outcomes)
-	if noisyP99 > bound {
-		t.Errorf("agent-b's p99 under the replay flood is %v, over %v", noisyP99, bound)
+	return r
+}
+
+// cpuTime is the CPU time the process has used.
+func cpuTime(t testing.TB) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
 	}
-	if outcomes[http.StatusTooManyRequests] == 0 {
-		t.Errorf("no replay of the flood was refused: %v", outcomes)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// String summarizes the round.
+func (r *floodRound) String() string {
+	return fmt.Sprintf("agent-b over gRPC: quiet p50 %v p99 %v (%d calls, the process using %.2f cores); under the replay flood p50 %v p99 %v (%d calls, %.2f cores), %.1f× the quiet p99; the flood's answers by HTTP status %v",
+		r.quiet.quantile(0.5), r.quiet.quantile(0.99), r.quiet.len(), r.quietCPU, r.flooded.quantile(0.5), r.flooded.quantile(0.99), r.flooded.len(), r.floodCPU, r.ratio(), r.outcomes)
+}
+
+// ratio is agent-b's p99 under the flood over its quiet p99.
+func (r *floodRound) ratio() float64 {
+	return float64(r.flooded.quantile(0.99)) / float64(max(r.quiet.quantile(0.99), 1))
+}
+
+// TestConsoleReplayFlood (finding 3): a read-only principal floods the
+// console with what-if replays while another tenant's agent calls over
+// gRPC. Each replay is one Replay call, admitted as a Simulate (one of the
+// principal's at a time, GOMAXPROCS/2 of all), so most are refused before
+// anything is read, each refusal held (at most 250 ms) and answered 429
+// with Retry-After; every call of the agent succeeds (quietLoad).
+// Before the console came through the admission none was refused and the
+// agent's p99 went to 1.6 s, 35× the quiet one; with the replay as three
+// calls of which only the last was bounded, 14–51×. The p99 bound itself
+// (10× the quiet p99) is a measurement, not this test: make replay-flood
+// (BenchmarkConsoleReplayFlood).
+func TestConsoleReplayFlood(t *testing.T) {
+	r := replayFlood(t, noisyDuration(t))
+	t.Log(r)
+	if r.outcomes[http.StatusTooManyRequests] == 0 {
+		t.Errorf("no replay of the flood was refused: %v", r.outcomes)
 	}
+	if r.outcomes[http.StatusOK] == 0 {
+		t.Errorf("no replay of the flood was served: %v", r.outcomes)
+	}
+	if r.toldWhen != r.outcomes[http.StatusTooManyRequests] {
+		t.Errorf("%d of %d refused replays said when to retry (Retry-After)", r.toldWhen, r.outcomes[http.StatusTooManyRequests])
+	}
+	for code := range r.outcomes {
+		if code != http.StatusOK && code != http.StatusTooManyRequests {
+			t.Errorf("the flood was answered %d: %v", code, r.outcomes)
+		}
+	}
+}
+
+// BenchmarkConsoleReplayFlood measures the fairness promise under a
+// what-if replay flood (replayFlood, SETPOINT_NOISY_DURATION per window
+// pair): each iteration is one round, logged; it reports agent-b's mean
+// quiet and flood p99 and the median and largest ratio of the rounds
+// (issue 28's bar: at most 10). make replay-flood runs rounds and checks
+// the median.
+func BenchmarkConsoleReplayFlood(b *testing.B) {
+	d := noisyDuration(b)
+	var ratios []float64
+	var quietP99, floodP99 time.Duration
+	for b.Loop() {
+		r := replayFlood(b, d)
+		quietP99, floodP99 = quietP99+r.quiet.quantile(0.99), floodP99+r.flooded.quantile(0.99)
+		ratios = append(ratios, r.ratio())
+		b.Logf("round %d: %v", len(ratios), r)
+	}
+	n := float64(len(ratios))
+	b.ReportMetric(float64(quietP99.Microseconds())/1000/n, "quiet-p99-ms")
+	b.ReportMetric(float64(floodP99.Microseconds())/1000/n, "flood-p99-ms")
+	slices.Sort(ratios)
+	b.ReportMetric(ratios[len(ratios)/2], "median-ratio")
+	b.ReportMetric(ratios[len(ratios)-1], "max-ratio")
 }
 
 func ptr32(v int32) *int32 { return &v }
@@ -454,4 +561,109 @@ func TestListDecisionsOutOfRangeTime(t *testing.T) {
 		t.Errorf("ListDecisions with start_time in year 36812: %v, want InvalidArgument without a proto: prefix", err)
 	}
 	checkBadRequest(t, err, "start_time")
+}
+
+// TestReplayService: the console's Replay over gRPC replays the logged
+// decisions of the range (one step each, at their times) with the spec
+// given and the target's settings; it is refused for a cluster the caller
+// may not read, and a bad request names its field.
+func TestReplayService(t *testing.T) {
+	e := startConsole(t, server.Options{})
+	e.logDecisions(t, "web", 20)
+	conn := dial(t, e.ts.addr, withTLS(&tls.Config{RootCAs: e.f.serverCA.Pool(), ServerName: "localhost", MinVersion: tls.VersionTLS12}),
+		grpc.WithPerRPCCredentials(bearer("platform-token")))
+	c := consolev1.NewReplayServiceClient(conn)
+	key := func(cluster string) *setpointv1.TargetKey {
+		return &setpointv1.TargetKey{Cluster: cluster, Namespace: "shop", Name: "web"}
+	}
+	spec := request("web", 3, t0).GetSpec()
+	// The log's decisions were made one a second from t0: [t0+5s, t0+15s)
+	// holds ten.
+	resp, err := c.Replay(t.Context(), &consolev1.ReplayRequest{Target: key("a"), Spec: spec,
+		StartTime: timestamppb.New(t0.Add(5 * time.Second)), EndTime: timestamppb.New(t0.Add(15 * time.Second))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var times []time.Time
+	for _, s := range resp.GetResponse().GetSteps() {
+		times = append(times, s.GetTime().AsTime())
+	}
+	var want []time.Time
+	for i := 5; i < 15; i++ {
+		want = append(want, t0.Add(time.Duration(i)*time.Second))
+	}
+	if d := cmp.Diff(want, times); d != "" {
+		t.Errorf("replayed steps (-want +got):\n%s", d)
+	}
+	if n := len(resp.GetRequest().GetSteps()); n != 10 || resp.GetRequest().GetPodModel().GetInitialReplicas() == 0 {
+		t.Errorf("the replay's request has %d steps and pod model %v, want 10 and the first decision's replicas", n, resp.GetRequest().GetPodModel())
+	}
+
+	if _, err := c.Replay(t.Context(), &consolev1.ReplayRequest{Target: key("b"), Spec: spec}); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("replay of another cluster's target: %v, want PermissionDenied", err)
+	}
+	if _, err := c.Replay(t.Context(), &consolev1.ReplayRequest{Target: &setpointv1.TargetKey{Cluster: "a", Namespace: "shop", Name: "nope"}, Spec: spec}); status.Code(err) != codes.NotFound {
+		t.Errorf("replay of an unknown target: %v, want NotFound", err)
+	}
+	_, err = c.Replay(t.Context(), &consolev1.ReplayRequest{Target: key("a")})
+	checkBadRequest(t, err, "spec")
+	_, err = c.Replay(t.Context(), &consolev1.ReplayRequest{Target: key("a"), Spec: spec, StartTime: &timestamppb.Timestamp{Seconds: 1 << 40}})
+	checkBadRequest(t, err, "start_time")
+	_, err = c.Replay(t.Context(), &consolev1.ReplayRequest{Target: key("a"), Spec: spec, StartTime: timestamppb.New(t0.Add(time.Hour))})
+	if status.Code(err) != codes.FailedPrecondition {
+		t.Errorf("replay of a range without decisions: %v, want FailedPrecondition", err)
+	}
+}
+
+// TestReplayWithFallback (issue 32, try before enabling): a target whose
+// metrics failed for a while is replayed with a fallback added to its
+// spec; the replay proposes the fallback's count once the metrics have
+// failed for its failure_duration, and never before, while the replay
+// without it holds its count.
+func TestReplayWithFallback(t *testing.T) {
+	e := startConsole(t, server.Options{})
+	for i := range 12 {
+		req := request("flaky", 3, e.ts.clock.Now())
+		req.Target.Cluster = "a"
+		if i >= 4 {
+			req.ResourceMetrics.Items = nil // the metrics API answers nothing
+		}
+		if _, err := e.agentA.Recommend(t.Context(), req); err != nil {
+			t.Fatalf("decision %d: %v", i, err)
+		}
+		e.ts.clock.Step(15 * time.Second)
+	}
+	conn := dial(t, e.ts.addr, withTLS(&tls.Config{RootCAs: e.f.serverCA.Pool(), ServerName: "localhost", MinVersion: tls.VersionTLS12}),
+		grpc.WithPerRPCCredentials(bearer("platform-token")))
+	c := consolev1.NewReplayServiceClient(conn)
+	replay := func(fallback *setpointv1.Fallback) []int32 {
+		t.Helper()
+		spec := request("flaky", 3, t0).GetSpec()
+		spec.Fallback = fallback
+		resp, err := c.Replay(t.Context(), &consolev1.ReplayRequest{Target: &setpointv1.TargetKey{Cluster: "a", Namespace: "shop", Name: "flaky"}, Spec: spec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []int32
+		for _, s := range resp.GetResponse().GetSteps() {
+			out = append(out, s.GetDecision().GetDesiredReplicas())
+		}
+		return out
+	}
+	without := replay(nil)
+	with := replay(&setpointv1.Fallback{Behavior: "static", Replicas: 30, FailureDuration: durationpb.New(30 * time.Second)})
+	t.Logf("replayed without a fallback %v, with one (static 30 after 30 s) %v", without, with)
+	// Decisions 0–3 had metrics; from 4 on they failed: at 4 and 5 the
+	// failure is younger than 30 s, from 6 on the fallback applies.
+	for i := range with {
+		switch {
+		case i < 6 && with[i] != without[i]:
+			t.Errorf("decision %d differs before the fallback may apply: %d, without %d", i, with[i], without[i])
+		case i >= 6 && with[i] != 30:
+			t.Errorf("decision %d with the fallback = %d, want 30", i, with[i])
+		}
+	}
+	if slices.Contains(without, 30) {
+		t.Errorf("the replay without a fallback reached 30: %v", without)
+	}
 }

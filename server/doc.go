@@ -108,12 +108,13 @@
 // (what-ifs through the engine), convert (proto ↔ engine), console (the web
 // console, through the door), door (the contract of the door), watch (the
 // Watch streams, their hub over the change feed and the resume points of
-// tenants). The handlers (service.go, admin.go, session.go) are still files
-// of this package.
+// tenants). The handlers (service.go, admin.go, session.go, replay.go) are
+// still files of this package.
 //
 // Serve runs the server on a listener until its context ends, then shuts
 // down gracefully: health turns NOT_SERVING, GracefulStop waits for calls in
 // flight (Stop after Options.ShutdownTimeout). The caller closes the store
 // afterwards. While serving, targets not seen for Options.ExpireAfter are
-// removed every Options.ExpireInterval.
+// removed as Serve starts and then every Options.ExpireInterval (the
+// server's expiry loop, the only one).
 package server

@@ -398,11 +398,13 @@ func New(st store.Store, o Options) (*Server, error) {
 }
 
 // register registers the server's services with r: AutoscalerService,
-// AdminService, the console's SessionService, health and reflection.
+// AdminService, the console's SessionService and ReplayService, health and
+// reflection.
 func (s *Server) register(r reflection.GRPCServer) {
 	setpointv1.RegisterAutoscalerServiceServer(r, s.svc)
 	setpointv1.RegisterAdminServiceServer(r, &admin{store: s.store, log: s.log})
 	consolev1.RegisterSessionServiceServer(r, session{})
+	consolev1.RegisterReplayServiceServer(r, replayer{svc: s.svc})
 	healthpb.RegisterHealthServer(r, s.health)
 	reflection.Register(r)
 }
@@ -620,27 +622,30 @@ func (s *Server) closeWatches() {
 	s.hub.Close()
 }
 
-// expireLoop removes targets not seen for Options.ExpireAfter, every
-// Options.ExpireInterval (the first pass one interval after Serve starts),
-// until ctx ends. It is the expiry loop production runs; store.RunExpiry
-// (which also runs a pass at once) is to be removed with the store's
-// rewrite (issue 28's note).
+// expireLoop removes the targets not seen for Options.ExpireAfter: one
+// pass as Serve starts (so that a server restarted more often than
+// Options.ExpireInterval still expires), then one every ExpireInterval,
+// until ctx ends. A failed pass is logged and the next runs as planned.
+// It is the only expiry loop: the store has none, and every server of a
+// shared store runs its own.
 func (s *Server) expireLoop(ctx context.Context) {
 	t := time.NewTicker(s.opts.ExpireInterval)
 	defer t.Stop()
 	for {
+		cutoff := s.now().Add(-s.opts.ExpireAfter)
+		n, err := s.store.Expire(ctx, cutoff)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			s.log.Error("expire targets", "err", err)
+		case n > 0:
+			s.log.Info("expired targets", "count", n, "not_seen_since", cutoff)
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			cutoff := s.now().Add(-s.opts.ExpireAfter)
-			n, err := s.store.Expire(ctx, cutoff)
-			switch {
-			case err != nil && ctx.Err() == nil:
-				s.log.Error("expire targets", "err", err)
-			case n > 0:
-				s.log.Info("expired targets", "count", n, "not_seen_since", cutoff)
-			}
 		}
 	}
 }
@@ -650,7 +655,7 @@ func (s *Server) expireLoop(ctx context.Context) {
 // calls through the server's own admission, as the browser (package transport).
 // Without Options.Auth everyone sees everything, and the page says so.
 func (s *Server) ConsoleHandler() http.Handler {
-	return console.Handler(console.Options{Conn: s.console.Load, Authenticated: s.opts.Auth != nil, MaxSimulateSteps: s.opts.MaxSimulateSteps})
+	return console.Handler(console.Options{Conn: s.console.Load, Authenticated: s.opts.Auth != nil})
 }
 
 // connectionAge is gRPC's MaxConnectionAge for age: none (gRPC's infinity)

@@ -338,15 +338,69 @@ func TestHealthAndReflection(t *testing.T) {
 	_ = stream.CloseSend()
 }
 
+// expiryProbe is a store whose Expire passes are recorded (their
+// cutoffs) and whose first pass fails.
+type expiryProbe struct {
+	store.Store
+	mu      sync.Mutex
+	cutoffs []time.Time
+}
+
+func (p *expiryProbe) Expire(ctx context.Context, cutoff time.Time) (int, error) {
+	p.mu.Lock()
+	p.cutoffs = append(p.cutoffs, cutoff)
+	first := len(p.cutoffs) == 1
+	p.mu.Unlock()
+	if first {
+		return 0, errors.New("an injected failure of the first pass")
+	}
+	return p.Store.Expire(ctx, cutoff)
+}
+
+// TestExpiry: the server's expiry loop (the only one) removes the targets
+// not seen for ExpireAfter by its own clock and keeps the others; a failed
+// pass is followed by the next.
 func TestExpiry(t *testing.T) {
-	ts := start(t, setup{opts: server.Options{ExpireAfter: time.Hour, ExpireInterval: 5 * time.Millisecond}})
+	probe := &expiryProbe{}
+	ts := start(t, setup{opts: server.Options{ExpireAfter: time.Hour, ExpireInterval: 5 * time.Millisecond},
+		wrap: func(st store.Store) store.Store { probe.Store = st; return probe }})
 	c := ts.client(t)
 	if _, err := c.Recommend(t.Context(), request("web", 2, t0)); err != nil {
 		t.Fatal(err)
 	}
 	ts.clock.Step(2 * time.Hour)
-	testkit.Eventually(t, 5*time.Second, "the target to expire", func() error {
+	if _, err := c.Recommend(t.Context(), request("api", 2, ts.clock.Now())); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 5*time.Second, "the idle target to expire", func() error {
 		_, err := c.GetTarget(t.Context(), &setpointv1.GetTargetRequest{Target: key("web")})
+		if status.Code(err) == codes.NotFound {
+			return nil
+		}
+		return fmt.Errorf("GetTarget: %v", err)
+	})
+	if _, err := c.GetTarget(t.Context(), &setpointv1.GetTargetRequest{Target: key("api")}); err != nil {
+		t.Errorf("the target seen within ExpireAfter: %v", err)
+	}
+	probe.mu.Lock()
+	defer probe.mu.Unlock()
+	if last := probe.cutoffs[len(probe.cutoffs)-1]; !last.Equal(ts.clock.Now().Add(-time.Hour)) {
+		t.Errorf("the last pass's cutoff is %v, want the server's clock less ExpireAfter, %v", last, ts.clock.Now().Add(-time.Hour))
+	}
+}
+
+// TestExpiryAtStart: a server restarted more often than its expiry
+// interval still expires: a pass runs as it starts.
+func TestExpiryAtStart(t *testing.T) {
+	ts := start(t, setup{})
+	if _, err := ts.client(t).Recommend(t.Context(), request("web", 2, t0)); err != nil {
+		t.Fatal(err)
+	}
+	ts.stop(t)
+	later := testkit.NewClock(t0.Add(2 * time.Hour))
+	ts2 := start(t, setup{path: ts.path, opts: server.Options{Now: later.Now, ExpireAfter: time.Hour, ExpireInterval: time.Hour}})
+	testkit.Eventually(t, 5*time.Second, "the idle target to expire as the server starts", func() error {
+		_, err := ts2.client(t).GetTarget(t.Context(), &setpointv1.GetTargetRequest{Target: key("web")})
 		if status.Code(err) == codes.NotFound {
 			return nil
 		}

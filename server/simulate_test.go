@@ -25,7 +25,7 @@ const corpus = "../testdata/conformance/scenarios"
 // through Simulate, one call per scenario, and requires exactly the
 // controller's outcome at every step; nothing may be written.
 func TestSimulateReplaysConformance(t *testing.T) {
-	ts := start(t, setup{})
+	ts := start(t, setup{opts: server.Options{ExpireAfter: -1}}) // no expiry pass writes either
 	c := ts.client(t)
 	loaded, bad, err := scenario.Load(corpus, "../testdata/scenarios")
 	if err != nil || len(bad) > 0 {
@@ -134,7 +134,7 @@ func step(name string, n int, at time.Time, usage string) *setpointv1.SimulateSt
 // legacy stabilization raises a count of 3 toward it), and the stored
 // record and file are unchanged.
 func TestSimulateSeededLeavesStoreUntouched(t *testing.T) {
-	ts := start(t, setup{})
+	ts := start(t, setup{opts: server.Options{ExpireAfter: -1}}) // no expiry pass writes either
 	c := ts.client(t)
 	ctx := t.Context()
 	rec := request("web", 4, ts.clock.Now())

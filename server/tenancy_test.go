@@ -46,7 +46,7 @@ const (
 
 // noisyDuration is how long each phase of the noisy-neighbour test runs:
 // SETPOINT_NOISY_DURATION (make noisy-neighbour) or a short CI default.
-func noisyDuration(t *testing.T) time.Duration {
+func noisyDuration(t testing.TB) time.Duration {
 	if s := os.Getenv("SETPOINT_NOISY_DURATION"); s != "" {
 		d, err := time.ParseDuration(s)
 		if err != nil {
@@ -110,7 +110,7 @@ func (l *latencies) len() int {
 
 // quietLoad is a well-behaved agent's load: for d, one Recommend for one
 // of its 8 targets and one GetTarget every 20 ms. Every call must succeed.
-func quietLoad(t *testing.T, c setpointv1.AutoscalerServiceClient, cluster string, d time.Duration, lat *latencies) {
+func quietLoad(t testing.TB, c setpointv1.AutoscalerServiceClient, cluster string, d time.Duration, lat *latencies) {
 	t.Helper()
 	end := time.Now().Add(d)
 	for i := 0; time.Now().Before(end); i++ {

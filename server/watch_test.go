@@ -437,3 +437,53 @@ func TestWatchResumePointsOfTenants(t *testing.T) {
 	ts3 := start(t, setup{path: ts.path, opts: server.Options{Auth: auth, ResumeKey: []byte("another key of sixteen+ bytes")}})
 	wantViolation(t, refused(as(ts3, "eu1-reader"), revs[1]), "resume_after")
 }
+
+// TestWatchPointIgnoresOthersWrites (issue 28, finding 11): the resume
+// point a tenant is given depends only on the clusters it may read. While
+// another tenant writes, the tenant's header point stays the same (it
+// changed with every write of anyone's before) and resuming from it works
+// even after the other's writes pushed every change it had seen out of
+// the kept feed; a change of its own cluster moves it.
+func TestWatchPointIgnoresOthersWrites(t *testing.T) {
+	auth := authFromFile(t, `{"principals": [
+	  {"name": "dash-eu1", "role": "platform", "clusters": ["eu1"], "token_sha256": ["`+sha256hex("eu1-reader")+`"]},
+	  {"name": "ops", "role": "admin", "token_sha256": ["`+sha256hex("admin")+`"]}
+	]}`)
+	ts := start(t, setup{opts: server.Options{Auth: auth}, storeOpts: store.Options{MaxChanges: 3}})
+	as := func(token string) setpointv1.AutoscalerServiceClient {
+		return ts.client(t, grpc.WithTransportCredentials(insecureCreds()), grpc.WithPerRPCCredentials(bearer(token)))
+	}
+	admin, reader := as("admin"), as("eu1-reader")
+	header := func() uint64 {
+		t.Helper()
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		_, p := watch(t, ctx, reader, &setpointv1.WatchRequest{})
+		return p
+	}
+	recommendIn(t, admin, "eu1", "web", 1) // revision 1: the tenant's
+	before := header()
+
+	// The other tenant writes more than the feed keeps (3).
+	for i := range 5 {
+		recommendIn(t, admin, "eu2", fmt.Sprint("api-", i), i+1)
+		if p := header(); p != before {
+			t.Fatalf("after the other tenant's write %d the tenant's point is %d, was %d", i+1, p, before)
+		}
+	}
+	s, h := watch(t, t.Context(), reader, &setpointv1.WatchRequest{ResumeAfter: before})
+	if h != before {
+		t.Errorf("resumed header = %d, want the resume point %d", h, before)
+	}
+	recommendIn(t, admin, "eu1", "api", 2) // revision 7: the tenant's own
+	r, err := s.Recv()
+	if err != nil {
+		t.Fatalf("resuming from a point older than the kept feed, past only others' writes: %v", err)
+	}
+	if got := change(r); !strings.HasSuffix(got, " eu1/shop/api decision 4") {
+		t.Errorf("resumed stream got %q, want eu1/shop/api decision 4", got)
+	}
+	if after := header(); after == before || after != r.GetRevision() {
+		t.Errorf("after a change of its cluster the tenant's point is %d (was %d), want that change's %d", after, before, r.GetRevision())
+	}
+}

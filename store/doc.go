@@ -205,10 +205,9 @@
 // it removes, plus those last seen in cutoff's hour, plus one seek, not a
 // scan of the store. The
 // caller sets LastSeen in its Update function; a record left with a zero
-// LastSeen is removed by the next Expire. RunExpiry runs Expire
-// periodically:
-//
-//	go store.RunExpiry(ctx, st, store.ExpiryOptions{Every: time.Minute, MaxIdle: 24 * time.Hour, Now: now})
+// LastSeen is removed by the next Expire. The store runs no loop of its
+// own: the server calls Expire periodically (server.Options.ExpireAfter,
+// ExpireInterval), every server of a shared store alike.
 //
 // # On-disk layout (schema version 4)
 //

@@ -52,6 +52,7 @@ var methodAccess = map[string]access{
 	setpointv1.AutoscalerService_Watch_FullMethodName:         accessWatch,
 	setpointv1.AdminService_Backup_FullMethodName:             accessAdmin,
 	consolev1.SessionService_Who_FullMethodName:               accessAny,
+	consolev1.ReplayService_Replay_FullMethodName:             accessRead,
 }
 
 // allowed reports whether p may call method with req. A request of an

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	consolev1 "github.com/setpointhq/setpoint/proto/setpoint/console/v1"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server/auth"
 	"github.com/setpointhq/setpoint/server/budget"
@@ -125,6 +126,8 @@ func (l RequestLimits) checkReceived(req any, received int64) error {
 	case *setpointv1.RecommendRequest:
 		bound("spec.metrics", len(r.GetSpec().GetMetrics()), l.MaxMetrics, "metrics")
 		step("", r.GetPods(), r.GetResourceMetrics(), r.GetObservations())
+	case *consolev1.ReplayRequest:
+		bound("spec.metrics", len(r.GetSpec().GetMetrics()), l.MaxMetrics, "metrics")
 	case *setpointv1.SimulateRequest:
 		bound("spec.metrics", len(r.GetSpec().GetMetrics()), l.MaxMetrics, "metrics")
 		for i, s := range r.GetSteps() {

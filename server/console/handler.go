@@ -25,6 +25,8 @@ import (
 	consolev1 "github.com/setpointhq/setpoint/proto/setpoint/console/v1"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server/door"
+	"github.com/setpointhq/setpoint/server/simulate"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -53,8 +55,6 @@ type Options struct {
 	// Authenticated says the server authenticates its callers; without,
 	// the console says so on every page and answers loopback names only.
 	Authenticated bool
-	// MaxSimulateSteps bounds the decisions one replay replays.
-	MaxSimulateSteps int
 }
 
 // Handler serves the web console under /console/: the target list, each
@@ -118,8 +118,7 @@ var routes = []Route{
 	{"GET /console/api/target", []string{setpointv1.AutoscalerService_GetTarget_FullMethodName}, func(c *consoleHandler) consoleEndpoint { return c.target }},
 	{"GET /console/api/decisions", []string{setpointv1.AutoscalerService_ListDecisions_FullMethodName}, func(c *consoleHandler) consoleEndpoint { return c.decisions }},
 	{"GET /console/api/watch", []string{setpointv1.AutoscalerService_Watch_FullMethodName}, func(c *consoleHandler) consoleEndpoint { return c.watch }},
-	{"POST /console/api/replay", []string{setpointv1.AutoscalerService_GetTarget_FullMethodName, setpointv1.AutoscalerService_ListDecisions_FullMethodName, setpointv1.AutoscalerService_Simulate_FullMethodName},
-		func(c *consoleHandler) consoleEndpoint { return c.replay }},
+	{"POST /console/api/replay", []string{consolev1.ReplayService_Replay_FullMethodName}, func(c *consoleHandler) consoleEndpoint { return c.replay }},
 }
 
 // Routes returns the console's JSON endpoints.
@@ -183,7 +182,38 @@ func loopbackHost(host string) bool {
 
 // fail writes err (a gRPC status) as JSON with the matching HTTP status.
 func (c *consoleHandler) fail(w http.ResponseWriter, err error) {
+	c.failFor(nil, w, err)
+}
+
+// refusalHold is how long a request refused for its caller's volume
+// (ResourceExhausted) is held before its 429 is answered, at most: the
+// refusal's own retry delay (google.rpc.RetryInfo) when shorter. A client
+// that retries at once, refused or not, then costs a refusal per hold and
+// connection instead of as many as it can send; Retry-After says the same
+// to one that listens.
+const refusalHold = 250 * time.Millisecond
+
+// failFor is fail for request r: a refusal for volume is held (refusalHold)
+// unless r ends first.
+func (c *consoleHandler) failFor(r *http.Request, w http.ResponseWriter, err error) {
 	st := status.Convert(err)
+	if st.Code() == codes.ResourceExhausted {
+		hold := refusalHold
+		for _, d := range st.Details() {
+			if ri, ok := d.(*errdetails.RetryInfo); ok && ri.GetRetryDelay().AsDuration() < hold {
+				hold = max(0, ri.GetRetryDelay().AsDuration())
+			}
+		}
+		w.Header().Set("Retry-After", "1") // whole seconds: the least it can say
+		if r != nil {
+			t := time.NewTimer(hold)
+			select {
+			case <-t.C:
+			case <-r.Context().Done():
+				t.Stop()
+			}
+		}
+	}
 	code := map[codes.Code]int{
 		codes.InvalidArgument: http.StatusBadRequest, codes.OutOfRange: http.StatusBadRequest,
 		codes.Unauthenticated: http.StatusUnauthorized, codes.PermissionDenied: http.StatusForbidden,
@@ -232,7 +262,7 @@ func (c *consoleHandler) session(w http.ResponseWriter, r *http.Request, conn *g
 	out := map[string]any{
 		"authenticated": c.o.Authenticated,
 		"tls":           r.TLS != nil,
-		"replayLimits":  ReplayLimits,
+		"replayLimits":  simulate.ReplayLimits,
 	}
 	if who.GetPrincipal() != "" {
 		out["principal"], out["role"] = who.GetPrincipal(), who.GetRole()
@@ -363,26 +393,26 @@ type replayBody struct {
 	EndTime   string          `json:"endTime"`
 }
 
-// replay runs a target's logged decisions (at most MaxSimulateSteps, the
-// oldest of the range) through Simulate with an edited spec and returns
-// the request it ran, Simulate's answer and the replay's limits. Nothing
-// is stored. It reads the target (GetTarget), the log (ListDecisions) and
-// runs the replay (Simulate) as the caller, through the door.
+// replay runs a target's logged decisions (at most the server's Simulate
+// step limit, the oldest of the range) through Simulate with an edited
+// spec and returns the request it ran, Simulate's answer and the replay's
+// limits. Nothing is stored. It is one call as the caller, through the
+// door: the Replay service reads the target and its log and runs the
+// replay, admitted as a Simulate.
 func (c *consoleHandler) replay(w http.ResponseWriter, r *http.Request, conn *grpc.ClientConn) {
 	var body replayBody
-	key, spec := &setpointv1.TargetKey{}, &setpointv1.HorizontalPodAutoscalerSpec{}
+	req := &consolev1.ReplayRequest{Target: &setpointv1.TargetKey{}, Spec: &setpointv1.HorizontalPodAutoscalerSpec{}}
 	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, consoleMaxBody))
 	if err == nil {
 		err = json.Unmarshal(raw, &body)
 	}
 	if err == nil {
-		err = errors.Join(protojson.Unmarshal(body.Target, key), protojson.Unmarshal(body.Spec, spec))
+		err = errors.Join(protojson.Unmarshal(body.Target, req.Target), protojson.Unmarshal(body.Spec, req.Spec))
 	}
-	logReq := &setpointv1.ListDecisionsRequest{Target: key}
 	for _, b := range []struct {
 		v  string
 		ts **timestamppb.Timestamp
-	}{{body.StartTime, &logReq.StartTime}, {body.EndTime, &logReq.EndTime}} {
+	}{{body.StartTime, &req.StartTime}, {body.EndTime, &req.EndTime}} {
 		if err == nil && b.v != "" {
 			var t time.Time
 			if t, err = time.Parse(time.RFC3339Nano, b.v); err == nil {
@@ -394,38 +424,12 @@ func (c *consoleHandler) replay(w http.ResponseWriter, r *http.Request, conn *gr
 		c.fail(w, status.Error(codes.InvalidArgument, "replay: the body must be {\"target\": TargetKey, \"spec\": HorizontalPodAutoscalerSpec, \"startTime\", \"endTime\": RFC 3339} in JSON"))
 		return
 	}
-	ctx := door.Context(r)
-	t, err := setpointv1.NewAutoscalerServiceClient(conn).GetTarget(ctx, &setpointv1.GetTargetRequest{Target: key})
+	resp, err := consolev1.NewReplayServiceClient(conn).Replay(door.Context(r), req)
 	if err != nil {
-		c.fail(w, err)
+		c.failFor(r, w, err)
 		return
 	}
-	maxSteps := c.o.MaxSimulateSteps
-	logReq.PageSize = int32(min(maxSteps, setpointv1.MaxDecisionsPageSize))
-	var logged []*setpointv1.LoggedDecision
-	for len(logged) < maxSteps {
-		page, err := setpointv1.NewAutoscalerServiceClient(conn).ListDecisions(ctx, logReq)
-		if err != nil {
-			c.fail(w, err)
-			return
-		}
-		logged = append(logged, page.GetDecisions()...)
-		if logReq.PageToken = page.GetNextPageToken(); logReq.PageToken == "" {
-			break
-		}
-	}
-	if len(logged) == 0 {
-		c.fail(w, status.Error(codes.FailedPrecondition, "replay: the target has no logged decisions in the range"))
-		return
-	}
-	logged = logged[:min(len(logged), maxSteps)]
-	sim := replaySimulation(spec, t.GetTarget().GetSettings(), logged, maxSteps)
-	resp, err := setpointv1.NewAutoscalerServiceClient(conn).Simulate(ctx, sim)
-	if err != nil {
-		c.fail(w, err)
-		return
-	}
-	reply(w, map[string]any{"request": sim, "response": resp, "limits": ReplayLimits})
+	reply(w, map[string]any{"response": resp.GetResponse(), "limits": simulate.ReplayLimits})
 }
 
 // watch streams the changes of the targets the caller may read (optionally

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sync"
 
+	consolev1 "github.com/setpointhq/setpoint/proto/setpoint/console/v1"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -251,6 +252,13 @@ func (f *Fairness) unsafeDispatch() {
 	}
 }
 
+// simulates are the methods bounded as Simulates (Bounds.Simulates,
+// MaxSimulates): Simulate, and the console's Replay, which runs one.
+var simulates = map[string]bool{
+	setpointv1.AutoscalerService_Simulate_FullMethodName: true,
+	consolev1.ReplayService_Replay_FullMethodName:        true,
+}
+
 // Unary is the fairness interceptor of unary calls.
 func (f *Fairness) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	var d Usage // the call itself is held by the tap handle (Hold)
@@ -259,7 +267,7 @@ func (f *Fairness) Unary(ctx context.Context, req any, info *grpc.UnaryServerInf
 	} else if m, ok := req.(proto.Message); ok {
 		d.Bytes = int64(proto.Size(m))
 	}
-	if info.FullMethod == setpointv1.AutoscalerService_Simulate_FullMethodName {
+	if simulates[info.FullMethod] {
 		d.Simulates = 1
 	}
 	who, ok := f.caller(ctx)

@@ -6,6 +6,11 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	consolev1 "github.com/setpointhq/setpoint/proto/setpoint/console/v1"
+	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // TestFairnessServesPrincipalsInTurn: with one slot, a principal arriving
@@ -137,4 +142,54 @@ func bounds(b Bounds) Bounds {
 		}
 	}
 	return b
+}
+
+// principalKey is the context key of the principal in these tests.
+type principalKey struct{}
+
+// TestReplaysAreBoundedAsSimulates: the console's Replay is a Simulate to
+// the bounds. While one principal's replay runs, its next replay and
+// another principal's Simulate past the global bound are refused at once
+// (ResourceExhausted) without running; once it ends, the next runs.
+func TestReplaysAreBoundedAsSimulates(t *testing.T) {
+	var refusals []string
+	f := New(bounds(Bounds{Simulates: 1, MaxSimulates: 1}), func(r string) { refusals = append(refusals, r) },
+		func(ctx context.Context) (string, bool) {
+			who, ok := ctx.Value(principalKey{}).(string)
+			return who, ok
+		},
+		func(context.Context) (int64, bool) { return 10, true })
+	as := func(who string) context.Context { return context.WithValue(t.Context(), principalKey{}, who) }
+	replay := &grpc.UnaryServerInfo{FullMethod: consolev1.ReplayService_Replay_FullMethodName}
+	simulate := &grpc.UnaryServerInfo{FullMethod: setpointv1.AutoscalerService_Simulate_FullMethodName}
+
+	running, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.Unary(as("dashboard"), nil, replay, func(context.Context, any) (any, error) {
+			close(running)
+			<-release
+			return nil, nil
+		})
+		done <- err
+	}()
+	<-running
+	ran := func(context.Context, any) (any, error) { t.Error("a call past the bound ran"); return nil, nil }
+	if _, err := f.Unary(as("dashboard"), nil, replay, ran); status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("the principal's second replay: %v, want ResourceExhausted", err)
+	}
+	if _, err := f.Unary(as("agent-b"), nil, simulate, ran); status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("another principal's Simulate past the global bound: %v, want ResourceExhausted", err)
+	}
+	if want := []string{RefusedSimulates, RefusedSimulates}; !cmp.Equal(refusals, want) {
+		t.Errorf("refusals %v, want %v", refusals, want)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	served := false
+	if _, err := f.Unary(as("dashboard"), nil, replay, func(context.Context, any) (any, error) { served = true; return nil, nil }); err != nil || !served {
+		t.Errorf("the replay after the first ended: %v, served %v", err, served)
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -252,6 +253,11 @@ func (sim *Simulation) Run(ctx context.Context) (*setpointv1.SimulateResponse, e
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		// A simulation is CPU-bound for up to MaxSteps decisions; it
+		// yields between them so that the calls waiting for a processor
+		// (other tenants' Recommends) run within a step, not within the
+		// scheduler's 10 ms time slice.
+		runtime.Gosched()
 		step := &sim.steps[i]
 		if step.scale != nil {
 			sim.replicas = step.scale.Replicas
@@ -457,29 +463,43 @@ func (m *podModel) input(spec engine.Spec, settings engine.Settings, scale engin
 		}
 	}
 	requests, usageList := engine.ResourceListOf(m.requests), engine.ResourceListOf(usage)
+	// One array per part for all the pods of the step: a step with n pods
+	// allocates a handful of times, not 3n (a replay of 1,000 steps made
+	// most of a flood's garbage, and so most of its collections).
+	n := len(m.started)
+	in.Pods = make([]engine.Pod, 0, n)
+	containers, ready := make([]engine.Container, n), make([]engine.PodReadiness, n)
+	var usages []engine.ContainerUsage
+	if len(usage) > 0 {
+		in.ResourceMetrics.Pods = make([]engine.PodUsage, 0, n)
+		usages = make([]engine.ContainerUsage, n)
+	}
 	for j, started := range m.started {
 		name := podName(j)
+		containers[j] = engine.Container{Name: m.container, Requests: requests}
 		pod := engine.Pod{
 			Name: name, Phase: engine.PodRunning,
-			Containers: []engine.Container{{Name: m.container, Requests: requests}},
+			Containers: containers[j : j+1 : j+1],
+			Ready:      &ready[j],
 		}
 		if started.IsZero() {
 			pod.StartTime = m.firstStep.Add(-simLongAgo)
-			pod.Ready = &engine.PodReadiness{Status: engine.ConditionTrue, LastTransitionTime: pod.StartTime}
+			ready[j] = engine.PodReadiness{Status: engine.ConditionTrue, LastTransitionTime: pod.StartTime}
 		} else {
 			pod.StartTime = started
 			readyAt := started.Add(m.readyAfter)
 			if now.Before(readyAt) {
-				pod.Ready = &engine.PodReadiness{Status: engine.ConditionFalse, LastTransitionTime: started}
+				ready[j] = engine.PodReadiness{Status: engine.ConditionFalse, LastTransitionTime: started}
 			} else {
-				pod.Ready = &engine.PodReadiness{Status: engine.ConditionTrue, LastTransitionTime: readyAt}
+				ready[j] = engine.PodReadiness{Status: engine.ConditionTrue, LastTransitionTime: readyAt}
 			}
 		}
 		in.Pods = append(in.Pods, pod)
 		if len(usage) > 0 {
+			usages[j] = engine.ContainerUsage{Name: m.container, Usage: usageList}
 			in.ResourceMetrics.Pods = append(in.ResourceMetrics.Pods, engine.PodUsage{
 				Pod: name, Timestamp: now, Window: simMetricWindow,
-				Containers: []engine.ContainerUsage{{Name: m.container, Usage: usageList}},
+				Containers: usages[j : j+1 : j+1],
 			})
 		}
 	}

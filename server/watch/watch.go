@@ -9,8 +9,11 @@
 // A caller that may read every cluster sees the feed's revisions; any
 // other sees resume points (ResumePoints, resume.go): the revision sealed
 // under a key of the principal's own, so that it learns nothing of other
-// tenants' writes and cannot use another principal's points. Package
-// server wires both; this package imports nothing of it.
+// tenants' writes and cannot use another principal's points. Those
+// points also move only with the changes of the clusters the caller may
+// read: a stream's header gives the latest of them (the Hub keeps each
+// cluster's latest revision), never the feed's latest. Package server
+// wires both; this package imports nothing of it.
 package watch
 
 import (
@@ -61,8 +64,17 @@ type Hub struct {
 	// cutoff, when set, is called (under mu) for each watcher cut off.
 	cutoff func() // set before following, never changed
 
-	mu        sync.Mutex
-	latest    uint64 // revision of the latest change published
+	mu     sync.Mutex
+	latest uint64 // revision of the latest change published
+	// floor is a revision after which the hub has been published every
+	// change (the store's at NewHub, moved on after a gap), and clusters
+	// the revision of the latest change published of each cluster since:
+	// together they give the latest change of a set of clusters without
+	// reading the store (visible). gapped says a gap was published and
+	// floor awaits the next change.
+	floor     uint64
+	clusters  map[string]uint64
+	gapped    bool
 	closed    bool
 	watchers  map[*watcher]struct{}
 	observers []func([]store.Change)
@@ -83,7 +95,7 @@ type watcher struct {
 // NewHub follows feed; Close stops it. cutoff, when not nil, is called for
 // each stream cut off.
 func NewHub(ctx context.Context, feed store.Feed, buffer int, cutoff func()) (*Hub, error) {
-	h := &Hub{feed: feed, buffer: buffer, cutoff: cutoff, watchers: map[*watcher]struct{}{}}
+	h := &Hub{feed: feed, buffer: buffer, cutoff: cutoff, watchers: map[*watcher]struct{}{}, clusters: map[string]uint64{}}
 	h.stop = feed.Follow(h.publish)
 	rev, err := feed.Revision(ctx)
 	if err != nil {
@@ -92,6 +104,9 @@ func NewHub(ctx context.Context, feed store.Feed, buffer int, cutoff func()) (*H
 	}
 	h.mu.Lock()
 	h.latest = max(h.latest, rev)
+	// Every change after rev is published to the hub (Follow began
+	// first); those published before Revision answered are known too.
+	h.floor = rev
 	h.mu.Unlock()
 	return h, nil
 }
@@ -106,6 +121,14 @@ func (h *Hub) publish(cs []store.Change) {
 		return
 	}
 	h.latest = max(h.latest, cs[len(cs)-1].Revision)
+	if h.gapped {
+		// The changes before this commit's were missed: what the hub
+		// knows of each cluster starts after them.
+		h.floor, h.gapped = cs[0].Revision-1, false
+	}
+	for _, c := range cs {
+		h.clusters[c.Key.Cluster] = c.Revision
+	}
 	for _, o := range h.observers {
 		o(cs)
 	}
@@ -134,6 +157,7 @@ func (h *Hub) publish(cs []store.Change) {
 // caller resumes and learns from the store whether what it missed is still
 // kept; h.mu is held.
 func (h *Hub) missed(cs []store.Change) {
+	h.gapped = true
 	for _, o := range h.observers {
 		o(cs)
 	}
@@ -168,17 +192,37 @@ func (h *Hub) drop(w *watcher) {
 }
 
 // subscribe registers a watcher of the changes whose key match accepts and
-// returns it with the latest revision published before it: every later
-// change it matches is queued to it.
-func (h *Hub) subscribe(match func(target.Key) bool) (*watcher, uint64, error) {
+// returns it with the latest revision published before it (every later
+// change it matches is queued to it) and the visible revision of the
+// clusters cluster accepts (match accepts no key of another cluster).
+func (h *Hub) subscribe(match func(target.Key) bool, cluster func(string) bool) (w *watcher, latest, visible uint64, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
-		return nil, 0, store.ErrClosed
+		return nil, 0, 0, store.ErrClosed
 	}
-	w := &watcher{match: match, ch: make(chan store.Change, h.buffer), ended: make(chan struct{})}
+	w = &watcher{match: match, ch: make(chan store.Change, h.buffer), ended: make(chan struct{})}
 	h.watchers[w] = struct{}{}
-	return w, h.latest, nil
+	return w, h.latest, h.unsafeVisible(cluster), nil
+}
+
+// unsafeVisible returns a revision v ≤ h.latest such that no change of a
+// cluster that cluster accepts came after v up to h.latest: the latest
+// such change, or the floor when none came since. It depends only on the
+// changes of those clusters (and on when the hub started), so a tenant
+// whose point it is learns nothing of other clusters' writes. While a
+// gap's extent is unknown it is h.latest. h.mu is held.
+func (h *Hub) unsafeVisible(cluster func(string) bool) uint64 {
+	if h.gapped {
+		return h.latest
+	}
+	v := h.floor
+	for c, rev := range h.clusters {
+		if rev > v && cluster(c) {
+			v = rev
+		}
+	}
+	return v
 }
 
 // unsubscribe removes w, when still registered.
@@ -225,16 +269,22 @@ type Streams struct {
 
 // Watch streams the changes recorded after the request's resume point
 // that match its filter and that the caller may read.
+//
+// Every point the caller is given — the header's, a change's, the one an
+// ending stream names — is the revision of a change it was sent, or
+// (before any) the visible revision of the clusters its stream may see
+// (Hub.unsafeVisible): never a revision that moved because another
+// tenant wrote.
 func (s *Streams) Watch(req *setpointv1.WatchRequest, stream grpc.ServerStreamingServer[setpointv1.WatchResponse]) error {
 	ctx := stream.Context()
 	if err := Validate(req); err != nil {
 		return s.ToStatus(ctx, s.Log, err)
 	}
-	match, err := s.watchFilter(ctx, req)
+	match, cluster, err := s.watchFilter(ctx, req)
 	if err != nil {
 		return err
 	}
-	w, latest, err := s.Hub.subscribe(match)
+	w, latest, visible, err := s.Hub.subscribe(match, cluster)
 	if err != nil {
 		return s.ToStatus(ctx, s.Log, err)
 	}
@@ -244,20 +294,29 @@ func (s *Streams) Watch(req *setpointv1.WatchRequest, stream grpc.ServerStreamin
 
 	// point is what the caller sees of a revision: the revision itself
 	// for a caller that reads every cluster, a sealed resume point for
-	// any other (resume.go).
+	// any other (resume.go). last is the revision the stream has read
+	// the feed up to; shown the point the caller resumes from, which
+	// moves only with the changes it is sent.
 	point := func(rev uint64) uint64 { return rev }
-	last := latest
+	seal, sealed := s.sealerFor(ctx)
+	if sealed {
+		point = seal.seal
+	}
+	last, shown := latest, latest
+	if sealed {
+		shown = visible
+	}
 	if after := req.GetResumeAfter(); after > 0 {
 		rev := after
-		if seal, ok := s.sealerFor(ctx); ok {
-			point = seal.seal
+		if sealed {
 			if rev, err = seal.open(after); err != nil {
 				e := &setpointv1.ValidationError{}
 				e.Add("resume_after", "%v: resume from a point a stream's header or changes gave you, or watch without it", err)
 				return s.ToStatus(ctx, s.Log, e.Err())
 			}
 		}
-		if rev > latest {
+		switch {
+		case rev > latest:
 			// Another server gave the point out, its feed ahead of this
 			// one's: the store says whether it names a revision at all.
 			// The changes up to it are skipped as they arrive.
@@ -268,12 +327,16 @@ func (s *Streams) Watch(req *setpointv1.WatchRequest, stream grpc.ServerStreamin
 			if rev > stored {
 				return status.Error(codes.OutOfRange, "watch: resume_after is ahead of every change the store has; watch without resume_after")
 			}
+			last = rev
+		case rev < visible:
+			last = rev // catch up from the store
+		default:
+			// Nothing of the stream's clusters came after rev: no need
+			// to read (or to find compacted) the others' changes.
 		}
-		last = rev
-	} else if seal, ok := s.sealerFor(ctx); ok {
-		point = seal.seal
+		shown = rev
 	}
-	if err := stream.SendHeader(metadata.Pairs(RevisionHeader, strconv.FormatUint(point(last), 10))); err != nil {
+	if err := stream.SendHeader(metadata.Pairs(RevisionHeader, strconv.FormatUint(point(shown), 10))); err != nil {
 		return err
 	}
 	// Catch up from the store up to the revision the subscription started
@@ -281,7 +344,7 @@ func (s *Streams) Watch(req *setpointv1.WatchRequest, stream grpc.ServerStreamin
 	for last < latest {
 		cs, err := s.Hub.feed.Changes(ctx, last, watchPage)
 		if errors.Is(err, store.ErrOutOfRange) {
-			return status.Errorf(codes.OutOfRange, "watch: the changes after resume point %d are no longer kept; read the targets again and watch without resume_after", point(last))
+			return status.Errorf(codes.OutOfRange, "watch: the changes after resume point %d are no longer kept; read the targets again and watch without resume_after", point(shown))
 		} else if err != nil {
 			return s.ToStatus(ctx, s.Log, err)
 		}
@@ -293,6 +356,7 @@ func (s *Streams) Watch(req *setpointv1.WatchRequest, stream grpc.ServerStreamin
 				if err := stream.Send(watchResponse(c, point)); err != nil {
 					return err
 				}
+				shown = c.Revision
 			}
 			last = c.Revision
 		}
@@ -303,12 +367,12 @@ func (s *Streams) Watch(req *setpointv1.WatchRequest, stream grpc.ServerStreamin
 			return status.FromContextError(ctx.Err()).Err()
 		case <-w.ended:
 			if w.gap {
-				return status.Errorf(codes.Aborted, "watch: this server's change feed missed changes (it fell behind the store's compaction) and the stream was ended; resume with resume_after=%d", point(last))
+				return status.Errorf(codes.Aborted, "watch: this server's change feed missed changes (it fell behind the store's compaction) and the stream was ended; resume with resume_after=%d", point(shown))
 			}
 			if w.cut {
-				return status.Errorf(codes.Aborted, "watch: the stream fell behind by more than %d changes and was ended; resume with resume_after=%d", s.Hub.buffer, point(last))
+				return status.Errorf(codes.Aborted, "watch: the stream fell behind by more than %d changes and was ended; resume with resume_after=%d", s.Hub.buffer, point(shown))
 			}
-			return status.Errorf(codes.Unavailable, "watch: the server is shutting down; resume with resume_after=%d", point(last))
+			return status.Errorf(codes.Unavailable, "watch: the server is shutting down; resume with resume_after=%d", point(shown))
 		case c := <-w.ch:
 			if c.Revision <= last {
 				continue // already sent while catching up
@@ -316,7 +380,7 @@ func (s *Streams) Watch(req *setpointv1.WatchRequest, stream grpc.ServerStreamin
 			if err := stream.Send(watchResponse(c, point)); err != nil {
 				return err
 			}
-			last = c.Revision
+			last, shown = c.Revision, c.Revision
 		}
 	}
 }
@@ -334,30 +398,31 @@ func Validate(req *setpointv1.WatchRequest) error {
 	return e.Err()
 }
 
-// watchFilter returns the filter of a Watch: the request's cluster,
-// namespace and name, and the clusters the caller may read. A cluster the
+// watchFilter returns the filter of a Watch — the request's cluster,
+// namespace and name, and the clusters the caller may read — and its
+// clusters: those of the request the caller may read. A cluster the
 // caller may not read is PermissionDenied.
-func (s *Streams) watchFilter(ctx context.Context, req *setpointv1.WatchRequest) (func(target.Key) bool, error) {
+func (s *Streams) watchFilter(ctx context.Context, req *setpointv1.WatchRequest) (match func(target.Key) bool, clusters func(string) bool, err error) {
 	cluster, namespace, name := req.GetCluster(), req.GetNamespace(), req.GetName()
 	if cluster != "" {
 		if err := s.MayRead(ctx, cluster); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	may := func(string) bool { return true }
 	if s.Authenticated {
 		p, ok := auth.PrincipalFrom(ctx)
 		if !ok {
-			return nil, status.Error(codes.Unauthenticated, "not authenticated")
+			return nil, nil, status.Error(codes.Unauthenticated, "not authenticated")
 		}
 		may = p.CanRead
 	}
+	clusters = func(c string) bool { return (cluster == "" || c == cluster) && may(c) }
 	return func(k target.Key) bool {
-		return (cluster == "" || k.Cluster == cluster) &&
+		return clusters(k.Cluster) &&
 			(namespace == "" || k.Namespace == namespace) &&
-			(name == "" || k.Name == name) &&
-			may(k.Cluster)
-	}, nil
+			(name == "" || k.Name == name)
+	}, clusters, nil
 }
 
 // sealerFor returns the resume-point permutation of the caller, and false

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -379,6 +380,38 @@ func TestConsole(t *testing.T) {
 		if countAbove(drawn, 4) <= countAbove(desiredOf(logged), 4) {
 			t.Errorf("the replay with a 300 s window does not hold more replicas for longer: replay %v, logged %v", drawn, desiredOf(logged))
 		}
+
+		// A schedule window opening at the first logged decision's minute
+		// with a floor of 20 (issue 32's try-before-enabling): the replay
+		// draws what Simulate says of the spec with that window, and the
+		// page says it reached the log's peak earlier.
+		first := logged[0].GetDecisionTime().AsTime().UTC()
+		cron := fmt.Sprintf("%d %d * * *", first.Minute(), first.Hour())
+		do(t, ctx, "replay with a schedule window",
+			chromedp.Click("#clear-replay"), // the last replay's answer goes
+			chromedp.WaitNotPresent("#replay-summary"),
+			chromedp.SetValue(`input[name=downWindow]`, "60"),
+			chromedp.SetValue(`input[name=schedStart]`, cron),
+			chromedp.SetValue(`input[name=schedMinutes]`, "2"),
+			chromedp.SetValue(`input[name=schedMin]`, "20"),
+			chromedp.Click("#run-replay"),
+			chromedp.WaitVisible("#replay-changed"),
+		)
+		drawn = evalStrings(t, ctx, `[...document.querySelectorAll('.replicas-chart .alt-point')].map(p => p.dataset.desired)`)
+		want = simulateReplayWith(t, admin, web.key, logged, func(s *setpointv1.HorizontalPodAutoscalerSpec) {
+			s.Schedules = []*setpointv1.ScheduleWindow{{Name: "what-if", TimeZone: "UTC", Start: cron, Duration: durationpb.New(2 * time.Minute), MinReplicas: 20}}
+		})
+		if diff := cmp.Diff(want, drawn); diff != "" {
+			t.Errorf("replay curve with a schedule window (-Simulate +drawn):\n%s", diff)
+		}
+		if want[0] == desiredOf(logged)[0] {
+			t.Errorf("the schedule window changed nothing at the first decision: replay %v, logged %v", want, desiredOf(logged))
+		}
+		changed := evalStrings(t, ctx, `[document.querySelector('#replay-changed').textContent]`)[0]
+		if !strings.Contains(changed, "earlier") || !strings.Contains(changed, "replica-minutes") {
+			t.Errorf("the page's summary %q does not say the replay reached the peak earlier and its replica-minutes", changed)
+		}
+		t.Logf("what-if with a schedule window: %s", changed)
 		screenshot(t, ctx, "console-target")
 	})
 
@@ -429,12 +462,21 @@ func listDecisions(t *testing.T, c setpointv1.AutoscalerServiceClient, k *setpoi
 }
 
 // simulateReplay asks Simulate what the target would have decided with a
-// scale-down window of window seconds, from the logged utilizations: pods
-// requesting 100 units of cpu each use the logged percent.
+// scale-down window of window seconds (simulateReplayWith).
 func simulateReplay(t *testing.T, c setpointv1.AutoscalerServiceClient, k *setpointv1.TargetKey, logged []*setpointv1.LoggedDecision, window int32) []string {
 	t.Helper()
+	return simulateReplayWith(t, c, k, logged, func(s *setpointv1.HorizontalPodAutoscalerSpec) {
+		s.Behavior.ScaleDown.StabilizationWindowSeconds = ptr(window)
+	})
+}
+
+// simulateReplayWith asks Simulate what the target would have decided with
+// its spec changed by edit, from the logged utilizations: pods requesting
+// 100 units of cpu each use the logged percent.
+func simulateReplayWith(t *testing.T, c setpointv1.AutoscalerServiceClient, k *setpointv1.TargetKey, logged []*setpointv1.LoggedDecision, edit func(*setpointv1.HorizontalPodAutoscalerSpec)) []string {
+	t.Helper()
 	spec := webSpec(k.GetName())
-	spec.Behavior.ScaleDown.StabilizationWindowSeconds = ptr(window)
+	edit(spec)
 	req := &setpointv1.SimulateRequest{Spec: spec, PodModel: &setpointv1.PodModel{
 		InitialReplicas: logged[0].GetExplanation().GetCurrentReplicas(), Requests: map[string]string{"cpu": "100"}}}
 	for _, d := range logged {

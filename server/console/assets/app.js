@@ -608,6 +608,30 @@ function renderWhatIf(page) {
         <label class="field">Scale-down window (s) <input name="downWindow" type="number" min="0" max="3600" value="${num((b.scaleDown || {}).stabilizationWindowSeconds)}"></label>
       </div>
       <div class="row">${fields}</div>
+      <fieldset class="ahead">
+        <legend>Ahead of the load: add a schedule window or a fallback (the spec has ${(spec.schedules || []).length} window${(spec.schedules || []).length === 1 ? "" : "s"} and ${spec.fallback ? "a" : "no"} fallback)</legend>
+        <div class="row">
+          <label class="field">Window opens (cron: minute hour day month weekday) <input name="schedStart" placeholder="0 8 * * 1-5"></label>
+          <label class="field">Time zone (IANA) <input name="schedZone" value="UTC"></label>
+        </div>
+        <div class="row">
+          <label class="field">Open for (minutes) <input name="schedMinutes" type="number" min="1" max="11520" value="60"></label>
+          <label class="field">Floor while open (replicas) <input name="schedMin" type="number" min="0" value="${num(spec.maxReplicas)}"></label>
+        </div>
+        <div class="row">
+          <label class="field">Fallback <select name="fbBehavior">
+            <option value="">${spec.fallback ? "as in the spec" : "none"}</option>
+            <option value="static">static: propose the replicas below</option>
+            <option value="currentReplicas">currentReplicas: stay</option>
+            <option value="currentReplicasIfHigher">currentReplicasIfHigher</option>
+            <option value="currentReplicasIfLower">currentReplicasIfLower</option>
+          </select></label>
+          <label class="field">after metrics fail for (s) <input name="fbAfter" type="number" min="0" value="0"></label>
+        </div>
+        <div class="row">
+          <label class="field">Fallback replicas <input name="fbReplicas" type="number" min="0" value="${num(spec.maxReplicas)}"></label>
+        </div>
+      </fieldset>
       <button class="primary" type="submit" id="run-replay">Replay ${page.log.length} decisions</button>
       <button class="ghost" type="button" id="clear-replay">Clear</button>
     </form>
@@ -630,6 +654,21 @@ function renderWhatIf(page) {
       else if (t.type === "AverageValue") t.averageValue = v;
       else t.value = v;
     });
+    // A schedule window and a fallback join the spec as Simulate takes them
+    // (spec.schedules, spec.fallback): the server checks them and names a
+    // bad field.
+    const start = String(f.get("schedStart") || "").trim();
+    if (start) {
+      const names = new Set((alt.schedules || []).map((w) => w.name));
+      let name = "what-if";
+      for (let i = 2; names.has(name); i++) name = `what-if-${i}`;
+      alt.schedules = [...(alt.schedules || []), {
+        name, start, timeZone: String(f.get("schedZone") || "UTC").trim(),
+        duration: `${Math.round(Number(f.get("schedMinutes")) * 60)}s`, minReplicas: Number(f.get("schedMin")),
+      }];
+    }
+    const fb = String(f.get("fbBehavior") || "");
+    if (fb) alt.fallback = { behavior: fb, failureDuration: `${Math.round(Number(f.get("fbAfter")))}s`, replicas: Number(f.get("fbReplicas")) };
     const btn = $("#run-replay");
     btn.disabled = true;
     try {
@@ -655,7 +694,9 @@ function replayBody(page, spec) {
   return body;
 }
 
-// renderDiffs lists the stretches where the replay decided differently.
+// renderDiffs says what the replay would have changed — when it first
+// reached the logged peak, the replica-minutes it adds or saves — and
+// lists the stretches where it decided differently.
 function renderDiffs(page) {
   const steps = page.replay.response.steps || [];
   const real = new Map(page.log.map((d) => [new Date(d.decisionTime).getTime(), num(d.desiredReplicas)]));
@@ -672,9 +713,44 @@ function renderDiffs(page) {
   const total = steps.filter((s) => real.get(new Date(s.time).getTime()) !== num(s.decision.desiredReplicas)).length;
   const items = runs.slice(0, 40).map((r) =>
     `<li>${esc(fmtTime(r.from))}${r.to !== r.from ? "–" + esc(fmtTime(r.to)) : ""}: <b>${r.alt}</b> replicas instead of ${r.real} (${r.alt > r.real ? "+" : ""}${r.alt - r.real})</li>`).join("");
+  const changed = total ? whatChanged(page.log, steps) : "";
   $("#replay-out").innerHTML = `<h2 class="spaced">Differences</h2>
     <p id="replay-summary">${total ? `${total} of ${steps.length} decisions differ.` : `The replay decides as the target did at every one of ${steps.length} decisions.`}</p>
+    ${changed ? `<p id="replay-changed">${esc(changed)}</p>` : ""}
     <ul class="diffs">${items}</ul>${runs.length > 40 ? `<p class="muted">… and ${runs.length - 40} more stretches.</p>` : ""}`;
+}
+
+// whatChanged sums up a replay against the log in words: when the replay
+// first reached the highest count the log reached (earlier, later, never),
+// and the replica-minutes it adds or saves (each decision's count held
+// until the next decision).
+function whatChanged(log, steps) {
+  const at = (iso) => new Date(iso).getTime();
+  const peak = Math.max(...log.map((d) => num(d.desiredReplicas)));
+  const logged = log.find((d) => num(d.desiredReplicas) >= peak);
+  const replayed = steps.find((s) => num(s.decision.desiredReplicas) >= peak);
+  const words = [];
+  if (!replayed) words.push(`never reached ${peak} replicas (the log did at ${fmtTime(logged.decisionTime)})`);
+  else {
+    const d = at(logged.decisionTime) - at(replayed.time);
+    words.push(d === 0 ? `reached ${peak} replicas at the same time` : `reached ${peak} replicas ${span(Math.abs(d))} ${d > 0 ? "earlier" : "later"}`);
+  }
+  const real = new Map(log.map((d) => [at(d.decisionTime), num(d.desiredReplicas)]));
+  let extra = 0;
+  steps.forEach((s, i) => {
+    const r = real.get(at(s.time));
+    if (r === undefined || i + 1 >= steps.length) return;
+    extra += (num(s.decision.desiredReplicas) - r) * (at(steps[i + 1].time) - at(s.time)) / 60000;
+  });
+  const rm = Math.round(extra * 10) / 10;
+  words.push(rm === 0 ? "the same replica-minutes" : `${rm > 0 ? "+" : ""}${rm} replica-minutes`);
+  return "The replay " + words.join("; ") + ".";
+}
+
+// span says a duration in ms in minutes and seconds.
+function span(ms) {
+  const s = Math.round(ms / 1000), m = Math.floor(s / 60);
+  return m ? (s % 60 ? `${m} min ${s % 60} s` : `${m} min`) : `${s} s`;
 }
 
 start();

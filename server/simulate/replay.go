@@ -1,4 +1,4 @@
-package console
+package simulate
 
 import (
 	"fmt"
@@ -12,8 +12,8 @@ import (
 // logged utilization of u percent replays as a usage of u units.
 const replayRequest = "100"
 
-// ReplayLimits say, in words, how a what-if replay differs from what the
-// target lived through; the console shows them beside the replay.
+// ReplayLimits say, in words, how a replay (Replay) differs from what the
+// target lived through; the console shows them beside a replay.
 var ReplayLimits = []string{
 	"Pods are rebuilt from the logged counts: every pod is identical, ready and started long before the first decision; unready and missing pods, readiness delays and CPU initialization are not replayed.",
 	"Each metric replays its logged value per pod (or its total, for Object and External metrics): when the alternative runs a different number of replicas, the load is not spread over them, so the two curves are comparable up to where they first part and approximate after.",
@@ -22,15 +22,12 @@ var ReplayLimits = []string{
 	"Metric fetches that failed replay as failures; a metric the log has no value for (a spec with more metrics than the log) fails too.",
 }
 
-// replaySimulation is the Simulate request that replays logged decisions
-// (oldest first) with spec and settings: a pod model starting at the first
+// Replay is the Simulate request that replays logged decisions (oldest
+// first) with spec and settings: a pod model starting at the first
 // decision's replica count, one step per decision at its time with each
-// metric's logged value (see ReplayLimits). At most maxSteps decisions, the
-// newest, are replayed.
-func replaySimulation(spec *setpointv1.HorizontalPodAutoscalerSpec, settings *setpointv1.ControllerSettings, logged []*setpointv1.LoggedDecision, maxSteps int) *setpointv1.SimulateRequest {
-	if len(logged) > maxSteps {
-		logged = logged[len(logged)-maxSteps:]
-	}
+// metric's logged value (see ReplayLimits). The caller bounds the
+// decisions by the step limit.
+func Replay(spec *setpointv1.HorizontalPodAutoscalerSpec, settings *setpointv1.ControllerSettings, logged []*setpointv1.LoggedDecision) *setpointv1.SimulateRequest {
 	req := &setpointv1.SimulateRequest{Spec: spec, Settings: settings, PodModel: &setpointv1.PodModel{Requests: map[string]string{}}}
 	if len(logged) > 0 {
 		req.PodModel.InitialReplicas = logged[0].GetExplanation().GetCurrentReplicas()
