@@ -53,6 +53,25 @@ func TestRecommendRequestAhead(t *testing.T) {
 	}
 }
 
+// The measured pod start-up is sent as pod_startup, and only when measured.
+func TestRecommendRequestPodStartup(t *testing.T) {
+	req := &Request{
+		Target: Target{Cluster: "c", Namespace: "ns", Name: "web"},
+		Spec: v1alpha1.AutoscalerSpec{
+			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"},
+			MaxReplicas:    30,
+		},
+		Scale: Scale{Replicas: 1, StatusReplicas: 1, Selector: "app=web"},
+	}
+	if got := recommendRequest(req).GetPodStartup(); got != nil {
+		t.Errorf("not measured: pod_startup %v, want absent", got)
+	}
+	req.PodStartup = PodStartup{Time: 95 * time.Second, Pods: 4}
+	if got := recommendRequest(req).GetPodStartup(); got.AsDuration() != 95*time.Second {
+		t.Errorf("measured 95s on 4 pods: pod_startup %v", got)
+	}
+}
+
 // The annotation sets an HPA's fallback and schedules with the
 // Autoscaler's schema; without it nothing is set, and a value that does
 // not parse (or names an unknown field) is an error.
