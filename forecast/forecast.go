@@ -389,18 +389,6 @@ func Demand(m engine.MetricExplanation, current int32) (float64, bool) {
 	return m.Ratio * float64(pods), true
 }
 
-// Propose fits h for cfg and returns the proposal of its forecast at now
-// for the metric named metric, and false when the forecast is silent.
-// It costs a Fit (a fraction of a millisecond for a full history).
-func Propose(h *History, metric string, cfg Config, now time.Time) (engine.Proposal, bool) {
-	m := Fit(h, cfg)
-	f, ok := m.Predict(now)
-	if !ok {
-		return engine.Proposal{}, false
-	}
-	return f.Proposal(metric), true
-}
-
 // Sample adds to h the demand that m, a metric of a decision made at at
 // from current replicas, shows (Demand); false when the metric failed and
 // nothing was added.

@@ -18,9 +18,20 @@ const maxForecastMetrics = 8
 // forecast, so that its proposal stays within the engine's bounds.
 const maxForecastName = 512
 
+// models keeps the models fitted to targets' histories: a target's
+// history changes its closed steps once per forecast.Step (10 minutes), and
+// a Recommend comes every sync (15 s), so most Recommends find their model
+// here instead of fitting it again (0.3-0.6 ms; docs/ahead-of-load.md). A
+// model is a function of the history and the settings, which key it, so
+// the decision is the same with or without the cache. Bounded at 1,024
+// models of at most about 25 KiB (a full history's): 25 MiB, the least
+// recently used dropped first. With more forecasting targets than that
+// deciding in turn, the models are fitted at every decision again.
+var models = forecast.NewCache(1024)
+
 // decideForecast is target.Decide for a target that forecasts with cfg:
 // the stored histories of rec.Forecasts each propose their forecast at now
-// (forecast.Propose: silent until they can predict), the proposals join
+// (fitted through models: silent until they can predict), the proposals join
 // in's, the decision is made, and its metrics' demands are added to the
 // histories (forecast.Sample), which rec.Forecasts then holds. A history
 // that does not decode starts again empty. Pure, as target.Decide is; on
@@ -35,8 +46,9 @@ func decideForecast(rec *target.Record, in target.Input, cfg forecast.Config, id
 			continue
 		}
 		byName[f.Metric] = &hs[i]
-		if p, ok := forecast.Propose(&hs[i], f.Metric, cfg, now); ok {
-			ps = append(ps, p)
+		m := models.Fit(&hs[i], cfg)
+		if fc, ok := m.Predict(now); ok {
+			ps = append(ps, fc.Proposal(f.Metric))
 		}
 	}
 	in.Engine.Proposals = ps
