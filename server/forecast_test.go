@@ -139,11 +139,9 @@ func TestForecastAheadOfDailyRamp(t *testing.T) {
 	}
 }
 
-// A forecast never scales in on its own: at night, after the day's peak,
-// the forecast's target decides the load's count as the plain one does.
-// Covered by the engine's merge by max; here, a forecast target with the
-// request's pod_startup set uses it as its lead time (pod_startup plus a
-// 15 s sync), which the explanation's horizon shows.
+// A request's pod_startup sets the forecast's lead time (pod_startup plus
+// a 15 s sync) in place of spec.forecast.lead_time: the explanation's
+// horizon shows it.
 func TestForecastLeadFromPodStartup(t *testing.T) {
 	ts := start(t, setup{})
 	c := ts.client(t)
