@@ -20,6 +20,9 @@ func setAhead(out *setpointv1.HorizontalPodAutoscalerSpec, spec *v1alpha1.Autosc
 	if f := spec.Fallback; f != nil {
 		out.Fallback = &setpointv1.Fallback{FailureDuration: durationOf(f.FailureDuration), Behavior: f.Behavior, Replicas: f.Replicas}
 	}
+	if f := spec.Forecast; f != nil {
+		out.Forecast = &setpointv1.Forecast{LeadTime: durationOf(f.LeadTime), MaxError: float64(f.MaxErrorPercent) / 100}
+	}
 	if len(spec.Schedules) == 0 {
 		return
 	}
@@ -40,13 +43,14 @@ func durationOf(d *metav1.Duration) *durationpb.Duration {
 	return durationpb.New(d.Duration)
 }
 
-// AheadAnnotation turns on a fallback and schedule windows for a native
-// HorizontalPodAutoscaler the agent serves. Its value is JSON with the
-// Autoscaler's schema for them:
+// AheadAnnotation turns on a fallback, schedule windows and a forecast for
+// a native HorizontalPodAutoscaler the agent serves. Its value is JSON
+// with the Autoscaler's schema for them:
 //
 //	{"fallback": {"failureDuration": "45s", "behavior": "static", "replicas": 5},
 //	 "schedules": [{"name": "business-hours", "timeZone": "Europe/Berlin",
-//	                "start": "0 8 * * 1-5", "end": "0 18 * * 1-5", "minReplicas": 10}]}
+//	                "start": "0 8 * * 1-5", "end": "0 18 * * 1-5", "minReplicas": 10}],
+//	 "forecast": {"leadTime": "5m", "maxErrorPercent": 15}}
 //
 // It is off by default: an HPA without it is decided exactly as the HPA
 // controller decides. A value that does not parse is reported as an
@@ -58,13 +62,14 @@ const AheadAnnotation = "setpoint.dev/ahead-of-load"
 type aheadFields struct {
 	Fallback  *v1alpha1.Fallback        `json:"fallback,omitempty"`
 	Schedules []v1alpha1.ScheduleWindow `json:"schedules,omitempty"`
+	Forecast  *v1alpha1.Forecast        `json:"forecast,omitempty"`
 }
 
 // maxAheadAnnotation bounds AheadAnnotation's value, in bytes (32 windows
 // of 128-byte fields fit).
 const maxAheadAnnotation = 32 << 10
 
-// setAheadAnnotation sets spec's fallback and schedules from an HPA's
+// setAheadAnnotation sets spec's fallback, schedules and forecast from an HPA's
 // AheadAnnotation, when it has one. Unknown fields are an error, so a
 // misspelt field is not silently ignored.
 func setAheadAnnotation(spec *v1alpha1.AutoscalerSpec, annotations map[string]string) error {
@@ -84,6 +89,6 @@ func setAheadAnnotation(spec *v1alpha1.AutoscalerSpec, annotations map[string]st
 	if dec.More() {
 		return fmt.Errorf("annotation %s: one JSON object expected", AheadAnnotation)
 	}
-	spec.Fallback, spec.Schedules = f.Fallback, f.Schedules
+	spec.Fallback, spec.Schedules, spec.Forecast = f.Fallback, f.Schedules, f.Forecast
 	return nil
 }

@@ -48,8 +48,32 @@ func TestRecommendRequestAhead(t *testing.T) {
 	}
 
 	req.Spec.Fallback, req.Spec.Schedules = nil, nil
-	if s := recommendRequest(req).GetSpec(); s.GetFallback() != nil || s.GetSchedules() != nil {
-		t.Errorf("without them: fallback %v, schedules %v", s.GetFallback(), s.GetSchedules())
+	if s := recommendRequest(req).GetSpec(); s.GetFallback() != nil || s.GetSchedules() != nil || s.GetForecast() != nil {
+		t.Errorf("without them: fallback %v, schedules %v, forecast %v", s.GetFallback(), s.GetSchedules(), s.GetForecast())
+	}
+	req.Spec.Forecast = &v1alpha1.Forecast{LeadTime: &metav1.Duration{Duration: 5 * time.Minute}, MaxErrorPercent: 20}
+	wantForecast := &setpointv1.Forecast{LeadTime: durationpb.New(5 * time.Minute), MaxError: 0.2}
+	if diff := cmp.Diff(wantForecast, recommendRequest(req).GetSpec().GetForecast(), protocmp.Transform()); diff != "" {
+		t.Errorf("forecast (-want +got):\n%s", diff)
+	}
+}
+
+// The measured pod start-up is sent as pod_startup, and only when measured.
+func TestRecommendRequestPodStartup(t *testing.T) {
+	req := &Request{
+		Target: Target{Cluster: "c", Namespace: "ns", Name: "web"},
+		Spec: v1alpha1.AutoscalerSpec{
+			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"},
+			MaxReplicas:    30,
+		},
+		Scale: Scale{Replicas: 1, StatusReplicas: 1, Selector: "app=web"},
+	}
+	if got := recommendRequest(req).GetPodStartup(); got != nil {
+		t.Errorf("not measured: pod_startup %v, want absent", got)
+	}
+	req.PodStartup = PodStartup{Time: 95 * time.Second, Pods: 4}
+	if got := recommendRequest(req).GetPodStartup(); got.AsDuration() != 95*time.Second {
+		t.Errorf("measured 95s on 4 pods: pod_startup %v", got)
 	}
 }
 
@@ -58,7 +82,8 @@ func TestRecommendRequestAhead(t *testing.T) {
 // not parse (or names an unknown field) is an error.
 func TestAheadAnnotation(t *testing.T) {
 	const valid = `{"fallback": {"failureDuration": "45s", "behavior": "static", "replicas": 5},
-		"schedules": [{"name": "business-hours", "timeZone": "Europe/Berlin", "start": "0 8 * * 1-5", "end": "0 18 * * 1-5", "minReplicas": 10}]}`
+		"schedules": [{"name": "business-hours", "timeZone": "Europe/Berlin", "start": "0 8 * * 1-5", "end": "0 18 * * 1-5", "minReplicas": 10}],
+		"forecast": {"leadTime": "5m", "maxErrorPercent": 20}}`
 	var spec v1alpha1.AutoscalerSpec
 	if err := setAheadAnnotation(&spec, map[string]string{"other": "x"}); err != nil || spec.Fallback != nil || spec.Schedules != nil {
 		t.Errorf("without the annotation: %v, fallback %v, schedules %v", err, spec.Fallback, spec.Schedules)
@@ -69,6 +94,7 @@ func TestAheadAnnotation(t *testing.T) {
 	want := v1alpha1.AutoscalerSpec{
 		Fallback:  &v1alpha1.Fallback{FailureDuration: &metav1.Duration{Duration: 45 * time.Second}, Behavior: "static", Replicas: 5},
 		Schedules: []v1alpha1.ScheduleWindow{{Name: "business-hours", TimeZone: "Europe/Berlin", Start: "0 8 * * 1-5", End: "0 18 * * 1-5", MinReplicas: 10}},
+		Forecast:  &v1alpha1.Forecast{LeadTime: &metav1.Duration{Duration: 5 * time.Minute}, MaxErrorPercent: 20},
 	}
 	if diff := cmp.Diff(want, spec); diff != "" {
 		t.Errorf("annotated spec (-want +got):\n%s", diff)
@@ -76,6 +102,7 @@ func TestAheadAnnotation(t *testing.T) {
 	for _, bad := range []string{
 		`{"fallback": {"replicas": "five"}}`,
 		`{"fallbak": {"replicas": 5}}`,
+		`{"forecast": {"lead": "5m"}}`,
 		`{"schedules": [{"name": "w", "start": "@daily", "duration": "2h", "minReplicas": 1, "zone": "UTC"}]}`,
 		`{"fallback": {}} {}`,
 		`not json`,

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"slices"
 	"strings"
 
@@ -88,6 +89,9 @@ func recommendRequest(req *Request) *setpointv1.RecommendRequest {
 	}
 	out := hpa.Request(r)
 	setAhead(out.Spec, &req.Spec)
+	if req.PodStartup.Pods > 0 {
+		out.PodStartup = durationpb.New(req.PodStartup.Time)
+	}
 	return out
 }
 

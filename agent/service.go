@@ -73,8 +73,8 @@ type Request struct {
 	// Now is when the agent read the inputs.
 	Now time.Time
 	// PodStartup is the workload's start-up and readiness time measured
-	// from Pods, the lead time a forecast needs. It is not sent yet: the
-	// API's RecommendRequest has no field for it (docs/ahead-of-load.md).
+	// from Pods, the lead time a forecast needs: sent as the request's
+	// pod_startup when measured (Pods > 0).
 	PodStartup PodStartup
 }
 

@@ -388,3 +388,14 @@ func Demand(m engine.MetricExplanation, current int32) (float64, bool) {
 	}
 	return m.Ratio * float64(pods), true
 }
+
+// Sample adds to h the demand that m, a metric of a decision made at at
+// from current replicas, shows (Demand); false when the metric failed and
+// nothing was added.
+func Sample(h *History, m engine.MetricExplanation, current int32, at time.Time) bool {
+	v, ok := Demand(m, current)
+	if ok {
+		h.Add(at, v)
+	}
+	return ok
+}

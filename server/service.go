@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/setpointhq/setpoint/forecast"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server/admission"
 	"github.com/setpointhq/setpoint/server/convert"
@@ -60,6 +61,7 @@ func (s *service) Recommend(ctx context.Context, req *setpointv1.RecommendReques
 		return nil, toStatus(ctx, s.log, err)
 	}
 	d.in, d.id, d.now = target.Input{Ref: convert.TargetRef(req.GetSpec().GetScaleTargetRef()), Engine: in, Fallback: convert.Fallback(req.GetSpec()), ReceivedSpec: convert.ReceivedSpec(req.GetSpec())}, s.newID(), in.Now
+	d.forecast = convert.Forecast(req)
 	rec, err := s.store.Decide(ctx, convert.Key(req.GetTarget()), d.decide)
 	if err != nil {
 		// Not released: Store.Decide does not promise that fn has
@@ -102,17 +104,28 @@ func (s *service) aheadOfClock(key target.Key, lead time.Duration) {
 }
 
 // decision is what one Recommend call decides from, in memory kept across
-// calls (decisions): the engine's input converted into scratch, and the
-// decision's ID and time.
+// calls (decisions): the engine's input converted into scratch, the
+// decision's ID and time, and its forecast settings (nil: no forecast).
 type decision struct {
-	scratch convert.Scratch
-	in      target.Input
-	id      string
-	now     time.Time
+	scratch  convert.Scratch
+	in       target.Input
+	id       string
+	now      time.Time
+	forecast *forecast.Config
 }
 
-// decide is the store update of the decision.
-func (d *decision) decide(rec *target.Record) error { return target.Decide(rec, d.in, d.id, d.now) }
+// decide is the store update of the decision. Without a forecast the
+// target keeps no forecast history.
+func (d *decision) decide(rec *target.Record) error {
+	if d.forecast != nil {
+		return decideForecast(rec, d.in, *d.forecast, d.id, d.now)
+	}
+	if err := target.Decide(rec, d.in, d.id, d.now); err != nil {
+		return err
+	}
+	rec.Forecasts = nil
+	return nil
+}
 
 // decisions keeps the memory of Recommend's decisions. Lifetime: a
 // decision is taken at the start of one Recommend call and released by it
@@ -129,7 +142,7 @@ var decisions = sync.Pool{New: func() any { return new(decision) }}
 // release clears d and puts it back in decisions.
 func (d *decision) release() {
 	d.scratch.Reset()
-	d.in, d.id, d.now = target.Input{}, "", time.Time{}
+	d.in, d.id, d.now, d.forecast = target.Input{}, "", time.Time{}, nil
 	decisions.Put(d)
 }
 

@@ -205,6 +205,10 @@ func recordSize(rec *target.Record) int64 {
 	for i := range rec.Events {
 		n += strs(string(rec.Events[i].Kind), rec.Events[i].DecisionID, rec.Events[i].Message)
 	}
+	n += int64(cap(rec.Forecasts)) * int64(unsafe.Sizeof(target.MetricHistory{}))
+	for i := range rec.Forecasts {
+		n += strs(rec.Forecasts[i].Metric, rec.Forecasts[i].History)
+	}
 	if l := rec.Last; l != nil {
 		n += int64(unsafe.Sizeof(*l)) + strs(l.ID, l.Decision.Error)
 		n += statusSize(&l.Decision.Status) + statusSize(&l.Before) + historySize(&l.Decision.History)
@@ -320,6 +324,7 @@ func storedCopy(rec *target.Record) target.Record {
 	out.History = c.history(&rec.History)
 	out.Events = copySlice(rec.Events, func(e *target.Event) target.Event { e2 := *e; e2.At = storedTime(e.At); return e2 })
 	out.LastSeen = storedTime(rec.LastSeen)
+	out.Forecasts = copySlice(rec.Forecasts, func(f *target.MetricHistory) target.MetricHistory { return *f })
 	out.Last = nil
 	if l := rec.Last; l != nil {
 		last := *l // its plain fields as they are; the others replaced below

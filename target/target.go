@@ -108,6 +108,20 @@ type Record struct {
 	// return what was sent rather than a form rebuilt from Spec; empty
 	// when none was kept. Only Decide changes it.
 	ReceivedSpec string
+	// Forecasts are the forecast histories of the target's metrics, one
+	// per metric, kept while the target forecasts and empty otherwise.
+	// The target package does not read them: they are package forecast's
+	// encoding, changed by the caller's decision function around Decide.
+	Forecasts []MetricHistory
+}
+
+// MetricHistory is the forecast history of one metric of a target.
+type MetricHistory struct {
+	// Metric names the metric as the decision's explanation does.
+	Metric string
+	// History is the history in package forecast's encoding
+	// (forecast.History.MarshalBinary): at most forecast.MaxBytes.
+	History string
 }
 
 // LoggedDecision is one entry of a target's decision log: what the decision

@@ -183,9 +183,7 @@ func run(tr Trace, s Setup, startup time.Duration) (Result, error) {
 		}
 		d := rec.Last.Decision
 		if len(d.Explanation.Metrics) > 0 {
-			if v, ok := forecast.Demand(d.Explanation.Metrics[0], int32(len(pods))); ok {
-				hist.Add(now, v)
-			}
+			forecast.Sample(&hist, d.Explanation.Metrics[0], int32(len(pods)), now)
 		}
 		if i >= measureFrom {
 			dt := syncPeriod.Minutes()

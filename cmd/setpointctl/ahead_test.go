@@ -11,6 +11,7 @@ import (
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // TestSimulateAheadExample runs examples/simulate-ahead.yaml with and
@@ -90,5 +91,41 @@ func TestExplainProposal(t *testing.T) {
 		if !strings.Contains(out, w) {
 			t.Errorf("explain printed\n%s\nwant it to contain %q", out, w)
 		}
+	}
+}
+
+// explain says a target forecasts, with its settings, and says nothing of
+// forecasts for one that does not.
+func TestExplainForecast(t *testing.T) {
+	addr := startServer(t)
+	req := &setpointv1.RecommendRequest{}
+	if err := readMessage(nil, example, req); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ctl(t.Context(), addr, "recommend", "-f", example); err != nil {
+		t.Fatal(err)
+	}
+	out, err := ctl(t.Context(), addr, "explain", "dev/shop/web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, "forecasts") {
+		t.Errorf("explain without a forecast:\n%s", out)
+	}
+	req.Spec.Forecast = &setpointv1.Forecast{LeadTime: durationpb.New(5 * time.Minute), MaxError: 0.2}
+	b, err := protojson.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cli{stdin: bytes.NewReader(b), stdout: io.Discard, stderr: io.Discard, now: time.Now}
+	if err := c.run(t.Context(), []string{"-addr", addr, "recommend", "-f", "-"}); err != nil {
+		t.Fatal(err)
+	}
+	out, err = ctl(t.Context(), addr, "explain", "dev/shop/web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "It forecasts its metrics one lead time ahead (the pods' start-up as the agent measures it, plus 15s; 5m0s while not measured), silent while the forecast's backtest error is above 20%."; !strings.Contains(out, want) {
+		t.Errorf("explain with a forecast:\n%s\nwant it to contain %q", out, want)
 	}
 }

@@ -131,6 +131,9 @@ func explain(t *setpointv1.Target) string {
 	ref := t.GetSpec().GetScaleTargetRef()
 	d := t.GetLastDecision()
 	fmt.Fprintf(&b, "%s scales %s/%s between %d and %d replicas.\n", keyString(t.GetKey()), ref.GetKind(), ref.GetName(), minReplicas(t.GetSpec()), t.GetSpec().GetMaxReplicas())
+	if f := t.GetReceivedSpec().GetForecast(); f != nil {
+		b.WriteString(forecastWords(f))
+	}
 	if d == nil {
 		b.WriteString("It has no decision yet.\n")
 		return b.String()
@@ -178,6 +181,19 @@ func explain(t *setpointv1.Target) string {
 		}
 	}
 	return b.String()
+}
+
+// forecastWords tells a spec's forecast settings.
+func forecastWords(f *setpointv1.Forecast) string {
+	lead := "the pods' start-up as the agent measures it, plus 15s"
+	if f.GetLeadTime() != nil {
+		lead += fmt.Sprintf("; %s while not measured", f.GetLeadTime().AsDuration())
+	}
+	maxErr := 0.15
+	if f.GetMaxError() > 0 {
+		maxErr = f.GetMaxError()
+	}
+	return fmt.Sprintf("It forecasts its metrics one lead time ahead (%s), silent while the forecast's backtest error is above %.0f%%.\n", lead, 100*maxErr)
 }
 
 func minReplicas(s *setpointv1.HorizontalPodAutoscalerSpec) int32 {

@@ -6,7 +6,10 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/protobuf/types/known/durationpb"
+
 	"github.com/setpointhq/setpoint/engine"
+	"github.com/setpointhq/setpoint/forecast"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/schedule"
 	"github.com/setpointhq/setpoint/target"
@@ -14,8 +17,9 @@ import (
 
 // This file converts the spec's opt-in fields that act ahead of the load
 // (docs/ahead-of-load.md): spec.fallback into a target.Fallback and
-// spec.schedules into a compiled schedule.Schedule. Both are absent in a
-// spec that does not set them, and then nothing of the decision changes.
+// spec.schedules into a compiled schedule.Schedule, and spec.forecast (with
+// the request's pod_startup) into a forecast.Config. Each is absent in a
+// spec that does not set it, and then nothing of the decision changes.
 
 // Ahead is what a spec's fallback and schedules resolve into.
 type Ahead struct {
@@ -82,6 +86,17 @@ func (c *converter) ahead(prefix string, s *setpointv1.HorizontalPodAutoscalerSp
 		out.Behavior = b
 		c.replicas(p+".replicas", f.GetReplicas(), maxReplicas)
 		a.Fallback = out
+	}
+	if f := s.GetForecast(); f != nil {
+		p := prefix + ".forecast"
+		if d := f.GetLeadTime(); d != nil {
+			if err := d.CheckValid(); err != nil || d.AsDuration() <= 0 || d.AsDuration() >= forecast.Day {
+				c.err.Add(p+".lead_time", "must be a duration > 0 and below 24h, got %v", d.AsDuration())
+			}
+		}
+		if e := f.GetMaxError(); !(e >= 0 && e <= 1) {
+			c.err.Add(p+".max_error", "must be a fraction in (0, 1], or 0 for the default, got %v", e)
+		}
 	}
 	ws := s.GetSchedules()
 	if len(ws) == 0 {
@@ -155,4 +170,45 @@ func Fallback(spec *setpointv1.HorizontalPodAutoscalerSpec) *target.Fallback {
 		return nil
 	}
 	return a.Fallback
+}
+
+// forecastSyncPeriod is the sync period added to a measured pod start-up
+// to make a forecast's lead time: the controller's default (the server
+// does not know the caller's).
+const forecastSyncPeriod = 15 * time.Second
+
+// Forecast returns the forecast settings of a request Input accepted: nil
+// when its spec has no forecast (or is invalid). The lead time is
+// pod_startup plus a sync period (15 s) when the request carries it, else
+// spec.forecast.lead_time (0 when absent: the forecast keeps its history
+// but proposes nothing).
+func Forecast(req *setpointv1.RecommendRequest) *forecast.Config {
+	f := req.GetSpec().GetForecast()
+	if f == nil {
+		return nil
+	}
+	c := &converter{err: &setpointv1.ValidationError{}}
+	c.ahead("spec", &setpointv1.HorizontalPodAutoscalerSpec{Forecast: f})
+	startup, ok := c.podStartup(req.GetPodStartup())
+	if c.err.Err() != nil {
+		return nil
+	}
+	cfg := &forecast.Config{Lead: f.GetLeadTime().AsDuration(), MaxError: f.GetMaxError()}
+	if ok {
+		cfg.Lead = startup + forecastSyncPeriod
+	}
+	return cfg
+}
+
+// podStartup checks the request's pod_startup (>= 0, below 24h) and
+// returns it, false when absent or invalid.
+func (c *converter) podStartup(d *durationpb.Duration) (time.Duration, bool) {
+	if d == nil {
+		return 0, false
+	}
+	if err := d.CheckValid(); err != nil || d.AsDuration() < 0 || d.AsDuration() >= forecast.Day {
+		c.err.Add("pod_startup", "must be a duration >= 0 and below 24h, got %v", d.AsDuration())
+		return 0, false
+	}
+	return d.AsDuration(), true
 }

@@ -113,3 +113,34 @@ func TestAheadDocExample(t *testing.T) {
 		t.Errorf("AheadOf(the documented fields) = %+v, %v; want a fallback and a schedule", a, err)
 	}
 }
+
+// The forecast shown in docs/ahead-of-load.md ("Forecasts in the API")
+// parses, and its lead time is pod_startup + 15 s, or the spec's lead
+// time without pod_startup.
+func TestForecastDocExample(t *testing.T) {
+	b, err := os.ReadFile("../../docs/ahead-of-load.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "### Forecasts in the API")
+	_, rest, ok2 := strings.Cut(rest, "```json\n")
+	fields, _, ok3 := strings.Cut(rest, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("docs/ahead-of-load.md shows no JSON example under Forecasts in the API")
+	}
+	req := &setpointv1.RecommendRequest{}
+	if err := protojson.Unmarshal([]byte("{"+fields+"}"), req); err != nil {
+		t.Fatalf("the documented fields: %v", err)
+	}
+	if cfg := convert.Forecast(req); cfg == nil || cfg.Lead != 110*time.Second || cfg.MaxError != 0.2 {
+		t.Errorf("Forecast(the documented request) = %+v; want lead 110s, max error 0.2", cfg)
+	}
+	req.PodStartup = nil
+	if cfg := convert.Forecast(req); cfg == nil || cfg.Lead != 330*time.Second {
+		t.Errorf("without pod_startup: %+v; want lead 330s", cfg)
+	}
+	req.Spec.Forecast = nil
+	if cfg := convert.Forecast(req); cfg != nil {
+		t.Errorf("without spec.forecast: %+v; want nil", cfg)
+	}
+}

@@ -182,6 +182,7 @@ func input(req *setpointv1.RecommendRequest, now time.Time, quiet bool, s *Scrat
 	if a := c.ahead("spec", req.GetSpec()); !now.IsZero() {
 		in.Proposals = a.Proposals(now) // the schedule windows open at now
 	}
+	c.podStartup(req.GetPodStartup())
 	in.Scale = c.scale(req.GetScale())
 	in.Pods = c.pods(req.GetPods())
 	in.ResourceMetrics = c.resourceMetrics(req.GetResourceMetrics())

@@ -152,6 +152,9 @@ func recordMessage(e *encoder, rec *target.Record) (*pb.Record, error) {
 	if rec.ReceivedSpec != "" {
 		m.ReceivedSpec = []byte(rec.ReceivedSpec)
 	}
+	for _, f := range rec.Forecasts {
+		m.Forecasts = append(m.Forecasts, &pb.MetricHistory{Metric: e.s(f.Metric), History: []byte(f.History)})
+	}
 	if rec.Last != nil {
 		m.Last = e.lastDecision(rec.Last, &rec.Status)
 	}
@@ -177,6 +180,7 @@ func recordFromMessage(k target.Key, m *pb.Record, forDecision bool) (target.Rec
 		LastSeen: d.time(m.GetLastSeen()),
 		// A copy: the message's bytes may alias the decoded buffer.
 		ReceivedSpec: string(m.GetReceivedSpec()),
+		Forecasts:    mapSlice(m.GetForecasts(), d.metricHistory),
 	}
 	if l := m.GetLast(); l != nil {
 		if forDecision {
@@ -238,4 +242,10 @@ func (e *encoder) statusRefs(v engine.Status, record []engine.Condition) *pb.Sta
 // decoding then gives the decision a copy of the record's status.
 func SharesStatus(rec *target.Record) bool {
 	return rec.Last != nil && statusEqual(rec.Last.Decision.Status, rec.Status)
+}
+
+// metricHistory converts a forecast history, copying its bytes (the
+// message's may alias the decoded buffer).
+func (d *decoder) metricHistory(m *pb.MetricHistory) target.MetricHistory {
+	return target.MetricHistory{Metric: d.s(m.GetMetric()), History: string(m.GetHistory())}
 }

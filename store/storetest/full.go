@@ -14,6 +14,12 @@ import (
 // (fillZero).
 func FullRecord(key target.Key) target.Record {
 	rec := FullRecordV4(key)
+	// Slices are not filled by fillZero: the fields added as slices since
+	// schema version 4. A history is opaque bytes, not UTF-8.
+	rec.Forecasts = []target.MetricHistory{
+		{Metric: "cpu resource utilization (percentage of request)", History: "\x01\x00\xff\xfe history"},
+		{Metric: "requests_per_second", History: string(make([]byte, 64))},
+	}
 	fillZero(reflect.ValueOf(&rec).Elem())
 	return rec
 }

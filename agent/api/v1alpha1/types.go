@@ -145,6 +145,29 @@ type AutoscalerSpec struct {
 	// +listMapKey=name
 	// +optional
 	Schedules []ScheduleWindow `json:"schedules,omitempty"`
+	// Forecast turns forecasting on: the service keeps a compact history
+	// of each metric's demand and, once it finds a daily or weekly period
+	// it can predict, proposes the replicas needed one lead time ahead (it
+	// never scales in on its own). Unset, nothing is forecast.
+	// +optional
+	Forecast *Forecast `json:"forecast,omitempty"`
+}
+
+// Forecast is a target's forecasting settings. The service checks them
+// (field spec.forecast of its API).
+type Forecast struct {
+	// LeadTime is how far ahead to forecast when the agent could not
+	// measure the pods' start-up (fewer than 3 Ready pods that never
+	// restarted): a duration above 0 and below 24h. When measured, the
+	// lead time is the measured start-up plus 15s.
+	// +optional
+	LeadTime *metav1.Duration `json:"leadTime,omitempty"`
+	// MaxErrorPercent is the backtest error (in percent of the mean
+	// demand) above which the forecast stays silent; unset means 15.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	MaxErrorPercent int32 `json:"maxErrorPercent,omitempty"`
 }
 
 // Fallback is what a target does once its metrics have been failing for

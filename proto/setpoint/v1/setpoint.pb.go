@@ -182,7 +182,14 @@ type HorizontalPodAutoscalerSpec struct {
 	// open, its min_replicas is one more proposal, merged by max with the
 	// metrics' (a floor, not a pinned count); behavior and min/max still
 	// apply. At most 32, with distinct names. Empty: no schedule.
-	Schedules     []*ScheduleWindow `protobuf:"bytes,7,rep,name=schedules,proto3" json:"schedules,omitempty"`
+	Schedules []*ScheduleWindow `protobuf:"bytes,7,rep,name=schedules,proto3" json:"schedules,omitempty"`
+	// Forecasting (Setpoint's addition): present turns it on. The service
+	// keeps a compact history of each metric's demand with the target and,
+	// once it finds a daily or weekly period it can predict, proposes the
+	// replicas the demand one lead time ahead needs, merged by max with the
+	// metrics' (it never scales in on its own). Absent: no forecast, and no
+	// history kept. See docs/ahead-of-load.md.
+	Forecast      *Forecast `protobuf:"bytes,8,opt,name=forecast,proto3" json:"forecast,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -266,6 +273,73 @@ func (x *HorizontalPodAutoscalerSpec) GetSchedules() []*ScheduleWindow {
 	return nil
 }
 
+func (x *HorizontalPodAutoscalerSpec) GetForecast() *Forecast {
+	if x != nil {
+		return x.Forecast
+	}
+	return nil
+}
+
+// Forecast is a target's forecasting settings.
+type Forecast struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How far ahead to forecast when the request carries no pod_startup: the
+	// workload's start-up and readiness time plus a sync, a duration > 0
+	// and below 24 hours. Absent, and no pod_startup: the history is kept
+	// but nothing is proposed.
+	LeadTime *durationpb.Duration `protobuf:"bytes,1,opt,name=lead_time,json=leadTime,proto3" json:"lead_time,omitempty"`
+	// The backtest error (root mean square error over the mean demand)
+	// above which the forecast stays silent, a fraction in (0, 1]; absent
+	// or 0: 0.15.
+	MaxError      float64 `protobuf:"fixed64,2,opt,name=max_error,json=maxError,proto3" json:"max_error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Forecast) Reset() {
+	*x = Forecast{}
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Forecast) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Forecast) ProtoMessage() {}
+
+func (x *Forecast) ProtoReflect() protoreflect.Message {
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Forecast.ProtoReflect.Descriptor instead.
+func (*Forecast) Descriptor() ([]byte, []int) {
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Forecast) GetLeadTime() *durationpb.Duration {
+	if x != nil {
+		return x.LeadTime
+	}
+	return nil
+}
+
+func (x *Forecast) GetMaxError() float64 {
+	if x != nil {
+		return x.MaxError
+	}
+	return 0
+}
+
 // Fallback is what a target does once its metrics have been failing for
 // failure_duration: each decision whose metrics fail again proposes the
 // count behavior selects, merged by max with what the metrics that did not
@@ -291,7 +365,7 @@ type Fallback struct {
 
 func (x *Fallback) Reset() {
 	*x = Fallback{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[3]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -303,7 +377,7 @@ func (x *Fallback) String() string {
 func (*Fallback) ProtoMessage() {}
 
 func (x *Fallback) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[3]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -316,7 +390,7 @@ func (x *Fallback) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Fallback.ProtoReflect.Descriptor instead.
 func (*Fallback) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{3}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Fallback) GetFailureDuration() *durationpb.Duration {
@@ -371,7 +445,7 @@ type ScheduleWindow struct {
 
 func (x *ScheduleWindow) Reset() {
 	*x = ScheduleWindow{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[4]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -383,7 +457,7 @@ func (x *ScheduleWindow) String() string {
 func (*ScheduleWindow) ProtoMessage() {}
 
 func (x *ScheduleWindow) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[4]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -396,7 +470,7 @@ func (x *ScheduleWindow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleWindow.ProtoReflect.Descriptor instead.
 func (*ScheduleWindow) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{4}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ScheduleWindow) GetName() string {
@@ -462,7 +536,7 @@ type MetricSpec struct {
 
 func (x *MetricSpec) Reset() {
 	*x = MetricSpec{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[5]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -474,7 +548,7 @@ func (x *MetricSpec) String() string {
 func (*MetricSpec) ProtoMessage() {}
 
 func (x *MetricSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[5]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -487,7 +561,7 @@ func (x *MetricSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetricSpec.ProtoReflect.Descriptor instead.
 func (*MetricSpec) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{5}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *MetricSpec) GetType() string {
@@ -545,7 +619,7 @@ type ResourceMetricSource struct {
 
 func (x *ResourceMetricSource) Reset() {
 	*x = ResourceMetricSource{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[6]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -557,7 +631,7 @@ func (x *ResourceMetricSource) String() string {
 func (*ResourceMetricSource) ProtoMessage() {}
 
 func (x *ResourceMetricSource) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[6]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -570,7 +644,7 @@ func (x *ResourceMetricSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceMetricSource.ProtoReflect.Descriptor instead.
 func (*ResourceMetricSource) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{6}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ResourceMetricSource) GetName() string {
@@ -602,7 +676,7 @@ type ContainerResourceMetricSource struct {
 
 func (x *ContainerResourceMetricSource) Reset() {
 	*x = ContainerResourceMetricSource{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[7]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -614,7 +688,7 @@ func (x *ContainerResourceMetricSource) String() string {
 func (*ContainerResourceMetricSource) ProtoMessage() {}
 
 func (x *ContainerResourceMetricSource) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[7]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -627,7 +701,7 @@ func (x *ContainerResourceMetricSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerResourceMetricSource.ProtoReflect.Descriptor instead.
 func (*ContainerResourceMetricSource) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{7}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ContainerResourceMetricSource) GetName() string {
@@ -664,7 +738,7 @@ type PodsMetricSource struct {
 
 func (x *PodsMetricSource) Reset() {
 	*x = PodsMetricSource{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[8]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -676,7 +750,7 @@ func (x *PodsMetricSource) String() string {
 func (*PodsMetricSource) ProtoMessage() {}
 
 func (x *PodsMetricSource) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[8]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -689,7 +763,7 @@ func (x *PodsMetricSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodsMetricSource.ProtoReflect.Descriptor instead.
 func (*PodsMetricSource) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{8}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PodsMetricSource) GetMetric() *MetricIdentifier {
@@ -721,7 +795,7 @@ type ObjectMetricSource struct {
 
 func (x *ObjectMetricSource) Reset() {
 	*x = ObjectMetricSource{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[9]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -733,7 +807,7 @@ func (x *ObjectMetricSource) String() string {
 func (*ObjectMetricSource) ProtoMessage() {}
 
 func (x *ObjectMetricSource) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[9]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -746,7 +820,7 @@ func (x *ObjectMetricSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObjectMetricSource.ProtoReflect.Descriptor instead.
 func (*ObjectMetricSource) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{9}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ObjectMetricSource) GetDescribedObject() *CrossVersionObjectReference {
@@ -783,7 +857,7 @@ type ExternalMetricSource struct {
 
 func (x *ExternalMetricSource) Reset() {
 	*x = ExternalMetricSource{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[10]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -795,7 +869,7 @@ func (x *ExternalMetricSource) String() string {
 func (*ExternalMetricSource) ProtoMessage() {}
 
 func (x *ExternalMetricSource) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[10]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -808,7 +882,7 @@ func (x *ExternalMetricSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExternalMetricSource.ProtoReflect.Descriptor instead.
 func (*ExternalMetricSource) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{10}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ExternalMetricSource) GetMetric() *MetricIdentifier {
@@ -838,7 +912,7 @@ type MetricIdentifier struct {
 
 func (x *MetricIdentifier) Reset() {
 	*x = MetricIdentifier{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[11]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -850,7 +924,7 @@ func (x *MetricIdentifier) String() string {
 func (*MetricIdentifier) ProtoMessage() {}
 
 func (x *MetricIdentifier) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[11]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -863,7 +937,7 @@ func (x *MetricIdentifier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetricIdentifier.ProtoReflect.Descriptor instead.
 func (*MetricIdentifier) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{11}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *MetricIdentifier) GetName() string {
@@ -893,7 +967,7 @@ type LabelSelector struct {
 
 func (x *LabelSelector) Reset() {
 	*x = LabelSelector{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[12]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -905,7 +979,7 @@ func (x *LabelSelector) String() string {
 func (*LabelSelector) ProtoMessage() {}
 
 func (x *LabelSelector) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[12]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -918,7 +992,7 @@ func (x *LabelSelector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelSelector.ProtoReflect.Descriptor instead.
 func (*LabelSelector) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{12}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *LabelSelector) GetMatchLabels() map[string]string {
@@ -950,7 +1024,7 @@ type LabelSelectorRequirement struct {
 
 func (x *LabelSelectorRequirement) Reset() {
 	*x = LabelSelectorRequirement{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[13]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -962,7 +1036,7 @@ func (x *LabelSelectorRequirement) String() string {
 func (*LabelSelectorRequirement) ProtoMessage() {}
 
 func (x *LabelSelectorRequirement) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[13]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -975,7 +1049,7 @@ func (x *LabelSelectorRequirement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelSelectorRequirement.ProtoReflect.Descriptor instead.
 func (*LabelSelectorRequirement) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{13}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *LabelSelectorRequirement) GetKey() string {
@@ -1018,7 +1092,7 @@ type MetricTarget struct {
 
 func (x *MetricTarget) Reset() {
 	*x = MetricTarget{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[14]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1030,7 +1104,7 @@ func (x *MetricTarget) String() string {
 func (*MetricTarget) ProtoMessage() {}
 
 func (x *MetricTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[14]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1043,7 +1117,7 @@ func (x *MetricTarget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetricTarget.ProtoReflect.Descriptor instead.
 func (*MetricTarget) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{14}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *MetricTarget) GetType() string {
@@ -1090,7 +1164,7 @@ type HorizontalPodAutoscalerBehavior struct {
 
 func (x *HorizontalPodAutoscalerBehavior) Reset() {
 	*x = HorizontalPodAutoscalerBehavior{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[15]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1102,7 +1176,7 @@ func (x *HorizontalPodAutoscalerBehavior) String() string {
 func (*HorizontalPodAutoscalerBehavior) ProtoMessage() {}
 
 func (x *HorizontalPodAutoscalerBehavior) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[15]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1115,7 +1189,7 @@ func (x *HorizontalPodAutoscalerBehavior) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HorizontalPodAutoscalerBehavior.ProtoReflect.Descriptor instead.
 func (*HorizontalPodAutoscalerBehavior) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{15}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *HorizontalPodAutoscalerBehavior) GetScaleUp() *ScalingRules {
@@ -1151,7 +1225,7 @@ type ScalingRules struct {
 
 func (x *ScalingRules) Reset() {
 	*x = ScalingRules{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[16]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1163,7 +1237,7 @@ func (x *ScalingRules) String() string {
 func (*ScalingRules) ProtoMessage() {}
 
 func (x *ScalingRules) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[16]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1176,7 +1250,7 @@ func (x *ScalingRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScalingRules.ProtoReflect.Descriptor instead.
 func (*ScalingRules) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{16}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ScalingRules) GetStabilizationWindowSeconds() int32 {
@@ -1223,7 +1297,7 @@ type ScalingPolicy struct {
 
 func (x *ScalingPolicy) Reset() {
 	*x = ScalingPolicy{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[17]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1235,7 +1309,7 @@ func (x *ScalingPolicy) String() string {
 func (*ScalingPolicy) ProtoMessage() {}
 
 func (x *ScalingPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[17]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1248,7 +1322,7 @@ func (x *ScalingPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScalingPolicy.ProtoReflect.Descriptor instead.
 func (*ScalingPolicy) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{17}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ScalingPolicy) GetType() string {
@@ -1292,7 +1366,7 @@ type ControllerSettings struct {
 
 func (x *ControllerSettings) Reset() {
 	*x = ControllerSettings{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[18]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1304,7 +1378,7 @@ func (x *ControllerSettings) String() string {
 func (*ControllerSettings) ProtoMessage() {}
 
 func (x *ControllerSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[18]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1317,7 +1391,7 @@ func (x *ControllerSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControllerSettings.ProtoReflect.Descriptor instead.
 func (*ControllerSettings) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{18}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ControllerSettings) GetTolerance() float64 {
@@ -1363,7 +1437,7 @@ type Scale struct {
 
 func (x *Scale) Reset() {
 	*x = Scale{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[19]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1375,7 +1449,7 @@ func (x *Scale) String() string {
 func (*Scale) ProtoMessage() {}
 
 func (x *Scale) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[19]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1388,7 +1462,7 @@ func (x *Scale) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Scale.ProtoReflect.Descriptor instead.
 func (*Scale) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{19}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Scale) GetReplicas() int32 {
@@ -1439,7 +1513,7 @@ type Pod struct {
 
 func (x *Pod) Reset() {
 	*x = Pod{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[20]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1451,7 +1525,7 @@ func (x *Pod) String() string {
 func (*Pod) ProtoMessage() {}
 
 func (x *Pod) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[20]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1464,7 +1538,7 @@ func (x *Pod) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pod.ProtoReflect.Descriptor instead.
 func (*Pod) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{20}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Pod) GetName() string {
@@ -1536,7 +1610,7 @@ type PodReadyCondition struct {
 
 func (x *PodReadyCondition) Reset() {
 	*x = PodReadyCondition{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[21]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1548,7 +1622,7 @@ func (x *PodReadyCondition) String() string {
 func (*PodReadyCondition) ProtoMessage() {}
 
 func (x *PodReadyCondition) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[21]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1561,7 +1635,7 @@ func (x *PodReadyCondition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodReadyCondition.ProtoReflect.Descriptor instead.
 func (*PodReadyCondition) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{21}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PodReadyCondition) GetStatus() string {
@@ -1599,7 +1673,7 @@ type Container struct {
 
 func (x *Container) Reset() {
 	*x = Container{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[22]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1611,7 +1685,7 @@ func (x *Container) String() string {
 func (*Container) ProtoMessage() {}
 
 func (x *Container) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[22]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1624,7 +1698,7 @@ func (x *Container) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Container.ProtoReflect.Descriptor instead.
 func (*Container) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{22}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Container) GetName() string {
@@ -1669,7 +1743,7 @@ type ResourceMetrics struct {
 
 func (x *ResourceMetrics) Reset() {
 	*x = ResourceMetrics{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[23]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1681,7 +1755,7 @@ func (x *ResourceMetrics) String() string {
 func (*ResourceMetrics) ProtoMessage() {}
 
 func (x *ResourceMetrics) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[23]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1694,7 +1768,7 @@ func (x *ResourceMetrics) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceMetrics.ProtoReflect.Descriptor instead.
 func (*ResourceMetrics) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{23}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ResourceMetrics) GetError() string {
@@ -1728,7 +1802,7 @@ type PodMetrics struct {
 
 func (x *PodMetrics) Reset() {
 	*x = PodMetrics{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[24]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1740,7 +1814,7 @@ func (x *PodMetrics) String() string {
 func (*PodMetrics) ProtoMessage() {}
 
 func (x *PodMetrics) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[24]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1753,7 +1827,7 @@ func (x *PodMetrics) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodMetrics.ProtoReflect.Descriptor instead.
 func (*PodMetrics) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{24}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PodMetrics) GetPod() string {
@@ -1797,7 +1871,7 @@ type ContainerMetrics struct {
 
 func (x *ContainerMetrics) Reset() {
 	*x = ContainerMetrics{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[25]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1809,7 +1883,7 @@ func (x *ContainerMetrics) String() string {
 func (*ContainerMetrics) ProtoMessage() {}
 
 func (x *ContainerMetrics) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[25]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1822,7 +1896,7 @@ func (x *ContainerMetrics) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerMetrics.ProtoReflect.Descriptor instead.
 func (*ContainerMetrics) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{25}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ContainerMetrics) GetName() string {
@@ -1854,7 +1928,7 @@ type MetricObservation struct {
 
 func (x *MetricObservation) Reset() {
 	*x = MetricObservation{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[26]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1866,7 +1940,7 @@ func (x *MetricObservation) String() string {
 func (*MetricObservation) ProtoMessage() {}
 
 func (x *MetricObservation) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[26]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1879,7 +1953,7 @@ func (x *MetricObservation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetricObservation.ProtoReflect.Descriptor instead.
 func (*MetricObservation) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{26}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *MetricObservation) GetError() string {
@@ -1913,7 +1987,7 @@ type MetricValue struct {
 
 func (x *MetricValue) Reset() {
 	*x = MetricValue{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[27]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1925,7 +1999,7 @@ func (x *MetricValue) String() string {
 func (*MetricValue) ProtoMessage() {}
 
 func (x *MetricValue) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[27]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1938,7 +2012,7 @@ func (x *MetricValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetricValue.ProtoReflect.Descriptor instead.
 func (*MetricValue) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{27}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *MetricValue) GetPod() string {
@@ -1987,14 +2061,21 @@ type RecommendRequest struct {
 	ResourceMetrics *ResourceMetrics `protobuf:"bytes,6,opt,name=resource_metrics,json=resourceMetrics,proto3" json:"resource_metrics,omitempty"`
 	// One entry per spec.metrics entry, index-aligned: the custom or external
 	// metrics API's answer (only error is read for resource metrics).
-	Observations  []*MetricObservation `protobuf:"bytes,7,rep,name=observations,proto3" json:"observations,omitempty"`
+	Observations []*MetricObservation `protobuf:"bytes,7,rep,name=observations,proto3" json:"observations,omitempty"`
+	// The workload's start-up and readiness time as the agent measured it
+	// from the pods: the 90th percentile of creation → Ready over the 20
+	// most recently created Ready pods that never restarted. Absent when
+	// fewer than 3 could be measured; then a forecast uses the lead time
+	// of spec.forecast. Zero or more, below 24 hours. With spec.forecast,
+	// the forecast's lead time is pod_startup plus a sync period (15 s).
+	PodStartup    *durationpb.Duration `protobuf:"bytes,8,opt,name=pod_startup,json=podStartup,proto3" json:"pod_startup,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RecommendRequest) Reset() {
 	*x = RecommendRequest{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[28]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2006,7 +2087,7 @@ func (x *RecommendRequest) String() string {
 func (*RecommendRequest) ProtoMessage() {}
 
 func (x *RecommendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[28]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2019,7 +2100,7 @@ func (x *RecommendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecommendRequest.ProtoReflect.Descriptor instead.
 func (*RecommendRequest) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{28}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RecommendRequest) GetTarget() *TargetKey {
@@ -2071,6 +2152,13 @@ func (x *RecommendRequest) GetObservations() []*MetricObservation {
 	return nil
 }
 
+func (x *RecommendRequest) GetPodStartup() *durationpb.Duration {
+	if x != nil {
+		return x.PodStartup
+	}
+	return nil
+}
+
 // RecommendResponse carries the decision.
 type RecommendResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2082,7 +2170,7 @@ type RecommendResponse struct {
 
 func (x *RecommendResponse) Reset() {
 	*x = RecommendResponse{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[29]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2094,7 +2182,7 @@ func (x *RecommendResponse) String() string {
 func (*RecommendResponse) ProtoMessage() {}
 
 func (x *RecommendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[29]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2107,7 +2195,7 @@ func (x *RecommendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecommendResponse.ProtoReflect.Descriptor instead.
 func (*RecommendResponse) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{29}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RecommendResponse) GetDecision() *Decision {
@@ -2143,7 +2231,7 @@ type Decision struct {
 
 func (x *Decision) Reset() {
 	*x = Decision{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[30]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2155,7 +2243,7 @@ func (x *Decision) String() string {
 func (*Decision) ProtoMessage() {}
 
 func (x *Decision) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[30]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2168,7 +2256,7 @@ func (x *Decision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Decision.ProtoReflect.Descriptor instead.
 func (*Decision) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{30}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Decision) GetDecisionId() string {
@@ -2239,7 +2327,7 @@ type HorizontalPodAutoscalerStatus struct {
 
 func (x *HorizontalPodAutoscalerStatus) Reset() {
 	*x = HorizontalPodAutoscalerStatus{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[31]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2251,7 +2339,7 @@ func (x *HorizontalPodAutoscalerStatus) String() string {
 func (*HorizontalPodAutoscalerStatus) ProtoMessage() {}
 
 func (x *HorizontalPodAutoscalerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[31]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2264,7 +2352,7 @@ func (x *HorizontalPodAutoscalerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HorizontalPodAutoscalerStatus.ProtoReflect.Descriptor instead.
 func (*HorizontalPodAutoscalerStatus) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{31}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *HorizontalPodAutoscalerStatus) GetCurrentReplicas() int32 {
@@ -2321,7 +2409,7 @@ type Condition struct {
 
 func (x *Condition) Reset() {
 	*x = Condition{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[32]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2333,7 +2421,7 @@ func (x *Condition) String() string {
 func (*Condition) ProtoMessage() {}
 
 func (x *Condition) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[32]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2346,7 +2434,7 @@ func (x *Condition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Condition.ProtoReflect.Descriptor instead.
 func (*Condition) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{32}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Condition) GetType() string {
@@ -2406,7 +2494,7 @@ type MetricStatus struct {
 
 func (x *MetricStatus) Reset() {
 	*x = MetricStatus{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[33]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2418,7 +2506,7 @@ func (x *MetricStatus) String() string {
 func (*MetricStatus) ProtoMessage() {}
 
 func (x *MetricStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[33]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2431,7 +2519,7 @@ func (x *MetricStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetricStatus.ProtoReflect.Descriptor instead.
 func (*MetricStatus) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{33}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *MetricStatus) GetType() string {
@@ -2489,7 +2577,7 @@ type ResourceMetricStatus struct {
 
 func (x *ResourceMetricStatus) Reset() {
 	*x = ResourceMetricStatus{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[34]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2501,7 +2589,7 @@ func (x *ResourceMetricStatus) String() string {
 func (*ResourceMetricStatus) ProtoMessage() {}
 
 func (x *ResourceMetricStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[34]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2514,7 +2602,7 @@ func (x *ResourceMetricStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceMetricStatus.ProtoReflect.Descriptor instead.
 func (*ResourceMetricStatus) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{34}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ResourceMetricStatus) GetName() string {
@@ -2547,7 +2635,7 @@ type ContainerResourceMetricStatus struct {
 
 func (x *ContainerResourceMetricStatus) Reset() {
 	*x = ContainerResourceMetricStatus{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[35]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2559,7 +2647,7 @@ func (x *ContainerResourceMetricStatus) String() string {
 func (*ContainerResourceMetricStatus) ProtoMessage() {}
 
 func (x *ContainerResourceMetricStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[35]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2572,7 +2660,7 @@ func (x *ContainerResourceMetricStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerResourceMetricStatus.ProtoReflect.Descriptor instead.
 func (*ContainerResourceMetricStatus) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{35}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ContainerResourceMetricStatus) GetName() string {
@@ -2609,7 +2697,7 @@ type PodsMetricStatus struct {
 
 func (x *PodsMetricStatus) Reset() {
 	*x = PodsMetricStatus{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[36]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2621,7 +2709,7 @@ func (x *PodsMetricStatus) String() string {
 func (*PodsMetricStatus) ProtoMessage() {}
 
 func (x *PodsMetricStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[36]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2634,7 +2722,7 @@ func (x *PodsMetricStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodsMetricStatus.ProtoReflect.Descriptor instead.
 func (*PodsMetricStatus) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{36}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *PodsMetricStatus) GetMetric() *MetricIdentifier {
@@ -2666,7 +2754,7 @@ type ObjectMetricStatus struct {
 
 func (x *ObjectMetricStatus) Reset() {
 	*x = ObjectMetricStatus{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[37]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2678,7 +2766,7 @@ func (x *ObjectMetricStatus) String() string {
 func (*ObjectMetricStatus) ProtoMessage() {}
 
 func (x *ObjectMetricStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[37]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2691,7 +2779,7 @@ func (x *ObjectMetricStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObjectMetricStatus.ProtoReflect.Descriptor instead.
 func (*ObjectMetricStatus) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{37}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ObjectMetricStatus) GetMetric() *MetricIdentifier {
@@ -2728,7 +2816,7 @@ type ExternalMetricStatus struct {
 
 func (x *ExternalMetricStatus) Reset() {
 	*x = ExternalMetricStatus{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[38]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2740,7 +2828,7 @@ func (x *ExternalMetricStatus) String() string {
 func (*ExternalMetricStatus) ProtoMessage() {}
 
 func (x *ExternalMetricStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[38]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2753,7 +2841,7 @@ func (x *ExternalMetricStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExternalMetricStatus.ProtoReflect.Descriptor instead.
 func (*ExternalMetricStatus) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{38}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ExternalMetricStatus) GetMetric() *MetricIdentifier {
@@ -2787,7 +2875,7 @@ type MetricValueStatus struct {
 
 func (x *MetricValueStatus) Reset() {
 	*x = MetricValueStatus{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[39]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2799,7 +2887,7 @@ func (x *MetricValueStatus) String() string {
 func (*MetricValueStatus) ProtoMessage() {}
 
 func (x *MetricValueStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[39]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2812,7 +2900,7 @@ func (x *MetricValueStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetricValueStatus.ProtoReflect.Descriptor instead.
 func (*MetricValueStatus) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{39}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *MetricValueStatus) GetValue() string {
@@ -2857,7 +2945,7 @@ type Explanation struct {
 
 func (x *Explanation) Reset() {
 	*x = Explanation{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[40]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2869,7 +2957,7 @@ func (x *Explanation) String() string {
 func (*Explanation) ProtoMessage() {}
 
 func (x *Explanation) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[40]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2882,7 +2970,7 @@ func (x *Explanation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Explanation.ProtoReflect.Descriptor instead.
 func (*Explanation) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{40}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Explanation) GetCurrentReplicas() int32 {
@@ -2957,7 +3045,7 @@ type MetricExplanation struct {
 
 func (x *MetricExplanation) Reset() {
 	*x = MetricExplanation{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[41]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2969,7 +3057,7 @@ func (x *MetricExplanation) String() string {
 func (*MetricExplanation) ProtoMessage() {}
 
 func (x *MetricExplanation) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[41]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2982,7 +3070,7 @@ func (x *MetricExplanation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetricExplanation.ProtoReflect.Descriptor instead.
 func (*MetricExplanation) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{41}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *MetricExplanation) GetName() string {
@@ -3089,7 +3177,7 @@ type Step struct {
 
 func (x *Step) Reset() {
 	*x = Step{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[42]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3101,7 +3189,7 @@ func (x *Step) String() string {
 func (*Step) ProtoMessage() {}
 
 func (x *Step) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[42]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3114,7 +3202,7 @@ func (x *Step) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Step.ProtoReflect.Descriptor instead.
 func (*Step) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{42}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Step) GetKind() string {
@@ -3173,7 +3261,7 @@ type ObserveRequest struct {
 
 func (x *ObserveRequest) Reset() {
 	*x = ObserveRequest{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[43]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3185,7 +3273,7 @@ func (x *ObserveRequest) String() string {
 func (*ObserveRequest) ProtoMessage() {}
 
 func (x *ObserveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[43]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3198,7 +3286,7 @@ func (x *ObserveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObserveRequest.ProtoReflect.Descriptor instead.
 func (*ObserveRequest) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{43}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ObserveRequest) GetTarget() *TargetKey {
@@ -3287,7 +3375,7 @@ type AppliedChange struct {
 
 func (x *AppliedChange) Reset() {
 	*x = AppliedChange{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[44]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3299,7 +3387,7 @@ func (x *AppliedChange) String() string {
 func (*AppliedChange) ProtoMessage() {}
 
 func (x *AppliedChange) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[44]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3312,7 +3400,7 @@ func (x *AppliedChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppliedChange.ProtoReflect.Descriptor instead.
 func (*AppliedChange) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{44}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *AppliedChange) GetFrom() int32 {
@@ -3342,7 +3430,7 @@ type FailedChange struct {
 
 func (x *FailedChange) Reset() {
 	*x = FailedChange{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[45]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3354,7 +3442,7 @@ func (x *FailedChange) String() string {
 func (*FailedChange) ProtoMessage() {}
 
 func (x *FailedChange) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[45]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3367,7 +3455,7 @@ func (x *FailedChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailedChange.ProtoReflect.Descriptor instead.
 func (*FailedChange) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{45}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *FailedChange) GetTo() int32 {
@@ -3397,7 +3485,7 @@ type ExternalChange struct {
 
 func (x *ExternalChange) Reset() {
 	*x = ExternalChange{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[46]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3409,7 +3497,7 @@ func (x *ExternalChange) String() string {
 func (*ExternalChange) ProtoMessage() {}
 
 func (x *ExternalChange) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[46]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3422,7 +3510,7 @@ func (x *ExternalChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExternalChange.ProtoReflect.Descriptor instead.
 func (*ExternalChange) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{46}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ExternalChange) GetFrom() int32 {
@@ -3450,7 +3538,7 @@ type ObserveResponse struct {
 
 func (x *ObserveResponse) Reset() {
 	*x = ObserveResponse{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[47]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3462,7 +3550,7 @@ func (x *ObserveResponse) String() string {
 func (*ObserveResponse) ProtoMessage() {}
 
 func (x *ObserveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[47]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3475,7 +3563,7 @@ func (x *ObserveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObserveResponse.ProtoReflect.Descriptor instead.
 func (*ObserveResponse) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{47}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ObserveResponse) GetStatus() *HorizontalPodAutoscalerStatus {
@@ -3496,7 +3584,7 @@ type GetTargetRequest struct {
 
 func (x *GetTargetRequest) Reset() {
 	*x = GetTargetRequest{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[48]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3508,7 +3596,7 @@ func (x *GetTargetRequest) String() string {
 func (*GetTargetRequest) ProtoMessage() {}
 
 func (x *GetTargetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[48]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3521,7 +3609,7 @@ func (x *GetTargetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTargetRequest.ProtoReflect.Descriptor instead.
 func (*GetTargetRequest) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{48}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *GetTargetRequest) GetTarget() *TargetKey {
@@ -3542,7 +3630,7 @@ type GetTargetResponse struct {
 
 func (x *GetTargetResponse) Reset() {
 	*x = GetTargetResponse{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[49]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3554,7 +3642,7 @@ func (x *GetTargetResponse) String() string {
 func (*GetTargetResponse) ProtoMessage() {}
 
 func (x *GetTargetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[49]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3567,7 +3655,7 @@ func (x *GetTargetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTargetResponse.ProtoReflect.Descriptor instead.
 func (*GetTargetResponse) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{49}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *GetTargetResponse) GetTarget() *Target {
@@ -3594,7 +3682,7 @@ type ListTargetsRequest struct {
 
 func (x *ListTargetsRequest) Reset() {
 	*x = ListTargetsRequest{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[50]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3606,7 +3694,7 @@ func (x *ListTargetsRequest) String() string {
 func (*ListTargetsRequest) ProtoMessage() {}
 
 func (x *ListTargetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[50]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3619,7 +3707,7 @@ func (x *ListTargetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTargetsRequest.ProtoReflect.Descriptor instead.
 func (*ListTargetsRequest) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{50}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ListTargetsRequest) GetCluster() string {
@@ -3663,7 +3751,7 @@ type ListTargetsResponse struct {
 
 func (x *ListTargetsResponse) Reset() {
 	*x = ListTargetsResponse{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[51]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3675,7 +3763,7 @@ func (x *ListTargetsResponse) String() string {
 func (*ListTargetsResponse) ProtoMessage() {}
 
 func (x *ListTargetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[51]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3688,7 +3776,7 @@ func (x *ListTargetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTargetsResponse.ProtoReflect.Descriptor instead.
 func (*ListTargetsResponse) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{51}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ListTargetsResponse) GetTargets() []*Target {
@@ -3716,7 +3804,7 @@ type DeleteTargetRequest struct {
 
 func (x *DeleteTargetRequest) Reset() {
 	*x = DeleteTargetRequest{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[52]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3728,7 +3816,7 @@ func (x *DeleteTargetRequest) String() string {
 func (*DeleteTargetRequest) ProtoMessage() {}
 
 func (x *DeleteTargetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[52]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3741,7 +3829,7 @@ func (x *DeleteTargetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTargetRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTargetRequest) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{52}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *DeleteTargetRequest) GetTarget() *TargetKey {
@@ -3760,7 +3848,7 @@ type DeleteTargetResponse struct {
 
 func (x *DeleteTargetResponse) Reset() {
 	*x = DeleteTargetResponse{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[53]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3772,7 +3860,7 @@ func (x *DeleteTargetResponse) String() string {
 func (*DeleteTargetResponse) ProtoMessage() {}
 
 func (x *DeleteTargetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[53]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3785,7 +3873,7 @@ func (x *DeleteTargetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTargetResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTargetResponse) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{53}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{54}
 }
 
 // Target is everything kept for one autoscaler.
@@ -3818,7 +3906,7 @@ type Target struct {
 
 func (x *Target) Reset() {
 	*x = Target{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[54]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3830,7 +3918,7 @@ func (x *Target) String() string {
 func (*Target) ProtoMessage() {}
 
 func (x *Target) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[54]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3843,7 +3931,7 @@ func (x *Target) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Target.ProtoReflect.Descriptor instead.
 func (*Target) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{54}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *Target) GetKey() *TargetKey {
@@ -3924,7 +4012,7 @@ type History struct {
 
 func (x *History) Reset() {
 	*x = History{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[55]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3936,7 +4024,7 @@ func (x *History) String() string {
 func (*History) ProtoMessage() {}
 
 func (x *History) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[55]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3949,7 +4037,7 @@ func (x *History) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use History.ProtoReflect.Descriptor instead.
 func (*History) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{55}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *History) GetRecommendations() []*Recommendation {
@@ -3986,7 +4074,7 @@ type Recommendation struct {
 
 func (x *Recommendation) Reset() {
 	*x = Recommendation{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[56]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3998,7 +4086,7 @@ func (x *Recommendation) String() string {
 func (*Recommendation) ProtoMessage() {}
 
 func (x *Recommendation) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[56]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4011,7 +4099,7 @@ func (x *Recommendation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Recommendation.ProtoReflect.Descriptor instead.
 func (*Recommendation) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{56}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *Recommendation) GetReplicas() int32 {
@@ -4043,7 +4131,7 @@ type ScaleEvent struct {
 
 func (x *ScaleEvent) Reset() {
 	*x = ScaleEvent{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[57]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4055,7 +4143,7 @@ func (x *ScaleEvent) String() string {
 func (*ScaleEvent) ProtoMessage() {}
 
 func (x *ScaleEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[57]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4068,7 +4156,7 @@ func (x *ScaleEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScaleEvent.ProtoReflect.Descriptor instead.
 func (*ScaleEvent) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{57}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ScaleEvent) GetChange() int32 {
@@ -4113,7 +4201,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[58]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4125,7 +4213,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[58]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4138,7 +4226,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{58}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *Event) GetKind() string {
@@ -4206,7 +4294,7 @@ type SimulateRequest struct {
 
 func (x *SimulateRequest) Reset() {
 	*x = SimulateRequest{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[59]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4218,7 +4306,7 @@ func (x *SimulateRequest) String() string {
 func (*SimulateRequest) ProtoMessage() {}
 
 func (x *SimulateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[59]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4231,7 +4319,7 @@ func (x *SimulateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SimulateRequest.ProtoReflect.Descriptor instead.
 func (*SimulateRequest) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{59}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *SimulateRequest) GetSpec() *HorizontalPodAutoscalerSpec {
@@ -4304,7 +4392,7 @@ type SimulateStep struct {
 
 func (x *SimulateStep) Reset() {
 	*x = SimulateStep{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[60]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4316,7 +4404,7 @@ func (x *SimulateStep) String() string {
 func (*SimulateStep) ProtoMessage() {}
 
 func (x *SimulateStep) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[60]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4329,7 +4417,7 @@ func (x *SimulateStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SimulateStep.ProtoReflect.Descriptor instead.
 func (*SimulateStep) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{60}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *SimulateStep) GetTime() *timestamppb.Timestamp {
@@ -4399,7 +4487,7 @@ type PodModel struct {
 
 func (x *PodModel) Reset() {
 	*x = PodModel{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[61]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4411,7 +4499,7 @@ func (x *PodModel) String() string {
 func (*PodModel) ProtoMessage() {}
 
 func (x *PodModel) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[61]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4424,7 +4512,7 @@ func (x *PodModel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodModel.ProtoReflect.Descriptor instead.
 func (*PodModel) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{61}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *PodModel) GetInitialReplicas() int32 {
@@ -4459,7 +4547,7 @@ type SimulateResponse struct {
 
 func (x *SimulateResponse) Reset() {
 	*x = SimulateResponse{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[62]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4471,7 +4559,7 @@ func (x *SimulateResponse) String() string {
 func (*SimulateResponse) ProtoMessage() {}
 
 func (x *SimulateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[62]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4484,7 +4572,7 @@ func (x *SimulateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SimulateResponse.ProtoReflect.Descriptor instead.
 func (*SimulateResponse) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{62}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *SimulateResponse) GetSteps() []*SimulateStepResult {
@@ -4511,7 +4599,7 @@ type SimulateStepResult struct {
 
 func (x *SimulateStepResult) Reset() {
 	*x = SimulateStepResult{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[63]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4523,7 +4611,7 @@ func (x *SimulateStepResult) String() string {
 func (*SimulateStepResult) ProtoMessage() {}
 
 func (x *SimulateStepResult) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[63]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4536,7 +4624,7 @@ func (x *SimulateStepResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SimulateStepResult.ProtoReflect.Descriptor instead.
 func (*SimulateStepResult) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{63}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *SimulateStepResult) GetTime() *timestamppb.Timestamp {
@@ -4582,7 +4670,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[64]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4594,7 +4682,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[64]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4607,7 +4695,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{64}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *WatchRequest) GetCluster() string {
@@ -4665,7 +4753,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[65]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4677,7 +4765,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[65]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4690,7 +4778,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{65}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *WatchResponse) GetRevision() uint64 {
@@ -4777,7 +4865,7 @@ type TargetDeleted struct {
 
 func (x *TargetDeleted) Reset() {
 	*x = TargetDeleted{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[66]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4789,7 +4877,7 @@ func (x *TargetDeleted) String() string {
 func (*TargetDeleted) ProtoMessage() {}
 
 func (x *TargetDeleted) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[66]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4802,7 +4890,7 @@ func (x *TargetDeleted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TargetDeleted.ProtoReflect.Descriptor instead.
 func (*TargetDeleted) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{66}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *TargetDeleted) GetTime() *timestamppb.Timestamp {
@@ -4833,7 +4921,7 @@ type ListDecisionsRequest struct {
 
 func (x *ListDecisionsRequest) Reset() {
 	*x = ListDecisionsRequest{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[67]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4845,7 +4933,7 @@ func (x *ListDecisionsRequest) String() string {
 func (*ListDecisionsRequest) ProtoMessage() {}
 
 func (x *ListDecisionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[67]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4858,7 +4946,7 @@ func (x *ListDecisionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDecisionsRequest.ProtoReflect.Descriptor instead.
 func (*ListDecisionsRequest) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{67}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ListDecisionsRequest) GetTarget() *TargetKey {
@@ -4909,7 +4997,7 @@ type ListDecisionsResponse struct {
 
 func (x *ListDecisionsResponse) Reset() {
 	*x = ListDecisionsResponse{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[68]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4921,7 +5009,7 @@ func (x *ListDecisionsResponse) String() string {
 func (*ListDecisionsResponse) ProtoMessage() {}
 
 func (x *ListDecisionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[68]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4934,7 +5022,7 @@ func (x *ListDecisionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDecisionsResponse.ProtoReflect.Descriptor instead.
 func (*ListDecisionsResponse) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{68}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ListDecisionsResponse) GetDecisions() []*LoggedDecision {
@@ -4974,7 +5062,7 @@ type LoggedDecision struct {
 
 func (x *LoggedDecision) Reset() {
 	*x = LoggedDecision{}
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[69]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4986,7 +5074,7 @@ func (x *LoggedDecision) String() string {
 func (*LoggedDecision) ProtoMessage() {}
 
 func (x *LoggedDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_v1_setpoint_proto_msgTypes[69]
+	mi := &file_setpoint_v1_setpoint_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4999,7 +5087,7 @@ func (x *LoggedDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoggedDecision.ProtoReflect.Descriptor instead.
 func (*LoggedDecision) Descriptor() ([]byte, []int) {
-	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{69}
+	return file_setpoint_v1_setpoint_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *LoggedDecision) GetDecisionTime() *timestamppb.Timestamp {
@@ -5050,7 +5138,7 @@ const file_setpoint_v1_setpoint_proto_rawDesc = "" +
 	"\vapi_version\x18\x01 \x01(\tR\n" +
 	"apiVersion\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x12\n" +
-	"\x04name\x18\x03 \x01(\tR\x04name\"\xb8\x03\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\"\xeb\x03\n" +
 	"\x1bHorizontalPodAutoscalerSpec\x12R\n" +
 	"\x10scale_target_ref\x18\x01 \x01(\v2(.setpoint.v1.CrossVersionObjectReferenceR\x0escaleTargetRef\x12&\n" +
 	"\fmin_replicas\x18\x02 \x01(\x05H\x00R\vminReplicas\x88\x01\x01\x12!\n" +
@@ -5058,8 +5146,12 @@ const file_setpoint_v1_setpoint_proto_rawDesc = "" +
 	"\ametrics\x18\x04 \x03(\v2\x17.setpoint.v1.MetricSpecR\ametrics\x12H\n" +
 	"\bbehavior\x18\x05 \x01(\v2,.setpoint.v1.HorizontalPodAutoscalerBehaviorR\bbehavior\x121\n" +
 	"\bfallback\x18\x06 \x01(\v2\x15.setpoint.v1.FallbackR\bfallback\x129\n" +
-	"\tschedules\x18\a \x03(\v2\x1b.setpoint.v1.ScheduleWindowR\tschedulesB\x0f\n" +
-	"\r_min_replicas\"\x88\x01\n" +
+	"\tschedules\x18\a \x03(\v2\x1b.setpoint.v1.ScheduleWindowR\tschedules\x121\n" +
+	"\bforecast\x18\b \x01(\v2\x15.setpoint.v1.ForecastR\bforecastB\x0f\n" +
+	"\r_min_replicas\"_\n" +
+	"\bForecast\x126\n" +
+	"\tlead_time\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\bleadTime\x12\x1b\n" +
+	"\tmax_error\x18\x02 \x01(\x01R\bmaxError\"\x88\x01\n" +
 	"\bFallback\x12D\n" +
 	"\x10failure_duration\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x0ffailureDuration\x12\x1a\n" +
 	"\bbehavior\x18\x02 \x01(\tR\bbehavior\x12\x1a\n" +
@@ -5194,7 +5286,7 @@ const file_setpoint_v1_setpoint_proto_rawDesc = "" +
 	"\x03pod\x18\x01 \x01(\tR\x03pod\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\x128\n" +
 	"\ttimestamp\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\ttimestamp\x121\n" +
-	"\x06window\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x06window\"\x9a\x03\n" +
+	"\x06window\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x06window\"\xd6\x03\n" +
 	"\x10RecommendRequest\x12.\n" +
 	"\x06target\x18\x01 \x01(\v2\x16.setpoint.v1.TargetKeyR\x06target\x12<\n" +
 	"\x04spec\x18\x02 \x01(\v2(.setpoint.v1.HorizontalPodAutoscalerSpecR\x04spec\x12;\n" +
@@ -5202,7 +5294,9 @@ const file_setpoint_v1_setpoint_proto_rawDesc = "" +
 	"\x05scale\x18\x04 \x01(\v2\x12.setpoint.v1.ScaleR\x05scale\x12$\n" +
 	"\x04pods\x18\x05 \x03(\v2\x10.setpoint.v1.PodR\x04pods\x12G\n" +
 	"\x10resource_metrics\x18\x06 \x01(\v2\x1c.setpoint.v1.ResourceMetricsR\x0fresourceMetrics\x12B\n" +
-	"\fobservations\x18\a \x03(\v2\x1e.setpoint.v1.MetricObservationR\fobservations\"F\n" +
+	"\fobservations\x18\a \x03(\v2\x1e.setpoint.v1.MetricObservationR\fobservations\x12:\n" +
+	"\vpod_startup\x18\b \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"podStartup\"F\n" +
 	"\x11RecommendResponse\x121\n" +
 	"\bdecision\x18\x01 \x01(\v2\x15.setpoint.v1.DecisionR\bdecision\"\xc7\x02\n" +
 	"\bDecision\x12\x1f\n" +
@@ -5431,236 +5525,240 @@ func file_setpoint_v1_setpoint_proto_rawDescGZIP() []byte {
 	return file_setpoint_v1_setpoint_proto_rawDescData
 }
 
-var file_setpoint_v1_setpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 76)
+var file_setpoint_v1_setpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 77)
 var file_setpoint_v1_setpoint_proto_goTypes = []any{
 	(*TargetKey)(nil),                       // 0: setpoint.v1.TargetKey
 	(*CrossVersionObjectReference)(nil),     // 1: setpoint.v1.CrossVersionObjectReference
 	(*HorizontalPodAutoscalerSpec)(nil),     // 2: setpoint.v1.HorizontalPodAutoscalerSpec
-	(*Fallback)(nil),                        // 3: setpoint.v1.Fallback
-	(*ScheduleWindow)(nil),                  // 4: setpoint.v1.ScheduleWindow
-	(*MetricSpec)(nil),                      // 5: setpoint.v1.MetricSpec
-	(*ResourceMetricSource)(nil),            // 6: setpoint.v1.ResourceMetricSource
-	(*ContainerResourceMetricSource)(nil),   // 7: setpoint.v1.ContainerResourceMetricSource
-	(*PodsMetricSource)(nil),                // 8: setpoint.v1.PodsMetricSource
-	(*ObjectMetricSource)(nil),              // 9: setpoint.v1.ObjectMetricSource
-	(*ExternalMetricSource)(nil),            // 10: setpoint.v1.ExternalMetricSource
-	(*MetricIdentifier)(nil),                // 11: setpoint.v1.MetricIdentifier
-	(*LabelSelector)(nil),                   // 12: setpoint.v1.LabelSelector
-	(*LabelSelectorRequirement)(nil),        // 13: setpoint.v1.LabelSelectorRequirement
-	(*MetricTarget)(nil),                    // 14: setpoint.v1.MetricTarget
-	(*HorizontalPodAutoscalerBehavior)(nil), // 15: setpoint.v1.HorizontalPodAutoscalerBehavior
-	(*ScalingRules)(nil),                    // 16: setpoint.v1.ScalingRules
-	(*ScalingPolicy)(nil),                   // 17: setpoint.v1.ScalingPolicy
-	(*ControllerSettings)(nil),              // 18: setpoint.v1.ControllerSettings
-	(*Scale)(nil),                           // 19: setpoint.v1.Scale
-	(*Pod)(nil),                             // 20: setpoint.v1.Pod
-	(*PodReadyCondition)(nil),               // 21: setpoint.v1.PodReadyCondition
-	(*Container)(nil),                       // 22: setpoint.v1.Container
-	(*ResourceMetrics)(nil),                 // 23: setpoint.v1.ResourceMetrics
-	(*PodMetrics)(nil),                      // 24: setpoint.v1.PodMetrics
-	(*ContainerMetrics)(nil),                // 25: setpoint.v1.ContainerMetrics
-	(*MetricObservation)(nil),               // 26: setpoint.v1.MetricObservation
-	(*MetricValue)(nil),                     // 27: setpoint.v1.MetricValue
-	(*RecommendRequest)(nil),                // 28: setpoint.v1.RecommendRequest
-	(*RecommendResponse)(nil),               // 29: setpoint.v1.RecommendResponse
-	(*Decision)(nil),                        // 30: setpoint.v1.Decision
-	(*HorizontalPodAutoscalerStatus)(nil),   // 31: setpoint.v1.HorizontalPodAutoscalerStatus
-	(*Condition)(nil),                       // 32: setpoint.v1.Condition
-	(*MetricStatus)(nil),                    // 33: setpoint.v1.MetricStatus
-	(*ResourceMetricStatus)(nil),            // 34: setpoint.v1.ResourceMetricStatus
-	(*ContainerResourceMetricStatus)(nil),   // 35: setpoint.v1.ContainerResourceMetricStatus
-	(*PodsMetricStatus)(nil),                // 36: setpoint.v1.PodsMetricStatus
-	(*ObjectMetricStatus)(nil),              // 37: setpoint.v1.ObjectMetricStatus
-	(*ExternalMetricStatus)(nil),            // 38: setpoint.v1.ExternalMetricStatus
-	(*MetricValueStatus)(nil),               // 39: setpoint.v1.MetricValueStatus
-	(*Explanation)(nil),                     // 40: setpoint.v1.Explanation
-	(*MetricExplanation)(nil),               // 41: setpoint.v1.MetricExplanation
-	(*Step)(nil),                            // 42: setpoint.v1.Step
-	(*ObserveRequest)(nil),                  // 43: setpoint.v1.ObserveRequest
-	(*AppliedChange)(nil),                   // 44: setpoint.v1.AppliedChange
-	(*FailedChange)(nil),                    // 45: setpoint.v1.FailedChange
-	(*ExternalChange)(nil),                  // 46: setpoint.v1.ExternalChange
-	(*ObserveResponse)(nil),                 // 47: setpoint.v1.ObserveResponse
-	(*GetTargetRequest)(nil),                // 48: setpoint.v1.GetTargetRequest
-	(*GetTargetResponse)(nil),               // 49: setpoint.v1.GetTargetResponse
-	(*ListTargetsRequest)(nil),              // 50: setpoint.v1.ListTargetsRequest
-	(*ListTargetsResponse)(nil),             // 51: setpoint.v1.ListTargetsResponse
-	(*DeleteTargetRequest)(nil),             // 52: setpoint.v1.DeleteTargetRequest
-	(*DeleteTargetResponse)(nil),            // 53: setpoint.v1.DeleteTargetResponse
-	(*Target)(nil),                          // 54: setpoint.v1.Target
-	(*History)(nil),                         // 55: setpoint.v1.History
-	(*Recommendation)(nil),                  // 56: setpoint.v1.Recommendation
-	(*ScaleEvent)(nil),                      // 57: setpoint.v1.ScaleEvent
-	(*Event)(nil),                           // 58: setpoint.v1.Event
-	(*SimulateRequest)(nil),                 // 59: setpoint.v1.SimulateRequest
-	(*SimulateStep)(nil),                    // 60: setpoint.v1.SimulateStep
-	(*PodModel)(nil),                        // 61: setpoint.v1.PodModel
-	(*SimulateResponse)(nil),                // 62: setpoint.v1.SimulateResponse
-	(*SimulateStepResult)(nil),              // 63: setpoint.v1.SimulateStepResult
-	(*WatchRequest)(nil),                    // 64: setpoint.v1.WatchRequest
-	(*WatchResponse)(nil),                   // 65: setpoint.v1.WatchResponse
-	(*TargetDeleted)(nil),                   // 66: setpoint.v1.TargetDeleted
-	(*ListDecisionsRequest)(nil),            // 67: setpoint.v1.ListDecisionsRequest
-	(*ListDecisionsResponse)(nil),           // 68: setpoint.v1.ListDecisionsResponse
-	(*LoggedDecision)(nil),                  // 69: setpoint.v1.LoggedDecision
-	nil,                                     // 70: setpoint.v1.LabelSelector.MatchLabelsEntry
-	nil,                                     // 71: setpoint.v1.Pod.RequestsEntry
-	nil,                                     // 72: setpoint.v1.Pod.OverheadEntry
-	nil,                                     // 73: setpoint.v1.Container.RequestsEntry
-	nil,                                     // 74: setpoint.v1.ContainerMetrics.UsageEntry
-	nil,                                     // 75: setpoint.v1.PodModel.RequestsEntry
-	(*durationpb.Duration)(nil),             // 76: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),           // 77: google.protobuf.Timestamp
+	(*Forecast)(nil),                        // 3: setpoint.v1.Forecast
+	(*Fallback)(nil),                        // 4: setpoint.v1.Fallback
+	(*ScheduleWindow)(nil),                  // 5: setpoint.v1.ScheduleWindow
+	(*MetricSpec)(nil),                      // 6: setpoint.v1.MetricSpec
+	(*ResourceMetricSource)(nil),            // 7: setpoint.v1.ResourceMetricSource
+	(*ContainerResourceMetricSource)(nil),   // 8: setpoint.v1.ContainerResourceMetricSource
+	(*PodsMetricSource)(nil),                // 9: setpoint.v1.PodsMetricSource
+	(*ObjectMetricSource)(nil),              // 10: setpoint.v1.ObjectMetricSource
+	(*ExternalMetricSource)(nil),            // 11: setpoint.v1.ExternalMetricSource
+	(*MetricIdentifier)(nil),                // 12: setpoint.v1.MetricIdentifier
+	(*LabelSelector)(nil),                   // 13: setpoint.v1.LabelSelector
+	(*LabelSelectorRequirement)(nil),        // 14: setpoint.v1.LabelSelectorRequirement
+	(*MetricTarget)(nil),                    // 15: setpoint.v1.MetricTarget
+	(*HorizontalPodAutoscalerBehavior)(nil), // 16: setpoint.v1.HorizontalPodAutoscalerBehavior
+	(*ScalingRules)(nil),                    // 17: setpoint.v1.ScalingRules
+	(*ScalingPolicy)(nil),                   // 18: setpoint.v1.ScalingPolicy
+	(*ControllerSettings)(nil),              // 19: setpoint.v1.ControllerSettings
+	(*Scale)(nil),                           // 20: setpoint.v1.Scale
+	(*Pod)(nil),                             // 21: setpoint.v1.Pod
+	(*PodReadyCondition)(nil),               // 22: setpoint.v1.PodReadyCondition
+	(*Container)(nil),                       // 23: setpoint.v1.Container
+	(*ResourceMetrics)(nil),                 // 24: setpoint.v1.ResourceMetrics
+	(*PodMetrics)(nil),                      // 25: setpoint.v1.PodMetrics
+	(*ContainerMetrics)(nil),                // 26: setpoint.v1.ContainerMetrics
+	(*MetricObservation)(nil),               // 27: setpoint.v1.MetricObservation
+	(*MetricValue)(nil),                     // 28: setpoint.v1.MetricValue
+	(*RecommendRequest)(nil),                // 29: setpoint.v1.RecommendRequest
+	(*RecommendResponse)(nil),               // 30: setpoint.v1.RecommendResponse
+	(*Decision)(nil),                        // 31: setpoint.v1.Decision
+	(*HorizontalPodAutoscalerStatus)(nil),   // 32: setpoint.v1.HorizontalPodAutoscalerStatus
+	(*Condition)(nil),                       // 33: setpoint.v1.Condition
+	(*MetricStatus)(nil),                    // 34: setpoint.v1.MetricStatus
+	(*ResourceMetricStatus)(nil),            // 35: setpoint.v1.ResourceMetricStatus
+	(*ContainerResourceMetricStatus)(nil),   // 36: setpoint.v1.ContainerResourceMetricStatus
+	(*PodsMetricStatus)(nil),                // 37: setpoint.v1.PodsMetricStatus
+	(*ObjectMetricStatus)(nil),              // 38: setpoint.v1.ObjectMetricStatus
+	(*ExternalMetricStatus)(nil),            // 39: setpoint.v1.ExternalMetricStatus
+	(*MetricValueStatus)(nil),               // 40: setpoint.v1.MetricValueStatus
+	(*Explanation)(nil),                     // 41: setpoint.v1.Explanation
+	(*MetricExplanation)(nil),               // 42: setpoint.v1.MetricExplanation
+	(*Step)(nil),                            // 43: setpoint.v1.Step
+	(*ObserveRequest)(nil),                  // 44: setpoint.v1.ObserveRequest
+	(*AppliedChange)(nil),                   // 45: setpoint.v1.AppliedChange
+	(*FailedChange)(nil),                    // 46: setpoint.v1.FailedChange
+	(*ExternalChange)(nil),                  // 47: setpoint.v1.ExternalChange
+	(*ObserveResponse)(nil),                 // 48: setpoint.v1.ObserveResponse
+	(*GetTargetRequest)(nil),                // 49: setpoint.v1.GetTargetRequest
+	(*GetTargetResponse)(nil),               // 50: setpoint.v1.GetTargetResponse
+	(*ListTargetsRequest)(nil),              // 51: setpoint.v1.ListTargetsRequest
+	(*ListTargetsResponse)(nil),             // 52: setpoint.v1.ListTargetsResponse
+	(*DeleteTargetRequest)(nil),             // 53: setpoint.v1.DeleteTargetRequest
+	(*DeleteTargetResponse)(nil),            // 54: setpoint.v1.DeleteTargetResponse
+	(*Target)(nil),                          // 55: setpoint.v1.Target
+	(*History)(nil),                         // 56: setpoint.v1.History
+	(*Recommendation)(nil),                  // 57: setpoint.v1.Recommendation
+	(*ScaleEvent)(nil),                      // 58: setpoint.v1.ScaleEvent
+	(*Event)(nil),                           // 59: setpoint.v1.Event
+	(*SimulateRequest)(nil),                 // 60: setpoint.v1.SimulateRequest
+	(*SimulateStep)(nil),                    // 61: setpoint.v1.SimulateStep
+	(*PodModel)(nil),                        // 62: setpoint.v1.PodModel
+	(*SimulateResponse)(nil),                // 63: setpoint.v1.SimulateResponse
+	(*SimulateStepResult)(nil),              // 64: setpoint.v1.SimulateStepResult
+	(*WatchRequest)(nil),                    // 65: setpoint.v1.WatchRequest
+	(*WatchResponse)(nil),                   // 66: setpoint.v1.WatchResponse
+	(*TargetDeleted)(nil),                   // 67: setpoint.v1.TargetDeleted
+	(*ListDecisionsRequest)(nil),            // 68: setpoint.v1.ListDecisionsRequest
+	(*ListDecisionsResponse)(nil),           // 69: setpoint.v1.ListDecisionsResponse
+	(*LoggedDecision)(nil),                  // 70: setpoint.v1.LoggedDecision
+	nil,                                     // 71: setpoint.v1.LabelSelector.MatchLabelsEntry
+	nil,                                     // 72: setpoint.v1.Pod.RequestsEntry
+	nil,                                     // 73: setpoint.v1.Pod.OverheadEntry
+	nil,                                     // 74: setpoint.v1.Container.RequestsEntry
+	nil,                                     // 75: setpoint.v1.ContainerMetrics.UsageEntry
+	nil,                                     // 76: setpoint.v1.PodModel.RequestsEntry
+	(*durationpb.Duration)(nil),             // 77: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),           // 78: google.protobuf.Timestamp
 }
 var file_setpoint_v1_setpoint_proto_depIdxs = []int32{
 	1,   // 0: setpoint.v1.HorizontalPodAutoscalerSpec.scale_target_ref:type_name -> setpoint.v1.CrossVersionObjectReference
-	5,   // 1: setpoint.v1.HorizontalPodAutoscalerSpec.metrics:type_name -> setpoint.v1.MetricSpec
-	15,  // 2: setpoint.v1.HorizontalPodAutoscalerSpec.behavior:type_name -> setpoint.v1.HorizontalPodAutoscalerBehavior
-	3,   // 3: setpoint.v1.HorizontalPodAutoscalerSpec.fallback:type_name -> setpoint.v1.Fallback
-	4,   // 4: setpoint.v1.HorizontalPodAutoscalerSpec.schedules:type_name -> setpoint.v1.ScheduleWindow
-	76,  // 5: setpoint.v1.Fallback.failure_duration:type_name -> google.protobuf.Duration
-	76,  // 6: setpoint.v1.ScheduleWindow.duration:type_name -> google.protobuf.Duration
-	6,   // 7: setpoint.v1.MetricSpec.resource:type_name -> setpoint.v1.ResourceMetricSource
-	7,   // 8: setpoint.v1.MetricSpec.container_resource:type_name -> setpoint.v1.ContainerResourceMetricSource
-	8,   // 9: setpoint.v1.MetricSpec.pods:type_name -> setpoint.v1.PodsMetricSource
-	9,   // 10: setpoint.v1.MetricSpec.object:type_name -> setpoint.v1.ObjectMetricSource
-	10,  // 11: setpoint.v1.MetricSpec.external:type_name -> setpoint.v1.ExternalMetricSource
-	14,  // 12: setpoint.v1.ResourceMetricSource.target:type_name -> setpoint.v1.MetricTarget
-	14,  // 13: setpoint.v1.ContainerResourceMetricSource.target:type_name -> setpoint.v1.MetricTarget
-	11,  // 14: setpoint.v1.PodsMetricSource.metric:type_name -> setpoint.v1.MetricIdentifier
-	14,  // 15: setpoint.v1.PodsMetricSource.target:type_name -> setpoint.v1.MetricTarget
-	1,   // 16: setpoint.v1.ObjectMetricSource.described_object:type_name -> setpoint.v1.CrossVersionObjectReference
-	11,  // 17: setpoint.v1.ObjectMetricSource.metric:type_name -> setpoint.v1.MetricIdentifier
-	14,  // 18: setpoint.v1.ObjectMetricSource.target:type_name -> setpoint.v1.MetricTarget
-	11,  // 19: setpoint.v1.ExternalMetricSource.metric:type_name -> setpoint.v1.MetricIdentifier
-	14,  // 20: setpoint.v1.ExternalMetricSource.target:type_name -> setpoint.v1.MetricTarget
-	12,  // 21: setpoint.v1.MetricIdentifier.selector:type_name -> setpoint.v1.LabelSelector
-	70,  // 22: setpoint.v1.LabelSelector.match_labels:type_name -> setpoint.v1.LabelSelector.MatchLabelsEntry
-	13,  // 23: setpoint.v1.LabelSelector.match_expressions:type_name -> setpoint.v1.LabelSelectorRequirement
-	16,  // 24: setpoint.v1.HorizontalPodAutoscalerBehavior.scale_up:type_name -> setpoint.v1.ScalingRules
-	16,  // 25: setpoint.v1.HorizontalPodAutoscalerBehavior.scale_down:type_name -> setpoint.v1.ScalingRules
-	17,  // 26: setpoint.v1.ScalingRules.policies:type_name -> setpoint.v1.ScalingPolicy
-	76,  // 27: setpoint.v1.ControllerSettings.cpu_initialization_period:type_name -> google.protobuf.Duration
-	76,  // 28: setpoint.v1.ControllerSettings.initial_readiness_delay:type_name -> google.protobuf.Duration
-	76,  // 29: setpoint.v1.ControllerSettings.downscale_stabilization_window:type_name -> google.protobuf.Duration
-	77,  // 30: setpoint.v1.Pod.start_time:type_name -> google.protobuf.Timestamp
-	21,  // 31: setpoint.v1.Pod.ready:type_name -> setpoint.v1.PodReadyCondition
-	22,  // 32: setpoint.v1.Pod.containers:type_name -> setpoint.v1.Container
-	71,  // 33: setpoint.v1.Pod.requests:type_name -> setpoint.v1.Pod.RequestsEntry
-	72,  // 34: setpoint.v1.Pod.overhead:type_name -> setpoint.v1.Pod.OverheadEntry
-	77,  // 35: setpoint.v1.PodReadyCondition.last_transition_time:type_name -> google.protobuf.Timestamp
-	73,  // 36: setpoint.v1.Container.requests:type_name -> setpoint.v1.Container.RequestsEntry
-	24,  // 37: setpoint.v1.ResourceMetrics.items:type_name -> setpoint.v1.PodMetrics
-	77,  // 38: setpoint.v1.PodMetrics.timestamp:type_name -> google.protobuf.Timestamp
-	76,  // 39: setpoint.v1.PodMetrics.window:type_name -> google.protobuf.Duration
-	25,  // 40: setpoint.v1.PodMetrics.containers:type_name -> setpoint.v1.ContainerMetrics
-	74,  // 41: setpoint.v1.ContainerMetrics.usage:type_name -> setpoint.v1.ContainerMetrics.UsageEntry
-	27,  // 42: setpoint.v1.MetricObservation.values:type_name -> setpoint.v1.MetricValue
-	77,  // 43: setpoint.v1.MetricValue.timestamp:type_name -> google.protobuf.Timestamp
-	76,  // 44: setpoint.v1.MetricValue.window:type_name -> google.protobuf.Duration
-	0,   // 45: setpoint.v1.RecommendRequest.target:type_name -> setpoint.v1.TargetKey
-	2,   // 46: setpoint.v1.RecommendRequest.spec:type_name -> setpoint.v1.HorizontalPodAutoscalerSpec
-	18,  // 47: setpoint.v1.RecommendRequest.settings:type_name -> setpoint.v1.ControllerSettings
-	19,  // 48: setpoint.v1.RecommendRequest.scale:type_name -> setpoint.v1.Scale
-	20,  // 49: setpoint.v1.RecommendRequest.pods:type_name -> setpoint.v1.Pod
-	23,  // 50: setpoint.v1.RecommendRequest.resource_metrics:type_name -> setpoint.v1.ResourceMetrics
-	26,  // 51: setpoint.v1.RecommendRequest.observations:type_name -> setpoint.v1.MetricObservation
-	30,  // 52: setpoint.v1.RecommendResponse.decision:type_name -> setpoint.v1.Decision
-	77,  // 53: setpoint.v1.Decision.decision_time:type_name -> google.protobuf.Timestamp
-	40,  // 54: setpoint.v1.Decision.explanation:type_name -> setpoint.v1.Explanation
-	31,  // 55: setpoint.v1.Decision.status:type_name -> setpoint.v1.HorizontalPodAutoscalerStatus
-	77,  // 56: setpoint.v1.HorizontalPodAutoscalerStatus.last_scale_time:type_name -> google.protobuf.Timestamp
-	33,  // 57: setpoint.v1.HorizontalPodAutoscalerStatus.current_metrics:type_name -> setpoint.v1.MetricStatus
-	32,  // 58: setpoint.v1.HorizontalPodAutoscalerStatus.conditions:type_name -> setpoint.v1.Condition
-	77,  // 59: setpoint.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
-	34,  // 60: setpoint.v1.MetricStatus.resource:type_name -> setpoint.v1.ResourceMetricStatus
-	35,  // 61: setpoint.v1.MetricStatus.container_resource:type_name -> setpoint.v1.ContainerResourceMetricStatus
-	36,  // 62: setpoint.v1.MetricStatus.pods:type_name -> setpoint.v1.PodsMetricStatus
-	37,  // 63: setpoint.v1.MetricStatus.object:type_name -> setpoint.v1.ObjectMetricStatus
-	38,  // 64: setpoint.v1.MetricStatus.external:type_name -> setpoint.v1.ExternalMetricStatus
-	39,  // 65: setpoint.v1.ResourceMetricStatus.current:type_name -> setpoint.v1.MetricValueStatus
-	39,  // 66: setpoint.v1.ContainerResourceMetricStatus.current:type_name -> setpoint.v1.MetricValueStatus
-	11,  // 67: setpoint.v1.PodsMetricStatus.metric:type_name -> setpoint.v1.MetricIdentifier
-	39,  // 68: setpoint.v1.PodsMetricStatus.current:type_name -> setpoint.v1.MetricValueStatus
-	11,  // 69: setpoint.v1.ObjectMetricStatus.metric:type_name -> setpoint.v1.MetricIdentifier
-	39,  // 70: setpoint.v1.ObjectMetricStatus.current:type_name -> setpoint.v1.MetricValueStatus
-	1,   // 71: setpoint.v1.ObjectMetricStatus.described_object:type_name -> setpoint.v1.CrossVersionObjectReference
-	11,  // 72: setpoint.v1.ExternalMetricStatus.metric:type_name -> setpoint.v1.MetricIdentifier
-	39,  // 73: setpoint.v1.ExternalMetricStatus.current:type_name -> setpoint.v1.MetricValueStatus
-	41,  // 74: setpoint.v1.Explanation.metrics:type_name -> setpoint.v1.MetricExplanation
-	42,  // 75: setpoint.v1.Explanation.steps:type_name -> setpoint.v1.Step
-	0,   // 76: setpoint.v1.ObserveRequest.target:type_name -> setpoint.v1.TargetKey
-	44,  // 77: setpoint.v1.ObserveRequest.applied:type_name -> setpoint.v1.AppliedChange
-	45,  // 78: setpoint.v1.ObserveRequest.failed:type_name -> setpoint.v1.FailedChange
-	46,  // 79: setpoint.v1.ObserveRequest.external:type_name -> setpoint.v1.ExternalChange
-	31,  // 80: setpoint.v1.ObserveResponse.status:type_name -> setpoint.v1.HorizontalPodAutoscalerStatus
-	0,   // 81: setpoint.v1.GetTargetRequest.target:type_name -> setpoint.v1.TargetKey
-	54,  // 82: setpoint.v1.GetTargetResponse.target:type_name -> setpoint.v1.Target
-	54,  // 83: setpoint.v1.ListTargetsResponse.targets:type_name -> setpoint.v1.Target
-	0,   // 84: setpoint.v1.DeleteTargetRequest.target:type_name -> setpoint.v1.TargetKey
-	0,   // 85: setpoint.v1.Target.key:type_name -> setpoint.v1.TargetKey
-	2,   // 86: setpoint.v1.Target.spec:type_name -> setpoint.v1.HorizontalPodAutoscalerSpec
-	18,  // 87: setpoint.v1.Target.settings:type_name -> setpoint.v1.ControllerSettings
-	31,  // 88: setpoint.v1.Target.status:type_name -> setpoint.v1.HorizontalPodAutoscalerStatus
-	30,  // 89: setpoint.v1.Target.last_decision:type_name -> setpoint.v1.Decision
-	55,  // 90: setpoint.v1.Target.history:type_name -> setpoint.v1.History
-	58,  // 91: setpoint.v1.Target.events:type_name -> setpoint.v1.Event
-	77,  // 92: setpoint.v1.Target.last_seen:type_name -> google.protobuf.Timestamp
-	2,   // 93: setpoint.v1.Target.received_spec:type_name -> setpoint.v1.HorizontalPodAutoscalerSpec
-	56,  // 94: setpoint.v1.History.recommendations:type_name -> setpoint.v1.Recommendation
-	57,  // 95: setpoint.v1.History.scale_up_events:type_name -> setpoint.v1.ScaleEvent
-	57,  // 96: setpoint.v1.History.scale_down_events:type_name -> setpoint.v1.ScaleEvent
-	77,  // 97: setpoint.v1.Recommendation.time:type_name -> google.protobuf.Timestamp
-	77,  // 98: setpoint.v1.ScaleEvent.time:type_name -> google.protobuf.Timestamp
-	77,  // 99: setpoint.v1.Event.time:type_name -> google.protobuf.Timestamp
-	2,   // 100: setpoint.v1.SimulateRequest.spec:type_name -> setpoint.v1.HorizontalPodAutoscalerSpec
-	18,  // 101: setpoint.v1.SimulateRequest.settings:type_name -> setpoint.v1.ControllerSettings
-	0,   // 102: setpoint.v1.SimulateRequest.seed_from:type_name -> setpoint.v1.TargetKey
-	60,  // 103: setpoint.v1.SimulateRequest.steps:type_name -> setpoint.v1.SimulateStep
-	61,  // 104: setpoint.v1.SimulateRequest.pod_model:type_name -> setpoint.v1.PodModel
-	77,  // 105: setpoint.v1.SimulateStep.time:type_name -> google.protobuf.Timestamp
-	19,  // 106: setpoint.v1.SimulateStep.scale:type_name -> setpoint.v1.Scale
-	20,  // 107: setpoint.v1.SimulateStep.pods:type_name -> setpoint.v1.Pod
-	23,  // 108: setpoint.v1.SimulateStep.resource_metrics:type_name -> setpoint.v1.ResourceMetrics
-	26,  // 109: setpoint.v1.SimulateStep.observations:type_name -> setpoint.v1.MetricObservation
-	2,   // 110: setpoint.v1.SimulateStep.spec:type_name -> setpoint.v1.HorizontalPodAutoscalerSpec
-	75,  // 111: setpoint.v1.PodModel.requests:type_name -> setpoint.v1.PodModel.RequestsEntry
-	76,  // 112: setpoint.v1.PodModel.ready_after:type_name -> google.protobuf.Duration
-	63,  // 113: setpoint.v1.SimulateResponse.steps:type_name -> setpoint.v1.SimulateStepResult
-	77,  // 114: setpoint.v1.SimulateStepResult.time:type_name -> google.protobuf.Timestamp
-	30,  // 115: setpoint.v1.SimulateStepResult.decision:type_name -> setpoint.v1.Decision
-	0,   // 116: setpoint.v1.WatchResponse.target:type_name -> setpoint.v1.TargetKey
-	30,  // 117: setpoint.v1.WatchResponse.decision:type_name -> setpoint.v1.Decision
-	58,  // 118: setpoint.v1.WatchResponse.observation:type_name -> setpoint.v1.Event
-	66,  // 119: setpoint.v1.WatchResponse.deleted:type_name -> setpoint.v1.TargetDeleted
-	77,  // 120: setpoint.v1.TargetDeleted.time:type_name -> google.protobuf.Timestamp
-	0,   // 121: setpoint.v1.ListDecisionsRequest.target:type_name -> setpoint.v1.TargetKey
-	77,  // 122: setpoint.v1.ListDecisionsRequest.start_time:type_name -> google.protobuf.Timestamp
-	77,  // 123: setpoint.v1.ListDecisionsRequest.end_time:type_name -> google.protobuf.Timestamp
-	69,  // 124: setpoint.v1.ListDecisionsResponse.decisions:type_name -> setpoint.v1.LoggedDecision
-	77,  // 125: setpoint.v1.LoggedDecision.decision_time:type_name -> google.protobuf.Timestamp
-	40,  // 126: setpoint.v1.LoggedDecision.explanation:type_name -> setpoint.v1.Explanation
-	28,  // 127: setpoint.v1.AutoscalerService.Recommend:input_type -> setpoint.v1.RecommendRequest
-	43,  // 128: setpoint.v1.AutoscalerService.Observe:input_type -> setpoint.v1.ObserveRequest
-	48,  // 129: setpoint.v1.AutoscalerService.GetTarget:input_type -> setpoint.v1.GetTargetRequest
-	50,  // 130: setpoint.v1.AutoscalerService.ListTargets:input_type -> setpoint.v1.ListTargetsRequest
-	52,  // 131: setpoint.v1.AutoscalerService.DeleteTarget:input_type -> setpoint.v1.DeleteTargetRequest
-	59,  // 132: setpoint.v1.AutoscalerService.Simulate:input_type -> setpoint.v1.SimulateRequest
-	64,  // 133: setpoint.v1.AutoscalerService.Watch:input_type -> setpoint.v1.WatchRequest
-	67,  // 134: setpoint.v1.AutoscalerService.ListDecisions:input_type -> setpoint.v1.ListDecisionsRequest
-	29,  // 135: setpoint.v1.AutoscalerService.Recommend:output_type -> setpoint.v1.RecommendResponse
-	47,  // 136: setpoint.v1.AutoscalerService.Observe:output_type -> setpoint.v1.ObserveResponse
-	49,  // 137: setpoint.v1.AutoscalerService.GetTarget:output_type -> setpoint.v1.GetTargetResponse
-	51,  // 138: setpoint.v1.AutoscalerService.ListTargets:output_type -> setpoint.v1.ListTargetsResponse
-	53,  // 139: setpoint.v1.AutoscalerService.DeleteTarget:output_type -> setpoint.v1.DeleteTargetResponse
-	62,  // 140: setpoint.v1.AutoscalerService.Simulate:output_type -> setpoint.v1.SimulateResponse
-	65,  // 141: setpoint.v1.AutoscalerService.Watch:output_type -> setpoint.v1.WatchResponse
-	68,  // 142: setpoint.v1.AutoscalerService.ListDecisions:output_type -> setpoint.v1.ListDecisionsResponse
-	135, // [135:143] is the sub-list for method output_type
-	127, // [127:135] is the sub-list for method input_type
-	127, // [127:127] is the sub-list for extension type_name
-	127, // [127:127] is the sub-list for extension extendee
-	0,   // [0:127] is the sub-list for field type_name
+	6,   // 1: setpoint.v1.HorizontalPodAutoscalerSpec.metrics:type_name -> setpoint.v1.MetricSpec
+	16,  // 2: setpoint.v1.HorizontalPodAutoscalerSpec.behavior:type_name -> setpoint.v1.HorizontalPodAutoscalerBehavior
+	4,   // 3: setpoint.v1.HorizontalPodAutoscalerSpec.fallback:type_name -> setpoint.v1.Fallback
+	5,   // 4: setpoint.v1.HorizontalPodAutoscalerSpec.schedules:type_name -> setpoint.v1.ScheduleWindow
+	3,   // 5: setpoint.v1.HorizontalPodAutoscalerSpec.forecast:type_name -> setpoint.v1.Forecast
+	77,  // 6: setpoint.v1.Forecast.lead_time:type_name -> google.protobuf.Duration
+	77,  // 7: setpoint.v1.Fallback.failure_duration:type_name -> google.protobuf.Duration
+	77,  // 8: setpoint.v1.ScheduleWindow.duration:type_name -> google.protobuf.Duration
+	7,   // 9: setpoint.v1.MetricSpec.resource:type_name -> setpoint.v1.ResourceMetricSource
+	8,   // 10: setpoint.v1.MetricSpec.container_resource:type_name -> setpoint.v1.ContainerResourceMetricSource
+	9,   // 11: setpoint.v1.MetricSpec.pods:type_name -> setpoint.v1.PodsMetricSource
+	10,  // 12: setpoint.v1.MetricSpec.object:type_name -> setpoint.v1.ObjectMetricSource
+	11,  // 13: setpoint.v1.MetricSpec.external:type_name -> setpoint.v1.ExternalMetricSource
+	15,  // 14: setpoint.v1.ResourceMetricSource.target:type_name -> setpoint.v1.MetricTarget
+	15,  // 15: setpoint.v1.ContainerResourceMetricSource.target:type_name -> setpoint.v1.MetricTarget
+	12,  // 16: setpoint.v1.PodsMetricSource.metric:type_name -> setpoint.v1.MetricIdentifier
+	15,  // 17: setpoint.v1.PodsMetricSource.target:type_name -> setpoint.v1.MetricTarget
+	1,   // 18: setpoint.v1.ObjectMetricSource.described_object:type_name -> setpoint.v1.CrossVersionObjectReference
+	12,  // 19: setpoint.v1.ObjectMetricSource.metric:type_name -> setpoint.v1.MetricIdentifier
+	15,  // 20: setpoint.v1.ObjectMetricSource.target:type_name -> setpoint.v1.MetricTarget
+	12,  // 21: setpoint.v1.ExternalMetricSource.metric:type_name -> setpoint.v1.MetricIdentifier
+	15,  // 22: setpoint.v1.ExternalMetricSource.target:type_name -> setpoint.v1.MetricTarget
+	13,  // 23: setpoint.v1.MetricIdentifier.selector:type_name -> setpoint.v1.LabelSelector
+	71,  // 24: setpoint.v1.LabelSelector.match_labels:type_name -> setpoint.v1.LabelSelector.MatchLabelsEntry
+	14,  // 25: setpoint.v1.LabelSelector.match_expressions:type_name -> setpoint.v1.LabelSelectorRequirement
+	17,  // 26: setpoint.v1.HorizontalPodAutoscalerBehavior.scale_up:type_name -> setpoint.v1.ScalingRules
+	17,  // 27: setpoint.v1.HorizontalPodAutoscalerBehavior.scale_down:type_name -> setpoint.v1.ScalingRules
+	18,  // 28: setpoint.v1.ScalingRules.policies:type_name -> setpoint.v1.ScalingPolicy
+	77,  // 29: setpoint.v1.ControllerSettings.cpu_initialization_period:type_name -> google.protobuf.Duration
+	77,  // 30: setpoint.v1.ControllerSettings.initial_readiness_delay:type_name -> google.protobuf.Duration
+	77,  // 31: setpoint.v1.ControllerSettings.downscale_stabilization_window:type_name -> google.protobuf.Duration
+	78,  // 32: setpoint.v1.Pod.start_time:type_name -> google.protobuf.Timestamp
+	22,  // 33: setpoint.v1.Pod.ready:type_name -> setpoint.v1.PodReadyCondition
+	23,  // 34: setpoint.v1.Pod.containers:type_name -> setpoint.v1.Container
+	72,  // 35: setpoint.v1.Pod.requests:type_name -> setpoint.v1.Pod.RequestsEntry
+	73,  // 36: setpoint.v1.Pod.overhead:type_name -> setpoint.v1.Pod.OverheadEntry
+	78,  // 37: setpoint.v1.PodReadyCondition.last_transition_time:type_name -> google.protobuf.Timestamp
+	74,  // 38: setpoint.v1.Container.requests:type_name -> setpoint.v1.Container.RequestsEntry
+	25,  // 39: setpoint.v1.ResourceMetrics.items:type_name -> setpoint.v1.PodMetrics
+	78,  // 40: setpoint.v1.PodMetrics.timestamp:type_name -> google.protobuf.Timestamp
+	77,  // 41: setpoint.v1.PodMetrics.window:type_name -> google.protobuf.Duration
+	26,  // 42: setpoint.v1.PodMetrics.containers:type_name -> setpoint.v1.ContainerMetrics
+	75,  // 43: setpoint.v1.ContainerMetrics.usage:type_name -> setpoint.v1.ContainerMetrics.UsageEntry
+	28,  // 44: setpoint.v1.MetricObservation.values:type_name -> setpoint.v1.MetricValue
+	78,  // 45: setpoint.v1.MetricValue.timestamp:type_name -> google.protobuf.Timestamp
+	77,  // 46: setpoint.v1.MetricValue.window:type_name -> google.protobuf.Duration
+	0,   // 47: setpoint.v1.RecommendRequest.target:type_name -> setpoint.v1.TargetKey
+	2,   // 48: setpoint.v1.RecommendRequest.spec:type_name -> setpoint.v1.HorizontalPodAutoscalerSpec
+	19,  // 49: setpoint.v1.RecommendRequest.settings:type_name -> setpoint.v1.ControllerSettings
+	20,  // 50: setpoint.v1.RecommendRequest.scale:type_name -> setpoint.v1.Scale
+	21,  // 51: setpoint.v1.RecommendRequest.pods:type_name -> setpoint.v1.Pod
+	24,  // 52: setpoint.v1.RecommendRequest.resource_metrics:type_name -> setpoint.v1.ResourceMetrics
+	27,  // 53: setpoint.v1.RecommendRequest.observations:type_name -> setpoint.v1.MetricObservation
+	77,  // 54: setpoint.v1.RecommendRequest.pod_startup:type_name -> google.protobuf.Duration
+	31,  // 55: setpoint.v1.RecommendResponse.decision:type_name -> setpoint.v1.Decision
+	78,  // 56: setpoint.v1.Decision.decision_time:type_name -> google.protobuf.Timestamp
+	41,  // 57: setpoint.v1.Decision.explanation:type_name -> setpoint.v1.Explanation
+	32,  // 58: setpoint.v1.Decision.status:type_name -> setpoint.v1.HorizontalPodAutoscalerStatus
+	78,  // 59: setpoint.v1.HorizontalPodAutoscalerStatus.last_scale_time:type_name -> google.protobuf.Timestamp
+	34,  // 60: setpoint.v1.HorizontalPodAutoscalerStatus.current_metrics:type_name -> setpoint.v1.MetricStatus
+	33,  // 61: setpoint.v1.HorizontalPodAutoscalerStatus.conditions:type_name -> setpoint.v1.Condition
+	78,  // 62: setpoint.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
+	35,  // 63: setpoint.v1.MetricStatus.resource:type_name -> setpoint.v1.ResourceMetricStatus
+	36,  // 64: setpoint.v1.MetricStatus.container_resource:type_name -> setpoint.v1.ContainerResourceMetricStatus
+	37,  // 65: setpoint.v1.MetricStatus.pods:type_name -> setpoint.v1.PodsMetricStatus
+	38,  // 66: setpoint.v1.MetricStatus.object:type_name -> setpoint.v1.ObjectMetricStatus
+	39,  // 67: setpoint.v1.MetricStatus.external:type_name -> setpoint.v1.ExternalMetricStatus
+	40,  // 68: setpoint.v1.ResourceMetricStatus.current:type_name -> setpoint.v1.MetricValueStatus
+	40,  // 69: setpoint.v1.ContainerResourceMetricStatus.current:type_name -> setpoint.v1.MetricValueStatus
+	12,  // 70: setpoint.v1.PodsMetricStatus.metric:type_name -> setpoint.v1.MetricIdentifier
+	40,  // 71: setpoint.v1.PodsMetricStatus.current:type_name -> setpoint.v1.MetricValueStatus
+	12,  // 72: setpoint.v1.ObjectMetricStatus.metric:type_name -> setpoint.v1.MetricIdentifier
+	40,  // 73: setpoint.v1.ObjectMetricStatus.current:type_name -> setpoint.v1.MetricValueStatus
+	1,   // 74: setpoint.v1.ObjectMetricStatus.described_object:type_name -> setpoint.v1.CrossVersionObjectReference
+	12,  // 75: setpoint.v1.ExternalMetricStatus.metric:type_name -> setpoint.v1.MetricIdentifier
+	40,  // 76: setpoint.v1.ExternalMetricStatus.current:type_name -> setpoint.v1.MetricValueStatus
+	42,  // 77: setpoint.v1.Explanation.metrics:type_name -> setpoint.v1.MetricExplanation
+	43,  // 78: setpoint.v1.Explanation.steps:type_name -> setpoint.v1.Step
+	0,   // 79: setpoint.v1.ObserveRequest.target:type_name -> setpoint.v1.TargetKey
+	45,  // 80: setpoint.v1.ObserveRequest.applied:type_name -> setpoint.v1.AppliedChange
+	46,  // 81: setpoint.v1.ObserveRequest.failed:type_name -> setpoint.v1.FailedChange
+	47,  // 82: setpoint.v1.ObserveRequest.external:type_name -> setpoint.v1.ExternalChange
+	32,  // 83: setpoint.v1.ObserveResponse.status:type_name -> setpoint.v1.HorizontalPodAutoscalerStatus
+	0,   // 84: setpoint.v1.GetTargetRequest.target:type_name -> setpoint.v1.TargetKey
+	55,  // 85: setpoint.v1.GetTargetResponse.target:type_name -> setpoint.v1.Target
+	55,  // 86: setpoint.v1.ListTargetsResponse.targets:type_name -> setpoint.v1.Target
+	0,   // 87: setpoint.v1.DeleteTargetRequest.target:type_name -> setpoint.v1.TargetKey
+	0,   // 88: setpoint.v1.Target.key:type_name -> setpoint.v1.TargetKey
+	2,   // 89: setpoint.v1.Target.spec:type_name -> setpoint.v1.HorizontalPodAutoscalerSpec
+	19,  // 90: setpoint.v1.Target.settings:type_name -> setpoint.v1.ControllerSettings
+	32,  // 91: setpoint.v1.Target.status:type_name -> setpoint.v1.HorizontalPodAutoscalerStatus
+	31,  // 92: setpoint.v1.Target.last_decision:type_name -> setpoint.v1.Decision
+	56,  // 93: setpoint.v1.Target.history:type_name -> setpoint.v1.History
+	59,  // 94: setpoint.v1.Target.events:type_name -> setpoint.v1.Event
+	78,  // 95: setpoint.v1.Target.last_seen:type_name -> google.protobuf.Timestamp
+	2,   // 96: setpoint.v1.Target.received_spec:type_name -> setpoint.v1.HorizontalPodAutoscalerSpec
+	57,  // 97: setpoint.v1.History.recommendations:type_name -> setpoint.v1.Recommendation
+	58,  // 98: setpoint.v1.History.scale_up_events:type_name -> setpoint.v1.ScaleEvent
+	58,  // 99: setpoint.v1.History.scale_down_events:type_name -> setpoint.v1.ScaleEvent
+	78,  // 100: setpoint.v1.Recommendation.time:type_name -> google.protobuf.Timestamp
+	78,  // 101: setpoint.v1.ScaleEvent.time:type_name -> google.protobuf.Timestamp
+	78,  // 102: setpoint.v1.Event.time:type_name -> google.protobuf.Timestamp
+	2,   // 103: setpoint.v1.SimulateRequest.spec:type_name -> setpoint.v1.HorizontalPodAutoscalerSpec
+	19,  // 104: setpoint.v1.SimulateRequest.settings:type_name -> setpoint.v1.ControllerSettings
+	0,   // 105: setpoint.v1.SimulateRequest.seed_from:type_name -> setpoint.v1.TargetKey
+	61,  // 106: setpoint.v1.SimulateRequest.steps:type_name -> setpoint.v1.SimulateStep
+	62,  // 107: setpoint.v1.SimulateRequest.pod_model:type_name -> setpoint.v1.PodModel
+	78,  // 108: setpoint.v1.SimulateStep.time:type_name -> google.protobuf.Timestamp
+	20,  // 109: setpoint.v1.SimulateStep.scale:type_name -> setpoint.v1.Scale
+	21,  // 110: setpoint.v1.SimulateStep.pods:type_name -> setpoint.v1.Pod
+	24,  // 111: setpoint.v1.SimulateStep.resource_metrics:type_name -> setpoint.v1.ResourceMetrics
+	27,  // 112: setpoint.v1.SimulateStep.observations:type_name -> setpoint.v1.MetricObservation
+	2,   // 113: setpoint.v1.SimulateStep.spec:type_name -> setpoint.v1.HorizontalPodAutoscalerSpec
+	76,  // 114: setpoint.v1.PodModel.requests:type_name -> setpoint.v1.PodModel.RequestsEntry
+	77,  // 115: setpoint.v1.PodModel.ready_after:type_name -> google.protobuf.Duration
+	64,  // 116: setpoint.v1.SimulateResponse.steps:type_name -> setpoint.v1.SimulateStepResult
+	78,  // 117: setpoint.v1.SimulateStepResult.time:type_name -> google.protobuf.Timestamp
+	31,  // 118: setpoint.v1.SimulateStepResult.decision:type_name -> setpoint.v1.Decision
+	0,   // 119: setpoint.v1.WatchResponse.target:type_name -> setpoint.v1.TargetKey
+	31,  // 120: setpoint.v1.WatchResponse.decision:type_name -> setpoint.v1.Decision
+	59,  // 121: setpoint.v1.WatchResponse.observation:type_name -> setpoint.v1.Event
+	67,  // 122: setpoint.v1.WatchResponse.deleted:type_name -> setpoint.v1.TargetDeleted
+	78,  // 123: setpoint.v1.TargetDeleted.time:type_name -> google.protobuf.Timestamp
+	0,   // 124: setpoint.v1.ListDecisionsRequest.target:type_name -> setpoint.v1.TargetKey
+	78,  // 125: setpoint.v1.ListDecisionsRequest.start_time:type_name -> google.protobuf.Timestamp
+	78,  // 126: setpoint.v1.ListDecisionsRequest.end_time:type_name -> google.protobuf.Timestamp
+	70,  // 127: setpoint.v1.ListDecisionsResponse.decisions:type_name -> setpoint.v1.LoggedDecision
+	78,  // 128: setpoint.v1.LoggedDecision.decision_time:type_name -> google.protobuf.Timestamp
+	41,  // 129: setpoint.v1.LoggedDecision.explanation:type_name -> setpoint.v1.Explanation
+	29,  // 130: setpoint.v1.AutoscalerService.Recommend:input_type -> setpoint.v1.RecommendRequest
+	44,  // 131: setpoint.v1.AutoscalerService.Observe:input_type -> setpoint.v1.ObserveRequest
+	49,  // 132: setpoint.v1.AutoscalerService.GetTarget:input_type -> setpoint.v1.GetTargetRequest
+	51,  // 133: setpoint.v1.AutoscalerService.ListTargets:input_type -> setpoint.v1.ListTargetsRequest
+	53,  // 134: setpoint.v1.AutoscalerService.DeleteTarget:input_type -> setpoint.v1.DeleteTargetRequest
+	60,  // 135: setpoint.v1.AutoscalerService.Simulate:input_type -> setpoint.v1.SimulateRequest
+	65,  // 136: setpoint.v1.AutoscalerService.Watch:input_type -> setpoint.v1.WatchRequest
+	68,  // 137: setpoint.v1.AutoscalerService.ListDecisions:input_type -> setpoint.v1.ListDecisionsRequest
+	30,  // 138: setpoint.v1.AutoscalerService.Recommend:output_type -> setpoint.v1.RecommendResponse
+	48,  // 139: setpoint.v1.AutoscalerService.Observe:output_type -> setpoint.v1.ObserveResponse
+	50,  // 140: setpoint.v1.AutoscalerService.GetTarget:output_type -> setpoint.v1.GetTargetResponse
+	52,  // 141: setpoint.v1.AutoscalerService.ListTargets:output_type -> setpoint.v1.ListTargetsResponse
+	54,  // 142: setpoint.v1.AutoscalerService.DeleteTarget:output_type -> setpoint.v1.DeleteTargetResponse
+	63,  // 143: setpoint.v1.AutoscalerService.Simulate:output_type -> setpoint.v1.SimulateResponse
+	66,  // 144: setpoint.v1.AutoscalerService.Watch:output_type -> setpoint.v1.WatchResponse
+	69,  // 145: setpoint.v1.AutoscalerService.ListDecisions:output_type -> setpoint.v1.ListDecisionsResponse
+	138, // [138:146] is the sub-list for method output_type
+	130, // [130:138] is the sub-list for method input_type
+	130, // [130:130] is the sub-list for extension type_name
+	130, // [130:130] is the sub-list for extension extendee
+	0,   // [0:130] is the sub-list for field type_name
 }
 
 func init() { file_setpoint_v1_setpoint_proto_init() }
@@ -5669,16 +5767,16 @@ func file_setpoint_v1_setpoint_proto_init() {
 		return
 	}
 	file_setpoint_v1_setpoint_proto_msgTypes[2].OneofWrappers = []any{}
-	file_setpoint_v1_setpoint_proto_msgTypes[14].OneofWrappers = []any{}
-	file_setpoint_v1_setpoint_proto_msgTypes[16].OneofWrappers = []any{}
-	file_setpoint_v1_setpoint_proto_msgTypes[18].OneofWrappers = []any{}
-	file_setpoint_v1_setpoint_proto_msgTypes[39].OneofWrappers = []any{}
-	file_setpoint_v1_setpoint_proto_msgTypes[43].OneofWrappers = []any{
+	file_setpoint_v1_setpoint_proto_msgTypes[15].OneofWrappers = []any{}
+	file_setpoint_v1_setpoint_proto_msgTypes[17].OneofWrappers = []any{}
+	file_setpoint_v1_setpoint_proto_msgTypes[19].OneofWrappers = []any{}
+	file_setpoint_v1_setpoint_proto_msgTypes[40].OneofWrappers = []any{}
+	file_setpoint_v1_setpoint_proto_msgTypes[44].OneofWrappers = []any{
 		(*ObserveRequest_Applied)(nil),
 		(*ObserveRequest_Failed)(nil),
 		(*ObserveRequest_External)(nil),
 	}
-	file_setpoint_v1_setpoint_proto_msgTypes[65].OneofWrappers = []any{
+	file_setpoint_v1_setpoint_proto_msgTypes[66].OneofWrappers = []any{
 		(*WatchResponse_Decision)(nil),
 		(*WatchResponse_Observation)(nil),
 		(*WatchResponse_Deleted)(nil),
@@ -5689,7 +5787,7 @@ func file_setpoint_v1_setpoint_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_setpoint_v1_setpoint_proto_rawDesc), len(file_setpoint_v1_setpoint_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   76,
+			NumMessages:   77,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

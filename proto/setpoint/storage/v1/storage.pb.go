@@ -65,7 +65,10 @@ type Record struct {
 	// The spec exactly as last received, in the API's wire form (a
 	// marshalled setpoint.v1.HorizontalPodAutoscalerSpec, defaults not
 	// applied); empty in records written before it was kept.
-	ReceivedSpec  []byte `protobuf:"bytes,9,opt,name=received_spec,json=receivedSpec,proto3" json:"received_spec,omitempty"`
+	ReceivedSpec []byte `protobuf:"bytes,9,opt,name=received_spec,json=receivedSpec,proto3" json:"received_spec,omitempty"`
+	// The forecast histories of the target's metrics, one per metric, when
+	// the target forecasts (absent otherwise): each at most 4,351 bytes.
+	Forecasts     []*MetricHistory `protobuf:"bytes,10,rep,name=forecasts,proto3" json:"forecasts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -163,6 +166,69 @@ func (x *Record) GetReceivedSpec() []byte {
 	return nil
 }
 
+func (x *Record) GetForecasts() []*MetricHistory {
+	if x != nil {
+		return x.Forecasts
+	}
+	return nil
+}
+
+// MetricHistory is the forecast history of one metric of a target.
+type MetricHistory struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The metric, as the decision's explanation names it.
+	Metric string `protobuf:"bytes,1,opt,name=metric,proto3" json:"metric,omitempty"`
+	// The history in package forecast's encoding (History.MarshalBinary),
+	// opaque to the store.
+	History       []byte `protobuf:"bytes,2,opt,name=history,proto3" json:"history,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetricHistory) Reset() {
+	*x = MetricHistory{}
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetricHistory) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetricHistory) ProtoMessage() {}
+
+func (x *MetricHistory) ProtoReflect() protoreflect.Message {
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetricHistory.ProtoReflect.Descriptor instead.
+func (*MetricHistory) Descriptor() ([]byte, []int) {
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *MetricHistory) GetMetric() string {
+	if x != nil {
+		return x.Metric
+	}
+	return ""
+}
+
+func (x *MetricHistory) GetHistory() []byte {
+	if x != nil {
+		return x.History
+	}
+	return nil
+}
+
 // TargetRef is the autoscaler's scale target reference.
 type TargetRef struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -178,7 +244,7 @@ type TargetRef struct {
 
 func (x *TargetRef) Reset() {
 	*x = TargetRef{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[1]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -190,7 +256,7 @@ func (x *TargetRef) String() string {
 func (*TargetRef) ProtoMessage() {}
 
 func (x *TargetRef) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[1]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -203,7 +269,7 @@ func (x *TargetRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TargetRef.ProtoReflect.Descriptor instead.
 func (*TargetRef) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{1}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *TargetRef) GetApiVersion() string {
@@ -248,7 +314,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[2]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -260,7 +326,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[2]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -273,7 +339,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{2}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Event) GetKind() string {
@@ -342,7 +408,7 @@ type LastDecision struct {
 
 func (x *LastDecision) Reset() {
 	*x = LastDecision{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[3]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -354,7 +420,7 @@ func (x *LastDecision) String() string {
 func (*LastDecision) ProtoMessage() {}
 
 func (x *LastDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[3]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -367,7 +433,7 @@ func (x *LastDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LastDecision.ProtoReflect.Descriptor instead.
 func (*LastDecision) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{3}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *LastDecision) GetId() string {
@@ -430,7 +496,7 @@ type Settings struct {
 
 func (x *Settings) Reset() {
 	*x = Settings{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[4]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -442,7 +508,7 @@ func (x *Settings) String() string {
 func (*Settings) ProtoMessage() {}
 
 func (x *Settings) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[4]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -455,7 +521,7 @@ func (x *Settings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Settings.ProtoReflect.Descriptor instead.
 func (*Settings) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{4}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Settings) GetTolerance() float64 {
@@ -503,7 +569,7 @@ type Spec struct {
 
 func (x *Spec) Reset() {
 	*x = Spec{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[5]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -515,7 +581,7 @@ func (x *Spec) String() string {
 func (*Spec) ProtoMessage() {}
 
 func (x *Spec) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[5]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -528,7 +594,7 @@ func (x *Spec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Spec.ProtoReflect.Descriptor instead.
 func (*Spec) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{5}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Spec) GetMinReplicas() int32 {
@@ -581,7 +647,7 @@ type MetricSpec struct {
 
 func (x *MetricSpec) Reset() {
 	*x = MetricSpec{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[6]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -593,7 +659,7 @@ func (x *MetricSpec) String() string {
 func (*MetricSpec) ProtoMessage() {}
 
 func (x *MetricSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[6]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -606,7 +672,7 @@ func (x *MetricSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetricSpec.ProtoReflect.Descriptor instead.
 func (*MetricSpec) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{6}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *MetricSpec) GetType() string {
@@ -664,7 +730,7 @@ type MetricIdentifier struct {
 
 func (x *MetricIdentifier) Reset() {
 	*x = MetricIdentifier{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[7]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -676,7 +742,7 @@ func (x *MetricIdentifier) String() string {
 func (*MetricIdentifier) ProtoMessage() {}
 
 func (x *MetricIdentifier) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[7]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -689,7 +755,7 @@ func (x *MetricIdentifier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetricIdentifier.ProtoReflect.Descriptor instead.
 func (*MetricIdentifier) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{7}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *MetricIdentifier) GetName() string {
@@ -719,7 +785,7 @@ type LabelSelector struct {
 
 func (x *LabelSelector) Reset() {
 	*x = LabelSelector{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[8]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -731,7 +797,7 @@ func (x *LabelSelector) String() string {
 func (*LabelSelector) ProtoMessage() {}
 
 func (x *LabelSelector) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[8]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -744,7 +810,7 @@ func (x *LabelSelector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelSelector.ProtoReflect.Descriptor instead.
 func (*LabelSelector) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{8}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *LabelSelector) GetMatchLabels() map[string]string {
@@ -776,7 +842,7 @@ type LabelSelectorRequirement struct {
 
 func (x *LabelSelectorRequirement) Reset() {
 	*x = LabelSelectorRequirement{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[9]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -788,7 +854,7 @@ func (x *LabelSelectorRequirement) String() string {
 func (*LabelSelectorRequirement) ProtoMessage() {}
 
 func (x *LabelSelectorRequirement) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[9]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -801,7 +867,7 @@ func (x *LabelSelectorRequirement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelSelectorRequirement.ProtoReflect.Descriptor instead.
 func (*LabelSelectorRequirement) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{9}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *LabelSelectorRequirement) GetKey() string {
@@ -840,7 +906,7 @@ type ObjectReference struct {
 
 func (x *ObjectReference) Reset() {
 	*x = ObjectReference{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[10]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -852,7 +918,7 @@ func (x *ObjectReference) String() string {
 func (*ObjectReference) ProtoMessage() {}
 
 func (x *ObjectReference) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[10]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -865,7 +931,7 @@ func (x *ObjectReference) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObjectReference.ProtoReflect.Descriptor instead.
 func (*ObjectReference) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{10}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ObjectReference) GetApiVersion() string {
@@ -904,7 +970,7 @@ type Target struct {
 
 func (x *Target) Reset() {
 	*x = Target{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[11]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -916,7 +982,7 @@ func (x *Target) String() string {
 func (*Target) ProtoMessage() {}
 
 func (x *Target) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[11]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -929,7 +995,7 @@ func (x *Target) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Target.ProtoReflect.Descriptor instead.
 func (*Target) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{11}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Target) GetType() string {
@@ -966,7 +1032,7 @@ type Behavior struct {
 
 func (x *Behavior) Reset() {
 	*x = Behavior{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[12]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -978,7 +1044,7 @@ func (x *Behavior) String() string {
 func (*Behavior) ProtoMessage() {}
 
 func (x *Behavior) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[12]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -991,7 +1057,7 @@ func (x *Behavior) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Behavior.ProtoReflect.Descriptor instead.
 func (*Behavior) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{12}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Behavior) GetScaleUp() *Rules {
@@ -1025,7 +1091,7 @@ type Rules struct {
 
 func (x *Rules) Reset() {
 	*x = Rules{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[13]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1037,7 +1103,7 @@ func (x *Rules) String() string {
 func (*Rules) ProtoMessage() {}
 
 func (x *Rules) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[13]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1050,7 +1116,7 @@ func (x *Rules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rules.ProtoReflect.Descriptor instead.
 func (*Rules) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{13}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Rules) GetStabilizationWindowSeconds() int32 {
@@ -1096,7 +1162,7 @@ type Policy struct {
 
 func (x *Policy) Reset() {
 	*x = Policy{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[14]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1108,7 +1174,7 @@ func (x *Policy) String() string {
 func (*Policy) ProtoMessage() {}
 
 func (x *Policy) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[14]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1121,7 +1187,7 @@ func (x *Policy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Policy.ProtoReflect.Descriptor instead.
 func (*Policy) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{14}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Policy) GetType() string {
@@ -1169,7 +1235,7 @@ type Status struct {
 
 func (x *Status) Reset() {
 	*x = Status{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[15]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1181,7 +1247,7 @@ func (x *Status) String() string {
 func (*Status) ProtoMessage() {}
 
 func (x *Status) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[15]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1194,7 +1260,7 @@ func (x *Status) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Status.ProtoReflect.Descriptor instead.
 func (*Status) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{15}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Status) GetCurrentReplicas() int32 {
@@ -1258,7 +1324,7 @@ type Condition struct {
 
 func (x *Condition) Reset() {
 	*x = Condition{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[16]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1270,7 +1336,7 @@ func (x *Condition) String() string {
 func (*Condition) ProtoMessage() {}
 
 func (x *Condition) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[16]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1283,7 +1349,7 @@ func (x *Condition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Condition.ProtoReflect.Descriptor instead.
 func (*Condition) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{16}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Condition) GetType() string {
@@ -1334,7 +1400,7 @@ type Quantity struct {
 
 func (x *Quantity) Reset() {
 	*x = Quantity{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[17]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1346,7 +1412,7 @@ func (x *Quantity) String() string {
 func (*Quantity) ProtoMessage() {}
 
 func (x *Quantity) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[17]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1359,7 +1425,7 @@ func (x *Quantity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Quantity.ProtoReflect.Descriptor instead.
 func (*Quantity) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{17}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Quantity) GetMilli() int64 {
@@ -1401,7 +1467,7 @@ type MetricStatus struct {
 
 func (x *MetricStatus) Reset() {
 	*x = MetricStatus{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[18]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1413,7 +1479,7 @@ func (x *MetricStatus) String() string {
 func (*MetricStatus) ProtoMessage() {}
 
 func (x *MetricStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[18]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1426,7 +1492,7 @@ func (x *MetricStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetricStatus.ProtoReflect.Descriptor instead.
 func (*MetricStatus) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{18}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *MetricStatus) GetType() string {
@@ -1500,7 +1566,7 @@ type History struct {
 
 func (x *History) Reset() {
 	*x = History{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[19]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1512,7 +1578,7 @@ func (x *History) String() string {
 func (*History) ProtoMessage() {}
 
 func (x *History) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[19]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1525,7 +1591,7 @@ func (x *History) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use History.ProtoReflect.Descriptor instead.
 func (*History) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{19}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *History) GetRecommendations() []*Recommendation {
@@ -1562,7 +1628,7 @@ type Recommendation struct {
 
 func (x *Recommendation) Reset() {
 	*x = Recommendation{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[20]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1574,7 +1640,7 @@ func (x *Recommendation) String() string {
 func (*Recommendation) ProtoMessage() {}
 
 func (x *Recommendation) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[20]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1587,7 +1653,7 @@ func (x *Recommendation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Recommendation.ProtoReflect.Descriptor instead.
 func (*Recommendation) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{20}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Recommendation) GetReplicas() int32 {
@@ -1619,7 +1685,7 @@ type ScaleEvent struct {
 
 func (x *ScaleEvent) Reset() {
 	*x = ScaleEvent{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[21]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1631,7 +1697,7 @@ func (x *ScaleEvent) String() string {
 func (*ScaleEvent) ProtoMessage() {}
 
 func (x *ScaleEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[21]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1644,7 +1710,7 @@ func (x *ScaleEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScaleEvent.ProtoReflect.Descriptor instead.
 func (*ScaleEvent) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{21}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ScaleEvent) GetChange() int32 {
@@ -1689,7 +1755,7 @@ type Decision struct {
 
 func (x *Decision) Reset() {
 	*x = Decision{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[22]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1701,7 +1767,7 @@ func (x *Decision) String() string {
 func (*Decision) ProtoMessage() {}
 
 func (x *Decision) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[22]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1714,7 +1780,7 @@ func (x *Decision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Decision.ProtoReflect.Descriptor instead.
 func (*Decision) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{22}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Decision) GetDesiredReplicas() int32 {
@@ -1778,7 +1844,7 @@ type Explanation struct {
 
 func (x *Explanation) Reset() {
 	*x = Explanation{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[23]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1790,7 +1856,7 @@ func (x *Explanation) String() string {
 func (*Explanation) ProtoMessage() {}
 
 func (x *Explanation) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[23]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1803,7 +1869,7 @@ func (x *Explanation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Explanation.ProtoReflect.Descriptor instead.
 func (*Explanation) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{23}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Explanation) GetCurrentReplicas() int32 {
@@ -1874,7 +1940,7 @@ type MetricExplanation struct {
 
 func (x *MetricExplanation) Reset() {
 	*x = MetricExplanation{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[24]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1886,7 +1952,7 @@ func (x *MetricExplanation) String() string {
 func (*MetricExplanation) ProtoMessage() {}
 
 func (x *MetricExplanation) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[24]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1899,7 +1965,7 @@ func (x *MetricExplanation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetricExplanation.ProtoReflect.Descriptor instead.
 func (*MetricExplanation) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{24}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *MetricExplanation) GetName() string {
@@ -2005,7 +2071,7 @@ type Step struct {
 
 func (x *Step) Reset() {
 	*x = Step{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[25]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2017,7 +2083,7 @@ func (x *Step) String() string {
 func (*Step) ProtoMessage() {}
 
 func (x *Step) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[25]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2030,7 +2096,7 @@ func (x *Step) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Step.ProtoReflect.Descriptor instead.
 func (*Step) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{25}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Step) GetKind() string {
@@ -2095,7 +2161,7 @@ type Change struct {
 
 func (x *Change) Reset() {
 	*x = Change{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[26]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2107,7 +2173,7 @@ func (x *Change) String() string {
 func (*Change) ProtoMessage() {}
 
 func (x *Change) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[26]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2120,7 +2186,7 @@ func (x *Change) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Change.ProtoReflect.Descriptor instead.
 func (*Change) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{26}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Change) GetCluster() string {
@@ -2241,7 +2307,7 @@ type LoggedDecision struct {
 
 func (x *LoggedDecision) Reset() {
 	*x = LoggedDecision{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[27]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2253,7 +2319,7 @@ func (x *LoggedDecision) String() string {
 func (*LoggedDecision) ProtoMessage() {}
 
 func (x *LoggedDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[27]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2266,7 +2332,7 @@ func (x *LoggedDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoggedDecision.ProtoReflect.Descriptor instead.
 func (*LoggedDecision) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{27}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *LoggedDecision) GetCurrentReplicas() int32 {
@@ -2354,7 +2420,7 @@ type LoggedMetric struct {
 
 func (x *LoggedMetric) Reset() {
 	*x = LoggedMetric{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[28]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2366,7 +2432,7 @@ func (x *LoggedMetric) String() string {
 func (*LoggedMetric) ProtoMessage() {}
 
 func (x *LoggedMetric) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[28]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2379,7 +2445,7 @@ func (x *LoggedMetric) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoggedMetric.ProtoReflect.Descriptor instead.
 func (*LoggedMetric) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{28}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *LoggedMetric) GetOutcome() uint32 {
@@ -2473,7 +2539,7 @@ type LoggedStep struct {
 
 func (x *LoggedStep) Reset() {
 	*x = LoggedStep{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[29]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2485,7 +2551,7 @@ func (x *LoggedStep) String() string {
 func (*LoggedStep) ProtoMessage() {}
 
 func (x *LoggedStep) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[29]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2498,7 +2564,7 @@ func (x *LoggedStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoggedStep.ProtoReflect.Descriptor instead.
 func (*LoggedStep) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{29}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *LoggedStep) GetKind() uint32 {
@@ -2547,7 +2613,7 @@ var File_setpoint_storage_v1_storage_proto protoreflect.FileDescriptor
 
 const file_setpoint_storage_v1_storage_proto_rawDesc = "" +
 	"\n" +
-	"!setpoint/storage/v1/storage.proto\x12\x13setpoint.storage.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe7\x03\n" +
+	"!setpoint/storage/v1/storage.proto\x12\x13setpoint.storage.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa9\x04\n" +
 	"\x06Record\x12=\n" +
 	"\n" +
 	"target_ref\x18\x01 \x01(\v2\x1e.setpoint.storage.v1.TargetRefR\ttargetRef\x12-\n" +
@@ -2558,7 +2624,12 @@ const file_setpoint_storage_v1_storage_proto_rawDesc = "" +
 	"\x04last\x18\x06 \x01(\v2!.setpoint.storage.v1.LastDecisionR\x04last\x122\n" +
 	"\x06events\x18\a \x03(\v2\x1a.setpoint.storage.v1.EventR\x06events\x127\n" +
 	"\tlast_seen\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\blastSeen\x12#\n" +
-	"\rreceived_spec\x18\t \x01(\fR\freceivedSpec\"T\n" +
+	"\rreceived_spec\x18\t \x01(\fR\freceivedSpec\x12@\n" +
+	"\tforecasts\x18\n" +
+	" \x03(\v2\".setpoint.storage.v1.MetricHistoryR\tforecasts\"A\n" +
+	"\rMetricHistory\x12\x16\n" +
+	"\x06metric\x18\x01 \x01(\tR\x06metric\x12\x18\n" +
+	"\ahistory\x18\x02 \x01(\fR\ahistory\"T\n" +
 	"\tTargetRef\x12\x1f\n" +
 	"\vapi_version\x18\x01 \x01(\tR\n" +
 	"apiVersion\x12\x12\n" +
@@ -2761,97 +2832,99 @@ func file_setpoint_storage_v1_storage_proto_rawDescGZIP() []byte {
 	return file_setpoint_storage_v1_storage_proto_rawDescData
 }
 
-var file_setpoint_storage_v1_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_setpoint_storage_v1_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_setpoint_storage_v1_storage_proto_goTypes = []any{
 	(*Record)(nil),                   // 0: setpoint.storage.v1.Record
-	(*TargetRef)(nil),                // 1: setpoint.storage.v1.TargetRef
-	(*Event)(nil),                    // 2: setpoint.storage.v1.Event
-	(*LastDecision)(nil),             // 3: setpoint.storage.v1.LastDecision
-	(*Settings)(nil),                 // 4: setpoint.storage.v1.Settings
-	(*Spec)(nil),                     // 5: setpoint.storage.v1.Spec
-	(*MetricSpec)(nil),               // 6: setpoint.storage.v1.MetricSpec
-	(*MetricIdentifier)(nil),         // 7: setpoint.storage.v1.MetricIdentifier
-	(*LabelSelector)(nil),            // 8: setpoint.storage.v1.LabelSelector
-	(*LabelSelectorRequirement)(nil), // 9: setpoint.storage.v1.LabelSelectorRequirement
-	(*ObjectReference)(nil),          // 10: setpoint.storage.v1.ObjectReference
-	(*Target)(nil),                   // 11: setpoint.storage.v1.Target
-	(*Behavior)(nil),                 // 12: setpoint.storage.v1.Behavior
-	(*Rules)(nil),                    // 13: setpoint.storage.v1.Rules
-	(*Policy)(nil),                   // 14: setpoint.storage.v1.Policy
-	(*Status)(nil),                   // 15: setpoint.storage.v1.Status
-	(*Condition)(nil),                // 16: setpoint.storage.v1.Condition
-	(*Quantity)(nil),                 // 17: setpoint.storage.v1.Quantity
-	(*MetricStatus)(nil),             // 18: setpoint.storage.v1.MetricStatus
-	(*History)(nil),                  // 19: setpoint.storage.v1.History
-	(*Recommendation)(nil),           // 20: setpoint.storage.v1.Recommendation
-	(*ScaleEvent)(nil),               // 21: setpoint.storage.v1.ScaleEvent
-	(*Decision)(nil),                 // 22: setpoint.storage.v1.Decision
-	(*Explanation)(nil),              // 23: setpoint.storage.v1.Explanation
-	(*MetricExplanation)(nil),        // 24: setpoint.storage.v1.MetricExplanation
-	(*Step)(nil),                     // 25: setpoint.storage.v1.Step
-	(*Change)(nil),                   // 26: setpoint.storage.v1.Change
-	(*LoggedDecision)(nil),           // 27: setpoint.storage.v1.LoggedDecision
-	(*LoggedMetric)(nil),             // 28: setpoint.storage.v1.LoggedMetric
-	(*LoggedStep)(nil),               // 29: setpoint.storage.v1.LoggedStep
-	nil,                              // 30: setpoint.storage.v1.LabelSelector.MatchLabelsEntry
-	(*timestamppb.Timestamp)(nil),    // 31: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),      // 32: google.protobuf.Duration
+	(*MetricHistory)(nil),            // 1: setpoint.storage.v1.MetricHistory
+	(*TargetRef)(nil),                // 2: setpoint.storage.v1.TargetRef
+	(*Event)(nil),                    // 3: setpoint.storage.v1.Event
+	(*LastDecision)(nil),             // 4: setpoint.storage.v1.LastDecision
+	(*Settings)(nil),                 // 5: setpoint.storage.v1.Settings
+	(*Spec)(nil),                     // 6: setpoint.storage.v1.Spec
+	(*MetricSpec)(nil),               // 7: setpoint.storage.v1.MetricSpec
+	(*MetricIdentifier)(nil),         // 8: setpoint.storage.v1.MetricIdentifier
+	(*LabelSelector)(nil),            // 9: setpoint.storage.v1.LabelSelector
+	(*LabelSelectorRequirement)(nil), // 10: setpoint.storage.v1.LabelSelectorRequirement
+	(*ObjectReference)(nil),          // 11: setpoint.storage.v1.ObjectReference
+	(*Target)(nil),                   // 12: setpoint.storage.v1.Target
+	(*Behavior)(nil),                 // 13: setpoint.storage.v1.Behavior
+	(*Rules)(nil),                    // 14: setpoint.storage.v1.Rules
+	(*Policy)(nil),                   // 15: setpoint.storage.v1.Policy
+	(*Status)(nil),                   // 16: setpoint.storage.v1.Status
+	(*Condition)(nil),                // 17: setpoint.storage.v1.Condition
+	(*Quantity)(nil),                 // 18: setpoint.storage.v1.Quantity
+	(*MetricStatus)(nil),             // 19: setpoint.storage.v1.MetricStatus
+	(*History)(nil),                  // 20: setpoint.storage.v1.History
+	(*Recommendation)(nil),           // 21: setpoint.storage.v1.Recommendation
+	(*ScaleEvent)(nil),               // 22: setpoint.storage.v1.ScaleEvent
+	(*Decision)(nil),                 // 23: setpoint.storage.v1.Decision
+	(*Explanation)(nil),              // 24: setpoint.storage.v1.Explanation
+	(*MetricExplanation)(nil),        // 25: setpoint.storage.v1.MetricExplanation
+	(*Step)(nil),                     // 26: setpoint.storage.v1.Step
+	(*Change)(nil),                   // 27: setpoint.storage.v1.Change
+	(*LoggedDecision)(nil),           // 28: setpoint.storage.v1.LoggedDecision
+	(*LoggedMetric)(nil),             // 29: setpoint.storage.v1.LoggedMetric
+	(*LoggedStep)(nil),               // 30: setpoint.storage.v1.LoggedStep
+	nil,                              // 31: setpoint.storage.v1.LabelSelector.MatchLabelsEntry
+	(*timestamppb.Timestamp)(nil),    // 32: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),      // 33: google.protobuf.Duration
 }
 var file_setpoint_storage_v1_storage_proto_depIdxs = []int32{
-	1,  // 0: setpoint.storage.v1.Record.target_ref:type_name -> setpoint.storage.v1.TargetRef
-	5,  // 1: setpoint.storage.v1.Record.spec:type_name -> setpoint.storage.v1.Spec
-	4,  // 2: setpoint.storage.v1.Record.settings:type_name -> setpoint.storage.v1.Settings
-	15, // 3: setpoint.storage.v1.Record.status:type_name -> setpoint.storage.v1.Status
-	19, // 4: setpoint.storage.v1.Record.history:type_name -> setpoint.storage.v1.History
-	3,  // 5: setpoint.storage.v1.Record.last:type_name -> setpoint.storage.v1.LastDecision
-	2,  // 6: setpoint.storage.v1.Record.events:type_name -> setpoint.storage.v1.Event
-	31, // 7: setpoint.storage.v1.Record.last_seen:type_name -> google.protobuf.Timestamp
-	31, // 8: setpoint.storage.v1.Event.at:type_name -> google.protobuf.Timestamp
-	31, // 9: setpoint.storage.v1.LastDecision.at:type_name -> google.protobuf.Timestamp
-	22, // 10: setpoint.storage.v1.LastDecision.decision:type_name -> setpoint.storage.v1.Decision
-	15, // 11: setpoint.storage.v1.LastDecision.before:type_name -> setpoint.storage.v1.Status
-	32, // 12: setpoint.storage.v1.Settings.cpu_initialization_period:type_name -> google.protobuf.Duration
-	32, // 13: setpoint.storage.v1.Settings.initial_readiness_delay:type_name -> google.protobuf.Duration
-	32, // 14: setpoint.storage.v1.Settings.downscale_stabilization_window:type_name -> google.protobuf.Duration
-	6,  // 15: setpoint.storage.v1.Spec.metrics:type_name -> setpoint.storage.v1.MetricSpec
-	12, // 16: setpoint.storage.v1.Spec.behavior:type_name -> setpoint.storage.v1.Behavior
-	7,  // 17: setpoint.storage.v1.MetricSpec.metric:type_name -> setpoint.storage.v1.MetricIdentifier
-	10, // 18: setpoint.storage.v1.MetricSpec.described_object:type_name -> setpoint.storage.v1.ObjectReference
-	11, // 19: setpoint.storage.v1.MetricSpec.target:type_name -> setpoint.storage.v1.Target
-	8,  // 20: setpoint.storage.v1.MetricIdentifier.selector:type_name -> setpoint.storage.v1.LabelSelector
-	30, // 21: setpoint.storage.v1.LabelSelector.match_labels:type_name -> setpoint.storage.v1.LabelSelector.MatchLabelsEntry
-	9,  // 22: setpoint.storage.v1.LabelSelector.match_expressions:type_name -> setpoint.storage.v1.LabelSelectorRequirement
-	13, // 23: setpoint.storage.v1.Behavior.scale_up:type_name -> setpoint.storage.v1.Rules
-	13, // 24: setpoint.storage.v1.Behavior.scale_down:type_name -> setpoint.storage.v1.Rules
-	14, // 25: setpoint.storage.v1.Rules.policies:type_name -> setpoint.storage.v1.Policy
-	31, // 26: setpoint.storage.v1.Status.last_scale_time:type_name -> google.protobuf.Timestamp
-	18, // 27: setpoint.storage.v1.Status.current_metrics:type_name -> setpoint.storage.v1.MetricStatus
-	16, // 28: setpoint.storage.v1.Status.conditions:type_name -> setpoint.storage.v1.Condition
-	31, // 29: setpoint.storage.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
-	7,  // 30: setpoint.storage.v1.MetricStatus.metric:type_name -> setpoint.storage.v1.MetricIdentifier
-	10, // 31: setpoint.storage.v1.MetricStatus.described_object:type_name -> setpoint.storage.v1.ObjectReference
-	17, // 32: setpoint.storage.v1.MetricStatus.value:type_name -> setpoint.storage.v1.Quantity
-	17, // 33: setpoint.storage.v1.MetricStatus.average_value:type_name -> setpoint.storage.v1.Quantity
-	20, // 34: setpoint.storage.v1.History.recommendations:type_name -> setpoint.storage.v1.Recommendation
-	21, // 35: setpoint.storage.v1.History.scale_up_events:type_name -> setpoint.storage.v1.ScaleEvent
-	21, // 36: setpoint.storage.v1.History.scale_down_events:type_name -> setpoint.storage.v1.ScaleEvent
-	31, // 37: setpoint.storage.v1.Recommendation.at:type_name -> google.protobuf.Timestamp
-	31, // 38: setpoint.storage.v1.ScaleEvent.at:type_name -> google.protobuf.Timestamp
-	15, // 39: setpoint.storage.v1.Decision.status:type_name -> setpoint.storage.v1.Status
-	23, // 40: setpoint.storage.v1.Decision.explanation:type_name -> setpoint.storage.v1.Explanation
-	19, // 41: setpoint.storage.v1.Decision.history:type_name -> setpoint.storage.v1.History
-	24, // 42: setpoint.storage.v1.Explanation.metrics:type_name -> setpoint.storage.v1.MetricExplanation
-	25, // 43: setpoint.storage.v1.Explanation.steps:type_name -> setpoint.storage.v1.Step
-	3,  // 44: setpoint.storage.v1.Change.decision:type_name -> setpoint.storage.v1.LastDecision
-	2,  // 45: setpoint.storage.v1.Change.observation:type_name -> setpoint.storage.v1.Event
-	31, // 46: setpoint.storage.v1.Change.deleted:type_name -> google.protobuf.Timestamp
-	28, // 47: setpoint.storage.v1.LoggedDecision.metrics:type_name -> setpoint.storage.v1.LoggedMetric
-	29, // 48: setpoint.storage.v1.LoggedDecision.steps:type_name -> setpoint.storage.v1.LoggedStep
-	49, // [49:49] is the sub-list for method output_type
-	49, // [49:49] is the sub-list for method input_type
-	49, // [49:49] is the sub-list for extension type_name
-	49, // [49:49] is the sub-list for extension extendee
-	0,  // [0:49] is the sub-list for field type_name
+	2,  // 0: setpoint.storage.v1.Record.target_ref:type_name -> setpoint.storage.v1.TargetRef
+	6,  // 1: setpoint.storage.v1.Record.spec:type_name -> setpoint.storage.v1.Spec
+	5,  // 2: setpoint.storage.v1.Record.settings:type_name -> setpoint.storage.v1.Settings
+	16, // 3: setpoint.storage.v1.Record.status:type_name -> setpoint.storage.v1.Status
+	20, // 4: setpoint.storage.v1.Record.history:type_name -> setpoint.storage.v1.History
+	4,  // 5: setpoint.storage.v1.Record.last:type_name -> setpoint.storage.v1.LastDecision
+	3,  // 6: setpoint.storage.v1.Record.events:type_name -> setpoint.storage.v1.Event
+	32, // 7: setpoint.storage.v1.Record.last_seen:type_name -> google.protobuf.Timestamp
+	1,  // 8: setpoint.storage.v1.Record.forecasts:type_name -> setpoint.storage.v1.MetricHistory
+	32, // 9: setpoint.storage.v1.Event.at:type_name -> google.protobuf.Timestamp
+	32, // 10: setpoint.storage.v1.LastDecision.at:type_name -> google.protobuf.Timestamp
+	23, // 11: setpoint.storage.v1.LastDecision.decision:type_name -> setpoint.storage.v1.Decision
+	16, // 12: setpoint.storage.v1.LastDecision.before:type_name -> setpoint.storage.v1.Status
+	33, // 13: setpoint.storage.v1.Settings.cpu_initialization_period:type_name -> google.protobuf.Duration
+	33, // 14: setpoint.storage.v1.Settings.initial_readiness_delay:type_name -> google.protobuf.Duration
+	33, // 15: setpoint.storage.v1.Settings.downscale_stabilization_window:type_name -> google.protobuf.Duration
+	7,  // 16: setpoint.storage.v1.Spec.metrics:type_name -> setpoint.storage.v1.MetricSpec
+	13, // 17: setpoint.storage.v1.Spec.behavior:type_name -> setpoint.storage.v1.Behavior
+	8,  // 18: setpoint.storage.v1.MetricSpec.metric:type_name -> setpoint.storage.v1.MetricIdentifier
+	11, // 19: setpoint.storage.v1.MetricSpec.described_object:type_name -> setpoint.storage.v1.ObjectReference
+	12, // 20: setpoint.storage.v1.MetricSpec.target:type_name -> setpoint.storage.v1.Target
+	9,  // 21: setpoint.storage.v1.MetricIdentifier.selector:type_name -> setpoint.storage.v1.LabelSelector
+	31, // 22: setpoint.storage.v1.LabelSelector.match_labels:type_name -> setpoint.storage.v1.LabelSelector.MatchLabelsEntry
+	10, // 23: setpoint.storage.v1.LabelSelector.match_expressions:type_name -> setpoint.storage.v1.LabelSelectorRequirement
+	14, // 24: setpoint.storage.v1.Behavior.scale_up:type_name -> setpoint.storage.v1.Rules
+	14, // 25: setpoint.storage.v1.Behavior.scale_down:type_name -> setpoint.storage.v1.Rules
+	15, // 26: setpoint.storage.v1.Rules.policies:type_name -> setpoint.storage.v1.Policy
+	32, // 27: setpoint.storage.v1.Status.last_scale_time:type_name -> google.protobuf.Timestamp
+	19, // 28: setpoint.storage.v1.Status.current_metrics:type_name -> setpoint.storage.v1.MetricStatus
+	17, // 29: setpoint.storage.v1.Status.conditions:type_name -> setpoint.storage.v1.Condition
+	32, // 30: setpoint.storage.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
+	8,  // 31: setpoint.storage.v1.MetricStatus.metric:type_name -> setpoint.storage.v1.MetricIdentifier
+	11, // 32: setpoint.storage.v1.MetricStatus.described_object:type_name -> setpoint.storage.v1.ObjectReference
+	18, // 33: setpoint.storage.v1.MetricStatus.value:type_name -> setpoint.storage.v1.Quantity
+	18, // 34: setpoint.storage.v1.MetricStatus.average_value:type_name -> setpoint.storage.v1.Quantity
+	21, // 35: setpoint.storage.v1.History.recommendations:type_name -> setpoint.storage.v1.Recommendation
+	22, // 36: setpoint.storage.v1.History.scale_up_events:type_name -> setpoint.storage.v1.ScaleEvent
+	22, // 37: setpoint.storage.v1.History.scale_down_events:type_name -> setpoint.storage.v1.ScaleEvent
+	32, // 38: setpoint.storage.v1.Recommendation.at:type_name -> google.protobuf.Timestamp
+	32, // 39: setpoint.storage.v1.ScaleEvent.at:type_name -> google.protobuf.Timestamp
+	16, // 40: setpoint.storage.v1.Decision.status:type_name -> setpoint.storage.v1.Status
+	24, // 41: setpoint.storage.v1.Decision.explanation:type_name -> setpoint.storage.v1.Explanation
+	20, // 42: setpoint.storage.v1.Decision.history:type_name -> setpoint.storage.v1.History
+	25, // 43: setpoint.storage.v1.Explanation.metrics:type_name -> setpoint.storage.v1.MetricExplanation
+	26, // 44: setpoint.storage.v1.Explanation.steps:type_name -> setpoint.storage.v1.Step
+	4,  // 45: setpoint.storage.v1.Change.decision:type_name -> setpoint.storage.v1.LastDecision
+	3,  // 46: setpoint.storage.v1.Change.observation:type_name -> setpoint.storage.v1.Event
+	32, // 47: setpoint.storage.v1.Change.deleted:type_name -> google.protobuf.Timestamp
+	29, // 48: setpoint.storage.v1.LoggedDecision.metrics:type_name -> setpoint.storage.v1.LoggedMetric
+	30, // 49: setpoint.storage.v1.LoggedDecision.steps:type_name -> setpoint.storage.v1.LoggedStep
+	50, // [50:50] is the sub-list for method output_type
+	50, // [50:50] is the sub-list for method input_type
+	50, // [50:50] is the sub-list for extension type_name
+	50, // [50:50] is the sub-list for extension extendee
+	0,  // [0:50] is the sub-list for field type_name
 }
 
 func init() { file_setpoint_storage_v1_storage_proto_init() }
@@ -2859,9 +2932,9 @@ func file_setpoint_storage_v1_storage_proto_init() {
 	if File_setpoint_storage_v1_storage_proto != nil {
 		return
 	}
-	file_setpoint_storage_v1_storage_proto_msgTypes[3].OneofWrappers = []any{}
-	file_setpoint_storage_v1_storage_proto_msgTypes[18].OneofWrappers = []any{}
-	file_setpoint_storage_v1_storage_proto_msgTypes[26].OneofWrappers = []any{
+	file_setpoint_storage_v1_storage_proto_msgTypes[4].OneofWrappers = []any{}
+	file_setpoint_storage_v1_storage_proto_msgTypes[19].OneofWrappers = []any{}
+	file_setpoint_storage_v1_storage_proto_msgTypes[27].OneofWrappers = []any{
 		(*Change_Decision)(nil),
 		(*Change_Observation)(nil),
 		(*Change_Deleted)(nil),
@@ -2872,7 +2945,7 @@ func file_setpoint_storage_v1_storage_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_setpoint_storage_v1_storage_proto_rawDesc), len(file_setpoint_storage_v1_storage_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   31,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
