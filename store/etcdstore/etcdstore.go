@@ -14,7 +14,8 @@
 // writer stored, and the function runs again on it. Two servers deciding
 // one target therefore serialize and neither decision is lost, while
 // updates of different targets never conflict. The same transaction writes
-// the decision log entry and the feed key. The function's error (a
+// the decision log entry and the feed key, and (once per slice of
+// DecisionRetention/16, see trimDue) trims the decision log. The function's error (a
 // refusal) is checked too: made on a cached record, it stands only once a
 // linearizable read shows the record has not moved.
 //
@@ -107,7 +108,9 @@ type Options struct {
 	record.Limits
 	// DecisionRetention is how long each decision stays in its target's
 	// decision log; 0 means store.DefaultDecisionRetention, negative keeps
-	// no log.
+	// no log. The log is trimmed by the target's decisions, once per
+	// slice of DecisionRetention/16: a decision may stay up to that much
+	// longer (about 11 minutes at the default 3 h).
 	DecisionRetention time.Duration
 	// CacheBytes bounds the encoded records the store remembers to skip
 	// the read before an update; 0 means DefaultCacheBytes, negative
@@ -410,6 +413,10 @@ func (s *Store) prepare(key target.Key, kb []byte, cur stored, fn func(*target.R
 			return target.Record{}, nil, nil, nil, err
 		}
 	}
+	var prevAt time.Time // the previous decision's time; zero when none
+	if rec.Last != nil {
+		prevAt = rec.Last.At
+	}
 	entries, err := record.Apply(key, &rec, cur.mod != 0, s.opts.Limits, fn)
 	if err != nil {
 		return target.Record{}, nil, nil, nil, err
@@ -440,15 +447,42 @@ func (s *Store) prepare(key target.Key, kb []byte, cur stored, fn func(*target.R
 				return target.Record{}, nil, nil, nil, fmt.Errorf("etcdstore: update %s: decision log: %w", key, err)
 			}
 			size += len(logged)
-			ops = append(ops,
-				clientv3.OpDelete(s.decisionKey(kb, time.Time{}), clientv3.WithRange(s.decisionKey(kb, rec.Last.At.Add(-s.opts.DecisionRetention)))),
-				clientv3.OpPut(s.decisionKey(kb, rec.Last.At), string(logged)))
+			if trimDue(prevAt, rec.Last.At, s.opts.DecisionRetention) {
+				ops = append(ops, clientv3.OpDelete(s.decisionKey(kb, time.Time{}), clientv3.WithRange(s.decisionKey(kb, rec.Last.At.Add(-s.opts.DecisionRetention)))))
+			}
+			ops = append(ops, clientv3.OpPut(s.decisionKey(kb, rec.Last.At), string(logged)))
 		}
 	}
 	if size > MaxWriteBytes {
 		return target.Record{}, nil, nil, nil, fmt.Errorf("%w: the write of %s is %d bytes (record, changes and decision log), more than %d", store.ErrInvalid, key, size, MaxWriteBytes)
 	}
 	return rec, val, changes, ops, nil
+}
+
+// trimSlices is how many trim slices one DecisionRetention holds: a
+// target's decision log is trimmed by the first decision of each slice,
+// so it keeps a decision at most DecisionRetention/trimSlices longer than
+// DecisionRetention (counted, as always, to the target's next decision).
+const trimSlices = 16
+
+// trimDue reports whether the decision at `at`, following the one at prev
+// (zero when none), trims its target's decision log to retention: when it
+// is the first of its trim slice (retention/trimSlices of time, counted
+// from the Unix epoch). Most decisions then write no range delete: it was
+// a quarter of a decision's transaction ops and a range scan on every
+// member.
+func trimDue(prev, at time.Time, retention time.Duration) bool {
+	slice := max(int64(retention/trimSlices), 1)
+	return prev.IsZero() || floorDiv(prev.UnixNano(), slice) != floorDiv(at.UnixNano(), slice)
+}
+
+// floorDiv is a/b rounded down (b > 0).
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && a < 0 {
+		q--
+	}
+	return q
 }
 
 // ctxErr returns ctx's error when it has ended, store.ErrClosed after

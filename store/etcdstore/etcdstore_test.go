@@ -417,3 +417,58 @@ func TestCompactEvery(t *testing.T) {
 		t.Errorf("Get after compaction = %+v, %v", rec.Last, err)
 	}
 }
+
+// The decision log is trimmed once per slice of the retention, not by
+// every decision: no decision older than the retention and one slice is
+// kept, and every decision within the retention is.
+func TestDecisionLogRetention(t *testing.T) {
+	ctx := context.Background()
+	const retention = time.Minute
+	slice := retention / 16
+	st, err := etcdstore.New(ctx, client(t), etcdstore.Options{
+		Prefix:            fmt.Sprintf("/retention-%d/", time.Now().UnixNano()),
+		DecisionRetention: retention,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	trimmed := false
+	for i := range 150 {
+		now := base.Add(time.Duration(i) * time.Second)
+		if _, err := st.Update(ctx, key, func(r *target.Record) error {
+			r.Last = &target.LastDecision{ID: fmt.Sprint("d", i), At: now, Decision: engine.Decision{DesiredReplicas: int32(i + 1)}}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		ds, _, err := st.Decisions(ctx, key, store.DecisionQuery{PageSize: store.MaxDecisionsPageSize})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ds) == 0 || !ds[len(ds)-1].At.Equal(now) {
+			t.Fatalf("at %v: the log does not end with the decision just made: %d entries", now, len(ds))
+		}
+		if oldest := ds[0].At; oldest.Before(now.Add(-retention - slice)) {
+			t.Fatalf("at %v: the log keeps a decision of %v, more than %v old", now, oldest, retention+slice)
+		}
+		// Every decision within the retention is still there.
+		kept, want := 0, min(i, int(retention/time.Second))+1
+		for _, d := range ds {
+			if !d.At.Before(now.Add(-retention)) {
+				kept++
+			}
+		}
+		if kept != want {
+			t.Fatalf("at %v: %d decisions within the retention, want %d", now, kept, want)
+		}
+		if ds[0].At.After(base) {
+			trimmed = true
+		}
+	}
+	if !trimmed {
+		t.Error("the log was never trimmed")
+	}
+}
