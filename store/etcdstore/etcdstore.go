@@ -6,6 +6,7 @@
 //	P r/<key>        one record per target, in the bbolt store's codec
 //	P d/<key><time>  the target's decision log, as the bbolt store keeps it
 //	P feed           the changes of the latest write that recorded any
+//	                 (a decision as a reference to the record put with it)
 //
 // An Update reads the record (or takes it from a cache of the records this
 // server last wrote), runs the caller's function, and commits with one
@@ -421,7 +422,14 @@ func (s *Store) prepare(key target.Key, kb []byte, cur stored, fn func(*target.R
 	if err != nil {
 		return target.Record{}, nil, nil, nil, err
 	}
-	val, vals, err := record.EncodeWrite(&rec, entries, record.Compress)
+	// A decision, the first change when there is one, is read back from
+	// the record (feedRecord), so it is not encoded as a change.
+	byRecord := len(entries) > 0 && entries[0].Decision != nil
+	others := entries
+	if byRecord {
+		others = entries[1:]
+	}
+	val, vals, err := record.EncodeWrite(&rec, others, record.Compress)
 	if err != nil {
 		return target.Record{}, nil, nil, nil, err
 	}
@@ -435,7 +443,12 @@ func (s *Store) prepare(key target.Key, kb []byte, cur stored, fn func(*target.R
 	ops := []clientv3.Op{clientv3.OpPut(s.recKey(kb), string(val))}
 	size := len(val)
 	if len(changes) > 0 {
-		feed, err := feedValue(vals)
+		var feed []byte
+		if byRecord {
+			feed, err = feedRecordValue(entries[0].Created, vals)
+		} else {
+			feed, err = feedValue(vals)
+		}
 		if err != nil {
 			return target.Record{}, nil, nil, nil, err
 		}

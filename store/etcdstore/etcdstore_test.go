@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -470,5 +471,63 @@ func TestDecisionLogRetention(t *testing.T) {
 	}
 	if !trimmed {
 		t.Error("the log was never trimmed")
+	}
+}
+
+// A decision reaches the feed as a reference to the record written with
+// it; read back, by Follow and by Changes, it is the change a feed entry
+// of its own (record.EncodeEntry) gives, for every field of a record.
+func TestFeedDecisionFromRecord(t *testing.T) {
+	ctx := context.Background()
+	st := open(t, store.Options{}, "")
+	var (
+		mu       sync.Mutex
+		followed []store.Change
+	)
+	stop := st.Follow(func(cs []store.Change) {
+		mu.Lock()
+		defer mu.Unlock()
+		followed = append(followed, cs...)
+	})
+	defer stop()
+	key := target.Key{Cluster: "c", Namespace: "n", Name: "full"}
+	full := storetest.FullRecord(key)
+	shared := full // the decision's status stored once, as the record's
+	shared.Last = &target.LastDecision{ID: "shared", At: full.Last.At.Add(time.Second), Decision: full.Last.Decision}
+	shared.Last.Decision.Status = full.Status
+	var want []store.Change
+	for i, w := range []target.Record{full, shared} {
+		if _, err := st.Update(ctx, key, func(r *target.Record) error {
+			*r = w
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		d := *w.Last
+		d.Before, d.Decision.History = engine.Status{}, engine.History{}
+		b, err := record.EncodeEntry(&record.Entry{Key: key, Decision: &d, Created: i == 0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := record.DecodeEntry(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, store.Change{Key: key, Kind: store.ChangeDecision, Decision: e.Decision, Created: e.Created})
+	}
+	// The full record's events are changes of the first write too.
+	ignoreRevision := cmp.Options{cmpopts.IgnoreFields(store.Change{}, "Revision"),
+		cmpopts.IgnoreSliceElements(func(c store.Change) bool { return c.Kind == store.ChangeObservation })}
+	got, err := st.Changes(ctx, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got, ignoreRevision); diff != "" {
+		t.Errorf("Changes (-want +got):\n%s", diff)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if diff := cmp.Diff(want, followed, ignoreRevision); diff != "" {
+		t.Errorf("followed (-want +got):\n%s", diff)
 	}
 }
