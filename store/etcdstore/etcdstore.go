@@ -329,6 +329,12 @@ func storedOf(kvs []*mvccpb.KeyValue) stored {
 // linearizably and runs fn again if it moved, so that an error, like a
 // write, is about the record as stored when Update was called or later.
 func (s *Store) Update(ctx context.Context, key target.Key, fn func(rec *target.Record) error) (target.Record, error) {
+	return s.update(ctx, key, record.Decode, fn)
+}
+
+// update is Update with the records fn runs on decoded by decode
+// (record.Decode, or record.DecodeForDecision for Decide).
+func (s *Store) update(ctx context.Context, key target.Key, decode func(target.Key, []byte) (target.Record, error), fn func(rec *target.Record) error) (target.Record, error) {
 	if s.isClosed() {
 		return target.Record{}, store.ErrClosed
 	}
@@ -359,7 +365,7 @@ func (s *Store) Update(ctx context.Context, key target.Key, fn func(rec *target.
 			}
 			cur, have = storedOf(resp.Kvs), true
 		}
-		rec, val, changes, ops, err := s.prepare(key, kb, cur, fn)
+		rec, val, changes, ops, err := s.prepare(key, kb, cur, decode, fn)
 		if err != nil {
 			if current {
 				return target.Record{}, err
@@ -402,16 +408,17 @@ func (s *Store) Update(ctx context.Context, key target.Key, fn func(rec *target.
 	}
 }
 
-// prepare runs fn on the record cur of key (whose KeyBytes are kb) and
+// prepare runs fn on the record cur of key (whose KeyBytes are kb),
+// decoded by decode, and
 // returns what to store: the record, its encoded value, the changes it
 // records and the operations of the transaction that writes them.
-func (s *Store) prepare(key target.Key, kb []byte, cur stored, fn func(*target.Record) error) (target.Record, []byte, []store.Change, []clientv3.Op, error) {
+func (s *Store) prepare(key target.Key, kb []byte, cur stored, decode func(target.Key, []byte) (target.Record, error), fn func(*target.Record) error) (target.Record, []byte, []store.Change, []clientv3.Op, error) {
 	rec := target.Record{Key: key}
 	if cur.mod != 0 {
 		var err error
-		if rec, err = decodeRecord(key, cur.val); err != nil {
+		if rec, err = decode(key, cur.val); err != nil {
 			s.cache.drop(key)
-			return target.Record{}, nil, nil, nil, err
+			return target.Record{}, nil, nil, nil, &store.CorruptError{Key: key, Err: err}
 		}
 	}
 	var prevAt time.Time // the previous decision's time; zero when none
