@@ -195,6 +195,10 @@ type Store struct {
 	delivered int64 // etcd revision the feed watcher has delivered up to
 	closed    bool
 	followers map[*int]func([]store.Change)
+	// own holds the changes of this Store's writes at etcd revisions not
+	// yet delivered, for the watcher to hand over instead of decoding
+	// them again (handOver).
+	own map[int64][]store.Change
 }
 
 var _ store.Store = (*Store)(nil)
@@ -400,6 +404,7 @@ func (s *Store) update(ctx context.Context, key target.Key, decode func(target.K
 		rev := resp.Header.Revision
 		s.cache.put(key, rev, val)
 		if len(changes) > 0 {
+			s.handOver(rev, changes)
 			if err := s.waitDelivered(ctx, rev); err != nil {
 				return target.Record{}, err
 			}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/setpointhq/setpoint/engine"
 	"github.com/setpointhq/setpoint/internal/etcdtest"
+	"github.com/setpointhq/setpoint/internal/testkit"
 	"github.com/setpointhq/setpoint/store"
 	"github.com/setpointhq/setpoint/store/etcdstore"
 	"github.com/setpointhq/setpoint/store/record"
@@ -475,14 +476,17 @@ func TestDecisionLogRetention(t *testing.T) {
 }
 
 // A decision reaches the feed as a reference to the record written with
-// it; read back, by Follow and by Changes, it is the change a feed entry
-// of its own (record.EncodeEntry) gives, for every field of a record.
+// it; read back, by Follow (on the server that wrote it, which hands its
+// own changes over, and on another, which decodes them) and by Changes,
+// it is the change a feed entry of its own (record.EncodeEntry) gives,
+// for every field of a record.
 func TestFeedDecisionFromRecord(t *testing.T) {
 	ctx := context.Background()
-	st := open(t, store.Options{}, "")
+	prefix := fmt.Sprintf("/from-record-%d/", time.Now().UnixNano())
+	st, other := open(t, store.Options{}, prefix), open(t, store.Options{}, prefix)
 	var (
-		mu       sync.Mutex
-		followed []store.Change
+		mu                 sync.Mutex
+		followed, otherSaw []store.Change
 	)
 	stop := st.Follow(func(cs []store.Change) {
 		mu.Lock()
@@ -490,6 +494,12 @@ func TestFeedDecisionFromRecord(t *testing.T) {
 		followed = append(followed, cs...)
 	})
 	defer stop()
+	stopOther := other.Follow(func(cs []store.Change) {
+		mu.Lock()
+		defer mu.Unlock()
+		otherSaw = append(otherSaw, cs...)
+	})
+	defer stopOther()
 	key := target.Key{Cluster: "c", Namespace: "n", Name: "full"}
 	full := storetest.FullRecord(key)
 	shared := full // the decision's status stored once, as the record's
@@ -525,9 +535,20 @@ func TestFeedDecisionFromRecord(t *testing.T) {
 	if diff := cmp.Diff(want, got, ignoreRevision); diff != "" {
 		t.Errorf("Changes (-want +got):\n%s", diff)
 	}
+	testkit.Eventually(t, 10*time.Second, "the other server follows both writes", func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(otherSaw) < len(followed) {
+			return fmt.Errorf("%d changes of %d", len(otherSaw), len(followed))
+		}
+		return nil
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	if diff := cmp.Diff(want, followed, ignoreRevision); diff != "" {
 		t.Errorf("followed (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(followed, otherSaw); diff != "" {
+		t.Errorf("followed by another server (-writer's +other's):\n%s", diff)
 	}
 }

@@ -244,6 +244,9 @@ func (s *Store) watchEnd() string { return clientv3.GetPrefixRangeEnd(s.recKey(n
 type feedEvents struct {
 	s   *Store
 	rec *mvccpb.KeyValue // the record put last
+	// known, when set, returns the changes of the write at an etcd
+	// revision when they are known without decoding.
+	known func(rev int64) ([]store.Change, bool)
 }
 
 // changes returns the changes the feed key's puts among evs record, each
@@ -260,7 +263,14 @@ func (f *feedEvents) changes(evs []*clientv3.Event, each func(rev int64, cs []st
 			f.rec = ev.Kv
 			continue
 		}
-		cs, err := f.s.decodeChanges(ev.Kv.ModRevision, ev.Kv.Value, f.rec)
+		cs, ok := []store.Change(nil), false
+		if f.known != nil {
+			cs, ok = f.known(ev.Kv.ModRevision)
+		}
+		var err error
+		if !ok {
+			cs, err = f.s.decodeChanges(ev.Kv.ModRevision, ev.Kv.Value, f.rec)
+		}
 		if !each(ev.Kv.ModRevision, cs, err) {
 			return
 		}
@@ -437,7 +447,7 @@ func (s *Store) watch(ctx context.Context, rev int64) {
 		s.feedOn.Store(m.endpoint)
 		wctx, end := m.begin(ctx, 0, true)
 		wch := m.watcher.Watch(wctx, s.feedKey(), clientv3.WithRange(s.watchEnd()), clientv3.WithRev(rev))
-		f := feedEvents{s: s}
+		f := feedEvents{s: s, known: s.takeOver}
 		for wr := range wch {
 			if err := wr.Err(); err != nil {
 				if wr.CompactRevision > rev {
@@ -474,6 +484,11 @@ func (s *Store) watch(ctx context.Context, rev int64) {
 			if r > s.delivered {
 				s.delivered = r
 				s.cond.Broadcast()
+				for rev := range s.own {
+					if rev <= r {
+						delete(s.own, rev) // handed over after the watcher passed
+					}
+				}
 			}
 			s.mu.Unlock()
 			rev = max(rev, r+1)
@@ -484,6 +499,36 @@ func (s *Store) watch(ctx context.Context, rev int64) {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// handOver gives the watcher cs, the changes of this Store's write at
+// etcd revision rev, numbered here, so that it hands them to the
+// followers without decoding the feed entry (the bbolt store too hands
+// over the changes as written). Too late (the watcher has passed rev),
+// it does nothing: the watcher decoded them.
+func (s *Store) handOver(rev int64, cs []store.Change) {
+	for i := range cs {
+		cs[i].Revision = changeRevision(rev, i, len(cs))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.delivered >= rev || s.closed {
+		return
+	}
+	if s.own == nil {
+		s.own = map[int64][]store.Change{}
+	}
+	s.own[rev] = cs
+}
+
+// takeOver returns the changes handOver gave for the write at etcd
+// revision rev, if any.
+func (s *Store) takeOver(rev int64) ([]store.Change, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cs, ok := s.own[rev]
+	delete(s.own, rev)
+	return cs, ok
 }
 
 // gap tells the followers that changes were missed and forgets the
