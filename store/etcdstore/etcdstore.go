@@ -15,17 +15,21 @@
 // writer stored, and the function runs again on it. Two servers deciding
 // one target therefore serialize and neither decision is lost, while
 // updates of different targets never conflict. The same transaction writes
-// the decision log entry and the feed key, and (once per slice of
-// DecisionRetention/16, see trimDue) trims the decision log. The function's error (a
-// refusal) is checked too: made on a cached record, it stands only once a
-// linearizable read shows the record has not moved.
+// the decision log entry and the feed key, and, once per slice of
+// DecisionRetention/16 (trimDue), trims the decision log. The function's
+// error (a refusal) is checked too: made on a cached record, it stands
+// only once a linearizable read shows the record has not moved.
 //
-// The change feed is etcd's own history of the feed key: a change's
-// revision is the etcd revision of its write shifted left by 16 bits plus
-// its index in the write, so revisions increase strictly but are not
-// dense. Changes reads past changes with a watch from that revision;
-// changes etcd has compacted away are answered with store.ErrOutOfRange,
-// as the bbolt store answers for changes beyond its MaxChanges. The feed's
+// The change feed is etcd's own history of the feed key. A decision is
+// kept there as a reference to the record put in the same transaction,
+// so the feed's watch covers the records too (servers of versions before
+// that reference cannot read such entries: upgrade the servers sharing a
+// prefix together). A change's revision is the etcd revision of its
+// write shifted left by 16 bits plus its index in the write, so
+// revisions increase strictly but are not dense. Changes reads past
+// changes with a watch from that revision; changes etcd has compacted
+// away are answered with store.ErrOutOfRange, as the bbolt store answers
+// for changes beyond its MaxChanges. The feed's
 // retention is therefore etcd's compaction: Options.CompactEvery makes the
 // servers compact it themselves, as Kubernetes API servers do, or etcd
 // does with --auto-compaction-mode=periodic --auto-compaction-retention
