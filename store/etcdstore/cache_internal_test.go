@@ -7,11 +7,13 @@ import (
 	"strings"
 	"testing"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/store/record"
 	"github.com/setpointhq/setpoint/target"
 )
 
@@ -102,16 +104,47 @@ func TestFeedValues(t *testing.T) {
 			if b[0] != tc.form {
 				t.Errorf("form %#x, want %#x (%d bytes)", b[0], tc.form, len(b))
 			}
-			got, err := decodeChanges(9, b)
+			got, err := (&Store{}).decodeChanges(9, b, nil)
 			if err != nil || len(got) != 2 || got[0].Revision != changeRevision(9, 0, 2) || got[0].Event.Message != tc.msg || got[1].Kind != store.ChangeDeleted {
 				t.Errorf("decodeChanges = %+v, %v", got, err)
 			}
 			for _, bad := range [][]byte{b[:len(b)-1], nil, {0x7f}} {
-				if _, err := decodeChanges(9, bad); !errors.Is(err, store.ErrCorrupt) {
+				if _, err := (&Store{}).decodeChanges(9, bad, nil); !errors.Is(err, store.ErrCorrupt) {
 					t.Errorf("decodeChanges(%q): %v, want ErrCorrupt", bad, err)
 				}
 			}
 		})
+	}
+}
+
+// A feedRecord value counts its record's decision as its first change,
+// and without that record, or with a bad flag, is corrupt.
+func TestFeedRecordValues(t *testing.T) {
+	obs, err := record.EncodeEntry(&record.Entry{Key: target.Key{Name: "a"}, Event: &target.Event{Kind: target.EventFailed}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := feedRecordValue(true, [][]byte{obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := latestOf([]*mvccpb.KeyValue{{ModRevision: 9, Value: b}}); err != nil || got != changeRevision(9, 1, 2) {
+		t.Errorf("latestOf = %d, %v; want %d", got, err, changeRevision(9, 1, 2))
+	}
+	s := &Store{prefix: "/p/"}
+	for _, tc := range []struct {
+		name string
+		val  []byte
+		rec  *mvccpb.KeyValue
+	}{
+		{"no record", b, nil},
+		{"a record of another write", b, &mvccpb.KeyValue{Key: []byte("/p/r/a"), ModRevision: 8}},
+		{"a bad flag", append([]byte{feedRecord, 2}, b[2:]...), nil},
+		{"no flag", []byte{feedRecord}, nil},
+	} {
+		if _, err := s.decodeChanges(9, tc.val, tc.rec); !errors.Is(err, store.ErrCorrupt) {
+			t.Errorf("%s: decodeChanges: %v, want ErrCorrupt", tc.name, err)
+		}
 	}
 }
 

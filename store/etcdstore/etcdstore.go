@@ -6,6 +6,7 @@
 //	P r/<key>        one record per target, in the bbolt store's codec
 //	P d/<key><time>  the target's decision log, as the bbolt store keeps it
 //	P feed           the changes of the latest write that recorded any
+//	                 (a decision as a reference to the record put with it)
 //
 // An Update reads the record (or takes it from a cache of the records this
 // server last wrote), runs the caller's function, and commits with one
@@ -14,16 +15,21 @@
 // writer stored, and the function runs again on it. Two servers deciding
 // one target therefore serialize and neither decision is lost, while
 // updates of different targets never conflict. The same transaction writes
-// the decision log entry and the feed key. The function's error (a
-// refusal) is checked too: made on a cached record, it stands only once a
-// linearizable read shows the record has not moved.
+// the decision log entry and the feed key, and, once per slice of
+// DecisionRetention/16 (trimDue), trims the decision log. The function's
+// error (a refusal) is checked too: made on a cached record, it stands
+// only once a linearizable read shows the record has not moved.
 //
-// The change feed is etcd's own history of the feed key: a change's
-// revision is the etcd revision of its write shifted left by 16 bits plus
-// its index in the write, so revisions increase strictly but are not
-// dense. Changes reads past changes with a watch from that revision;
-// changes etcd has compacted away are answered with store.ErrOutOfRange,
-// as the bbolt store answers for changes beyond its MaxChanges. The feed's
+// The change feed is etcd's own history of the feed key. A decision is
+// kept there as a reference to the record put in the same transaction,
+// so the feed's watch covers the records too (servers of versions before
+// that reference cannot read such entries: upgrade the servers sharing a
+// prefix together). A change's revision is the etcd revision of its
+// write shifted left by 16 bits plus its index in the write, so
+// revisions increase strictly but are not dense. Changes reads past
+// changes with a watch from that revision; changes etcd has compacted
+// away are answered with store.ErrOutOfRange, as the bbolt store answers
+// for changes beyond its MaxChanges. The feed's
 // retention is therefore etcd's compaction: Options.CompactEvery makes the
 // servers compact it themselves, as Kubernetes API servers do, or etcd
 // does with --auto-compaction-mode=periodic --auto-compaction-retention
@@ -107,7 +113,9 @@ type Options struct {
 	record.Limits
 	// DecisionRetention is how long each decision stays in its target's
 	// decision log; 0 means store.DefaultDecisionRetention, negative keeps
-	// no log.
+	// no log. The log is trimmed by the target's decisions, once per
+	// slice of DecisionRetention/16: a decision may stay up to that much
+	// longer (about 11 minutes at the default 3 h).
 	DecisionRetention time.Duration
 	// CacheBytes bounds the encoded records the store remembers to skip
 	// the read before an update; 0 means DefaultCacheBytes, negative
@@ -191,6 +199,10 @@ type Store struct {
 	delivered int64 // etcd revision the feed watcher has delivered up to
 	closed    bool
 	followers map[*int]func([]store.Change)
+	// own holds the changes of this Store's writes at etcd revisions not
+	// yet delivered, for the watcher to hand over instead of decoding
+	// them again (handOver).
+	own map[int64][]store.Change
 }
 
 var _ store.Store = (*Store)(nil)
@@ -325,6 +337,12 @@ func storedOf(kvs []*mvccpb.KeyValue) stored {
 // linearizably and runs fn again if it moved, so that an error, like a
 // write, is about the record as stored when Update was called or later.
 func (s *Store) Update(ctx context.Context, key target.Key, fn func(rec *target.Record) error) (target.Record, error) {
+	return s.update(ctx, key, record.Decode, fn)
+}
+
+// update is Update with the records fn runs on decoded by decode
+// (record.Decode, or record.DecodeForDecision for Decide).
+func (s *Store) update(ctx context.Context, key target.Key, decode func(target.Key, []byte) (target.Record, error), fn func(rec *target.Record) error) (target.Record, error) {
 	if s.isClosed() {
 		return target.Record{}, store.ErrClosed
 	}
@@ -355,7 +373,7 @@ func (s *Store) Update(ctx context.Context, key target.Key, fn func(rec *target.
 			}
 			cur, have = storedOf(resp.Kvs), true
 		}
-		rec, val, changes, ops, err := s.prepare(key, kb, cur, fn)
+		rec, val, changes, ops, err := s.prepare(key, kb, cur, decode, fn)
 		if err != nil {
 			if current {
 				return target.Record{}, err
@@ -390,6 +408,7 @@ func (s *Store) Update(ctx context.Context, key target.Key, fn func(rec *target.
 		rev := resp.Header.Revision
 		s.cache.put(key, rev, val)
 		if len(changes) > 0 {
+			s.handOver(rev, changes)
 			if err := s.waitDelivered(ctx, rev); err != nil {
 				return target.Record{}, err
 			}
@@ -398,23 +417,35 @@ func (s *Store) Update(ctx context.Context, key target.Key, fn func(rec *target.
 	}
 }
 
-// prepare runs fn on the record cur of key (whose KeyBytes are kb) and
+// prepare runs fn on the record cur of key (whose KeyBytes are kb),
+// decoded by decode, and
 // returns what to store: the record, its encoded value, the changes it
 // records and the operations of the transaction that writes them.
-func (s *Store) prepare(key target.Key, kb []byte, cur stored, fn func(*target.Record) error) (target.Record, []byte, []store.Change, []clientv3.Op, error) {
+func (s *Store) prepare(key target.Key, kb []byte, cur stored, decode func(target.Key, []byte) (target.Record, error), fn func(*target.Record) error) (target.Record, []byte, []store.Change, []clientv3.Op, error) {
 	rec := target.Record{Key: key}
 	if cur.mod != 0 {
 		var err error
-		if rec, err = decodeRecord(key, cur.val); err != nil {
+		if rec, err = decode(key, cur.val); err != nil {
 			s.cache.drop(key)
-			return target.Record{}, nil, nil, nil, err
+			return target.Record{}, nil, nil, nil, &store.CorruptError{Key: key, Err: err}
 		}
+	}
+	var prevAt time.Time // the previous decision's time; zero when none
+	if rec.Last != nil {
+		prevAt = rec.Last.At
 	}
 	entries, err := record.Apply(key, &rec, cur.mod != 0, s.opts.Limits, fn)
 	if err != nil {
 		return target.Record{}, nil, nil, nil, err
 	}
-	val, vals, err := record.EncodeWrite(&rec, entries, record.Compress)
+	// A decision, the first change when there is one, is read back from
+	// the record (feedRecord), so it is not encoded as a change.
+	byRecord := len(entries) > 0 && entries[0].Decision != nil
+	others := entries
+	if byRecord {
+		others = entries[1:]
+	}
+	val, vals, err := record.EncodeWrite(&rec, others, record.Compress)
 	if err != nil {
 		return target.Record{}, nil, nil, nil, err
 	}
@@ -428,7 +459,12 @@ func (s *Store) prepare(key target.Key, kb []byte, cur stored, fn func(*target.R
 	ops := []clientv3.Op{clientv3.OpPut(s.recKey(kb), string(val))}
 	size := len(val)
 	if len(changes) > 0 {
-		feed, err := feedValue(vals)
+		var feed []byte
+		if byRecord {
+			feed, err = feedRecordValue(entries[0].Created, vals)
+		} else {
+			feed, err = feedValue(vals)
+		}
 		if err != nil {
 			return target.Record{}, nil, nil, nil, err
 		}
@@ -440,15 +476,42 @@ func (s *Store) prepare(key target.Key, kb []byte, cur stored, fn func(*target.R
 				return target.Record{}, nil, nil, nil, fmt.Errorf("etcdstore: update %s: decision log: %w", key, err)
 			}
 			size += len(logged)
-			ops = append(ops,
-				clientv3.OpDelete(s.decisionKey(kb, time.Time{}), clientv3.WithRange(s.decisionKey(kb, rec.Last.At.Add(-s.opts.DecisionRetention)))),
-				clientv3.OpPut(s.decisionKey(kb, rec.Last.At), string(logged)))
+			if trimDue(prevAt, rec.Last.At, s.opts.DecisionRetention) {
+				ops = append(ops, clientv3.OpDelete(s.decisionKey(kb, time.Time{}), clientv3.WithRange(s.decisionKey(kb, rec.Last.At.Add(-s.opts.DecisionRetention)))))
+			}
+			ops = append(ops, clientv3.OpPut(s.decisionKey(kb, rec.Last.At), string(logged)))
 		}
 	}
 	if size > MaxWriteBytes {
 		return target.Record{}, nil, nil, nil, fmt.Errorf("%w: the write of %s is %d bytes (record, changes and decision log), more than %d", store.ErrInvalid, key, size, MaxWriteBytes)
 	}
 	return rec, val, changes, ops, nil
+}
+
+// trimSlices is how many trim slices one DecisionRetention holds: a
+// target's decision log is trimmed by the first decision of each slice,
+// so it keeps a decision at most DecisionRetention/trimSlices longer than
+// DecisionRetention (counted, as always, to the target's next decision).
+const trimSlices = 16
+
+// trimDue reports whether the decision at `at`, following the one at prev
+// (zero when none), trims its target's decision log to retention: when it
+// is the first of its trim slice (retention/trimSlices of time, counted
+// from the Unix epoch). Most decisions then write no range delete: it was
+// a quarter of a decision's transaction ops and a range scan on every
+// member.
+func trimDue(prev, at time.Time, retention time.Duration) bool {
+	slice := max(int64(retention/trimSlices), 1)
+	return prev.IsZero() || floorDiv(prev.UnixNano(), slice) != floorDiv(at.UnixNano(), slice)
+}
+
+// floorDiv is a/b rounded down (b > 0).
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && a < 0 {
+		q--
+	}
+	return q
 }
 
 // ctxErr returns ctx's error when it has ended, store.ErrClosed after

@@ -12,11 +12,13 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
 	"github.com/setpointhq/setpoint/engine"
 	"github.com/setpointhq/setpoint/internal/etcdtest"
+	"github.com/setpointhq/setpoint/internal/testkit"
 	"github.com/setpointhq/setpoint/store"
 	"github.com/setpointhq/setpoint/store/etcdstore"
 	"github.com/setpointhq/setpoint/store/record"
@@ -415,5 +417,138 @@ func TestCompactEvery(t *testing.T) {
 	// The record itself is current data, never compacted.
 	if rec, err := stores[1].Get(ctx, key); err != nil || rec.Last.ID != "d1" {
 		t.Errorf("Get after compaction = %+v, %v", rec.Last, err)
+	}
+}
+
+// The decision log is trimmed once per slice of the retention, not by
+// every decision: no decision older than the retention and one slice is
+// kept, and every decision within the retention is.
+func TestDecisionLogRetention(t *testing.T) {
+	ctx := context.Background()
+	const retention = time.Minute
+	slice := retention / 16
+	st, err := etcdstore.New(ctx, client(t), etcdstore.Options{
+		Prefix:            fmt.Sprintf("/retention-%d/", time.Now().UnixNano()),
+		DecisionRetention: retention,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	trimmed := false
+	for i := range 150 {
+		now := base.Add(time.Duration(i) * time.Second)
+		if _, err := st.Update(ctx, key, func(r *target.Record) error {
+			r.Last = &target.LastDecision{ID: fmt.Sprint("d", i), At: now, Decision: engine.Decision{DesiredReplicas: int32(i + 1)}}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		ds, _, err := st.Decisions(ctx, key, store.DecisionQuery{PageSize: store.MaxDecisionsPageSize})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ds) == 0 || !ds[len(ds)-1].At.Equal(now) {
+			t.Fatalf("at %v: the log does not end with the decision just made: %d entries", now, len(ds))
+		}
+		if oldest := ds[0].At; oldest.Before(now.Add(-retention - slice)) {
+			t.Fatalf("at %v: the log keeps a decision of %v, more than %v old", now, oldest, retention+slice)
+		}
+		// Every decision within the retention is still there.
+		kept, want := 0, min(i, int(retention/time.Second))+1
+		for _, d := range ds {
+			if !d.At.Before(now.Add(-retention)) {
+				kept++
+			}
+		}
+		if kept != want {
+			t.Fatalf("at %v: %d decisions within the retention, want %d", now, kept, want)
+		}
+		if ds[0].At.After(base) {
+			trimmed = true
+		}
+	}
+	if !trimmed {
+		t.Error("the log was never trimmed")
+	}
+}
+
+// A decision reaches the feed as a reference to the record written with
+// it; read back, by Follow (on the server that wrote it, which hands its
+// own changes over, and on another, which decodes them) and by Changes,
+// it is the change a feed entry of its own (record.EncodeEntry) gives,
+// for every field of a record.
+func TestFeedDecisionFromRecord(t *testing.T) {
+	ctx := context.Background()
+	prefix := fmt.Sprintf("/from-record-%d/", time.Now().UnixNano())
+	st, other := open(t, store.Options{}, prefix), open(t, store.Options{}, prefix)
+	var (
+		mu                 sync.Mutex
+		followed, otherSaw []store.Change
+	)
+	stop := st.Follow(func(cs []store.Change) {
+		mu.Lock()
+		defer mu.Unlock()
+		followed = append(followed, cs...)
+	})
+	defer stop()
+	stopOther := other.Follow(func(cs []store.Change) {
+		mu.Lock()
+		defer mu.Unlock()
+		otherSaw = append(otherSaw, cs...)
+	})
+	defer stopOther()
+	key := target.Key{Cluster: "c", Namespace: "n", Name: "full"}
+	full := storetest.FullRecord(key)
+	shared := full // the decision's status stored once, as the record's
+	shared.Last = &target.LastDecision{ID: "shared", At: full.Last.At.Add(time.Second), Decision: full.Last.Decision}
+	shared.Last.Decision.Status = full.Status
+	var want []store.Change
+	for i, w := range []target.Record{full, shared} {
+		if _, err := st.Update(ctx, key, func(r *target.Record) error {
+			*r = w
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		d := *w.Last
+		d.Before, d.Decision.History = engine.Status{}, engine.History{}
+		b, err := record.EncodeEntry(&record.Entry{Key: key, Decision: &d, Created: i == 0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := record.DecodeEntry(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, store.Change{Key: key, Kind: store.ChangeDecision, Decision: e.Decision, Created: e.Created})
+	}
+	// The full record's events are changes of the first write too.
+	ignoreRevision := cmp.Options{cmpopts.IgnoreFields(store.Change{}, "Revision"),
+		cmpopts.IgnoreSliceElements(func(c store.Change) bool { return c.Kind == store.ChangeObservation })}
+	got, err := st.Changes(ctx, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got, ignoreRevision); diff != "" {
+		t.Errorf("Changes (-want +got):\n%s", diff)
+	}
+	testkit.Eventually(t, 10*time.Second, "the other server follows both writes", func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(otherSaw) < len(followed) {
+			return fmt.Errorf("%d changes of %d", len(otherSaw), len(followed))
+		}
+		return nil
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if diff := cmp.Diff(want, followed, ignoreRevision); diff != "" {
+		t.Errorf("followed (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(followed, otherSaw); diff != "" {
+		t.Errorf("followed by another server (-writer's +other's):\n%s", diff)
 	}
 }

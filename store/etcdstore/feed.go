@@ -64,6 +64,13 @@ const (
 	feedPlain = 0x00
 	// feedS2: the changes compressed with S2 (github.com/klauspost/compress/s2).
 	feedS2 = 0x01
+	// feedRecord: the first change is the decision the record put in the
+	// same transaction holds as its last (record.DecisionEntry), and is
+	// not stored again; then a byte, 1 when that change created the
+	// record, else 0; then the other changes as feedPlain has them. A
+	// decision was otherwise written twice, most of a record each time.
+	// Servers of earlier versions cannot read it.
+	feedRecord = 0x02
 )
 
 // maxFeedValue bounds a decompressed feed value, so that a corrupt one
@@ -106,52 +113,107 @@ func feedValue(vals [][]byte) ([]byte, error) {
 	return out, nil
 }
 
-// uncompressFeed returns the changes part of a feed value.
-func uncompressFeed(rev int64, b []byte) ([]byte, error) {
+// feedRecordValue is the feed key's value (feedRecord) for a write whose
+// first change is the decision its record holds, created saying whether
+// that change created the record, and whose other changes are stored as
+// rest (record.EncodeEntry's).
+func feedRecordValue(created bool, rest [][]byte) ([]byte, error) {
+	if len(rest)+1 > maxChangesPerWrite {
+		return nil, fmt.Errorf("%w: one write records %d changes, more than %d", store.ErrInvalid, len(rest)+1, maxChangesPerWrite)
+	}
+	out := []byte{feedRecord, 0}
+	if created {
+		out[1] = 1
+	}
+	for _, v := range rest {
+		out = binary.AppendUvarint(out, uint64(len(v)))
+		out = append(out, v...)
+	}
+	return out, nil
+}
+
+// uncompressFeed returns the changes part of a feed value, and for
+// feedRecord whether its first change is the record's decision (ref) and
+// created the record.
+func uncompressFeed(rev int64, b []byte) (rest []byte, ref, created bool, err error) {
 	if len(b) == 0 {
-		return nil, fmt.Errorf("%w: empty feed entry at etcd revision %d", store.ErrCorrupt, rev)
+		return nil, false, false, fmt.Errorf("%w: empty feed entry at etcd revision %d", store.ErrCorrupt, rev)
 	}
 	switch b[0] {
+	case feedRecord:
+		if len(b) < 2 || b[1] > 1 {
+			return nil, false, false, fmt.Errorf("%w: feed entry at etcd revision %d: bad record reference", store.ErrCorrupt, rev)
+		}
+		return b[2:], true, b[1] == 1, nil
 	case feedPlain:
-		return b[1:], nil
+		return b[1:], false, false, nil
 	case feedS2:
 		n, err := s2.DecodedLen(b[1:])
 		if err != nil || n > maxFeedValue {
-			return nil, fmt.Errorf("%w: feed entry at etcd revision %d: length %d, %v", store.ErrCorrupt, rev, n, err)
+			return nil, false, false, fmt.Errorf("%w: feed entry at etcd revision %d: length %d, %v", store.ErrCorrupt, rev, n, err)
 		}
 		out, err := s2.Decode(nil, b[1:])
 		if err != nil {
-			return nil, fmt.Errorf("%w: feed entry at etcd revision %d: %v", store.ErrCorrupt, rev, err)
+			return nil, false, false, fmt.Errorf("%w: feed entry at etcd revision %d: %v", store.ErrCorrupt, rev, err)
 		}
-		return out, nil
+		return out, false, false, nil
 	}
-	return nil, fmt.Errorf("%w: feed entry at etcd revision %d: unknown form %#x", store.ErrCorrupt, rev, b[0])
+	return nil, false, false, fmt.Errorf("%w: feed entry at etcd revision %d: unknown form %#x", store.ErrCorrupt, rev, b[0])
 }
 
-// decodeChanges is the inverse of encodeChanges for the value written at
-// etcd revision rev; it numbers the changes.
-func decodeChanges(rev int64, b []byte) ([]store.Change, error) {
-	b, err := uncompressFeed(rev, b)
+// splitFeed returns the stored changes of the feed value b written at
+// etcd revision rev, and whether a first change, the record's decision,
+// comes before them (feedRecord) and created the record.
+func splitFeed(rev int64, b []byte) (vals [][]byte, ref, created bool, err error) {
+	b, ref, created, err = uncompressFeed(rev, b)
 	if err != nil {
-		return nil, err
+		return nil, false, false, err
 	}
-	var vals [][]byte
 	for len(b) > 0 {
 		n, k := binary.Uvarint(b)
 		if k <= 0 || n > uint64(len(b)-k) || len(vals) == maxChangesPerWrite {
-			return nil, fmt.Errorf("%w: feed entry at etcd revision %d", store.ErrCorrupt, rev)
+			return nil, false, false, fmt.Errorf("%w: feed entry at etcd revision %d", store.ErrCorrupt, rev)
 		}
 		vals = append(vals, b[k:k+int(n)])
 		b = b[k+int(n):]
 	}
-	out := make([]store.Change, len(vals))
-	for i, v := range vals {
-		r := changeRevision(rev, i, len(vals))
+	return vals, ref, created, nil
+}
+
+// decodeChanges is the inverse of encodeChanges (and feedRecordValue)
+// for the value written at etcd revision rev; it numbers the changes. rec
+// is the record the same write put, when it put one: a feedRecord value
+// takes its first change from it.
+func (s *Store) decodeChanges(rev int64, b []byte, rec *mvccpb.KeyValue) ([]store.Change, error) {
+	vals, ref, created, err := splitFeed(rev, b)
+	if err != nil {
+		return nil, err
+	}
+	var out []store.Change
+	n := len(vals)
+	if ref {
+		n++
+		r := changeRevision(rev, 0, n)
+		if rec == nil || rec.ModRevision != rev {
+			return nil, fmt.Errorf("%w: change %d: its write put no record", store.ErrCorrupt, r)
+		}
+		key, err := record.ParseKey(rec.Key[len(s.recKey(nil)):])
+		if err != nil {
+			return nil, fmt.Errorf("%w: change %d: %v", store.ErrCorrupt, r, err)
+		}
+		e, err := record.DecisionEntry(key, rec.Value, created)
+		if err != nil {
+			return nil, fmt.Errorf("%w: change %d: %v", store.ErrCorrupt, r, err)
+		}
+		out = append(make([]store.Change, 0, n), changeOf(r, &e))
+	}
+	for _, v := range vals {
+		r := changeRevision(rev, len(out), n)
 		e, err := record.DecodeEntry(v)
 		if err != nil {
 			return nil, fmt.Errorf("%w: change %d: %v", store.ErrCorrupt, r, err)
 		}
-		out[i] = changeOf(r, &e)
+		out = append(out, changeOf(r, &e))
 	}
 	return out, nil
 }
@@ -162,14 +224,57 @@ func latestOf(kvs []*mvccpb.KeyValue) (uint64, error) {
 	if len(kvs) == 0 {
 		return 0, nil
 	}
-	cs, err := decodeChanges(kvs[0].ModRevision, kvs[0].Value)
+	vals, ref, _, err := splitFeed(kvs[0].ModRevision, kvs[0].Value)
 	if err != nil {
 		return 0, err
 	}
-	if len(cs) == 0 {
+	if len(vals) == 0 && !ref {
 		return changeRevision(kvs[0].ModRevision, 0, 0) - 1, nil
 	}
-	return cs[len(cs)-1].Revision, nil
+	return changeRevision(kvs[0].ModRevision, 0, 1), nil // a write's last change
+}
+
+// watchEnd is where the watch of the feed ends: it covers the feed key and
+// every record (the keys between them are neither), so that a feedRecord
+// value comes with the record its write put.
+func (s *Store) watchEnd() string { return clientv3.GetPrefixRangeEnd(s.recKey(nil)) }
+
+// feedEvents keeps, across a watch's responses, the record put last, and
+// returns the changes of a watch response's events.
+type feedEvents struct {
+	s   *Store
+	rec *mvccpb.KeyValue // the record put last
+	// known, when set, returns the changes of the write at an etcd
+	// revision when they are known without decoding.
+	known func(rev int64) ([]store.Change, bool)
+}
+
+// changes returns the changes the feed key's puts among evs record, each
+// with the etcd revision of its write (for a caller that stops at one).
+// A put of a record is kept for the feed entry of its write, which comes
+// after it in the same revision.
+func (f *feedEvents) changes(evs []*clientv3.Event, each func(rev int64, cs []store.Change, err error) bool) {
+	fk := f.s.feedKey()
+	for _, ev := range evs {
+		if ev.Type != clientv3.EventTypePut {
+			continue
+		}
+		if string(ev.Kv.Key) != fk {
+			f.rec = ev.Kv
+			continue
+		}
+		cs, ok := []store.Change(nil), false
+		if f.known != nil {
+			cs, ok = f.known(ev.Kv.ModRevision)
+		}
+		var err error
+		if !ok {
+			cs, err = f.s.decodeChanges(ev.Kv.ModRevision, ev.Kv.Value, f.rec)
+		}
+		if !each(ev.Kv.ModRevision, cs, err) {
+			return
+		}
+	}
 }
 
 // Revision implements store.Feed: the revision of the latest change, read
@@ -263,33 +368,41 @@ func (s *Store) Changes(ctx context.Context, after uint64, limit int) ([]store.C
 func (s *Store) changesOn(ctx context.Context, m *member, after uint64, from, last int64, limit int) ([]store.Change, error) {
 	wctx, end := m.begin(ctx, s.opts.RequestTimeout, false)
 	defer end()
-	var out []store.Change
-	for wr := range m.watcher.Watch(wctx, s.feedKey(), clientv3.WithRev(from)) {
+	var (
+		out  []store.Change
+		done bool
+		ferr error
+	)
+	f := feedEvents{s: s}
+	for wr := range m.watcher.Watch(wctx, s.feedKey(), clientv3.WithRange(s.watchEnd()), clientv3.WithRev(from)) {
 		if wr.CompactRevision != 0 {
 			return nil, fmt.Errorf("%w: changes after revision %d are no longer kept (those after %d are)", store.ErrOutOfRange, after, changeRevision(wr.CompactRevision-1, 0, 0)-1)
 		}
 		if err := wr.Err(); err != nil {
 			return nil, err
 		}
-		for _, ev := range wr.Events {
-			if ev.Type != clientv3.EventTypePut {
-				continue
-			}
-			cs, err := decodeChanges(ev.Kv.ModRevision, ev.Kv.Value)
+		f.changes(wr.Events, func(rev int64, cs []store.Change, err error) bool {
 			if err != nil {
-				return nil, err
+				ferr, done = err, true
+				return false
 			}
 			for _, c := range cs {
 				if c.Revision <= after {
 					continue
 				}
 				if out = append(out, c); len(out) == limit {
-					return out, nil
+					done = true
+					return false
 				}
 			}
-			if ev.Kv.ModRevision >= last {
-				return out, nil
-			}
+			done = rev >= last
+			return !done
+		})
+		if ferr != nil {
+			return nil, ferr
+		}
+		if done {
+			return out, nil
 		}
 	}
 	if err := wctx.Err(); err != nil {
@@ -333,7 +446,8 @@ func (s *Store) watch(ctx context.Context, rev int64) {
 		m := s.members.pick(nil)
 		s.feedOn.Store(m.endpoint)
 		wctx, end := m.begin(ctx, 0, true)
-		wch := m.watcher.Watch(wctx, s.feedKey(), clientv3.WithRev(rev))
+		wch := m.watcher.Watch(wctx, s.feedKey(), clientv3.WithRange(s.watchEnd()), clientv3.WithRev(rev))
+		f := feedEvents{s: s, known: s.takeOver}
 		for wr := range wch {
 			if err := wr.Err(); err != nil {
 				if wr.CompactRevision > rev {
@@ -350,14 +464,12 @@ func (s *Store) watch(ctx context.Context, rev int64) {
 				break
 			}
 			var cs []store.Change
-			for _, ev := range wr.Events {
-				if ev.Type != clientv3.EventTypePut {
-					continue
-				}
-				if got, err := decodeChanges(ev.Kv.ModRevision, ev.Kv.Value); err == nil {
+			f.changes(wr.Events, func(_ int64, got []store.Change, err error) bool {
+				if err == nil {
 					cs = append(cs, got...)
 				}
-			}
+				return true
+			})
 			s.cache.forget(cs)
 			s.mu.Lock()
 			if len(cs) > 0 {
@@ -372,6 +484,11 @@ func (s *Store) watch(ctx context.Context, rev int64) {
 			if r > s.delivered {
 				s.delivered = r
 				s.cond.Broadcast()
+				for rev := range s.own {
+					if rev <= r {
+						delete(s.own, rev) // handed over after the watcher passed
+					}
+				}
 			}
 			s.mu.Unlock()
 			rev = max(rev, r+1)
@@ -382,6 +499,36 @@ func (s *Store) watch(ctx context.Context, rev int64) {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// handOver gives the watcher cs, the changes of this Store's write at
+// etcd revision rev, numbered here, so that it hands them to the
+// followers without decoding the feed entry (the bbolt store too hands
+// over the changes as written). Too late (the watcher has passed rev),
+// it does nothing: the watcher decoded them.
+func (s *Store) handOver(rev int64, cs []store.Change) {
+	for i := range cs {
+		cs[i].Revision = changeRevision(rev, i, len(cs))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.delivered >= rev || s.closed {
+		return
+	}
+	if s.own == nil {
+		s.own = map[int64][]store.Change{}
+	}
+	s.own[rev] = cs
+}
+
+// takeOver returns the changes handOver gave for the write at etcd
+// revision rev, if any.
+func (s *Store) takeOver(rev int64) ([]store.Change, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cs, ok := s.own[rev]
+	delete(s.own, rev)
+	return cs, ok
 }
 
 // gap tells the followers that changes were missed and forgets the

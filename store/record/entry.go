@@ -109,6 +109,38 @@ func DecodeEntry(b []byte) (e Entry, err error) {
 	return e, nil
 }
 
+// DecisionEntry returns the change-feed entry of the last decision of the
+// record of k stored as b (Encode's form), with Created set to created:
+// the entry EncodeWrite makes of it, read back from the record, for a
+// backend that stores the record and not the entry.
+func DecisionEntry(k target.Key, b []byte, created bool) (e Entry, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			e, err = Entry{}, fmt.Errorf("panic while decoding: %v", p)
+		}
+	}()
+	raw, buf := b, getScratch()
+	if b, err = decompressInto(*buf, raw); err != nil {
+		return Entry{}, err
+	}
+	if len(raw) > 0 && raw[0] == s2Value {
+		defer putScratch(buf, b)
+	}
+	var m pb.Record
+	if err := m.UnmarshalVT(b); err != nil {
+		return Entry{}, err
+	}
+	if m.GetLast() == nil {
+		return Entry{}, errors.New("the record holds no decision")
+	}
+	var d decoder
+	e = Entry{Key: k, Created: created, Decision: d.lastDecision(entryDecision(m.Last, m.Status), nil)}
+	if d.err != nil {
+		return Entry{}, d.err
+	}
+	return e, nil
+}
+
 // Limits bound what a write leaves in a record.
 type Limits struct {
 	// MaxEvents bounds target.Record.Events (the newest are kept); 0
