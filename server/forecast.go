@@ -22,5 +22,6 @@ var models = forecast.NewCache(1024)
 // decideForecast is forecasting.Decide through the server's models: the
 // store update of a Recommend whose target forecasts with cfg.
 func decideForecast(rec *target.Record, in target.Input, cfg forecast.Config, id string, now time.Time) error {
-	return forecasting.Decide(rec, in, cfg, models, id, now)
+	_, err := forecasting.Decide(rec, in, cfg, models, id, now)
+	return err
 }

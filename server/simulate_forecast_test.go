@@ -90,6 +90,22 @@ func TestSimulateForecastAheadOfDailyRamp(t *testing.T) {
 	if early != 0 || differ != 0 {
 		t.Errorf("with under two days of history: %d forecast steps, %d decisions differing from the forecast's absence; want 0, 0", early, differ)
 	}
+	// The silence is explained in each step's notes (the closed 10-minute
+	// steps of history: the step being filled does not count); without
+	// forecast there are none.
+	for _, c := range []struct {
+		i    int
+		want string
+	}{{0, "no history yet"}, {6, "50m0s of history, 48h0m0s needed"}, {day3 - 1, "47h40m0s of history, 48h0m0s needed"}} {
+		if n := on.GetSteps()[c.i].GetNotes(); len(n) != 1 || !strings.Contains(n[0], c.want) || !strings.HasPrefix(n[0], "forecast cpu resource utilization") {
+			t.Errorf("step %d: notes %q; want one naming the metric and saying %q", c.i, n, c.want)
+		}
+	}
+	for i, s := range off.GetSteps() {
+		if len(s.GetNotes()) != 0 {
+			t.Fatalf("without forecast, step %d: notes %q", i, s.GetNotes())
+		}
+	}
 	last := len(steps) - 1 // 08:30: the load is 4, the ramp at 08:50 needs 12
 	if got := off.GetSteps()[last].GetDecision().GetDesiredReplicas(); got != 4 {
 		t.Errorf("without forecast at 08:30: desired %d, want the load's 4", got)
@@ -146,6 +162,12 @@ func TestSimulateForecastSeeded(t *testing.T) {
 	}
 	if u := unseeded.GetSteps()[0].GetDecision(); forecastStep(u) != nil || u.GetDesiredReplicas() != 4 {
 		t.Errorf("unseeded at 08:30: desired %d, forecast step %+v; want the load's 4 and none", u.GetDesiredReplicas(), forecastStep(u))
+	}
+	if n := unseeded.GetSteps()[0].GetNotes(); len(n) != 1 || !strings.Contains(n[0], "no history yet") {
+		t.Errorf("unseeded notes %q; want one saying there is no history yet", n)
+	}
+	if n := seeded.GetSteps()[0].GetNotes(); len(n) != 0 {
+		t.Errorf("seeded notes %q; want none (the forecast proposed)", n)
 	}
 	after, err := ts.store.Get(t.Context(), k)
 	if err != nil || !slices.Equal(after.Forecasts, before.Forecasts) || !after.Last.At.Equal(before.Last.At) {

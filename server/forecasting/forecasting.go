@@ -31,8 +31,12 @@ const MaxName = 512
 // through models: silent until they can predict), the proposals join in's,
 // the decision is made, and its metrics' demands are added to the
 // histories (forecast.Sample), which rec.Forecasts then holds. A history
-// that does not decode starts again empty. On an error rec is unchanged.
-func Decide(rec *target.Record, in target.Input, cfg forecast.Config, models *forecast.Cache, id string, now time.Time) error {
+// that does not decode starts again empty. It returns why each metric of
+// the decision proposed no forecast, one line per metric ("forecast
+// <metric>: no forecast; 24h0m0s: 10h0m0s of history, 48h0m0s needed"),
+// in the order of the stored histories, then of the metrics that had none.
+// On an error rec is unchanged.
+func Decide(rec *target.Record, in target.Input, cfg forecast.Config, models *forecast.Cache, id string, now time.Time) (silent []string, err error) {
 	hs := make([]forecast.History, len(rec.Forecasts))
 	byName := make(map[string]*forecast.History, len(rec.Forecasts))
 	ps := in.Engine.Proposals[:len(in.Engine.Proposals):len(in.Engine.Proposals)]
@@ -43,13 +47,19 @@ func Decide(rec *target.Record, in target.Input, cfg forecast.Config, models *fo
 		}
 		byName[f.Metric] = &hs[i]
 		m := models.Fit(&hs[i], cfg)
-		if fc, ok := m.Predict(now); ok {
+		fc, ok := m.Predict(now)
+		switch {
+		case ok:
 			ps = append(ps, fc.Proposal(f.Metric))
+		case m.Silent != "":
+			silent = append(silent, "forecast "+f.Metric+": "+m.Silent)
+		default:
+			silent = append(silent, "forecast "+f.Metric+": no forecast at this time (the history ends more than an hour before it, or its past periods are unknown at that time)")
 		}
 	}
 	in.Engine.Proposals = ps
 	if err := target.Decide(rec, in, id, now); err != nil {
-		return err
+		return nil, err
 	}
 	last := rec.Last
 	var out []target.MetricHistory
@@ -62,14 +72,15 @@ func Decide(rec *target.Record, in target.Input, cfg forecast.Config, models *fo
 		h := byName[m.Name]
 		if h == nil {
 			h = new(forecast.History)
+			silent = append(silent, "forecast "+m.Name+": no forecast: no history yet (it starts with this decision)")
 		}
 		forecast.Sample(h, m, last.From, last.At)
 		b, err := h.MarshalBinary()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		out = append(out, target.MetricHistory{Metric: m.Name, History: string(b)})
 	}
 	rec.Forecasts = out
-	return nil
+	return silent, nil
 }

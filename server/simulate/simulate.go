@@ -282,13 +282,15 @@ func (sim *Simulation) Run(ctx context.Context) (*setpointv1.SimulateResponse, e
 		// Each step's decision has an id of its own, so that applying it
 		// is recorded once; the ids are not part of the answer.
 		id := strconv.Itoa(i)
-		if err := sim.decide(step, target.Input{Engine: in, Fallback: step.ahead.Fallback}, id); err != nil {
+		notes, err := sim.decide(step, target.Input{Engine: in, Fallback: step.ahead.Fallback}, id)
+		if err != nil {
 			return nil, stepError(i, step.specAt, err)
 		}
 		d := sim.rec.Last.Decision
 		result := &setpointv1.SimulateStepResult{
 			Time:     timestamppb.New(step.at),
 			Decision: convert.Decision(target.LastDecision{At: step.at, Decision: d}),
+			Notes:    notes,
 		}
 		if d.Rescale {
 			applied := target.Observation{Kind: target.EventApplied, DecisionID: id, From: in.Scale.Replicas, To: d.DesiredReplicas}
@@ -309,8 +311,9 @@ func (sim *Simulation) Run(ctx context.Context) (*setpointv1.SimulateResponse, e
 
 // decide decides step on sim.rec with in, as Recommend's store update
 // does: with the step's forecast through forecasting.Decide, else by
-// target.Decide, after which the record keeps no forecast history.
-func (sim *Simulation) decide(step *simStep, in target.Input, id string) error {
+// target.Decide, after which the record keeps no forecast history. It
+// returns why the forecast's metrics proposed nothing (the step's notes).
+func (sim *Simulation) decide(step *simStep, in target.Input, id string) ([]string, error) {
 	if step.forecast != nil {
 		if sim.models == nil {
 			// The simulation's own models: its histories are not the
@@ -321,10 +324,10 @@ func (sim *Simulation) decide(step *simStep, in target.Input, id string) error {
 		return forecasting.Decide(&sim.rec, in, *step.forecast, sim.models, id, step.at)
 	}
 	if err := target.Decide(&sim.rec, in, id, step.at); err != nil {
-		return err
+		return nil, err
 	}
 	sim.rec.Forecasts = nil
-	return nil
+	return nil, nil
 }
 
 // input returns the engine input of step, Status unset.
