@@ -55,6 +55,39 @@ func TestSimulateAheadExample(t *testing.T) {
 	}
 }
 
+// TestSimulateForecastNotes: with spec.forecast, simulate -o wide says in
+// WHY why the forecast proposed nothing (no history yet at the first step,
+// then too little of it); without -o wide it does not.
+func TestSimulateForecastNotes(t *testing.T) {
+	addr := startServerOpts(t, server.Options{})
+	req := &setpointv1.SimulateRequest{}
+	if err := readMessage(nil, "../../examples/simulate-ahead.yaml", req); err != nil {
+		t.Fatal(err)
+	}
+	req.Spec.Schedules, req.Spec.Fallback = nil, nil
+	req.Spec.Forecast = &setpointv1.Forecast{LeadTime: durationpb.New(5 * time.Minute)}
+	b, err := protojson.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, wide := range []bool{true, false} {
+		var out bytes.Buffer
+		c := &cli{stdin: bytes.NewReader(b), stdout: &out, stderr: io.Discard, now: time.Now}
+		args := []string{"-addr", addr, "simulate", "-f", "-"}
+		if wide {
+			args = append(args, "-o", "wide")
+		}
+		if err := c.run(t.Context(), args); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range []string{"no forecast: no history yet", "48h0m0s needed"} {
+			if strings.Contains(out.String(), w) != wide {
+				t.Errorf("wide %v: printed\n%s\nwant it to contain %q: %v", wide, out.String(), w, wide)
+			}
+		}
+	}
+}
+
 // desiredColumn returns the DESIRED cells of a simulate table.
 func desiredColumn(t *testing.T, out string) []string {
 	t.Helper()

@@ -72,7 +72,8 @@ type simStep struct {
 	// Failed is true when the decision carries an error.
 	Failed     bool
 	Conditions []simCondition
-	// Proposal and Why explain the decision (wide only).
+	// Proposal and Why explain the decision (wide only); Why ends with the
+	// step's notes.
 	Proposal int32
 	Why      string
 }
@@ -104,6 +105,7 @@ func simStepOf(r *setpointv1.SimulateStepResult) simStep {
 	if d.GetError() != "" {
 		why = append(why, "error: "+d.GetError())
 	}
+	why = append(why, r.GetNotes()...) // why a forecast proposed nothing
 	s.Why = strings.Join(why, "; ")
 	return s
 }

@@ -17,8 +17,10 @@ import (
 	"time"
 
 	"github.com/setpointhq/setpoint/engine"
+	"github.com/setpointhq/setpoint/forecast"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server/convert"
+	"github.com/setpointhq/setpoint/server/forecasting"
 	"github.com/setpointhq/setpoint/target"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -68,10 +70,11 @@ type Simulation struct {
 
 	// rec is the simulated target: its status and history carry from
 	// step to step through target.Decide and target.Observe, as a stored
-	// target's do.
+	// target's do; with a forecast, so do its metrics' histories.
 	rec      target.Record
-	replicas int32  // the count reached: used by steps without a scale
-	selector string // the last scale selector seen
+	models   *forecast.Cache // the simulation's fitted models; nil until a step forecasts
+	replicas int32           // the count reached: used by steps without a scale
+	selector string          // the last scale selector seen
 }
 
 // simStep is one step's converted input: a full engine input without a pod
@@ -81,9 +84,12 @@ type simStep struct {
 	spec   engine.Spec   // the spec in force at this step
 	specAt string        // where that spec is in the request: "spec" or "steps[k].spec"
 	ahead  convert.Ahead // that spec's fallback and schedules
-	in     engine.Input  // without a pod model; Status is set when run
-	scale  *engine.Scale
-	values []*int64 // with a pod model: one per spec metric, nil when empty
+	// forecast is that spec's forecast settings (its lead_time: a
+	// simulation has no measured pod start-up); nil without a forecast.
+	forecast *forecast.Config
+	in       engine.Input // without a pod model; Status is set when run
+	scale    *engine.Scale
+	values   []*int64 // with a pod model: one per spec metric, nil when empty
 }
 
 // New validates and converts req for a simulation within lim. Every violation is reported at
@@ -131,6 +137,7 @@ func New(req *setpointv1.SimulateRequest, lim Limits) (*Simulation, error) {
 	var prev time.Time
 	spec, specIn, specAt := req.GetSpec(), in.Spec, "spec" // the spec in force: as sent, converted, and where
 	ahead, _ := convert.AheadOf("spec", spec)              // its fallback and schedules: Input checked them
+	fc := convert.Forecast(&setpointv1.RecommendRequest{Spec: spec})
 	for i, st := range steps {
 		f := fmt.Sprintf("steps[%d]", i)
 		if edit := st.GetSpec(); edit != nil {
@@ -145,6 +152,7 @@ func New(req *setpointv1.SimulateRequest, lim Limits) (*Simulation, error) {
 			}
 			spec, specIn, specAt = edit, editIn.Spec, f+".spec"
 			ahead, _ = convert.AheadOf("spec", edit)
+			fc = convert.Forecast(&setpointv1.RecommendRequest{Spec: edit})
 		}
 		var at time.Time
 		switch {
@@ -159,7 +167,7 @@ func New(req *setpointv1.SimulateRequest, lim Limits) (*Simulation, error) {
 			}
 			prev = at
 		}
-		step := simStep{at: at, spec: specIn, specAt: specAt, ahead: ahead}
+		step := simStep{at: at, spec: specIn, specAt: specAt, ahead: ahead, forecast: fc}
 		if sim.model != nil {
 			step.values = sim.model.values(verr, f, st, specIn)
 			if sc := st.GetScale(); sc != nil {
@@ -233,20 +241,25 @@ func addAll(verr *setpointv1.ValidationError, prefix string, err error) {
 	}
 }
 
-// seed starts the simulation from a stored target's status and history.
-// The first step may not be before the target's last decision.
+// Seed starts the simulation from a stored target's status and history,
+// and its metrics' forecast histories (a simulated spec with a forecast
+// forecasts from them). The first step may not be before the target's last
+// decision.
 func (sim *Simulation) Seed(rec target.Record) error {
 	if rec.Last != nil && len(sim.steps) > 0 && sim.steps[0].at.Before(rec.Last.At) {
 		verr := &setpointv1.ValidationError{}
 		verr.Add("steps[0].time", "must not be before the seed target's last decision at %s", rec.Last.At.Format(time.RFC3339Nano))
 		return verr
 	}
-	sim.rec.Status, sim.rec.History = rec.Status, rec.History
+	sim.rec.Status, sim.rec.History, sim.rec.Forecasts = rec.Status, rec.History, rec.Forecasts
 	return nil
 }
 
-// run decides every step in order. A decision asking for a rescale is
-// applied before the next step, recorded as an applied Observe records it.
+// Run decides every step in order, as Recommend decides: a step whose
+// spec has a forecast through forecasting.Decide (the histories carried
+// from step to step), any other by target.Decide, which drops them. A
+// decision asking for a rescale is applied before the next step, recorded
+// as an applied Observe records it.
 func (sim *Simulation) Run(ctx context.Context) (*setpointv1.SimulateResponse, error) {
 	resp := &setpointv1.SimulateResponse{Steps: make([]*setpointv1.SimulateStepResult, 0, len(sim.steps))}
 	for i := range sim.steps {
@@ -269,13 +282,15 @@ func (sim *Simulation) Run(ctx context.Context) (*setpointv1.SimulateResponse, e
 		// Each step's decision has an id of its own, so that applying it
 		// is recorded once; the ids are not part of the answer.
 		id := strconv.Itoa(i)
-		if err := target.Decide(&sim.rec, target.Input{Engine: in, Fallback: step.ahead.Fallback}, id, step.at); err != nil {
+		notes, err := sim.decide(step, target.Input{Engine: in, Fallback: step.ahead.Fallback}, id)
+		if err != nil {
 			return nil, stepError(i, step.specAt, err)
 		}
 		d := sim.rec.Last.Decision
 		result := &setpointv1.SimulateStepResult{
 			Time:     timestamppb.New(step.at),
 			Decision: convert.Decision(target.LastDecision{At: step.at, Decision: d}),
+			Notes:    notes,
 		}
 		if d.Rescale {
 			applied := target.Observation{Kind: target.EventApplied, DecisionID: id, From: in.Scale.Replicas, To: d.DesiredReplicas}
@@ -292,6 +307,27 @@ func (sim *Simulation) Run(ctx context.Context) (*setpointv1.SimulateResponse, e
 		resp.Steps = append(resp.Steps, result)
 	}
 	return resp, nil
+}
+
+// decide decides step on sim.rec with in, as Recommend's store update
+// does: with the step's forecast through forecasting.Decide, else by
+// target.Decide, after which the record keeps no forecast history. It
+// returns why the forecast's metrics proposed nothing (the step's notes).
+func (sim *Simulation) decide(step *simStep, in target.Input, id string) ([]string, error) {
+	if step.forecast != nil {
+		if sim.models == nil {
+			// The simulation's own models: its histories are not the
+			// stored targets', and fitting them through the server's cache
+			// would push those out.
+			sim.models = forecast.NewCache(forecasting.MaxMetrics)
+		}
+		return forecasting.Decide(&sim.rec, in, *step.forecast, sim.models, id, step.at)
+	}
+	if err := target.Decide(&sim.rec, in, id, step.at); err != nil {
+		return nil, err
+	}
+	sim.rec.Forecasts = nil
+	return nil, nil
 }
 
 // input returns the engine input of step, Status unset.

@@ -413,6 +413,35 @@ func TestConsole(t *testing.T) {
 		}
 		t.Logf("what-if with a schedule window: %s", changed)
 		screenshot(t, ctx, "console-target")
+
+		// A forecast with a 5-minute lead (the schedule window removed):
+		// the replay keeps the metric's history from its first decision,
+		// so over minutes of log the forecast stays silent, the curve is
+		// Simulate's with spec.forecast, and the page says why it proposed
+		// nothing (the steps' notes).
+		do(t, ctx, "replay with a forecast",
+			chromedp.Click("#clear-replay"),
+			chromedp.WaitNotPresent("#replay-summary"),
+			chromedp.SetValue(`input[name=schedStart]`, " "), // blank: no window (chromedp cannot set "", and Clear clears the attribute only)
+			chromedp.SetValue(`input[name=fcLead]`, "300"),
+			chromedp.SetValue(`input[name=fcMaxError]`, "20"),
+			chromedp.Click("#run-replay"),
+			chromedp.WaitVisible("#replay-forecast"),
+		)
+		drawn = evalStrings(t, ctx, `[...document.querySelectorAll('.replicas-chart .alt-point')].map(p => p.dataset.desired)`)
+		want = simulateReplayWith(t, admin, web.key, logged, func(s *setpointv1.HorizontalPodAutoscalerSpec) {
+			s.Forecast = &setpointv1.Forecast{LeadTime: durationpb.New(5 * time.Minute), MaxError: 0.2}
+		})
+		if diff := cmp.Diff(want, drawn); diff != "" {
+			t.Errorf("replay curve with a forecast (-Simulate +drawn):\n%s", diff)
+		}
+		said := evalStrings(t, ctx, `[document.querySelector('#replay-forecast').textContent]`)[0]
+		for _, w := range []string{fmt.Sprintf("The forecast raised 0 of %d decisions", len(logged)), fmt.Sprintf("it proposed nothing at %d", len(logged)), "forecast cpu resource utilization", "48h0m0s needed"} {
+			if !strings.Contains(said, w) {
+				t.Errorf("the page's forecast summary %q does not say %q", said, w)
+			}
+		}
+		t.Logf("what-if with a forecast: %s", said)
 	})
 
 	t.Run("over TLS and HTTP/2", func(t *testing.T) {

@@ -4592,7 +4592,12 @@ type SimulateStepResult struct {
 	Decision *Decision `protobuf:"bytes,2,opt,name=decision,proto3" json:"decision,omitempty"`
 	// True when the decided count was applied before the next step (the
 	// decision asked for a rescale).
-	Applied       bool `protobuf:"varint,3,opt,name=applied,proto3" json:"applied,omitempty"`
+	Applied bool `protobuf:"varint,3,opt,name=applied,proto3" json:"applied,omitempty"`
+	// What the simulation adds to the decision's explanation: for a spec with
+	// a forecast, each metric whose forecast proposed nothing at this step,
+	// and why ("forecast cpu resource utilization (percentage of request):
+	// silent: no history yet"). Empty without a forecast.
+	Notes         []string `protobuf:"bytes,4,rep,name=notes,proto3" json:"notes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4646,6 +4651,13 @@ func (x *SimulateStepResult) GetApplied() bool {
 		return x.Applied
 	}
 	return false
+}
+
+func (x *SimulateStepResult) GetNotes() []string {
+	if x != nil {
+		return x.Notes
+	}
+	return nil
 }
 
 // WatchRequest selects the changes to stream.
@@ -5466,11 +5478,12 @@ const file_setpoint_v1_setpoint_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"I\n" +
 	"\x10SimulateResponse\x125\n" +
-	"\x05steps\x18\x01 \x03(\v2\x1f.setpoint.v1.SimulateStepResultR\x05steps\"\x91\x01\n" +
+	"\x05steps\x18\x01 \x03(\v2\x1f.setpoint.v1.SimulateStepResultR\x05steps\"\xa7\x01\n" +
 	"\x12SimulateStepResult\x12.\n" +
 	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x121\n" +
 	"\bdecision\x18\x02 \x01(\v2\x15.setpoint.v1.DecisionR\bdecision\x12\x18\n" +
-	"\aapplied\x18\x03 \x01(\bR\aapplied\"}\n" +
+	"\aapplied\x18\x03 \x01(\bR\aapplied\x12\x14\n" +
+	"\x05notes\x18\x04 \x03(\tR\x05notes\"}\n" +
 	"\fWatchRequest\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +

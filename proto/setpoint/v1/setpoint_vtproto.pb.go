@@ -4195,6 +4195,15 @@ func (m *SimulateStepResult) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if len(m.Notes) > 0 {
+		for iNdEx := len(m.Notes) - 1; iNdEx >= 0; iNdEx-- {
+			i -= len(m.Notes[iNdEx])
+			copy(dAtA[i:], m.Notes[iNdEx])
+			i = protohelpers.EncodeVarint(dAtA, i, uint64(len(m.Notes[iNdEx])))
+			i--
+			dAtA[i] = 0x22
+		}
+	}
 	if m.Applied {
 		i--
 		if m.Applied {
@@ -6283,6 +6292,12 @@ func (m *SimulateStepResult) SizeVT() (n int) {
 	}
 	if m.Applied {
 		n += 2
+	}
+	if len(m.Notes) > 0 {
+		for _, s := range m.Notes {
+			l = len(s)
+			n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
+		}
 	}
 	n += len(m.unknownFields)
 	return n
@@ -17478,6 +17493,38 @@ func (m *SimulateStepResult) UnmarshalVT(dAtA []byte) error {
 				}
 			}
 			m.Applied = bool(v != 0)
+		case 4:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Notes", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Notes = append(m.Notes, string(dAtA[iNdEx:postIndex]))
+			iNdEx = postIndex
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])

@@ -609,7 +609,7 @@ function renderWhatIf(page) {
       </div>
       <div class="row">${fields}</div>
       <fieldset class="ahead">
-        <legend>Ahead of the load: add a schedule window or a fallback (the spec has ${(spec.schedules || []).length} window${(spec.schedules || []).length === 1 ? "" : "s"} and ${spec.fallback ? "a" : "no"} fallback)</legend>
+        <legend>Ahead of the load: add a schedule window, a fallback or a forecast (the spec has ${(spec.schedules || []).length} window${(spec.schedules || []).length === 1 ? "" : "s"}, ${spec.fallback ? "a" : "no"} fallback and ${spec.forecast ? "a" : "no"} forecast)</legend>
         <div class="row">
           <label class="field">Window opens (cron: minute hour day month weekday) <input name="schedStart" placeholder="0 8 * * 1-5"></label>
           <label class="field">Time zone (IANA) <input name="schedZone" value="UTC"></label>
@@ -630,6 +630,10 @@ function renderWhatIf(page) {
         </div>
         <div class="row">
           <label class="field">Fallback replicas <input name="fbReplicas" type="number" min="0" value="${num(spec.maxReplicas)}"></label>
+        </div>
+        <div class="row">
+          <label class="field">Forecast lead time (s; empty: ${spec.forecast ? "as in the spec" : "no forecast"}) <input name="fcLead" type="number" min="1" max="86399"></label>
+          <label class="field">Forecast's max backtest error (%) <input name="fcMaxError" type="number" min="1" max="100" value="15"></label>
         </div>
       </fieldset>
       <button class="primary" type="submit" id="run-replay">Replay ${page.log.length} decisions</button>
@@ -669,6 +673,11 @@ function renderWhatIf(page) {
     }
     const fb = String(f.get("fbBehavior") || "");
     if (fb) alt.fallback = { behavior: fb, failureDuration: `${Math.round(Number(f.get("fbAfter")))}s`, replicas: Number(f.get("fbReplicas")) };
+    // A forecast joins as spec.forecast: the replay keeps each metric's
+    // history from the first replayed decision on, so it stays silent
+    // until the replayed span holds two periods (the steps' notes say so).
+    const lead = String(f.get("fcLead") || "").trim();
+    if (lead) alt.forecast = { leadTime: `${Math.round(Number(lead))}s`, maxError: Number(f.get("fcMaxError")) / 100 };
     const btn = $("#run-replay");
     btn.disabled = true;
     try {
@@ -717,6 +726,7 @@ function renderDiffs(page) {
   $("#replay-out").innerHTML = `<h2 class="spaced">Differences</h2>
     <p id="replay-summary">${total ? `${total} of ${steps.length} decisions differ.` : `The replay decides as the target did at every one of ${steps.length} decisions.`}</p>
     ${changed ? `<p id="replay-changed">${esc(changed)}</p>` : ""}
+    ${forecastSaid(steps)}
     <ul class="diffs">${items}</ul>${runs.length > 40 ? `<p class="muted">… and ${runs.length - 40} more stretches.</p>` : ""}`;
 }
 
@@ -745,6 +755,19 @@ function whatChanged(log, steps) {
   const rm = Math.round(extra * 10) / 10;
   words.push(rm === 0 ? "the same replica-minutes" : `${rm > 0 ? "+" : ""}${rm} replica-minutes`);
   return "The replay " + words.join("; ") + ".";
+}
+
+// forecastSaid says what a replayed forecast did: how many decisions it
+// raised (a ForecastAhead step), and, when it was silent, at how many
+// decisions and why the last one was (the step's notes); "" when the
+// replay had no forecast.
+function forecastSaid(steps) {
+  const raised = steps.filter((s) => ((s.decision.explanation || {}).steps || []).some((x) => x.reason === "ForecastAhead")).length;
+  const silent = steps.filter((s) => (s.notes || []).length);
+  if (!raised && !silent.length) return "";
+  const words = [`The forecast raised ${raised} of ${steps.length} decisions`];
+  if (silent.length) words.push(`it proposed nothing at ${silent.length}; at the last of them: ${silent[silent.length - 1].notes.join("; ")}`);
+  return `<p id="replay-forecast">${esc(words.join("; ") + ".")}</p>`;
 }
 
 // span says a duration in ms in minutes and seconds.
