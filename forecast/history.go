@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -82,6 +83,17 @@ func (h *History) Add(at time.Time, v float64) {
 	}
 	h.OpenSum += v
 	h.OpenCount++
+}
+
+// Until returns h as it stood at t: the steps that closed by t, without
+// the open step (its samples are not kept apart by time). A history that
+// began after t is empty.
+func (h *History) Until(t time.Time) History {
+	if h.Start.IsZero() || !t.After(h.Start) {
+		return History{Scale: h.Scale}
+	}
+	n := min(int(t.Sub(h.Start)/Step), len(h.Points))
+	return History{Start: h.Start, Scale: h.Scale, Points: slices.Clone(h.Points[:n])}
 }
 
 // closeOpen appends the open step as a point.

@@ -61,8 +61,12 @@ func (r replayer) Replay(ctx context.Context, req *consolev1.ReplayRequest) (*co
 	if len(logged) == 0 {
 		return nil, status.Error(codes.FailedPrecondition, "replay: the target has no logged decisions in the range")
 	}
-	sim := simulate.Replay(req.GetSpec(), convert.ControllerSettings(rec.Settings), logged[:min(len(logged), s.limits.MaxSteps)])
-	resp, err := s.Simulate(ctx, sim)
+	logged = logged[:min(len(logged), s.limits.MaxSteps)]
+	sim := simulate.Replay(req.GetSpec(), convert.ControllerSettings(rec.Settings), logged)
+	// A forecast in the replayed spec forecasts from the target's stored
+	// histories as they stood at the first replayed decision.
+	start := logged[0].GetDecisionTime().AsTime()
+	resp, err := s.simulate(ctx, sim, func(sim *simulate.Simulation) { sim.SeedForecasts(rec.Forecasts, start) })
 	if err != nil {
 		return nil, err
 	}

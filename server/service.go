@@ -259,9 +259,18 @@ func (s *service) listPage(ctx context.Context, q store.Query) (*setpointv1.List
 // Simulate runs a what-if through the engine with an in-memory history. It
 // never writes the store; with seed_from it reads one record.
 func (s *service) Simulate(ctx context.Context, req *setpointv1.SimulateRequest) (*setpointv1.SimulateResponse, error) {
+	return s.simulate(ctx, req, nil)
+}
+
+// simulate is Simulate, with seed (when not nil) called on the simulation
+// before it runs.
+func (s *service) simulate(ctx context.Context, req *setpointv1.SimulateRequest, seed func(*simulate.Simulation)) (*setpointv1.SimulateResponse, error) {
 	sim, err := simulate.New(req, s.limits)
 	if err != nil {
 		return nil, toStatus(ctx, s.log, err)
+	}
+	if seed != nil {
+		seed(sim)
 	}
 	if seed := req.GetSeedFrom(); seed != nil {
 		if err := s.mayRead(ctx, seed.GetCluster()); err != nil {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	consolev1 "github.com/setpointhq/setpoint/proto/setpoint/console/v1"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/target"
 	"google.golang.org/protobuf/proto"
@@ -172,5 +173,50 @@ func TestSimulateForecastSeeded(t *testing.T) {
 	after, err := ts.store.Get(t.Context(), k)
 	if err != nil || !slices.Equal(after.Forecasts, before.Forecasts) || !after.Last.At.Equal(before.Last.At) {
 		t.Errorf("the seed target changed after Simulate (err %v)", err)
+	}
+}
+
+// TestReplayForecastsFromTheStoredHistory: the console's replay of a
+// target's logged decisions with a forecast in the spec forecasts from the
+// target's stored history as it stood at the first replayed decision, so a
+// replay of a morning forecasts its ramp; without a forecast in the spec
+// the replay has no forecast step.
+func TestReplayForecastsFromTheStoredHistory(t *testing.T) {
+	ts := start(t, setup{})
+	c := ts.client(t)
+	end := dayStart.Add(48*time.Hour + 9*time.Hour + 30*time.Minute) // day 3, 09:30
+	for now := dayStart; !now.After(end); now = now.Add(10 * time.Minute) {
+		ts.clock.Set(now)
+		if _, err := c.Recommend(t.Context(), forecastOn(loadRequest("fc", now, dailyDemand(now)))); err != nil {
+			t.Fatalf("at %s: %v", now, err)
+		}
+	}
+	replay := consolev1.NewReplayServiceClient(dial(t, ts.addr))
+	from, to := dayStart.Add(48*time.Hour+8*time.Hour), end // day 3, 08:00 to 09:30
+	spec := forecastOn(loadRequest("fc", from, dailyDemand(from))).GetSpec()
+	for _, tc := range []struct {
+		name     string
+		forecast bool
+	}{{"with a forecast", true}, {"without", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := proto.Clone(spec).(*setpointv1.HorizontalPodAutoscalerSpec)
+			if !tc.forecast {
+				s.Forecast = nil
+			}
+			resp, err := replay.Replay(t.Context(), &consolev1.ReplayRequest{Target: key("fc"), Spec: s,
+				StartTime: timestamppb.New(from), EndTime: timestamppb.New(to)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ahead []string
+			for _, st := range resp.GetResponse().GetSteps() {
+				if step := forecastStep(st.GetDecision()); step != nil && st.GetTime().AsTime().Before(dayStart.Add(48*time.Hour+9*time.Hour)) {
+					ahead = append(ahead, st.GetTime().AsTime().Format("15:04"))
+				}
+			}
+			if got := len(ahead) > 0; got != tc.forecast {
+				t.Errorf("forecast steps before 09:00 at %v; want some: %v", ahead, tc.forecast)
+			}
+		})
 	}
 }

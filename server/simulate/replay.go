@@ -17,7 +17,7 @@ const replayRequest = "100"
 var ReplayLimits = []string{
 	"Pods are rebuilt from the logged counts: every pod is identical, ready and started long before the first decision; unready and missing pods, readiness delays and CPU initialization are not replayed.",
 	"Each metric replays its logged value per pod (or its total, for Object and External metrics): when the alternative runs a different number of replicas, the load is not spread over them, so the two curves are comparable up to where they first part and approximate after.",
-	"The replay starts with an empty history at the oldest logged decision: stabilization windows and policy periods reaching further back than the log are not seen, and a forecast is silent until the replayed decisions span two days (its history starts there too).",
+	"The replay starts with an empty history at the oldest logged decision: stabilization windows and policy periods reaching further back than the log are not seen, and a forecast starts from the target's stored metric history as it stood at that decision (silent if that held less than two days).",
 	"Every rescale the alternative decides is applied before its next decision; rescales that failed and replica changes made outside the autoscaler are not replayed.",
 	"Metric fetches that failed replay as failures; a metric the log has no value for (a spec with more metrics than the log) fails too.",
 }

@@ -255,6 +255,27 @@ func (sim *Simulation) Seed(rec target.Record) error {
 	return nil
 }
 
+// SeedForecasts starts the simulation's forecast histories from a stored
+// target's (rec.Forecasts) as they stood at until: the steps closed by
+// then, none of what the target measured after (a replay of the target's
+// own timeline from until on forecasts from what it knew at its start). A
+// history that does not decode is left out.
+func (sim *Simulation) SeedForecasts(fs []target.MetricHistory, until time.Time) {
+	sim.rec.Forecasts = nil
+	for _, f := range fs {
+		var h forecast.History
+		if err := h.UnmarshalBinary([]byte(f.History)); err != nil {
+			continue
+		}
+		before := h.Until(until)
+		b, err := before.MarshalBinary()
+		if err != nil {
+			continue
+		}
+		sim.rec.Forecasts = append(sim.rec.Forecasts, target.MetricHistory{Metric: f.Metric, History: string(b)})
+	}
+}
+
 // Run decides every step in order, as Recommend decides: a step whose
 // spec has a forecast through forecasting.Decide (the histories carried
 // from step to step), any other by target.Decide, which drops them. A
