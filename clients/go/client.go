@@ -67,11 +67,12 @@ type Options struct {
 	DialOptions []grpc.DialOption
 }
 
-// Client is a connection to a Setpoint server; its embedded client has one
-// method per AutoscalerService RPC, Admin has AdminService's. It is safe
-// for concurrent use.
+// Client is a connection to a Setpoint server; its embedded clients have
+// one method per AutoscalerService and FleetService RPC, Admin has
+// AdminService's. It is safe for concurrent use.
 type Client struct {
 	setpointv1.AutoscalerServiceClient
+	setpointv1.FleetServiceClient
 	// Admin calls the operators' AdminService (admin principals only).
 	Admin setpointv1.AdminServiceClient
 	// Health is the standard gRPC health service of the server.
@@ -135,6 +136,7 @@ func Dial(addr string, o Options) (*Client, error) {
 	}
 	return &Client{
 		AutoscalerServiceClient: setpointv1.NewAutoscalerServiceClient(conn),
+		FleetServiceClient:      setpointv1.NewFleetServiceClient(conn),
 		Admin:                   setpointv1.NewAdminServiceClient(conn),
 		Health:                  healthpb.NewHealthClient(conn),
 		conn:                    conn,

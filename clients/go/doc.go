@@ -48,7 +48,7 @@
 // # Retries and deadlines
 //
 // Every call gets a deadline and the reads (GetTarget, ListTargets,
-// Simulate) are retried on UNAVAILABLE with exponential back-off, through
+// Simulate, and the fleet reads) are retried on UNAVAILABLE with exponential back-off, through
 // the gRPC service config in DefaultServiceConfig. A deadline already on
 // the caller's context wins when it is shorter. Recommend, Observe and
 // DeleteTarget are not retried: they change the target's history, and a
@@ -64,8 +64,9 @@
 // happened in the caller's terms and matches a sentinel with errors.Is:
 // ErrUnreachable (no server answers at the address: is it running?),
 // ErrTLSMismatch (plaintext to a TLS server or the reverse),
-// ErrTargetNotFound (naming the target's CLUSTER/NAMESPACE/NAME), and
-// ErrBadKey from ParseKey (showing the expected form).
+// ErrTargetNotFound (naming the target's CLUSTER/NAMESPACE/NAME),
+// ErrFleetNotFound (naming the fleet's NAMESPACE/NAME), and ErrBadKey from
+// ParseKey and ParseFleetKey (showing the expected form).
 //
 // # Calls
 //
@@ -76,4 +77,22 @@
 // reads which fields an INVALID_ARGUMENT names, Targets iterates
 // over every page of ListTargets, Changes follows Watch across
 // reconnections, and Backup copies a verified snapshot of the store.
+//
+// # Fleets
+//
+// Client also embeds the generated FleetServiceClient (c.PutFleet,
+// c.GetFleet, c.ListFleets, c.DeleteFleet, c.Report, c.SimulateFleet): one
+// autoscaler over a workload that runs in several member clusters, whose
+// total is split among the members (docs/fleets.md). A fleet is named
+// NAMESPACE/NAME (FleetKey, ParseFleetKey, FleetKeyString); Fleet returns
+// what the service keeps of one, Fleets iterates over every page of
+// ListFleets, and Share picks one member's share out of a split.
+//
+//	f, err := c.Fleet(ctx, setpointclient.FleetKey("shop", "web"))
+//	for _, s := range f.GetSplit().GetShares() {
+//		fmt.Printf("%s: %d (%s) %s\n", s.GetMember(), s.GetReplicas(), s.GetReason(), s.GetMessage())
+//	}
+//
+// GetFleet, ListFleets and SimulateFleet are reads, retried as the
+// target reads are; PutFleet, DeleteFleet and Report are not retried.
 package setpointclient

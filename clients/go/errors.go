@@ -26,8 +26,12 @@ var (
 	// ErrTargetNotFound: the service keeps no record of the target named
 	// in the request.
 	ErrTargetNotFound = errors.New("setpointclient: target not found")
-	// ErrBadKey: a string is not a target key (CLUSTER/NAMESPACE/NAME).
-	ErrBadKey = errors.New("setpointclient: not a target key")
+	// ErrFleetNotFound: the service keeps no fleet of the key named in the
+	// request.
+	ErrFleetNotFound = errors.New("setpointclient: fleet not found")
+	// ErrBadKey: a string is not a key: a target's CLUSTER/NAMESPACE/NAME
+	// (ParseKey) or a fleet's NAMESPACE/NAME (ParseFleetKey).
+	ErrBadKey = errors.New("setpointclient: not a key")
 )
 
 // callError is a failed call's error in the caller's terms; it wraps the
@@ -71,6 +75,9 @@ func userTerms(addr string, req any, err error) error {
 		if k := targetOf(req); k != nil {
 			return &callError{fmt.Sprintf("target %s not found: the service keeps no record of it (it was never decided, or was deleted)", KeyString(k)), err, ErrTargetNotFound}
 		}
+		if k := fleetOf(req); k != nil {
+			return &callError{fmt.Sprintf("fleet %s not found: the service keeps no such fleet (it was never put, or was deleted)", FleetKeyString(k)), err, ErrFleetNotFound}
+		}
 	}
 	return err
 }
@@ -96,6 +103,18 @@ func targetOf(req any) *setpointv1.TargetKey {
 		return r.GetTarget()
 	}
 	if r, ok := req.(interface{ GetSeedFrom() *setpointv1.TargetKey }); ok && r.GetSeedFrom() != nil {
+		return r.GetSeedFrom()
+	}
+	return nil
+}
+
+// fleetOf is the fleet a request names: its fleet, or the fleet a
+// simulation is seeded from.
+func fleetOf(req any) *setpointv1.FleetKey {
+	if r, ok := req.(interface{ GetFleet() *setpointv1.FleetKey }); ok && r.GetFleet() != nil {
+		return r.GetFleet()
+	}
+	if r, ok := req.(interface{ GetSeedFrom() *setpointv1.FleetKey }); ok && r.GetSeedFrom() != nil {
 		return r.GetSeedFrom()
 	}
 	return nil
