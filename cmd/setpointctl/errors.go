@@ -58,6 +58,8 @@ func (e *env) explain(err error) error {
 		return &hintError{fmt.Sprintf("%s.\nA server with TLS needs --ca FILE (the CA that signed its certificate; --cert/--key for mutual TLS); a development server (-insecure-dev) takes neither", err), err}
 	case errors.Is(err, setpointclient.ErrTargetNotFound):
 		return &hintError{fmt.Sprintf("%s.\n'setpointctl list' shows the targets the server at %s keeps", err, addr), err}
+	case errors.Is(err, setpointclient.ErrFleetNotFound):
+		return &hintError{fmt.Sprintf("%s.\n'setpointctl fleet list' shows the fleets the server at %s keeps that you may read", err, addr), err}
 	}
 	st, ok := status.FromError(err)
 	if !ok {

@@ -65,6 +65,14 @@ func TestGolden(t *testing.T) {
 		{"help-store-copy", []string{"store", "copy", "-h"}},
 		{"help-store-verify", []string{"help", "store", "verify"}},
 		{"help-store-delete", []string{"store", "delete", "-h"}},
+		{"help-fleet", []string{"fleet", "--help"}},
+		{"fleet-no-subcommand", []string{"fleet"}},
+		{"help-fleet-put", []string{"fleet", "put", "-h"}},
+		{"help-fleet-get", []string{"help", "fleet", "get"}},
+		{"help-fleet-list", []string{"fleet", "list", "-h"}},
+		{"help-fleet-explain", []string{"fleet", "explain", "-h"}},
+		{"help-fleet-simulate", []string{"fleet", "simulate", "-h"}},
+		{"help-fleet-delete", []string{"fleet", "delete", "-h"}},
 		// Wrong command lines, exit 2.
 		{"unknown-command", []string{"frobnicate"}},
 		{"misspelt-command", []string{"lst"}},
@@ -86,6 +94,12 @@ func TestGolden(t *testing.T) {
 		{"store-delete-no-cluster", []string{"store", "delete", "--from", "bolt:a.db", "--no-verify"}},
 		{"store-delete-neither-to-nor-no-verify", []string{"store", "delete", "--from", "bolt:a.db", "--cluster", "eu-1"}},
 		{"store-delete-to-and-no-verify", []string{"store", "delete", "--from", "bolt:a.db", "--to", "bolt:b.db", "--cluster", "eu-1", "--no-verify"}},
+		{"fleet-get-no-fleet", []string{"fleet", "get"}},
+		{"fleet-get-target-key", []string{"fleet", "get", "dev/shop/web"}},
+		{"fleet-explain-bad-output", []string{"fleet", "explain", "shop/web", "-o", "wide"}},
+		{"fleet-put-no-file", []string{"--addr", addr, "fleet", "put"}},
+		{"fleet-simulate-no-file", []string{"--addr", addr, "fleet", "simulate"}},
+		{"fleet-simulate-bad-seed", []string{"--addr", addr, "fleet", "simulate", "-f", "testdata/fleet-simulate.json", "--seed-from", "shop"}},
 		{"store-copy-etcd-cert-without-key", []string{"store", "copy", "--from", "bolt:a.db", "--to", "etcd:https://e1:2379", "--etcd-cert", "c.pem"}},
 		// Failures, exit 1.
 		{"get-not-found", []string{"--addr", addr, "get", "dev/shop/nope"}},
@@ -109,23 +123,28 @@ func TestGolden(t *testing.T) {
 			got := "$ setpointctl " + strings.Join(tt.args, " ") + "\n" + stdout.String() +
 				"--- stderr\n" + stderr.String() + "--- exit " + string(rune('0'+code)) + "\n"
 			got = strings.NewReplacer(addr, "SERVER", down, "NOSERVER").Replace(got)
-			file := filepath.Join("testdata", "golden", tt.name+".txt")
-			if *updateGolden {
-				if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(file, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatalf("%v (go test -run TestGolden -update-golden writes it)", err)
-			}
-			if diff := cmp.Diff(string(want), got); diff != "" {
-				t.Errorf("setpointctl %s (-want +got):\n%s", strings.Join(tt.args, " "), diff)
-			}
+			golden(t, filepath.Join("testdata", "golden", tt.name+".txt"), got)
 		})
+	}
+}
+
+// golden compares got with the file, or rewrites it with -update-golden.
+func golden(t *testing.T, file, got string) {
+	t.Helper()
+	if *updateGolden {
+		if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(file, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("%v (go test -run %s -update-golden writes it)", err, t.Name())
+	}
+	if diff := cmp.Diff(string(want), got); diff != "" {
+		t.Errorf("%s (-want +got):\n%s", file, diff)
 	}
 }

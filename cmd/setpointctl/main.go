@@ -1,6 +1,7 @@
 // Command setpointctl is the command line of Setpoint: it reads what the
 // service keeps (targets, their last decision in words, their history), follows
-// decisions as they happen, asks what-if questions, backs the store up,
+// decisions as they happen, asks what-if questions, puts and explains fleets
+// (one autoscaler over a workload in several clusters), backs the store up,
 // issues the certificates of an installation, creates the agent's
 // Autoscaler objects in a cluster, and copies a store between bbolt and
 // etcd (offline, verified target by target).
@@ -13,6 +14,10 @@
 //	setpointctl simulate -f FILE [--seed-from CLUSTER/NAMESPACE/NAME] [-o table|wide|json|yaml]
 //	setpointctl recommend -f FILE
 //	setpointctl delete CLUSTER/NAMESPACE/NAME
+//	setpointctl fleet put -f FILE
+//	setpointctl fleet get|explain|delete NAMESPACE/NAME [-o table|wide|json|yaml]
+//	setpointctl fleet list [--namespace N] [-o table|wide|json|yaml]
+//	setpointctl fleet simulate -f FILE [--seed-from NAMESPACE/NAME] [-o table|wide|json|yaml]
 //	setpointctl backup -o FILE
 //	setpointctl certs [--dir DIR] [--cluster NAME]... [--server-name NAME]...
 //	setpointctl store copy|verify --from STORE --to STORE [--etcd-prefix P] [--etcd-ca F --etcd-cert F --etcd-key F]
@@ -119,6 +124,7 @@ func ran(cmd *cobra.Command) bool { return cmd != nil && cmd.Annotations[ranAnno
 var groups = []*cobra.Group{
 	{ID: "read", Title: "Reading the service:"},
 	{ID: "ask", Title: "Asking it:"},
+	{ID: "fleet", Title: "One workload in several clusters:"},
 	{ID: "cluster", Title: "In a cluster (through your kubeconfig):"},
 	{ID: "setup", Title: "Setting up:"},
 }
@@ -170,6 +176,7 @@ func (c *cli) rootCommand() *cobra.Command {
 	for _, sub := range []*cobra.Command{
 		listCmd(e), getCmd(e), explainCmd(e), historyCmd(e), watchCmd(e),
 		simulateCmd(e), recommendCmd(e), deleteCmd(e), backupCmd(e),
+		fleetCmd(e),
 		autoscaleCmd(e), importHPACmd(e),
 		certsCmd(e), storeCmd(e),
 	} {

@@ -76,6 +76,9 @@ type simStep struct {
 	// step's notes.
 	Proposal int32
 	Why      string
+	// Extra are the cells of the extra columns a caller of
+	// printSimulationWith adds (a fleet's split).
+	Extra []string
 }
 
 // simCondition is one condition's type, status and reason.
@@ -123,6 +126,12 @@ var optionalConditions = map[string]bool{"ScaledToZero": true, "FallbackActive":
 // Columns that no step uses (ScaledToZero, FallbackActive, ERROR) are
 // left out.
 func printSimulation(w io.Writer, steps []simStep, wide bool) error {
+	return printSimulationWith(w, steps, wide)
+}
+
+// printSimulationWith is printSimulation with extra columns after the
+// conditions (each step's Extra cells).
+func printSimulationWith(w io.Writer, steps []simStep, wide bool, extra ...string) error {
 	used := map[string]bool{}
 	failed := false
 	for _, s := range steps {
@@ -142,6 +151,7 @@ func printSimulation(w io.Writer, steps []simStep, wide bool) error {
 	if failed {
 		header = append(header, "ERROR")
 	}
+	header = append(header, extra...)
 	if wide {
 		header = append(header, "PROPOSAL", "WHY")
 	}
@@ -160,6 +170,13 @@ func printSimulation(w io.Writer, steps []simStep, wide bool) error {
 		}
 		if failed {
 			row = append(row, map[bool]string{true: "yes", false: ""}[s.Failed])
+		}
+		for i := range extra {
+			cell := ""
+			if i < len(s.Extra) {
+				cell = s.Extra[i]
+			}
+			row = append(row, cell)
 		}
 		if wide {
 			row = append(row, fmt.Sprint(s.Proposal), s.Why)

@@ -127,12 +127,22 @@ would show.`,
 
 // explain tells a target's last decision in words.
 func explain(t *setpointv1.Target) string {
+	return explainDecision(keyString(t.GetKey()), "", t.GetSpec(), t.GetReceivedSpec().GetForecast(), t.GetLastDecision())
+}
+
+// explainDecision tells an autoscaler's last decision d in words: name
+// scales spec's workload (of, when set, says over what: "in total over 3
+// members"), its forecast settings, what each metric proposed, the steps
+// and the conditions.
+func explainDecision(name, of string, spec *setpointv1.HorizontalPodAutoscalerSpec, forecast *setpointv1.Forecast, d *setpointv1.Decision) string {
 	var b strings.Builder
-	ref := t.GetSpec().GetScaleTargetRef()
-	d := t.GetLastDecision()
-	fmt.Fprintf(&b, "%s scales %s/%s between %d and %d replicas.\n", keyString(t.GetKey()), ref.GetKind(), ref.GetName(), minReplicas(t.GetSpec()), t.GetSpec().GetMaxReplicas())
-	if f := t.GetReceivedSpec().GetForecast(); f != nil {
-		b.WriteString(forecastWords(f))
+	ref := spec.GetScaleTargetRef()
+	if of != "" {
+		of = " " + of
+	}
+	fmt.Fprintf(&b, "%s scales %s/%s between %d and %d replicas%s.\n", name, ref.GetKind(), ref.GetName(), minReplicas(spec), spec.GetMaxReplicas(), of)
+	if forecast != nil {
+		b.WriteString(forecastWords(forecast))
 	}
 	if d == nil {
 		b.WriteString("It has no decision yet.\n")
@@ -153,11 +163,11 @@ func explain(t *setpointv1.Target) string {
 		b.WriteString("\nWhat each metric proposed:\n")
 	}
 	for i, m := range e.GetMetrics() {
-		var spec *setpointv1.MetricSpec
-		if i < len(t.GetSpec().GetMetrics()) {
-			spec = t.GetSpec().GetMetrics()[i]
+		var ms *setpointv1.MetricSpec
+		if i < len(spec.GetMetrics()) {
+			ms = spec.GetMetrics()[i]
 		}
-		fmt.Fprintf(&b, "  - %s: %s", m.GetName(), metricWords(m, targetOf(spec).GetType() == "Utilization"))
+		fmt.Fprintf(&b, "  - %s: %s", m.GetName(), metricWords(m, targetOf(ms).GetType() == "Utilization"))
 		if int32(i) == e.GetWinner() {
 			b.WriteString(" This is the largest proposal: it was used.")
 		}
