@@ -3,18 +3,27 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	setpointclient "github.com/setpointhq/setpoint/clients/go"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"github.com/setpointhq/setpoint/server"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
+	"sigs.k8s.io/yaml"
 )
 
 // fleetExample is the fleet of testdata/fleet.yaml.
@@ -24,7 +33,7 @@ const fleetExample = "testdata/fleet.yaml"
 const fleetSimulateExample = "testdata/fleet-simulate.json"
 
 // memberReport is member's report at now: n ready pods requesting 100m
-// cpu each, each using util millicores (util% of its request).
+// cpu each, each using util% of it.
 func memberReport(member string, now time.Time, n int32, util int64) *setpointv1.FleetReport {
 	r := &setpointv1.FleetReport{
 		Member:          member,
@@ -48,48 +57,40 @@ func memberReport(member string, now time.Time, n int32, util int64) *setpointv1
 	return r
 }
 
-// load is what one member reports at one step: its replicas and their
-// cpu utilization in percent.
-type load struct {
-	replicas int32
-	util     int64
+// agentSync is what one member's agent reports at one step: its pods'
+// cpu utilization (percent of their requests), and whether its cluster
+// came back empty (its workload at 0 replicas).
+type agentSync struct {
+	util  int64
+	empty bool
 }
 
 // fleetStory is the example's story, one entry per 15 s sync: the members
-// that report and what. a, b and c run 4 pods each at the target; c's
-// agent stops, the load moves to a and b, c is left out once its last
-// report is 45 s old and a and b carry the total; c comes back and takes
-// its share back one pod per minute. The replicas each member reports
-// are the shares the fleet gave it (what its agent applied).
-var fleetStory = []map[string]load{
-	{"a": {4, 60}, "b": {4, 60}, "c": {4, 60}},
-	{"a": {4, 60}, "b": {4, 60}, "c": {4, 60}},
-	{"a": {4, 70}, "b": {4, 70}},
-	{"a": {4, 80}, "b": {4, 80}},
-	{"a": {4, 90}, "b": {4, 90}},
-	{"a": {4, 90}, "b": {4, 90}},
-	{"a": {6, 60}, "b": {6, 60}},
-	{"a": {6, 60}, "b": {6, 60}, "c": {0, 0}},
-	{"a": {5, 60}, "b": {5, 60}, "c": {2, 60}},
-	{"a": {5, 60}, "b": {5, 60}, "c": {2, 60}},
-	{"a": {5, 60}, "b": {5, 60}, "c": {2, 60}},
-	{"a": {5, 60}, "b": {5, 60}, "c": {2, 60}},
-	{"a": {5, 60}, "b": {5, 60}, "c": {2, 60}},
-}
+// whose agents report, and what. a, b and c run 4 pods each at the 60%
+// target. The first report decides alone (the others have not reported
+// yet; they are left out, and keep their replicas); from the second sync
+// on the three are pooled. c's agent stops: c is left out once its last
+// report is older than 45 s, its load moves to a and b (90%), and they
+// scale up to carry it. c's cluster comes back empty: c takes its share
+// back one pod per minute (the scale-down policy) while a and b are held.
+// Each member reports the replicas its agent applied: its last share.
+var fleetStory = func() []map[string]agentSync {
+	all := func(util int64) map[string]agentSync {
+		return map[string]agentSync{"a": {util, false}, "b": {util, false}, "c": {util, false}}
+	}
+	ab := func(util int64) map[string]agentSync {
+		return map[string]agentSync{"a": {util, false}, "b": {util, false}}
+	}
+	story := []map[string]agentSync{all(60), all(60), ab(60), ab(60), ab(60), ab(90), ab(60), ab(60)}
+	story = append(story, map[string]agentSync{"a": {60, false}, "b": {60, false}, "c": {0, true}})
+	for range 12 {
+		story = append(story, all(60))
+	}
+	return story
+}()
 
 // storyStart is the instant of the story's first step.
 var storyStart = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-
-// storyReports are the reports of step i of fleetStory, received at now.
-func storyReports(i int, now time.Time) []*setpointv1.FleetReport {
-	var out []*setpointv1.FleetReport
-	for _, m := range []string{"a", "b", "c"} {
-		if l, ok := fleetStory[i][m]; ok {
-			out = append(out, memberReport(m, now, l.replicas, l.util))
-		}
-	}
-	return out
-}
 
 // readFleetExample is testdata/fleet.yaml.
 func readFleetExample(t testing.TB) *setpointv1.PutFleetRequest {
@@ -101,34 +102,75 @@ func readFleetExample(t testing.TB) *setpointv1.PutFleetRequest {
 	return req
 }
 
-// fleetSimulateRequest is the example what-if: the fleet of
-// testdata/fleet.yaml through fleetStory.
-func fleetSimulateRequest(t testing.TB) *setpointv1.SimulateFleetRequest {
-	req := &setpointv1.SimulateFleetRequest{Spec: readFleetExample(t).GetSpec()}
-	for i := range fleetStory {
-		now := storyStart.Add(time.Duration(i) * 15 * time.Second)
-		req.Steps = append(req.Steps, &setpointv1.SimulateFleetStep{Time: timestamppb.New(now), Reports: storyReports(i, now)})
-	}
-	return req
+// stepClock is a server clock the test moves.
+type stepClock struct {
+	mu  sync.Mutex
+	now time.Time
 }
 
-// TestFleetSimulateExample: testdata/fleet-simulate.json is exactly the
-// story's what-if (go test -run TestFleetSimulateExample -update rewrites
-// it).
-func TestFleetSimulateExample(t *testing.T) {
-	want := fleetSimulateRequest(t)
-	if *update {
-		if err := os.WriteFile(fleetSimulateExample, compactSteps(t, want), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	got := &setpointv1.SimulateFleetRequest{}
-	if err := readMessage(nil, fleetSimulateExample, got); err != nil {
+func (c *stepClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *stepClock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = t
+}
+
+// liveStory puts testdata/fleet.yaml through setpointctl into a real
+// server and plays fleetStory against it as the members' agents would:
+// at each step the members that report call Report with the replicas they
+// run, then apply their share unless they were left out of the split (an
+// agent then keeps its replicas). It calls check(i, addr, now) after step
+// i, and returns the fleet after each step and the story as a what-if:
+// the fleet's spec and every report sent.
+func liveStory(t *testing.T, check func(i int, addr string, now time.Time)) ([]*setpointv1.Fleet, *setpointv1.SimulateFleetRequest) {
+	t.Helper()
+	clk := &stepClock{now: storyStart}
+	addr := startServerOpts(t, server.Options{Now: clk.Now})
+	if _, err := ctlAt(t.Context(), addr, storyStart, "fleet", "put", "-f", fleetExample); err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
-		t.Errorf("%s is not the story's what-if (-update rewrites it) (-story +file):\n%s", fleetSimulateExample, diff)
+	c, err := setpointclient.Dial(addr, setpointclient.Options{})
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer c.Close()
+	put := readFleetExample(t)
+	whatIf := &setpointv1.SimulateFleetRequest{Spec: put.GetSpec()}
+	running := map[string]int32{"a": 4, "b": 4, "c": 4}
+	var fleets []*setpointv1.Fleet
+	for i, step := range fleetStory {
+		now := storyStart.Add(time.Duration(i) * 15 * time.Second)
+		clk.Set(now)
+		sim := &setpointv1.SimulateFleetStep{Time: timestamppb.New(now)}
+		for _, m := range []string{"a", "b", "c"} {
+			s, ok := step[m]
+			if !ok {
+				continue
+			}
+			if s.empty {
+				running[m] = 0
+			}
+			r := memberReport(m, now, running[m], s.util)
+			resp, err := c.Report(t.Context(), &setpointv1.ReportRequest{Fleet: put.GetFleet(), Report: r})
+			if err != nil {
+				t.Fatalf("step %d: %s reports: %v", i, m, err)
+			}
+			if sh := resp.GetShare(); sh != nil && sh.GetReason() != "Excluded" {
+				running[m] = sh.GetReplicas()
+			}
+			sim.Reports = append(sim.Reports, r)
+		}
+		whatIf.Steps = append(whatIf.Steps, sim)
+		f, err := c.Fleet(t.Context(), put.GetFleet())
+		if err != nil {
+			t.Fatal(err)
+		}
+		fleets = append(fleets, f)
+		if check != nil {
+			check(i, addr, now)
+		}
+	}
+	return fleets, whatIf
 }
 
 // compactSteps writes a SimulateFleetRequest in JSON with its spec
@@ -166,4 +208,180 @@ func compactSteps(t *testing.T, req *setpointv1.SimulateFleetRequest) []byte {
 	}
 	b.WriteString("]}\n")
 	return b.Bytes()
+}
+
+// TestFleetCommands plays the example's story against a real server and
+// reads the fleet through setpointctl as it goes: what docs/fleets.md
+// says of each moment of the story (everyone pooled and split by weight;
+// c stale, left out, a and b carrying the total; c back, paced by the
+// scale-down policy while a and b are held; c's share back), in the words
+// fleet explain and fleet list -o wide use. The moments are found in the
+// live fleet (when each happens depends on the engine's decisions), and
+// the story must reach every one.
+func TestFleetCommands(t *testing.T) {
+	ctx := t.Context()
+	var now time.Time // the step's, for setpointctl's ages
+	out := func(addr string, args ...string) string {
+		t.Helper()
+		s, err := ctlAt(ctx, addr, now, args...)
+		if err != nil {
+			t.Fatalf("setpointctl %v: %v", args, err)
+		}
+		return s
+	}
+	seen := map[string]bool{}
+	var live string
+	fleets, _ := liveStory(t, func(i int, addr string, at time.Time) {
+		now = at
+		f, err := setpointclient.Dial(addr, setpointclient.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		fl, err := f.Fleet(ctx, setpointclient.FleetKey("shop", "web"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wide := out(addr, "fleet", "list", "-o", "wide")
+		ex := out(addr, "fleet", "explain", "shop/web")
+		reasons := map[string]string{}
+		for _, sh := range fl.GetSplit().GetShares() {
+			reasons[sh.GetMember()] = sh.GetReason() + sh.GetExclusion()
+		}
+		var moment string
+		var want []string
+		switch {
+		case i == 0:
+			moment = "first report"
+			want = []string{"b excluded (NoReport), c excluded (NoReport)",
+				"Left out of the last decision's pool (their pods, metrics and replicas not counted):\n  - b (NoReport)"}
+		case reasons["a"] == "Weighted" && reasons["b"] == "Weighted" && reasons["c"] == "Weighted" && !seen["c stale"]:
+			moment = "pooled"
+			want = []string{"Fleet shop/web scales Deployment/web between 3 and 30 replicas in total over 3 members (a, b, c).",
+				"Every member was pooled in the last decision.", "  - a (weight 1): 4 replicas (Weighted): weight 1 of 3: quota 12×1/3 = 4."}
+		case reasons["c"] == "ExcludedStale":
+			moment = "c stale"
+			want = []string{"(Weighted), b", "c excluded (Stale)",
+				"  - c (weight 1, max 10): no replicas (Excluded): left out (Stale)",
+				"Left out of the last decision's pool (their pods, metrics and replicas not counted):\n  - c (Stale): report "}
+		case reasons["c"] == "Returning":
+			moment = "c returning"
+			c := splitShare(fl, "c")
+			want = []string{fmt.Sprintf("c %d (Returning)", c.GetReplicas()),
+				fmt.Sprintf("  - c (weight 1, max 10): %s (Returning, weighted share %d): returning: %d of its weighted share %d, what the held members release so far",
+					replicas(c.GetReplicas()), c.GetWeighted(), c.GetReplicas(), c.GetWeighted()),
+				"a returning member takes its share back as the scale-down policy lets the others fall"}
+			for _, m := range []string{"a", "b"} {
+				if sh := splitShare(fl, m); sh.GetReason() == "Held" {
+					want = append(want, fmt.Sprintf("  - %s (weight 1): %s (Held, weighted share %d): held at %d above its weighted share %d while a member returns: the scale-down policy lets it fall from ",
+						m, replicas(sh.GetReplicas()), sh.GetWeighted(), sh.GetReplicas(), sh.GetWeighted()))
+				}
+			}
+			if !seen[moment] {
+				live = "$ setpointctl fleet explain shop/web\n" + ex + "$ setpointctl fleet get shop/web -o wide\n" + out(addr, "fleet", "get", "shop/web", "-o", "wide")
+			}
+		case reasons["a"] == "Weighted" && reasons["c"] == "Weighted" && seen["c returning"]:
+			moment = "c back"
+			want = []string{"(Weighted), b ", "(Weighted), c ", "Every member was pooled in the last decision."}
+		}
+		t.Logf("step %d (%s): %s", i, moment, sharesText(fl.GetSplit()))
+		if moment == "" {
+			return
+		}
+		seen[moment] = true
+		for _, w := range want {
+			if !strings.Contains(wide+ex, w) {
+				t.Errorf("step %d (%s): fleet list -o wide and fleet explain printed\n%s%s\nwant them to contain %q", i, moment, wide, ex, w)
+			}
+		}
+	})
+	for _, m := range []string{"first report", "pooled", "c stale", "c returning", "c back"} {
+		if !seen[m] {
+			t.Errorf("the story never reached the moment %q", m)
+		}
+	}
+	golden(t, filepath.Join("testdata", "golden", "fleet-explain-live.txt"), live)
+
+	// The last fleet through every output, then deleted.
+	addr := startServerOpts(t, server.Options{Now: func() time.Time { return now }})
+	last := fleets[len(fleets)-1]
+	if _, err := ctlAt(ctx, addr, now, "fleet", "put", "-f", fleetExample); err != nil {
+		t.Fatal(err)
+	}
+	for _, format := range []string{"json", "yaml"} {
+		b := []byte(out(addr, "fleet", "list", "-o", format))
+		if format == "yaml" {
+			var err error
+			if b, err = yaml.YAMLToJSON(b); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var resp setpointv1.ListFleetsResponse
+		if err := protojson.Unmarshal(b, &resp); err != nil || len(resp.GetFleets()) != 1 || !proto.Equal(resp.GetFleets()[0].GetSpec(), last.GetSpec()) {
+			t.Errorf("fleet list -o %s: %v, %d fleets\n%s", format, err, len(resp.GetFleets()), b)
+		}
+	}
+	if s := out(addr, "fleet", "delete", "shop/web"); s != "fleet shop/web deleted\n" {
+		t.Errorf("fleet delete printed %q", s)
+	}
+	_, err := ctlAt(ctx, addr, now, "fleet", "get", "shop/web")
+	if !errors.Is(err, setpointclient.ErrFleetNotFound) || !strings.Contains(err.Error(), "'setpointctl fleet list' shows the fleets") {
+		t.Errorf("fleet get after delete: %v, want fleet not found with a hint", err)
+	}
+}
+
+// TestFleetSimulate: testdata/fleet-simulate.json is the story's what-if,
+// every report the live story sent (go test -run TestFleetSimulate
+// -update rewrites it), and fleet simulate of it prints, step by step,
+// the decisions and shares the live fleet made of the same reports.
+func TestFleetSimulate(t *testing.T) {
+	fleets, whatIf := liveStory(t, nil)
+	if *update {
+		if err := os.WriteFile(fleetSimulateExample, compactSteps(t, whatIf), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	file := &setpointv1.SimulateFleetRequest{}
+	if err := readMessage(nil, fleetSimulateExample, file); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(whatIf, file, protocmp.Transform()); diff != "" {
+		t.Fatalf("%s is not the story's what-if (-update rewrites it) (-story +file):\n%s", fleetSimulateExample, diff)
+	}
+	addr := startServerOpts(t, server.Options{})
+	got, err := ctl(t.Context(), addr, "fleet", "simulate", "-f", fleetSimulateExample, "-o", "json")
+	if status.Code(err) == codes.Unimplemented {
+		t.Skip("TODO(fleet-ctl): SimulateFleet is not served yet on this branch (fleet-server builds it)")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := &setpointv1.SimulateFleetResponse{}
+	if err := protojson.Unmarshal([]byte(got), resp); err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.GetSteps()) != len(fleets) {
+		t.Fatalf("%d simulated steps, want %d", len(resp.GetSteps()), len(fleets))
+	}
+	var want bytes.Buffer
+	var steps []*setpointv1.SimulateFleetStepResult
+	for i, f := range fleets {
+		steps = append(steps, &setpointv1.SimulateFleetStepResult{Time: resp.GetSteps()[i].GetTime(), Decision: f.GetLastDecision(), Split: f.GetSplit(), Members: f.GetMembers()})
+	}
+	if err := printFleetSimulation(&want, steps, false); err != nil {
+		t.Fatal(err)
+	}
+	table, err := ctl(t.Context(), addr, "fleet", "simulate", "-f", fleetSimulateExample)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want.String(), table); diff != "" {
+		t.Errorf("fleet simulate -f %s (-the live fleet +simulated):\n%s", fleetSimulateExample, diff)
+	}
+	t.Logf("fleet simulate -f %s:\n%s", fleetSimulateExample, table)
+}
+
+// splitShare is member's share in f's last split.
+func splitShare(f *setpointv1.Fleet, member string) *setpointv1.FleetShare {
+	return setpointclient.Share(f.GetSplit(), member)
 }

@@ -104,6 +104,8 @@ func TestGolden(t *testing.T) {
 		// Failures, exit 1.
 		{"get-not-found", []string{"--addr", addr, "get", "dev/shop/nope"}},
 		{"list-no-server", []string{"--addr", down, "list"}},
+		{"fleet-get-not-found", []string{"--addr", addr, "fleet", "get", "shop/nope"}},
+		{"fleet-put-invalid", []string{"--addr", addr, "fleet", "put", "-f", "testdata/fleet-invalid.yaml"}},
 		{"recommend-missing-file", []string{"--addr", addr, "recommend", "-f", "testdata/missing.json"}},
 		{"autoscale-no-cluster", []string{"autoscale", "deployment/web", "--max", "3"}},
 		{"simulate-no-file", []string{"--addr", addr, "simulate"}},

@@ -38,8 +38,13 @@ func startServerOpts(t *testing.T, o server.Options) string {
 
 // ctl runs setpointctl against addr and returns what it printed.
 func ctl(ctx context.Context, addr string, args ...string) (string, error) {
+	return ctlAt(ctx, addr, exampleNow.Add(90*time.Second), args...)
+}
+
+// ctlAt is ctl with setpointctl's clock at now.
+func ctlAt(ctx context.Context, addr string, now time.Time, args ...string) (string, error) {
 	var out bytes.Buffer
-	c := &cli{stdin: strings.NewReader(""), stdout: &out, stderr: io.Discard, now: func() time.Time { return exampleNow.Add(90 * time.Second) }}
+	c := &cli{stdin: strings.NewReader(""), stdout: &out, stderr: io.Discard, now: func() time.Time { return now }}
 	err := c.run(ctx, append([]string{"-addr", addr}, args...))
 	return out.String(), err
 }
