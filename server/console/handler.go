@@ -45,6 +45,8 @@ const (
 	// consoleMaxDecisions bounds one page of the decision log the
 	// console asks for, in decisions.
 	consoleMaxDecisions = 500
+	// consoleMaxFleets bounds the fleet list of one console page.
+	consoleMaxFleets = 1000
 )
 
 // Options say what the console's endpoints need of the server.
@@ -59,7 +61,8 @@ type Options struct {
 
 // Handler serves the web console under /console/: the target list, each
 // target's timeline, decision log and conditions, live updates from the
-// change feed, and what-if replays. Its callers authenticate as gRPC
+// change feed, what-if replays, and the fleets with their decision and
+// split. Its callers authenticate as gRPC
 // callers do — a verified client certificate (when the HTTP listener serves
 // TLS with client certificates) or an "Authorization: Bearer" token — and
 // see what the same principal may read through the API, because every
@@ -119,6 +122,8 @@ var routes = []Route{
 	{"GET /console/api/decisions", []string{setpointv1.AutoscalerService_ListDecisions_FullMethodName}, func(c *consoleHandler) consoleEndpoint { return c.decisions }},
 	{"GET /console/api/watch", []string{setpointv1.AutoscalerService_Watch_FullMethodName}, func(c *consoleHandler) consoleEndpoint { return c.watch }},
 	{"POST /console/api/replay", []string{consolev1.ReplayService_Replay_FullMethodName}, func(c *consoleHandler) consoleEndpoint { return c.replay }},
+	// With a name, fleets answers that one fleet of the namespace only.
+	{"GET /console/api/fleets", []string{setpointv1.FleetService_ListFleets_FullMethodName}, func(c *consoleHandler) consoleEndpoint { return c.fleets }},
 }
 
 // Routes returns the console's JSON endpoints.
@@ -381,6 +386,49 @@ func (c *consoleHandler) decisions(w http.ResponseWriter, r *http.Request, conn 
 		return
 	}
 	reply(w, map[string]any{"log": resp})
+}
+
+// fleets lists the fleets the caller may read (ListFleets, page by page),
+// optionally of one namespace, at most consoleMaxFleets, without their
+// histories. With a name (and a namespace) it answers that fleet alone,
+// with its history, or none when the caller may not read it or it does
+// not exist: the fleet's page reads it so, through the same call as the
+// list, and a fleet the caller may not read is not told from one that
+// does not exist.
+func (c *consoleHandler) fleets(w http.ResponseWriter, r *http.Request, conn *grpc.ClientConn) {
+	q := r.URL.Query()
+	namespace, name := q.Get("namespace"), q.Get("name")
+	if name != "" && namespace == "" {
+		c.fail(w, status.Error(codes.InvalidArgument, "fleets: a name needs its namespace"))
+		return
+	}
+	all := &setpointv1.ListFleetsResponse{}
+	truncated := false
+	req := &setpointv1.ListFleetsRequest{Namespace: namespace}
+	for {
+		resp, err := setpointv1.NewFleetServiceClient(conn).ListFleets(door.Context(r), req)
+		if err != nil {
+			c.fail(w, err)
+			return
+		}
+		for _, f := range resp.GetFleets() {
+			switch {
+			case name == "":
+				f.History = nil // the list does not need it
+			case f.GetKey().GetName() != name:
+				continue
+			}
+			all.Fleets = append(all.Fleets, f)
+		}
+		if len(all.Fleets) >= consoleMaxFleets {
+			all.Fleets, truncated = all.Fleets[:consoleMaxFleets], true
+			break
+		}
+		if req.PageToken = resp.GetNextPageToken(); req.PageToken == "" {
+			break
+		}
+	}
+	reply(w, map[string]any{"list": all, "truncated": truncated})
 }
 
 // replayBody is a replay request: the target whose log is replayed, the

@@ -4,7 +4,7 @@
 "use strict";
 
 const TOKEN_KEY = "setpoint-token";
-const state = { session: null, watch: null, page: null };
+const state = { session: null, watch: null, page: null, timer: null };
 
 // ---------- small helpers ----------
 
@@ -195,9 +195,12 @@ function fail(e) {
 
 function route() {
   stopWatch();
+  if (state.timer) { clearInterval(state.timer); state.timer = null; }
   const h = decodeURIComponent(location.hash.replace(/^#/, ""));
   const m = h.match(/^\/t\/([^/]*)\/([^/]*)\/(.+)$/);
   if (m) return targetPage({ cluster: m[1], namespace: m[2], name: m[3] });
+  const f = h.match(/^\/f\/([^/]*)\/(.+)$/);
+  if (f) return fleetPage({ namespace: f[1], name: f[2] });
   return listPage();
 }
 
@@ -268,7 +271,10 @@ async function listPage() {
         </select></label>
       <button class="primary" type="submit">Apply</button>
     </form>
-    <div class="panel" id="list"><p class="muted">Loading…</p></div>`;
+    <div class="panel" id="list"><p class="muted">Loading…</p></div>
+    <h1 class="spaced">Fleets</h1>
+    <p class="sub">One autoscaler over a workload in several clusters: its total, and how it is split among the member clusters.</p>
+    <div class="panel" id="fleets"><p class="muted">Loading…</p></div>`;
   $("#filters").onsubmit = (ev) => {
     ev.preventDefault();
     const f = new FormData(ev.target);
@@ -287,6 +293,7 @@ async function listPage() {
     renderList(body, sort);
   };
   await load();
+  loadFleets(cluster, namespace);
   let timer = null;
   const p = new URLSearchParams();
   if (cluster) p.set("cluster", cluster);
@@ -325,6 +332,183 @@ function renderList(body, sort) {
     ${body.truncated ? `<p class="muted">Only the first ${targets.length} targets are shown: filter by cluster or namespace.</p>` : ""}
     <table class="data" id="targets"><thead><tr><th>Target</th><th>Scales</th><th class="num">Replicas</th><th class="num">Min–max</th><th>Metrics (current/target)</th><th>Last rescale</th><th>Conditions</th></tr></thead>
     <tbody>${rows || `<tr><td colspan="7" class="muted">No targets.</td></tr>`}</tbody></table>`;
+}
+
+// ---------- fleets ----------
+
+const fleetPath = (k) => `${k.namespace}/${k.name}`;
+const fleetHref = (k) => `#/f/${encodeURIComponent(k.namespace)}/${encodeURIComponent(k.name)}`;
+const fleetQuery = (k) => `namespace=${encodeURIComponent(k.namespace)}&name=${encodeURIComponent(k.name)}`;
+
+// sharesText is a split's shares in one line, as setpointctl prints them.
+function sharesText(split) {
+  return ((split || {}).shares || []).map((s) => s.reason === "Excluded"
+    ? `${s.member} excluded (${s.exclusion})`
+    : `${s.member} ${num(s.replicas)} (${s.reason})`).join(", ");
+}
+
+// loadFleets fills the list page's fleet panel: the fleets the caller may
+// read, of the namespace, with a member in the cluster, when set. A
+// failure shows in the panel alone.
+async function loadFleets(cluster, namespace) {
+  let body;
+  try {
+    body = await api("fleets?" + (namespace ? "namespace=" + encodeURIComponent(namespace) : ""));
+  } catch (e) {
+    if (e.status === 401) return fail(e);
+    const el = $("#fleets");
+    if (el) el.innerHTML = `<p class="error">${esc(e.message)}</p>`;
+    return;
+  }
+  const el = $("#fleets");
+  if (!el) return;
+  let fleets = (body.list && body.list.fleets) || [];
+  if (cluster) fleets = fleets.filter((f) => ((f.spec || {}).members || []).some((m) => m.cluster === cluster));
+  fleets.sort((a, b) => fleetPath(a.key).localeCompare(fleetPath(b.key)));
+  const rows = fleets.map((f) => {
+    const spec = (f.spec || {}).autoscaler || {}, st = f.status || {};
+    const ref = spec.scaleTargetRef || {};
+    const members = (f.spec || {}).members || [];
+    const pooled = (f.members || []).filter((m) => m.pooled).length;
+    return `<tr data-fleet="${esc(fleetPath(f.key))}">
+      <td><a href="${fleetHref(f.key)}">${esc(fleetPath(f.key))}</a></td>
+      <td>${esc(ref.kind)}/${esc(ref.name)}</td>
+      <td class="num">${num(st.currentReplicas)} → ${num(st.desiredReplicas)}</td>
+      <td class="num">${num(spec.minReplicas ?? 1)}–${num(spec.maxReplicas)}</td>
+      <td class="num">${pooled}/${members.length}</td>
+      <td class="shares">${esc(sharesText(f.split)) || `<span class="muted">not split yet</span>`}</td>
+      <td title="${esc(fmtDateTime(f.lastSeen))}">${esc(ago(f.lastSeen))}</td>
+    </tr>`;
+  }).join("");
+  el.innerHTML = `${body.truncated ? `<p class="muted">Only the first ${fleets.length} fleets are shown: filter by namespace.</p>` : ""}
+    <table class="data" id="fleet-list"><thead><tr><th>Fleet</th><th>Scales</th><th class="num">Total</th><th class="num">Min–max</th><th class="num">Pooled</th><th>Shares</th><th>Last seen</th></tr></thead>
+    <tbody>${rows || `<tr><td colspan="7" class="muted">No fleets.</td></tr>`}</tbody></table>`;
+}
+
+// FLEET_REFRESH_MS is how often a fleet's page reads the fleet again.
+const FLEET_REFRESH_MS = 5000;
+
+// fleetPage shows one fleet: its last decision in words, the split (each
+// member's share, reason and sentence), and the members' latest reports,
+// why any was left out of the pool. It reads the fleet again every
+// FLEET_REFRESH_MS.
+async function fleetPage(key) {
+  $("#crumbs").innerHTML = `<a href="#/">Targets</a> / fleet ${esc(fleetPath(key))}`;
+  $("#main").innerHTML = `<p class="muted">Loading…</p>`;
+  const page = { key, fleet: null };
+  state.page = page;
+  const load = async () => {
+    const body = await api("fleets?" + fleetQuery(key));
+    const f = ((body.list && body.list.fleets) || [])[0];
+    if (!f) throw new HTTPError(404, { message: `No fleet ${fleetPath(key)} that this identity may read.` });
+    page.fleet = f;
+  };
+  try { await load(); } catch (e) { return fail(e); }
+  const f = page.fleet;
+  const spec = (f.spec || {}).autoscaler || {};
+  const ref = spec.scaleTargetRef || {};
+  const members = (f.spec || {}).members || [];
+  $("#main").innerHTML = `
+    <h1>Fleet ${esc(fleetPath(key))}</h1>
+    <p class="sub">Scales ${esc(ref.kind)}/${esc(ref.name)} between ${num(spec.minReplicas ?? 1)} and ${num(spec.maxReplicas)} replicas in total over ${members.length} member clusters (${esc(members.map((m) => m.cluster).join(", "))}) · <span id="fleet-seen"></span></p>
+    <div class="grid">
+      <div>
+        <div class="panel"><h2>Split</h2><div id="split"></div></div>
+        <div class="panel"><h2>Members</h2><div id="members"></div></div>
+      </div>
+      <div>
+        <div class="panel"><h2>Decision</h2><div id="fleet-decision"></div></div>
+        <div class="panel"><h2>Describe</h2><pre class="describe" id="describe"></pre></div>
+      </div>
+    </div>`;
+  renderFleet(page);
+  state.timer = setInterval(async () => {
+    if (state.page !== page) return;
+    try { await load(); } catch (e) { return; }
+    if (state.page === page) renderFleet(page);
+  }, FLEET_REFRESH_MS);
+}
+
+// MEMBER_COLORS color the members in the split's bar, in spec order.
+const MEMBER_COLORS = ["#2457c5", "#0f766e", "#d53f8c", "#b7791f", "#6b46c1", "#2f855a", "#c53030", "#2c7a7b"];
+
+// dot is a member's color mark (SVG, as the split's bar).
+const dot = (fill) => `<svg class="dot" viewBox="0 0 10 10" width="10" height="10" aria-hidden="true"><circle cx="5" cy="5" r="4.5" fill="${fill}"/></svg>`;
+
+const SHARE_CHIP = { Weighted: "ok", AtMin: "none", AtMax: "warn", Standby: "none", Held: "warn", Returning: "warn", Excluded: "bad" };
+
+function renderFleet(page) {
+  const f = page.fleet;
+  const fs = f.spec || {};
+  const spec = fs.autoscaler || {};
+  const members = fs.members || [];
+  $("#fleet-seen").textContent = `last seen ${ago(f.lastSeen)}`;
+  const terms = (name) => {
+    const m = members.find((x) => x.cluster === name);
+    if (!m) return "no longer in the spec";
+    const t = [`weight ${num(m.weight)}`];
+    if (m.minReplicas !== undefined) t.push(`min ${num(m.minReplicas)}`);
+    if (m.maxReplicas !== undefined) t.push(`max ${num(m.maxReplicas)}`);
+    return t.join(", ");
+  };
+  const color = (name) => MEMBER_COLORS[Math.max(0, members.findIndex((x) => x.cluster === name)) % MEMBER_COLORS.length];
+  const split = f.split;
+  if (!split) {
+    $("#split").innerHTML = `<p class="muted" id="split-none">The fleet has not split a total among its members yet: each member keeps the replicas it has.</p>`;
+  } else {
+    const shares = split.shares || [];
+    // The bar is SVG: the page's Content-Security-Policy allows no inline
+    // styles, and SVG's presentation attributes are not styles.
+    const total = Math.max(1, num(split.placed), num(split.total));
+    // Positions are percentages of the bar's width.
+    let x = 0;
+    const segs = shares.filter((s) => num(s.replicas) > 0).map((s) => {
+      const w = (100 * num(s.replicas)) / total;
+      const seg = `<g class="seg" data-member="${esc(s.member)}"><rect x="${x.toFixed(2)}%" y="0" width="${w.toFixed(2)}%" height="26" fill="${color(s.member)}"><title>${esc(s.member)}: ${num(s.replicas)} (${esc(s.reason)})</title></rect>` +
+        (w > 5 ? `<text x="${(x + 0.8).toFixed(2)}%" y="17">${esc(s.member)} ${num(s.replicas)}</text>` : "") + `</g>`;
+      x += w;
+      return seg;
+    }).join("");
+    const bar = `<svg class="splitbar" width="100%" height="26" role="img" aria-label="the split">${segs}</svg>`;
+    const rows = shares.map((s) => `<tr data-member="${esc(s.member)}" data-replicas="${num(s.replicas)}" data-reason="${esc(s.reason)}">
+      <td>${dot(color(s.member))}${esc(s.member)}</td>
+      <td class="muted">${esc(terms(s.member))}</td>
+      <td class="num"><b>${num(s.replicas)}</b></td>
+      <td class="num">${s.reason === "Excluded" ? "—" : num(s.weighted)}</td>
+      <td><span class="chip ${SHARE_CHIP[s.reason] || "none"}">${esc(s.reason)}${s.exclusion ? ": " + esc(s.exclusion) : ""}</span></td>
+      <td class="explain">${esc(s.message)}</td></tr>`).join("");
+    $("#split").innerHTML = `
+      <p><b id="split-total">${num(split.total)}</b> replicas split at ${esc(fmtDateTime(split.time))}${num(split.placed) !== num(split.total) ? ` — <span class="error">the members' min and max place ${num(split.placed)}</span>` : ""}.</p>
+      ${bar}
+      <table class="data" id="shares"><thead><tr><th>Member</th><th>Terms</th><th class="num">Share</th><th class="num">Weighted</th><th>Reason</th><th>Why</th></tr></thead><tbody>${rows}</tbody></table>
+      <p class="explain" id="split-message">${esc(split.message)}</p>`;
+  }
+  const mrows = (f.members || []).map((m) => {
+    const pool = m.pooled ? `<span class="chip ok">pooled</span>` : `<span class="chip bad">left out: ${esc(m.exclusion || "not pooled")}</span>`;
+    const notes = [m.message];
+    if (m.cannotScale) notes.push(`cannot scale: ${m.cannotScale}`);
+    if (m.returning) notes.push("returning from exclusion");
+    return `<tr data-member="${esc(m.member)}" data-pooled="${m.pooled ? "true" : "false"}" data-exclusion="${esc(m.exclusion || "")}">
+      <td>${dot(color(m.member))}${esc(m.member)}</td>
+      <td>${pool}</td>
+      <td title="${esc(fmtDateTime(m.lastReport))}">${esc(m.lastReport ? ago(m.lastReport) : "never")}</td>
+      <td class="num">${num(m.replicas)}</td><td class="num">${num(m.pods)}</td><td class="num">${num(m.share)}</td>
+      <td class="explain">${esc(notes.filter(Boolean).join("; "))}</td></tr>`;
+  }).join("");
+  const out = (f.members || []).filter((m) => !m.pooled);
+  $("#members").innerHTML = `
+    <p id="left-out">${out.length ? `${out.length} of ${(f.members || []).length} members left out of the last decision's pool: their pods, metrics and replicas were not counted.` : "Every member was pooled in the last decision."}</p>
+    <table class="data" id="member-list"><thead><tr><th>Member</th><th>Pool</th><th>Last report</th><th class="num">Replicas</th><th class="num">Pods</th><th class="num">Share</th><th>Note</th></tr></thead>
+    <tbody>${mrows || `<tr><td colspan="7" class="muted">No member has reported.</td></tr>`}</tbody></table>`;
+  const d = f.lastDecision;
+  const conds = ((f.status || {}).conditions || []);
+  const cond = (type) => conds.find((c) => c.type === type);
+  $("#fleet-decision").innerHTML = d
+    ? `<p><b id="fleet-replicas">${num((d.explanation || {}).currentReplicas)} → ${num(d.desiredReplicas)}</b> at ${esc(fmtDateTime(d.decisionTime))}${d.rescale ? ` <span class="chip warn">rescale</span>` : ""}</p>
+       <p class="explain" id="fleet-explain">${esc(explain(d, spec))}</p>
+       <div>${conditionChip(cond("AbleToScale"))}${conditionChip(cond("ScalingActive"))}${conditionChip(cond("ScalingLimited"))}</div>`
+    : `<p class="muted" id="fleet-explain">No decision yet: the fleet decides when a member reports.</p>`;
+  $("#describe").textContent = describe({ key: { name: f.key.name, namespace: f.key.namespace }, spec, status: f.status }, `Members:               ${members.map((m) => `${m.cluster} (${terms(m.cluster)})`).join(", ")}`);
 }
 
 function currentOf(ms) {
@@ -430,14 +614,15 @@ function renderTarget(page) {
   $("#describe").textContent = describe(page.target);
 }
 
-// describe prints the target as `kubectl describe hpa` does.
-function describe(t) {
+// describe prints the target as `kubectl describe hpa` does; a fleet
+// gives the line that names its members instead of the cluster's.
+function describe(t, where) {
   const spec = t.spec || {}, st = t.status || {};
   const ref = spec.scaleTargetRef || {};
   const lines = [];
   lines.push(`Name:                  ${t.key.name}`);
   lines.push(`Namespace:             ${t.key.namespace}`);
-  lines.push(`Cluster:               ${t.key.cluster}`);
+  lines.push(where || `Cluster:               ${t.key.cluster}`);
   lines.push(`Reference:             ${ref.kind}/${ref.name}`);
   lines.push(`Metrics:               ( current / target )`);
   (spec.metrics || []).forEach((m, i) => {
