@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,6 +52,7 @@ var principals = `{"principals": [
 // env is a running server with authentication, its clock, and a client
 // per principal.
 type env struct {
+	t     *testing.T // the test the clients live as long as
 	srv   *servertest.Server
 	clock *testkit.Clock
 	conns map[string]*grpc.ClientConn
@@ -71,7 +74,7 @@ func start(t *testing.T) *env {
 		Auth: a, Now: c.Now,
 		NewID: func() string { id++; return fmt.Sprintf("d%d", id) },
 	}})
-	return &env{srv: srv, clock: c, conns: map[string]*grpc.ClientConn{}}
+	return &env{t: t, srv: srv, clock: c, conns: map[string]*grpc.ClientConn{}}
 }
 
 // fleets returns a FleetService client calling as the principal whose
@@ -94,7 +97,7 @@ func (e *env) conn(t *testing.T, who string) *grpc.ClientConn {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.Close() })
+	e.t.Cleanup(func() { c.Close() })
 	e.conns[who] = c
 	return c
 }
@@ -389,5 +392,367 @@ func sameDecision(t *testing.T, what string, want, got *setpointv1.Decision) {
 	}
 	if d := cmp.Diff(of(want), of(got), protocmp.Transform()); d != "" {
 		t.Errorf("%s decision: the fleet's differs from one Recommend over the union (-one +fleet):\n%s", what, d)
+	}
+}
+
+// TestAuthorization: who may call what, on a fleet of a, b and c; a
+// refusal is PermissionDenied whether or not the fleet exists.
+func TestAuthorization(t *testing.T) {
+	e := start(t)
+	e.put(t, fleetSpec("a", "b", "c"))
+	missing := &setpointv1.FleetKey{Namespace: "shop", Name: "missing"}
+	ctx := t.Context()
+	put := func(key *setpointv1.FleetKey, members ...string) func(setpointv1.FleetServiceClient) error {
+		return func(c setpointv1.FleetServiceClient) error {
+			_, err := c.PutFleet(ctx, &setpointv1.PutFleetRequest{Fleet: key, Spec: fleetSpec(members...)})
+			return err
+		}
+	}
+	get := func(key *setpointv1.FleetKey) func(setpointv1.FleetServiceClient) error {
+		return func(c setpointv1.FleetServiceClient) error {
+			_, err := c.GetFleet(ctx, &setpointv1.GetFleetRequest{Fleet: key})
+			return err
+		}
+	}
+	report := func(key *setpointv1.FleetKey, m string) func(setpointv1.FleetServiceClient) error {
+		return func(c setpointv1.FleetServiceClient) error {
+			_, err := c.Report(ctx, &setpointv1.ReportRequest{Fleet: key, Report: member{m, 1, 100}.report(e.clock.Now())})
+			return err
+		}
+	}
+	del := func(key *setpointv1.FleetKey) func(setpointv1.FleetServiceClient) error {
+		return func(c setpointv1.FleetServiceClient) error {
+			_, err := c.DeleteFleet(ctx, &setpointv1.DeleteFleetRequest{Fleet: key})
+			return err
+		}
+	}
+	seeded := func(key *setpointv1.FleetKey) func(setpointv1.FleetServiceClient) error {
+		return func(c setpointv1.FleetServiceClient) error {
+			_, err := c.SimulateFleet(ctx, &setpointv1.SimulateFleetRequest{Spec: fleetSpec("a"), SeedFrom: key,
+				Steps: []*setpointv1.SimulateFleetStep{{Time: timestamppb.New(e.clock.Now()), Reports: []*setpointv1.FleetReport{member{"a", 1, 100}.report(e.clock.Now())}}}})
+			return err
+		}
+	}
+	for _, tt := range []struct {
+		name string
+		who  string
+		call func(setpointv1.FleetServiceClient) error
+		want codes.Code
+	}{
+		{"an agent reports for its own member", "agent-a", report(fleetKey, "a"), codes.OK},
+		{"an agent cannot report as another member", "agent-a", report(fleetKey, "b"), codes.PermissionDenied},
+		{"an agent of no member cannot report", "agent-x", report(fleetKey, "x"), codes.PermissionDenied},
+		{"an agent cannot report to a missing fleet", "agent-a", report(missing, "a"), codes.PermissionDenied},
+		{"a platform cannot report", "platform-abc", report(fleetKey, "a"), codes.PermissionDenied},
+		{"an admin reports for any member", "ops", report(fleetKey, "c"), codes.OK},
+		{"an admin's report of a non-member names the field", "ops", report(fleetKey, "x"), codes.InvalidArgument},
+		{"an agent reads its fleet", "agent-b", get(fleetKey), codes.OK},
+		{"an agent cannot read another fleet", "agent-x", get(fleetKey), codes.PermissionDenied},
+		{"an agent cannot tell a missing fleet", "agent-x", get(missing), codes.PermissionDenied},
+		{"a platform granted every member reads", "platform-abc", get(fleetKey), codes.OK},
+		{"a platform granted some members cannot read", "platform-ab", get(fleetKey), codes.PermissionDenied},
+		{"a platform cannot tell a missing fleet", "platform-abc", get(missing), codes.PermissionDenied},
+		{"an admin is told a fleet is missing", "ops", get(missing), codes.NotFound},
+		{"an agent cannot put a fleet", "agent-a", put(fleetKey, "a"), codes.PermissionDenied},
+		{"an agent cannot create a fleet", "agent-a", put(missing, "a"), codes.PermissionDenied},
+		{"a platform granted only some members cannot put", "platform-ab", put(missing, "a", "b", "c"), codes.PermissionDenied},
+		{"a platform cannot take over a fleet of members it may not read", "platform-ab", put(fleetKey, "a", "b"), codes.PermissionDenied},
+		{"a platform granted all members puts", "platform-abc", put(fleetKey, "a", "b", "c"), codes.OK},
+		{"a platform granted all members creates", "platform-ab", put(&setpointv1.FleetKey{Namespace: "shop", Name: "ab"}, "a", "b"), codes.OK},
+		{"an agent cannot seed a simulation from another fleet", "agent-x", seeded(fleetKey), codes.PermissionDenied},
+		{"an agent seeds a simulation from its fleet", "agent-a", seeded(fleetKey), codes.OK},
+		{"an agent cannot delete its fleet", "agent-a", del(fleetKey), codes.PermissionDenied},
+		{"a platform granted some members cannot delete", "platform-ab", del(fleetKey), codes.PermissionDenied},
+		{"a platform cannot tell a missing fleet on delete", "platform-abc", del(missing), codes.PermissionDenied},
+		{"a platform granted all members deletes", "platform-abc", del(fleetKey), codes.OK},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.call(e.fleets(t, tt.who)); status.Code(err) != tt.want {
+				t.Errorf("%s: %v, want %v", tt.who, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestListFleetsFilters: a caller lists only the fleets it may read.
+func TestListFleetsFilters(t *testing.T) {
+	e := start(t)
+	for name, members := range map[string][]string{"ab": {"a", "b"}, "bc": {"b", "c"}, "c": {"c"}} {
+		if _, err := e.fleets(t, "ops").PutFleet(t.Context(), &setpointv1.PutFleetRequest{
+			Fleet: &setpointv1.FleetKey{Namespace: "shop", Name: name}, Spec: fleetSpec(members...)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for who, want := range map[string][]string{
+		"ops": {"ab", "bc", "c"}, "platform-ab": {"ab"}, "platform-abc": {"ab", "bc", "c"},
+		"agent-a": {"ab"}, "agent-b": {"ab", "bc"}, "agent-c": {"bc", "c"}, "agent-x": nil,
+	} {
+		page, err := e.fleets(t, who).ListFleets(t.Context(), &setpointv1.ListFleetsRequest{Namespace: "shop"})
+		if err != nil {
+			t.Fatalf("%s: %v", who, err)
+		}
+		var got []string
+		for _, f := range page.GetFleets() {
+			got = append(got, f.GetKey().GetName())
+		}
+		if d := cmp.Diff(want, got); d != "" {
+			t.Errorf("%s lists (-want +got):\n%s", who, d)
+		}
+	}
+}
+
+// TestBadSpecsNameTheField: an invalid fleet spec is InvalidArgument
+// naming the field in the request.
+func TestBadSpecsNameTheField(t *testing.T) {
+	e := start(t)
+	for _, tt := range []struct {
+		name string
+		edit func(*setpointv1.FleetSpec)
+		want string
+	}{
+		{"weight over the bound", func(s *setpointv1.FleetSpec) { s.Members[1].Weight = 1001 }, "spec.members[1].weight"},
+		{"duplicate member", func(s *setpointv1.FleetSpec) { s.Members[1].Cluster = "a" }, "spec.members[1].cluster"},
+		{"member with a slash", func(s *setpointv1.FleetSpec) { s.Members[0].Cluster = "a/b" }, "spec.members[0].cluster"},
+		{"max below min", func(s *setpointv1.FleetSpec) {
+			s.Members[0].MinReplicas, s.Members[0].MaxReplicas = testkit.Ptr[int32](3), testkit.Ptr[int32](2)
+		}, "spec.members[0].max_replicas"},
+		{"no members", func(s *setpointv1.FleetSpec) { s.Members = nil }, "spec.members"},
+		{"combine of a resource metric", func(s *setpointv1.FleetSpec) { s.Combine = []string{"Shared"} }, "spec.combine[0]"},
+		{"negative stale_after", func(s *setpointv1.FleetSpec) { s.StaleAfter = durationpb.New(-time.Second) }, "spec.stale_after"},
+		{"sync period too short", func(s *setpointv1.FleetSpec) { s.SyncPeriod = durationpb.New(time.Millisecond) }, "spec.sync_period"},
+		{"autoscaler max replicas", func(s *setpointv1.FleetSpec) { s.Autoscaler.MaxReplicas = 0 }, "spec.autoscaler.max_replicas"},
+		{"autoscaler metric", func(s *setpointv1.FleetSpec) { s.Autoscaler.Metrics[0].Type = "Nonsense" }, "spec.autoscaler.metrics[0].type"},
+		{"settings", func(s *setpointv1.FleetSpec) {
+			s.Settings = &setpointv1.ControllerSettings{Tolerance: testkit.Ptr(-1.0)}
+		}, "spec.settings.tolerance"},
+		{"no autoscaler", func(s *setpointv1.FleetSpec) { s.Autoscaler = nil }, "spec.autoscaler"},
+		{"forecast", func(s *setpointv1.FleetSpec) { s.Autoscaler.Forecast = &setpointv1.Forecast{} }, "spec.autoscaler.forecast"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := fleetSpec("a", "b")
+			tt.edit(spec)
+			_, err := e.fleets(t, "ops").PutFleet(t.Context(), &setpointv1.PutFleetRequest{Fleet: fleetKey, Spec: spec})
+			if status.Code(err) != codes.InvalidArgument {
+				t.Fatalf("PutFleet: %v, want InvalidArgument", err)
+			}
+			if got := violations(err); !slices.Contains(got, tt.want) {
+				t.Errorf("violations %v do not name %s (%v)", got, tt.want, err)
+			}
+		})
+	}
+	if _, err := e.fleets(t, "ops").GetFleet(t.Context(), &setpointv1.GetFleetRequest{Fleet: fleetKey}); status.Code(err) != codes.NotFound {
+		t.Errorf("a refused spec was stored: GetFleet %v", err)
+	}
+}
+
+// TestReservedCluster: the autoscaler methods refuse the clusters that
+// hold the service's own records, naming the field.
+func TestReservedCluster(t *testing.T) {
+	e := start(t)
+	e.put(t, fleetSpec("a"))
+	c := e.autoscaler(t, "ops")
+	key := &setpointv1.TargetKey{Cluster: "@fleet", Namespace: "shop", Name: "web"}
+	req := union("web", e.clock.Now(), member{"a", 1, 100})
+	req.Target = key
+	_, err := c.Recommend(t.Context(), req)
+	check := func(what string, err error, field string) {
+		t.Helper()
+		if status.Code(err) != codes.InvalidArgument || !slices.Contains(violations(err), field) {
+			t.Errorf("%s: %v, want InvalidArgument naming %s", what, err, field)
+		}
+	}
+	check("Recommend", err, "target.cluster")
+	_, err = c.GetTarget(t.Context(), &setpointv1.GetTargetRequest{Target: key})
+	check("GetTarget", err, "target.cluster")
+	_, err = c.DeleteTarget(t.Context(), &setpointv1.DeleteTargetRequest{Target: key})
+	check("DeleteTarget", err, "target.cluster")
+	_, err = c.Observe(t.Context(), &setpointv1.ObserveRequest{Target: key, Change: &setpointv1.ObserveRequest_External{External: &setpointv1.ExternalChange{From: 1, To: 2}}})
+	check("Observe", err, "target.cluster")
+	_, err = c.ListTargets(t.Context(), &setpointv1.ListTargetsRequest{Cluster: "@fleet"})
+	check("ListTargets", err, "cluster")
+	if _, err := e.fleets(t, "ops").GetFleet(t.Context(), &setpointv1.GetFleetRequest{Fleet: fleetKey}); err != nil {
+		t.Errorf("the fleet is gone: %v", err)
+	}
+}
+
+// TestDecidesOncePerSyncPeriod: reports within a sync period of the last
+// decision are stored but do not decide; the first one a sync period
+// later does, over every member's latest report.
+func TestDecidesOncePerSyncPeriod(t *testing.T) {
+	e := start(t)
+	e.put(t, fleetSpec("a", "b"))
+	for _, step := range []struct {
+		after   time.Duration
+		m       member
+		decided bool
+	}{
+		{0, member{"a", 2, 400}, true},
+		{time.Second, member{"b", 2, 400}, false},
+		{5 * time.Second, member{"a", 2, 400}, false},
+		{syncPeriod - 6*time.Second - time.Nanosecond, member{"b", 2, 400}, false},
+		{time.Nanosecond, member{"b", 2, 400}, true},
+		{time.Second, member{"a", 4, 400}, false},
+		{syncPeriod, member{"a", 4, 400}, true},
+	} {
+		e.clock.Step(step.after)
+		r := e.report(t, step.m)
+		if r.GetDecided() != step.decided {
+			t.Errorf("%v after t0: %s's report decided %v, want %v", e.clock.Now().Sub(t0), step.m.name, r.GetDecided(), step.decided)
+		}
+	}
+	f, err := e.fleets(t, "ops").GetFleet(t.Context(), &setpointv1.GetFleetRequest{Fleet: fleetKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The engine seeds a new history with the current count just before
+	// the first decision; each decision then adds its recommendation.
+	var at []time.Duration
+	for _, r := range f.GetFleet().GetHistory().GetRecommendations() {
+		if d := r.GetTime().AsTime().Sub(t0); d >= 0 {
+			at = append(at, d)
+		}
+	}
+	if d := cmp.Diff([]time.Duration{0, syncPeriod, 2*syncPeriod + time.Second}, at); d != "" {
+		t.Errorf("the fleet's decisions, after t0 (-want +got):\n%s", d)
+	}
+	if got := f.GetFleet().GetLastDecision().GetStatus().GetCurrentReplicas(); got != 6 {
+		t.Errorf("the last decision's current replicas are %d, want 6 (a's 4 and b's 2)", got)
+	}
+}
+
+// TestStaleMemberLosesItsShare: a member whose latest report is older
+// than stale_after is left out, and the others take its share.
+func TestStaleMemberLosesItsShare(t *testing.T) {
+	e := start(t)
+	spec := fleetSpec("a", "b", "c")
+	spec.StaleAfter = durationpb.New(45 * time.Second)
+	e.put(t, spec)
+	ms := []member{{"a", 2, 250}, {"b", 2, 250}, {"c", 2, 250}} // at the target: 6 stay 6
+	for _, m := range ms {
+		e.report(t, m)
+	}
+	e.clock.Step(syncPeriod)
+	r := e.report(t, ms[0])
+	if got := shares(r.GetSplit()); !cmp.Equal(got, map[string]int32{"a": 2, "b": 2, "c": 2}) {
+		t.Fatalf("shares before c goes silent: %v, want 2 each", got)
+	}
+	// c stops reporting; a and b keep going, one sync period apart.
+	var last *setpointv1.ReportResponse
+	for range 4 {
+		e.clock.Step(syncPeriod)
+		e.report(t, ms[0])
+		last = e.report(t, ms[1])
+	}
+	e.clock.Step(syncPeriod)
+	last = e.report(t, ms[0])
+	if !last.GetDecided() {
+		t.Fatal("no decision")
+	}
+	sh := shares(last.GetSplit())
+	if sh["c"] != 0 || sh["a"]+sh["b"] != last.GetTotal() || last.GetTotal() == 0 {
+		t.Errorf("after c went stale: shares %v of total %d; want c 0 and a and b the total", sh, last.GetTotal())
+	}
+	if c := last.GetSplit().GetShares()[2]; c.GetReason() != "Excluded" || c.GetExclusion() != "Stale" {
+		t.Errorf("c's share: %v, want Excluded (Stale)", c)
+	}
+	f, err := e.fleets(t, "ops").GetFleet(t.Context(), &setpointv1.GetFleetRequest{Fleet: fleetKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := f.GetFleet().GetMembers()[2]; c.GetPooled() || c.GetExclusion() != "Stale" || c.GetShare() != 0 {
+		t.Errorf("GetFleet's c: %v, want not pooled, Stale, share 0", c)
+	}
+}
+
+// shares are a split's shares by member.
+func shares(s *setpointv1.FleetSplit) map[string]int32 {
+	out := map[string]int32{}
+	for _, sh := range s.GetShares() {
+		out[sh.GetMember()] = sh.GetReplicas()
+	}
+	return out
+}
+
+// TestSimulateFleet: a what-if over three members' reports decides as
+// the stored fleet does for the same reports, and stores nothing.
+func TestSimulateFleet(t *testing.T) {
+	e := start(t)
+	spec := fleetSpec("a", "b", "c")
+	e.put(t, spec)
+	ms := []member{{"a", 2, 450}, {"b", 3, 300}, {"c", 1, 100}}
+	// The stored fleet: a's report decides, b's and c's a second later
+	// are kept for the next decision, a sync period after the last. The
+	// simulation: one step per decision, with the reports it decides over.
+	var steps []*setpointv1.SimulateFleetStep
+	var want []*setpointv1.ReportResponse
+	for i := range 3 {
+		now := e.clock.Now()
+		step := &setpointv1.SimulateFleetStep{Time: timestamppb.New(now), Reports: []*setpointv1.FleetReport{ms[0].report(now)}}
+		if i > 0 {
+			step.Reports = append(step.Reports, ms[1].report(now), ms[2].report(now))
+		}
+		r := e.report(t, ms[0])
+		if !r.GetDecided() {
+			t.Fatalf("step %d: a's report did not decide", i)
+		}
+		want = append(want, r)
+		steps = append(steps, step)
+		e.clock.Step(time.Second)
+		e.report(t, ms[1])
+		e.report(t, ms[2])
+		e.clock.Step(syncPeriod - time.Second)
+	}
+	before, err := e.fleets(t, "ops").GetFleet(t.Context(), &setpointv1.GetFleetRequest{Fleet: fleetKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := e.fleets(t, "platform-abc").SimulateFleet(t.Context(), &setpointv1.SimulateFleetRequest{Spec: spec, Steps: steps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.GetSteps()) != len(steps) {
+		t.Fatalf("%d results for %d steps", len(resp.GetSteps()), len(steps))
+	}
+	for i, got := range resp.GetSteps() {
+		if got.GetError() != "" {
+			t.Fatalf("step %d: %s", i, got.GetError())
+		}
+		w := want[i].GetDecision()
+		w.DecisionId = ""
+		if d := cmp.Diff(w, got.GetDecision(), protocmp.Transform()); d != "" {
+			t.Errorf("step %d: the simulated decision differs from the stored fleet's (-stored +simulated):\n%s", i, d)
+		}
+		if d := cmp.Diff(want[i].GetSplit(), got.GetSplit(), protocmp.Transform()); d != "" {
+			t.Errorf("step %d: the simulated split differs (-stored +simulated):\n%s", i, d)
+		}
+	}
+	after, err := e.fleets(t, "ops").GetFleet(t.Context(), &setpointv1.GetFleetRequest{Fleet: fleetKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(before, after, protocmp.Transform()); d != "" {
+		t.Errorf("SimulateFleet changed the stored fleet:\n%s", d)
+	}
+
+	// Every member left out: the step says why, and has no decision.
+	cannot := member{"a", 1, 100}.report(e.clock.Now())
+	cannot.CannotScale = "the Deployment is gone"
+	resp, err = e.fleets(t, "ops").SimulateFleet(t.Context(), &setpointv1.SimulateFleetRequest{Spec: fleetSpec("a"),
+		Steps: []*setpointv1.SimulateFleetStep{{Time: timestamppb.New(e.clock.Now()), Reports: []*setpointv1.FleetReport{cannot}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := resp.GetSteps()[0]; s.GetDecision() != nil || !strings.Contains(s.GetError(), "CannotScale") && !strings.Contains(s.GetError(), "cannot scale") {
+		t.Errorf("a step without a pooled member: decision %v, error %q", s.GetDecision(), s.GetError())
+	}
+
+	// Bad steps name the field.
+	_, err = e.fleets(t, "ops").SimulateFleet(t.Context(), &setpointv1.SimulateFleetRequest{Spec: fleetSpec("a", "b"),
+		Steps: []*setpointv1.SimulateFleetStep{
+			{Time: timestamppb.New(e.clock.Now()), Reports: []*setpointv1.FleetReport{member{"a", 1, 100}.report(e.clock.Now())}},
+			{Time: timestamppb.New(e.clock.Now().Add(time.Second)), Reports: []*setpointv1.FleetReport{member{"x", 1, 100}.report(e.clock.Now())}},
+		}})
+	if !slices.Contains(violations(err), "steps[1].reports[0].member") {
+		t.Errorf("a report of a non-member: %v, want InvalidArgument naming steps[1].reports[0].member", err)
 	}
 }
