@@ -218,7 +218,7 @@ func (a auditor) denied(ctx context.Context, principal, reason, target string, c
 }
 
 // decisions is the interceptor recording every decision that changed
-// replicas and every deleted target.
+// replicas (a target's or a fleet's) and every deleted target or fleet.
 func (a auditor) decisions(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	resp, err := handler(ctx, req)
 	if err != nil {
@@ -244,6 +244,28 @@ func (a auditor) decisions(ctx context.Context, req any, info *grpc.UnaryServerI
 				slog.String("decision_id", d.GetDecisionId()),
 			)
 		}
+	case *setpointv1.ReportResponse:
+		// A fleet's rescale: the service applies it by splitting it.
+		if d := r.GetDecision(); r.GetDecided() && d.GetRescale() {
+			logAt(ctx, a.log, slog.LevelInfo, "audit", auditDecisionPC(),
+				slog.String("event", "decision"),
+				slog.String("principal", principal()),
+				slog.String("method", info.FullMethod),
+				slog.String("target", describeTarget(req)),
+				slog.String("outcome", "rescale"),
+				slog.Int("from", int(d.GetExplanation().GetCurrentReplicas())),
+				slog.Int("to", int(d.GetDesiredReplicas())),
+				slog.String("decision_id", d.GetDecisionId()),
+			)
+		}
+	case *setpointv1.DeleteFleetResponse:
+		a.log.LogAttrs(ctx, slog.LevelInfo, "audit",
+			slog.String("event", "delete"),
+			slog.String("principal", principal()),
+			slog.String("method", info.FullMethod),
+			slog.String("target", describeTarget(req)),
+			slog.String("outcome", "deleted"),
+		)
 	case *setpointv1.DeleteTargetResponse:
 		a.log.LogAttrs(ctx, slog.LevelInfo, "audit",
 			slog.String("event", "delete"),

@@ -4,7 +4,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"log/slog"
+	"sync"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -17,6 +20,7 @@ import (
 	"github.com/setpointhq/setpoint/internal/testpki"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server"
+	"github.com/setpointhq/setpoint/store"
 	"go.uber.org/goleak"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -52,7 +56,7 @@ var principals = `{"principals": [
 // env is a running server with authentication, its clock, and a client
 // per principal.
 type env struct {
-	t     *testing.T // the test the clients live as long as
+	t     testing.TB // the test the clients live as long as
 	srv   *servertest.Server
 	clock *testkit.Clock
 	conns map[string]*grpc.ClientConn
@@ -60,7 +64,14 @@ type env struct {
 
 // start runs a server over a real bbolt file on a real TCP listener, with
 // authentication by bearer token and a clock the test steps.
-func start(t *testing.T) *env {
+func start(t testing.TB) *env {
+	t.Helper()
+	return startOn(t, nil, testkit.NewClock(t0), nil)
+}
+
+// startOn is start over backend (nil: a new bbolt file) with clock c,
+// logging to log (nil: nowhere).
+func startOn(t testing.TB, backend store.Store, c *testkit.Clock, log *slog.Logger) *env {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "principals.json")
 	testpki.WriteFile(t, path, []byte(principals))
@@ -68,18 +79,13 @@ func start(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := testkit.NewClock(t0)
-	id := 0
-	srv := servertest.Start(t, servertest.Config{Options: server.Options{
-		Auth: a, Now: c.Now,
-		NewID: func() string { id++; return fmt.Sprintf("d%d", id) },
-	}})
+	srv := servertest.Start(t, servertest.Config{Backend: backend, Options: server.Options{Auth: a, Now: c.Now, Logger: log}})
 	return &env{t: t, srv: srv, clock: c, conns: map[string]*grpc.ClientConn{}}
 }
 
 // fleets returns a FleetService client calling as the principal whose
 // token is who.
-func (e *env) fleets(t *testing.T, who string) setpointv1.FleetServiceClient {
+func (e *env) fleets(t testing.TB, who string) setpointv1.FleetServiceClient {
 	return setpointv1.NewFleetServiceClient(e.conn(t, who))
 }
 
@@ -88,7 +94,7 @@ func (e *env) autoscaler(t *testing.T, who string) setpointv1.AutoscalerServiceC
 	return setpointv1.NewAutoscalerServiceClient(e.conn(t, who))
 }
 
-func (e *env) conn(t *testing.T, who string) *grpc.ClientConn {
+func (e *env) conn(t testing.TB, who string) *grpc.ClientConn {
 	t.Helper()
 	if c, ok := e.conns[who]; ok {
 		return c
@@ -202,7 +208,7 @@ func union(name string, now time.Time, ms ...member) *setpointv1.RecommendReques
 }
 
 // put creates the fleet as the admin.
-func (e *env) put(t *testing.T, spec *setpointv1.FleetSpec) {
+func (e *env) put(t testing.TB, spec *setpointv1.FleetSpec) {
 	t.Helper()
 	if _, err := e.fleets(t, "ops").PutFleet(t.Context(), &setpointv1.PutFleetRequest{Fleet: fleetKey, Spec: spec}); err != nil {
 		t.Fatalf("PutFleet: %v", err)
@@ -210,7 +216,7 @@ func (e *env) put(t *testing.T, spec *setpointv1.FleetSpec) {
 }
 
 // report reports m as its own agent, now.
-func (e *env) report(t *testing.T, m member) *setpointv1.ReportResponse {
+func (e *env) report(t testing.TB, m member) *setpointv1.ReportResponse {
 	t.Helper()
 	resp, err := e.fleets(t, "agent-"+m.name).Report(t.Context(), &setpointv1.ReportRequest{Fleet: fleetKey, Report: m.report(e.clock.Now())})
 	if err != nil {
@@ -755,4 +761,55 @@ func TestSimulateFleet(t *testing.T) {
 	if !slices.Contains(violations(err), "steps[1].reports[0].member") {
 		t.Errorf("a report of a non-member: %v, want InvalidArgument naming steps[1].reports[0].member", err)
 	}
+}
+
+// TestAudit: a fleet's rescale, its deletion and a refused report are in
+// the audit log, naming the fleet.
+func TestAudit(t *testing.T) {
+	var buf lockedBuffer
+	e := startOn(t, nil, testkit.NewClock(t0), slog.New(slog.NewJSONHandler(&buf, nil)))
+	e.put(t, fleetSpec("a", "b"))
+	e.report(t, member{"a", 2, 450})
+	if _, err := e.fleets(t, "agent-a").Report(t.Context(), &setpointv1.ReportRequest{Fleet: fleetKey, Report: member{"b", 1, 100}.report(e.clock.Now())}); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("a's report as b: %v", err)
+	}
+	if _, err := e.fleets(t, "ops").DeleteFleet(t.Context(), &setpointv1.DeleteFleetRequest{Fleet: fleetKey}); err != nil {
+		t.Fatal(err)
+	}
+	var got []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatal(err)
+		}
+		if rec["msg"] == "audit" {
+			got = append(got, map[string]any{"event": rec["event"], "principal": rec["principal"], "target": rec["target"], "outcome": rec["outcome"]})
+		}
+	}
+	want := []map[string]any{
+		{"event": "decision", "principal": "agent-a", "target": "@fleet/shop/web", "outcome": "rescale"},
+		{"event": "denied", "principal": "agent-a", "target": "@fleet/shop/web", "outcome": "PermissionDenied"},
+		{"event": "delete", "principal": "ops", "target": "@fleet/shop/web", "outcome": "deleted"},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("audit log (-want +got):\n%s", d)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for concurrent writes.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
