@@ -813,3 +813,116 @@ func (b *lockedBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// TestBadReportsNameTheField: a report the fleet's spec cannot read is
+// InvalidArgument naming the field under report, and is not stored.
+func TestBadReportsNameTheField(t *testing.T) {
+	e := start(t)
+	e.put(t, fleetSpec("a", "b"))
+	for _, tt := range []struct {
+		name string
+		edit func(*setpointv1.FleetReport)
+		want string
+	}{
+		{"observations for another spec", func(r *setpointv1.FleetReport) { r.Observations = nil }, "report.observations"},
+		{"no scale", func(r *setpointv1.FleetReport) { r.Scale = nil }, "report.scale"},
+		{"negative replicas", func(r *setpointv1.FleetReport) { r.Scale.Replicas = -1 }, "report.scale.replicas"},
+		{"bad quantity", func(r *setpointv1.FleetReport) { r.Pods[1].Containers[0].Requests["cpu"] = "lots" }, `report.pods[1].containers[0].requests["cpu"]`},
+		{"no member", func(r *setpointv1.FleetReport) { r.Member = "" }, "report.member"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rep := member{"a", 2, 100}.report(e.clock.Now())
+			tt.edit(rep)
+			_, err := e.fleets(t, "ops").Report(t.Context(), &setpointv1.ReportRequest{Fleet: fleetKey, Report: rep})
+			if status.Code(err) != codes.InvalidArgument || !slices.Contains(violations(err), tt.want) {
+				t.Errorf("Report: %v, want InvalidArgument naming %s (got %v)", err, tt.want, violations(err))
+			}
+		})
+	}
+	f, err := e.fleets(t, "ops").GetFleet(t.Context(), &setpointv1.GetFleetRequest{Fleet: fleetKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.GetFleet().GetMembers()[0].GetLastReport() != nil || f.GetFleet().GetLastDecision() != nil {
+		t.Errorf("a refused report was stored: %v", f.GetFleet().GetMembers()[0])
+	}
+}
+
+// TestSpecChange: a new spec keeps the fleet's history; a cluster no
+// longer listed is forgotten and its agent may no longer report or read.
+// The answer to a report carries the spec with its defaults explicit.
+func TestSpecChange(t *testing.T) {
+	e := start(t)
+	e.put(t, fleetSpec("a", "b", "c"))
+	for _, m := range []member{{"a", 2, 400}, {"b", 2, 400}, {"c", 2, 400}} {
+		e.report(t, m)
+	}
+	spec := fleetSpec("a", "b")
+	spec.Members[0].Weight = 3
+	e.put(t, spec)
+	if _, err := e.fleets(t, "agent-c").Report(t.Context(), &setpointv1.ReportRequest{Fleet: fleetKey, Report: member{"c", 2, 400}.report(e.clock.Now())}); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("a removed member's report: %v, want PermissionDenied", err)
+	}
+	if _, err := e.fleets(t, "agent-c").GetFleet(t.Context(), &setpointv1.GetFleetRequest{Fleet: fleetKey}); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("a removed member's read: %v, want PermissionDenied", err)
+	}
+	e.clock.Step(syncPeriod)
+	r := e.report(t, member{"a", 2, 400})
+	if !r.GetDecided() {
+		t.Fatal("no decision")
+	}
+	if got := r.GetDecision().GetStatus().GetCurrentReplicas(); got != 4 {
+		t.Errorf("pooled %d replicas, want a's and b's 4 (c is no member)", got)
+	}
+	if n := len(r.GetSplit().GetShares()); n != 2 {
+		t.Errorf("%d shares, want 2", n)
+	}
+	if sh := shares(r.GetSplit()); sh["a"] <= sh["b"] {
+		t.Errorf("shares %v: a's weight 3 should give it more than b", sh)
+	}
+	f, err := e.fleets(t, "ops").GetFleet(t.Context(), &setpointv1.GetFleetRequest{Fleet: fleetKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var decided []time.Duration
+	for _, rec := range f.GetFleet().GetHistory().GetRecommendations() {
+		if d := rec.GetTime().AsTime().Sub(t0); d >= 0 {
+			decided = append(decided, d)
+		}
+	}
+	if d := cmp.Diff([]time.Duration{0, syncPeriod}, decided); d != "" {
+		t.Errorf("the history did not carry across the new spec (-want +got):\n%s", d)
+	}
+	s := r.GetSpec()
+	if s.GetStaleAfter().AsDuration() != 3*syncPeriod || s.GetSyncPeriod().AsDuration() != syncPeriod ||
+		s.GetSettings().GetTolerance() != 0.1 || len(s.GetAutoscaler().GetBehavior().GetScaleUp().GetPolicies()) == 0 || len(s.GetMembers()) != 2 {
+		t.Errorf("the report's answer's spec has defaults missing: %v", s)
+	}
+}
+
+// TestNoMemberPooled: a report when no member can be pooled is stored
+// and answered without a new decision, not refused.
+func TestNoMemberPooled(t *testing.T) {
+	e := start(t)
+	e.put(t, fleetSpec("a", "b"))
+	rep := member{"a", 2, 100}.report(e.clock.Now())
+	rep.CannotScale = "the scale update was refused"
+	r, err := e.fleets(t, "agent-a").Report(t.Context(), &setpointv1.ReportRequest{Fleet: fleetKey, Report: rep})
+	if err != nil {
+		t.Fatalf("Report: %v", err)
+	}
+	if r.GetDecided() || r.GetShare() != nil || r.GetDecision() != nil {
+		t.Errorf("answer %v: want no decision and no share", r)
+	}
+	f, err := e.fleets(t, "agent-a").GetFleet(t.Context(), &setpointv1.GetFleetRequest{Fleet: fleetKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := f.GetFleet().GetMembers()[0]; a.GetCannotScale() != rep.CannotScale || a.GetLastReport() == nil || a.GetReplicas() != 2 || a.GetPods() != 2 {
+		t.Errorf("a's state %v: want its report kept", a)
+	}
+	// b reports: the fleet decides over b alone.
+	if r := e.report(t, member{"b", 2, 100}); !r.GetDecided() || shares(r.GetSplit())["a"] != 0 || r.GetSplit().GetShares()[0].GetExclusion() != "CannotScale" {
+		t.Errorf("b's report: decided %v, split %v; want a decision without a (CannotScale)", r.GetDecided(), r.GetSplit())
+	}
+}

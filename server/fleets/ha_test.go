@@ -1,11 +1,13 @@
 package fleets_test
 
 import (
+	"os"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/setpointhq/setpoint/internal/etcdtest"
+	"github.com/setpointhq/setpoint/internal/kubetest"
 	"github.com/setpointhq/setpoint/internal/testkit"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/store/etcdstore"
@@ -21,6 +23,9 @@ import (
 func TestTwoServersOneFleet(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts etcd")
+	}
+	if !kubetest.BinariesBuilt(t.Context()) && os.Getenv("CI") != "true" {
+		t.Skip("the etcd binary is not built (make kube-binaries builds it once, into ~/.cache/setpoint)")
 	}
 	cluster := etcdtest.Start(t, 1)
 	clock := testkit.NewClock(t0)
