@@ -7,10 +7,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"sync"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
