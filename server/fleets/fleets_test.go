@@ -610,15 +610,7 @@ func TestDecidesOncePerSyncPeriod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The engine seeds a new history with the current count just before
-	// the first decision; each decision then adds its recommendation.
-	var at []time.Duration
-	for _, r := range f.GetFleet().GetHistory().GetRecommendations() {
-		if d := r.GetTime().AsTime().Sub(t0); d >= 0 {
-			at = append(at, d)
-		}
-	}
-	if d := cmp.Diff([]time.Duration{0, syncPeriod, 2*syncPeriod + time.Second}, at); d != "" {
+	if d := cmp.Diff([]time.Duration{0, syncPeriod, 2*syncPeriod + time.Second}, decisionTimes(f.GetFleet())); d != "" {
 		t.Errorf("the fleet's decisions, after t0 (-want +got):\n%s", d)
 	}
 	if got := f.GetFleet().GetLastDecision().GetStatus().GetCurrentReplicas(); got != 6 {
@@ -668,6 +660,20 @@ func TestStaleMemberLosesItsShare(t *testing.T) {
 	if c := f.GetFleet().GetMembers()[2]; c.GetPooled() || c.GetExclusion() != "Stale" || c.GetShare() != 0 {
 		t.Errorf("GetFleet's c: %v, want not pooled, Stale, share 0", c)
 	}
+}
+
+// decisionTimes are the times of the fleet's decisions after t0, from its
+// history's recommendations: the engine seeds a new history with the
+// current count just before the first decision, and each decision then
+// adds its recommendation.
+func decisionTimes(f *setpointv1.Fleet) []time.Duration {
+	var at []time.Duration
+	for _, r := range f.GetHistory().GetRecommendations() {
+		if d := r.GetTime().AsTime().Sub(t0); d >= 0 {
+			at = append(at, d)
+		}
+	}
+	return at
 }
 
 // shares are a split's shares by member.
@@ -884,13 +890,7 @@ func TestSpecChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var decided []time.Duration
-	for _, rec := range f.GetFleet().GetHistory().GetRecommendations() {
-		if d := rec.GetTime().AsTime().Sub(t0); d >= 0 {
-			decided = append(decided, d)
-		}
-	}
-	if d := cmp.Diff([]time.Duration{0, syncPeriod}, decided); d != "" {
+	if d := cmp.Diff([]time.Duration{0, syncPeriod}, decisionTimes(f.GetFleet())); d != "" {
 		t.Errorf("the history did not carry across the new spec (-want +got):\n%s", d)
 	}
 	s := r.GetSpec()
