@@ -16,8 +16,6 @@ import (
 	setpointclient "github.com/setpointhq/setpoint/clients/go"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
@@ -120,9 +118,8 @@ func (c *stepClock) Set(t time.Time) {
 // at each step the members that report call Report with the replicas they
 // run, then apply their share unless they were left out of the split (an
 // agent then keeps its replicas). It calls check(i, addr, now) after step
-// i, and returns the fleet after each step and the story as a what-if:
-// the fleet's spec and every report sent.
-func liveStory(t *testing.T, check func(i int, addr string, now time.Time)) ([]*setpointv1.Fleet, *setpointv1.SimulateFleetRequest) {
+// i, and returns the fleet after each step.
+func liveStory(t *testing.T, check func(i int, addr string, now time.Time)) []*setpointv1.Fleet {
 	t.Helper()
 	clk := &stepClock{now: storyStart}
 	addr := startServerOpts(t, server.Options{Now: clk.Now})
@@ -135,13 +132,11 @@ func liveStory(t *testing.T, check func(i int, addr string, now time.Time)) ([]*
 	}
 	defer c.Close()
 	put := readFleetExample(t)
-	whatIf := &setpointv1.SimulateFleetRequest{Spec: put.GetSpec()}
 	running := map[string]int32{"a": 4, "b": 4, "c": 4}
 	var fleets []*setpointv1.Fleet
 	for i, step := range fleetStory {
 		now := storyStart.Add(time.Duration(i) * 15 * time.Second)
 		clk.Set(now)
-		sim := &setpointv1.SimulateFleetStep{Time: timestamppb.New(now)}
 		for _, m := range []string{"a", "b", "c"} {
 			s, ok := step[m]
 			if !ok {
@@ -158,9 +153,7 @@ func liveStory(t *testing.T, check func(i int, addr string, now time.Time)) ([]*
 			if sh := resp.GetShare(); sh != nil && sh.GetReason() != "Excluded" {
 				running[m] = sh.GetReplicas()
 			}
-			sim.Reports = append(sim.Reports, r)
 		}
-		whatIf.Steps = append(whatIf.Steps, sim)
 		f, err := c.Fleet(t.Context(), put.GetFleet())
 		if err != nil {
 			t.Fatal(err)
@@ -170,7 +163,7 @@ func liveStory(t *testing.T, check func(i int, addr string, now time.Time)) ([]*
 			check(i, addr, now)
 		}
 	}
-	return fleets, whatIf
+	return fleets
 }
 
 // compactSteps writes a SimulateFleetRequest in JSON with its spec
@@ -231,7 +224,7 @@ func TestFleetCommands(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	var live string
-	fleets, _ := liveStory(t, func(i int, addr string, at time.Time) {
+	fleets := liveStory(t, func(i int, addr string, at time.Time) {
 		now = at
 		f, err := setpointclient.Dial(addr, setpointclient.Options{})
 		if err != nil {
@@ -330,12 +323,53 @@ func TestFleetCommands(t *testing.T) {
 	}
 }
 
-// TestFleetSimulate: testdata/fleet-simulate.json is the story's what-if,
-// every report the live story sent (go test -run TestFleetSimulate
-// -update rewrites it), and fleet simulate of it prints, step by step,
-// the decisions and shares the live fleet made of the same reports.
+// storyWhatIf is the story as a what-if, played through SimulateFleet at
+// addr as the members' agents would play it: each step's reports carry
+// the replicas the member runs, its share in the simulation's previous
+// step (unless it was left out: it then keeps its replicas).
+func storyWhatIf(t *testing.T, addr string) *setpointv1.SimulateFleetRequest {
+	t.Helper()
+	c, err := setpointclient.Dial(addr, setpointclient.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	req := &setpointv1.SimulateFleetRequest{Spec: readFleetExample(t).GetSpec()}
+	running := map[string]int32{"a": 4, "b": 4, "c": 4}
+	for i, step := range fleetStory {
+		now := storyStart.Add(time.Duration(i) * 15 * time.Second)
+		st := &setpointv1.SimulateFleetStep{Time: timestamppb.New(now)}
+		for _, m := range []string{"a", "b", "c"} {
+			if s, ok := step[m]; ok {
+				if s.empty {
+					running[m] = 0
+				}
+				st.Reports = append(st.Reports, memberReport(m, now, running[m], s.util))
+			}
+		}
+		req.Steps = append(req.Steps, st)
+		resp, err := c.SimulateFleet(t.Context(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range st.GetReports() {
+			if sh := setpointclient.Share(resp.GetSteps()[i].GetSplit(), r.GetMember()); sh != nil && sh.GetReason() != "Excluded" {
+				running[r.GetMember()] = sh.GetReplicas()
+			}
+		}
+	}
+	return req
+}
+
+// TestFleetSimulate: testdata/fleet-simulate.json is the story's what-if
+// (storyWhatIf; go test -run TestFleetSimulate -update rewrites it), and
+// fleet simulate of it prints the step table of testdata/golden, in which
+// the story's moments show: every member pooled and weighted, c left out
+// as stale while a and b carry the total, c returning while the others
+// are held, every member weighted again.
 func TestFleetSimulate(t *testing.T) {
-	fleets, whatIf := liveStory(t, nil)
+	addr := startServerOpts(t, server.Options{})
+	whatIf := storyWhatIf(t, addr)
 	if *update {
 		if err := os.WriteFile(fleetSimulateExample, compactSteps(t, whatIf), 0o644); err != nil {
 			t.Fatal(err)
@@ -348,11 +382,7 @@ func TestFleetSimulate(t *testing.T) {
 	if diff := cmp.Diff(whatIf, file, protocmp.Transform()); diff != "" {
 		t.Fatalf("%s is not the story's what-if (-update rewrites it) (-story +file):\n%s", fleetSimulateExample, diff)
 	}
-	addr := startServerOpts(t, server.Options{})
 	got, err := ctl(t.Context(), addr, "fleet", "simulate", "-f", fleetSimulateExample, "-o", "json")
-	if status.Code(err) == codes.Unimplemented {
-		t.Skip("TODO(fleet-ctl): SimulateFleet is not served yet on this branch (fleet-server builds it)")
-	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,25 +390,40 @@ func TestFleetSimulate(t *testing.T) {
 	if err := protojson.Unmarshal([]byte(got), resp); err != nil {
 		t.Fatal(err)
 	}
-	if len(resp.GetSteps()) != len(fleets) {
-		t.Fatalf("%d simulated steps, want %d", len(resp.GetSteps()), len(fleets))
+	var moments []string
+	for _, st := range resp.GetSteps() {
+		r := map[string]string{}
+		for _, sh := range st.GetSplit().GetShares() {
+			r[sh.GetMember()] = sh.GetReason() + sh.GetExclusion()
+		}
+		m := ""
+		switch {
+		case r["a"] == "Weighted" && r["b"] == "Weighted" && r["c"] == "Weighted":
+			m = "all weighted"
+		case r["a"] == "Weighted" && r["b"] == "Weighted" && r["c"] == "ExcludedStale":
+			m = "c stale"
+		case r["c"] == "Returning" && (r["a"] == "Held" || r["b"] == "Held"):
+			m = "c returning"
+		}
+		if m != "" && (len(moments) == 0 || moments[len(moments)-1] != m) {
+			moments = append(moments, m)
+		}
 	}
-	var want bytes.Buffer
-	var steps []*setpointv1.SimulateFleetStepResult
-	for i, f := range fleets {
-		steps = append(steps, &setpointv1.SimulateFleetStepResult{Time: resp.GetSteps()[i].GetTime(), Decision: f.GetLastDecision(), Split: f.GetSplit(), Members: f.GetMembers()})
+	if diff := cmp.Diff([]string{"all weighted", "c stale", "c returning", "all weighted"}, moments); diff != "" {
+		t.Errorf("the what-if's moments (-story +simulated):\n%s", diff)
 	}
-	if err := printFleetSimulation(&want, steps, false); err != nil {
-		t.Fatal(err)
-	}
-	table, err := ctl(t.Context(), addr, "fleet", "simulate", "-f", fleetSimulateExample)
+	table, err := ctl(t.Context(), addr, "fleet", "simulate", "-f", fleetSimulateExample, "-o", "wide")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(want.String(), table); diff != "" {
-		t.Errorf("fleet simulate -f %s (-the live fleet +simulated):\n%s", fleetSimulateExample, diff)
+	var want bytes.Buffer
+	if err := printFleetSimulation(&want, resp.GetSteps(), true); err != nil {
+		t.Fatal(err)
 	}
-	t.Logf("fleet simulate -f %s:\n%s", fleetSimulateExample, table)
+	if table != want.String() {
+		t.Errorf("fleet simulate -o wide is not the table of -o json's answer:\n%s\nwant\n%s", table, want.String())
+	}
+	golden(t, filepath.Join("testdata", "golden", "fleet-simulate-example.txt"), "$ setpointctl fleet simulate -f "+fleetSimulateExample+" -o wide\n"+table)
 }
 
 // splitShare is member's share in f's last split.
