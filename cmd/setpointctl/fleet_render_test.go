@@ -2,11 +2,14 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 )
 
@@ -45,5 +48,33 @@ func TestFleetRendering(t *testing.T) {
 			}
 			golden(t, filepath.Join("testdata", "golden", "render-"+name+".txt"), out.String())
 		})
+	}
+}
+
+// TestFleetDocs: each output docs/setpointctl-fleets.md shows after a
+// "<!-- golden: FILE -->" line is testdata/golden/FILE, so the doc says
+// what setpointctl prints.
+func TestFleetDocs(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/setpointctl-fleets.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := regexp.MustCompile("(?s)<!-- golden: ([^ ]+) -->\n```\n(.*?)```").FindAllSubmatch(doc, -1)
+	if len(blocks) == 0 {
+		t.Fatal("the doc shows no golden output")
+	}
+	for _, b := range blocks {
+		want, err := os.ReadFile(filepath.Join("testdata", "golden", string(b[1])))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(string(want), string(b[2])); diff != "" {
+			t.Errorf("docs/setpointctl-fleets.md shows %s differently (-golden +doc):\n%s", b[1], diff)
+		}
+	}
+	for _, f := range []string{fleetExample, fleetSimulateExample, "testdata/fleet-invalid.yaml"} {
+		if !strings.Contains(string(doc), f) {
+			t.Errorf("the doc does not name %s", f)
+		}
 	}
 }

@@ -412,18 +412,18 @@ func TestFleetSimulate(t *testing.T) {
 	if diff := cmp.Diff([]string{"all weighted", "c stale", "c returning", "all weighted"}, moments); diff != "" {
 		t.Errorf("the what-if's moments (-story +simulated):\n%s", diff)
 	}
-	table, err := ctl(t.Context(), addr, "fleet", "simulate", "-f", fleetSimulateExample, "-o", "wide")
+	table, err := ctl(t.Context(), addr, "fleet", "simulate", "-f", fleetSimulateExample)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var want bytes.Buffer
-	if err := printFleetSimulation(&want, resp.GetSteps(), true); err != nil {
+	if err := printFleetSimulation(&want, resp.GetSteps(), false); err != nil {
 		t.Fatal(err)
 	}
 	if table != want.String() {
-		t.Errorf("fleet simulate -o wide is not the table of -o json's answer:\n%s\nwant\n%s", table, want.String())
+		t.Errorf("fleet simulate's table is not the table of -o json's answer:\n%s\nwant\n%s", table, want.String())
 	}
-	golden(t, filepath.Join("testdata", "golden", "fleet-simulate-example.txt"), "$ setpointctl fleet simulate -f "+fleetSimulateExample+" -o wide\n"+table)
+	golden(t, filepath.Join("testdata", "golden", "fleet-simulate-example.txt"), "$ setpointctl fleet simulate -f cmd/setpointctl/"+fleetSimulateExample+"\n"+table)
 }
 
 // splitShare is member's share in f's last split.
