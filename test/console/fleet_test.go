@@ -146,9 +146,7 @@ func TestConsoleFleet(t *testing.T) {
 						t.Errorf("the list's shares %q do not say c was left out as stale", shares)
 					}
 				}
-				if tc.token == tokenAdmin {
-					screenshot(t, ctx, "console-fleets")
-				}
+
 			})
 		}
 	})
@@ -182,7 +180,6 @@ func TestConsoleFleet(t *testing.T) {
 		if !strings.Contains(said[1], "cpu resource at ") {
 			t.Errorf("the decision is not explained: %q", said[1])
 		}
-		screenshot(t, ctx, "console-fleet")
 
 		// c's cluster comes back empty: the page, left open, shows c
 		// returning as the fleet splits it.
@@ -201,7 +198,7 @@ func TestConsoleFleet(t *testing.T) {
 			t.Fatalf("the open page did not follow c's return: %v", err)
 		}
 		checkSplit(t, ctx, f)
-		screenshot(t, ctx, "console-fleet-returning")
+		screenshot(t, ctx, "console-fleet")
 	})
 
 	t.Run("a principal who may not read every member", func(t *testing.T) {

@@ -7,15 +7,22 @@
  *     const { decision } = await sp.autoscaler.recommend(request);
  *
  * Like the Go client, every call gets a default deadline, the reads
- * (getTarget, listTargets, simulate) are retried on UNAVAILABLE with
- * back-off, and a bearer token is never sent in plaintext except to a
- * loopback address.
+ * (getTarget, listTargets, simulate, and the fleet reads getFleet,
+ * listFleets, simulateFleet) are retried on UNAVAILABLE with back-off, and
+ * a bearer token is never sent in plaintext except to a loopback address.
+ *
+ * Fleets (one autoscaler over a workload in several member clusters,
+ * docs/fleets.md) are sp.fleet's calls:
+ *
+ *     const { fleet } = await sp.fleet.getFleet({ fleet: { namespace: "shop", name: "web" } });
+ *     for (const s of fleet!.split!.shares) console.log(s.member, s.replicas, s.reason, s.message);
  */
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { BinaryReader, WireType } from "@bufbuild/protobuf/wire";
 import { Code, ConnectError, createClient, type Client, type Interceptor } from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { AdminService } from "./gen/setpoint/v1/admin_pb.js";
+import { FleetService, ListFleetsRequestSchema, type Fleet } from "./gen/setpoint/v1/fleet_pb.js";
 import {
   AutoscalerService,
   ListTargetsRequestSchema,
@@ -28,6 +35,7 @@ import {
 
 export * from "./gen/setpoint/v1/setpoint_pb.js";
 export * from "./gen/setpoint/v1/admin_pb.js";
+export * from "./gen/setpoint/v1/fleet_pb.js";
 
 /** Options of createSetpointClient. */
 export interface SetpointClientOptions {
@@ -56,7 +64,7 @@ export interface SetpointClientOptions {
 }
 
 /** The reads retried on UNAVAILABLE: they change nothing on the server. */
-const retriedMethods = new Set(["GetTarget", "ListTargets", "Simulate"]);
+const retriedMethods = new Set(["GetTarget", "ListTargets", "Simulate", "GetFleet", "ListFleets", "SimulateFleet"]);
 
 /** A client of one Setpoint server. close() releases its HTTP/2 session. */
 export interface SetpointClient {
@@ -64,10 +72,14 @@ export interface SetpointClient {
   readonly autoscaler: Client<typeof AutoscalerService>;
   /** AdminService (admin principals only): backup. */
   readonly admin: Client<typeof AdminService>;
+  /** FleetService: putFleet, getFleet, listFleets, deleteFleet, report, simulateFleet. */
+  readonly fleet: Client<typeof FleetService>;
   /** Calls Recommend and returns its decision. */
   decide(req: MessageInitShape<typeof RecommendRequestSchema>): Promise<Decision>;
   /** Every target the request selects, page after page. */
   targets(req?: MessageInitShape<typeof ListTargetsRequestSchema>): AsyncGenerator<Target>;
+  /** Every fleet the request selects that the caller may read, page after page. */
+  fleets(req?: MessageInitShape<typeof ListFleetsRequestSchema>): AsyncGenerator<Fleet>;
   /**
    * Follows Watch: yields every change, and when the stream breaks
    * (UNAVAILABLE, or the server ends it) watches again from the last
@@ -114,9 +126,11 @@ export function createSetpointClient(o: SetpointClientOptions): SetpointClient {
   const watchers = transports.map((t) => createClient(AutoscalerService, t));
   const autoscaler = watchers[0];
   const admin = createClient(AdminService, transports[0]);
+  const fleet = createClient(FleetService, transports[0]);
   return {
     autoscaler,
     admin,
+    fleet,
     async decide(req) {
       const resp = await autoscaler.recommend(req);
       if (!resp.decision) throw new ConnectError("recommend answered no decision", Code.Internal);
@@ -127,6 +141,15 @@ export function createSetpointClient(o: SetpointClientOptions): SetpointClient {
       for (;;) {
         const resp = await autoscaler.listTargets(page);
         yield* resp.targets;
+        if (!resp.nextPageToken) return;
+        page.pageToken = resp.nextPageToken;
+      }
+    },
+    async *fleets(req = {}) {
+      const page = create(ListFleetsRequestSchema, req);
+      for (;;) {
+        const resp = await fleet.listFleets(page);
+        yield* resp.fleets;
         if (!resp.nextPageToken) return;
         page.pageToken = resp.nextPageToken;
       }

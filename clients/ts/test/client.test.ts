@@ -108,6 +108,38 @@ describe("plaintext with a bearer token", () => {
       (err) => ConnectError.from(err).code === Code.NotFound);
   });
 
+  it("puts a fleet, reports for a member and reads the split", async () => {
+    const spec = example().spec!;
+    for (const ns of ["fleet-a", "fleet-b", "fleet-c"]) {
+      await sp.fleet.putFleet({
+        fleet: { namespace: ns, name: "web" },
+        spec: { autoscaler: spec, members: [{ cluster: "eu", weight: 2 }, { cluster: "us", weight: 1 }] },
+      });
+    }
+    const names: string[] = [];
+    for await (const f of sp.fleets({ pageSize: 1 })) names.push(`${f.key!.namespace}/${f.key!.name}`);
+    assert.deepEqual(names.filter((n) => n.startsWith("fleet-")), ["fleet-a/web", "fleet-b/web", "fleet-c/web"]);
+
+    // eu's agent reports the README example's 2 pods at 87% against 60%:
+    // the fleet's first decision, over eu alone, is 3 replicas, all eu's.
+    const req = example();
+    const resp = await sp.fleet.report({
+      fleet: { namespace: "fleet-a", name: "web" },
+      report: { member: "eu", scale: req.scale, pods: req.pods, resourceMetrics: req.resourceMetrics, observations: req.observations },
+    });
+    assert.equal(resp.decided, true);
+    assert.equal(resp.total, 3);
+    assert.equal(resp.share?.replicas, 3);
+    assert.equal(resp.share?.message, "weight 2 of 2: quota 3×2/2 = 3");
+    const { fleet } = await sp.fleet.getFleet({ fleet: { namespace: "fleet-a", name: "web" } });
+    assert.deepEqual(fleet!.split!.shares.map((s) => `${s.member} ${s.replicas} ${s.reason}${s.exclusion}`), ["eu 3 Weighted", "us 0 ExcludedNoReport"]);
+    assert.deepEqual(fleet!.members.map((m) => `${m.member} ${m.pooled}`), ["eu true", "us false"]);
+
+    await sp.fleet.deleteFleet({ fleet: { namespace: "fleet-b", name: "web" } });
+    await assert.rejects(sp.fleet.getFleet({ fleet: { namespace: "fleet-b", name: "web" } }),
+      (err) => ConnectError.from(err).code === Code.NotFound);
+  });
+
   it("is UNAUTHENTICATED without a token", async () => {
     const anon = createSetpointClient({ baseUrl: `http://${servers.plaintext}` });
     try {
