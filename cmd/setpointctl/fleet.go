@@ -392,7 +392,7 @@ func splitWords(spec *setpointv1.FleetSpec, s *setpointv1.FleetSplit, members []
 		}
 	}
 	switch {
-	case len(members) == 0:
+	case len(members) == 0, s == nil: // no decision: no pool yet
 	case len(out) == 0:
 		b.WriteString("\nEvery member was pooled in the last decision.\n")
 	default:

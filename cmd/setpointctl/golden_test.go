@@ -116,6 +116,9 @@ func TestGolden(t *testing.T) {
 		{"history-seeded", []string{"--addr", addr, "history", "dev/shop/web"}},
 		{"single-dash-flags", []string{"-addr", addr, "list", "-cluster", "dev"}},
 		{"list-one-of-two-servers-down", []string{"--addr", down + "," + addr, "list"}},
+		{"fleet-put", []string{"--addr", addr, "fleet", "put", "-f", "testdata/fleet.yaml"}},
+		{"fleet-list-before-a-report", []string{"--addr", addr, "fleet", "list", "-o", "wide"}},
+		{"fleet-explain-before-a-report", []string{"--addr", addr, "fleet", "explain", "shop/web"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
