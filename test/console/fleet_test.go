@@ -3,6 +3,7 @@ package console_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -179,6 +180,14 @@ func TestConsoleFleet(t *testing.T) {
 		}
 		if !strings.Contains(said[1], "cpu resource at ") {
 			t.Errorf("the decision is not explained: %q", said[1])
+		}
+		var rescales []string
+		for _, ev := range f.GetHistory().GetScaleUpEvents() {
+			rescales = append(rescales, fmt.Sprintf("+%d", ev.GetChange()))
+		}
+		shown := evalStrings(t, ctx, `[...document.querySelectorAll('#fleet-rescales li')].map(li => li.textContent.replace(/^.*: /, ""))`)
+		if len(rescales) == 0 || len(shown) != len(rescales)+len(f.GetHistory().GetScaleDownEvents()) || !slices.Contains(shown, rescales[len(rescales)-1]) {
+			t.Errorf("the page lists the rescales %v, want the history's scale-up events %v (and its %d scale-downs)", shown, rescales, len(f.GetHistory().GetScaleDownEvents()))
 		}
 
 		// c's cluster comes back empty: the page, left open, shows c

@@ -508,6 +508,14 @@ function renderFleet(page) {
        <p class="explain" id="fleet-explain">${esc(explain(d, spec))}</p>
        <div>${conditionChip(cond("AbleToScale"))}${conditionChip(cond("ScalingActive"))}${conditionChip(cond("ScalingLimited"))}</div>`
     : `<p class="muted" id="fleet-explain">No decision yet: the fleet decides when a member reports.</p>`;
+  // The fleet's rescales its history keeps (the scaling policies' periods).
+  const h = f.history || {};
+  const events = [...(h.scaleUpEvents || []).map((e) => ({ ...e, up: true })), ...(h.scaleDownEvents || []).map((e) => ({ ...e, up: false }))]
+    .sort((x, y) => new Date(y.time) - new Date(x.time));
+  if (events.length) {
+    $("#fleet-decision").insertAdjacentHTML("beforeend", `<h2 class="spaced">Recent rescales of the total</h2>
+      <ul class="diffs" id="fleet-rescales">${events.map((e) => `<li>${esc(fmtDateTime(e.time))}: ${e.up ? "+" : "−"}${num(e.change)}${e.outdated ? ` <span class="muted">(outside every policy period)</span>` : ""}</li>`).join("")}</ul>`);
+  }
   $("#describe").textContent = describe({ key: { name: f.key.name, namespace: f.key.namespace }, spec, status: f.status }, `Members:               ${members.map((m) => `${m.cluster} (${terms(m.cluster)})`).join(", ")}`);
 }
 
