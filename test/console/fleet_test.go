@@ -217,6 +217,14 @@ func TestConsoleFleet(t *testing.T) {
 		if msg != "No fleet shop/web that this identity may read." {
 			t.Errorf("the page says %q", msg)
 		}
+		// A name without its namespace names no fleet.
+		got, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`(async () => { const r = await fetch("/console/api/fleets?name=web", {headers: {Authorization: "Bearer "+sessionStorage.getItem("setpoint-token")}}); return [String(r.status), (await r.json()).code]; })()`, chromedp.EvalAwaitPromise))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]string{"400", "InvalidArgument"}, got); diff != "" {
+			t.Errorf("fleets?name=web without a namespace (-want +got):\n%s", diff)
+		}
 	})
 }
 
