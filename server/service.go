@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -237,22 +238,28 @@ func (s *service) listPage(ctx context.Context, q store.Query) (*setpointv1.List
 			s.log.WarnContext(ctx, "list: records left out", "err", err)
 		}
 		resp := &setpointv1.ListTargetsResponse{NextPageToken: next}
-		total := 0
+		total, taken, full := 0, 0, false // taken: records of recs put in the page or left out
 		for _, rec := range recs {
+			if strings.HasPrefix(rec.Key.Cluster, "@") {
+				taken++
+				continue // the service's own records (fleets): not targets
+			}
 			t, err := convert.Target(rec)
 			if err != nil {
 				return nil, toStatus(ctx, s.log, err)
 			}
 			total += proto.Size(t) + 8 // with the field's tag and length
 			if total > s.maxResponseBytes && len(resp.Targets) > 0 {
+				full = true
 				break
 			}
 			resp.Targets = append(resp.Targets, t)
+			taken++
 		}
-		if len(resp.Targets) == len(recs) {
+		if !full {
 			return resp, nil
 		}
-		q.PageSize = len(resp.Targets)
+		q.PageSize = taken
 	}
 }
 
@@ -273,6 +280,9 @@ func (s *service) simulate(ctx context.Context, req *setpointv1.SimulateRequest,
 		seed(sim)
 	}
 	if seed := req.GetSeedFrom(); seed != nil {
+		if err := reserved("seed_from.cluster", seed.GetCluster()); err != nil {
+			return nil, toStatus(ctx, s.log, err)
+		}
 		if err := s.mayRead(ctx, seed.GetCluster()); err != nil {
 			return nil, err
 		}
@@ -312,4 +322,16 @@ func (s *service) mayRead(ctx context.Context, cluster string) error {
 		return admission.ErrPermissionDenied
 	}
 	return nil
+}
+
+// reserved returns a *setpointv1.ValidationError naming field when cluster
+// starts with "@": such clusters hold the service's own records (its
+// fleets, package fleets), which the target methods never read or write.
+func reserved(field, cluster string) error {
+	if !strings.HasPrefix(cluster, "@") {
+		return nil
+	}
+	ve := &setpointv1.ValidationError{}
+	ve.Add(field, "must not start with '@' (reserved for the service's own records)")
+	return ve
 }

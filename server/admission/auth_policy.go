@@ -38,6 +38,17 @@ const (
 	accessWatch
 	// accessAny: any principal.
 	accessAny
+	// accessFleetManage: an admin or a platform principal; the handler
+	// checks that a platform principal may read every member cluster of
+	// the fleet (package fleets).
+	accessFleetManage
+	// accessFleetRead: any principal; the handler checks that it may
+	// manage the fleet or is the agent of a member cluster.
+	accessFleetRead
+	// accessFleetReport: the agent of the report's member cluster (an
+	// admin for any member); the handler checks that the cluster is a
+	// member of the fleet.
+	accessFleetReport
 )
 
 // methodAccess is the authorization policy: what each method needs.
@@ -51,6 +62,12 @@ var methodAccess = map[string]access{
 	setpointv1.AutoscalerService_Simulate_FullMethodName:      accessSimulate,
 	setpointv1.AutoscalerService_Watch_FullMethodName:         accessWatch,
 	setpointv1.AdminService_Backup_FullMethodName:             accessAdmin,
+	setpointv1.FleetService_PutFleet_FullMethodName:           accessFleetManage,
+	setpointv1.FleetService_DeleteFleet_FullMethodName:        accessFleetManage,
+	setpointv1.FleetService_GetFleet_FullMethodName:           accessFleetRead,
+	setpointv1.FleetService_ListFleets_FullMethodName:         accessFleetRead,
+	setpointv1.FleetService_SimulateFleet_FullMethodName:      accessFleetRead,
+	setpointv1.FleetService_Report_FullMethodName:             accessFleetReport,
 	consolev1.SessionService_Who_FullMethodName:               accessAny,
 	consolev1.ReplayService_Replay_FullMethodName:             accessRead,
 }
@@ -77,12 +94,22 @@ func allowed(p auth.Principal, method string, req any) bool {
 	case accessWatch:
 		r, ok := req.(*setpointv1.WatchRequest)
 		return ok && (r.GetCluster() == "" || p.CanRead(r.GetCluster()))
-	case accessAny:
+	case accessAny, accessFleetRead:
 		return true
+	case accessFleetManage:
+		return p.Role == auth.RolePlatform
+	case accessFleetReport:
+		r, ok := req.(*setpointv1.ReportRequest)
+		own, isCluster := p.Role.Cluster()
+		return ok && isCluster && r.GetReport().GetMember() == own
 	default:
 		return false
 	}
 }
+
+// fleetCluster names the fleets in the audit log: the reserved cluster
+// their records are kept under (package fleets).
+const fleetCluster = "@fleet"
 
 // ErrPermissionDenied is the one answer to a call the principal may not
 // make. It names nothing, so it cannot tell whether another tenant's
@@ -191,7 +218,7 @@ func (a auditor) denied(ctx context.Context, principal, reason, target string, c
 }
 
 // decisions is the interceptor recording every decision that changed
-// replicas and every deleted target.
+// replicas (a target's or a fleet's) and every deleted target or fleet.
 func (a auditor) decisions(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	resp, err := handler(ctx, req)
 	if err != nil {
@@ -203,27 +230,39 @@ func (a auditor) decisions(ctx context.Context, req any, info *grpc.UnaryServerI
 		}
 		return "anonymous"
 	}
+	var (
+		d    *setpointv1.Decision // a decision that rescales
+		from int32
+	)
 	switch r := resp.(type) {
 	case *setpointv1.RecommendResponse:
-		if d := r.GetDecision(); d.GetRescale() {
-			logAt(ctx, a.log, slog.LevelInfo, "audit", auditDecisionPC(), // a decision's source found once
-				slog.String("event", "decision"),
-				slog.String("principal", principal()),
-				slog.String("method", info.FullMethod),
-				slog.String("target", describeTarget(req)),
-				slog.String("outcome", "rescale"),
-				slog.Int("from", int(req.(*setpointv1.RecommendRequest).GetScale().GetReplicas())),
-				slog.Int("to", int(d.GetDesiredReplicas())),
-				slog.String("decision_id", d.GetDecisionId()),
-			)
+		if r.GetDecision().GetRescale() {
+			d, from = r.GetDecision(), req.(*setpointv1.RecommendRequest).GetScale().GetReplicas()
 		}
-	case *setpointv1.DeleteTargetResponse:
+	case *setpointv1.ReportResponse:
+		// A fleet's rescale: the service applies it by splitting it.
+		if r.GetDecided() && r.GetDecision().GetRescale() {
+			d, from = r.GetDecision(), r.GetDecision().GetExplanation().GetCurrentReplicas()
+		}
+	case *setpointv1.DeleteTargetResponse, *setpointv1.DeleteFleetResponse:
 		a.log.LogAttrs(ctx, slog.LevelInfo, "audit",
 			slog.String("event", "delete"),
 			slog.String("principal", principal()),
 			slog.String("method", info.FullMethod),
 			slog.String("target", describeTarget(req)),
 			slog.String("outcome", "deleted"),
+		)
+	}
+	if d != nil {
+		logAt(ctx, a.log, slog.LevelInfo, "audit", auditDecisionPC(), // a decision's source found once
+			slog.String("event", "decision"),
+			slog.String("principal", principal()),
+			slog.String("method", info.FullMethod),
+			slog.String("target", describeTarget(req)),
+			slog.String("outcome", "rescale"),
+			slog.Int("from", int(from)),
+			slog.Int("to", int(d.GetDesiredReplicas())),
+			slog.String("decision_id", d.GetDecisionId()),
 		)
 	}
 	return resp, err
@@ -258,6 +297,15 @@ func describeTarget(req any) string {
 	case *setpointv1.SimulateRequest:
 		k := r.GetSeedFrom()
 		return join(k.GetCluster(), k.GetNamespace(), k.GetName())
+	case interface{ GetFleet() *setpointv1.FleetKey }:
+		k := r.GetFleet()
+		return join(fleetCluster, k.GetNamespace(), k.GetName())
+	case *setpointv1.ListFleetsRequest:
+		return join(fleetCluster, r.GetNamespace())
+	case *setpointv1.SimulateFleetRequest:
+		if k := r.GetSeedFrom(); k != nil {
+			return join(fleetCluster, k.GetNamespace(), k.GetName())
+		}
 	}
 	return ""
 }
