@@ -134,8 +134,10 @@ crash: ## the crash test with KILLS SIGKILLs (default 200; CI runs 20)
 	$(GO) test ./test/crash -count=1 -v -timeout 30m -crash.kills $(KILLS)
 
 NOISY_DURATION ?= 60s
-noisy-neighbour: ## the noisy-neighbour test for NOISY_DURATION per phase (default 60s; CI runs 2s)
-	SETPOINT_NOISY_DURATION=$(NOISY_DURATION) $(GO) test ./server -count=1 -v -timeout 30m -run '^TestNoisyNeighbour$$'
+NOISY_ROUNDS ?= 3
+noisy-neighbour: ## the fairness measurement: another tenant's p99 under a maximal flood against its quiet p99, NOISY_ROUNDS rounds (default 3) of NOISY_DURATION per phase (default 60s); fails when the median flooded p99 is over its bound, max(10 × quiet p99, 2 s) (CI runs TestNoisyNeighbour's refusals and failures only)
+	SETPOINT_NOISY_DURATION=$(NOISY_DURATION) $(GO) test ./server -count=1 -run '^$$' -bench '^BenchmarkNoisyNeighbour$$' -benchtime $(NOISY_ROUNDS)x -timeout 60m | tee /dev/stderr | \
+		awk '{ for (i = 2; i <= NF; i++) if ($$i == "median-of-bound") r = $$(i-1) } END { if (r == "" || r + 0 > 1) { print "noisy neighbour: flooded p99 at " r " of its bound, want at most 1"; exit 1 } print "noisy neighbour: flooded p99 at " r " of its bound (at most 1)" }'
 
 REPLAY_ROUNDS ?= 5
 REPLAY_DURATION ?= 10s

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -190,9 +191,14 @@ func (m member) pods_(now time.Time) ([]*setpointv1.Pod, []*setpointv1.PodMetric
 // union is one Recommend request over every pod of ms, as one HPA would
 // see them, for target name of cluster one.
 func union(name string, now time.Time, ms ...member) *setpointv1.RecommendRequest {
+	return unionOf(autoscaler(), name, now, ms...)
+}
+
+// unionOf is union with the autoscaler spec.
+func unionOf(spec *setpointv1.HorizontalPodAutoscalerSpec, name string, now time.Time, ms ...member) *setpointv1.RecommendRequest {
 	req := &setpointv1.RecommendRequest{
 		Target:          &setpointv1.TargetKey{Cluster: "a", Namespace: "shop", Name: name},
-		Spec:            autoscaler(),
+		Spec:            spec,
 		Scale:           &setpointv1.Scale{Selector: "app=web"},
 		ResourceMetrics: &setpointv1.ResourceMetrics{},
 		Observations:    []*setpointv1.MetricObservation{{}},
@@ -357,6 +363,67 @@ func TestPooledDecisionEqualsOneRecommend(t *testing.T) {
 			}
 			if got.GetShare().GetMember() != "a" || got.GetShare().GetReplicas() != got.GetSplit().GetShares()[0].GetReplicas() {
 				t.Errorf("a's share %v is not its share of the split %v", got.GetShare(), got.GetSplit())
+			}
+		})
+	}
+}
+
+// TestPooledDecisionsOverTime: rounds of random loads over 2 or 3
+// members; in each round the members report and the fleet decides once.
+// Every fleet decision equals the decision of one target given the union
+// of the same pods round after round, its rescales recorded as applied as
+// the fleet records its own: the history (stabilization windows, policy
+// periods) carries the same way.
+func TestPooledDecisionsOverTime(t *testing.T) {
+	for seed := range uint64(4) {
+		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 30))
+			names := []string{"a", "b", "c"}[:2+rng.IntN(2)]
+			e := start(t)
+			spec := fleetSpec(names...)
+			// Policies over a minute and a scale-down window: the scale
+			// events and recommendations of earlier rounds count.
+			spec.Autoscaler.Behavior = &setpointv1.HorizontalPodAutoscalerBehavior{
+				ScaleUp: &setpointv1.ScalingRules{Policies: []*setpointv1.ScalingPolicy{{Type: "Pods", Value: 3, PeriodSeconds: 60}}},
+				ScaleDown: &setpointv1.ScalingRules{StabilizationWindowSeconds: testkit.Ptr[int32](45),
+					Policies: []*setpointv1.ScalingPolicy{{Type: "Pods", Value: 2, PeriodSeconds: 60}}},
+			}
+			e.put(t, spec)
+			one := e.autoscaler(t, "ops")
+			var last []member // the reports of the round before
+			for round := range 8 {
+				ms := make([]member, len(names))
+				for i, n := range names {
+					ms[i] = member{n, 1 + rng.IntN(6), 20 + rng.IntN(500)}
+				}
+				// The first member decides; the others' reports, a second
+				// later, wait for the next round's decision.
+				got := e.report(t, ms[0])
+				if !got.GetDecided() {
+					t.Fatalf("round %d: no decision", round)
+				}
+				pooled := ms
+				if round == 0 {
+					pooled = ms[:1]
+				} else {
+					pooled = append([]member{ms[0]}, last[1:]...)
+				}
+				want, err := one.Recommend(t.Context(), unionOf(spec.Autoscaler, "one", e.clock.Now(), pooled...))
+				if err != nil {
+					t.Fatal(err)
+				}
+				sameDecision(t, fmt.Sprintf("round %d", round), want.GetDecision(), got.GetDecision())
+				var current int
+				for _, m := range pooled {
+					current += m.pods
+				}
+				applied(t, one, "one", want.GetDecision(), current)
+				e.clock.Step(time.Second)
+				for _, m := range ms[1:] {
+					e.report(t, m)
+				}
+				last = ms
+				e.clock.Step(syncPeriod - time.Second + time.Duration(rng.IntN(30))*time.Second)
 			}
 		})
 	}
