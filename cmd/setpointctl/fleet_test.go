@@ -8,12 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	setpointclient "github.com/setpointhq/setpoint/clients/go"
+	"github.com/setpointhq/setpoint/internal/testkit"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -100,19 +100,6 @@ func readFleetExample(t testing.TB) *setpointv1.PutFleetRequest {
 	return req
 }
 
-// stepClock is a server clock the test moves.
-type stepClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *stepClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *stepClock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = t
-}
-
 // liveStory puts testdata/fleet.yaml through setpointctl into a real
 // server and plays fleetStory against it as the members' agents would:
 // at each step the members that report call Report with the replicas they
@@ -121,7 +108,7 @@ func (c *stepClock) Set(t time.Time) {
 // i, and returns the fleet after each step.
 func liveStory(t *testing.T, check func(i int, addr string, now time.Time)) []*setpointv1.Fleet {
 	t.Helper()
-	clk := &stepClock{now: storyStart}
+	clk := testkit.NewClock(storyStart)
 	addr := startServerOpts(t, server.Options{Now: clk.Now})
 	if _, err := ctlAt(t.Context(), addr, storyStart, "fleet", "put", "-f", fleetExample); err != nil {
 		t.Fatal(err)

@@ -115,14 +115,21 @@ func startServer(t *testing.T) *env {
 	return &env{grpcAddr: srv.Addr, base: "http://" + hlis.Addr().String(), tlsBase: "https://" + tlis.Addr().String(), clock: c}
 }
 
-func (e *env) client(t *testing.T, token string) setpointv1.AutoscalerServiceClient {
+// conn is a connection to the server's gRPC address with token, closed
+// when the test ends.
+func (e *env) conn(t *testing.T, token string) *grpc.ClientConn {
 	t.Helper()
 	conn, err := grpc.NewClient(e.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithPerRPCCredentials(bearer(token)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return setpointv1.NewAutoscalerServiceClient(conn)
+	return conn
+}
+
+func (e *env) client(t *testing.T, token string) setpointv1.AutoscalerServiceClient {
+	t.Helper()
+	return setpointv1.NewAutoscalerServiceClient(e.conn(t, token))
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -11,20 +11,13 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/google/go-cmp/cmp"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 func (e *env) fleetClient(t *testing.T, token string) setpointv1.FleetServiceClient {
 	t.Helper()
-	conn, err := grpc.NewClient(e.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithPerRPCCredentials(bearer(token)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return setpointv1.NewFleetServiceClient(conn)
+	return setpointv1.NewFleetServiceClient(e.conn(t, token))
 }
 
 // fleetKey is the test's fleet: web in shop, over clusters a, b and c.
