@@ -255,6 +255,8 @@ function watch(query, onChange) {
 // ---------- the target list ----------
 
 async function listPage() {
+  const page = { list: true };
+  state.page = page;
   $("#crumbs").innerHTML = `Targets`;
   const q = new URLSearchParams(location.hash.split("?")[1] || "");
   const cluster = q.get("cluster") || "", namespace = q.get("namespace") || "", sort = q.get("sort") || "rescale";
@@ -293,7 +295,11 @@ async function listPage() {
     renderList(body, sort);
   };
   await load();
+  // Fleets are not in the change feed: the list reads them again every
+  // FLEET_REFRESH_MS.
+  if (state.page !== page) return; // the viewer moved on while it loaded
   loadFleets(cluster, namespace);
+  state.timer = setInterval(() => { if (state.page === page) loadFleets(cluster, namespace); }, FLEET_REFRESH_MS);
   let timer = null;
   const p = new URLSearchParams();
   if (cluster) p.set("cluster", cluster);
