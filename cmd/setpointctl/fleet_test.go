@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -210,9 +211,9 @@ func TestFleetCommands(t *testing.T) {
 		return s
 	}
 	seen := map[string]bool{}
-	var live string
+	var live, storyAddr string
 	fleets := liveStory(t, func(i int, addr string, at time.Time) {
-		now = at
+		now, storyAddr = at, addr
 		f, err := setpointclient.Dial(addr, setpointclient.Options{})
 		if err != nil {
 			t.Fatal(err)
@@ -281,6 +282,7 @@ func TestFleetCommands(t *testing.T) {
 		}
 	}
 	golden(t, filepath.Join("testdata", "golden", "fleet-explain-live.txt"), live)
+	seededWhatIf(t, storyAddr, now)
 
 	// The last fleet through every output, then deleted.
 	addr := startServerOpts(t, server.Options{Now: func() time.Time { return now }})
@@ -411,6 +413,42 @@ func TestFleetSimulate(t *testing.T) {
 		t.Errorf("fleet simulate's table is not the table of -o json's answer:\n%s\nwant\n%s", table, want.String())
 	}
 	golden(t, filepath.Join("testdata", "golden", "fleet-simulate-example.txt"), "$ setpointctl fleet simulate -f cmd/setpointctl/"+fleetSimulateExample+"\n"+table)
+}
+
+// seededWhatIf asks the story's server, after the story (at now), what
+// the fleet would do if a and b reported and c did not: fleet simulate
+// --seed-from starts from the stored fleet, whose c reported at now, so c
+// is pooled at the first step; without the seed c has no report and is
+// left out.
+func seededWhatIf(t *testing.T, addr string, now time.Time) {
+	t.Helper()
+	req := &setpointv1.SimulateFleetRequest{Spec: readFleetExample(t).GetSpec()}
+	at := now.Add(15 * time.Second)
+	req.Steps = []*setpointv1.SimulateFleetStep{{Time: timestamppb.New(at),
+		Reports: []*setpointv1.FleetReport{memberReport("a", at, 4, 60), memberReport("b", at, 4, 60)}}}
+	file := filepath.Join(t.TempDir(), "what-if.json")
+	var buf bytes.Buffer
+	if err := printMessage(&buf, "json", req); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, buf.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want *regexp.Regexp
+	}{
+		{nil, regexp.MustCompile(` 2/3 .* c excluded \(NoReport\)`)},
+		{[]string{"--seed-from", "shop/web"}, regexp.MustCompile(` 3/3 .* c [1-9][0-9]* \(Weighted\)`)},
+	} {
+		out, err := ctlAt(t.Context(), addr, now, append([]string{"fleet", "simulate", "-f", file}, tc.args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !tc.want.MatchString(out) {
+			t.Errorf("fleet simulate %v printed\n%s\nwant it to match %s", tc.args, out, tc.want)
+		}
+	}
 }
 
 // splitShare is member's share in f's last split.
