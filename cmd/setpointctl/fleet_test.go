@@ -265,7 +265,8 @@ func TestFleetCommands(t *testing.T) {
 			moment = "c back"
 			want = []string{"(Weighted), b ", "(Weighted), c ", "Every member was pooled in the last decision."}
 		}
-		t.Logf("step %d (%s): %s", i, moment, sharesText(fl.GetSplit()))
+		d := fl.GetLastDecision()
+		t.Logf("step %d (%s): decision %d → %d (rescale %v), split %s", i, moment, d.GetExplanation().GetCurrentReplicas(), d.GetDesiredReplicas(), d.GetRescale(), sharesText(fl.GetSplit()))
 		if moment == "" {
 			return
 		}
