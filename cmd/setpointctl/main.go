@@ -131,7 +131,8 @@ var groups = []*cobra.Group{
 
 const rootLong = `setpointctl talks to a Setpoint server: it lists the targets the service
 keeps, explains their last decision, shows their history, follows decisions
-as they happen, asks what-if questions and backs the store up. It also
+as they happen, asks what-if questions, puts and explains fleets (one
+autoscaler over a workload in several clusters) and backs the store up. It also
 issues the certificates of an installation (certs) and, through your
 kubeconfig, creates the agent's Autoscaler objects in a cluster.
 
