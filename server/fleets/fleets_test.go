@@ -373,7 +373,9 @@ func TestPooledDecisionEqualsOneRecommend(t *testing.T) {
 // Every fleet decision equals the decision of one target given the union
 // of the same pods round after round, its rescales recorded as applied as
 // the fleet records its own: the history (stabilization windows, policy
-// periods) carries the same way.
+// periods) carries the same way. A member's report read before the member
+// was answered with the last split counts that split's share as its
+// replicas, and so does the one target's scale.
 func TestPooledDecisionsOverTime(t *testing.T) {
 	for seed := range uint64(4) {
 		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
@@ -391,6 +393,7 @@ func TestPooledDecisionsOverTime(t *testing.T) {
 			e.put(t, spec)
 			one := e.autoscaler(t, "ops")
 			var last []member // the reports of the round before
+			var prevShares map[string]int32 // the split of the round before
 			for round := range 8 {
 				ms := make([]member, len(names))
 				for i, n := range names {
@@ -408,15 +411,27 @@ func TestPooledDecisionsOverTime(t *testing.T) {
 				} else {
 					pooled = append([]member{ms[0]}, last[1:]...)
 				}
-				want, err := one.Recommend(t.Context(), unionOf(spec.Autoscaler, "one", e.clock.Now(), pooled...))
+				// The others read their reports before they were answered
+				// with the last split, which their agents then apply: the
+				// fleet counts each at its share in that split (from round
+				// 2 on; in round 0 only a had reported, so the others had
+				// no share), as one HPA's Scale shows the count it wrote.
+				union := unionOf(spec.Autoscaler, "one", e.clock.Now(), pooled...)
+				current := pooled[0].pods
+				for _, m := range pooled[1:] {
+					if sh, ok := prevShares[m.name]; ok && round >= 2 {
+						current += int(sh)
+					} else {
+						current += m.pods
+					}
+				}
+				union.Scale.Replicas = int32(current)
+				want, err := one.Recommend(t.Context(), union)
 				if err != nil {
 					t.Fatal(err)
 				}
 				sameDecision(t, fmt.Sprintf("round %d", round), want.GetDecision(), got.GetDecision())
-				var current int
-				for _, m := range pooled {
-					current += m.pods
-				}
+				prevShares = shares(got.GetSplit())
 				applied(t, one, "one", want.GetDecision(), current)
 				e.clock.Step(time.Second)
 				for _, m := range ms[1:] {
@@ -654,6 +669,7 @@ func TestReservedCluster(t *testing.T) {
 func TestDecidesOncePerSyncPeriod(t *testing.T) {
 	e := start(t)
 	e.put(t, fleetSpec("a", "b"))
+	var bShare int32 // b's share in the split b was last answered with
 	for _, step := range []struct {
 		after   time.Duration
 		m       member
@@ -669,6 +685,9 @@ func TestDecidesOncePerSyncPeriod(t *testing.T) {
 	} {
 		e.clock.Step(step.after)
 		r := e.report(t, step.m)
+		if step.m.name == "b" {
+			bShare = shares(r.GetSplit())["b"]
+		}
 		if r.GetDecided() != step.decided {
 			t.Errorf("%v after t0: %s's report decided %v, want %v", e.clock.Now().Sub(t0), step.m.name, r.GetDecided(), step.decided)
 		}
@@ -680,8 +699,10 @@ func TestDecidesOncePerSyncPeriod(t *testing.T) {
 	if d := cmp.Diff([]time.Duration{0, syncPeriod, 2*syncPeriod + time.Second}, decisionTimes(f.GetFleet())); d != "" {
 		t.Errorf("the fleet's decisions, after t0 (-want +got):\n%s", d)
 	}
-	if got := f.GetFleet().GetLastDecision().GetStatus().GetCurrentReplicas(); got != 6 {
-		t.Errorf("the last decision's current replicas are %d, want 6 (a's 4 and b's 2)", got)
+	// b read its last report (2 pods) before it was answered with the
+	// split its agent then applies: b counts at that share.
+	if got, want := f.GetFleet().GetLastDecision().GetStatus().GetCurrentReplicas(), 4+bShare; got != want || bShare == 2 {
+		t.Errorf("the last decision's current replicas are %d, want %d (a's 4 and b's share %d, not its reported 2)", got, want, bShare)
 	}
 }
 
@@ -768,7 +789,16 @@ func TestSimulateFleet(t *testing.T) {
 		now := e.clock.Now()
 		step := &setpointv1.SimulateFleetStep{Time: timestamppb.New(now), Reports: []*setpointv1.FleetReport{ms[0].report(now)}}
 		if i > 0 {
-			step.Reports = append(step.Reports, ms[1].report(now), ms[2].report(now))
+			// b and c read their reports before they were answered with
+			// the last split; the stored fleet counts each at its share in
+			// that split (once they have one), and so does the what-if.
+			for _, m := range ms[1:] {
+				rep := m.report(now)
+				if i >= 2 {
+					rep.Scale.Replicas = shares(want[i-1].GetSplit())[m.name]
+				}
+				step.Reports = append(step.Reports, rep)
+			}
 		}
 		r := e.report(t, ms[0])
 		if !r.GetDecided() {
@@ -991,5 +1021,45 @@ func TestNoMemberPooled(t *testing.T) {
 	// b reports: the fleet decides over b alone.
 	if r := e.report(t, member{"b", 2, 100}); !r.GetDecided() || shares(r.GetSplit())["a"] != 0 || r.GetSplit().GetShares()[0].GetExclusion() != "CannotScale" {
 		t.Errorf("b's report: decided %v, split %v; want a decision without a (CannotScale)", r.GetDecided(), r.GetSplit())
+	}
+}
+
+// TestSplitMovesKeepTheTotal: at a steady load a change of weights moves
+// replicas between members while the total stays. The members report one
+// after another, each running the share it was last answered with, so
+// when the first one decides the others' reports still show their counts
+// from before the last split: the fleet counts them at their shares (the
+// counts their agents are writing), and the total neither grows nor
+// shrinks without a rescale.
+func TestSplitMovesKeepTheTotal(t *testing.T) {
+	e := start(t)
+	spec := fleetSpec("a", "b", "c")
+	e.put(t, spec)
+	running := map[string]int{"a": 4, "b": 4, "c": 4}
+	period := func(i int) {
+		t.Helper()
+		for _, name := range []string{"a", "b", "c"} {
+			r := e.report(t, member{name, running[name], 250}) // 50% of 500m: at the target
+			if d := r.GetDecision(); i > 0 && r.GetDecided() && (d.GetRescale() || r.GetTotal() != 12) { // period 0: a decides alone
+				t.Errorf("period %d: %s's report decided %d → %d (rescale %v), split %v; want 12 kept", i, name,
+					d.GetExplanation().GetCurrentReplicas(), d.GetDesiredReplicas(), d.GetRescale(), shares(r.GetSplit()))
+			}
+			if sh := r.GetShare(); sh != nil && sh.GetReason() != "Excluded" {
+				running[name] = int(sh.GetReplicas())
+			}
+			e.clock.Step(time.Second)
+		}
+		e.clock.Step(syncPeriod - 3*time.Second)
+	}
+	for i := range 3 {
+		period(i)
+	}
+	spec.Members[0].Weight = 2 // a: 6, b: 3, c: 3
+	e.put(t, spec)
+	for i := 3; i < 8; i++ {
+		period(i)
+	}
+	if want := map[string]int{"a": 6, "b": 3, "c": 3}; !cmp.Equal(running, want) {
+		t.Errorf("the members run %v, want %v", running, want)
 	}
 }

@@ -80,6 +80,7 @@ func reported(rec *target.Record, who *caller, rep *setpointv1.FleetReport, id s
 			decided = true
 		}
 	}
+	st.answer(rep.GetMember())
 	rec.LastSeen = later(now, rec.LastSeen)
 	if rec.Fleet, err = st.encode(); err != nil {
 		return nil, err
@@ -98,7 +99,10 @@ func reported(rec *target.Record, who *caller, rep *setpointv1.FleetReport, id s
 }
 
 // decide makes the fleet's decision over its members' latest reports in
-// st, at now as decision id, and records a rescale as applied. A stored
+// st, at now as decision id, and records a rescale as applied. A member
+// whose latest report was read before it had been answered with the last
+// split (and that has a share in it) counts that share as its replicas
+// (the count its agent is about to write), not the report's. A stored
 // report that no longer fits the spec (its metrics changed since) counts
 // as no report. When no member can be pooled it changes nothing and
 // returns an error matching fleet.ErrNoHealthyMember that names each
@@ -116,6 +120,15 @@ func decide(rec *target.Record, st *state, r *resolved, id string, now time.Time
 		fr, err := r.report(rep, sr.received, "")
 		if err != nil {
 			continue
+		}
+		if sh := st.share(sr.member); sh != nil && sh.Reason != fleet.ShareExcluded && sr.basis.Before(st.splitAt) {
+			// The member read what it reported before it had been
+			// answered with the last split: its agent applies that share
+			// at its next sync, so its count is the share, as one HPA's
+			// Scale read after its own write shows the count written.
+			// Summing counts read on either side of a split would move a
+			// total that did not rescale.
+			fr.Scale.Replicas = sh.Replicas
 		}
 		reports = append(reports, fr)
 	}

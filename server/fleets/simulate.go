@@ -114,6 +114,7 @@ func (sim *simulation) step(i int, step *setpointv1.SimulateFleetStep) (*setpoin
 		out.Decision = convert.Decision(*sim.rec.Last)
 		out.Decision.DecisionId = ""
 	}
+	sim.st.answerAll()
 	out.Split = splitMessage(&sim.st)
 	for _, m := range r.fleet.Members {
 		out.Members = append(out.Members, memberStatus(&sim.st, m.Name))

@@ -34,6 +34,11 @@ type storedReport struct {
 	received time.Time
 	// report is the setpoint.v1.FleetReport in wire form.
 	report []byte
+	// basis is the time of the split the member had been answered with
+	// when it sent the report (zero: none): its replicas show that split.
+	basis time.Time
+	// answered is the time of the split the report was answered with.
+	answered time.Time
 }
 
 // decodeState reads a record's fleet state; the zero state when empty.
@@ -47,7 +52,8 @@ func decodeState(rec *target.Record) (state, error) {
 		return st, fmt.Errorf("fleets: %s: fleet state: %w", rec.Key, err)
 	}
 	for _, r := range m.GetReports() {
-		st.reports = append(st.reports, storedReport{member: r.GetMember(), received: timeOf(r.GetReceived()), report: r.GetReport()})
+		st.reports = append(st.reports, storedReport{member: r.GetMember(), received: timeOf(r.GetReceived()), report: r.GetReport(),
+			basis: timeOf(r.GetBasis()), answered: timeOf(r.GetAnswered())})
 	}
 	for _, ms := range m.GetMembers() {
 		s := fleet.MemberState{Name: ms.GetName(), Pooled: ms.GetPooled(), Share: ms.GetShare(), Returning: ms.GetReturning()}
@@ -80,7 +86,8 @@ func decodeState(rec *target.Record) (state, error) {
 func (st *state) encode() (string, error) {
 	m := &pb.FleetState{}
 	for _, r := range st.reports {
-		m.Reports = append(m.Reports, &pb.FleetMemberReport{Member: r.member, Received: timestamp(r.received), Report: r.report})
+		m.Reports = append(m.Reports, &pb.FleetMemberReport{Member: r.member, Received: timestamp(r.received), Report: r.report,
+			Basis: timestamp(r.basis), Answered: timestamp(r.answered)})
 	}
 	for _, ms := range st.members {
 		s := &pb.FleetMemberState{Name: ms.Name, Pooled: ms.Pooled, Share: ms.Share, Returning: ms.Returning}
@@ -126,7 +133,9 @@ func (st *state) setReport(rep *setpointv1.FleetReport, at time.Time) error {
 		return err
 	}
 	if r := st.report(rep.GetMember()); r != nil {
-		r.received, r.report = at, b
+		// The member applied the split its previous report was answered
+		// with before it read what this report says.
+		r.received, r.report, r.basis = at, b, r.answered
 		return nil
 	}
 	st.reports = append(st.reports, storedReport{member: rep.GetMember(), received: at, report: b})
@@ -170,4 +179,19 @@ func timeOf(ts *timestamppb.Timestamp) time.Time {
 		return time.Time{}
 	}
 	return ts.AsTime()
+}
+
+// answer marks member's latest report as answered with the last split.
+func (st *state) answer(member string) {
+	if r := st.report(member); r != nil {
+		r.answered = st.splitAt
+	}
+}
+
+// answerAll marks every member's latest report as answered with the last
+// split: in a simulation every member applies every split.
+func (st *state) answerAll() {
+	for i := range st.reports {
+		st.reports[i].answered = st.splitAt
+	}
 }

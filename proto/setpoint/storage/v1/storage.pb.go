@@ -271,7 +271,14 @@ type FleetMemberReport struct {
 	Received *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=received,proto3" json:"received,omitempty"`
 	// The report in the API's wire form: a marshalled
 	// setpoint.v1.FleetReport, as received.
-	Report        []byte `protobuf:"bytes,3,opt,name=report,proto3" json:"report,omitempty"`
+	Report []byte `protobuf:"bytes,3,opt,name=report,proto3" json:"report,omitempty"`
+	// The time of the split the member had last been answered with when it
+	// sent this report: the report's replicas show that split applied.
+	// Absent when the member had been answered none.
+	Basis *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=basis,proto3" json:"basis,omitempty"`
+	// The time of the split this report was answered with (or, in a
+	// simulation, the last split every member applied).
+	Answered      *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=answered,proto3" json:"answered,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -323,6 +330,20 @@ func (x *FleetMemberReport) GetReceived() *timestamppb.Timestamp {
 func (x *FleetMemberReport) GetReport() []byte {
 	if x != nil {
 		return x.Report
+	}
+	return nil
+}
+
+func (x *FleetMemberReport) GetBasis() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Basis
+	}
+	return nil
+}
+
+func (x *FleetMemberReport) GetAnswered() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Answered
 	}
 	return nil
 }
@@ -3162,11 +3183,13 @@ const file_setpoint_storage_v1_storage_proto_rawDesc = "" +
 	"\areports\x18\x01 \x03(\v2&.setpoint.storage.v1.FleetMemberReportR\areports\x12?\n" +
 	"\amembers\x18\x02 \x03(\v2%.setpoint.storage.v1.FleetMemberStateR\amembers\x125\n" +
 	"\x05split\x18\x03 \x01(\v2\x1f.setpoint.storage.v1.FleetSplitR\x05split\x128\n" +
-	"\x04pool\x18\x04 \x03(\v2$.setpoint.storage.v1.FleetPoolMemberR\x04pool\"{\n" +
+	"\x04pool\x18\x04 \x03(\v2$.setpoint.storage.v1.FleetPoolMemberR\x04pool\"\xe5\x01\n" +
 	"\x11FleetMemberReport\x12\x16\n" +
 	"\x06member\x18\x01 \x01(\tR\x06member\x126\n" +
 	"\breceived\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\breceived\x12\x16\n" +
-	"\x06report\x18\x03 \x01(\fR\x06report\"\xb1\x01\n" +
+	"\x06report\x18\x03 \x01(\fR\x06report\x120\n" +
+	"\x05basis\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05basis\x126\n" +
+	"\banswered\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\banswered\"\xb1\x01\n" +
 	"\x10FleetMemberState\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06pooled\x18\x02 \x01(\bR\x06pooled\x12\x14\n" +
@@ -3461,56 +3484,58 @@ var file_setpoint_storage_v1_storage_proto_depIdxs = []int32{
 	4,  // 11: setpoint.storage.v1.FleetState.split:type_name -> setpoint.storage.v1.FleetSplit
 	6,  // 12: setpoint.storage.v1.FleetState.pool:type_name -> setpoint.storage.v1.FleetPoolMember
 	38, // 13: setpoint.storage.v1.FleetMemberReport.received:type_name -> google.protobuf.Timestamp
-	28, // 14: setpoint.storage.v1.FleetMemberState.decreases:type_name -> setpoint.storage.v1.ScaleEvent
-	5,  // 15: setpoint.storage.v1.FleetSplit.shares:type_name -> setpoint.storage.v1.FleetShare
-	38, // 16: setpoint.storage.v1.FleetSplit.time:type_name -> google.protobuf.Timestamp
-	39, // 17: setpoint.storage.v1.FleetPoolMember.age:type_name -> google.protobuf.Duration
-	38, // 18: setpoint.storage.v1.Event.at:type_name -> google.protobuf.Timestamp
-	38, // 19: setpoint.storage.v1.LastDecision.at:type_name -> google.protobuf.Timestamp
-	29, // 20: setpoint.storage.v1.LastDecision.decision:type_name -> setpoint.storage.v1.Decision
-	22, // 21: setpoint.storage.v1.LastDecision.before:type_name -> setpoint.storage.v1.Status
-	39, // 22: setpoint.storage.v1.Settings.cpu_initialization_period:type_name -> google.protobuf.Duration
-	39, // 23: setpoint.storage.v1.Settings.initial_readiness_delay:type_name -> google.protobuf.Duration
-	39, // 24: setpoint.storage.v1.Settings.downscale_stabilization_window:type_name -> google.protobuf.Duration
-	13, // 25: setpoint.storage.v1.Spec.metrics:type_name -> setpoint.storage.v1.MetricSpec
-	19, // 26: setpoint.storage.v1.Spec.behavior:type_name -> setpoint.storage.v1.Behavior
-	14, // 27: setpoint.storage.v1.MetricSpec.metric:type_name -> setpoint.storage.v1.MetricIdentifier
-	17, // 28: setpoint.storage.v1.MetricSpec.described_object:type_name -> setpoint.storage.v1.ObjectReference
-	18, // 29: setpoint.storage.v1.MetricSpec.target:type_name -> setpoint.storage.v1.Target
-	15, // 30: setpoint.storage.v1.MetricIdentifier.selector:type_name -> setpoint.storage.v1.LabelSelector
-	37, // 31: setpoint.storage.v1.LabelSelector.match_labels:type_name -> setpoint.storage.v1.LabelSelector.MatchLabelsEntry
-	16, // 32: setpoint.storage.v1.LabelSelector.match_expressions:type_name -> setpoint.storage.v1.LabelSelectorRequirement
-	20, // 33: setpoint.storage.v1.Behavior.scale_up:type_name -> setpoint.storage.v1.Rules
-	20, // 34: setpoint.storage.v1.Behavior.scale_down:type_name -> setpoint.storage.v1.Rules
-	21, // 35: setpoint.storage.v1.Rules.policies:type_name -> setpoint.storage.v1.Policy
-	38, // 36: setpoint.storage.v1.Status.last_scale_time:type_name -> google.protobuf.Timestamp
-	25, // 37: setpoint.storage.v1.Status.current_metrics:type_name -> setpoint.storage.v1.MetricStatus
-	23, // 38: setpoint.storage.v1.Status.conditions:type_name -> setpoint.storage.v1.Condition
-	38, // 39: setpoint.storage.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
-	14, // 40: setpoint.storage.v1.MetricStatus.metric:type_name -> setpoint.storage.v1.MetricIdentifier
-	17, // 41: setpoint.storage.v1.MetricStatus.described_object:type_name -> setpoint.storage.v1.ObjectReference
-	24, // 42: setpoint.storage.v1.MetricStatus.value:type_name -> setpoint.storage.v1.Quantity
-	24, // 43: setpoint.storage.v1.MetricStatus.average_value:type_name -> setpoint.storage.v1.Quantity
-	27, // 44: setpoint.storage.v1.History.recommendations:type_name -> setpoint.storage.v1.Recommendation
-	28, // 45: setpoint.storage.v1.History.scale_up_events:type_name -> setpoint.storage.v1.ScaleEvent
-	28, // 46: setpoint.storage.v1.History.scale_down_events:type_name -> setpoint.storage.v1.ScaleEvent
-	38, // 47: setpoint.storage.v1.Recommendation.at:type_name -> google.protobuf.Timestamp
-	38, // 48: setpoint.storage.v1.ScaleEvent.at:type_name -> google.protobuf.Timestamp
-	22, // 49: setpoint.storage.v1.Decision.status:type_name -> setpoint.storage.v1.Status
-	30, // 50: setpoint.storage.v1.Decision.explanation:type_name -> setpoint.storage.v1.Explanation
-	26, // 51: setpoint.storage.v1.Decision.history:type_name -> setpoint.storage.v1.History
-	31, // 52: setpoint.storage.v1.Explanation.metrics:type_name -> setpoint.storage.v1.MetricExplanation
-	32, // 53: setpoint.storage.v1.Explanation.steps:type_name -> setpoint.storage.v1.Step
-	10, // 54: setpoint.storage.v1.Change.decision:type_name -> setpoint.storage.v1.LastDecision
-	9,  // 55: setpoint.storage.v1.Change.observation:type_name -> setpoint.storage.v1.Event
-	38, // 56: setpoint.storage.v1.Change.deleted:type_name -> google.protobuf.Timestamp
-	35, // 57: setpoint.storage.v1.LoggedDecision.metrics:type_name -> setpoint.storage.v1.LoggedMetric
-	36, // 58: setpoint.storage.v1.LoggedDecision.steps:type_name -> setpoint.storage.v1.LoggedStep
-	59, // [59:59] is the sub-list for method output_type
-	59, // [59:59] is the sub-list for method input_type
-	59, // [59:59] is the sub-list for extension type_name
-	59, // [59:59] is the sub-list for extension extendee
-	0,  // [0:59] is the sub-list for field type_name
+	38, // 14: setpoint.storage.v1.FleetMemberReport.basis:type_name -> google.protobuf.Timestamp
+	38, // 15: setpoint.storage.v1.FleetMemberReport.answered:type_name -> google.protobuf.Timestamp
+	28, // 16: setpoint.storage.v1.FleetMemberState.decreases:type_name -> setpoint.storage.v1.ScaleEvent
+	5,  // 17: setpoint.storage.v1.FleetSplit.shares:type_name -> setpoint.storage.v1.FleetShare
+	38, // 18: setpoint.storage.v1.FleetSplit.time:type_name -> google.protobuf.Timestamp
+	39, // 19: setpoint.storage.v1.FleetPoolMember.age:type_name -> google.protobuf.Duration
+	38, // 20: setpoint.storage.v1.Event.at:type_name -> google.protobuf.Timestamp
+	38, // 21: setpoint.storage.v1.LastDecision.at:type_name -> google.protobuf.Timestamp
+	29, // 22: setpoint.storage.v1.LastDecision.decision:type_name -> setpoint.storage.v1.Decision
+	22, // 23: setpoint.storage.v1.LastDecision.before:type_name -> setpoint.storage.v1.Status
+	39, // 24: setpoint.storage.v1.Settings.cpu_initialization_period:type_name -> google.protobuf.Duration
+	39, // 25: setpoint.storage.v1.Settings.initial_readiness_delay:type_name -> google.protobuf.Duration
+	39, // 26: setpoint.storage.v1.Settings.downscale_stabilization_window:type_name -> google.protobuf.Duration
+	13, // 27: setpoint.storage.v1.Spec.metrics:type_name -> setpoint.storage.v1.MetricSpec
+	19, // 28: setpoint.storage.v1.Spec.behavior:type_name -> setpoint.storage.v1.Behavior
+	14, // 29: setpoint.storage.v1.MetricSpec.metric:type_name -> setpoint.storage.v1.MetricIdentifier
+	17, // 30: setpoint.storage.v1.MetricSpec.described_object:type_name -> setpoint.storage.v1.ObjectReference
+	18, // 31: setpoint.storage.v1.MetricSpec.target:type_name -> setpoint.storage.v1.Target
+	15, // 32: setpoint.storage.v1.MetricIdentifier.selector:type_name -> setpoint.storage.v1.LabelSelector
+	37, // 33: setpoint.storage.v1.LabelSelector.match_labels:type_name -> setpoint.storage.v1.LabelSelector.MatchLabelsEntry
+	16, // 34: setpoint.storage.v1.LabelSelector.match_expressions:type_name -> setpoint.storage.v1.LabelSelectorRequirement
+	20, // 35: setpoint.storage.v1.Behavior.scale_up:type_name -> setpoint.storage.v1.Rules
+	20, // 36: setpoint.storage.v1.Behavior.scale_down:type_name -> setpoint.storage.v1.Rules
+	21, // 37: setpoint.storage.v1.Rules.policies:type_name -> setpoint.storage.v1.Policy
+	38, // 38: setpoint.storage.v1.Status.last_scale_time:type_name -> google.protobuf.Timestamp
+	25, // 39: setpoint.storage.v1.Status.current_metrics:type_name -> setpoint.storage.v1.MetricStatus
+	23, // 40: setpoint.storage.v1.Status.conditions:type_name -> setpoint.storage.v1.Condition
+	38, // 41: setpoint.storage.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
+	14, // 42: setpoint.storage.v1.MetricStatus.metric:type_name -> setpoint.storage.v1.MetricIdentifier
+	17, // 43: setpoint.storage.v1.MetricStatus.described_object:type_name -> setpoint.storage.v1.ObjectReference
+	24, // 44: setpoint.storage.v1.MetricStatus.value:type_name -> setpoint.storage.v1.Quantity
+	24, // 45: setpoint.storage.v1.MetricStatus.average_value:type_name -> setpoint.storage.v1.Quantity
+	27, // 46: setpoint.storage.v1.History.recommendations:type_name -> setpoint.storage.v1.Recommendation
+	28, // 47: setpoint.storage.v1.History.scale_up_events:type_name -> setpoint.storage.v1.ScaleEvent
+	28, // 48: setpoint.storage.v1.History.scale_down_events:type_name -> setpoint.storage.v1.ScaleEvent
+	38, // 49: setpoint.storage.v1.Recommendation.at:type_name -> google.protobuf.Timestamp
+	38, // 50: setpoint.storage.v1.ScaleEvent.at:type_name -> google.protobuf.Timestamp
+	22, // 51: setpoint.storage.v1.Decision.status:type_name -> setpoint.storage.v1.Status
+	30, // 52: setpoint.storage.v1.Decision.explanation:type_name -> setpoint.storage.v1.Explanation
+	26, // 53: setpoint.storage.v1.Decision.history:type_name -> setpoint.storage.v1.History
+	31, // 54: setpoint.storage.v1.Explanation.metrics:type_name -> setpoint.storage.v1.MetricExplanation
+	32, // 55: setpoint.storage.v1.Explanation.steps:type_name -> setpoint.storage.v1.Step
+	10, // 56: setpoint.storage.v1.Change.decision:type_name -> setpoint.storage.v1.LastDecision
+	9,  // 57: setpoint.storage.v1.Change.observation:type_name -> setpoint.storage.v1.Event
+	38, // 58: setpoint.storage.v1.Change.deleted:type_name -> google.protobuf.Timestamp
+	35, // 59: setpoint.storage.v1.LoggedDecision.metrics:type_name -> setpoint.storage.v1.LoggedMetric
+	36, // 60: setpoint.storage.v1.LoggedDecision.steps:type_name -> setpoint.storage.v1.LoggedStep
+	61, // [61:61] is the sub-list for method output_type
+	61, // [61:61] is the sub-list for method input_type
+	61, // [61:61] is the sub-list for extension type_name
+	61, // [61:61] is the sub-list for extension extendee
+	0,  // [0:61] is the sub-list for field type_name
 }
 
 func init() { file_setpoint_storage_v1_storage_proto_init() }
