@@ -12,6 +12,7 @@ import (
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server"
 	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/store/boltstore"
 	"github.com/setpointhq/setpoint/target"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -21,7 +22,7 @@ import (
 // writes Arrivals counts on their way.
 type arrivalProbe struct {
 	store.Store
-	arrivals *store.Arrivals
+	arrivals *boltstore.Arrivals
 
 	mu   sync.Mutex
 	seen map[string]int64 // store method → Coming() as it was called
@@ -59,11 +60,11 @@ func (p *arrivalProbe) Get(ctx context.Context, k target.Key) (target.Record, er
 // call is counted off however it ends — also one refused before it reaches
 // the store.
 func TestArrivalsCountWritesOnTheirWay(t *testing.T) {
-	arrivals := new(store.Arrivals)
+	arrivals := new(boltstore.Arrivals)
 	probe := &arrivalProbe{arrivals: arrivals, seen: map[string]int64{}}
 	ts := start(t, setup{
 		opts:      server.Options{Arrivals: arrivals},
-		storeOpts: store.Options{Arrivals: arrivals},
+		storeOpts: boltstore.Options{Arrivals: arrivals},
 		wrap:      func(s store.Store) store.Store { probe.Store = s; return probe },
 	})
 	c := ts.client(t)

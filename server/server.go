@@ -32,6 +32,7 @@ import (
 	"github.com/setpointhq/setpoint/server/transport"
 	"github.com/setpointhq/setpoint/server/watch"
 	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/store/boltstore"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -272,9 +273,9 @@ type Options struct {
 	// Arrivals, when set, counts each write call (Recommend, Observe,
 	// DeleteTarget) from the moment the server starts handling it until
 	// it reaches the store: give the bbolt store the same one
-	// (store.Options.Arrivals), so that its group commit holds a batch
+	// (boltstore.Options.Arrivals), so that its group commit holds a batch
 	// open only while writes are on their way. Nil counts nothing.
-	Arrivals *store.Arrivals
+	Arrivals *boltstore.Arrivals
 }
 
 // Server is Setpoint's gRPC server: the AutoscalerService, the standard

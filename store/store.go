@@ -52,6 +52,20 @@ func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
 // Unwrap returns the decoder's error.
 func (e *CorruptError) Unwrap() error { return e.Err }
 
+// Defaults and bounds every backend applies.
+const (
+	// DefaultMaxEvents is the default bound of target.Record.Events.
+	DefaultMaxEvents = 64
+	// DefaultMaxHistory is the default bound of each list of
+	// target.Record.History.
+	DefaultMaxHistory = 4096
+	// DefaultPageSize is the page size of a List whose Query.PageSize is 0.
+	DefaultPageSize = 100
+	// MaxPageSize is the largest page List returns; larger page sizes are
+	// lowered to it.
+	MaxPageSize = 1000
+)
+
 // Query selects records for List.
 type Query struct {
 	// Cluster, when set, keeps only records of that cluster.

@@ -37,7 +37,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/setpointhq/setpoint/server/auth"
 	"github.com/setpointhq/setpoint/server/fairness"
-	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/store/boltstore"
 	"google.golang.org/grpc"
 )
 
@@ -70,7 +70,7 @@ type Config struct {
 	// (≤ 0: none).
 	CallTimeout time.Duration
 	// Arrivals counts the writes on their way to the store; nil: none.
-	Arrivals *store.Arrivals
+	Arrivals *boltstore.Arrivals
 	// Metrics are the gRPC server metrics the chain records.
 	Metrics *grpcprom.ServerMetrics
 	// Logger receives the access log, the audit and logged errors.

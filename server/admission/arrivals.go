@@ -4,7 +4,7 @@ import (
 	"context"
 
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
-	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/store/boltstore"
 )
 
 // writeMethods are the calls that write to the store, counted in
@@ -20,7 +20,7 @@ var writeMethods = map[string]bool{
 // write, and returns the context its handler must pass to the store.
 // Called from the stats handler's TagRPC: after the tap handle admitted
 // the call, before its request is read.
-func arriving(ctx context.Context, arrivals *store.Arrivals, method string) context.Context {
+func arriving(ctx context.Context, arrivals *boltstore.Arrivals, method string) context.Context {
 	if arrivals == nil || !writeMethods[method] {
 		return ctx
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/setpointhq/setpoint/server/convert"
 	"github.com/setpointhq/setpoint/server/fairness"
 	"github.com/setpointhq/setpoint/server/transport"
-	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/store/boltstore"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
@@ -167,7 +167,7 @@ type heldCallKey struct{}
 // store in arrivals (arrivals.go; nil: none).
 type calls struct {
 	fair     *fairness.Fairness
-	arrivals *store.Arrivals
+	arrivals *boltstore.Arrivals
 }
 
 // TagRPC implements stats.Handler: it gives the call a place for the size

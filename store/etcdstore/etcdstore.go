@@ -108,7 +108,7 @@ type Options struct {
 	// Prefix is put before every key the store writes; "" means
 	// DefaultPrefix. Stores with different prefixes share nothing.
 	Prefix string
-	// Limits bound each record as store.Options does for Bolt; 0 means
+	// Limits bound each record as boltstore.Options does for bbolt; 0 means
 	// store.DefaultMaxEvents (DefaultMaxHistory).
 	record.Limits
 	// DecisionRetention is how long each decision stays in its target's

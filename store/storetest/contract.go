@@ -62,7 +62,7 @@ func update(t *testing.T, open Opener) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			st := open(t, store.Options{})
+			st := open(t)
 			got, err := st.Update(ctx, key, tc.fn)
 			switch {
 			case tc.wantErr == errAny && err == nil, tc.wantErr != errAny && !errors.Is(err, tc.wantErr):
@@ -92,7 +92,7 @@ func update(t *testing.T, open Opener) {
 func decide(t *testing.T, open Opener) {
 	ctx := context.Background()
 	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
-	st := open(t, store.Options{})
+	st := open(t)
 	first, err := st.Decide(ctx, key, func(r *target.Record) error {
 		if r.Last != nil {
 			return fmt.Errorf("a new target's record has a last decision: %+v", r.Last)
@@ -147,7 +147,7 @@ func decide(t *testing.T, open Opener) {
 }
 
 func deleteTarget(t *testing.T, open Opener) {
-	st := open(t, store.Options{})
+	st := open(t)
 	ctx := context.Background()
 	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
 	if err := st.Delete(ctx, key); !errors.Is(err, store.ErrNotFound) {
@@ -190,7 +190,7 @@ func listAll(t *testing.T, st store.Store, q store.Query, size int) (keys []targ
 }
 
 func listTargets(t *testing.T, open Opener) {
-	st := open(t, store.Options{})
+	st := open(t)
 	// Stored out of order; "c" is a prefix of "c1" as a string but not as a
 	// cluster, and a NUL byte sorts before every other byte.
 	all := []target.Key{
@@ -238,7 +238,7 @@ func listTargets(t *testing.T, open Opener) {
 }
 
 func listRejectsBadQueries(t *testing.T, open Opener) {
-	st := open(t, store.Options{})
+	st := open(t)
 	for _, k := range []string{"a", "b", "c"} {
 		put(t, st, target.Record{Key: target.Key{Cluster: k, Namespace: "n", Name: "x"}, LastSeen: at(0)})
 	}
@@ -265,7 +265,7 @@ func listRejectsBadQueries(t *testing.T, open Opener) {
 }
 
 func expire(t *testing.T, open Opener) {
-	st := open(t, store.Options{})
+	st := open(t)
 	ctx := context.Background()
 	key := func(i int) target.Key { return target.Key{Cluster: "c", Namespace: "n", Name: string(rune('a' + i))} }
 	for i := range 5 {
@@ -315,7 +315,7 @@ func expireAndList(t *testing.T, st store.Store, cutoff time.Time, want int, lef
 // later hour is kept until that time, and records of one hour go one by
 // one as the cutoff passes them.
 func expireAcrossHours(t *testing.T, open Opener) {
-	st := open(t, store.Options{})
+	st := open(t)
 	ctx := context.Background()
 	key := func(name string) target.Key { return target.Key{Cluster: "c", Namespace: "n", Name: name} }
 	seen := map[string]int{"moved": 0, "end-of-hour": 3599, "next-hour": 3600, "mid-hour": 5400, "mid-hour-later": 5401}
@@ -353,7 +353,7 @@ func expireAcrossHours(t *testing.T, open Opener) {
 // after it (Created, deletions) keep a count current.
 func feedCountsTargets(t *testing.T, open Opener) {
 	ctx := context.Background()
-	st := open(t, store.Options{})
+	st := open(t)
 	k := func(n string) target.Key { return target.Key{Cluster: "eu1", Namespace: "shop", Name: n} }
 	for _, n := range []string{"a", "b", "c"} {
 		if _, err := st.Update(ctx, k(n), decideFn("d")); err != nil {
@@ -402,7 +402,7 @@ var errAny = errors.New("any error")
 // write's changes, in the same order, when the write returns.
 func feedResumes(t *testing.T, open Opener) {
 	ctx := context.Background()
-	st := open(t, store.Options{})
+	st := open(t)
 	var (
 		mu       sync.Mutex
 		followed []string

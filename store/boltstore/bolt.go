@@ -1,0 +1,1326 @@
+package boltstore
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/store/record"
+	"github.com/setpointhq/setpoint/store/wal"
+	"github.com/setpointhq/setpoint/target"
+)
+
+// recordsFillPercent is how full bbolt leaves the records bucket's pages
+// when it splits them.
+const recordsFillPercent = 0.9
+
+// heavyBatch is the size of a commit after which the committer holds the
+// next batch for the whole MaxBatchDelay even with Arrivals. At 64
+// callers on two cores (batches of 20–26 writes) holding every batch
+// measured as well as or better than committing at each pause of the
+// arrivals (which cut batches to 15–19 writes and raised CPU per call by
+// 5–10 %): so many calls in flight keep the processors busy while a batch
+// is held. Below it, a few callers' writes are not held for the whole
+// delay (at 4 callers: 1,250 against 690 decisions/s, p50 2.9 against
+// 5.6 ms).
+const heavyBatch = 16
+
+// batchGraceDivisor sets how long a busy store's committer, with
+// Arrivals and nothing coming, still holds a batch after the queue last
+// grew: MaxBatchDelay divided by it.
+const batchGraceDivisor = 8
+
+// changesFillPercent is how full bbolt leaves the change feed's pages when
+// it splits them. Revisions only grow, so a page once split is never
+// written again: bbolt's default (half) would leave every page of the feed
+// half empty, and each commit would write about twice the pages its
+// entries need.
+const changesFillPercent = 1.0
+
+// Defaults of Options.
+const (
+	// DefaultMaxChanges is the default number of changes kept for Changes.
+	DefaultMaxChanges = 10000
+	// DefaultMaxBatch is the default number of writes that share a commit.
+	DefaultMaxBatch = 1000
+	// DefaultMaxBatchDelay is how long, by default, the committer holds a
+	// batch open for more writes (Options.MaxBatchDelay): about two
+	// commits' fsyncs on a virtual disk. At 64 calls in flight on two
+	// cores, 3 ms gave 7–8 writes per commit where 1 ms gave 4–8 and no
+	// wait 3–5, with no worse p99 (docs/benchmarks.md).
+	DefaultMaxBatchDelay = 3 * time.Millisecond
+	// DefaultLockTimeout is how long Open waits by default for another
+	// process to release the file: long enough for a restart's overlap,
+	// short enough to say at once that another server holds it.
+	DefaultLockTimeout = time.Second
+)
+
+// Options configure a Store store. The zero value selects every default.
+type Options struct {
+	// MaxEvents bounds target.Record.Events: Update keeps the newest MaxEvents.
+	// 0 means store.DefaultMaxEvents.
+	MaxEvents int
+	// MaxHistory bounds each list of target.Record.History (recommendations,
+	// scale-up events, scale-down events): Update keeps the newest
+	// MaxHistory entries by time. The engine bounds the history itself, by
+	// its windows; this is a guard against a record growing without limit,
+	// reached only by a target decided more than MaxHistory times within
+	// its longest window (more often than every 0.9 s for the largest, one
+	// hour). Entries are never dropped by age: that would change decisions.
+	// 0 means store.DefaultMaxHistory.
+	MaxHistory int
+	// MaxBatch bounds how many writes share one commit. 0 means
+	// DefaultMaxBatch.
+	MaxBatch int
+	// MaxBatchDelay bounds how long the committer waits, once a write is
+	// queued, for more writes to share the commit: while Updates of other
+	// keys are being prepared (read, decided and encoded) and, with
+	// Arrivals, while writes are on their way to the store. When the last
+	// commit carried more than one write it also waits: with Arrivals
+	// while the queue keeps growing (after a commit of sixteen writes or
+	// more, for the whole delay), without them for the whole delay. It never waits for a lone caller (nothing
+	// being prepared or on its way, one write per commit): its write is
+	// committed at once. 0 means DefaultMaxBatchDelay; negative never
+	// waits.
+	MaxBatchDelay time.Duration
+	// Arrivals, when set, counts the writes a server has received and not
+	// yet passed to the store (see Arrivals): the committer then holds a
+	// batch while writes are coming or being prepared, and, when the store
+	// is busy (the last commit carried two to fifteen writes), until its
+	// queue has not grown for an eighth of MaxBatchDelay; after a commit of
+	// sixteen or more, for the whole MaxBatchDelay. Nil: the committer
+	// cannot see calls before they reach the store, and holds the batches
+	// of a busy store (the last commit carried more than one write) for
+	// the whole MaxBatchDelay.
+	Arrivals *Arrivals
+	// LockTimeout is how long Open waits for another process holding the
+	// file to release it. 0 means DefaultLockTimeout.
+	LockTimeout time.Duration
+	// ObserveCommit, when set, is called by the committer after each
+	// committed write transaction, before its writers are answered. It
+	// must be quick (they and the next commit wait for it) and must not
+	// call the store.
+	ObserveCommit func(Commit)
+	// FileMode is the permission of a file Open creates. 0 means 0o600.
+	FileMode os.FileMode
+	// MaxChanges bounds the change feed (feed.go): the newest MaxChanges
+	// changes are kept for Changes. 0 means DefaultMaxChanges.
+	MaxChanges int
+	// Now stamps deletions in the change feed; time.Now when nil.
+	Now func() time.Time
+	// DecisionRetention is how long each decision stays in its target's
+	// decision log (decisionlog.go), counted back from the target's newest
+	// decision. 0 means store.DefaultDecisionRetention; negative keeps no log.
+	DecisionRetention time.Duration
+	// RecordCacheBytes bounds the memory of the record cache (cache.go),
+	// which spares an Update of a recently written target decoding its
+	// record. 0 means DefaultRecordCacheBytes; negative disables the cache.
+	RecordCacheBytes int64
+	// CheckpointInterval is how long journaled writes wait, at most, for
+	// the checkpointer to write them into the bbolt file (checkpoint.go).
+	// Longer costs memory (the writes until then) and replay after a
+	// crash; shorter, CPU. 0 means DefaultCheckpointInterval.
+	CheckpointInterval time.Duration
+	// JournalSegmentBytes is the journal's size past which it starts a new
+	// segment (OldJournalSuffix): larger leaves more to replay after a
+	// crash; smaller renames files more often. 0 means
+	// DefaultJournalSegmentBytes.
+	JournalSegmentBytes int64
+}
+
+// withDefaults returns o with zero fields set to their defaults, or an
+// error for a negative one.
+func (o Options) withDefaults() (Options, error) {
+	if o.MaxEvents < 0 || o.MaxHistory < 0 || o.MaxBatch < 0 || o.LockTimeout < 0 || o.MaxChanges < 0 || o.CheckpointInterval < 0 || o.JournalSegmentBytes < 0 {
+		return o, fmt.Errorf("%w: negative option in %+v", store.ErrInvalid, o)
+	}
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&o.MaxEvents, store.DefaultMaxEvents)
+	def(&o.MaxHistory, store.DefaultMaxHistory)
+	def(&o.MaxBatch, DefaultMaxBatch)
+	def(&o.MaxChanges, DefaultMaxChanges)
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.DecisionRetention == 0 {
+		o.DecisionRetention = store.DefaultDecisionRetention
+	}
+	if o.MaxBatchDelay == 0 {
+		o.MaxBatchDelay = DefaultMaxBatchDelay
+	}
+	if o.LockTimeout == 0 {
+		o.LockTimeout = DefaultLockTimeout
+	}
+	if o.FileMode == 0 {
+		o.FileMode = 0o600
+	}
+	if o.RecordCacheBytes == 0 {
+		o.RecordCacheBytes = DefaultRecordCacheBytes
+	}
+	if o.CheckpointInterval == 0 {
+		o.CheckpointInterval = DefaultCheckpointInterval
+	}
+	if o.JournalSegmentBytes == 0 {
+		o.JournalSegmentBytes = DefaultJournalSegmentBytes
+	}
+	return o, nil
+}
+
+// Stats are counters of a Store store since Open.
+type Stats struct {
+	// Commits counts the commits that made writes durable and answered
+	// them, each one flush: journal frames (a batch's Updates) and bbolt
+	// transactions (its Deletes and Expires).
+	Commits uint64
+	// Writes counts the Update, Delete and Expire calls those commits
+	// carried, whether they changed anything or returned an error.
+	Writes uint64
+	// MaxBatch is the largest number of writes one commit carried.
+	MaxBatch uint64
+	// CommitTime is the time spent committing: writing and flushing the
+	// journal's frames, and bbolt's Tx.Commit of the direct transactions
+	// (their page writes and fsyncs, without applying the writes).
+	CommitTime time.Duration
+	// HeldTime is the time the committer held batches open for more writes
+	// (Options.MaxBatchDelay) before taking them.
+	HeldTime time.Duration
+	// CacheHits counts the Updates that found their record in the record
+	// cache (Options.RecordCacheBytes) and did not read or decode it.
+	CacheHits uint64
+	// CacheMisses counts the Updates that read their record from the file
+	// because the cache did not hold it (both stay 0 without a cache).
+	CacheMisses uint64
+	// FileBytes is the size of the store's file when Stats is called; 0
+	// when it cannot be read.
+	FileBytes int64
+	// Checkpoints counts the transactions that wrote journaled writes to
+	// bbolt, and CheckpointTime is the time they took.
+	Checkpoints    uint64
+	CheckpointTime time.Duration
+}
+
+// Commit describes one commit that answered writes (Options.ObserveCommit):
+// a journal frame or a direct bbolt transaction.
+type Commit struct {
+	// Writes is the number of writes the commit carried.
+	Writes int
+	// Held is how long the committer held the batch open for more writes.
+	Held time.Duration
+	// Duration is the time of the commit: the journal frame's write and
+	// flush, or bbolt's Tx.Commit with its fsyncs.
+	Duration time.Duration
+}
+
+// Store is the store.Store kept in one bbolt file, with a write-ahead journal
+// next to it while open. Create it with Open; it is safe for concurrent
+// use. Writes go through a single committer goroutine that shares one
+// journal flush among all writes queued while the previous one was being
+// written, and a checkpointer writes them to bbolt behind it (see the
+// package documentation).
+type Store struct {
+	db   *bolt.DB
+	opts Options
+
+	mu     sync.Mutex
+	queue  []*request
+	closed bool
+	// preparing counts the Updates between taking their key's lock and
+	// queueing their write (or giving up): writes that will soon join the
+	// queue. Changed under mu when a write is queued, so that the
+	// committer sees the queue and the count agree.
+	preparing atomic.Int64
+	wake      chan struct{} // one pending signal: the queue is not empty
+	closing   chan struct{} // closed by Close
+	stopped   chan struct{} // closed by the committer when it exits
+
+	commits, writes, maxBatch atomic.Uint64
+	commitNanos, heldNanos    atomic.Int64
+	// held is how long the committer held the batch being committed
+	// (committer goroutine only).
+	held time.Duration
+
+	// pending are the changes of the transaction being built, published
+	// after its commit (committer goroutine only).
+	pending []store.Change
+	// rev is the revision of the newest change in the transaction being
+	// built, once revKnown: read from the changes bucket at its first
+	// append, then counted (committer goroutine only).
+	rev      uint64
+	revKnown bool
+	// followers receive the changes of each commit (Follow).
+	followMu  sync.Mutex
+	followers map[*int]func([]store.Change)
+
+	// keys serializes the updates of each key in this process.
+	keys keyLocks
+	// compressors compress the values Update writes (compress.go).
+	compressors *compressors
+	// cache keeps the records Update wrote last, decoded (cache.go); nil
+	// when disabled.
+	cache *recordCache
+
+	// journal is the write-ahead log (journal.go; committer goroutine
+	// only, after Open).
+	journal *wal.Log
+	// journalBuf is the journal entry being written, reused (committer).
+	journalBuf []byte
+	// ovMu guards overlay, batches, pendingWrites, applied, appliedCh,
+	// ckErr and waiters: the
+	// state shared by the committer and the checkpointer (checkpoint.go).
+	ovMu sync.Mutex
+	// overlay holds, by record key, the newest journaled value of each
+	// record the checkpointer has not yet written to bbolt.
+	overlay map[string]overlayEntry
+	// batches are the journaled batches not yet applied, oldest first;
+	// pendingWrites counts their writes.
+	batches       []*journaledBatch
+	pendingWrites int
+	// acked is the sequence number of the last journaled frame, applied
+	// that of the last one in bbolt (under ovMu).
+	acked   atomic.Uint64
+	applied uint64
+	// appliedCh is closed, and replaced, when applied grows or ckErr is set.
+	appliedCh chan struct{}
+	// ckErr is a checkpoint's failure: the store answers no more writes
+	// and no reads that need the journaled ones (a restart replays them).
+	ckErr error
+	// waiters counts the callers of caughtUp waiting.
+	waiters int
+	// ckWake signals the checkpointer; ckClosing is closed after the
+	// committer exits, ckStopped by the checkpointer when it exits.
+	ckWake               chan struct{}
+	ckClosing, ckStopped chan struct{}
+	checkpoints          atomic.Uint64
+	checkpointNanos      atomic.Int64
+	// syncs holds when the disk writes in progress began (SyncAge).
+	syncs syncClock
+
+	// testHookCheckpoint, when set, runs in each checkpoint's transaction
+	// before its writes; an error it returns fails the checkpoint. Set
+	// only by tests, before any write.
+	testHookCheckpoint func() error
+	// testHookBeforeCommit, when set, runs in the committer before each
+	// batch's transaction with the batch size. Set only by tests, before
+	// any write.
+	testHookBeforeCommit func(n int)
+	// testHookAfterPrepare, when set, runs in Update between preparing a
+	// write and queueing it. Set only by tests, before any write.
+	testHookAfterPrepare func()
+	// testHookFailCommit, when set, runs in each batch's transaction after
+	// its writes; an error it returns rolls the transaction back, failing
+	// the whole batch as a failed commit does. Set only by tests, before
+	// any write.
+	testHookFailCommit func() error
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open opens the store in the file at path, creating the file and its
+// layout when it does not exist (its directory must). It fails with
+// store.ErrSchemaVersion for a file of a newer schema version or a bbolt file that
+// is not a Setpoint store. The caller must Close the store.
+func Open(path string, opts Options) (*Store, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	db, err := bolt.Open(path, opts.FileMode, &bolt.Options{Timeout: opts.LockTimeout, NoSync: false})
+	if errors.Is(err, bolt.ErrTimeout) {
+		return nil, fmt.Errorf("store: %s is locked by another process (another setpoint-server on the same data directory?); stop it, or give this one another directory: %w", path, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	var version uint64
+	if err := db.Update(func(tx *bolt.Tx) (err error) {
+		version, err = initSchema(tx)
+		return err
+	}); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	b := &Store{
+		db:        db,
+		opts:      opts,
+		wake:      make(chan struct{}, 1),
+		closing:   make(chan struct{}),
+		stopped:   make(chan struct{}),
+		overlay:   map[string]overlayEntry{},
+		appliedCh: make(chan struct{}),
+		ckWake:    make(chan struct{}, 1),
+		ckClosing: make(chan struct{}),
+		ckStopped: make(chan struct{}),
+	}
+	if b.journal, err = b.openJournal(path); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	// After the replay: the journal's frames are in the file's version.
+	if version != SchemaVersion {
+		if err := db.Update(func(tx *bolt.Tx) error { return migrate(tx, version) }); err != nil {
+			_ = b.journal.Close()
+			_ = db.Close()
+			return nil, fmt.Errorf("store: open %s: %w", path, err)
+		}
+	}
+	b.applied = b.journal.Seq()
+	b.acked.Store(b.journal.Seq())
+	// One per processor: compressing is all CPU.
+	b.compressors = startCompressors(runtime.GOMAXPROCS(0))
+	b.cache = newRecordCache(opts.RecordCacheBytes)
+	if err := opts.Arrivals.attach(b); err != nil {
+		b.compressors.stop()
+		_ = b.journal.Close()
+		_ = db.Close()
+		return nil, err
+	}
+	go b.commitLoop()
+	go b.checkpointLoop()
+	return b, nil
+}
+
+// Path returns the file's path.
+func (b *Store) Path() string { return b.db.Path() }
+
+// Stats returns the store's counters.
+func (b *Store) Stats() Stats {
+	st := Stats{Commits: b.commits.Load(), Writes: b.writes.Load(), MaxBatch: b.maxBatch.Load(),
+		CommitTime: time.Duration(b.commitNanos.Load()), HeldTime: time.Duration(b.heldNanos.Load())}
+	st.CacheHits, st.CacheMisses = b.cache.counts()
+	st.Checkpoints, st.CheckpointTime = b.checkpoints.Load(), time.Duration(b.checkpointNanos.Load())
+	if fi, err := os.Stat(b.db.Path()); err == nil {
+		st.FileBytes = fi.Size()
+	}
+	return st
+}
+
+// SchemaVersion returns the schema version stored in the file.
+func (b *Store) SchemaVersion() (uint64, error) {
+	var v uint64
+	err := b.view(func(tx *bolt.Tx) error {
+		var err error
+		v, err = storedVersion(tx)
+		return err
+	})
+	return v, err
+}
+
+// Healthy reports whether the store is open: its file is local, so an open
+// store can serve; store.ErrClosed after Close.
+func (b *Store) Healthy(context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return store.ErrClosed
+	}
+	return nil
+}
+
+// Close waits for the writes already queued to be committed and answered,
+// then closes the file. Later calls, Close included, return store.ErrClosed.
+func (b *Store) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return store.ErrClosed
+	}
+	b.closed = true
+	close(b.closing)
+	b.mu.Unlock()
+	<-b.stopped
+	close(b.ckClosing)
+	<-b.ckStopped
+	b.opts.Arrivals.detach(b)
+	b.compressors.stop()
+	var errs []error
+	b.ovMu.Lock()
+	ckErr := b.ckErr
+	b.ovMu.Unlock()
+	if err := b.journal.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("store: close: journal: %w", err))
+	}
+	if ckErr != nil {
+		errs = append(errs, ckErr) // the journal keeps what bbolt lacks
+	} else if err := b.journal.Remove(); err != nil {
+		// Every frame is applied: a journal left behind is replayed as
+		// nothing. A power cut may bring it back for the same reason.
+		errs = append(errs, fmt.Errorf("store: close: remove journal: %w", err))
+	}
+	if err := b.db.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("store: close: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// Request states: a request is queued until the committer takes it or its
+// caller gives up; exactly one of the two wins.
+const (
+	stateQueued int32 = iota
+	stateTaken
+	stateAbandoned
+)
+
+// request is one write waiting for the committer.
+type request struct {
+	state atomic.Int32
+	// apply performs the write in tx. An error wrapped in abortError means
+	// tx is no longer usable (a bbolt write failed half-way); any other
+	// error fails only this request, and apply must then have written
+	// nothing.
+	apply func(tx *bolt.Tx) error
+	// upd, when set, is an Update's prepared write, journaled instead of
+	// applied (apply is then unused).
+	upd *preparedUpdate
+	// err is apply's result, or the commit's error; read after done.
+	err  error
+	done chan struct{}
+}
+
+// abortError marks a failure that leaves the transaction unusable.
+type abortError struct{ err error }
+
+func (e *abortError) Error() string { return e.err.Error() }
+func (e *abortError) Unwrap() error { return e.err }
+
+// write queues apply (or upd, an Update's prepared write, journaled) for
+// the committer and waits for its result. When ctx ends first, write
+// returns ctx.Err(): if the committer had not taken the request it never
+// runs; otherwise it may still be committed. prepared says the caller
+// counted itself in b.preparing: write takes it off the count when the
+// request is queued or refused.
+func (b *Store) write(ctx context.Context, prepared bool, upd *preparedUpdate, apply func(tx *bolt.Tx) error) error {
+	departed(ctx, false) // a Delete's; an Update's already was
+	if err := ctx.Err(); err != nil {
+		if prepared {
+			b.preparing.Add(-1)
+		}
+		return err
+	}
+	r := &request{apply: apply, upd: upd, done: make(chan struct{})}
+	b.mu.Lock()
+	if prepared {
+		b.preparing.Add(-1)
+	}
+	if b.closed {
+		b.mu.Unlock()
+		return store.ErrClosed
+	}
+	b.queue = append(b.queue, r)
+	b.mu.Unlock()
+	b.poke()
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		r.state.CompareAndSwap(stateQueued, stateAbandoned)
+		return ctx.Err()
+	}
+	return r.err
+}
+
+// poke tells the committer to look at the queue (and the writes coming)
+// again.
+func (b *Store) poke() {
+	select {
+	case b.wake <- struct{}{}:
+	default: // a signal is already pending
+	}
+}
+
+// commitLoop is the committer: it takes every queued write (up to MaxBatch),
+// applies them in one transaction, commits once and answers them, until the
+// store is closed and the queue is empty. Before taking a batch it waits,
+// for at most MaxBatchDelay, for more writes (gather): while Updates are
+// being prepared or writes are on their way (Options.Arrivals), or, without
+// Arrivals, while the store is busy. A lone caller's write is committed at
+// once, and writes that arrive during a commit form the next batch.
+func (b *Store) commitLoop() {
+	defer close(b.stopped)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	last := 0 // writes in the last batch
+	for {
+		select {
+		case <-b.wake:
+		case <-b.closing:
+		}
+		for {
+			start := time.Now()
+			b.gather(timer, last)
+			b.held = time.Since(start)
+			batch, closed := b.take()
+			if len(batch) > 0 {
+				b.commitBatch(batch)
+				last = len(batch)
+				continue
+			}
+			if closed {
+				return
+			}
+			break
+		}
+	}
+}
+
+// gather returns when the queued writes should be committed: at once when
+// the queue is empty or full (MaxBatch) or the store is closing, or when
+// no write is coming — no Update being prepared and, with
+// Options.Arrivals, none on its way (received by the server, not yet
+// passed to the store) — unless the store is busy (the last batch carried
+// more than one write, lastBatch). A busy store is held, with Arrivals,
+// until its queue has not grown for MaxBatchDelay/batchGraceDivisor
+// (under load, calls the server has not yet started handling — waiting
+// for a processor — are not counted as coming, and committing at every
+// pause of the count made batches of three to seven writes at 64 callers
+// on a loaded machine), and after a commit of heavyBatch writes or more
+// regardless, as it is without Arrivals. Never longer than MaxBatchDelay
+// after gather started. Without it the committer commits a write the moment it is
+// queued, and at 64 callers on two cores that is one to three writes per
+// commit: every commit (its pages, its two fsyncs) then costs more CPU
+// than the decisions it carries. Counting the Updates being prepared is
+// not enough under load: most calls in flight are then elsewhere (being
+// received, decoded), so the count is often zero while writes keep
+// arriving — hence Arrivals, and without it the busy rule. Holding a busy
+// store for the whole delay, though, leaves the processors idle once
+// every call in flight is queued or being committed (a quarter of a core
+// at 64 callers), and holds each write of a few callers for the whole
+// delay. A lone caller's batches carry one write: it never waits. timer is
+// the committer's, stopped and drained.
+func (b *Store) gather(timer *time.Timer, lastBatch int) {
+	if b.opts.MaxBatchDelay < 0 {
+		return
+	}
+	var (
+		start, grew time.Time // when gather started; when the queue last grew
+		last        int       // the queue's length at the last look
+		armed       bool      // the timer is set
+	)
+	defer func() {
+		if armed && !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}()
+	arrivals := b.opts.Arrivals
+	busy := lastBatch >= 2
+	heavy := busy && (arrivals == nil || lastBatch >= heavyBatch)
+	for {
+		b.mu.Lock()
+		n, preparing, closed := len(b.queue), b.preparing.Load(), b.closed
+		b.mu.Unlock()
+		if n == 0 || n >= b.opts.MaxBatch || closed {
+			return
+		}
+		now := time.Now()
+		if start.IsZero() {
+			start = now
+		}
+		if n != last {
+			grew, last = now, n
+		}
+		deadline := start.Add(b.opts.MaxBatchDelay)
+		wakeAt := deadline
+		switch {
+		case !now.Before(deadline):
+			return
+		case preparing > 0 || arrivals.Coming() > 0:
+		case heavy:
+		case busy && now.Sub(grew) < b.opts.MaxBatchDelay/batchGraceDivisor:
+			wakeAt = grew.Add(b.opts.MaxBatchDelay / batchGraceDivisor)
+		default:
+			return
+		}
+		if armed && !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		timer.Reset(wakeAt.Sub(now))
+		armed = true
+		select {
+		case <-b.wake: // another write queued, or the last one coming arrived: look again
+		case <-timer.C:
+			armed = false // fired and drained
+		case <-b.closing:
+			return
+		}
+	}
+}
+
+// take removes up to MaxBatch requests from the queue, keeping those whose
+// caller is still waiting. closed reports that the queue was empty and the
+// store closed: no request can arrive any more.
+func (b *Store) take() (batch []*request, closed bool) {
+	for {
+		b.mu.Lock()
+		n := min(len(b.queue), b.opts.MaxBatch)
+		taken := b.queue[:n:n]
+		b.queue = slices.Clone(b.queue[n:])
+		closed = b.closed && n == 0
+		b.mu.Unlock()
+		if n == 0 {
+			return nil, closed
+		}
+		for _, r := range taken {
+			if r.state.CompareAndSwap(stateQueued, stateTaken) {
+				batch = append(batch, r)
+			}
+		}
+		if len(batch) > 0 {
+			return batch, false
+		}
+	}
+}
+
+// commit applies batch in one transaction and answers every request. A
+// request whose apply fails alone is answered with its error while the
+// others proceed. If a write breaks the transaction, the transaction is
+// rolled back, that request answered with its error, and the rest of the
+// batch applied again from the start — so an update function may run more
+// than once.
+func (b *Store) commit(batch []*request) {
+	for len(batch) > 0 {
+		if b.testHookBeforeCommit != nil {
+			b.testHookBeforeCommit(len(batch))
+		}
+		broken := -1
+		var applied time.Time // when the writes were applied and Tx.Commit began
+		err := b.db.Update(func(tx *bolt.Tx) error {
+			b.pending, b.revKnown = make([]store.Change, 0, len(batch)), false
+			for i, r := range batch {
+				r.err = nil
+				err := r.apply(tx)
+				var ab *abortError
+				if errors.As(err, &ab) {
+					broken = i
+					r.err = ab.err
+					return err
+				}
+				r.err = err
+			}
+			if err := b.trimChanges(tx); err != nil {
+				return err
+			}
+			if b.testHookFailCommit != nil {
+				return b.testHookFailCommit()
+			}
+			applied = time.Now()
+			return nil
+		})
+		var took time.Duration
+		if err == nil {
+			took = time.Since(applied)
+		}
+		if broken >= 0 {
+			close(batch[broken].done)
+			b.writes.Add(1)
+			batch = slices.Delete(batch, broken, broken+1)
+			continue
+		}
+		err = b.account(batch, err, took)
+		// Followers see a commit's changes before its writers return, so a
+		// caller that has its answer never races ahead of the feed.
+		if err == nil {
+			b.publish(b.pending)
+		}
+		b.pending = nil
+		for _, r := range batch {
+			close(r.done)
+		}
+		return
+	}
+}
+
+// viewLatest is view for the reads that walk bbolt: it first waits for
+// the checkpointer to write every Update answered before the call (see
+// checkpoint.go), so fn sees them.
+func (b *Store) viewLatest(ctx context.Context, fn func(tx *bolt.Tx) error) error {
+	if err := b.caughtUp(ctx); err != nil {
+		return err
+	}
+	return b.view(fn)
+}
+
+// account counts a commit of batch that took took, or gives its error
+// (wrapped, returned) to every write of the batch without one of its own.
+func (b *Store) account(batch []*request, err error, took time.Duration) error {
+	b.writes.Add(uint64(len(batch)))
+	if err != nil {
+		err = fmt.Errorf("store: commit: %w", err)
+		for _, r := range batch {
+			if r.err == nil {
+				r.err = err
+			}
+		}
+		return err
+	}
+	b.commits.Add(1)
+	b.commitNanos.Add(int64(took))
+	b.heldNanos.Add(int64(b.held))
+	for n := uint64(len(batch)); ; {
+		m := b.maxBatch.Load()
+		if n <= m || b.maxBatch.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	if b.opts.ObserveCommit != nil {
+		b.opts.ObserveCommit(Commit{Writes: len(batch), Held: b.held, Duration: took})
+	}
+	return nil
+}
+
+// view runs fn in a read-only transaction, mapping a closed database to
+// store.ErrClosed.
+func (b *Store) view(fn func(tx *bolt.Tx) error) error {
+	b.mu.Lock()
+	closed := b.closed
+	b.mu.Unlock()
+	if closed {
+		return store.ErrClosed
+	}
+	err := b.db.View(fn)
+	if errors.Is(err, bolterrors.ErrDatabaseNotOpen) {
+		return store.ErrClosed
+	}
+	return err
+}
+
+// Update loads the record of key, runs fn on it and stores the result; see
+// store.Store.Update. The Key fn leaves is ignored; Events and History are
+// bounded as Options say before the record is stored and returned.
+//
+// Only the write is serialized. Update reads the stored value in a
+// read-only transaction, decodes it (or takes the record and the value it
+// was decoded from out of the record cache, cache.go, without reading),
+// runs fn, bounds and encodes the record and the change feed's entries in
+// the caller's goroutine, and queues the encoded bytes. The committer
+// journals them only if the stored value — the newest journaled one
+// (checkpoint.go) — is still the one Update read, byte for byte (the value
+// is the record's revision: equal bytes mean an equal record); otherwise
+// the write is a conflict, and Update starts over from the new value,
+// running fn again. Updates of one key therefore serialize — each stores
+// what fn made of the record the previous one stored — while their
+// decoding, functions and encoding run in parallel, and concurrent writes
+// of different keys still share one journal frame and one flush. Within the process,
+// updates of one key also wait for each other (one at a time from read to
+// commit), so that they do not conflict; a conflict then means the record
+// was written by something else (Delete, Expire), and the check is what
+// keeps it correct. A record that cannot be decoded fails
+// with a *store.CorruptError without running fn; Delete clears it. A panic in fn
+// is raised in the caller's goroutine; nothing is stored for it.
+//
+// If ctx ends while the update waits — for its key, or queued for the
+// committer, also while the committer holds a batch open for more writes
+// (Options.MaxBatchDelay) — Update returns ctx.Err()
+// at once and releases the key. What a cancelled update may then still do:
+//   - not yet taken by the committer: it is dropped. fn has run (perhaps
+//     more than once, after conflicts) on records that are not stored, and
+//     nothing it made is stored or appears in the change feed.
+//   - already taken (its batch is being written): it may still be
+//     committed after Update returned, with its change-feed entries and
+//     decision-log entry, exactly as if Update had returned nil. An Update
+//     of the same key that starts after the cancelled one returned may
+//     read the record before that commit; its write then conflicts, and it
+//     runs its function again on the record the cancelled update stored,
+//     so neither change is lost.
+//
+// The caller cannot tell which happened: after a cancelled Update, Get
+// (or the change feed) says what is stored.
+func (b *Store) Update(ctx context.Context, key target.Key, fn func(rec *target.Record) error) (target.Record, error) {
+	return b.update(ctx, key, false, fn)
+}
+
+// Decide implements store.Store.Decide: the previous last decision is decoded
+// only as far as its ID and At, unless the record cache holds it whole.
+func (b *Store) Decide(ctx context.Context, key target.Key, fn func(rec *target.Record) error) (target.Record, error) {
+	return b.update(ctx, key, true, fn)
+}
+
+// update is Update, and Decide when decision is set.
+func (b *Store) update(ctx context.Context, key target.Key, decision bool, fn func(rec *target.Record) error) (target.Record, error) {
+	rk, err := recordKey(key)
+	if err != nil {
+		return target.Record{}, err
+	}
+	l, err := b.keys.lock(ctx, string(rk))
+	if err != nil {
+		return target.Record{}, err
+	}
+	defer b.keys.unlock(l)
+	departed(ctx, false) // now counted in b.preparing: Arrivals
+	for {
+		w, err := b.prepare(key, rk, decision, fn)
+		if err != nil {
+			return target.Record{}, err
+		}
+		if b.testHookAfterPrepare != nil {
+			b.testHookAfterPrepare()
+		}
+		err = b.write(ctx, true, w, nil)
+		if errors.Is(err, errConflict) {
+			continue
+		}
+		if err != nil {
+			return target.Record{}, err
+		}
+		if w.admit {
+			// A record of the cache's own (storedCopy): what decoding
+			// w.val would give, sharing nothing with w.rec.
+			b.cache.put(key, w.val, storedCopy(&w.rec))
+		}
+		return w.rec, nil
+	}
+}
+
+// errConflict is the error of a prepared update whose record changed
+// between its read and its write.
+var errConflict = errors.New("store: record changed since it was read")
+
+// preparedUpdate is an update decided and encoded outside the write
+// transaction: the bytes to write, and the value they replace.
+type preparedUpdate struct {
+	store    *Store
+	rk       []byte
+	key      target.Key
+	read     []byte // the stored value fn started from; nil when there was none
+	val      []byte // the new value
+	oldIndex []byte // the record's last-seen index key, nil when new
+	newIndex []byte
+	changes  []store.Change
+	encoded  [][]byte      // the changes' values
+	logged   []byte        // the decision log's entry of a new decision, or nil
+	rec      target.Record // what is stored, returned by Update; fn's record
+	admit    bool          // whether the cache takes rec once it is written
+}
+
+// prepare reads the record of key, runs fn and encodes the result. It
+// counts itself in b.preparing; a prepared update stays counted until write
+// queues it, a failed (or panicking) one is taken off at once.
+func (b *Store) prepare(key target.Key, rk []byte, decision bool, fn func(*target.Record) error) (*preparedUpdate, error) {
+	b.preparing.Add(1)
+	prepared := false
+	defer func() {
+		if !prepared {
+			b.preparing.Add(-1)
+		}
+	}()
+	w := &preparedUpdate{store: b, rk: rk, key: key}
+	// Taken out of the cache whatever follows: fn may change it, and only
+	// a committed write puts a record back. A cached record is used
+	// without reading the stored value: the committer compares it with
+	// the value the record was decoded from, and when something else
+	// changed it (a Delete or Expire racing with the cache) the write
+	// conflicts and the update starts over, reading.
+	cached, admit := b.cache.take(key)
+	w.admit = admit
+	hit := cached != nil
+	if hit {
+		b.mu.Lock()
+		closed := b.closed
+		b.mu.Unlock()
+		if closed {
+			return nil, store.ErrClosed
+		}
+		w.read = cached.val
+	} else if val, ok := b.lookup(rk); ok {
+		w.read = val // journaled, not yet in bbolt; never changed in place
+	} else if err := b.view(func(tx *bolt.Tx) error {
+		if raw := tx.Bucket(bucketRecords).Get(rk); raw != nil {
+			w.read = bytes.Clone(raw) // valid only inside the transaction
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	rec := &w.rec // fn's record, in w: one allocation fewer
+	*rec = target.Record{Key: key}
+	switch {
+	case hit:
+		*rec = cached.rec
+		if decision && rec.Last != nil { // as decodeRecordFor leaves it; the cache's, so changed in place
+			*rec.Last = target.LastDecision{ID: rec.Last.ID, At: rec.Last.At}
+		}
+		w.oldIndex = lastSeenKey(rec.LastSeen, rk)
+	case w.read != nil:
+		var err error
+		if *rec, err = decodeRecordFor(key, w.read, decision); err != nil {
+			return nil, err
+		}
+		w.oldIndex = lastSeenKey(rec.LastSeen, rk)
+	}
+	partial := rec.Last // with decision, only its ID and At are decoded
+	// A panic in fn stays in the caller's goroutine: nothing is queued.
+	entries, err := record.Apply(key, rec, w.read != nil, record.Limits{MaxEvents: b.opts.MaxEvents, MaxHistory: b.opts.MaxHistory}, fn)
+	if err != nil {
+		return nil, err
+	}
+	changes := changesOf(entries)
+	if decision && partial != nil && rec.Last == partial {
+		return nil, fmt.Errorf("store: update %s: a decision's function left the last decision in place", key)
+	}
+	w.changes = changes
+	// The change feed's entries are encoded with the record: a decision's
+	// entry is most of it.
+	if w.val, w.encoded, err = record.EncodeWrite(rec, entries, b.compressors.compress); err != nil {
+		return nil, err
+	}
+	if len(w.changes) > 0 && w.changes[0].Kind == store.ChangeDecision && b.opts.DecisionRetention >= 0 {
+		if w.logged, err = record.EncodeLogged(rec.Last); err != nil {
+			return nil, fmt.Errorf("store: update %s: decision log: %w", key, err)
+		}
+	}
+	w.newIndex = lastSeenKey(rec.LastSeen, rk)
+	prepared = true
+	return w, nil
+}
+
+// entry returns the journal's form of the prepared update, with the
+// revisions its changes were numbered with.
+func (w *preparedUpdate) entry() journalWrite {
+	e := journalWrite{rk: w.rk, val: w.val, oldIndex: w.oldIndex, newIndex: w.newIndex, changes: w.encoded, logged: w.logged}
+	if len(w.changes) > 0 {
+		e.revs = make([]uint64, len(w.changes))
+		for i := range w.changes {
+			e.revs[i] = w.changes[i].Revision
+		}
+	}
+	if w.logged != nil {
+		e.at = w.rec.Last.At
+	}
+	return e
+}
+
+// Get returns the record of key, store.ErrNotFound, or a *store.CorruptError
+// (store.ErrCorrupt).
+func (b *Store) Get(ctx context.Context, key target.Key) (target.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return target.Record{}, err
+	}
+	rk, err := recordKey(key)
+	if err != nil {
+		return target.Record{}, err
+	}
+	if val, ok := b.lookup(rk); ok {
+		return decodeRecord(key, val)
+	}
+	var rec target.Record
+	err = b.view(func(tx *bolt.Tx) error {
+		raw := tx.Bucket(bucketRecords).Get(rk)
+		if raw == nil {
+			return fmt.Errorf("%w: %s", store.ErrNotFound, key)
+		}
+		var err error
+		rec, err = decodeRecord(key, raw)
+		return err
+	})
+	if err != nil {
+		return target.Record{}, err
+	}
+	return rec, nil
+}
+
+// List returns up to one page of records in key order; see store.Store.List.
+//
+// Cluster, or Cluster and Namespace, select a key prefix. PageSize 0 means
+// store.DefaultPageSize; larger than store.MaxPageSize means store.MaxPageSize. The page
+// token is opaque: it is valid only with the same Cluster and Namespace.
+// Records created or removed between pages are seen or not as their keys
+// fall after the token or before it.
+//
+// A corrupt record never fails the page: List returns every record of the
+// page that decodes, the next page token, and an error that matches
+// store.ErrCorrupt and joins one *store.CorruptError per skipped record (walk them with
+// errors.As or the Unwrap() []error method). Any other error comes with no
+// records.
+func (b *Store) List(ctx context.Context, q store.Query) ([]target.Record, string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, "", err
+	}
+	var prefix []byte
+	switch {
+	case q.Namespace != "" && q.Cluster == "":
+		return nil, "", fmt.Errorf("%w: a namespace filter requires a cluster", store.ErrInvalid)
+	default:
+		prefix = record.KeyPrefix(q.Cluster, q.Namespace)
+	}
+	size := cmp.Or(q.PageSize, store.DefaultPageSize)
+	if size < 0 {
+		return nil, "", fmt.Errorf("%w: negative page size %d", store.ErrInvalid, q.PageSize)
+	}
+	size = min(size, store.MaxPageSize)
+	var after []byte
+	if q.PageToken != "" {
+		var err error
+		after, err = base64.RawURLEncoding.DecodeString(q.PageToken)
+		if err != nil || !bytes.HasPrefix(after, prefix) {
+			return nil, "", fmt.Errorf("%w: page token %q does not belong to this query", store.ErrInvalid, q.PageToken)
+		}
+	}
+
+	var (
+		records []target.Record
+		corrupt []error
+		next    string
+	)
+	err := b.viewLatest(ctx, func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketRecords).Cursor()
+		var k, v []byte
+		if after != nil {
+			k, v = c.Seek(after)
+			if bytes.Equal(k, after) {
+				k, v = c.Next()
+			}
+		} else {
+			k, v = c.Seek(prefix)
+		}
+		var last []byte
+		for ; k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			if len(records) == size {
+				next = base64.RawURLEncoding.EncodeToString(last)
+				return nil
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			last = k
+			key, err := record.ParseKey(k)
+			if err != nil {
+				corrupt = append(corrupt, &store.CorruptError{Err: err})
+				continue
+			}
+			rec, err := decodeRecord(key, v)
+			if err != nil {
+				corrupt = append(corrupt, err)
+				continue
+			}
+			records = append(records, rec)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	return records, next, errors.Join(corrupt...)
+}
+
+// Delete removes the record of key, also one that cannot be decoded.
+func (b *Store) Delete(ctx context.Context, key target.Key) error {
+	rk, err := recordKey(key)
+	if err != nil {
+		return err
+	}
+	b.cache.drop(key) // spares memory; a stale record would not be used anyway
+	err = b.write(ctx, false, nil, func(tx *bolt.Tx) error {
+		records, index := tx.Bucket(bucketRecords), tx.Bucket(bucketLastSeen)
+		raw := records.Get(rk)
+		if raw == nil {
+			return fmt.Errorf("%w: %s", store.ErrNotFound, key)
+		}
+		var indexKeys [][]byte
+		if rec, err := decodeRecord(key, raw); err == nil {
+			indexKeys = append(indexKeys, lastSeenKey(rec.LastSeen, rk))
+		} else {
+			// The index entry's time is in the undecodable value: find the
+			// entry by its key suffix. Slow, and only for corrupt records.
+			c := index.Cursor()
+			for k, _ := c.First(); k != nil; k, _ = c.Next() {
+				if _, suffix, ok := splitLastSeenKey(k); ok && bytes.Equal(suffix, rk) {
+					indexKeys = append(indexKeys, bytes.Clone(k))
+				}
+			}
+		}
+		for _, ik := range indexKeys {
+			if err := index.Delete(ik); err != nil {
+				return &abortError{fmt.Errorf("store: delete %s: %w", key, err)}
+			}
+		}
+		if err := records.Delete(rk); err != nil {
+			return &abortError{fmt.Errorf("store: delete %s: %w", key, err)}
+		}
+		if err := unsafeForgetDecisions(tx, rk); err != nil {
+			return &abortError{fmt.Errorf("store: delete %s: decision log: %w", key, err)}
+		}
+		if err := b.appendChanges(tx, []store.Change{b.deletion(key)}); err != nil {
+			return &abortError{err}
+		}
+		return nil
+	})
+	return err
+}
+
+// Expire removes the records whose LastSeen is before cutoff (a record
+// whose LastSeen was left zero is removed by any Expire) and returns how
+// many it removed. It walks the last-seen index from its start to
+// cutoff's hour and reads the records it finds there, so its cost follows
+// the number of expired records and of those last seen in cutoff's hour,
+// not the size of the store. Corrupt records are removed by the hour of
+// their last write.
+func (b *Store) Expire(ctx context.Context, cutoff time.Time) (int, error) {
+	var removed int
+	err := b.write(ctx, false, nil, func(tx *bolt.Tx) error {
+		removed = 0
+		records, index := tx.Bucket(bucketRecords), tx.Bucket(bucketLastSeen)
+		end := record.OrderedTime(cutoff)
+		var candidates [][]byte
+		c := index.Cursor()
+		for k, _ := c.First(); k != nil; k, _ = c.Next() {
+			ts, _, ok := splitLastSeenKey(k)
+			if ok && ts >= end {
+				break
+			}
+			candidates = append(candidates, bytes.Clone(k))
+		}
+		for _, ik := range candidates {
+			_, rk, ok := splitLastSeenKey(ik)
+			var raw []byte
+			if ok {
+				raw = records.Get(rk)
+			}
+			if raw == nil { // a malformed or stale index entry: dropped alone
+				if err := index.Delete(ik); err != nil {
+					return &abortError{fmt.Errorf("store: expire: %w", err)}
+				}
+				continue
+			}
+			key, keyErr := record.ParseKey(rk)
+			if keyErr == nil {
+				if rec, err := decodeRecord(key, raw); err == nil {
+					if !bytes.Equal(lastSeenKey(rec.LastSeen, rk), ik) {
+						// Not the record's entry (never written so): dropped
+						// alone, the record's own entry expires it.
+						if err := index.Delete(ik); err != nil {
+							return &abortError{fmt.Errorf("store: expire: %w", err)}
+						}
+						continue
+					}
+					if !rec.LastSeen.IsZero() && !rec.LastSeen.Before(cutoff) {
+						continue // seen in cutoff's hour, at or after cutoff
+					}
+				}
+			}
+			if err := index.Delete(ik); err != nil {
+				return &abortError{fmt.Errorf("store: expire: %w", err)}
+			}
+			if err := records.Delete(rk); err != nil {
+				return &abortError{fmt.Errorf("store: expire: %w", err)}
+			}
+			if err := unsafeForgetDecisions(tx, rk); err != nil {
+				return &abortError{fmt.Errorf("store: expire: decision log: %w", err)}
+			}
+			if keyErr == nil {
+				b.cache.drop(key)
+				if err := b.appendChanges(tx, []store.Change{b.deletion(key)}); err != nil {
+					return &abortError{err}
+				}
+			}
+			removed++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return removed, nil
+}
+
+// keyLocks is a lock per key, held by an Update of the key from its read
+// to its commit.
+type keyLocks struct {
+	mu    sync.Mutex
+	locks map[string]*keyLock
+	// free are unused locks, their token in their channel: they spare
+	// each Update allocating its key's lock. The store's own, not a
+	// sync.Pool shared by every store: a channel made in a synctest
+	// bubble must not serve a store of another.
+	free []*keyLock
+}
+
+// maxFreeKeyLocks bounds keyLocks.free: about the updates in flight.
+const maxFreeKeyLocks = 1024
+
+// keyLock is one key's lock: a token in a channel, and how many updates
+// hold or wait for it.
+type keyLock struct {
+	key   string
+	token chan struct{}
+	refs  int
+}
+
+// lock takes the lock of key, or fails with ctx's error while waiting.
+// The caller releases it with unlock. Before waiting it counts the write
+// of ctx off its Arrivals.
+func (k *keyLocks) lock(ctx context.Context, key string) (*keyLock, error) {
+	k.mu.Lock()
+	if k.locks == nil {
+		k.locks = map[string]*keyLock{}
+	}
+	l := k.locks[key]
+	if l == nil {
+		if n := len(k.free); n > 0 {
+			l, k.free = k.free[n-1], k.free[:n-1]
+		} else {
+			l = &keyLock{token: make(chan struct{}, 1)}
+			l.token <- struct{}{}
+		}
+		l.key = key
+		k.locks[key] = l
+	}
+	l.refs++
+	k.mu.Unlock()
+	select {
+	case <-l.token:
+		return l, nil
+	default:
+	}
+	// The key's lock is held, perhaps by a write queued for the committer
+	// until its commit: counted off Arrivals while it waits, this update
+	// does not hold that commit open for itself.
+	departed(ctx, true)
+	select {
+	case <-l.token:
+		return l, nil
+	case <-ctx.Done():
+		k.release(l)
+		return nil, ctx.Err()
+	}
+}
+
+// unlock releases l, taken by lock.
+func (k *keyLocks) unlock(l *keyLock) {
+	l.token <- struct{}{}
+	k.release(l)
+}
+
+// release drops a holder or waiter of l; the last one forgets the key's
+// lock, whose token is then in its channel.
+func (k *keyLocks) release(l *keyLock) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	l.refs--
+	if l.refs == 0 {
+		delete(k.locks, l.key)
+		l.key = ""
+		if len(k.free) < maxFreeKeyLocks {
+			k.free = append(k.free, l)
+		}
+	}
+}
