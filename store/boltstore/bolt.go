@@ -2,9 +2,7 @@ package boltstore
 
 import (
 	"bytes"
-	"cmp"
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
@@ -956,31 +954,30 @@ func (b *Store) prepare(key target.Key, rk []byte, decision bool, fn func(*targe
 	switch {
 	case hit:
 		*rec = cached.rec
-		if decision && rec.Last != nil { // as decodeRecordFor leaves it; the cache's, so changed in place
+		if decision && rec.Last != nil { // as record.DecodeFor leaves it; the cache's, so changed in place
 			*rec.Last = target.LastDecision{ID: rec.Last.ID, At: rec.Last.At}
 		}
 		w.oldIndex = lastSeenKey(rec.LastSeen, rk)
 	case w.read != nil:
 		var err error
-		if *rec, err = decodeRecordFor(key, w.read, decision); err != nil {
+		if *rec, err = record.DecodeFor(key, w.read, decision); err != nil {
 			return nil, err
 		}
 		w.oldIndex = lastSeenKey(rec.LastSeen, rk)
 	}
 	partial := rec.Last // with decision, only its ID and At are decoded
 	// A panic in fn stays in the caller's goroutine: nothing is queued.
-	entries, err := record.Apply(key, rec, w.read != nil, record.Limits{MaxEvents: b.opts.MaxEvents, MaxHistory: b.opts.MaxHistory}, fn)
+	changes, err := record.Apply(key, rec, w.read != nil, record.Limits{MaxEvents: b.opts.MaxEvents, MaxHistory: b.opts.MaxHistory}, fn)
 	if err != nil {
 		return nil, err
 	}
-	changes := changesOf(entries)
 	if decision && partial != nil && rec.Last == partial {
 		return nil, fmt.Errorf("store: update %s: a decision's function left the last decision in place", key)
 	}
 	w.changes = changes
 	// The change feed's entries are encoded with the record: a decision's
 	// entry is most of it.
-	if w.val, w.encoded, err = record.EncodeWrite(rec, entries, b.compressors.compress); err != nil {
+	if w.val, w.encoded, err = record.EncodeWrite(rec, changes, b.compressors.compress); err != nil {
 		return nil, err
 	}
 	if len(w.changes) > 0 && w.changes[0].Kind == store.ChangeDecision && b.opts.DecisionRetention >= 0 {
@@ -1020,7 +1017,7 @@ func (b *Store) Get(ctx context.Context, key target.Key) (target.Record, error) 
 		return target.Record{}, err
 	}
 	if val, ok := b.lookup(rk); ok {
-		return decodeRecord(key, val)
+		return record.Decode(key, val)
 	}
 	var rec target.Record
 	err = b.view(func(tx *bolt.Tx) error {
@@ -1029,7 +1026,7 @@ func (b *Store) Get(ctx context.Context, key target.Key) (target.Record, error) 
 			return fmt.Errorf("%w: %s", store.ErrNotFound, key)
 		}
 		var err error
-		rec, err = decodeRecord(key, raw)
+		rec, err = record.Decode(key, raw)
 		return err
 	})
 	if err != nil {
@@ -1055,25 +1052,9 @@ func (b *Store) List(ctx context.Context, q store.Query) ([]target.Record, strin
 	if err := ctx.Err(); err != nil {
 		return nil, "", err
 	}
-	var prefix []byte
-	switch {
-	case q.Namespace != "" && q.Cluster == "":
-		return nil, "", fmt.Errorf("%w: a namespace filter requires a cluster", store.ErrInvalid)
-	default:
-		prefix = record.KeyPrefix(q.Cluster, q.Namespace)
-	}
-	size := cmp.Or(q.PageSize, store.DefaultPageSize)
-	if size < 0 {
-		return nil, "", fmt.Errorf("%w: negative page size %d", store.ErrInvalid, q.PageSize)
-	}
-	size = min(size, store.MaxPageSize)
-	var after []byte
-	if q.PageToken != "" {
-		var err error
-		after, err = base64.RawURLEncoding.DecodeString(q.PageToken)
-		if err != nil || !bytes.HasPrefix(after, prefix) {
-			return nil, "", fmt.Errorf("%w: page token %q does not belong to this query", store.ErrInvalid, q.PageToken)
-		}
+	prefix, after, size, err := record.ListPage(q)
+	if err != nil {
+		return nil, "", err
 	}
 
 	var (
@@ -1081,7 +1062,7 @@ func (b *Store) List(ctx context.Context, q store.Query) ([]target.Record, strin
 		corrupt []error
 		next    string
 	)
-	err := b.viewLatest(ctx, func(tx *bolt.Tx) error {
+	err = b.viewLatest(ctx, func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketRecords).Cursor()
 		var k, v []byte
 		if after != nil {
@@ -1095,7 +1076,7 @@ func (b *Store) List(ctx context.Context, q store.Query) ([]target.Record, strin
 		var last []byte
 		for ; k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 			if len(records) == size {
-				next = base64.RawURLEncoding.EncodeToString(last)
+				next = record.PageToken(last)
 				return nil
 			}
 			if err := ctx.Err(); err != nil {
@@ -1107,7 +1088,7 @@ func (b *Store) List(ctx context.Context, q store.Query) ([]target.Record, strin
 				corrupt = append(corrupt, &store.CorruptError{Err: err})
 				continue
 			}
-			rec, err := decodeRecord(key, v)
+			rec, err := record.Decode(key, v)
 			if err != nil {
 				corrupt = append(corrupt, err)
 				continue
@@ -1136,7 +1117,7 @@ func (b *Store) Delete(ctx context.Context, key target.Key) error {
 			return fmt.Errorf("%w: %s", store.ErrNotFound, key)
 		}
 		var indexKeys [][]byte
-		if rec, err := decodeRecord(key, raw); err == nil {
+		if rec, err := record.Decode(key, raw); err == nil {
 			indexKeys = append(indexKeys, lastSeenKey(rec.LastSeen, rk))
 		} else {
 			// The index entry's time is in the undecodable value: find the
@@ -1203,7 +1184,7 @@ func (b *Store) Expire(ctx context.Context, cutoff time.Time) (int, error) {
 			}
 			key, keyErr := record.ParseKey(rk)
 			if keyErr == nil {
-				if rec, err := decodeRecord(key, raw); err == nil {
+				if rec, err := record.Decode(key, raw); err == nil {
 					if !bytes.Equal(lastSeenKey(rec.LastSeen, rk), ik) {
 						// Not the record's entry (never written so): dropped
 						// alone, the record's own entry expires it.

@@ -14,6 +14,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/setpointhq/setpoint/engine"
+	"github.com/setpointhq/setpoint/store/record"
 	"github.com/setpointhq/setpoint/target"
 )
 
@@ -162,7 +163,7 @@ func BenchmarkRecordCache(b *testing.B) {
 	b.Run("decode", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := decodeRecordFor(rec.Key, val, true); err != nil {
+			if _, err := record.DecodeFor(rec.Key, val, true); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/setpointhq/setpoint/engine"
+	"github.com/setpointhq/setpoint/store/record"
 	"github.com/setpointhq/setpoint/target"
 )
 
@@ -31,7 +32,7 @@ func FuzzStoredCopy(f *testing.F) {
 		if err != nil {
 			return // a string that is not UTF-8, a time out of range
 		}
-		decoded, err := decodeRecord(rec.Key, val)
+		decoded, err := record.Decode(rec.Key, val)
 		if err != nil {
 			t.Fatalf("an encoded record does not decode: %v", err)
 		}

@@ -7,9 +7,7 @@ package boltstore
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/setpointhq/setpoint/store"
@@ -60,33 +58,17 @@ func (b *Store) Decisions(ctx context.Context, key target.Key, q store.DecisionQ
 	if err != nil {
 		return nil, "", err
 	}
-	switch {
-	case q.PageSize < 0:
-		return nil, "", fmt.Errorf("%w: negative page size %d", store.ErrInvalid, q.PageSize)
-	case q.PageSize == 0:
-		q.PageSize = store.DefaultDecisionsPageSize
-	case q.PageSize > store.MaxDecisionsPageSize:
-		q.PageSize = store.MaxDecisionsPageSize
-	}
-	start := record.DecisionKey(rk, q.From)
-	if q.PageToken != "" {
-		raw, err := base64.RawURLEncoding.DecodeString(q.PageToken)
-		if err != nil || len(raw) != tsLength {
-			return nil, "", fmt.Errorf("%w: page token %q", store.ErrInvalid, q.PageToken)
-		}
-		start = append(slices.Clone(rk), raw...)
-	}
-	end := append(slices.Clone(rk), 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF)
-	if !q.To.IsZero() {
-		end = record.DecisionKey(rk, q.To)
+	start, end, size, err := record.DecisionPage(rk, q)
+	if err != nil {
+		return nil, "", err
 	}
 	var out []target.LoggedDecision
 	var next string
 	err = b.viewLatest(ctx, func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketDecisions).Cursor()
 		for k, v := c.Seek(start); k != nil && len(k) == len(rk)+tsLength && bytes.HasPrefix(k, rk) && bytes.Compare(k, end) < 0; k, v = c.Next() {
-			if len(out) == q.PageSize {
-				next = base64.RawURLEncoding.EncodeToString(k[len(rk):])
+			if len(out) == size {
+				next = record.PageToken(k[len(rk):])
 				return nil
 			}
 			d, err := record.DecodeLogged(record.DecisionTime(k), v)

@@ -3,6 +3,7 @@ package boltstore
 import (
 	"time"
 
+	"github.com/setpointhq/setpoint/store/record"
 	"github.com/setpointhq/setpoint/target"
 )
 
@@ -42,7 +43,7 @@ var (
 
 // DecodeRecordForDecision decodes a stored record as Decide does.
 func DecodeRecordForDecision(k target.Key, b []byte) (target.Record, error) {
-	return decodeRecordFor(k, b, true)
+	return record.DecodeForDecision(k, b)
 }
 
 // SetAfterPrepareHook makes Update call f between preparing a write and

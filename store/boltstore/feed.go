@@ -8,6 +8,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/store/record"
 	"github.com/setpointhq/setpoint/target"
 )
 
@@ -25,14 +26,14 @@ func (b *Store) deletion(key target.Key) store.Change {
 // beyond Options.MaxChanges once per transaction (trimChanges). Its error
 // leaves tx unusable.
 func (b *Store) appendChanges(tx *bolt.Tx, cs []store.Change) error {
-	vals, err := encodeChanges(cs)
+	vals, err := record.EncodeChanges(cs)
 	if err != nil {
 		return err
 	}
 	return b.appendEncoded(tx, cs, vals)
 }
 
-// appendEncoded is appendChanges for changes encoded by encodeChanges
+// appendEncoded is appendChanges for changes encoded by record.EncodeChanges
 // (vals[i] is cs[i]'s value).
 func (b *Store) appendEncoded(tx *bolt.Tx, cs []store.Change, vals [][]byte) error {
 	if len(cs) == 0 {
@@ -179,7 +180,7 @@ func (b *Store) Changes(ctx context.Context, after uint64, limit int) ([]store.C
 			return fmt.Errorf("%w: changes after revision %d are no longer kept (the oldest kept is %d)", store.ErrOutOfRange, after, oldest)
 		}
 		for k, v := c.Seek(revisionKey(after + 1)); k != nil && len(out) < limit; k, v = c.Next() {
-			ch, err := decodeChange(binary.BigEndian.Uint64(k), v)
+			ch, err := record.DecodeChange(binary.BigEndian.Uint64(k), v)
 			if err != nil {
 				return err
 			}

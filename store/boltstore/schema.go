@@ -23,7 +23,6 @@ import (
 
 	"github.com/setpointhq/setpoint/store"
 	"github.com/setpointhq/setpoint/store/record"
-	"github.com/setpointhq/setpoint/target"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -96,15 +95,9 @@ var allMetaKeys = [][]byte{keyMetaSchemaVersion, keyMetaJournalSeq, keyMetaJourn
 // tsLength is the length of the time prefix of a lastSeenKey.
 const tsLength = record.TimeLength
 
-// recordKey is the key of k's record in bucketRecords. It fails with
-// store.ErrInvalid when the key is too long for bbolt.
-func recordKey(k target.Key) ([]byte, error) {
-	b, err := record.Key(k)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", store.ErrInvalid, err)
-	}
-	return b, nil
-}
+// recordKey is the key of k's record in bucketRecords (record.Key). It
+// fails with store.ErrInvalid when the key is too long for bbolt.
+var recordKey = record.Key
 
 // lastSeenGrain is the precision of the last-seen index: an entry holds
 // the start of the hour its record was last seen in.

@@ -43,8 +43,8 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Add([]byte("\x42\x02\x08\x01"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		k := target.Key{Cluster: "c", Namespace: "n", Name: "x"}
-		got, err := decodeRecord(k, b)
-		if _, perr := decodeRecordFor(k, b, true); perr != nil {
+		got, err := record.Decode(k, b)
+		if _, perr := record.DecodeFor(k, b, true); perr != nil {
 			var ce *store.CorruptError
 			if !errors.As(perr, &ce) || ce.Key != k || strings.Contains(perr.Error(), "panic while decoding") {
 				t.Fatalf("decoding for a decision: %v is not a *store.CorruptError for %s, or a panic", perr, k)
@@ -69,12 +69,12 @@ func FuzzDecodeRecord(f *testing.F) {
 			t.Fatal(err)
 		}
 		if got.Last != nil {
-			e := record.Entry{Key: k, Decision: got.Last, Created: true}
-			_, vals, err := record.EncodeWrite(&got, []record.Entry{e}, record.Compress)
+			e := store.Change{Key: k, Decision: got.Last, Created: true}
+			_, vals, err := record.EncodeWrite(&got, []store.Change{e}, record.Compress)
 			if err != nil {
 				t.Fatalf("a decision's change-feed entry: %v", err)
 			}
-			if back, err := decodeChange(1, vals[0]); err != nil || back.Decision == nil || back.Decision.ID != got.Last.ID {
+			if back, err := record.DecodeChange(1, vals[0]); err != nil || back.Decision == nil || back.Decision.ID != got.Last.ID {
 				t.Fatalf("a decision's change-feed entry decodes to %+v, %v", back, err)
 			}
 		}
@@ -92,11 +92,11 @@ func sameAsCached(k target.Key, rec *target.Record) error {
 	if err != nil {
 		return fmt.Errorf("a decoded record does not encode: %w", err)
 	}
-	decoded, err := decodeRecord(k, val)
+	decoded, err := record.Decode(k, val)
 	if err != nil {
 		return fmt.Errorf("an encoded record does not decode: %w", err)
 	}
-	source, _ := decodeRecord(k, val)
+	source, _ := record.Decode(k, val)
 	return sameStoredCopy(decoded, &source)
 }
 
@@ -164,7 +164,7 @@ func changeInPlace(v reflect.Value) {
 // sameForDecision checks that decoding b for a decision gives whole, the
 // record decodeRecord gives, but for the last decision's ID and At.
 func sameForDecision(k target.Key, b []byte, whole target.Record) error {
-	part, err := decodeRecordFor(k, b, true)
+	part, err := record.DecodeFor(k, b, true)
 	if err != nil {
 		return fmt.Errorf("decodeRecord accepts what decoding for a decision rejects: %w", err)
 	}

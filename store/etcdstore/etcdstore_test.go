@@ -477,7 +477,7 @@ func TestDecisionLogRetention(t *testing.T) {
 // A decision reaches the feed as a reference to the record written with
 // it; read back, by Follow (on the server that wrote it, which hands its
 // own changes over, and on another, which decodes them) and by Changes,
-// it is the change a feed entry of its own (record.EncodeEntry) gives,
+// it is the change a feed entry of its own (record.EncodeChange) gives,
 // for every field of a record.
 func TestFeedDecisionFromRecord(t *testing.T) {
 	ctx := context.Background()
@@ -514,11 +514,11 @@ func TestFeedDecisionFromRecord(t *testing.T) {
 		}
 		d := *w.Last
 		d.Before, d.Decision.History = engine.Status{}, engine.History{}
-		b, err := record.EncodeEntry(&record.Entry{Key: key, Decision: &d, Created: i == 0})
+		b, err := record.EncodeChange(&store.Change{Key: key, Decision: &d, Created: i == 0})
 		if err != nil {
 			t.Fatal(err)
 		}
-		e, err := record.DecodeEntry(b)
+		e, err := record.DecodeChange(0, b)
 		if err != nil {
 			t.Fatal(err)
 		}
