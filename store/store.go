@@ -132,6 +132,14 @@ type Store interface {
 	Decisions(ctx context.Context, key target.Key, q DecisionQuery) ([]target.LoggedDecision, string, error)
 	// Close releases the store; later calls return ErrClosed.
 	Close() error
+	// Expect announces n more writes on their way to the store (n < 0:
+	// that many fewer, never below none): calls a server has received
+	// that will Update, Decide or Delete, whose requests it is still
+	// reading. A store that shares one commit among concurrent writes
+	// (store/boltstore) holds a commit open for them, never longer than
+	// its batch delay; one that does not (store/etcdstore) ignores it. A
+	// write announced and never made delays others by at most that delay.
+	Expect(n int)
 
 	// Feed is the change feed: every decision, observation and deletion,
 	// numbered by a revision. The server's Watch and its feed metrics

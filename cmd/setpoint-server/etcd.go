@@ -128,10 +128,8 @@ func metricsHandler(srv *server.Server, m []prometheus.Collector) http.Handler {
 // openStore opens the configured store; close releases it (and the etcd
 // client). metrics are the store's, for /metrics. where describes the
 // store for the log.
-// arrivals, when set, is given to the bbolt store (the server counts the
-// writes on their way in it).
-func openStore(ctx context.Context, cfg Config, log *slog.Logger, arrivals *boltstore.Arrivals) (st store.Store, close func() error, metrics []prometheus.Collector, where string, err error) {
-	opts := boltstore.Options{MaxChanges: cfg.MaxChanges, DecisionRetention: cfg.DecisionRetention, RecordCacheBytes: cfg.RecordCacheBytes, Arrivals: arrivals, CheckpointInterval: cfg.CheckpointInterval, JournalSegmentBytes: cfg.JournalSegmentBytes}
+func openStore(ctx context.Context, cfg Config, log *slog.Logger) (st store.Store, close func() error, metrics []prometheus.Collector, where string, err error) {
+	opts := boltstore.Options{MaxChanges: cfg.MaxChanges, DecisionRetention: cfg.DecisionRetention, RecordCacheBytes: cfg.RecordCacheBytes, CheckpointInterval: cfg.CheckpointInterval, JournalSegmentBytes: cfg.JournalSegmentBytes}
 	if cfg.Store.Kind != "etcd" {
 		path := filepath.Join(cfg.DataDir, "setpoint.db")
 		m := newBoltMetrics()

@@ -313,12 +313,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, ready chan<- listeni
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data directory: %w", err)
 	}
-	// The server counts the writes on their way to the bbolt store, which
-	// holds a batch open only while some are coming (boltstore.Arrivals).
-	if cfg.Store.Kind != "etcd" {
-		opts.Arrivals = new(boltstore.Arrivals)
-	}
-	st, closeStore, storeMetrics, where, err := openStore(ctx, cfg, log, opts.Arrivals)
+	st, closeStore, storeMetrics, where, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return err
 	}

@@ -38,9 +38,7 @@ type Config struct {
 	// Dir is the directory of the store file when Path is empty; a new
 	// temporary directory, removed by Stop, when both are empty.
 	Dir string
-	// Store configures the bbolt store. Unless Store.Arrivals or
-	// Options.Arrivals is set, Run gives the store it opens and the server
-	// one Arrivals, as setpoint-server does.
+	// Store configures the bbolt store.
 	Store boltstore.Options
 	// Open, when set, is an open store to serve instead of a file Run
 	// opens (Path, Dir and Store are then ignored); Stop closes it.
@@ -113,12 +111,7 @@ func Run(cfg Config) (s *Server, err error) {
 	var st store.Store = cfg.Backend
 	if st == nil {
 		if s.Store == nil {
-			opts := cfg.Store
-			if opts.Arrivals == nil && o.Arrivals == nil {
-				opts.Arrivals = new(boltstore.Arrivals)
-				o.Arrivals = opts.Arrivals
-			}
-			if s.Store, err = boltstore.Open(s.Path, opts); err != nil {
+			if s.Store, err = boltstore.Open(s.Path, cfg.Store); err != nil {
 				return nil, err
 			}
 		}

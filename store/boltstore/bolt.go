@@ -25,22 +25,6 @@ import (
 // when it splits them.
 const recordsFillPercent = 0.9
 
-// heavyBatch is the size of a commit after which the committer holds the
-// next batch for the whole MaxBatchDelay even with Arrivals. At 64
-// callers on two cores (batches of 20–26 writes) holding every batch
-// measured as well as or better than committing at each pause of the
-// arrivals (which cut batches to 15–19 writes and raised CPU per call by
-// 5–10 %): so many calls in flight keep the processors busy while a batch
-// is held. Below it, a few callers' writes are not held for the whole
-// delay (at 4 callers: 1,250 against 690 decisions/s, p50 2.9 against
-// 5.6 ms).
-const heavyBatch = 16
-
-// batchGraceDivisor sets how long a busy store's committer, with
-// Arrivals and nothing coming, still holds a batch after the queue last
-// grew: MaxBatchDelay divided by it.
-const batchGraceDivisor = 8
-
 // changesFillPercent is how full bbolt leaves the change feed's pages when
 // it splits them. Revisions only grow, so a page once split is never
 // written again: bbolt's default (half) would leave every page of the feed
@@ -83,27 +67,13 @@ type Options struct {
 	// MaxBatch bounds how many writes share one commit. 0 means
 	// DefaultMaxBatch.
 	MaxBatch int
-	// MaxBatchDelay bounds how long the committer waits, once a write is
-	// queued, for more writes to share the commit: while Updates of other
-	// keys are being prepared (read, decided and encoded) and, with
-	// Arrivals, while writes are on their way to the store. When the last
-	// commit carried more than one write it also waits: with Arrivals
-	// while the queue keeps growing (after a commit of sixteen writes or
-	// more, for the whole delay), without them for the whole delay. It never waits for a lone caller (nothing
-	// being prepared or on its way, one write per commit): its write is
-	// committed at once. 0 means DefaultMaxBatchDelay; negative never
-	// waits.
+	// MaxBatchDelay bounds how long the committer holds a batch open for
+	// more writes to share its commit: while writes are coming (Updates
+	// being prepared, writes announced by Expect) and, after a commit of
+	// several, while the queue keeps growing (batcher.go). A lone
+	// caller's write is never held. 0 means DefaultMaxBatchDelay; negative
+	// never holds.
 	MaxBatchDelay time.Duration
-	// Arrivals, when set, counts the writes a server has received and not
-	// yet passed to the store (see Arrivals): the committer then holds a
-	// batch while writes are coming or being prepared, and, when the store
-	// is busy (the last commit carried two to fifteen writes), until its
-	// queue has not grown for an eighth of MaxBatchDelay; after a commit of
-	// sixteen or more, for the whole MaxBatchDelay. Nil: the committer
-	// cannot see calls before they reach the store, and holds the batches
-	// of a busy store (the last commit carried more than one write) for
-	// the whole MaxBatchDelay.
-	Arrivals *Arrivals
 	// LockTimeout is how long Open waits for another process holding the
 	// file to release it. 0 means DefaultLockTimeout.
 	LockTimeout time.Duration
@@ -236,17 +206,9 @@ type Store struct {
 	db   *bolt.DB
 	opts Options
 
-	mu     sync.Mutex
-	queue  []*request
-	closed bool
-	// preparing counts the Updates between taking their key's lock and
-	// queueing their write (or giving up): writes that will soon join the
-	// queue. Changed under mu when a write is queued, so that the
-	// committer sees the queue and the count agree.
-	preparing atomic.Int64
-	wake      chan struct{} // one pending signal: the queue is not empty
-	closing   chan struct{} // closed by Close
-	stopped   chan struct{} // closed by the committer when it exits
+	// batch gathers the writes for the committer (batcher.go).
+	batch   *batcher
+	stopped chan struct{} // closed by the committer when it exits
 
 	commits, writes, maxBatch atomic.Uint64
 	commitNanos, heldNanos    atomic.Int64
@@ -357,8 +319,7 @@ func Open(path string, opts Options) (*Store, error) {
 	b := &Store{
 		db:        db,
 		opts:      opts,
-		wake:      make(chan struct{}, 1),
-		closing:   make(chan struct{}),
+		batch:     newBatcher(opts.MaxBatch, opts.MaxBatchDelay),
 		stopped:   make(chan struct{}),
 		overlay:   map[string]overlayEntry{},
 		appliedCh: make(chan struct{}),
@@ -383,12 +344,6 @@ func Open(path string, opts Options) (*Store, error) {
 	// One per processor: compressing is all CPU.
 	b.compressors = startCompressors(runtime.GOMAXPROCS(0))
 	b.cache = newRecordCache(opts.RecordCacheBytes)
-	if err := opts.Arrivals.attach(b); err != nil {
-		b.compressors.stop()
-		_ = b.journal.Close()
-		_ = db.Close()
-		return nil, err
-	}
 	go b.commitLoop()
 	go b.checkpointLoop()
 	return b, nil
@@ -423,29 +378,25 @@ func (b *Store) SchemaVersion() (uint64, error) {
 // Healthy reports whether the store is open: its file is local, so an open
 // store can serve; store.ErrClosed after Close.
 func (b *Store) Healthy(context.Context) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
+	if b.batch.isClosed() {
 		return store.ErrClosed
 	}
 	return nil
 }
 
+// Expect implements store.Store: the committer holds a batch open, at most
+// Options.MaxBatchDelay, while writes are announced (batcher.go).
+func (b *Store) Expect(n int) { b.batch.expect(n) }
+
 // Close waits for the writes already queued to be committed and answered,
 // then closes the file. Later calls, Close included, return store.ErrClosed.
 func (b *Store) Close() error {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
+	if !b.batch.close() {
 		return store.ErrClosed
 	}
-	b.closed = true
-	close(b.closing)
-	b.mu.Unlock()
 	<-b.stopped
 	close(b.ckClosing)
 	<-b.ckStopped
-	b.opts.Arrivals.detach(b)
 	b.compressors.stop()
 	var errs []error
 	b.ovMu.Lock()
@@ -501,28 +452,19 @@ func (e *abortError) Unwrap() error { return e.err }
 // the committer and waits for its result. When ctx ends first, write
 // returns ctx.Err(): if the committer had not taken the request it never
 // runs; otherwise it may still be committed. prepared says the caller
-// counted itself in b.preparing: write takes it off the count when the
-// request is queued or refused.
+// counted itself in the batcher's preparing: write takes it off the count
+// when the request is queued or refused.
 func (b *Store) write(ctx context.Context, prepared bool, upd *preparedUpdate, apply func(tx *bolt.Tx) error) error {
-	departed(ctx, false) // a Delete's; an Update's already was
 	if err := ctx.Err(); err != nil {
 		if prepared {
-			b.preparing.Add(-1)
+			b.batch.preparing.Add(-1)
 		}
 		return err
 	}
 	r := &request{apply: apply, upd: upd, done: make(chan struct{})}
-	b.mu.Lock()
-	if prepared {
-		b.preparing.Add(-1)
+	if err := b.batch.push(r, prepared); err != nil {
+		return err
 	}
-	if b.closed {
-		b.mu.Unlock()
-		return store.ErrClosed
-	}
-	b.queue = append(b.queue, r)
-	b.mu.Unlock()
-	b.poke()
 	select {
 	case <-r.done:
 	case <-ctx.Done():
@@ -532,160 +474,19 @@ func (b *Store) write(ctx context.Context, prepared bool, upd *preparedUpdate, a
 	return r.err
 }
 
-// poke tells the committer to look at the queue (and the writes coming)
-// again.
-func (b *Store) poke() {
-	select {
-	case b.wake <- struct{}{}:
-	default: // a signal is already pending
-	}
-}
-
-// commitLoop is the committer: it takes every queued write (up to MaxBatch),
-// applies them in one transaction, commits once and answers them, until the
-// store is closed and the queue is empty. Before taking a batch it waits,
-// for at most MaxBatchDelay, for more writes (gather): while Updates are
-// being prepared or writes are on their way (Options.Arrivals), or, without
-// Arrivals, while the store is busy. A lone caller's write is committed at
-// once, and writes that arrive during a commit form the next batch.
+// commitLoop is the committer: it takes each batch the batcher gathers,
+// applies it in one transaction, commits once and answers its writes,
+// until the store is closed and the queue is empty. Writes that arrive
+// during a commit form the next batch.
 func (b *Store) commitLoop() {
 	defer close(b.stopped)
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	last := 0 // writes in the last batch
 	for {
-		select {
-		case <-b.wake:
-		case <-b.closing:
-		}
-		for {
-			start := time.Now()
-			b.gather(timer, last)
-			b.held = time.Since(start)
-			batch, closed := b.take()
-			if len(batch) > 0 {
-				b.commitBatch(batch)
-				last = len(batch)
-				continue
-			}
-			if closed {
-				return
-			}
-			break
-		}
-	}
-}
-
-// gather returns when the queued writes should be committed: at once when
-// the queue is empty or full (MaxBatch) or the store is closing, or when
-// no write is coming — no Update being prepared and, with
-// Options.Arrivals, none on its way (received by the server, not yet
-// passed to the store) — unless the store is busy (the last batch carried
-// more than one write, lastBatch). A busy store is held, with Arrivals,
-// until its queue has not grown for MaxBatchDelay/batchGraceDivisor
-// (under load, calls the server has not yet started handling — waiting
-// for a processor — are not counted as coming, and committing at every
-// pause of the count made batches of three to seven writes at 64 callers
-// on a loaded machine), and after a commit of heavyBatch writes or more
-// regardless, as it is without Arrivals. Never longer than MaxBatchDelay
-// after gather started. Without it the committer commits a write the moment it is
-// queued, and at 64 callers on two cores that is one to three writes per
-// commit: every commit (its pages, its two fsyncs) then costs more CPU
-// than the decisions it carries. Counting the Updates being prepared is
-// not enough under load: most calls in flight are then elsewhere (being
-// received, decoded), so the count is often zero while writes keep
-// arriving — hence Arrivals, and without it the busy rule. Holding a busy
-// store for the whole delay, though, leaves the processors idle once
-// every call in flight is queued or being committed (a quarter of a core
-// at 64 callers), and holds each write of a few callers for the whole
-// delay. A lone caller's batches carry one write: it never waits. timer is
-// the committer's, stopped and drained.
-func (b *Store) gather(timer *time.Timer, lastBatch int) {
-	if b.opts.MaxBatchDelay < 0 {
-		return
-	}
-	var (
-		start, grew time.Time // when gather started; when the queue last grew
-		last        int       // the queue's length at the last look
-		armed       bool      // the timer is set
-	)
-	defer func() {
-		if armed && !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
-		}
-	}()
-	arrivals := b.opts.Arrivals
-	busy := lastBatch >= 2
-	heavy := busy && (arrivals == nil || lastBatch >= heavyBatch)
-	for {
-		b.mu.Lock()
-		n, preparing, closed := len(b.queue), b.preparing.Load(), b.closed
-		b.mu.Unlock()
-		if n == 0 || n >= b.opts.MaxBatch || closed {
+		batch, held, ok := b.batch.next()
+		if !ok {
 			return
 		}
-		now := time.Now()
-		if start.IsZero() {
-			start = now
-		}
-		if n != last {
-			grew, last = now, n
-		}
-		deadline := start.Add(b.opts.MaxBatchDelay)
-		wakeAt := deadline
-		switch {
-		case !now.Before(deadline):
-			return
-		case preparing > 0 || arrivals.Coming() > 0:
-		case heavy:
-		case busy && now.Sub(grew) < b.opts.MaxBatchDelay/batchGraceDivisor:
-			wakeAt = grew.Add(b.opts.MaxBatchDelay / batchGraceDivisor)
-		default:
-			return
-		}
-		if armed && !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
-		}
-		timer.Reset(wakeAt.Sub(now))
-		armed = true
-		select {
-		case <-b.wake: // another write queued, or the last one coming arrived: look again
-		case <-timer.C:
-			armed = false // fired and drained
-		case <-b.closing:
-			return
-		}
-	}
-}
-
-// take removes up to MaxBatch requests from the queue, keeping those whose
-// caller is still waiting. closed reports that the queue was empty and the
-// store closed: no request can arrive any more.
-func (b *Store) take() (batch []*request, closed bool) {
-	for {
-		b.mu.Lock()
-		n := min(len(b.queue), b.opts.MaxBatch)
-		taken := b.queue[:n:n]
-		b.queue = slices.Clone(b.queue[n:])
-		closed = b.closed && n == 0
-		b.mu.Unlock()
-		if n == 0 {
-			return nil, closed
-		}
-		for _, r := range taken {
-			if r.state.CompareAndSwap(stateQueued, stateTaken) {
-				batch = append(batch, r)
-			}
-		}
-		if len(batch) > 0 {
-			return batch, false
-		}
+		b.held = held
+		b.commitBatch(batch)
 	}
 }
 
@@ -789,10 +590,7 @@ func (b *Store) account(batch []*request, err error, took time.Duration) error {
 // view runs fn in a read-only transaction, mapping a closed database to
 // store.ErrClosed.
 func (b *Store) view(fn func(tx *bolt.Tx) error) error {
-	b.mu.Lock()
-	closed := b.closed
-	b.mu.Unlock()
-	if closed {
+	if b.batch.isClosed() {
 		return store.ErrClosed
 	}
 	err := b.db.View(fn)
@@ -864,7 +662,6 @@ func (b *Store) update(ctx context.Context, key target.Key, decision bool, fn fu
 		return target.Record{}, err
 	}
 	defer b.keys.unlock(l)
-	departed(ctx, false) // now counted in b.preparing: Arrivals
 	for {
 		w, err := b.prepare(key, rk, decision, fn)
 		if err != nil {
@@ -911,14 +708,14 @@ type preparedUpdate struct {
 }
 
 // prepare reads the record of key, runs fn and encodes the result. It
-// counts itself in b.preparing; a prepared update stays counted until write
+// counts itself in the batcher's preparing; a prepared update stays counted until write
 // queues it, a failed (or panicking) one is taken off at once.
 func (b *Store) prepare(key target.Key, rk []byte, decision bool, fn func(*target.Record) error) (*preparedUpdate, error) {
-	b.preparing.Add(1)
+	b.batch.preparing.Add(1)
 	prepared := false
 	defer func() {
 		if !prepared {
-			b.preparing.Add(-1)
+			b.batch.preparing.Add(-1)
 		}
 	}()
 	w := &preparedUpdate{store: b, rk: rk, key: key}
@@ -932,10 +729,7 @@ func (b *Store) prepare(key target.Key, rk []byte, decision bool, fn func(*targe
 	w.admit = admit
 	hit := cached != nil
 	if hit {
-		b.mu.Lock()
-		closed := b.closed
-		b.mu.Unlock()
-		if closed {
+		if b.batch.isClosed() {
 			return nil, store.ErrClosed
 		}
 		w.read = cached.val
@@ -1247,8 +1041,7 @@ type keyLock struct {
 }
 
 // lock takes the lock of key, or fails with ctx's error while waiting.
-// The caller releases it with unlock. Before waiting it counts the write
-// of ctx off its Arrivals.
+// The caller releases it with unlock.
 func (k *keyLocks) lock(ctx context.Context, key string) (*keyLock, error) {
 	k.mu.Lock()
 	if k.locks == nil {
@@ -1272,10 +1065,6 @@ func (k *keyLocks) lock(ctx context.Context, key string) (*keyLock, error) {
 		return l, nil
 	default:
 	}
-	// The key's lock is held, perhaps by a write queued for the committer
-	// until its commit: counted off Arrivals while it waits, this update
-	// does not hold that commit open for itself.
-	departed(ctx, true)
 	select {
 	case <-l.token:
 		return l, nil

@@ -13,23 +13,26 @@ import (
 // each batch's transaction. Call it before the store's first write.
 func SetBeforeCommitHook(b *Store, f func(n int)) { b.testHookBeforeCommit = f }
 
-// BatchGrace is how long a busy store's committer, with Arrivals and
-// nothing coming, holds a batch after its queue last grew.
+// BatchGrace is how long a busy store's committer, with nothing coming,
+// holds a batch after its queue last grew.
 func BatchGrace(maxBatchDelay time.Duration) time.Duration {
 	return maxBatchDelay / batchGraceDivisor
 }
 
 // HeavyBatch is the size of a commit after which the next batch is held
-// for the whole MaxBatchDelay even with Arrivals.
+// for the whole MaxBatchDelay.
 const HeavyBatch = heavyBatch
 
 // QueueLen is the number of writes queued and not yet taken by the
 // committer.
 func QueueLen(b *Store) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.queue)
+	b.batch.mu.Lock()
+	defer b.batch.mu.Unlock()
+	return len(b.batch.queue)
 }
+
+// Expected is the number of writes announced by Expect and not taken off.
+func Expected(b *Store) int64 { return b.batch.expected.Load() }
 
 // RecordKey is the records bucket key of k.
 func RecordKey(k target.Key) ([]byte, error) { return recordKey(k) }

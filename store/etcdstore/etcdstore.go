@@ -306,6 +306,10 @@ func (s *Store) txn(ctx context.Context, cmps []clientv3.Cmp, then, els []client
 	return resp.Txn(), nil
 }
 
+// Expect implements store.Store: etcd commits each write on its own, so
+// there is no batch to hold open for announced writes.
+func (s *Store) Expect(int) {}
+
 // Healthy reports whether etcd answers a linearizable read.
 func (s *Store) Healthy(ctx context.Context) error {
 	_, err := s.get(ctx, s.feedKey(), clientv3.WithCountOnly())

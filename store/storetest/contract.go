@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/setpointhq/setpoint/engine"
 	"github.com/setpointhq/setpoint/store"
 	"github.com/setpointhq/setpoint/target"
 )
@@ -517,4 +518,47 @@ func revisions(cs []store.Change) []uint64 {
 		out = append(out, c.Revision)
 	}
 	return out
+}
+
+// expectWrites: writes announced with Expect that never come hold other
+// writes back at most for the store's batch delay (a write still
+// completes, well within its deadline), announced writes that come are
+// all stored, and taking off more than was announced is harmless.
+func expectWrites(t *testing.T, open Opener) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
+	st := open(t)
+	st.Expect(-2) // none announced
+	st.Expect(3)
+	if _, err := st.Update(ctx, key, appendReplicas(0)); err != nil {
+		t.Fatalf("Update while three writes are announced and none comes: %v", err)
+	}
+	st.Expect(-3)
+	const n = 8
+	st.Expect(n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			st.Expect(-1) // its request is read
+			if _, err := st.Update(ctx, key, appendReplicas(int32(i+1))); err != nil {
+				t.Errorf("announced Update %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	got, err := st.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	CheckEachOnce(t, Replicas(got), n+1)
+}
+
+// appendReplicas appends a recommendation of replicas to the record.
+func appendReplicas(replicas int32) func(*target.Record) error {
+	return func(r *target.Record) error {
+		r.History.Recommendations = append(r.History.Recommendations, engine.Recommendation{Replicas: replicas, At: at(int(replicas))})
+		r.LastSeen = at(int(replicas))
+		return nil
+	}
 }

@@ -34,6 +34,7 @@ func Run(t *testing.T, open Opener) {
 		{"ExpireAcrossHours", expireAcrossHours},
 		{"FeedCountsTargets", feedCountsTargets},
 		{"FeedResumes", feedResumes},
+		{"Expect", expectWrites},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.test(t, open) })
 	}
