@@ -16,6 +16,7 @@ import (
 	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/store/boltstore/recordcache"
 	"github.com/setpointhq/setpoint/store/record"
 	"github.com/setpointhq/setpoint/store/wal"
 	"github.com/setpointhq/setpoint/target"
@@ -34,6 +35,8 @@ const changesFillPercent = 1.0
 
 // Defaults of Options.
 const (
+	// DefaultRecordCacheBytes is the default of Options.RecordCacheBytes.
+	DefaultRecordCacheBytes = recordcache.DefaultBytes
 	// DefaultMaxChanges is the default number of changes kept for Changes.
 	DefaultMaxChanges = 10000
 	// DefaultMaxBatch is the default number of writes that share a commit.
@@ -93,7 +96,7 @@ type Options struct {
 	// decision log (decisionlog.go), counted back from the target's newest
 	// decision. 0 means store.DefaultDecisionRetention; negative keeps no log.
 	DecisionRetention time.Duration
-	// RecordCacheBytes bounds the memory of the record cache (cache.go),
+	// RecordCacheBytes bounds the memory of the record cache (package recordcache),
 	// which spares an Update of a recently written target decoding its
 	// record. 0 means DefaultRecordCacheBytes; negative disables the cache.
 	RecordCacheBytes int64
@@ -232,9 +235,9 @@ type Store struct {
 	keys keyLocks
 	// compressors compress the values Update writes (compress.go).
 	compressors *compressors
-	// cache keeps the records Update wrote last, decoded (cache.go); nil
+	// cache keeps the records Update wrote last, decoded (package recordcache); nil
 	// when disabled.
-	cache *recordCache
+	cache *recordcache.Cache
 
 	// journal is the write-ahead log (journal.go; committer goroutine
 	// only, after Open).
@@ -343,7 +346,7 @@ func Open(path string, opts Options) (*Store, error) {
 	b.acked.Store(b.journal.Seq())
 	// One per processor: compressing is all CPU.
 	b.compressors = startCompressors(runtime.GOMAXPROCS(0))
-	b.cache = newRecordCache(opts.RecordCacheBytes)
+	b.cache = recordcache.New(opts.RecordCacheBytes)
 	go b.commitLoop()
 	go b.checkpointLoop()
 	return b, nil
@@ -356,7 +359,7 @@ func (b *Store) Path() string { return b.db.Path() }
 func (b *Store) Stats() Stats {
 	st := Stats{Commits: b.commits.Load(), Writes: b.writes.Load(), MaxBatch: b.maxBatch.Load(),
 		CommitTime: time.Duration(b.commitNanos.Load()), HeldTime: time.Duration(b.heldNanos.Load())}
-	st.CacheHits, st.CacheMisses = b.cache.counts()
+	st.CacheHits, st.CacheMisses = b.cache.Counts()
 	st.Checkpoints, st.CheckpointTime = b.checkpoints.Load(), time.Duration(b.checkpointNanos.Load())
 	if fi, err := os.Stat(b.db.Path()); err == nil {
 		st.FileBytes = fi.Size()
@@ -606,7 +609,7 @@ func (b *Store) view(fn func(tx *bolt.Tx) error) error {
 //
 // Only the write is serialized. Update reads the stored value in a
 // read-only transaction, decodes it (or takes the record and the value it
-// was decoded from out of the record cache, cache.go, without reading),
+// was decoded from out of the record cache, without reading),
 // runs fn, bounds and encodes the record and the change feed's entries in
 // the caller's goroutine, and queues the encoded bytes. The committer
 // journals them only if the stored value — the newest journaled one
@@ -678,9 +681,9 @@ func (b *Store) update(ctx context.Context, key target.Key, decision bool, fn fu
 			return target.Record{}, err
 		}
 		if w.admit {
-			// A record of the cache's own (storedCopy): what decoding
+			// A record of the cache's own (StoredCopy): what decoding
 			// w.val would give, sharing nothing with w.rec.
-			b.cache.put(key, w.val, storedCopy(&w.rec))
+			b.cache.Put(key, w.val, recordcache.StoredCopy(&w.rec))
 		}
 		return w.rec, nil
 	}
@@ -725,14 +728,14 @@ func (b *Store) prepare(key target.Key, rk []byte, decision bool, fn func(*targe
 	// the value the record was decoded from, and when something else
 	// changed it (a Delete or Expire racing with the cache) the write
 	// conflicts and the update starts over, reading.
-	cached, admit := b.cache.take(key)
+	cached, admit := b.cache.Take(key)
 	w.admit = admit
 	hit := cached != nil
 	if hit {
 		if b.batch.isClosed() {
 			return nil, store.ErrClosed
 		}
-		w.read = cached.val
+		w.read = cached.Val
 	} else if val, ok := b.lookup(rk); ok {
 		w.read = val // journaled, not yet in bbolt; never changed in place
 	} else if err := b.view(func(tx *bolt.Tx) error {
@@ -747,7 +750,7 @@ func (b *Store) prepare(key target.Key, rk []byte, decision bool, fn func(*targe
 	*rec = target.Record{Key: key}
 	switch {
 	case hit:
-		*rec = cached.rec
+		*rec = cached.Rec
 		if decision && rec.Last != nil { // as record.DecodeFor leaves it; the cache's, so changed in place
 			*rec.Last = target.LastDecision{ID: rec.Last.ID, At: rec.Last.At}
 		}
@@ -903,7 +906,7 @@ func (b *Store) Delete(ctx context.Context, key target.Key) error {
 	if err != nil {
 		return err
 	}
-	b.cache.drop(key) // spares memory; a stale record would not be used anyway
+	b.cache.Drop(key) // spares memory; a stale record would not be used anyway
 	err = b.write(ctx, false, nil, func(tx *bolt.Tx) error {
 		records, index := tx.Bucket(bucketRecords), tx.Bucket(bucketLastSeen)
 		raw := records.Get(rk)
@@ -1002,7 +1005,7 @@ func (b *Store) Expire(ctx context.Context, cutoff time.Time) (int, error) {
 				return &abortError{fmt.Errorf("store: expire: decision log: %w", err)}
 			}
 			if keyErr == nil {
-				b.cache.drop(key)
+				b.cache.Drop(key)
 				if err := b.appendChanges(tx, []store.Change{b.deletion(key)}); err != nil {
 					return &abortError{err}
 				}

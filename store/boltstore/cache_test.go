@@ -18,7 +18,7 @@ import (
 	"github.com/setpointhq/setpoint/target"
 )
 
-// The record cache (cache.go) must be invisible: every update function is
+// The record cache (package recordcache) must be invisible: every update function is
 // given exactly the record decoding the stored value gives — reflect.DeepEqual,
 // so also times' locations and monotonic readings, which the engine's
 // arithmetic would see — whether the record comes from the cache or not.
@@ -443,7 +443,7 @@ func TestRecordCacheUnderConcurrentUpdates(t *testing.T) {
 // record from slices and maps its caller keeps, and the caller may keep
 // and change the record Update returns. Changing either in place after
 // Update returned changes nothing the next update of the key is given:
-// the cache keeps a copy of its own (cache.go, storedCopy).
+// the cache keeps a copy of its own (recordcache.StoredCopy).
 func TestRecordCacheSharesNothingWithTheFunction(t *testing.T) {
 	for _, size := range cacheSizes {
 		t.Run("cache="+size.name, func(t *testing.T) {

@@ -26,7 +26,7 @@
 // record's revision); otherwise Update starts again on the new record.
 // Updates of one key in this process wait for each other from read to
 // commit, so a conflict means something else (Delete, Expire) wrote the
-// record. A record cache (Options.RecordCacheBytes, cache.go) keeps a
+// record. A record cache (Options.RecordCacheBytes, package recordcache) keeps a
 // copy of each record written, made as decoding its value would give it,
 // so the next Update of the key neither reads nor decodes; the copy
 // carries the value it came from, so a stale copy conflicts like a stale

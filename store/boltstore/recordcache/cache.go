@@ -1,20 +1,6 @@
-package boltstore
-
-import (
-	"hash/maphash"
-	"maps"
-	"sync"
-	"time"
-	"unsafe"
-
-	"github.com/setpointhq/setpoint/engine"
-	"github.com/setpointhq/setpoint/store/record"
-	"github.com/setpointhq/setpoint/target"
-)
-
-// The record cache keeps, for the targets this process wrote last, the
-// record as decoded from the value it wrote, so that the next Update of a
-// hot target skips reading and decoding it. The stored value is the
+// Package recordcache is a store's record cache: for the targets the
+// process wrote last, the record as decoded from the value it wrote, so
+// that the next Update of a hot target skips reading and decoding it. The stored value is the
 // record's revision: an Update that takes a record from the cache runs
 // its function on it without a read, and the committer writes the result
 // only if the stored value is still byte for byte the one the cached
@@ -33,7 +19,7 @@ import (
 // slices and maps of the function's caller (a request's spec, a record
 // being copied), and Update returns it to its caller, who may keep and
 // change it — but a copy of it that shares no slice, map or pointer with
-// it (storedCopy; strings are shared, they cannot change), made as
+// it (StoredCopy; strings are shared, they cannot change), made as
 // decoding the written value would make the record (times in UTC,
 // empty lists nil), so that a cache hit is indistinguishable from a read.
 // The copy is made from target.Record directly: the record is neither
@@ -51,22 +37,35 @@ import (
 // decided in turn, where a record would be evicted long before its
 // target's next decision, almost no record is copied for the cache, which
 // was a tenth of each decision's CPU there and only held memory.
+package recordcache
 
-// DefaultRecordCacheBytes is the default bound of the record cache
-// (Options.RecordCacheBytes): about 18,000 records of a two-metric target
-// with a 20-entry history, which the cache counts as 3.7 KB each and which
-// hold 3.3 KB of heap each (BenchmarkRecordCache). Bounded by bytes, the
+import (
+	"hash/maphash"
+	"maps"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/setpointhq/setpoint/engine"
+	"github.com/setpointhq/setpoint/store/record"
+	"github.com/setpointhq/setpoint/target"
+)
+
+// DefaultBytes is the default bound of the record cache
+// (store/boltstore's Options.RecordCacheBytes): about 18,000 records of a
+// two-metric target with a 20-entry history, which the cache counts as
+// 3.7 KB each and which hold 3.3 KB of heap each (BenchmarkRecordCache). Bounded by bytes, the
 // cache holds the hot targets of a store of a million as well as all of a
 // small one.
-const DefaultRecordCacheBytes = 64 << 20
+const DefaultBytes = 64 << 20
 
-// recordCache is the record cache; nil disables it. Safe for concurrent
-// use.
-type recordCache struct {
+// Cache is the record cache; a nil *Cache keeps nothing. Safe for
+// concurrent use.
+type Cache struct {
 	mu    sync.Mutex
 	max   int64 // bytes, as put counts them (recordSize)
 	bytes int64
-	m     map[target.Key]*cachedRecord
+	m     map[target.Key]*Entry
 	// missed holds the hashes (seed) of the keys that missed since it was
 	// last emptied, at most maxMissed.
 	missed    map[uint64]struct{}
@@ -76,21 +75,23 @@ type recordCache struct {
 	hits, misses uint64
 }
 
-// cachedRecord is a record decoded from the stored value val.
-type cachedRecord struct {
-	val  []byte // the stored value, never modified
-	rec  target.Record
+// Entry is a record decoded from the stored value val.
+type Entry struct {
+	// Val is the stored value, never modified.
+	Val []byte
+	// Rec is the record decoded from it.
+	Rec  target.Record
 	size int64
 }
 
-// newRecordCache returns a cache of at most maxBytes, or nil (no cache)
-// for maxBytes ≤ 0.
-func newRecordCache(maxBytes int64) *recordCache {
+// New returns a cache of at most maxBytes, or nil (no cache) for
+// maxBytes ≤ 0.
+func New(maxBytes int64) *Cache {
 	if maxBytes <= 0 {
 		return nil
 	}
-	return &recordCache{
-		max: maxBytes, m: map[target.Key]*cachedRecord{},
+	return &Cache{
+		max: maxBytes, m: map[target.Key]*Entry{},
 		missed: map[uint64]struct{}{}, maxMissed: int(max(maxBytes/missedKeyBytes, 64)), seed: maphash.MakeSeed(),
 	}
 }
@@ -100,11 +101,11 @@ func newRecordCache(maxBytes int64) *recordCache {
 // two-metric target, BenchmarkRecordCache).
 const missedKeyBytes = 2 << 10
 
-// take removes key's record from the cache and returns it, or nil,
+// Take removes key's record from the cache and returns it, or nil,
 // counting a hit or a miss. The caller owns what it returns. admit says
 // whether the record that the caller writes next should be put in the
 // cache: after a hit, or a miss of a key that missed recently.
-func (c *recordCache) take(key target.Key) (e *cachedRecord, admit bool) {
+func (c *Cache) Take(key target.Key) (e *Entry, admit bool) {
 	if c == nil {
 		return nil, false
 	}
@@ -129,7 +130,7 @@ func (c *recordCache) take(key target.Key) (e *cachedRecord, admit bool) {
 
 // unsafeRemove removes key's record from the cache and returns it, or nil;
 // c.mu must be held.
-func (c *recordCache) unsafeRemove(key target.Key) *cachedRecord {
+func (c *Cache) unsafeRemove(key target.Key) *Entry {
 	e := c.m[key]
 	if e != nil {
 		delete(c.m, key)
@@ -138,8 +139,8 @@ func (c *recordCache) unsafeRemove(key target.Key) *cachedRecord {
 	return e
 }
 
-// counts returns the hits and misses of take so far; 0, 0 for no cache.
-func (c *recordCache) counts() (hits, misses uint64) {
+// Counts returns the hits and misses of take so far; 0, 0 for no cache.
+func (c *Cache) Counts() (hits, misses uint64) {
 	if c == nil {
 		return 0, 0
 	}
@@ -148,15 +149,15 @@ func (c *recordCache) counts() (hits, misses uint64) {
 	return c.hits, c.misses
 }
 
-// put gives the cache rec, decoded from the stored value val of key;
+// Put gives the cache rec, decoded from the stored value val of key;
 // neither may be used by anyone else afterwards. It evicts arbitrary
 // records to stay within its bound; a record larger than an eighth of the
 // bound is not kept.
-func (c *recordCache) put(key target.Key, val []byte, rec target.Record) {
+func (c *Cache) Put(key target.Key, val []byte, rec target.Record) {
 	if c == nil {
 		return
 	}
-	e := &cachedRecord{val: val, rec: rec, size: int64(len(val)) + recordSize(&rec) + cacheEntryOverhead}
+	e := &Entry{Val: val, Rec: rec, size: int64(len(val)) + recordSize(&rec) + cacheEntryOverhead}
 	if e.size > c.max/8 {
 		return
 	}
@@ -177,8 +178,8 @@ func (c *recordCache) put(key target.Key, val []byte, rec target.Record) {
 	c.bytes += e.size
 }
 
-// drop forgets key's record.
-func (c *recordCache) drop(key target.Key) {
+// Drop forgets key's record.
+func (c *Cache) Drop(key target.Key) {
 	if c == nil {
 		return
 	}
@@ -301,11 +302,11 @@ func historySize(h *engine.History) int64 {
 		int64(cap(h.ScaleUpEvents)+cap(h.ScaleDownEvents))*int64(unsafe.Sizeof(engine.ScaleEvent{}))
 }
 
-// storedCopy returns the record decoding rec's stored value gives —
+// StoredCopy returns the record decoding rec's stored value gives —
 // rec's key, its times in UTC without a monotonic reading, empty slices
 // and maps nil, a last decision's status stored once a copy of the
 // record's — built from rec, which is neither read from nor written to
-// again by storedCopy's result: the copy shares no slice, map or pointer
+// again by StoredCopy's result: the copy shares no slice, map or pointer
 // with rec (strings, which cannot change, it does share). So the
 // record an Update committed goes into the cache without being decoded
 // or converted again, and fn's record, which fn may have filled from
@@ -313,7 +314,7 @@ func historySize(h *engine.History) int64 {
 // theirs. rec must encode (record.Encode succeeds): a string that is not
 // UTF-8 or a time out of range would come back other than stored.
 // FuzzStoredCopy checks the result against decoding.
-func storedCopy(rec *target.Record) target.Record {
+func StoredCopy(rec *target.Record) target.Record {
 	same := record.SharesStatus(rec)
 	c := newCopier(rec, same)
 	// The plain fields (the key, strings, the settings) as they are; every
@@ -352,7 +353,7 @@ func storedCopy(rec *target.Record) target.Record {
 	return out
 }
 
-// copier hands out the slices and pointees of a storedCopy of the
+// copier hands out the slices and pointees of a StoredCopy of the
 // record's statuses and histories — its most numerous small parts — from
 // one array per element type, sized by counting them first: a handful of
 // allocations instead of one per slice and per pointer. Each slice is
@@ -368,7 +369,7 @@ type copier struct {
 }
 
 // newCopier returns a copier with room for the statuses and histories
-// storedCopy copies of rec; same says the last decision's status is
+// StoredCopy copies of rec; same says the last decision's status is
 // copied from the record's.
 func newCopier(rec *target.Record, same bool) copier {
 	var n struct{ conds, metrics, quants, utils, recs, events int }

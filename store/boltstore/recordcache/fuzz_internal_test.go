@@ -1,4 +1,4 @@
-package boltstore
+package recordcache
 
 import (
 	"bytes"
@@ -14,7 +14,7 @@ import (
 
 // FuzzStoredCopy builds a record from the fuzzer's bytes (recordGen): a
 // record that encodes must decode to what the record cache keeps for it
-// (storedCopy), and the cache's copy must share nothing with the record
+// (StoredCopy), and the cache's copy must share nothing with the record
 // (sameStoredCopy).
 func FuzzStoredCopy(f *testing.F) {
 	f.Add([]byte{})
@@ -28,7 +28,7 @@ func FuzzStoredCopy(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		g := &recordGen{b: b}
 		rec := g.record()
-		val, err := encodeRecord(&rec)
+		val, err := record.Encode(&rec)
 		if err != nil {
 			return // a string that is not UTF-8, a time out of range
 		}
