@@ -17,6 +17,7 @@ import (
 
 	"github.com/setpointhq/setpoint/store"
 	"github.com/setpointhq/setpoint/store/boltstore/recordcache"
+	"github.com/setpointhq/setpoint/store/boltstore/schema"
 	"github.com/setpointhq/setpoint/store/record"
 	"github.com/setpointhq/setpoint/store/wal"
 	"github.com/setpointhq/setpoint/target"
@@ -32,6 +33,10 @@ const recordsFillPercent = 0.9
 // half empty, and each commit would write about twice the pages its
 // entries need.
 const changesFillPercent = 1.0
+
+// SchemaVersion is the version of the on-disk layout this package writes
+// (package schema). Open refuses a file whose stored version is larger.
+const SchemaVersion = schema.Version
 
 // Defaults of Options.
 const (
@@ -313,7 +318,7 @@ func Open(path string, opts Options) (*Store, error) {
 	}
 	var version uint64
 	if err := db.Update(func(tx *bolt.Tx) (err error) {
-		version, err = initSchema(tx)
+		version, err = schema.Init(tx)
 		return err
 	}); err != nil {
 		_ = db.Close()
@@ -335,8 +340,8 @@ func Open(path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
 	// After the replay: the journal's frames are in the file's version.
-	if version != SchemaVersion {
-		if err := db.Update(func(tx *bolt.Tx) error { return migrate(tx, version) }); err != nil {
+	if version != schema.Version {
+		if err := db.Update(func(tx *bolt.Tx) error { return schema.Migrate(tx, version) }); err != nil {
 			_ = b.journal.Close()
 			_ = db.Close()
 			return nil, fmt.Errorf("store: open %s: %w", path, err)
@@ -372,7 +377,7 @@ func (b *Store) SchemaVersion() (uint64, error) {
 	var v uint64
 	err := b.view(func(tx *bolt.Tx) error {
 		var err error
-		v, err = storedVersion(tx)
+		v, err = schema.StoredVersion(tx)
 		return err
 	})
 	return v, err
@@ -656,7 +661,7 @@ func (b *Store) Decide(ctx context.Context, key target.Key, fn func(rec *target.
 
 // update is Update, and Decide when decision is set.
 func (b *Store) update(ctx context.Context, key target.Key, decision bool, fn func(rec *target.Record) error) (target.Record, error) {
-	rk, err := recordKey(key)
+	rk, err := schema.RecordKey(key)
 	if err != nil {
 		return target.Record{}, err
 	}
@@ -739,7 +744,7 @@ func (b *Store) prepare(key target.Key, rk []byte, decision bool, fn func(*targe
 	} else if val, ok := b.lookup(rk); ok {
 		w.read = val // journaled, not yet in bbolt; never changed in place
 	} else if err := b.view(func(tx *bolt.Tx) error {
-		if raw := tx.Bucket(bucketRecords).Get(rk); raw != nil {
+		if raw := tx.Bucket(schema.Records).Get(rk); raw != nil {
 			w.read = bytes.Clone(raw) // valid only inside the transaction
 		}
 		return nil
@@ -754,13 +759,13 @@ func (b *Store) prepare(key target.Key, rk []byte, decision bool, fn func(*targe
 		if decision && rec.Last != nil { // as record.DecodeFor leaves it; the cache's, so changed in place
 			*rec.Last = target.LastDecision{ID: rec.Last.ID, At: rec.Last.At}
 		}
-		w.oldIndex = lastSeenKey(rec.LastSeen, rk)
+		w.oldIndex = schema.LastSeenKey(rec.LastSeen, rk)
 	case w.read != nil:
 		var err error
 		if *rec, err = record.DecodeFor(key, w.read, decision); err != nil {
 			return nil, err
 		}
-		w.oldIndex = lastSeenKey(rec.LastSeen, rk)
+		w.oldIndex = schema.LastSeenKey(rec.LastSeen, rk)
 	}
 	partial := rec.Last // with decision, only its ID and At are decoded
 	// A panic in fn stays in the caller's goroutine: nothing is queued.
@@ -782,7 +787,7 @@ func (b *Store) prepare(key target.Key, rk []byte, decision bool, fn func(*targe
 			return nil, fmt.Errorf("store: update %s: decision log: %w", key, err)
 		}
 	}
-	w.newIndex = lastSeenKey(rec.LastSeen, rk)
+	w.newIndex = schema.LastSeenKey(rec.LastSeen, rk)
 	prepared = true
 	return w, nil
 }
@@ -809,7 +814,7 @@ func (b *Store) Get(ctx context.Context, key target.Key) (target.Record, error) 
 	if err := ctx.Err(); err != nil {
 		return target.Record{}, err
 	}
-	rk, err := recordKey(key)
+	rk, err := schema.RecordKey(key)
 	if err != nil {
 		return target.Record{}, err
 	}
@@ -818,7 +823,7 @@ func (b *Store) Get(ctx context.Context, key target.Key) (target.Record, error) 
 	}
 	var rec target.Record
 	err = b.view(func(tx *bolt.Tx) error {
-		raw := tx.Bucket(bucketRecords).Get(rk)
+		raw := tx.Bucket(schema.Records).Get(rk)
 		if raw == nil {
 			return fmt.Errorf("%w: %s", store.ErrNotFound, key)
 		}
@@ -860,7 +865,7 @@ func (b *Store) List(ctx context.Context, q store.Query) ([]target.Record, strin
 		next    string
 	)
 	err = b.viewLatest(ctx, func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketRecords).Cursor()
+		c := tx.Bucket(schema.Records).Cursor()
 		var k, v []byte
 		if after != nil {
 			k, v = c.Seek(after)
@@ -902,26 +907,26 @@ func (b *Store) List(ctx context.Context, q store.Query) ([]target.Record, strin
 
 // Delete removes the record of key, also one that cannot be decoded.
 func (b *Store) Delete(ctx context.Context, key target.Key) error {
-	rk, err := recordKey(key)
+	rk, err := schema.RecordKey(key)
 	if err != nil {
 		return err
 	}
 	b.cache.Drop(key) // spares memory; a stale record would not be used anyway
 	err = b.write(ctx, false, nil, func(tx *bolt.Tx) error {
-		records, index := tx.Bucket(bucketRecords), tx.Bucket(bucketLastSeen)
+		records, index := tx.Bucket(schema.Records), tx.Bucket(schema.LastSeen)
 		raw := records.Get(rk)
 		if raw == nil {
 			return fmt.Errorf("%w: %s", store.ErrNotFound, key)
 		}
 		var indexKeys [][]byte
 		if rec, err := record.Decode(key, raw); err == nil {
-			indexKeys = append(indexKeys, lastSeenKey(rec.LastSeen, rk))
+			indexKeys = append(indexKeys, schema.LastSeenKey(rec.LastSeen, rk))
 		} else {
 			// The index entry's time is in the undecodable value: find the
 			// entry by its key suffix. Slow, and only for corrupt records.
 			c := index.Cursor()
 			for k, _ := c.First(); k != nil; k, _ = c.Next() {
-				if _, suffix, ok := splitLastSeenKey(k); ok && bytes.Equal(suffix, rk) {
+				if _, suffix, ok := schema.SplitLastSeenKey(k); ok && bytes.Equal(suffix, rk) {
 					indexKeys = append(indexKeys, bytes.Clone(k))
 				}
 			}
@@ -956,19 +961,19 @@ func (b *Store) Expire(ctx context.Context, cutoff time.Time) (int, error) {
 	var removed int
 	err := b.write(ctx, false, nil, func(tx *bolt.Tx) error {
 		removed = 0
-		records, index := tx.Bucket(bucketRecords), tx.Bucket(bucketLastSeen)
+		records, index := tx.Bucket(schema.Records), tx.Bucket(schema.LastSeen)
 		end := record.OrderedTime(cutoff)
 		var candidates [][]byte
 		c := index.Cursor()
 		for k, _ := c.First(); k != nil; k, _ = c.Next() {
-			ts, _, ok := splitLastSeenKey(k)
+			ts, _, ok := schema.SplitLastSeenKey(k)
 			if ok && ts >= end {
 				break
 			}
 			candidates = append(candidates, bytes.Clone(k))
 		}
 		for _, ik := range candidates {
-			_, rk, ok := splitLastSeenKey(ik)
+			_, rk, ok := schema.SplitLastSeenKey(ik)
 			var raw []byte
 			if ok {
 				raw = records.Get(rk)
@@ -982,7 +987,7 @@ func (b *Store) Expire(ctx context.Context, cutoff time.Time) (int, error) {
 			key, keyErr := record.ParseKey(rk)
 			if keyErr == nil {
 				if rec, err := record.Decode(key, raw); err == nil {
-					if !bytes.Equal(lastSeenKey(rec.LastSeen, rk), ik) {
+					if !bytes.Equal(schema.LastSeenKey(rec.LastSeen, rk), ik) {
 						// Not the record's entry (never written so): dropped
 						// alone, the record's own entry expires it.
 						if err := index.Delete(ik); err != nil {

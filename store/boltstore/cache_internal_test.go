@@ -9,6 +9,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/setpointhq/setpoint/engine"
+	"github.com/setpointhq/setpoint/store/boltstore/schema"
 	"github.com/setpointhq/setpoint/store/storetest"
 	"github.com/setpointhq/setpoint/target"
 )
@@ -41,7 +42,7 @@ func TestRecordCacheStaleRecordConflicts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rk, err := recordKey(stored.Key)
+	rk, err := schema.RecordKey(stored.Key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +50,7 @@ func TestRecordCacheStaleRecordConflicts(t *testing.T) {
 	if err := st.caughtUp(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketRecords).Put(rk, val) }); err != nil {
+	if err := st.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(schema.Records).Put(rk, val) }); err != nil {
 		t.Fatal(err)
 	}
 	var given []int

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/store/boltstore/schema"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -161,7 +162,7 @@ func (b *Store) journalBatch(batch []*request) error {
 	// only after its transaction committed.
 	if len(missed) > 0 || !b.revKnown {
 		if err := b.db.View(func(tx *bolt.Tx) error {
-			records := tx.Bucket(bucketRecords)
+			records := tx.Bucket(schema.Records)
 			for _, i := range missed {
 				cur[i] = records.Get(batch[i].upd.rk) // compared inside the transaction
 				if cur[i] != nil {
@@ -170,7 +171,7 @@ func (b *Store) journalBatch(batch []*request) error {
 			}
 			if !b.revKnown {
 				b.rev = 0
-				if k, _ := tx.Bucket(bucketChanges).Cursor().Last(); k != nil {
+				if k, _ := tx.Bucket(schema.Changes).Cursor().Last(); k != nil {
 					b.rev = binary.BigEndian.Uint64(k)
 				}
 				b.revKnown = true

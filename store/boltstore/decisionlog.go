@@ -1,6 +1,6 @@
 package boltstore
 
-// The decision log: a compact entry per decision in bucketDecisions, written
+// The decision log: a compact entry per decision in schema.Decisions, written
 // in the transaction of the Update that made the decision, trimmed to
 // Options.DecisionRetention by that same write, and removed with the target.
 
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/store/boltstore/schema"
 	"github.com/setpointhq/setpoint/store/record"
 	"github.com/setpointhq/setpoint/target"
 	bolt "go.etcd.io/bbolt"
@@ -22,7 +23,7 @@ import (
 // than the retention, in tx (a held write transaction). The caller logs
 // nothing when the retention is negative.
 func (b *Store) unsafeLogEncoded(tx *bolt.Tx, rk []byte, at time.Time, val []byte) error {
-	bucket := tx.Bucket(bucketDecisions)
+	bucket := tx.Bucket(schema.Decisions)
 	bucket.FillPercent = 1 // keys of one target arrive in time order: append-mostly
 	cutoff := record.DecisionKey(rk, at.Add(-b.opts.DecisionRetention))
 	c := bucket.Cursor()
@@ -37,7 +38,7 @@ func (b *Store) unsafeLogEncoded(tx *bolt.Tx, rk []byte, at time.Time, val []byt
 // unsafeForgetDecisions removes the whole log of the target whose record
 // key is rk, in tx (a held write transaction).
 func unsafeForgetDecisions(tx *bolt.Tx, rk []byte) error {
-	c := tx.Bucket(bucketDecisions).Cursor()
+	c := tx.Bucket(schema.Decisions).Cursor()
 	for k, _ := c.Seek(rk); k != nil && bytes.HasPrefix(k, rk); k, _ = c.Seek(rk) {
 		if err := c.Delete(); err != nil {
 			return err
@@ -54,7 +55,7 @@ func (b *Store) Decisions(ctx context.Context, key target.Key, q store.DecisionQ
 	if err := ctx.Err(); err != nil {
 		return nil, "", err
 	}
-	rk, err := recordKey(key)
+	rk, err := schema.RecordKey(key)
 	if err != nil {
 		return nil, "", err
 	}
@@ -65,8 +66,8 @@ func (b *Store) Decisions(ctx context.Context, key target.Key, q store.DecisionQ
 	var out []target.LoggedDecision
 	var next string
 	err = b.viewLatest(ctx, func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketDecisions).Cursor()
-		for k, v := c.Seek(start); k != nil && len(k) == len(rk)+tsLength && bytes.HasPrefix(k, rk) && bytes.Compare(k, end) < 0; k, v = c.Next() {
+		c := tx.Bucket(schema.Decisions).Cursor()
+		for k, v := c.Seek(start); k != nil && len(k) == len(rk)+schema.TimeLength && bytes.HasPrefix(k, rk) && bytes.Compare(k, end) < 0; k, v = c.Next() {
 			if len(out) == size {
 				next = record.PageToken(k[len(rk):])
 				return nil

@@ -72,7 +72,7 @@
 //
 // # On-disk layout (schema version 4)
 //
-// schema.go holds every bucket name, meta key, key builder and migration
+// Package schema holds every bucket name, meta key, key builder and migration
 // (TestLayoutDoc checks this section against it). The file has five
 // top-level buckets (record keys and decision-log keys are built by
 // package store/record, which the etcd backend shares):
@@ -83,16 +83,16 @@
 //	    "journal_id" → 16 random bytes: the journal's ID
 //
 //	records
-//	    recordKey(cluster, namespace, name) → setpoint.storage.v1.Record
+//	    schema.RecordKey(cluster, namespace, name) → setpoint.storage.v1.Record
 //
 //	last_seen
-//	    uint64 big-endian(lastSeen rounded down to its hour) ‖ recordKey(...) → empty
+//	    uint64 big-endian(lastSeen rounded down to its hour) ‖ schema.RecordKey(...) → empty
 //
 //	changes
 //	    uint64 big-endian(revision) → setpoint.storage.v1.Change
 //
 //	decisions
-//	    recordKey(...) ‖ uint64 big-endian(decision time) → setpoint.storage.v1.LoggedDecision
+//	    schema.RecordKey(...) ‖ uint64 big-endian(decision time) → setpoint.storage.v1.LoggedDecision
 //
 // A record key is the cluster, the namespace and the name, each with every
 // 0x00 byte written as 0x00 0xFF and followed by the terminator 0x00 0x01.
@@ -123,7 +123,7 @@
 // Options.DecisionRetention; Delete and Expire remove the whole log. Both
 // buckets were added without a new schema version: an older reader
 // ignores them, and Open creates them. A change that an existing reader
-// would misread needs a new SchemaVersion and a migration in schema.go;
+// would misread needs a new SchemaVersion and a migration in package schema;
 // fields added to the storage messages do not. The versions' history is
 // in docs/benchmarks-archive.md ("On-disk layout: versions").
 package boltstore

@@ -3,6 +3,7 @@ package boltstore
 import (
 	"time"
 
+	"github.com/setpointhq/setpoint/store/boltstore/schema"
 	"github.com/setpointhq/setpoint/store/record"
 	"github.com/setpointhq/setpoint/target"
 )
@@ -35,13 +36,13 @@ func QueueLen(b *Store) int {
 func Expected(b *Store) int64 { return b.batch.expected.Load() }
 
 // RecordKey is the records bucket key of k.
-func RecordKey(k target.Key) ([]byte, error) { return recordKey(k) }
+func RecordKey(k target.Key) ([]byte, error) { return schema.RecordKey(k) }
 
 // Layout names, for tests that edit a file with bbolt directly.
 var (
-	BucketMeta           = bucketMeta
-	BucketRecords        = bucketRecords
-	KeyMetaSchemaVersion = keyMetaSchemaVersion
+	BucketMeta           = schema.Meta
+	BucketRecords        = schema.Records
+	KeyMetaSchemaVersion = schema.MetaSchemaVersion
 )
 
 // DecodeRecordForDecision decodes a stored record as Decide does.

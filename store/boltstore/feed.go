@@ -8,6 +8,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/store/boltstore/schema"
 	"github.com/setpointhq/setpoint/store/record"
 	"github.com/setpointhq/setpoint/target"
 )
@@ -39,7 +40,7 @@ func (b *Store) appendEncoded(tx *bolt.Tx, cs []store.Change, vals [][]byte) err
 	if len(cs) == 0 {
 		return nil
 	}
-	bucket := tx.Bucket(bucketChanges)
+	bucket := tx.Bucket(schema.Changes)
 	bucket.FillPercent = changesFillPercent
 	if !b.revKnown {
 		b.rev = 0
@@ -51,7 +52,7 @@ func (b *Store) appendEncoded(tx *bolt.Tx, cs []store.Change, vals [][]byte) err
 	for i := range cs {
 		rev := b.rev + 1
 		cs[i].Revision = rev
-		if err := bucket.Put(revisionKey(rev), vals[i]); err != nil {
+		if err := bucket.Put(schema.RevisionKey(rev), vals[i]); err != nil {
 			return fmt.Errorf("store: append change: %w", err)
 		}
 		b.rev = rev
@@ -77,7 +78,7 @@ func (b *Store) trimChangesTo(tx *bolt.Tx, rev uint64) error {
 	if rev <= uint64(b.opts.MaxChanges) {
 		return nil
 	}
-	bucket := tx.Bucket(bucketChanges)
+	bucket := tx.Bucket(schema.Changes)
 	cutoff := rev - uint64(b.opts.MaxChanges)
 	var old [][]byte
 	c := bucket.Cursor()
@@ -127,7 +128,7 @@ func (b *Store) Revision(ctx context.Context) (uint64, error) {
 	}
 	var rev uint64
 	err := b.viewLatest(ctx, func(tx *bolt.Tx) error {
-		if k, _ := tx.Bucket(bucketChanges).Cursor().Last(); k != nil {
+		if k, _ := tx.Bucket(schema.Changes).Cursor().Last(); k != nil {
 			rev = binary.BigEndian.Uint64(k)
 		}
 		return nil
@@ -144,8 +145,8 @@ func (b *Store) Count(ctx context.Context) (n int, rev uint64, err error) {
 		return 0, 0, err
 	}
 	err = b.viewLatest(ctx, func(tx *bolt.Tx) error {
-		n = tx.Bucket(bucketRecords).Stats().KeyN
-		if k, _ := tx.Bucket(bucketChanges).Cursor().Last(); k != nil {
+		n = tx.Bucket(schema.Records).Stats().KeyN
+		if k, _ := tx.Bucket(schema.Changes).Cursor().Last(); k != nil {
 			rev = binary.BigEndian.Uint64(k)
 		}
 		return nil
@@ -163,7 +164,7 @@ func (b *Store) Changes(ctx context.Context, after uint64, limit int) ([]store.C
 	}
 	var out []store.Change
 	err := b.viewLatest(ctx, func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketChanges).Cursor()
+		c := tx.Bucket(schema.Changes).Cursor()
 		var oldest, latest uint64
 		if k, _ := c.Last(); k != nil {
 			latest = binary.BigEndian.Uint64(k)
@@ -179,7 +180,7 @@ func (b *Store) Changes(ctx context.Context, after uint64, limit int) ([]store.C
 		case after+1 < oldest:
 			return fmt.Errorf("%w: changes after revision %d are no longer kept (the oldest kept is %d)", store.ErrOutOfRange, after, oldest)
 		}
-		for k, v := c.Seek(revisionKey(after + 1)); k != nil && len(out) < limit; k, v = c.Next() {
+		for k, v := c.Seek(schema.RevisionKey(after + 1)); k != nil && len(out) < limit; k, v = c.Next() {
 			ch, err := record.DecodeChange(binary.BigEndian.Uint64(k), v)
 			if err != nil {
 				return err

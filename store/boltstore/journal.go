@@ -8,9 +8,9 @@ package boltstore
 // checkpointer, applies the logged batches to bbolt in larger transactions
 // of its own (bbolt's commit, with its two fsyncs, runs alongside the next
 // batches instead of in front of them). bbolt's meta bucket holds the
-// sequence number of the last entry applied (keyMetaJournalSeq), written
+// sequence number of the last entry applied (schema.MetaJournalSeq), written
 // in the same transaction as the entry's writes, and the log's ID
-// (keyMetaJournalID). Open replays the entries after it, so a write
+// (schema.MetaJournalID). Open replays the entries after it, so a write
 // answered before a crash or a power cut is in bbolt after the next Open.
 //
 // An entry's bytes are
@@ -33,6 +33,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/setpointhq/setpoint/store/boltstore/schema"
 	"github.com/setpointhq/setpoint/store/wal"
 )
 
@@ -181,7 +182,7 @@ func (b *Store) openJournal(path string) (*wal.Log, error) {
 		id      []byte
 	)
 	if err := b.db.View(func(tx *bolt.Tx) error {
-		applied, id = journalSeq(tx), bytes.Clone(tx.Bucket(bucketMeta).Get(keyMetaJournalID))
+		applied, id = schema.JournalSeq(tx), bytes.Clone(tx.Bucket(schema.Meta).Get(schema.MetaJournalID))
 		return nil
 	}); err != nil {
 		return nil, fmt.Errorf("store: journal: %w", err)
@@ -189,7 +190,7 @@ func (b *Store) openJournal(path string) (*wal.Log, error) {
 	if id == nil {
 		id = make([]byte, 16)
 		_, _ = rand.Read(id) // never fails (crypto/rand)
-		if err := b.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(keyMetaJournalID, id) }); err != nil {
+		if err := b.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(schema.Meta).Put(schema.MetaJournalID, id) }); err != nil {
 			return nil, fmt.Errorf("store: journal: %w", err)
 		}
 	}
@@ -225,7 +226,7 @@ func (b *Store) openJournal(path string) (*wal.Log, error) {
 // put writes w in tx, whatever tx held for its key: the committer has
 // checked the record when it journaled w. Its error leaves tx unusable.
 func (b *Store) put(tx *bolt.Tx, w *journalWrite) error {
-	records, index := tx.Bucket(bucketRecords), tx.Bucket(bucketLastSeen)
+	records, index := tx.Bucket(schema.Records), tx.Bucket(schema.LastSeen)
 	records.FillPercent = recordsFillPercent
 	if string(w.oldIndex) != string(w.newIndex) { // most writes leave the record in its hour: no index write
 		if w.oldIndex != nil {
@@ -241,10 +242,10 @@ func (b *Store) put(tx *bolt.Tx, w *journalWrite) error {
 		return err
 	}
 	if len(w.revs) > 0 {
-		changes := tx.Bucket(bucketChanges)
+		changes := tx.Bucket(schema.Changes)
 		changes.FillPercent = changesFillPercent
 		for i, rev := range w.revs {
-			if err := changes.Put(revisionKey(rev), w.changes[i]); err != nil {
+			if err := changes.Put(schema.RevisionKey(rev), w.changes[i]); err != nil {
 				return fmt.Errorf("append change: %w", err)
 			}
 		}
@@ -277,5 +278,5 @@ func (b *Store) applyBatches(tx *bolt.Tx, batches []*journaledBatch) error {
 			return err
 		}
 	}
-	return putJournalSeq(tx, batches[len(batches)-1].seq)
+	return schema.PutJournalSeq(tx, batches[len(batches)-1].seq)
 }

@@ -11,6 +11,7 @@ import (
 	gocmp "github.com/google/go-cmp/cmp"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/setpointhq/setpoint/store/boltstore/schema"
 	"github.com/setpointhq/setpoint/store/record"
 	"github.com/setpointhq/setpoint/store/wal"
 	"github.com/setpointhq/setpoint/target"
@@ -33,7 +34,7 @@ func indexKeys(t *testing.T, path string) [][]byte {
 	defer db.Close()
 	var keys [][]byte
 	if err := db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketLastSeen).ForEach(func(k, _ []byte) error {
+		return tx.Bucket(schema.LastSeen).ForEach(func(k, _ []byte) error {
 			keys = append(keys, bytes.Clone(k))
 			return nil
 		})
@@ -53,15 +54,15 @@ func TestLastSeenIndexHoldsHours(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
-	rk, _ := recordKey(key)
+	rk, _ := schema.RecordKey(key)
 	t0 := time.Date(2026, 3, 1, 12, 10, 0, 0, time.UTC)
 	for _, step := range []struct {
 		seen time.Time
 		want []byte
 	}{
-		{t0, lastSeenKey(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC), rk)},
-		{t0.Add(49 * time.Minute), lastSeenKey(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC), rk)},
-		{t0.Add(50 * time.Minute), lastSeenKey(time.Date(2026, 3, 1, 13, 0, 0, 0, time.UTC), rk)},
+		{t0, schema.LastSeenKey(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC), rk)},
+		{t0.Add(49 * time.Minute), schema.LastSeenKey(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC), rk)},
+		{t0.Add(50 * time.Minute), schema.LastSeenKey(time.Date(2026, 3, 1, 13, 0, 0, 0, time.UTC), rk)},
 	} {
 		if _, err := st.Update(context.Background(), key, func(r *target.Record) error { r.LastSeen = step.seen; return nil }); err != nil {
 			t.Fatal(err)
@@ -71,7 +72,7 @@ func TestLastSeenIndexHoldsHours(t *testing.T) {
 		}
 		var got [][]byte
 		_ = st.view(func(tx *bolt.Tx) error {
-			return tx.Bucket(bucketLastSeen).ForEach(func(k, _ []byte) error { got = append(got, bytes.Clone(k)); return nil })
+			return tx.Bucket(schema.LastSeen).ForEach(func(k, _ []byte) error { got = append(got, bytes.Clone(k)); return nil })
 		})
 		if diff := gocmp.Diff([][]byte{step.want}, got); diff != "" {
 			t.Errorf("seen %v: index (-want +got):\n%s", step.seen, diff)
@@ -97,9 +98,9 @@ func TestOpenRekeysLastSeenAfterReplay(t *testing.T) {
 	ctx := context.Background()
 	at := func(h, m int) time.Time { return time.Date(2026, 3, 1, h, m, 7, 123, time.UTC) }
 	a, b, z := target.Key{Cluster: "c", Namespace: "n", Name: "a"}, target.Key{Cluster: "c", Namespace: "n", Name: "b"}, target.Key{Cluster: "c", Namespace: "n", Name: "z"}
-	ra, _ := recordKey(a)
-	rb, _ := recordKey(b)
-	rz, _ := recordKey(z)
+	ra, _ := schema.RecordKey(a)
+	rb, _ := schema.RecordKey(b)
+	rz, _ := schema.RecordKey(z)
 	for k, seen := range map[target.Key]time.Time{a: at(12, 0), b: at(12, 30), z: {}} { // z: never seen
 		if _, err := st.Update(ctx, k, func(r *target.Record) error { r.LastSeen = seen; return nil }); err != nil {
 			t.Fatal(err)
@@ -126,13 +127,13 @@ func TestOpenRekeysLastSeenAfterReplay(t *testing.T) {
 		applied uint64
 	)
 	if err := db.Update(func(tx *bolt.Tx) error {
-		if err := tx.Bucket(bucketMeta).Put(keyMetaSchemaVersion, encodeVersion(3)); err != nil {
+		if err := tx.Bucket(schema.Meta).Put(schema.MetaSchemaVersion, schema.EncodeVersion(3)); err != nil {
 			return err
 		}
-		if err := tx.DeleteBucket(bucketLastSeen); err != nil {
+		if err := tx.DeleteBucket(schema.LastSeen); err != nil {
 			return err
 		}
-		index, err := tx.CreateBucket(bucketLastSeen)
+		index, err := tx.CreateBucket(schema.LastSeen)
 		if err != nil {
 			return err
 		}
@@ -141,7 +142,7 @@ func TestOpenRekeysLastSeenAfterReplay(t *testing.T) {
 				return err
 			}
 		}
-		id, applied = bytes.Clone(tx.Bucket(bucketMeta).Get(keyMetaJournalID)), journalSeq(tx)
+		id, applied = bytes.Clone(tx.Bucket(schema.Meta).Get(schema.MetaJournalID)), schema.JournalSeq(tx)
 		entry = appendWrites(nil, []journalWrite{{
 			rk: ra, val: val, oldIndex: exactLastSeenKey(at(12, 0), ra), newIndex: exactLastSeenKey(at(14, 10), ra),
 		}})
@@ -170,8 +171,8 @@ func TestOpenRekeysLastSeenAfterReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, err := st.SchemaVersion(); err != nil || v != SchemaVersion {
-		t.Errorf("SchemaVersion() = %d, %v; want %d", v, err, SchemaVersion)
+	if v, err := st.SchemaVersion(); err != nil || v != schema.Version {
+		t.Errorf("SchemaVersion() = %d, %v; want %d", v, err, schema.Version)
 	}
 	if got, err := st.Get(ctx, a); err != nil || !got.LastSeen.Equal(at(14, 10)) {
 		t.Errorf("Get(a): LastSeen %v, %v; want the journal's %v", got.LastSeen, err, at(14, 10))
@@ -179,7 +180,7 @@ func TestOpenRekeysLastSeenAfterReplay(t *testing.T) {
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
-	want := [][]byte{exactLastSeenKey(time.Time{}, rz), lastSeenKey(at(12, 0), rb), lastSeenKey(at(14, 0), ra)} // in key order: hour, then key
+	want := [][]byte{exactLastSeenKey(time.Time{}, rz), schema.LastSeenKey(at(12, 0), rb), schema.LastSeenKey(at(14, 0), ra)} // in key order: hour, then key
 	if diff := gocmp.Diff(want, indexKeys(t, path)); diff != "" {
 		t.Errorf("index after Open (-want +got):\n%s", diff)
 	}
@@ -212,7 +213,7 @@ func TestExpireDropsStrayIndexEntries(t *testing.T) {
 	defer st.Close()
 	ctx := context.Background()
 	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
-	rk, _ := recordKey(key)
+	rk, _ := schema.RecordKey(key)
 	seen := time.Date(2026, 3, 1, 15, 0, 0, 0, time.UTC)
 	if _, err := st.Update(ctx, key, func(r *target.Record) error { r.LastSeen = seen; return nil }); err != nil {
 		t.Fatal(err)
@@ -220,8 +221,8 @@ func TestExpireDropsStrayIndexEntries(t *testing.T) {
 	if err := st.caughtUp(ctx); err != nil {
 		t.Fatal(err)
 	}
-	stray := lastSeenKey(seen.Add(-3*time.Hour), rk)
-	if err := st.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketLastSeen).Put(stray, []byte{}) }); err != nil {
+	stray := schema.LastSeenKey(seen.Add(-3*time.Hour), rk)
+	if err := st.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(schema.LastSeen).Put(stray, []byte{}) }); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := st.Expire(ctx, seen.Add(-time.Hour)); err != nil || n != 0 {
@@ -229,9 +230,9 @@ func TestExpireDropsStrayIndexEntries(t *testing.T) {
 	}
 	var left [][]byte
 	_ = st.view(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketLastSeen).ForEach(func(k, _ []byte) error { left = append(left, bytes.Clone(k)); return nil })
+		return tx.Bucket(schema.LastSeen).ForEach(func(k, _ []byte) error { left = append(left, bytes.Clone(k)); return nil })
 	})
-	if diff := gocmp.Diff([][]byte{lastSeenKey(seen, rk)}, left); diff != "" {
+	if diff := gocmp.Diff([][]byte{schema.LastSeenKey(seen, rk)}, left); diff != "" {
 		t.Errorf("index after Expire (-want +got):\n%s", diff)
 	}
 	if n, err := st.Expire(ctx, seen.Add(time.Second)); err != nil || n != 1 {

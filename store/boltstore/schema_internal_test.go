@@ -16,14 +16,15 @@ import (
 
 	"github.com/setpointhq/setpoint/engine"
 	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/store/boltstore/schema"
 	"github.com/setpointhq/setpoint/store/record"
 	"github.com/setpointhq/setpoint/target"
 )
 
 func TestRecordKeyTooLong(t *testing.T) {
-	_, err := recordKey(target.Key{Cluster: "c", Namespace: "n", Name: strings.Repeat("x", record.MaxKeyLength)})
+	_, err := schema.RecordKey(target.Key{Cluster: "c", Namespace: "n", Name: strings.Repeat("x", record.MaxKeyLength)})
 	if !errors.Is(err, store.ErrInvalid) {
-		t.Errorf("recordKey of a huge name: %v, want store.ErrInvalid", err)
+		t.Errorf("schema.RecordKey of a huge name: %v, want store.ErrInvalid", err)
 	}
 }
 
@@ -39,7 +40,7 @@ func TestUpdateRetriesAConflict(t *testing.T) {
 	defer b.Close()
 	ctx := context.Background()
 	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
-	rk, _ := recordKey(key)
+	rk, _ := schema.RecordKey(key)
 	add := func(n int32) func(*target.Record) error {
 		return func(r *target.Record) error {
 			r.History.Recommendations = append(r.History.Recommendations, engine.Recommendation{Replicas: n, At: time.Unix(int64(n), 0).UTC()})
@@ -86,7 +87,7 @@ func TestUpdateRetriesAConflict(t *testing.T) {
 }
 
 // TestLayoutDoc: the layout doc.go describes ("On-disk layout") names the
-// schema version, every bucket and every meta key that schema.go defines,
+// schema version, every bucket and every meta key that package schema defines,
 // and nothing else.
 func TestLayoutDoc(t *testing.T) {
 	src, err := os.ReadFile("doc.go")
@@ -102,7 +103,7 @@ func TestLayoutDoc(t *testing.T) {
 	if end := strings.Index(section, "\n// A record key is"); end > 0 {
 		section = section[:end]
 	}
-	if want := fmt.Sprintf("(schema version %d)", SchemaVersion); !strings.Contains(section, want) {
+	if want := fmt.Sprintf("(schema version %d)", schema.Version); !strings.Contains(section, want) {
 		t.Errorf("the layout's heading does not say %s", want)
 	}
 	var buckets, metaKeys []string
@@ -122,7 +123,7 @@ func TestLayoutDoc(t *testing.T) {
 		case strings.HasPrefix(line, "//\t"): // a bucket
 			name := strings.TrimPrefix(line, "//\t")
 			buckets = append(buckets, name)
-			inMeta = name == string(bucketMeta)
+			inMeta = name == string(schema.Meta)
 		}
 	}
 	names := func(bs [][]byte) []string {
@@ -132,19 +133,19 @@ func TestLayoutDoc(t *testing.T) {
 		}
 		return s
 	}
-	if diff := gocmp.Diff(names(allBuckets), buckets); diff != "" {
-		t.Errorf("buckets: schema.go (-) against doc.go (+):\n%s", diff)
+	if diff := gocmp.Diff(names(schema.Buckets), buckets); diff != "" {
+		t.Errorf("buckets: package schema (-) against doc.go (+):\n%s", diff)
 	}
-	if diff := gocmp.Diff(names(allMetaKeys), metaKeys); diff != "" {
-		t.Errorf("meta keys: schema.go (-) against doc.go (+):\n%s", diff)
+	if diff := gocmp.Diff(names(schema.MetaKeys), metaKeys); diff != "" {
+		t.Errorf("meta keys: package schema (-) against doc.go (+):\n%s", diff)
 	}
-	if want := fmt.Sprintf(`"schema_version" → uint64, 8 bytes big-endian (%d)`, SchemaVersion); !strings.Contains(section, want) {
+	if want := fmt.Sprintf(`"schema_version" → uint64, 8 bytes big-endian (%d)`, schema.Version); !strings.Contains(section, want) {
 		t.Errorf("the layout does not show the stored version as %s", want)
 	}
 }
 
 // TestMetaKeysWritten: a store opened, written and closed holds exactly
-// the meta keys of allMetaKeys.
+// the meta keys of schema.MetaKeys.
 func TestMetaKeysWritten(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "s.db")
 	st, err := Open(path, Options{})
@@ -167,14 +168,14 @@ func TestMetaKeysWritten(t *testing.T) {
 	defer db.Close()
 	var got, want []string
 	if err := db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketMeta).ForEach(func(k, _ []byte) error {
+		return tx.Bucket(schema.Meta).ForEach(func(k, _ []byte) error {
 			got = append(got, string(k))
 			return nil
 		})
 	}); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range allMetaKeys {
+	for _, k := range schema.MetaKeys {
 		want = append(want, string(k))
 	}
 	slices.Sort(want)

@@ -3,6 +3,7 @@ package boltstore
 import (
 	"context"
 
+	"github.com/setpointhq/setpoint/store/boltstore/schema"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -39,7 +40,7 @@ func (b *Store) Usage(ctx context.Context) (Usage, error) {
 		for _, x := range []struct {
 			name []byte
 			out  *BucketUsage
-		}{{bucketRecords, &u.Records}, {bucketLastSeen, &u.LastSeen}, {bucketChanges, &u.Changes}, {bucketDecisions, &u.Decisions}} {
+		}{{schema.Records, &u.Records}, {schema.LastSeen, &u.LastSeen}, {schema.Changes, &u.Changes}, {schema.Decisions, &u.Decisions}} {
 			bk := tx.Bucket(x.name)
 			if bk == nil {
 				continue

@@ -1,16 +1,16 @@
-package boltstore
-
-// This file is the whole on-disk layout: every bucket name, every meta key,
-// every key builder, the schema version and its migrations. Nothing else in
-// the package names a bucket or a meta key or builds a key by hand. doc.go
-// describes the same layout ("On-disk layout"); TestLayoutDoc holds the
-// two together. Bump SchemaVersion (with a migration in migrate) when an
-// existing reader would misread what a new writer stores.
+// Package schema is the whole on-disk layout of store/boltstore's file:
+// every bucket name, every meta key, every key builder, the schema version
+// and its migrations. Nothing else names a bucket or a meta key or builds
+// a key by hand. store/boltstore's doc describes the same layout
+// ("On-disk layout"); its TestLayoutDoc holds the two together. Bump
+// Version (with a migration in Migrate) when an existing reader would
+// misread what a new writer stores.
 //
-// Migrations go one way: there is no downgrade. Open refuses a file whose
-// version is newer than SchemaVersion (store.ErrSchemaVersion) and leaves it
+// Migrations go one way: there is no downgrade. Init refuses a file whose
+// version is newer than Version (store.ErrSchemaVersion) and leaves it
 // untouched; the way back to an older binary is the backup taken before
 // the upgrade (docs/reliability.md, "Backup and restore").
+package schema
 
 import (
 	"bytes"
@@ -26,7 +26,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// SchemaVersion is the version of the on-disk layout this package writes.
+// Version is the version of the on-disk layout this package writes.
 // Open refuses a file whose stored version is larger.
 //
 // Version 2 stores a record's statuses once where they are equal (see
@@ -42,106 +42,106 @@ import (
 // at each decision; the migration from 1, 2 or 3 rewrites the index (a
 // few seconds for a million targets, once), and a version 3 reader would
 // keep a record's old entry when it moves.
-const SchemaVersion uint64 = 4
+const Version uint64 = 4
 
 // Bucket names. All buckets live at the top level of the file.
 var (
-	// bucketMeta holds the file's metadata: allMetaKeys.
-	bucketMeta = []byte("meta")
-	// bucketRecords maps recordKey(key) to a storage.v1.Record.
-	bucketRecords = []byte("records")
-	// bucketLastSeen is the expiry index: lastSeenKey(t, recordKey(key))
+	// Meta holds the file's metadata: MetaKeys.
+	Meta = []byte("meta")
+	// Records maps RecordKey(key) to a storage.v1.Record.
+	Records = []byte("records")
+	// LastSeen is the expiry index: LastSeenKey(t, RecordKey(key))
 	// with an empty value, for each record, t being the record's LastSeen
 	// (the key holds its hour).
-	bucketLastSeen = []byte("last_seen")
-	// bucketChanges is the change feed (feed.go): revisionKey(rev) →
+	LastSeen = []byte("last_seen")
+	// Changes is the change feed (feed.go): RevisionKey(rev) →
 	// setpoint.storage.v1.Change. Added without a version bump: readers
 	// that do not know it ignore it, and Open creates it in a file that
 	// lacks it.
-	bucketChanges = []byte("changes")
-	// bucketDecisions is the decision log (decisionlog.go):
-	// record.DecisionKey(recordKey(key), at) → setpoint.storage.v1.LoggedDecision.
-	// Added without a version bump, like bucketChanges: readers that do not
+	Changes = []byte("changes")
+	// Decisions is the decision log (decisionlog.go):
+	// record.DecisionKey(RecordKey(key), at) → setpoint.storage.v1.LoggedDecision.
+	// Added without a version bump, like Changes: readers that do not
 	// know it ignore it, and Open creates it in a file that lacks it.
-	bucketDecisions = []byte("decisions")
+	Decisions = []byte("decisions")
 )
 
-// allBuckets lists every bucket of the layout, created together.
-var allBuckets = [][]byte{bucketMeta, bucketRecords, bucketLastSeen, bucketChanges, bucketDecisions}
+// Buckets lists every bucket of the layout, created together.
+var Buckets = [][]byte{Meta, Records, LastSeen, Changes, Decisions}
 
-// Meta keys: the values of bucketMeta.
+// Meta keys: the values of Meta.
 var (
-	// keyMetaSchemaVersion is the meta key whose value is the schema
+	// MetaSchemaVersion is the meta key whose value is the schema
 	// version as an 8-byte big-endian integer.
-	keyMetaSchemaVersion = []byte("schema_version")
-	// keyMetaJournalSeq is the meta key whose value is the sequence number
+	MetaSchemaVersion = []byte("schema_version")
+	// MetaJournalSeq is the meta key whose value is the sequence number
 	// of the last journal entry applied (journal.go), an 8-byte big-endian
 	// integer (absent: 0). Added without a version bump: a reader that
 	// does not know it ignores it.
-	keyMetaJournalSeq = []byte("journal_seq")
-	// keyMetaJournalID is the meta key whose value is the file's journal
+	MetaJournalSeq = []byte("journal_seq")
+	// MetaJournalID is the meta key whose value is the file's journal
 	// ID, 16 random bytes written at the first Open that needs them: a
 	// journal replays only onto its own file (or a backup of it). Added
-	// with keyMetaJournalSeq.
-	keyMetaJournalID = []byte("journal_id")
+	// with MetaJournalSeq.
+	MetaJournalID = []byte("journal_id")
 )
 
-// allMetaKeys lists every meta key of the layout.
-var allMetaKeys = [][]byte{keyMetaSchemaVersion, keyMetaJournalSeq, keyMetaJournalID}
+// MetaKeys lists every meta key of the layout.
+var MetaKeys = [][]byte{MetaSchemaVersion, MetaJournalSeq, MetaJournalID}
 
 // Record keys are record.Key's ordered bytes (package store/record owns
 // their encoding, which the etcd backend shares).
 
-// tsLength is the length of the time prefix of a lastSeenKey.
-const tsLength = record.TimeLength
+// TimeLength is the length of the time prefix of a LastSeenKey.
+const TimeLength = record.TimeLength
 
-// recordKey is the key of k's record in bucketRecords (record.Key). It
+// RecordKey is the key of k's record in Records (record.Key). It
 // fails with store.ErrInvalid when the key is too long for bbolt.
-var recordKey = record.Key
+var RecordKey = record.Key
 
 // lastSeenGrain is the precision of the last-seen index: an entry holds
 // the start of the hour its record was last seen in.
 const lastSeenGrain = time.Hour
 
-// lastSeenKey is the key of a record's entry in bucketLastSeen: the 8-byte
+// LastSeenKey is the key of a record's entry in LastSeen: the 8-byte
 // big-endian order-preserving encoding of t rounded down to lastSeenGrain
 // (Unix nanoseconds with the sign bit flipped, clamped to the int64 range,
 // the zero time sorting first) followed by the record key. Entries
 // therefore sort by hour, then by key, and two times of one hour give the
 // same key: a write that leaves its record in the same hour leaves the
 // index alone.
-func lastSeenKey(t time.Time, rk []byte) []byte {
-	b := make([]byte, tsLength, tsLength+len(rk))
+func LastSeenKey(t time.Time, rk []byte) []byte {
+	b := make([]byte, TimeLength, TimeLength+len(rk))
 	binary.BigEndian.PutUint64(b, record.OrderedTime(t.Truncate(lastSeenGrain)))
 	return append(b, rk...)
 }
 
-// splitLastSeenKey returns the time prefix and the record key of an index
+// SplitLastSeenKey returns the time prefix and the record key of an index
 // entry.
-func splitLastSeenKey(b []byte) (ts uint64, rk []byte, ok bool) {
-	if len(b) <= tsLength {
+func SplitLastSeenKey(b []byte) (ts uint64, rk []byte, ok bool) {
+	if len(b) <= TimeLength {
 		return 0, nil, false
 	}
-	return binary.BigEndian.Uint64(b[:tsLength]), b[tsLength:], true
+	return binary.BigEndian.Uint64(b[:TimeLength]), b[TimeLength:], true
 }
 
-// revisionKey is the key of a change in bucketChanges: the revision,
+// RevisionKey is the key of a change in Changes: the revision,
 // 8 bytes big-endian, so keys sort by revision.
-func revisionKey(rev uint64) []byte { return binary.BigEndian.AppendUint64(nil, rev) }
+func RevisionKey(rev uint64) []byte { return binary.BigEndian.AppendUint64(nil, rev) }
 
-// encodeVersion is the stored form of a schema version.
-func encodeVersion(v uint64) []byte {
+// EncodeVersion is the stored form of a schema version.
+func EncodeVersion(v uint64) []byte {
 	return binary.BigEndian.AppendUint64(nil, v)
 }
 
-// initSchema checks the layout of the file open in tx and returns its
-// schema version: it creates the layout (at SchemaVersion) in an empty
+// Init checks the layout of the file open in tx and returns its
+// schema version: it creates the layout (at Version) in an empty
 // file, and the buckets added without a version bump in a file that lacks
 // them; it fails with store.ErrSchemaVersion for a newer version or a file that
-// is not a Setpoint store. It does not migrate: Open replays the journal,
+// is not a Setpoint store. It does not Migrate: Open replays the journal,
 // written in the file's version, first.
-func initSchema(tx *bolt.Tx) (uint64, error) {
-	meta := tx.Bucket(bucketMeta)
+func Init(tx *bolt.Tx) (uint64, error) {
+	meta := tx.Bucket(Meta)
 	if meta == nil {
 		var foreign []byte
 		if err := tx.ForEach(func(name []byte, _ *bolt.Bucket) error {
@@ -151,30 +151,30 @@ func initSchema(tx *bolt.Tx) (uint64, error) {
 			return 0, err
 		}
 		if foreign != nil {
-			return 0, fmt.Errorf("%w: the file has bucket %q but no %q bucket: not a setpoint store", store.ErrSchemaVersion, foreign, bucketMeta)
+			return 0, fmt.Errorf("%w: the file has bucket %q but no %q bucket: not a setpoint store", store.ErrSchemaVersion, foreign, Meta)
 		}
-		for _, name := range allBuckets {
+		for _, name := range Buckets {
 			if _, err := tx.CreateBucket(name); err != nil {
 				return 0, fmt.Errorf("store: create bucket %q: %w", name, err)
 			}
 		}
-		return SchemaVersion, tx.Bucket(bucketMeta).Put(keyMetaSchemaVersion, encodeVersion(SchemaVersion))
+		return Version, tx.Bucket(Meta).Put(MetaSchemaVersion, EncodeVersion(Version))
 	}
-	v, err := storedVersion(tx)
+	v, err := StoredVersion(tx)
 	switch {
 	case err != nil:
 		return 0, err
-	case v > SchemaVersion:
-		return 0, fmt.Errorf("%w: the file has schema version %d, newer than %d, the latest this binary knows", store.ErrSchemaVersion, v, SchemaVersion)
+	case v > Version:
+		return 0, fmt.Errorf("%w: the file has schema version %d, newer than %d, the latest this binary knows", store.ErrSchemaVersion, v, Version)
 	case v == 0:
 		return 0, fmt.Errorf("%w: the file has schema version 0", store.ErrSchemaVersion)
 	}
-	for _, name := range [][]byte{bucketChanges, bucketDecisions} {
+	for _, name := range [][]byte{Changes, Decisions} {
 		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 			return 0, fmt.Errorf("store: create bucket %q: %w", name, err)
 		}
 	}
-	for _, name := range allBuckets {
+	for _, name := range Buckets {
 		if tx.Bucket(name) == nil {
 			return 0, fmt.Errorf("%w: bucket %q is missing", store.ErrSchemaVersion, name)
 		}
@@ -182,11 +182,11 @@ func initSchema(tx *bolt.Tx) (uint64, error) {
 	return v, nil
 }
 
-// migrate brings a file of schema version from up to SchemaVersion, in
+// Migrate brings a file of schema version from up to Version, in
 // one transaction: a case per step, the stored version rewritten last.
-func migrate(tx *bolt.Tx, from uint64) error {
+func Migrate(tx *bolt.Tx, from uint64) error {
 	switch from {
-	case SchemaVersion:
+	case Version:
 		return nil
 	case 1, 2, 3:
 		// Version 2 only adds ways to leave equal statuses out of a record;
@@ -197,9 +197,9 @@ func migrate(tx *bolt.Tx, from uint64) error {
 		// index holds hours where the earlier ones held instants: it is
 		// rewritten.
 		if err := rekeyLastSeen(tx); err != nil {
-			return fmt.Errorf("store: migrate from schema version %d: last-seen index: %w", from, err)
+			return fmt.Errorf("store: Migrate from schema version %d: last-seen index: %w", from, err)
 		}
-		return tx.Bucket(bucketMeta).Put(keyMetaSchemaVersion, encodeVersion(SchemaVersion))
+		return tx.Bucket(Meta).Put(MetaSchemaVersion, EncodeVersion(Version))
 	default:
 		return fmt.Errorf("%w: no migration from schema version %d", store.ErrSchemaVersion, from)
 	}
@@ -210,7 +210,7 @@ func migrate(tx *bolt.Tx, from uint64) error {
 // sorted slice: in any other order a million entries take minutes), its
 // pages filled.
 func rekeyLastSeen(tx *bolt.Tx) error {
-	old := tx.Bucket(bucketLastSeen)
+	old := tx.Bucket(LastSeen)
 	var keys [][]byte
 	if err := old.ForEach(func(k, _ []byte) error {
 		keys = append(keys, k) // the file's memory: read before the bucket is deleted below
@@ -220,7 +220,7 @@ func rekeyLastSeen(tx *bolt.Tx) error {
 	}
 	rekeyed := make([][]byte, 0, len(keys))
 	for _, k := range keys {
-		ts, rk, ok := splitLastSeenKey(k)
+		ts, rk, ok := SplitLastSeenKey(k)
 		if !ok {
 			continue // malformed, no record's entry: dropped
 		}
@@ -229,13 +229,13 @@ func rekeyLastSeen(tx *bolt.Tx) error {
 			rekeyed = append(rekeyed, bytes.Clone(k))
 			continue
 		}
-		rekeyed = append(rekeyed, lastSeenKey(time.Unix(0, n), rk))
+		rekeyed = append(rekeyed, LastSeenKey(time.Unix(0, n), rk))
 	}
 	slices.SortFunc(rekeyed, bytes.Compare) // rounding reorders the records of one hour
-	if err := tx.DeleteBucket(bucketLastSeen); err != nil {
+	if err := tx.DeleteBucket(LastSeen); err != nil {
 		return err
 	}
-	index, err := tx.CreateBucket(bucketLastSeen)
+	index, err := tx.CreateBucket(LastSeen)
 	if err != nil {
 		return err
 	}
@@ -248,26 +248,26 @@ func rekeyLastSeen(tx *bolt.Tx) error {
 	return nil
 }
 
-// journalSeq returns the sequence number of the last frame applied in tx.
-func journalSeq(tx *bolt.Tx) uint64 {
-	if v := tx.Bucket(bucketMeta).Get(keyMetaJournalSeq); len(v) == 8 {
+// JournalSeq returns the sequence number of the last frame applied in tx.
+func JournalSeq(tx *bolt.Tx) uint64 {
+	if v := tx.Bucket(Meta).Get(MetaJournalSeq); len(v) == 8 {
 		return binary.BigEndian.Uint64(v)
 	}
 	return 0
 }
 
-// putJournalSeq records in tx seq as the last journal entry applied.
-func putJournalSeq(tx *bolt.Tx, seq uint64) error {
-	return tx.Bucket(bucketMeta).Put(keyMetaJournalSeq, binary.BigEndian.AppendUint64(nil, seq))
+// PutJournalSeq records in tx seq as the last journal entry applied.
+func PutJournalSeq(tx *bolt.Tx, seq uint64) error {
+	return tx.Bucket(Meta).Put(MetaJournalSeq, binary.BigEndian.AppendUint64(nil, seq))
 }
 
-// storedVersion reads the schema version of an open file.
-func storedVersion(tx *bolt.Tx) (uint64, error) {
-	meta := tx.Bucket(bucketMeta)
+// StoredVersion reads the schema version of an open file.
+func StoredVersion(tx *bolt.Tx) (uint64, error) {
+	meta := tx.Bucket(Meta)
 	if meta == nil {
-		return 0, fmt.Errorf("%w: no %q bucket", store.ErrSchemaVersion, bucketMeta)
+		return 0, fmt.Errorf("%w: no %q bucket", store.ErrSchemaVersion, Meta)
 	}
-	raw := meta.Get(keyMetaSchemaVersion)
+	raw := meta.Get(MetaSchemaVersion)
 	if len(raw) != 8 {
 		return 0, fmt.Errorf("%w: stored schema version %x is not an 8-byte integer", store.ErrSchemaVersion, raw)
 	}
