@@ -46,11 +46,8 @@ const (
 	DefaultMaxChanges = 10000
 	// DefaultMaxBatch is the default number of writes that share a commit.
 	DefaultMaxBatch = 1000
-	// DefaultMaxBatchDelay is how long, by default, the committer holds a
-	// batch open for more writes (Options.MaxBatchDelay): about two
-	// commits' fsyncs on a virtual disk. At 64 calls in flight on two
-	// cores, 3 ms gave 7–8 writes per commit where 1 ms gave 4–8 and no
-	// wait 3–5, with no worse p99 (docs/benchmarks.md).
+	// DefaultMaxBatchDelay is Options.MaxBatchDelay's default: about two
+	// commits' fsyncs on a virtual disk (docs/benchmarks-archive.md).
 	DefaultMaxBatchDelay = 3 * time.Millisecond
 	// DefaultLockTimeout is how long Open waits by default for another
 	// process to release the file: long enough for a restart's overlap,
@@ -63,14 +60,9 @@ type Options struct {
 	// MaxEvents bounds target.Record.Events: Update keeps the newest MaxEvents.
 	// 0 means store.DefaultMaxEvents.
 	MaxEvents int
-	// MaxHistory bounds each list of target.Record.History (recommendations,
-	// scale-up events, scale-down events): Update keeps the newest
-	// MaxHistory entries by time. The engine bounds the history itself, by
-	// its windows; this is a guard against a record growing without limit,
-	// reached only by a target decided more than MaxHistory times within
-	// its longest window (more often than every 0.9 s for the largest, one
-	// hour). Entries are never dropped by age: that would change decisions.
-	// 0 means store.DefaultMaxHistory.
+	// MaxHistory bounds each list of target.Record.History: Update keeps
+	// the newest MaxHistory entries by time (a guard; the engine bounds
+	// history by its windows). 0 means store.DefaultMaxHistory.
 	MaxHistory int
 	// MaxBatch bounds how many writes share one commit. 0 means
 	// DefaultMaxBatch.
@@ -101,19 +93,15 @@ type Options struct {
 	// decision log (decisionlog.go), counted back from the target's newest
 	// decision. 0 means store.DefaultDecisionRetention; negative keeps no log.
 	DecisionRetention time.Duration
-	// RecordCacheBytes bounds the memory of the record cache (package recordcache),
-	// which spares an Update of a recently written target decoding its
-	// record. 0 means DefaultRecordCacheBytes; negative disables the cache.
+	// RecordCacheBytes bounds the record cache (package recordcache). 0
+	// means DefaultRecordCacheBytes; negative disables the cache.
 	RecordCacheBytes int64
 	// CheckpointInterval is how long journaled writes wait, at most, for
-	// the checkpointer to write them into the bbolt file (checkpoint.go).
-	// Longer costs memory (the writes until then) and replay after a
-	// crash; shorter, CPU. 0 means DefaultCheckpointInterval.
+	// the checkpointer to write them into the bbolt file: longer costs
+	// memory and replay, shorter CPU. 0 means DefaultCheckpointInterval.
 	CheckpointInterval time.Duration
 	// JournalSegmentBytes is the journal's size past which it starts a new
-	// segment (OldJournalSuffix): larger leaves more to replay after a
-	// crash; smaller renames files more often. 0 means
-	// DefaultJournalSegmentBytes.
+	// segment (OldJournalSuffix). 0 means DefaultJournalSegmentBytes.
 	JournalSegmentBytes int64
 }
 
@@ -161,28 +149,21 @@ func (o Options) withDefaults() (Options, error) {
 
 // Stats are counters of a Store store since Open.
 type Stats struct {
-	// Commits counts the commits that made writes durable and answered
-	// them, each one flush: journal frames (a batch's Updates) and bbolt
-	// transactions (its Deletes and Expires).
+	// Commits counts the flushes that answered writes: journal frames (a
+	// batch's Updates) and bbolt transactions (its Deletes and Expires).
 	Commits uint64
-	// Writes counts the Update, Delete and Expire calls those commits
-	// carried, whether they changed anything or returned an error.
+	// Writes counts the Update, Delete and Expire calls they carried.
 	Writes uint64
 	// MaxBatch is the largest number of writes one commit carried.
 	MaxBatch uint64
-	// CommitTime is the time spent committing: writing and flushing the
-	// journal's frames, and bbolt's Tx.Commit of the direct transactions
-	// (their page writes and fsyncs, without applying the writes).
+	// CommitTime is the time spent writing and flushing the journal's
+	// frames and in bbolt's Tx.Commit of the direct transactions.
 	CommitTime time.Duration
-	// HeldTime is the time the committer held batches open for more writes
-	// (Options.MaxBatchDelay) before taking them.
+	// HeldTime is the time batches were held open for more writes.
 	HeldTime time.Duration
-	// CacheHits counts the Updates that found their record in the record
-	// cache (Options.RecordCacheBytes) and did not read or decode it.
-	CacheHits uint64
-	// CacheMisses counts the Updates that read their record from the file
-	// because the cache did not hold it (both stay 0 without a cache).
-	CacheMisses uint64
+	// CacheHits and CacheMisses count the Updates that found their record
+	// in the record cache and those that read it (both 0 without a cache).
+	CacheHits, CacheMisses uint64
 	// FileBytes is the size of the store's file when Stats is called; 0
 	// when it cannot be read.
 	FileBytes int64
@@ -280,22 +261,15 @@ type Store struct {
 	// syncs holds when the disk writes in progress began (SyncAge).
 	syncs syncClock
 
-	// testHookCheckpoint, when set, runs in each checkpoint's transaction
-	// before its writes; an error it returns fails the checkpoint. Set
-	// only by tests, before any write.
-	testHookCheckpoint func() error
-	// testHookBeforeCommit, when set, runs in the committer before each
-	// batch's transaction with the batch size. Set only by tests, before
-	// any write.
+	// Test hooks, set only by tests before any write (export_test.go):
+	// in each checkpoint's transaction before its writes (an error fails
+	// it); in the committer before each direct batch, with its size; in
+	// Update between preparing and queueing; in each direct batch's
+	// transaction after its writes (an error rolls the batch back).
+	testHookCheckpoint   func() error
 	testHookBeforeCommit func(n int)
-	// testHookAfterPrepare, when set, runs in Update between preparing a
-	// write and queueing it. Set only by tests, before any write.
 	testHookAfterPrepare func()
-	// testHookFailCommit, when set, runs in each batch's transaction after
-	// its writes; an error it returns rolls the transaction back, failing
-	// the whole batch as a failed commit does. Set only by tests, before
-	// any write.
-	testHookFailCommit func() error
+	testHookFailCommit   func() error
 }
 
 var _ store.Store = (*Store)(nil)
@@ -608,47 +582,14 @@ func (b *Store) view(fn func(tx *bolt.Tx) error) error {
 	return err
 }
 
-// Update loads the record of key, runs fn on it and stores the result; see
-// store.Store.Update. The Key fn leaves is ignored; Events and History are
-// bounded as Options say before the record is stored and returned.
-//
-// Only the write is serialized. Update reads the stored value in a
-// read-only transaction, decodes it (or takes the record and the value it
-// was decoded from out of the record cache, without reading),
-// runs fn, bounds and encodes the record and the change feed's entries in
-// the caller's goroutine, and queues the encoded bytes. The committer
-// journals them only if the stored value — the newest journaled one
-// (checkpoint.go) — is still the one Update read, byte for byte (the value
-// is the record's revision: equal bytes mean an equal record); otherwise
-// the write is a conflict, and Update starts over from the new value,
-// running fn again. Updates of one key therefore serialize — each stores
-// what fn made of the record the previous one stored — while their
-// decoding, functions and encoding run in parallel, and concurrent writes
-// of different keys still share one journal frame and one flush. Within the process,
-// updates of one key also wait for each other (one at a time from read to
-// commit), so that they do not conflict; a conflict then means the record
-// was written by something else (Delete, Expire), and the check is what
-// keeps it correct. A record that cannot be decoded fails
-// with a *store.CorruptError without running fn; Delete clears it. A panic in fn
-// is raised in the caller's goroutine; nothing is stored for it.
-//
-// If ctx ends while the update waits — for its key, or queued for the
-// committer, also while the committer holds a batch open for more writes
-// (Options.MaxBatchDelay) — Update returns ctx.Err()
-// at once and releases the key. What a cancelled update may then still do:
-//   - not yet taken by the committer: it is dropped. fn has run (perhaps
-//     more than once, after conflicts) on records that are not stored, and
-//     nothing it made is stored or appears in the change feed.
-//   - already taken (its batch is being written): it may still be
-//     committed after Update returned, with its change-feed entries and
-//     decision-log entry, exactly as if Update had returned nil. An Update
-//     of the same key that starts after the cancelled one returned may
-//     read the record before that commit; its write then conflicts, and it
-//     runs its function again on the record the cancelled update stored,
-//     so neither change is lost.
-//
-// The caller cannot tell which happened: after a cancelled Update, Get
-// (or the change feed) says what is stored.
+// Update implements store.Store.Update, the package doc's way ("Writes"):
+// read (or take from the record cache), decode, run fn and encode in the
+// caller's goroutine; the committer journals the bytes only if the stored
+// value is still the one read. A record that cannot be decoded fails with
+// a *store.CorruptError without running fn; Delete clears it. If ctx ends
+// while the update waits for its key or in the queue, Update returns
+// ctx.Err() at once: a write the committer had not taken is dropped, one
+// it had taken may still be stored, with its feed and log entries.
 func (b *Store) Update(ctx context.Context, key target.Key, fn func(rec *target.Record) error) (target.Record, error) {
 	return b.update(ctx, key, false, fn)
 }
@@ -837,19 +778,9 @@ func (b *Store) Get(ctx context.Context, key target.Key) (target.Record, error) 
 	return rec, nil
 }
 
-// List returns up to one page of records in key order; see store.Store.List.
-//
-// Cluster, or Cluster and Namespace, select a key prefix. PageSize 0 means
-// store.DefaultPageSize; larger than store.MaxPageSize means store.MaxPageSize. The page
-// token is opaque: it is valid only with the same Cluster and Namespace.
-// Records created or removed between pages are seen or not as their keys
-// fall after the token or before it.
-//
-// A corrupt record never fails the page: List returns every record of the
-// page that decodes, the next page token, and an error that matches
-// store.ErrCorrupt and joins one *store.CorruptError per skipped record (walk them with
-// errors.As or the Unwrap() []error method). Any other error comes with no
-// records.
+// List implements store.Store.List: a prefix scan of the records bucket
+// (record.ListPage). Records created or removed between pages are seen or
+// not as their keys fall after the token or before it.
 func (b *Store) List(ctx context.Context, q store.Query) ([]target.Record, string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, "", err
@@ -950,13 +881,9 @@ func (b *Store) Delete(ctx context.Context, key target.Key) error {
 	return err
 }
 
-// Expire removes the records whose LastSeen is before cutoff (a record
-// whose LastSeen was left zero is removed by any Expire) and returns how
-// many it removed. It walks the last-seen index from its start to
-// cutoff's hour and reads the records it finds there, so its cost follows
-// the number of expired records and of those last seen in cutoff's hour,
-// not the size of the store. Corrupt records are removed by the hour of
-// their last write.
+// Expire implements store.Store.Expire by the last-seen index (the
+// package doc, "On-disk layout"); a record whose LastSeen was left zero goes at
+// any Expire, a corrupt one by the hour of its last write.
 func (b *Store) Expire(ctx context.Context, cutoff time.Time) (int, error) {
 	var removed int
 	err := b.write(ctx, false, nil, func(tx *bolt.Tx) error {

@@ -1,15 +1,7 @@
 package boltstore
 
-// This file is the two halves of a write's way to the file: the committer
-// journals each batch of Updates (one frame, one fdatasync) and answers
-// it, and the checkpointer writes the journaled batches to bbolt behind
-// it. Until the checkpointer has written a record, the overlay holds its
-// newest value: Update's read and conflict check, and Get, look there
-// first; the reads that walk bbolt (List, Decisions, the change feed,
-// Count, Backup) first wait for the checkpointer to catch up with every
-// write answered before they began (caughtUp). Delete and Expire are
-// written to bbolt directly by the committer, once the checkpointer has
-// caught up (drain), as every write was before the journal.
+// The committer's and the checkpointer's halves of a write's way to the
+// file (the package doc, "The journal and the checkpointer").
 
 import (
 	"bytes"
@@ -323,13 +315,9 @@ func (b *Store) fail(err error) {
 // the oldest has waited Options.CheckpointInterval (by default
 // DefaultCheckpointInterval) or checkpointWrites writes are
 // waiting, at once when a read or the committer waits for it, and at
-// Close. Rare checkpoints are cheaper: each is a bbolt commit (its page
-// writes and two fsyncs, during which its goroutine holds a processor),
-// and the writes of one checkpoint share the pages they dirty. At 64
-// calls in flight a second measured 2–10 % more decisions per second
-// than 100 ms (docs/benchmarks.md). The price: the journaled writes stay
-// in memory until then (~15 MB at 5,000 writes a second), and a crash
-// leaves at most that much to replay.
+// Close. Rare checkpoints are cheaper (each is a bbolt commit, and its
+// writes share the pages they dirty; docs/benchmarks.md); the price is
+// the journaled writes held in memory and replayed after a crash.
 const (
 	// DefaultCheckpointInterval is Options.CheckpointInterval's default.
 	DefaultCheckpointInterval = time.Second

@@ -64,55 +64,14 @@
 // they began. If a checkpoint fails, the store refuses further writes and
 // the next Open replays the journal.
 //
-// # Expiry
+// # On-disk layout
 //
 // Expire walks a secondary index ordered by the hour of each record's
 // LastSeen, so a pass costs the records it removes plus those last seen
-// in cutoff's hour, not a scan of the store.
-//
-// # On-disk layout (schema version 4)
-//
-// Package schema holds every bucket name, meta key, key builder and migration
-// (TestLayoutDoc checks this section against it). The file has five
-// top-level buckets (record keys and decision-log keys are built by
-// package store/record, which the etcd backend shares):
-//
-//	meta
-//	    "schema_version" → uint64, 8 bytes big-endian (4)
-//	    "journal_seq" → uint64, 8 bytes big-endian: the last journal entry applied
-//	    "journal_id" → 16 random bytes: the journal's ID
-//
-//	records
-//	    schema.RecordKey(cluster, namespace, name) → setpoint.storage.v1.Record
-//
-//	last_seen
-//	    uint64 big-endian(lastSeen rounded down to its hour) ‖ schema.RecordKey(...) → empty
-//
-//	changes
-//	    uint64 big-endian(revision) → setpoint.storage.v1.Change
-//
-//	decisions
-//	    schema.RecordKey(...) ‖ uint64 big-endian(decision time) → setpoint.storage.v1.LoggedDecision
-//
-// A record key is the cluster, the namespace and the name, each with every
-// 0x00 byte written as 0x00 0xFF and followed by the terminator 0x00 0x01.
-// Keys therefore sort by (cluster, namespace, name), and the encoding of a
-// cluster, or of a cluster and a namespace, is the prefix of exactly that
-// cluster's (namespace's) keys: List filters are prefix scans.
-//
-// In last_seen, the time is the start of the hour of the record's
-// LastSeen, as Unix nanoseconds with the sign bit flipped, so that the bytes
-// sort as the times do (the zero time, and times outside 1678–2262,
-// saturate at the ends). Each record has exactly one index entry, for its
-// current LastSeen's hour; an Update that moves the record to another hour
-// moves it (most leave it: a target decided every 15 s changes hours once
-// in 240 decisions, which spares each other decision a write to a random
-// page of the index), and Delete and Expire remove it in the record's
-// transaction. Versions 1 to 3 keyed it by the instant; Open replays the
-// journal, written in the file's version, before it rewrites the index.
-//
-// Values are protobuf messages of proto/setpoint/storage/v1/storage.proto,
-// encoded by package store/record, which the etcd backend shares;
+// in cutoff's hour, not a scan of the store. Package schema owns and describes the file's buckets, keys and
+// migrations (go doc ./store/boltstore/schema). Values are protobuf
+// messages of proto/setpoint/storage/v1/storage.proto, encoded by package
+// store/record, which the etcd backend shares;
 // store/record/FORMAT.md lists every stored field (TestFormatDoc renders
 // it from the generated descriptors). The changes bucket is the change
 // feed: each write appends one entry per thing it recorded, numbered by a

@@ -1,19 +1,10 @@
 package boltstore
 
-// This file is what the store writes to its write-ahead log (package wal)
-// and how it applies it.
-//
-// The committer appends each batch of Updates to the log as one entry and
-// answers the batch after the log's flush; a second goroutine, the
-// checkpointer, applies the logged batches to bbolt in larger transactions
-// of its own (bbolt's commit, with its two fsyncs, runs alongside the next
-// batches instead of in front of them). bbolt's meta bucket holds the
-// sequence number of the last entry applied (schema.MetaJournalSeq), written
-// in the same transaction as the entry's writes, and the log's ID
-// (schema.MetaJournalID). Open replays the entries after it, so a write
-// answered before a crash or a power cut is in bbolt after the next Open.
-//
-// An entry's bytes are
+// What the store writes to its write-ahead log (package wal) and how it
+// applies it. bbolt's meta bucket holds the sequence number of the last
+// entry applied (schema.MetaJournalSeq), written in the same transaction as
+// the entry's writes, and the log's ID (schema.MetaJournalID). An entry's
+// bytes are
 //
 //	uvarint n, then n writes, each
 //	  bytes record key, bytes value, bytes old index key (empty: none),

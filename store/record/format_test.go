@@ -119,7 +119,7 @@ func TestDocsNameRealFields(t *testing.T) {
 	msgs := pb.File_setpoint_storage_v1_storage_proto.Messages()
 	ref := regexp.MustCompile(`\b([A-Z][A-Za-z]+)\.([a-z][a-z0-9_]*)\b`)
 	seen := 0
-	for _, path := range []string{"../doc.go", "../boltstore/doc.go", "record.go", "FORMAT.md"} {
+	for _, path := range []string{"../doc.go", "../boltstore/doc.go", "../boltstore/schema/doc.go", "record.go", "FORMAT.md"} {
 		src, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)

@@ -1,15 +1,3 @@
-// Package schema is the whole on-disk layout of store/boltstore's file:
-// every bucket name, every meta key, every key builder, the schema version
-// and its migrations. Nothing else names a bucket or a meta key or builds
-// a key by hand. store/boltstore's doc describes the same layout
-// ("On-disk layout"); its TestLayoutDoc holds the two together. Bump
-// Version (with a migration in Migrate) when an existing reader would
-// misread what a new writer stores.
-//
-// Migrations go one way: there is no downgrade. Init refuses a file whose
-// version is newer than Version (store.ErrSchemaVersion) and leaves it
-// untouched; the way back to an older binary is the backup taken before
-// the upgrade (docs/reliability.md, "Backup and restore").
 package schema
 
 import (
