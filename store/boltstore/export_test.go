@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/setpointhq/setpoint/store/boltstore/schema"
-	"github.com/setpointhq/setpoint/store/record"
 	"github.com/setpointhq/setpoint/target"
 )
 
@@ -44,11 +43,6 @@ var (
 	BucketRecords        = schema.Records
 	KeyMetaSchemaVersion = schema.MetaSchemaVersion
 )
-
-// DecodeRecordForDecision decodes a stored record as Decide does.
-func DecodeRecordForDecision(k target.Key, b []byte) (target.Record, error) {
-	return record.DecodeForDecision(k, b)
-}
 
 // SetAfterPrepareHook makes Update call f between preparing a write and
 // queueing it. Call it before the store's first write, or while no Update
