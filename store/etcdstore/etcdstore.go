@@ -310,8 +310,12 @@ func (s *Store) txn(ctx context.Context, cmps []clientv3.Cmp, then, els []client
 // there is no batch to hold open for announced writes.
 func (s *Store) Expect(int) {}
 
-// Healthy reports whether etcd answers a linearizable read.
+// Healthy reports whether etcd answers a linearizable read;
+// store.ErrClosed after Close.
 func (s *Store) Healthy(ctx context.Context) error {
+	if s.isClosed() {
+		return store.ErrClosed
+	}
 	_, err := s.get(ctx, s.feedKey(), clientv3.WithCountOnly())
 	return err
 }

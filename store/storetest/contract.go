@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -560,5 +561,123 @@ func appendReplicas(replicas int32) func(*target.Record) error {
 		r.History.Recommendations = append(r.History.Recommendations, engine.Recommendation{Replicas: replicas, At: at(int(replicas))})
 		r.LastSeen = at(int(replicas))
 		return nil
+	}
+}
+
+// decisionLog: each decision enters its target's log; Decisions pages
+// through it oldest first, by From and To, with tokens; another target's
+// decisions and an unknown target's (none) stay out; bad queries are
+// ErrInvalid; Delete removes the log with the record.
+func decisionLog(t *testing.T, open Opener) {
+	ctx := context.Background()
+	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
+	st := open(t)
+	decideAt := func(k target.Key, i int) {
+		t.Helper()
+		if _, err := st.Decide(ctx, k, func(r *target.Record) error {
+			r.Last = &target.LastDecision{ID: fmt.Sprint(k.Name, i), At: at(15 * i)}
+			r.Last.Decision.DesiredReplicas = int32(i + 1)
+			r.LastSeen = at(15 * i)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 5 {
+		decideAt(key, i)
+	}
+	decideAt(target.Key{Cluster: "c", Namespace: "n", Name: "web-2"}, 9) // its name extends key's
+	read := func(k target.Key, q store.DecisionQuery) (replicas []int32, next string) {
+		t.Helper()
+		page, next, err := st.Decisions(ctx, k, q)
+		if err != nil {
+			t.Fatalf("Decisions(%s, %+v): %v", k, q, err)
+		}
+		for _, d := range page {
+			replicas = append(replicas, d.DesiredReplicas)
+		}
+		return replicas, next
+	}
+	var pages [][]int32
+	q := store.DecisionQuery{PageSize: 2}
+	for {
+		page, next := read(key, q)
+		pages = append(pages, page)
+		if next == "" {
+			break
+		}
+		q.PageToken = next
+	}
+	if diff := cmp.Diff([][]int32{{1, 2}, {3, 4}, {5}}, pages); diff != "" {
+		t.Errorf("pages of 2 (-want +got):\n%s", diff)
+	}
+	if got, next := read(key, store.DecisionQuery{From: at(15), To: at(45)}); !slices.Equal(got, []int32{2, 3}) || next != "" {
+		t.Errorf("From 15 s To 45 s: %v, next %q; want [2 3] and no next page", got, next)
+	}
+	if got, next := read(target.Key{Cluster: "c", Namespace: "n", Name: "none"}, store.DecisionQuery{}); got != nil || next != "" {
+		t.Errorf("an unknown target's log: %v, next %q; want none", got, next)
+	}
+	for _, bad := range []store.DecisionQuery{{PageSize: -1}, {PageToken: "!"}} {
+		if _, _, err := st.Decisions(ctx, key, bad); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("Decisions(%+v): %v, want ErrInvalid", bad, err)
+		}
+	}
+	if err := st.Delete(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := read(key, store.DecisionQuery{}); got != nil {
+		t.Errorf("the log after Delete: %v, want none", got)
+	}
+}
+
+// healthyUntilClosed: an open store is healthy; after Close it is not,
+// and every call returns ErrClosed.
+func healthyUntilClosed(t *testing.T, open Opener) {
+	ctx := context.Background()
+	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
+	st := open(t)
+	Put(t, st, target.Record{Key: key, LastSeen: at(0)})
+	if err := st.Healthy(ctx); err != nil {
+		t.Fatalf("Healthy of an open store: %v", err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := st.Healthy(ctx); !errors.Is(err, store.ErrClosed) {
+		t.Errorf("Healthy after Close: %v, want ErrClosed", err)
+	}
+	if _, err := st.Update(ctx, key, appendReplicas(1)); !errors.Is(err, store.ErrClosed) {
+		t.Errorf("Update after Close: %v, want ErrClosed", err)
+	}
+	if _, _, err := st.List(ctx, store.Query{}); !errors.Is(err, store.ErrClosed) {
+		t.Errorf("List after Close: %v, want ErrClosed", err)
+	}
+	if err := st.Close(); !errors.Is(err, store.ErrClosed) {
+		t.Errorf("a second Close: %v, want ErrClosed", err)
+	}
+}
+
+// backup: Backup tells the snapshot's size before writing it, writes
+// exactly that many bytes, and returns their number.
+func backup(t *testing.T, open Opener) {
+	ctx := context.Background()
+	st := open(t)
+	for i := range 3 {
+		Put(t, st, target.Record{Key: target.Key{Cluster: "c", Namespace: "n", Name: fmt.Sprint("web-", i)}, LastSeen: at(i)})
+	}
+	var buf bytes.Buffer
+	announced := int64(-1)
+	n, err := st.Backup(ctx, func(size int64) error {
+		if buf.Len() != 0 {
+			t.Error("size was called after the first write")
+		}
+		announced = size
+		return nil
+	}, &buf)
+	if err != nil {
+		t.Fatalf("Backup: %v", err)
+	}
+	if n <= 0 || n != int64(buf.Len()) || n != announced {
+		t.Errorf("Backup returned %d, wrote %d bytes, announced %d; want all equal and more than 0", n, buf.Len(), announced)
 	}
 }

@@ -35,6 +35,9 @@ func Run(t *testing.T, open Opener) {
 		{"FeedCountsTargets", feedCountsTargets},
 		{"FeedResumes", feedResumes},
 		{"Expect", expectWrites},
+		{"DecisionLog", decisionLog},
+		{"HealthyUntilClosed", healthyUntilClosed},
+		{"Backup", backup},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.test(t, open) })
 	}
