@@ -89,7 +89,7 @@ conformance: ## replay the conformance corpus through a real server over gRPC
 	$(GO) run ./cmd/setpoint-conformance $(CORPUS)
 
 bench: ## Go benchmarks of the engine, the store and the server
-	$(GO) test -run '^$$' -bench . -benchmem ./engine ./store ./server
+	$(GO) test -run '^$$' -bench . -benchmem ./engine ./store/boltstore ./server
 
 load: ## setpoint-bench: 64 in flight over gRPC against the no-op baseline, 3 rounds of 5 s (docs/benchmarks.md)
 	$(GO) run ./cmd/setpoint-bench -concurrency 64 -duration 5s -rounds 3 -baseline
@@ -114,8 +114,8 @@ FUZZ_TARGETS = ./engine:FuzzDecide:1000 ./engine:FuzzResourceLists:10000 ./engin
                ./server/convert:FuzzPlainSelector:5000 \
                ./server/convert:FuzzRoundTrip:2000 ./server:FuzzObserve:10000 ./server/codec:FuzzDecodeRecommend:10000 \
                ./server/codec:FuzzSpecGrowth:10000 \
-               ./store/record:FuzzRecordCodec:50000 ./store:FuzzDecodeRecord:50000 ./store/record:FuzzRecordKey:50000 \
-               ./store:FuzzStoredCopy:20000 ./store/wal:FuzzReadFrame:50000 ./store:FuzzReadWrites:50000 ./store/record:FuzzDecodeEntry:20000
+               ./store/record:FuzzRecordCodec:50000 ./store/boltstore/recordcache:FuzzDecodeRecord:50000 ./store/record:FuzzRecordKey:50000 \
+               ./store/boltstore/recordcache:FuzzStoredCopy:20000 ./store/wal:FuzzReadFrame:50000 ./store/boltstore:FuzzReadWrites:50000 ./store/record:FuzzDecodeEntry:20000
 FUZZTIME    ?= 60s
 
 fuzz: ## run every fuzz target for FUZZTIME each (default 60s; e.g. make fuzz FUZZTIME=30m)

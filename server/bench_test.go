@@ -12,6 +12,7 @@ import (
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server"
 	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/store/boltstore"
 	"github.com/setpointhq/setpoint/target"
 )
 
@@ -28,7 +29,7 @@ func BenchmarkRecommend(b *testing.B) {
 		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
 			ts := recommendCalls(b, callers, nil)
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
-			if bolt, ok := ts.store.(*store.Bolt); ok {
+			if bolt, ok := ts.store.(*boltstore.Store); ok {
 				st := bolt.Stats()
 				b.ReportMetric(float64(st.Writes)/float64(max(st.Commits, 1)), "writes/commit")
 			}

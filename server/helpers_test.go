@@ -14,6 +14,7 @@ import (
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server"
 	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/store/boltstore"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -52,7 +53,7 @@ type setup struct {
 	// path is the store file; a new one in t.TempDir() when empty.
 	path string
 	// storeOpts configure the bbolt store.
-	storeOpts store.Options
+	storeOpts boltstore.Options
 }
 
 // start runs a server until the test ends (or stop is called).

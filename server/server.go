@@ -270,12 +270,6 @@ type Options struct {
 	// means DefaultStreamWorkers; negative starts none (a goroutine per
 	// call).
 	StreamWorkers int
-	// Arrivals, when set, counts each write call (Recommend, Observe,
-	// DeleteTarget) from the moment the server starts handling it until
-	// it reaches the store: give the bbolt store the same one
-	// (store.Options.Arrivals), so that its group commit holds a batch
-	// open only while writes are on their way. Nil counts nothing.
-	Arrivals *store.Arrivals
 }
 
 // Server is Setpoint's gRPC server: the AutoscalerService, the standard
@@ -329,7 +323,7 @@ func New(st store.Store, o Options) (*Server, error) {
 			Budgets: budget.Budgets{MaxString: o.MaxStringBytes, MaxEntries: o.MaxListEntries, MaxSpec: o.MaxSpecBytes}},
 		MaxInFlightRecommends: o.MaxInFlightRecommends,
 		CallTimeout:           o.CallTimeout,
-		Arrivals:              o.Arrivals,
+		Expect:                st.Expect, // each write call, until its request is read
 		Metrics:               metrics,
 		Logger:                o.Logger,
 		Now:                   o.Now,

@@ -18,6 +18,7 @@ import (
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server"
 	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/store/boltstore"
 	"github.com/setpointhq/setpoint/target"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -437,7 +438,7 @@ func (brokenFeed) Revision(context.Context) (uint64, error) {
 // whose change feed cannot be followed, is a construction error, not a
 // server whose Watch and feed metrics are silently missing.
 func TestNewNeedsAFollowableStore(t *testing.T) {
-	st, err := store.Open(filepath.Join(t.TempDir(), "s.db"), store.Options{})
+	st, err := boltstore.Open(filepath.Join(t.TempDir(), "s.db"), boltstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

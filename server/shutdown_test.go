@@ -16,6 +16,7 @@ import (
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server"
 	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/store/boltstore"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -190,7 +191,7 @@ func TestServeEndsItsGoroutines(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := goleak.IgnoreCurrent()
-			st, err := store.Open(filepath.Join(t.TempDir(), "s.db"), store.Options{})
+			st, err := boltstore.Open(filepath.Join(t.TempDir(), "s.db"), boltstore.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -10,7 +10,7 @@ import (
 	"github.com/setpointhq/setpoint/internal/testkit"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server"
-	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/store/boltstore"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -42,7 +42,7 @@ func TestSimulateReplaysConformance(t *testing.T) {
 			t.Errorf("%s (%s): %s", l.Scenario.Name, l.Path, mm)
 		}
 	}
-	if st := ts.store.(*store.Bolt).Stats(); st.Writes != 0 {
+	if st := ts.store.(*boltstore.Store).Stats(); st.Writes != 0 {
 		t.Errorf("store writes = %d after simulations, want 0", st.Writes)
 	}
 	list, err := c.ListTargets(t.Context(), &setpointv1.ListTargetsRequest{})
@@ -146,7 +146,7 @@ func TestSimulateSeededLeavesStoreUntouched(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writes := ts.store.(*store.Bolt).Stats().Writes
+	writes := ts.store.(*boltstore.Store).Stats().Writes
 
 	// 3 pods at 50% of their request: the metric proposes 3.
 	sim := &setpointv1.SimulateRequest{Spec: legacySpec("web"), Steps: []*setpointv1.SimulateStep{
@@ -185,7 +185,7 @@ func TestSimulateSeededLeavesStoreUntouched(t *testing.T) {
 	if !proto.Equal(before, after) {
 		t.Errorf("stored target changed by Simulate:\nbefore %v\nafter  %v", before, after)
 	}
-	if got := ts.store.(*store.Bolt).Stats().Writes; got != writes {
+	if got := ts.store.(*boltstore.Store).Stats().Writes; got != writes {
 		t.Errorf("store writes %d → %d during Simulate", writes, got)
 	}
 

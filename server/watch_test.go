@@ -11,7 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server"
-	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/store/boltstore"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -204,7 +204,7 @@ func TestWatchResumeMissesNothing(t *testing.T) {
 }
 
 func TestWatchResumeOutOfRange(t *testing.T) {
-	ts := start(t, setup{storeOpts: store.Options{MaxChanges: 3}})
+	ts := start(t, setup{storeOpts: boltstore.Options{MaxChanges: 3}})
 	c := ts.client(t)
 	for i := range 5 {
 		recommendIn(t, c, "eu1", "web", i+1)
@@ -449,7 +449,7 @@ func TestWatchPointIgnoresOthersWrites(t *testing.T) {
 	  {"name": "dash-eu1", "role": "platform", "clusters": ["eu1"], "token_sha256": ["`+sha256hex("eu1-reader")+`"]},
 	  {"name": "ops", "role": "admin", "token_sha256": ["`+sha256hex("admin")+`"]}
 	]}`)
-	ts := start(t, setup{opts: server.Options{Auth: auth}, storeOpts: store.Options{MaxChanges: 3}})
+	ts := start(t, setup{opts: server.Options{Auth: auth}, storeOpts: boltstore.Options{MaxChanges: 3}})
 	as := func(token string) setpointv1.AutoscalerServiceClient {
 		return ts.client(t, grpc.WithTransportCredentials(insecureCreds()), grpc.WithPerRPCCredentials(bearer(token)))
 	}

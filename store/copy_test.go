@@ -13,6 +13,7 @@ import (
 
 	"github.com/setpointhq/setpoint/engine"
 	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/store/boltstore"
 	"github.com/setpointhq/setpoint/target"
 )
 
@@ -78,9 +79,9 @@ func all(t testing.TB, st store.Store) []target.Record {
 
 // More records than one page move whole, several at a time.
 func TestCopy(t *testing.T) {
-	src := open(t, newPath(t), store.Options{})
+	src := open(t, newPath(t), boltstore.Options{})
 	want := fill(t, src, store.MaxPageSize+37)
-	dst := open(t, newPath(t), store.Options{})
+	dst := open(t, newPath(t), boltstore.Options{})
 	n, err := store.Copy(context.Background(), dst, src, store.CopyOptions{})
 	if err != nil || n != len(want) {
 		t.Fatalf("Copy = %d, %v; want %d", n, err, len(want))
@@ -126,7 +127,7 @@ func only(recs []target.Record, clusters ...string) []target.Record {
 // hold other clusters' targets but none of theirs; a destination holding
 // some is refused, naming them, and keeps what it held.
 func TestCopyClusters(t *testing.T) {
-	src := open(t, newPath(t), store.Options{})
+	src := open(t, newPath(t), boltstore.Options{})
 	putRecords(t, src, slices.Concat(keysOf("a", 3), keysOf("ab", 2), keysOf("b", store.MaxPageSize+5), keysOf("c", 1))...)
 	from := all(t, src)
 	for _, tt := range []struct {
@@ -157,7 +158,7 @@ func TestCopyClusters(t *testing.T) {
 		{name: "an empty name", clusters: []string{"a", ""}, want: nil, invalid: true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			dst := open(t, newPath(t), store.Options{})
+			dst := open(t, newPath(t), boltstore.Options{})
 			putRecords(t, dst, tt.held...)
 			before := all(t, dst)
 			n, err := store.Copy(context.Background(), dst, src, store.CopyOptions{Clusters: tt.clusters})
@@ -219,7 +220,7 @@ func TestDeleteClusters(t *testing.T) {
 		{name: "an empty name", clusters: []string{"a", ""}, invalid: true, left: []string{"a", "ab", "b", "c"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			st := open(t, newPath(t), store.Options{})
+			st := open(t, newPath(t), boltstore.Options{})
 			putRecords(t, st, slices.Concat(keysOf("a", 3), keysOf("ab", 2), keysOf("b", store.MaxPageSize+5), keysOf("c", 1))...)
 			before := all(t, st)
 			n, err := store.DeleteClusters(context.Background(), st, tt.clusters)
@@ -258,9 +259,9 @@ func (f failing) Update(ctx context.Context, key target.Key, fn func(*target.Rec
 
 // A write that fails stops the copy with its error, naming the target.
 func TestCopyStopsAtFirstError(t *testing.T) {
-	src := open(t, newPath(t), store.Options{})
+	src := open(t, newPath(t), boltstore.Options{})
 	recs := fill(t, src, 200)
-	dst := failing{Store: open(t, newPath(t), store.Options{}), key: recs[50].Key}
+	dst := failing{Store: open(t, newPath(t), boltstore.Options{}), key: recs[50].Key}
 	n, err := store.Copy(context.Background(), dst, src, store.CopyOptions{})
 	if !errors.Is(err, errRefused) || n >= len(recs) {
 		t.Fatalf("Copy = %d, %v; want fewer than %d and the refusal", n, err, len(recs))
@@ -273,14 +274,14 @@ func TestCopyStopsAtFirstError(t *testing.T) {
 // BenchmarkCopy copies 500 records from one bbolt file to another, one at
 // a time (the baseline, in the same run) and several at a time.
 func BenchmarkCopy(b *testing.B) {
-	src := open(b, newPath(b), store.Options{})
+	src := open(b, newPath(b), boltstore.Options{})
 	fill(b, src, 500)
 	for _, workers := range []int{1, 16} {
 		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
 			defer store.SetCopyWorkers(workers)()
 			for b.Loop() {
 				b.StopTimer()
-				dst, err := store.Open(newPath(b), store.Options{})
+				dst, err := boltstore.Open(newPath(b), boltstore.Options{})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -1,44 +1,6 @@
 package store
 
-import (
-	"time"
-
-	"github.com/setpointhq/setpoint/target"
-)
-
-// Hooks into the package's internals for the black-box tests of store_test.
-
-// SetBeforeCommitHook makes the committer call f with the batch size before
-// each batch's transaction. Call it before the store's first write.
-func SetBeforeCommitHook(b *Bolt, f func(n int)) { b.testHookBeforeCommit = f }
-
-// BatchGrace is how long a busy store's committer, with Arrivals and
-// nothing coming, holds a batch after its queue last grew.
-func BatchGrace(maxBatchDelay time.Duration) time.Duration {
-	return maxBatchDelay / batchGraceDivisor
-}
-
-// HeavyBatch is the size of a commit after which the next batch is held
-// for the whole MaxBatchDelay even with Arrivals.
-const HeavyBatch = heavyBatch
-
-// QueueLen is the number of writes queued and not yet taken by the
-// committer.
-func QueueLen(b *Bolt) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.queue)
-}
-
-// RecordKey is the records bucket key of k.
-func RecordKey(k target.Key) ([]byte, error) { return recordKey(k) }
-
-// Layout names, for tests that edit a file with bbolt directly.
-var (
-	BucketMeta           = bucketMeta
-	BucketRecords        = bucketRecords
-	KeyMetaSchemaVersion = keyMetaSchemaVersion
-)
+// Hooks into the package's internals for the tests of store_test.
 
 // SetCopyWorkers sets how many records Copy writes at once and returns a
 // function restoring the default.
@@ -47,29 +9,3 @@ func SetCopyWorkers(n int) (restore func()) {
 	copyWorkers = n
 	return func() { copyWorkers = old }
 }
-
-// DecodeRecordForDecision decodes a stored record as Decide does.
-func DecodeRecordForDecision(k target.Key, b []byte) (target.Record, error) {
-	return decodeRecordFor(k, b, true)
-}
-
-// SetAfterPrepareHook makes Update call f between preparing a write and
-// queueing it. Call it before the store's first write, or while no Update
-// runs.
-func SetAfterPrepareHook(b *Bolt, f func()) { b.testHookAfterPrepare = f }
-
-// SetFailCommitHook makes each commit call f after its batch's writes; an
-// error from f rolls the transaction back. Call it while no write runs.
-func SetFailCommitHook(b *Bolt, f func() error) { b.testHookFailCommit = f }
-
-// PageWrites is the number of page writes (pwrite calls) of b's commits
-// since Open.
-func PageWrites(b *Bolt) int64 {
-	s := b.db.Stats()
-	return s.TxStats.GetWrite()
-}
-
-// SetCheckpointHook makes each checkpoint call f in its transaction before
-// writing; an error from f fails the checkpoint. Call it before the
-// store's first write.
-func SetCheckpointHook(b *Bolt, f func() error) { b.testHookCheckpoint = f }

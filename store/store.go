@@ -52,6 +52,20 @@ func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
 // Unwrap returns the decoder's error.
 func (e *CorruptError) Unwrap() error { return e.Err }
 
+// Defaults and bounds every backend applies.
+const (
+	// DefaultMaxEvents is the default bound of target.Record.Events.
+	DefaultMaxEvents = 64
+	// DefaultMaxHistory is the default bound of each list of
+	// target.Record.History.
+	DefaultMaxHistory = 4096
+	// DefaultPageSize is the page size of a List whose Query.PageSize is 0.
+	DefaultPageSize = 100
+	// MaxPageSize is the largest page List returns; larger page sizes are
+	// lowered to it.
+	MaxPageSize = 1000
+)
+
 // Query selects records for List.
 type Query struct {
 	// Cluster, when set, keeps only records of that cluster.
@@ -118,6 +132,14 @@ type Store interface {
 	Decisions(ctx context.Context, key target.Key, q DecisionQuery) ([]target.LoggedDecision, string, error)
 	// Close releases the store; later calls return ErrClosed.
 	Close() error
+	// Expect announces n more writes on their way to the store (n < 0:
+	// that many fewer, never below none): calls a server has received
+	// that will Update, Decide or Delete, whose requests it is still
+	// reading. A store that shares one commit among concurrent writes
+	// (store/boltstore) holds a commit open for them, never longer than
+	// its batch delay; one that does not (store/etcdstore) ignores it. A
+	// write announced and never made delays others by at most that delay.
+	Expect(n int)
 
 	// Feed is the change feed: every decision, observation and deletion,
 	// numbered by a revision. The server's Watch and its feed metrics

@@ -14,7 +14,7 @@ import (
 
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server"
-	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/store/boltstore"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -197,7 +197,7 @@ func TestScaleSmoke(t *testing.T) {
 // TestRequestDecides checks that a generated request is decided on each
 // of its metrics, and that its load changes over time.
 func TestRequestDecides(t *testing.T) {
-	e, err := startEmbedded("", server.Options{}, store.Options{})
+	e, err := startEmbedded("", server.Options{}, boltstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

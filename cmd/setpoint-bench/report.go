@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/store/boltstore"
 )
 
 // Report is what one run of setpoint-bench measured.
@@ -147,7 +147,7 @@ func (r *PhaseResult) merge(o *PhaseResult) {
 }
 
 // addStore adds the store's counters between before and after.
-func (r *PhaseResult) addStore(before, after store.Stats) {
+func (r *PhaseResult) addStore(before, after boltstore.Stats) {
 	if r.Store == nil {
 		r.Store = &StoreFigures{}
 	}

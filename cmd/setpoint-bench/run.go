@@ -19,7 +19,7 @@ import (
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server"
 	"github.com/setpointhq/setpoint/server/codec"
-	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/store/boltstore"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
@@ -47,7 +47,7 @@ func run(ctx context.Context, cfg Config, logw io.Writer) (rep *Report, err erro
 		if cfg.Fill > 0 {
 			real, rep.Scale, err = fillAndServe(ctx, cfg, logf)
 		} else {
-			real, err = startEmbedded(cfg.Dir, server.Options{}, store.Options{CheckpointInterval: cfg.CheckpointInterval})
+			real, err = startEmbedded(cfg.Dir, server.Options{}, boltstore.Options{CheckpointInterval: cfg.CheckpointInterval})
 		}
 		if err != nil {
 			return nil, err
@@ -116,7 +116,7 @@ func run(ctx context.Context, cfg Config, logw io.Writer) (rep *Report, err erro
 		if ctx.Err() != nil {
 			break
 		}
-		var before store.Stats
+		var before boltstore.Stats
 		if real != nil {
 			before = real.Store.Stats()
 		}
@@ -445,7 +445,7 @@ func openDir(dir string) (string, bool, error) {
 // startEmbedded starts a server with o over the store file in dir (a
 // temporary directory when empty), opened with so, on a loopback port.
 // stop releases it.
-func startEmbedded(dir string, o server.Options, so store.Options) (*embedded, error) {
+func startEmbedded(dir string, o server.Options, so boltstore.Options) (*embedded, error) {
 	dir, temp, err := openDir(dir)
 	if err != nil {
 		return nil, err

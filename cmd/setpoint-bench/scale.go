@@ -17,7 +17,7 @@ import (
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server"
 	"github.com/setpointhq/setpoint/server/convert"
-	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/store/boltstore"
 	tgt "github.com/setpointhq/setpoint/target"
 )
 
@@ -50,7 +50,7 @@ type ScaleResult struct {
 	BytesPerTarget       float64 `json:"bytes_per_target"`
 	BytesPerHistoryEntry float64 `json:"bytes_per_history_entry"`
 	// Usage is what the file holds, by bucket, once serving.
-	Usage store.Usage `json:"usage"`
+	Usage boltstore.Usage `json:"usage"`
 	// RecordBytesPerTarget and RecordBytesPerHistoryEntry divide the bytes
 	// the records bucket uses (keys, values, page headers; not the free
 	// space of its pages, the expiry index or the change feed).
@@ -60,7 +60,7 @@ type ScaleResult struct {
 	// decision log's bucket uses by its entries and by the targets.
 	LogBytesPerDecision float64 `json:"log_bytes_per_decision"`
 	LogBytesPerTarget   float64 `json:"log_bytes_per_target"`
-	// OpenSeconds is how long store.Open took; ServingSeconds the time from
+	// OpenSeconds is how long boltstore.Open took; ServingSeconds the time from
 	// the start of Open to the first answered Recommend over gRPC.
 	OpenSeconds    float64 `json:"open_seconds"`
 	ServingSeconds float64 `json:"serving_seconds"`
@@ -146,7 +146,7 @@ func fillAndServe(ctx context.Context, cfg Config, logf func(string, ...any)) (*
 	res.Before = readRSS()
 	logf("opening %s (%.0f MiB) and serving", path, mib(res.FileBytes))
 	begin := time.Now()
-	st, err := store.Open(path, store.Options{CheckpointInterval: cfg.CheckpointInterval})
+	st, err := boltstore.Open(path, boltstore.Options{CheckpointInterval: cfg.CheckpointInterval})
 	if err != nil {
 		cleanup()
 		return nil, nil, err
@@ -189,7 +189,7 @@ func fillAndServe(ctx context.Context, cfg Config, logf func(string, ...any)) (*
 
 // addUsage walks st's file for the space each bucket takes. It reads every
 // page, so it runs after every other measurement.
-func (s *ScaleResult) addUsage(ctx context.Context, st *store.Bolt) error {
+func (s *ScaleResult) addUsage(ctx context.Context, st *boltstore.Store) error {
 	u, err := st.Usage(ctx)
 	if err != nil {
 		return err
@@ -215,7 +215,7 @@ func seedRecordOf(ctx context.Context, cfg Config, j int, seed uint64) (tgt.Reco
 	t0 := time.Now().Add(-seedSteps * seedEvery)
 	var step atomic.Int64
 	now := func() time.Time { return t0.Add(time.Duration(step.Load()) * seedEvery) }
-	e, err := startEmbedded("", server.Options{Now: now}, store.Options{})
+	e, err := startEmbedded("", server.Options{Now: now}, boltstore.Options{})
 	if err != nil {
 		return tgt.Record{}, err
 	}
@@ -248,7 +248,7 @@ func seedRecordOf(ctx context.Context, cfg Config, j int, seed uint64) (tgt.Reco
 // fill writes cfg.Fill copies of tmpl, keyed as keyOf says, into a new
 // store at path, in key order with many writes per commit.
 func fill(ctx context.Context, path string, tmpl tgt.Record, cfg Config, logf func(string, ...any)) error {
-	st, err := store.Open(path, store.Options{})
+	st, err := boltstore.Open(path, boltstore.Options{})
 	if err != nil {
 		return err
 	}

@@ -2,16 +2,16 @@ package main
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/store/boltstore"
 )
 
 // boltMetrics are the bbolt store's group commit, checkpoints, file and record cache,
 // served with the server's own on /metrics: histograms observed at each
-// commit (store.Options.ObserveCommit), the rest read from store.Stats at
+// commit (boltstore.Options.ObserveCommit), the rest read from boltstore.Stats at
 // each scrape.
 type boltMetrics struct {
 	// st is the store, set once it is open (before anything scrapes).
-	st *store.Bolt
+	st *boltstore.Store
 
 	commitDuration, held, batchWrites prometheus.Histogram
 
@@ -47,7 +47,7 @@ func newBoltMetrics() *boltMetrics {
 }
 
 // observe records one commit; the committer calls it.
-func (m *boltMetrics) observe(c store.Commit) {
+func (m *boltMetrics) observe(c boltstore.Commit) {
 	m.commitDuration.Observe(c.Duration.Seconds())
 	m.held.Observe(c.Held.Seconds())
 	m.batchWrites.Observe(float64(c.Writes))

@@ -19,6 +19,7 @@ import (
 
 	"github.com/setpointhq/setpoint/server"
 	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/store/boltstore"
 	"github.com/setpointhq/setpoint/store/etcdstore"
 )
 
@@ -127,21 +128,19 @@ func metricsHandler(srv *server.Server, m []prometheus.Collector) http.Handler {
 // openStore opens the configured store; close releases it (and the etcd
 // client). metrics are the store's, for /metrics. where describes the
 // store for the log.
-// arrivals, when set, is given to the bbolt store (the server counts the
-// writes on their way in it).
-func openStore(ctx context.Context, cfg Config, log *slog.Logger, arrivals *store.Arrivals) (st store.Store, close func() error, metrics []prometheus.Collector, where string, err error) {
-	opts := store.Options{MaxChanges: cfg.MaxChanges, DecisionRetention: cfg.DecisionRetention, RecordCacheBytes: cfg.RecordCacheBytes, Arrivals: arrivals, CheckpointInterval: cfg.CheckpointInterval, JournalSegmentBytes: cfg.JournalSegmentBytes}
+func openStore(ctx context.Context, cfg Config, log *slog.Logger) (st store.Store, close func() error, metrics []prometheus.Collector, where string, err error) {
+	opts := boltstore.Options{MaxChanges: cfg.MaxChanges, DecisionRetention: cfg.DecisionRetention, RecordCacheBytes: cfg.RecordCacheBytes, CheckpointInterval: cfg.CheckpointInterval, JournalSegmentBytes: cfg.JournalSegmentBytes}
 	if cfg.Store.Kind != "etcd" {
 		path := filepath.Join(cfg.DataDir, "setpoint.db")
 		m := newBoltMetrics()
 		opts.ObserveCommit = m.observe
-		b, err := store.Open(path, opts)
+		b, err := boltstore.Open(path, opts)
 		if err != nil {
 			return nil, nil, nil, "", err
 		}
 		m.st = b
 		abs, _ := filepath.Abs(path)
-		log.Info("store journal", "path", abs+store.JournalSuffix)
+		log.Info("store journal", "path", abs+boltstore.JournalSuffix)
 		return b, b.Close, []prometheus.Collector{m}, abs, nil
 	}
 	var tlsCfg *tls.Config

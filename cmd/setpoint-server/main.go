@@ -38,6 +38,7 @@ import (
 	"github.com/setpointhq/setpoint/internal/netaddr"
 	"github.com/setpointhq/setpoint/server"
 	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/store/boltstore"
 )
 
 // Config is setpoint-server's configuration.
@@ -109,14 +110,14 @@ type Config struct {
 	// Watch streams to resume from (on etcd, etcd's compaction decides).
 	MaxChanges int
 	// RecordCacheBytes bounds the bbolt store's cache of decoded records
-	// (store.Options.RecordCacheBytes); negative disables it.
+	// (boltstore.Options.RecordCacheBytes); negative disables it.
 	RecordCacheBytes int64
 	// CheckpointInterval bounds how long the bbolt store's journaled
 	// writes wait to be written into its file
-	// (store.Options.CheckpointInterval).
+	// (boltstore.Options.CheckpointInterval).
 	CheckpointInterval time.Duration
 	// JournalSegmentBytes is the bbolt store's journal size past which it
-	// starts a new segment (store.Options.JournalSegmentBytes).
+	// starts a new segment (boltstore.Options.JournalSegmentBytes).
 	JournalSegmentBytes int64
 	// ResumeKeyFile holds the secret that seals tenants' Watch resume
 	// points (server.Options.ResumeKey); empty means resume.key in
@@ -174,10 +175,10 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxSimulateSteps, "max-simulate-steps", server.DefaultMaxSimulateSteps, "steps one Simulate call may carry")
 	fs.IntVar(&c.MaxSimulatePods, "max-simulate-pods", server.DefaultMaxSimulatePods, "pods a Simulate pod model may synthesize (bounds max_replicas)")
 	fs.IntVar(&c.WatchBuffer, "watch-buffer", server.DefaultWatchBuffer, "changes a Watch stream may fall behind before it is ended with where to resume")
-	fs.IntVar(&c.MaxChanges, "max-changes", store.DefaultMaxChanges, "recent changes kept on disk for Watch streams to resume from (bbolt; with -store=etcd, etcd's compaction decides)")
-	fs.Int64Var(&c.RecordCacheBytes, "record-cache-bytes", store.DefaultRecordCacheBytes, "memory for the decoded records of recently decided targets, which spares their next decision decoding them (bbolt; negative disables)")
-	fs.Int64Var(&c.JournalSegmentBytes, "journal-segment-bytes", store.DefaultJournalSegmentBytes, "size past which the store's journal starts a new segment, the old one removed once written into the bbolt file: larger leaves more to replay after a crash")
-	fs.DurationVar(&c.CheckpointInterval, "checkpoint-interval", store.DefaultCheckpointInterval, "longest a decision waits in the store's journal before it is written into the bbolt file: longer holds more in memory and in the journal to replay after a crash, shorter costs CPU (bbolt)")
+	fs.IntVar(&c.MaxChanges, "max-changes", boltstore.DefaultMaxChanges, "recent changes kept on disk for Watch streams to resume from (bbolt; with -store=etcd, etcd's compaction decides)")
+	fs.Int64Var(&c.RecordCacheBytes, "record-cache-bytes", boltstore.DefaultRecordCacheBytes, "memory for the decoded records of recently decided targets, which spares their next decision decoding them (bbolt; negative disables)")
+	fs.Int64Var(&c.JournalSegmentBytes, "journal-segment-bytes", boltstore.DefaultJournalSegmentBytes, "size past which the store's journal starts a new segment, the old one removed once written into the bbolt file: larger leaves more to replay after a crash")
+	fs.DurationVar(&c.CheckpointInterval, "checkpoint-interval", boltstore.DefaultCheckpointInterval, "longest a decision waits in the store's journal before it is written into the bbolt file: longer holds more in memory and in the journal to replay after a crash, shorter costs CPU (bbolt)")
 	fs.StringVar(&c.ResumeKeyFile, "resume-key-file", "", "file of the secret that seals tenants' Watch resume points (default: resume.key in -data-dir, created on first start; give every server behind one address the same file)")
 	c.Tenancy.RegisterFlags(fs)
 	c.Store.RegisterFlags(fs)
@@ -312,12 +313,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, ready chan<- listeni
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data directory: %w", err)
 	}
-	// The server counts the writes on their way to the bbolt store, which
-	// holds a batch open only while some are coming (store.Arrivals).
-	if cfg.Store.Kind != "etcd" {
-		opts.Arrivals = new(store.Arrivals)
-	}
-	st, closeStore, storeMetrics, where, err := openStore(ctx, cfg, log, opts.Arrivals)
+	st, closeStore, storeMetrics, where, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
-	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/store/boltstore"
 	tgt "github.com/setpointhq/setpoint/target"
 	"google.golang.org/grpc"
 )
@@ -97,7 +97,7 @@ func TestBackupRealServer(t *testing.T) {
 	if !strings.Contains(out, "SHA-256 verified") {
 		t.Errorf("printed %q", out)
 	}
-	st, err := store.Open(file, store.Options{})
+	st, err := boltstore.Open(file, boltstore.Options{})
 	if err != nil {
 		t.Fatalf("the backup does not open as a store: %v", err)
 	}

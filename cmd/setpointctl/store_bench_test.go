@@ -10,6 +10,7 @@ import (
 
 	"github.com/setpointhq/setpoint/internal/etcdtest"
 	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/store/boltstore"
 	tgt "github.com/setpointhq/setpoint/target"
 )
 
@@ -69,7 +70,7 @@ func seedCopies(b *testing.B, path string, n int) {
 	b.Helper()
 	one := filepath.Join(b.TempDir(), "one.db")
 	populate(b, one, "web")
-	st, err := store.Open(one, store.Options{})
+	st, err := boltstore.Open(one, boltstore.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -78,7 +79,7 @@ func seedCopies(b *testing.B, path string, n int) {
 	if err != nil || len(recs) != 1 {
 		b.Fatalf("seed record: %d, %v", len(recs), err)
 	}
-	dst, err := store.Open(path, store.Options{})
+	dst, err := boltstore.Open(path, boltstore.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

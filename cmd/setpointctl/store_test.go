@@ -20,6 +20,7 @@ import (
 	"github.com/setpointhq/setpoint/internal/servertest"
 	"github.com/setpointhq/setpoint/server"
 	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/store/boltstore"
 	"github.com/setpointhq/setpoint/store/etcdstore"
 	"github.com/setpointhq/setpoint/store/record"
 	tgt "github.com/setpointhq/setpoint/target"
@@ -83,7 +84,7 @@ func runStore(t *testing.T, args ...string) (stdout, stderr string, code int) {
 // records opens the bbolt file at path and returns every record.
 func records(t *testing.T, path string) []tgt.Record {
 	t.Helper()
-	b, err := store.Open(path, store.Options{})
+	b, err := boltstore.Open(path, boltstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +140,7 @@ func TestStoreCopyRoundTrip(t *testing.T) {
 	// The decision log starts anew from each target's last decision (the
 	// source's holds all three).
 	for path, want := range map[string]int{a: 3, b: 1} {
-		st, err := store.Open(path, store.Options{})
+		st, err := boltstore.Open(path, boltstore.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/store/boltstore"
 	"github.com/setpointhq/setpoint/store/etcdstore"
 )
 
@@ -351,7 +352,7 @@ func openLocation(ctx context.Context, l location, ef etcdFlags, create bool) (*
 				return nil, fmt.Errorf("%s: %w", l, err)
 			}
 		}
-		b, err := store.Open(l.path, store.Options{})
+		b, err := boltstore.Open(l.path, boltstore.Options{})
 		if errors.Is(err, berrors.ErrTimeout) {
 			return nil, fmt.Errorf("%s is in use: a setpoint-server (or another setpointctl) has it open. Copying a bbolt store is offline: stop that server first, then run this again", l)
 		}

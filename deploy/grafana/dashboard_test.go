@@ -17,14 +17,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/setpointhq/setpoint/agent"
 	"github.com/setpointhq/setpoint/server"
-	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/store/boltstore"
 )
 
 // registered returns the names of every metric the server and the agent
 // register (histograms by their base name).
 func registered(t *testing.T) map[string]bool {
 	t.Helper()
-	st, err := store.Open(filepath.Join(t.TempDir(), "setpoint.db"), store.Options{})
+	st, err := boltstore.Open(filepath.Join(t.TempDir(), "setpoint.db"), boltstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/setpointhq/setpoint/server"
 	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/store/boltstore"
 )
 
 // Config says how to run a server. The zero value runs one over a new
@@ -37,13 +38,11 @@ type Config struct {
 	// Dir is the directory of the store file when Path is empty; a new
 	// temporary directory, removed by Stop, when both are empty.
 	Dir string
-	// Store configures the bbolt store. Unless Store.Arrivals or
-	// Options.Arrivals is set, Run gives the store it opens and the server
-	// one Arrivals, as setpoint-server does.
-	Store store.Options
+	// Store configures the bbolt store.
+	Store boltstore.Options
 	// Open, when set, is an open store to serve instead of a file Run
 	// opens (Path, Dir and Store are then ignored); Stop closes it.
-	Open *store.Bolt
+	Open *boltstore.Store
 	// Backend, when set, is an open store of any backend to serve (an
 	// etcd store, for several servers sharing one history) instead of a
 	// bbolt file: Path, Dir, Store and Open are then ignored,
@@ -67,7 +66,7 @@ type Server struct {
 	Path string
 	// Store is the server's bbolt store, open until Stop; nil with
 	// Config.Backend.
-	Store *store.Bolt
+	Store *boltstore.Store
 	// Server is the running server.
 	Server *server.Server
 
@@ -112,12 +111,7 @@ func Run(cfg Config) (s *Server, err error) {
 	var st store.Store = cfg.Backend
 	if st == nil {
 		if s.Store == nil {
-			opts := cfg.Store
-			if opts.Arrivals == nil && o.Arrivals == nil {
-				opts.Arrivals = new(store.Arrivals)
-				o.Arrivals = opts.Arrivals
-			}
-			if s.Store, err = store.Open(s.Path, opts); err != nil {
+			if s.Store, err = boltstore.Open(s.Path, cfg.Store); err != nil {
 				return nil, err
 			}
 		}

@@ -25,7 +25,8 @@
 //
 // The stats handler (calls, tap.go) gives back at each call's end the call
 // the tap handle held and the memory of its response (ResponseMemory), and
-// counts the writes on their way to the store (arrivals.go).
+// announces each write to the store until its request is read
+// (arrivals.go).
 package admission
 
 import (
@@ -37,7 +38,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/setpointhq/setpoint/server/auth"
 	"github.com/setpointhq/setpoint/server/fairness"
-	"github.com/setpointhq/setpoint/store"
 	"google.golang.org/grpc"
 )
 
@@ -69,8 +69,9 @@ type Config struct {
 	// CallTimeout is the deadline of unary calls that arrive without one
 	// (≤ 0: none).
 	CallTimeout time.Duration
-	// Arrivals counts the writes on their way to the store; nil: none.
-	Arrivals *store.Arrivals
+	// Expect, when set, is told of each write call from the moment it is
+	// admitted until its request is read (store.Store.Expect).
+	Expect func(n int)
 	// Metrics are the gRPC server metrics the chain records.
 	Metrics *grpcprom.ServerMetrics
 	// Logger receives the access log, the audit and logged errors.
@@ -110,7 +111,7 @@ func New(c Config, reg prometheus.Registerer) *Gate {
 		toStatus:    c.ToStatus,
 	}),
 		grpc.InTapHandle(adm.tap), // tap.go: authentication and rate limits before the body is read
-		grpc.StatsHandler(calls{fair: fair, arrivals: c.Arrivals}),
+		grpc.StatsHandler(calls{fair: fair, expect: c.Expect}),
 	)
 	return &Gate{opts: opts}
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/setpointhq/setpoint/server/convert"
 	"github.com/setpointhq/setpoint/server/fairness"
 	"github.com/setpointhq/setpoint/server/transport"
-	"github.com/setpointhq/setpoint/store"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
@@ -163,34 +162,38 @@ type heldCallKey struct{}
 
 // calls is the stats.Handler giving back, at each call's end, the call
 // the tap handle held (grpc-go reports the end of every call of a known
-// method, however it ends), and counting the writes on their way to the
-// store in arrivals (arrivals.go; nil: none).
+// method, however it ends), and announcing each write to the store until
+// its request is read (arrivals.go; expect nil: none).
 type calls struct {
-	fair     *fairness.Fairness
-	arrivals *store.Arrivals
+	fair   *fairness.Fairness
+	expect func(int)
 }
 
 // TagRPC implements stats.Handler: it gives the call a place for the size
 // of its request (requestBytes) and for the memory of its response
-// (ResponseMemory), and counts a write's arrival.
+// (ResponseMemory), and announces a write to the store.
 func (c calls) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.Context {
-	ctx = arriving(ctx, c.arrivals, info.FullMethodName)
-	return context.WithValue(ctx, callKey{}, new(call))
+	n := new(call)
+	announce(c.expect, info.FullMethodName, n)
+	return context.WithValue(ctx, callKey{}, n)
 }
 
 // HandleRPC implements stats.Handler: it notes the size of each request
 // message received, and at a call's end it gives back the call held and
-// the memory of its response, and counts off a write that never reached
-// the store.
+// the memory of its response; a write's request read (or its call ended)
+// is taken off the writes announced to the store.
 func (c calls) HandleRPC(ctx context.Context, s stats.RPCStats) {
 	switch s := s.(type) {
 	case *stats.InPayload:
 		if n, ok := ctx.Value(callKey{}).(*call); ok {
 			n.bytes.Store(int64(s.Length))
 			n.known.Store(true)
+			arrived(c.expect, n)
 		}
 	case *stats.End:
-		c.arrivals.Depart(ctx)
+		if n, ok := ctx.Value(callKey{}).(*call); ok {
+			arrived(c.expect, n)
+		}
 		if who, ok := ctx.Value(heldCallKey{}).(string); ok {
 			c.fair.Put(who, fairness.Usage{Calls: 1})
 		}
@@ -207,11 +210,13 @@ func (c calls) HandleRPC(ctx context.Context, s stats.RPCStats) {
 type callKey struct{}
 
 // call is what the stats handler (calls) keeps for one call: the size of
-// the last request message it received, as grpc-go reports it, and the
+// the last request message it received, as grpc-go reports it, whether
+// it is a write announced to the store and not yet taken off, and the
 // memory of its response.
 type call struct {
-	bytes atomic.Int64 // uncompressed: the encoded message's length
-	known atomic.Bool
+	bytes     atomic.Int64 // uncompressed: the encoded message's length
+	known     atomic.Bool
+	announced atomic.Bool
 	// response is the memory of the call's response, given back at the
 	// call's end: grpc-go reports the end once the response is sent (and
 	// logged), and nothing refers to the response after it.

@@ -7,11 +7,12 @@ import (
 	"path/filepath"
 
 	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/store/boltstore"
 )
 
 // Backup implements store.Store: it writes a bbolt store file holding
 // every record (read page by page, so concurrent writes may or may not be
-// in it; each record is whole), which store.Open accepts as it is — the
+// in it; each record is whole), which boltstore.Open accepts as it is — the
 // way to move an etcd store to bbolt. The feed is not carried.
 func (s *Store) Backup(ctx context.Context, size func(int64) error, w io.Writer) (int64, error) {
 	dir, err := os.MkdirTemp("", "setpoint-etcd-backup-")
@@ -19,7 +20,7 @@ func (s *Store) Backup(ctx context.Context, size func(int64) error, w io.Writer)
 		return 0, err
 	}
 	defer os.RemoveAll(dir)
-	b, err := store.Open(filepath.Join(dir, "backup.db"), store.Options{MaxEvents: s.opts.MaxEvents, MaxHistory: s.opts.MaxHistory})
+	b, err := boltstore.Open(filepath.Join(dir, "backup.db"), boltstore.Options{MaxEvents: s.opts.MaxEvents, MaxHistory: s.opts.MaxHistory})
 	if err != nil {
 		return 0, err
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/store/boltstore"
 	"github.com/setpointhq/setpoint/store/storetest"
 	"github.com/setpointhq/setpoint/target"
 )
@@ -19,7 +20,7 @@ func BenchmarkDecide64(b *testing.B) {
 		b.Run(backend, func(b *testing.B) {
 			var st store.Store
 			if backend == "bolt" {
-				bs, err := store.Open(b.TempDir()+"/b.db", store.Options{})
+				bs, err := boltstore.Open(b.TempDir()+"/b.db", boltstore.Options{})
 				if err != nil {
 					b.Fatal(err)
 				}

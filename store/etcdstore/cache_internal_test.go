@@ -120,7 +120,7 @@ func TestFeedValues(t *testing.T) {
 // A feedRecord value counts its record's decision as its first change,
 // and without that record, or with a bad flag, is corrupt.
 func TestFeedRecordValues(t *testing.T) {
-	obs, err := record.EncodeEntry(&record.Entry{Key: target.Key{Name: "a"}, Event: &target.Event{Kind: target.EventFailed}})
+	obs, err := record.EncodeChange(&store.Change{Key: target.Key{Name: "a"}, Event: &target.Event{Kind: target.EventFailed}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,13 +7,12 @@ import (
 	"testing"
 
 	"github.com/setpointhq/setpoint/internal/conformance"
-	"github.com/setpointhq/setpoint/store"
 )
 
 // The conformance corpus passes with the server on the 3-member etcd
 // cluster.
 func TestConformanceCorpusOnEtcd(t *testing.T) {
-	st := open(t, store.Options{}, "")
+	st := open(t, "")
 	h, err := conformance.StartOn(t.TempDir(), st)
 	if err != nil {
 		t.Fatal(err)

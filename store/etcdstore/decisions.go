@@ -2,7 +2,6 @@ package etcdstore
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -21,31 +20,15 @@ func (s *Store) Decisions(ctx context.Context, key target.Key, q store.DecisionQ
 	if err := ctx.Err(); err != nil {
 		return nil, "", err
 	}
-	kb, err := keyBytes(key)
+	kb, err := record.Key(key)
 	if err != nil {
 		return nil, "", err
 	}
-	switch {
-	case q.PageSize < 0:
-		return nil, "", fmt.Errorf("%w: negative page size %d", store.ErrInvalid, q.PageSize)
-	case q.PageSize == 0:
-		q.PageSize = store.DefaultDecisionsPageSize
-	case q.PageSize > store.MaxDecisionsPageSize:
-		q.PageSize = store.MaxDecisionsPageSize
+	from, end, size, err := record.DecisionPage(kb, q)
+	if err != nil {
+		return nil, "", err
 	}
-	from := s.decisionKey(kb, q.From)
-	if q.PageToken != "" {
-		raw, err := base64.RawURLEncoding.DecodeString(q.PageToken)
-		if err != nil || len(raw) != 8 {
-			return nil, "", fmt.Errorf("%w: page token %q", store.ErrInvalid, q.PageToken)
-		}
-		from = s.prefix + "d/" + string(kb) + string(raw)
-	}
-	end := s.prefix + "d/" + string(kb) + "\xff\xff\xff\xff\xff\xff\xff\xff"
-	if !q.To.IsZero() {
-		end = s.decisionKey(kb, q.To)
-	}
-	resp, err := s.get(ctx, from, clientv3.WithRange(end), clientv3.WithLimit(int64(q.PageSize)+1))
+	resp, err := s.get(ctx, s.prefix+"d/"+string(from), clientv3.WithRange(s.prefix+"d/"+string(end)), clientv3.WithLimit(int64(size)+1))
 	if err != nil {
 		return nil, "", s.ctxErr(ctx, err)
 	}
@@ -58,8 +41,8 @@ func (s *Store) Decisions(ctx context.Context, key target.Key, q store.DecisionQ
 		if len(kv.Key) != base+8 {
 			continue // another target's key that kb is a prefix of
 		}
-		if len(out) == q.PageSize {
-			next = base64.RawURLEncoding.EncodeToString(kv.Key[base:])
+		if len(out) == size {
+			next = record.PageToken(kv.Key[base:])
 			break
 		}
 		d, err := record.DecodeLogged(record.DecisionTime(kv.Key), kv.Value)

@@ -67,10 +67,8 @@
 package etcdstore
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -108,7 +106,7 @@ type Options struct {
 	// Prefix is put before every key the store writes; "" means
 	// DefaultPrefix. Stores with different prefixes share nothing.
 	Prefix string
-	// Limits bound each record as store.Options does for Bolt; 0 means
+	// Limits bound each record as boltstore.Options does for bbolt; 0 means
 	// store.DefaultMaxEvents (DefaultMaxHistory).
 	record.Limits
 	// DecisionRetention is how long each decision stays in its target's
@@ -308,8 +306,16 @@ func (s *Store) txn(ctx context.Context, cmps []clientv3.Cmp, then, els []client
 	return resp.Txn(), nil
 }
 
-// Healthy reports whether etcd answers a linearizable read.
+// Expect implements store.Store: etcd commits each write on its own, so
+// there is no batch to hold open for announced writes.
+func (s *Store) Expect(int) {}
+
+// Healthy reports whether etcd answers a linearizable read;
+// store.ErrClosed after Close.
 func (s *Store) Healthy(ctx context.Context) error {
+	if s.isClosed() {
+		return store.ErrClosed
+	}
 	_, err := s.get(ctx, s.feedKey(), clientv3.WithCountOnly())
 	return err
 }
@@ -349,7 +355,7 @@ func (s *Store) update(ctx context.Context, key target.Key, decode func(target.K
 	if err := ctx.Err(); err != nil {
 		return target.Record{}, err
 	}
-	kb, err := keyBytes(key)
+	kb, err := record.Key(key)
 	if err != nil {
 		return target.Record{}, err
 	}
@@ -434,24 +440,20 @@ func (s *Store) prepare(key target.Key, kb []byte, cur stored, decode func(targe
 	if rec.Last != nil {
 		prevAt = rec.Last.At
 	}
-	entries, err := record.Apply(key, &rec, cur.mod != 0, s.opts.Limits, fn)
+	changes, err := record.Apply(key, &rec, cur.mod != 0, s.opts.Limits, fn)
 	if err != nil {
 		return target.Record{}, nil, nil, nil, err
 	}
 	// A decision, the first change when there is one, is read back from
 	// the record (feedRecord), so it is not encoded as a change.
-	byRecord := len(entries) > 0 && entries[0].Decision != nil
-	others := entries
+	byRecord := len(changes) > 0 && changes[0].Decision != nil
+	others := changes
 	if byRecord {
-		others = entries[1:]
+		others = changes[1:]
 	}
 	val, vals, err := record.EncodeWrite(&rec, others, record.Compress)
 	if err != nil {
 		return target.Record{}, nil, nil, nil, err
-	}
-	var changes []store.Change
-	for i := range entries {
-		changes = append(changes, changeOf(0, &entries[i]))
 	}
 	if len(val) > MaxRecordBytes {
 		return target.Record{}, nil, nil, nil, fmt.Errorf("%w: record of %s is %d bytes encoded, more than %d", store.ErrInvalid, key, len(val), MaxRecordBytes)
@@ -461,7 +463,7 @@ func (s *Store) prepare(key target.Key, kb []byte, cur stored, decode func(targe
 	if len(changes) > 0 {
 		var feed []byte
 		if byRecord {
-			feed, err = feedRecordValue(entries[0].Created, vals)
+			feed, err = feedRecordValue(changes[0].Created, vals)
 		} else {
 			feed, err = feedValue(vals)
 		}
@@ -560,7 +562,7 @@ func (s *Store) Get(ctx context.Context, key target.Key) (target.Record, error) 
 	if err := ctx.Err(); err != nil {
 		return target.Record{}, err
 	}
-	kb, err := keyBytes(key)
+	kb, err := record.Key(key)
 	if err != nil {
 		return target.Record{}, err
 	}
@@ -573,7 +575,7 @@ func (s *Store) Get(ctx context.Context, key target.Key) (target.Record, error) 
 	if len(resp.Kvs) == 0 {
 		return target.Record{}, fmt.Errorf("%w: %s", store.ErrNotFound, key)
 	}
-	return decodeRecord(key, resp.Kvs[0].Value)
+	return record.Decode(key, resp.Kvs[0].Value)
 }
 
 // List implements store.Store with the bbolt store's paging and tokens.
@@ -584,21 +586,12 @@ func (s *Store) List(ctx context.Context, q store.Query) ([]target.Record, strin
 	if err := ctx.Err(); err != nil {
 		return nil, "", err
 	}
-	if q.Namespace != "" && q.Cluster == "" {
-		return nil, "", fmt.Errorf("%w: a namespace filter requires a cluster", store.ErrInvalid)
+	prefix, after, size, err := record.ListPage(q)
+	if err != nil {
+		return nil, "", err
 	}
-	prefix := record.KeyPrefix(q.Cluster, q.Namespace)
-	size := cmp.Or(q.PageSize, store.DefaultPageSize)
-	if size < 0 {
-		return nil, "", fmt.Errorf("%w: negative page size %d", store.ErrInvalid, q.PageSize)
-	}
-	size = min(size, store.MaxPageSize)
 	from := s.recKey(prefix)
-	if q.PageToken != "" {
-		after, err := base64.RawURLEncoding.DecodeString(q.PageToken)
-		if err != nil || !bytes.HasPrefix(after, prefix) {
-			return nil, "", fmt.Errorf("%w: page token %q does not belong to this query", store.ErrInvalid, q.PageToken)
-		}
+	if after != nil {
 		from = s.recKey(after) + "\x00"
 	}
 	end := clientv3.GetPrefixRangeEnd(s.recKey(prefix))
@@ -616,7 +609,7 @@ func (s *Store) List(ctx context.Context, q store.Query) ([]target.Record, strin
 	kvs := resp.Kvs
 	if len(kvs) > size {
 		kvs = kvs[:size]
-		next = base64.RawURLEncoding.EncodeToString(kvs[size-1].Key[len(s.recKey(nil)):])
+		next = record.PageToken(kvs[size-1].Key[len(s.recKey(nil)):])
 	}
 	for _, kv := range kvs {
 		key, err := record.ParseKey(kv.Key[len(s.recKey(nil)):])
@@ -624,7 +617,7 @@ func (s *Store) List(ctx context.Context, q store.Query) ([]target.Record, strin
 			corrupt = append(corrupt, &store.CorruptError{Err: err})
 			continue
 		}
-		rec, err := decodeRecord(key, kv.Value)
+		rec, err := record.Decode(key, kv.Value)
 		if err != nil {
 			corrupt = append(corrupt, err)
 			continue
@@ -668,7 +661,7 @@ func (s *Store) Delete(ctx context.Context, key target.Key) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	kb, err := keyBytes(key)
+	kb, err := record.Key(key)
 	if err != nil {
 		return err
 	}
@@ -709,7 +702,7 @@ func (s *Store) Expire(ctx context.Context, cutoff time.Time) (int, error) {
 			if err != nil {
 				continue
 			}
-			rec, err := decodeRecord(key, kv.Value)
+			rec, err := record.Decode(key, kv.Value)
 			if err != nil || !rec.LastSeen.Before(cutoff) {
 				continue
 			}

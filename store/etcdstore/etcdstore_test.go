@@ -20,6 +20,7 @@ import (
 	"github.com/setpointhq/setpoint/internal/etcdtest"
 	"github.com/setpointhq/setpoint/internal/testkit"
 	"github.com/setpointhq/setpoint/store"
+	"github.com/setpointhq/setpoint/store/boltstore"
 	"github.com/setpointhq/setpoint/store/etcdstore"
 	"github.com/setpointhq/setpoint/store/record"
 	"github.com/setpointhq/setpoint/store/storetest"
@@ -67,15 +68,13 @@ func (f *fixtureTB) TempDir() string {
 }
 
 // open returns a store on a fresh prefix of the shared cluster.
-func open(t *testing.T, opts store.Options, prefix string) *etcdstore.Store {
+func open(t *testing.T, prefix string) *etcdstore.Store {
 	t.Helper()
 	if prefix == "" {
 		prefix = fmt.Sprintf("/test-%d-%d/", time.Now().UnixNano(), prefixes.Add(1))
 	}
 	st, err := etcdstore.New(context.Background(), client(t), etcdstore.Options{
 		Prefix: prefix,
-		Limits: record.Limits{MaxEvents: opts.MaxEvents, MaxHistory: opts.MaxHistory},
-		Now:    opts.Now,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +84,7 @@ func open(t *testing.T, opts store.Options, prefix string) *etcdstore.Store {
 }
 
 func TestContract(t *testing.T) {
-	storetest.Run(t, func(t *testing.T, opts store.Options) store.Store { return open(t, opts, "") })
+	storetest.Run(t, func(t *testing.T) store.Store { return open(t, "") })
 }
 
 // Two stores on one prefix are two servers: concurrent updates of one
@@ -94,7 +93,7 @@ func TestContract(t *testing.T) {
 func TestConcurrentUpdatesFromTwoServersLoseNothing(t *testing.T) {
 	const callers = 40
 	prefix := fmt.Sprintf("/two-%d/", time.Now().UnixNano())
-	a, b := open(t, store.Options{}, prefix), open(t, store.Options{}, prefix)
+	a, b := open(t, prefix), open(t, prefix)
 	ctx := context.Background()
 	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
 	var wg sync.WaitGroup
@@ -143,7 +142,7 @@ func TestConcurrentUpdatesFromTwoServersLoseNothing(t *testing.T) {
 // compaction are still read, and a new prefix's feed starts after it.
 func TestFeedOutOfRangeAfterCompaction(t *testing.T) {
 	ctx := context.Background()
-	st := open(t, store.Options{}, "")
+	st := open(t, "")
 	for i := range 4 {
 		storetest.Put(t, st, target.Record{Key: target.Key{Cluster: "c", Namespace: "n", Name: fmt.Sprint(i)}, Last: &target.LastDecision{ID: "x"}})
 	}
@@ -159,7 +158,7 @@ func TestFeedOutOfRangeAfterCompaction(t *testing.T) {
 	if got, err := st.Changes(ctx, cs[1].Revision, 10); err != nil || len(got) != 2 || got[0].Revision != cs[2].Revision {
 		t.Errorf("Changes after the last compacted write = %d, %v; want the 2 kept", len(got), err)
 	}
-	fresh := open(t, store.Options{}, "")
+	fresh := open(t, "")
 	storetest.Put(t, fresh, target.Record{Key: target.Key{Cluster: "c", Namespace: "n", Name: "new"}, Last: &target.LastDecision{ID: "y"}})
 	if got, err := fresh.Changes(ctx, 0, 10); err != nil || len(got) != 1 {
 		t.Errorf("a new prefix's Changes(0) after compaction at %d = %d, %v; want its 1 change", third, len(got), err)
@@ -178,7 +177,7 @@ func compactAt(t *testing.T, st *etcdstore.Store, rev uint64) int64 {
 }
 
 func TestRefusesOversizedRecord(t *testing.T) {
-	st := open(t, store.Options{}, "")
+	st := open(t, "")
 	key := target.Key{Cluster: "c", Namespace: "n", Name: "big"}
 	_, err := st.Update(context.Background(), key, func(r *target.Record) error {
 		// Random letters: the codec compresses, so a repeated byte would fit.
@@ -198,7 +197,7 @@ func TestRefusesOversizedRecord(t *testing.T) {
 // A store moves from bbolt to etcd and back, every record read back equal.
 func TestCopyBoltToEtcdAndBack(t *testing.T) {
 	ctx := context.Background()
-	bolt, err := store.Open(t.TempDir()+"/a.db", store.Options{})
+	bolt, err := boltstore.Open(t.TempDir()+"/a.db", boltstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +206,7 @@ func TestCopyBoltToEtcdAndBack(t *testing.T) {
 		storetest.Put(t, bolt, target.Record{Key: target.Key{Cluster: "c", Namespace: "n", Name: fmt.Sprint(i)}, LastSeen: storetest.At(i),
 			Last: &target.LastDecision{ID: fmt.Sprint("d", i), At: storetest.At(i)}})
 	}
-	et := open(t, store.Options{}, "")
+	et := open(t, "")
 	if n, err := store.Copy(ctx, et, bolt, store.CopyOptions{}); err != nil || n != 25 {
 		t.Fatalf("Copy to etcd = %d, %v", n, err)
 	}
@@ -219,7 +218,7 @@ func TestCopyBoltToEtcdAndBack(t *testing.T) {
 	if err := writeFile(path, buf.Bytes()); err != nil {
 		t.Fatal(err)
 	}
-	back, err := store.Open(path, store.Options{})
+	back, err := boltstore.Open(path, boltstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +256,7 @@ func TestMain(m *testing.M) {
 
 func TestDecisionLog(t *testing.T) {
 	ctx := context.Background()
-	st := open(t, store.Options{}, "")
+	st := open(t, "")
 	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
 	for i := range 3 {
 		if _, err := st.Update(ctx, key, func(r *target.Record) error {
@@ -310,7 +309,7 @@ func TestStaleCacheConflictsAndLosesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	b := open(t, store.Options{}, prefix)
+	b := open(t, prefix)
 	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
 	if _, err := a.Update(ctx, key, storetest.DecideFn("d1")); err != nil {
 		t.Fatal(err)
@@ -478,12 +477,12 @@ func TestDecisionLogRetention(t *testing.T) {
 // A decision reaches the feed as a reference to the record written with
 // it; read back, by Follow (on the server that wrote it, which hands its
 // own changes over, and on another, which decodes them) and by Changes,
-// it is the change a feed entry of its own (record.EncodeEntry) gives,
+// it is the change a feed entry of its own (record.EncodeChange) gives,
 // for every field of a record.
 func TestFeedDecisionFromRecord(t *testing.T) {
 	ctx := context.Background()
 	prefix := fmt.Sprintf("/from-record-%d/", time.Now().UnixNano())
-	st, other := open(t, store.Options{}, prefix), open(t, store.Options{}, prefix)
+	st, other := open(t, prefix), open(t, prefix)
 	var (
 		mu                 sync.Mutex
 		followed, otherSaw []store.Change
@@ -515,11 +514,11 @@ func TestFeedDecisionFromRecord(t *testing.T) {
 		}
 		d := *w.Last
 		d.Before, d.Decision.History = engine.Status{}, engine.History{}
-		b, err := record.EncodeEntry(&record.Entry{Key: key, Decision: &d, Created: i == 0})
+		b, err := record.EncodeChange(&store.Change{Key: key, Decision: &d, Created: i == 0})
 		if err != nil {
 			t.Fatal(err)
 		}
-		e, err := record.DecodeEntry(b)
+		e, err := record.DecodeChange(0, b)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -65,7 +65,7 @@ const (
 	// feedS2: the changes compressed with S2 (github.com/klauspost/compress/s2).
 	feedS2 = 0x01
 	// feedRecord: the first change is the decision the record put in the
-	// same transaction holds as its last (record.DecisionEntry), and is
+	// same transaction holds as its last (record.DecisionChange), and is
 	// not stored again; then a byte, 1 when that change created the
 	// record, else 0; then the other changes as feedPlain has them. A
 	// decision was otherwise written twice, most of a record each time.
@@ -85,19 +85,15 @@ func encodeChanges(cs []store.Change) ([]byte, error) {
 	if len(cs) > maxChangesPerWrite {
 		return nil, fmt.Errorf("%w: one write records %d changes, more than %d", store.ErrInvalid, len(cs), maxChangesPerWrite)
 	}
-	vals := make([][]byte, len(cs))
-	for i := range cs {
-		e := entryOf(&cs[i])
-		var err error
-		if vals[i], err = record.EncodeEntry(&e); err != nil {
-			return nil, err
-		}
+	vals, err := record.EncodeChanges(cs)
+	if err != nil {
+		return nil, err
 	}
 	return feedValue(vals)
 }
 
 // feedValue is the feed key's value for the changes stored as vals
-// (record.EncodeEntry's), as encodeChanges makes it.
+// (record.EncodeChange's), as encodeChanges makes it.
 func feedValue(vals [][]byte) ([]byte, error) {
 	if len(vals) > maxChangesPerWrite {
 		return nil, fmt.Errorf("%w: one write records %d changes, more than %d", store.ErrInvalid, len(vals), maxChangesPerWrite)
@@ -116,7 +112,7 @@ func feedValue(vals [][]byte) ([]byte, error) {
 // feedRecordValue is the feed key's value (feedRecord) for a write whose
 // first change is the decision its record holds, created saying whether
 // that change created the record, and whose other changes are stored as
-// rest (record.EncodeEntry's).
+// rest (record.EncodeChange's).
 func feedRecordValue(created bool, rest [][]byte) ([]byte, error) {
 	if len(rest)+1 > maxChangesPerWrite {
 		return nil, fmt.Errorf("%w: one write records %d changes, more than %d", store.ErrInvalid, len(rest)+1, maxChangesPerWrite)
@@ -201,19 +197,19 @@ func (s *Store) decodeChanges(rev int64, b []byte, rec *mvccpb.KeyValue) ([]stor
 		if err != nil {
 			return nil, fmt.Errorf("%w: change %d: %v", store.ErrCorrupt, r, err)
 		}
-		e, err := record.DecisionEntry(key, rec.Value, created)
+		c, err := record.DecisionChange(r, key, rec.Value, created)
 		if err != nil {
-			return nil, fmt.Errorf("%w: change %d: %v", store.ErrCorrupt, r, err)
+			return nil, err
 		}
-		out = append(make([]store.Change, 0, n), changeOf(r, &e))
+		out = append(make([]store.Change, 0, n), c)
 	}
 	for _, v := range vals {
 		r := changeRevision(rev, len(out), n)
-		e, err := record.DecodeEntry(v)
+		c, err := record.DecodeChange(r, v)
 		if err != nil {
-			return nil, fmt.Errorf("%w: change %d: %v", store.ErrCorrupt, r, err)
+			return nil, err
 		}
-		out = append(out, changeOf(r, &e))
+		out = append(out, c)
 	}
 	return out, nil
 }

@@ -28,7 +28,7 @@ func TestFeedGapAfterCompaction(t *testing.T) {
 	ctx := context.Background()
 	client(t) // the shared cluster
 	prefix := fmt.Sprintf("/gap-%d/", time.Now().UnixNano())
-	other := open(t, store.Options{}, prefix)
+	other := open(t, prefix)
 	proxy := etcdtest.NewProxy(t, strings.TrimPrefix(endpoints[0], "http://"))
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + proxy.Addr},
 		DialTimeout: 2 * time.Second, Logger: zap.NewNop()})

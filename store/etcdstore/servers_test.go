@@ -42,7 +42,7 @@ func TestConcurrentRecommendsThroughTwoServers(t *testing.T) {
 	prefix := fmt.Sprintf("/servers-%d/", time.Now().UnixNano())
 	var clients []setpointv1.AutoscalerServiceClient
 	for range 2 {
-		st := open(t, store.Options{}, prefix)
+		st := open(t, prefix)
 		srv, err := servertest.Run(servertest.Config{Wrap: func(store.Store) store.Store { return st }, Options: server.Options{Now: now}})
 		if err != nil {
 			t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/setpointhq/setpoint/store"
 	"github.com/setpointhq/setpoint/store/storetest"
 	"github.com/setpointhq/setpoint/target"
 )
@@ -23,8 +22,8 @@ import (
 func TestUpdateFnErrorIsDecidedOnTheStoredRecord(t *testing.T) {
 	ctx := context.Background()
 	prefix := fmt.Sprintf("/stalefn-%d/", time.Now().UnixNano())
-	a := open(t, store.Options{}, prefix)
-	b := open(t, store.Options{}, prefix)
+	a := open(t, prefix)
+	b := open(t, prefix)
 	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
 	if _, err := a.Update(ctx, key, storetest.DecideFn("d1")); err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package record_test
 import (
 	"testing"
 
+	"github.com/setpointhq/setpoint/store"
 	"github.com/setpointhq/setpoint/store/record"
 	"github.com/setpointhq/setpoint/store/storetest"
 	"github.com/setpointhq/setpoint/target"
@@ -60,14 +61,14 @@ func BenchmarkRecordCodec(b *testing.B) {
 func BenchmarkChangeCodec(b *testing.B) {
 	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
 	rec := storetest.FullRecord(key)
-	c := record.Entry{Key: key, Decision: rec.Last}
-	val, err := record.EncodeEntry(&c)
+	c := store.Change{Key: key, Decision: rec.Last}
+	val, err := record.EncodeChange(&c)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := record.EncodeEntry(&c); err != nil {
+		if _, err := record.EncodeChange(&c); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -10,32 +10,18 @@ import (
 
 	"github.com/setpointhq/setpoint/engine"
 	pb "github.com/setpointhq/setpoint/proto/setpoint/storage/v1"
+	"github.com/setpointhq/setpoint/store"
 	"github.com/setpointhq/setpoint/target"
 )
 
-// Entry is one change-feed entry as stored (setpoint.storage.v1.Change):
-// what one write recorded for one target: a decision (Decision set), an
-// event (Event set) or a removal (Deleted true). Its revision is not part of it: a backend keeps it
-// in the key.
-type Entry struct {
-	// Key is the target changed.
-	Key target.Key
-	// Decision is a decision recorded. Its Before and Decision.History are
-	// not stored: the record keeps them.
-	Decision *target.LastDecision
-	// Event is an event recorded.
-	Event *target.Event
-	// Deleted says the record was removed, at At.
-	Deleted bool
-	// At is when the record was removed.
-	At time.Time
-	// Created is true on the first entry of a write that created the
-	// record.
-	Created bool
-}
+// A change-feed entry is stored as setpoint.storage.v1.Change: what one
+// write recorded for one target, a store.Change without its revision (a
+// backend keeps the revision in the key). A decision's entry leaves out
+// Before and Decision.History: the record keeps them.
 
-// EncodeEntry returns the stored form of e.
-func EncodeEntry(e *Entry) ([]byte, error) {
+// EncodeChange returns the stored form of e, a decision (Decision set), an
+// observation (Event set) or a deletion (Kind store.ChangeDeleted, at At).
+func EncodeChange(e *store.Change) ([]byte, error) {
 	enc := getEncoder()
 	defer enc.release()
 	m := &pb.Change{}
@@ -46,7 +32,7 @@ func EncodeEntry(e *Entry) ([]byte, error) {
 		ev := &pb.Event{}
 		enc.event(*e.Event, ev)
 		m.Kind = &pb.Change_Observation{Observation: ev}
-	case e.Deleted:
+	case e.Kind == store.ChangeDeleted:
 		at := enc.time(e.At)
 		if at == nil {
 			// Stored as an empty Timestamp (1970-01-01), as protobuf-go
@@ -64,9 +50,21 @@ func EncodeEntry(e *Entry) ([]byte, error) {
 	return marshalEntry(e, m)
 }
 
+// EncodeChanges returns the stored form of each change (EncodeChange).
+func EncodeChanges(cs []store.Change) ([][]byte, error) {
+	vals := make([][]byte, len(cs))
+	for i := range cs {
+		var err error
+		if vals[i], err = EncodeChange(&cs[i]); err != nil {
+			return nil, err
+		}
+	}
+	return vals, nil
+}
+
 // marshalEntry sets the fields of m, e's message with its kind already
 // set, but for the kind, and marshals it.
-func marshalEntry(e *Entry, m *pb.Change) ([]byte, error) {
+func marshalEntry(e *store.Change, m *pb.Change) ([]byte, error) {
 	var enc encoder
 	m.Cluster, m.Namespace, m.Name = enc.s(e.Key.Cluster), enc.s(e.Key.Namespace), enc.s(e.Key.Name)
 	m.Created = e.Created
@@ -76,67 +74,87 @@ func marshalEntry(e *Entry, m *pb.Change) ([]byte, error) {
 	return m.MarshalVT()
 }
 
-// DecodeEntry parses a stored change-feed entry.
-func DecodeEntry(b []byte) (e Entry, err error) {
+// DecodeChange parses the stored change-feed entry of revision rev; its
+// error matches store.ErrCorrupt.
+func DecodeChange(rev uint64, b []byte) (store.Change, error) {
+	c, err := decodeChange(b)
+	if err != nil {
+		return store.Change{}, fmt.Errorf("%w: change %d: %v", store.ErrCorrupt, rev, err)
+	}
+	c.Revision = rev
+	return c, nil
+}
+
+func decodeChange(b []byte) (e store.Change, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			e, err = Entry{}, fmt.Errorf("panic while decoding: %v", p)
+			e, err = store.Change{}, fmt.Errorf("panic while decoding: %v", p)
 		}
 	}()
 	var m pb.Change
 	if err := m.UnmarshalVT(b); err != nil {
-		return Entry{}, err
+		return store.Change{}, err
 	}
 	var d decoder
-	e = Entry{Key: target.Key{Cluster: d.s(m.GetCluster()), Namespace: d.s(m.GetNamespace()), Name: d.s(m.GetName())}, Created: m.GetCreated()}
+	e = store.Change{Key: target.Key{Cluster: d.s(m.GetCluster()), Namespace: d.s(m.GetNamespace()), Name: d.s(m.GetName())}, Created: m.GetCreated()}
 	switch k := m.GetKind().(type) {
 	case *pb.Change_Decision:
 		// Before, which entries written by older versions carry, is left
-		// out as new entries leave it out (Entry.Decision).
+		// out as new entries leave it out.
 		entryDecision(k.Decision, nil)
-		e.Decision = d.lastDecision(k.Decision, nil)
+		e.Kind, e.Decision = store.ChangeDecision, d.lastDecision(k.Decision, nil)
 	case *pb.Change_Observation:
 		ev := d.event(k.Observation)
-		e.Event = &ev
+		e.Kind, e.Event = store.ChangeObservation, &ev
 	case *pb.Change_Deleted:
-		e.Deleted, e.At = true, d.time(k.Deleted)
+		e.Kind, e.At = store.ChangeDeleted, d.time(k.Deleted)
 	default:
-		return Entry{}, errors.New("no kind")
+		return store.Change{}, errors.New("no kind")
 	}
 	if d.err != nil {
-		return Entry{}, d.err
+		return store.Change{}, d.err
 	}
 	return e, nil
 }
 
-// DecisionEntry returns the change-feed entry of the last decision of the
-// record of k stored as b (Encode's form), with Created set to created:
-// the entry EncodeWrite makes of it, read back from the record, for a
-// backend that stores the record and not the entry.
-func DecisionEntry(k target.Key, b []byte, created bool) (e Entry, err error) {
+// DecisionChange returns the change of revision rev recording the last
+// decision of the record of k stored as b (Encode's form), with Created
+// set to created: the entry EncodeWrite makes of it, read back from the
+// record, for a backend that stores the record and not the entry. Its
+// error matches store.ErrCorrupt.
+func DecisionChange(rev uint64, k target.Key, b []byte, created bool) (store.Change, error) {
+	c, err := decisionChange(k, b, created)
+	if err != nil {
+		return store.Change{}, fmt.Errorf("%w: change %d: %v", store.ErrCorrupt, rev, err)
+	}
+	c.Revision = rev
+	return c, nil
+}
+
+func decisionChange(k target.Key, b []byte, created bool) (e store.Change, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			e, err = Entry{}, fmt.Errorf("panic while decoding: %v", p)
+			e, err = store.Change{}, fmt.Errorf("panic while decoding: %v", p)
 		}
 	}()
 	raw, buf := b, getScratch()
 	if b, err = decompressInto(*buf, raw); err != nil {
-		return Entry{}, err
+		return store.Change{}, err
 	}
 	if len(raw) > 0 && raw[0] == s2Value {
 		defer putScratch(buf, b)
 	}
 	var m pb.Record
 	if err := m.UnmarshalVT(b); err != nil {
-		return Entry{}, err
+		return store.Change{}, err
 	}
 	if m.GetLast() == nil {
-		return Entry{}, errors.New("the record holds no decision")
+		return store.Change{}, errors.New("the record holds no decision")
 	}
 	var d decoder
-	e = Entry{Key: k, Created: created, Decision: d.lastDecision(entryDecision(m.Last, m.Status), nil)}
+	e = store.Change{Key: k, Kind: store.ChangeDecision, Created: created, Decision: d.lastDecision(entryDecision(m.Last, m.Status), nil)}
 	if d.err != nil {
-		return Entry{}, d.err
+		return store.Change{}, d.err
 	}
 	return e, nil
 }
@@ -152,11 +170,12 @@ type Limits struct {
 }
 
 // Apply runs a write's fn on rec, the record of key as read (existed says
-// it was stored), and returns the entries the change feed records for it:
+// it was stored), and returns the changes the feed records for it, without
+// revisions:
 // a decision when the record's last decision is a new one, an observation
 // per event added. It leaves rec as it is to be stored: key restored and
 // bounded by l. A panic in fn is not recovered.
-func Apply(key target.Key, rec *target.Record, existed bool, l Limits, fn func(*target.Record) error) ([]Entry, error) {
+func Apply(key target.Key, rec *target.Record, existed bool, l Limits, fn func(*target.Record) error) ([]store.Change, error) {
 	var hadLast bool
 	var lastID string
 	if rec.Last != nil {
@@ -166,18 +185,18 @@ func Apply(key target.Key, rec *target.Record, existed bool, l Limits, fn func(*
 	if err := fn(rec); err != nil {
 		return nil, err
 	}
-	var out []Entry
+	var out []store.Change
 	if rec.Last != nil && (!hadLast || rec.Last.ID != lastID) {
 		d := *rec.Last
 		d.Before, d.Decision.History = engine.Status{}, engine.History{}
-		out = append(out, Entry{Key: key, Decision: &d})
+		out = append(out, store.Change{Key: key, Kind: store.ChangeDecision, Decision: &d})
 	}
 	// Writers only append events (the oldest are trimmed below), so a
 	// record left with more events than it had holds the new ones at the
 	// end.
 	if len(rec.Events) > events {
 		for _, e := range rec.Events[events:] {
-			out = append(out, Entry{Key: key, Event: &e})
+			out = append(out, store.Change{Key: key, Kind: store.ChangeObservation, Event: &e})
 		}
 	}
 	if len(out) > 0 && !existed {

@@ -1,6 +1,7 @@
 package record
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -8,12 +9,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/setpointhq/setpoint/engine"
+	"github.com/setpointhq/setpoint/store"
 	"github.com/setpointhq/setpoint/target"
 )
 
 // sameDecisionEntry checks that the change-feed entry of rec's last
 // decision that EncodeWrite marshals from the record's message decodes to
-// what EncodeEntry, which converts the decision on its own, gives; created
+// what EncodeChange, which converts the decision on its own, gives; created
 // is the entry's Created. rec must encode.
 func sameDecisionEntry(rec target.Record, created bool) error {
 	entries, err := Apply(rec.Key, &target.Record{}, !created, Limits{MaxEvents: 1 << 20, MaxHistory: 1 << 20}, func(r *target.Record) error {
@@ -30,15 +32,15 @@ func sameDecisionEntry(rec target.Record, created bool) error {
 	if err != nil {
 		return err
 	}
-	alone, err := EncodeEntry(&entries[0])
+	alone, err := EncodeChange(&entries[0])
 	if err != nil {
 		return err
 	}
-	got, err := DecodeEntry(vals[0])
+	got, err := DecodeChange(0, vals[0])
 	if err != nil {
 		return fmt.Errorf("the entry made with the record does not decode: %w", err)
 	}
-	want, err := DecodeEntry(alone)
+	want, err := DecodeChange(0, alone)
 	if err != nil {
 		return err
 	}
@@ -49,7 +51,7 @@ func sameDecisionEntry(rec target.Record, created bool) error {
 }
 
 // TestDecisionEntryOfRecord: a decision's change-feed entry marshalled
-// from the record's message is the entry EncodeEntry makes.
+// from the record's message is the entry EncodeChange makes.
 func TestDecisionEntryOfRecord(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -82,8 +84,8 @@ func TestDecisionEntryOfRecord(t *testing.T) {
 	}
 	t.Run("a key that is not UTF-8", func(t *testing.T) {
 		rec, _ := statusRecord()
-		e := Entry{Key: target.Key{Name: "\xff"}, Decision: rec.Last}
-		if _, _, err := EncodeWrite(&rec, []Entry{e}, Compress); err == nil {
+		e := store.Change{Key: target.Key{Name: "\xff"}, Kind: store.ChangeDecision, Decision: rec.Last}
+		if _, _, err := EncodeWrite(&rec, []store.Change{e}, Compress); err == nil {
 			t.Error("an entry of a key that is not UTF-8 was encoded")
 		}
 	})
@@ -94,15 +96,15 @@ func TestDecisionEntryOfRecord(t *testing.T) {
 func TestEntryKinds(t *testing.T) {
 	rec, _ := statusRecord()
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	for _, e := range []Entry{
-		{Key: rec.Key, Event: &target.Event{Kind: target.EventApplied, From: 1, To: 2, At: at, DecisionID: "d1"}, Created: true},
-		{Key: rec.Key, Deleted: true, At: at},
+	for _, e := range []store.Change{
+		{Revision: 7, Key: rec.Key, Kind: store.ChangeObservation, Event: &target.Event{Kind: target.EventApplied, From: 1, To: 2, At: at, DecisionID: "d1"}, Created: true},
+		{Revision: 8, Key: rec.Key, Kind: store.ChangeDeleted, At: at},
 	} {
-		b, err := EncodeEntry(&e)
+		b, err := EncodeChange(&e)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := DecodeEntry(b)
+		got, err := DecodeChange(e.Revision, b)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -112,31 +114,31 @@ func TestEntryKinds(t *testing.T) {
 	}
 	// A deletion without a time reads back at the Unix epoch, as it did
 	// when protobuf-go marshalled entries.
-	if b, err := EncodeEntry(&Entry{Key: rec.Key, Deleted: true}); err != nil {
+	if b, err := EncodeChange(&store.Change{Key: rec.Key, Kind: store.ChangeDeleted}); err != nil {
 		t.Fatal(err)
-	} else if got, err := DecodeEntry(b); err != nil || !got.Deleted || !got.At.Equal(time.Unix(0, 0)) {
+	} else if got, err := DecodeChange(1, b); err != nil || got.Kind != store.ChangeDeleted || !got.At.Equal(time.Unix(0, 0)) {
 		t.Errorf("a deletion without a time reads back as %+v, %v", got, err)
 	}
-	if _, err := EncodeEntry(&Entry{Key: rec.Key}); err == nil {
+	if _, err := EncodeChange(&store.Change{Key: rec.Key}); err == nil {
 		t.Error("an entry of no kind was encoded")
 	}
 	for _, bad := range [][]byte{{0xff}, {1<<3 | 2, 5, 'a'}, {}, {4<<3 | 2, 2, 1<<3 | 2, 1}} {
-		if _, err := DecodeEntry(bad); err == nil {
-			t.Errorf("DecodeEntry(%x) accepted", bad)
+		if _, err := DecodeChange(1, bad); !errors.Is(err, store.ErrCorrupt) {
+			t.Errorf("DecodeChange(%x): %v, want ErrCorrupt", bad, err)
 		}
 	}
 }
 
 // BenchmarkDecisionEntry measures the change-feed entry of a decision
-// made on its own (alone: EncodeEntry) and, as an update makes it, with
+// made on its own (alone: EncodeChange) and, as an update makes it, with
 // its record (withRecord: EncodeWrite, the record and the entry).
 func BenchmarkDecisionEntry(b *testing.B) {
 	rec, _ := statusRecord()
-	e := Entry{Key: rec.Key, Decision: rec.Last}
+	e := store.Change{Key: rec.Key, Decision: rec.Last}
 	b.Run("alone", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := EncodeEntry(&e); err != nil {
+			if _, err := EncodeChange(&e); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -144,7 +146,7 @@ func BenchmarkDecisionEntry(b *testing.B) {
 	b.Run("withRecord", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, _, err := EncodeWrite(&rec, []Entry{e}, Compress); err != nil {
+			if _, _, err := EncodeWrite(&rec, []store.Change{e}, Compress); err != nil {
 				b.Fatal(err)
 			}
 		}

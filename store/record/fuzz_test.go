@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/setpointhq/setpoint/store"
 	"github.com/setpointhq/setpoint/store/record"
 	"github.com/setpointhq/setpoint/store/storetest"
 	"github.com/setpointhq/setpoint/target"
@@ -15,7 +16,7 @@ import (
 
 // FuzzRecordCodec feeds arbitrary bytes to the decoder of stored records,
 // as a damaged file would, starting from the fullest record the tests know.
-// Beyond store's FuzzDecodeRecord: the decoder's last-resort recover
+// Beyond store/boltstore/recordcache's FuzzDecodeRecord: the decoder's last-resort recover
 // counts as a failure, and a record it accepts must
 // encode again and decode to itself (the codec has a fixed point).
 func FuzzRecordCodec(f *testing.F) {
@@ -80,26 +81,26 @@ func FuzzRecordKey(f *testing.F) {
 func FuzzDecodeEntry(f *testing.F) {
 	k := target.Key{Cluster: "eu1", Namespace: "shop", Name: "web"}
 	full := storetest.FullRecord(k)
-	for _, e := range []record.Entry{{Key: k, Decision: full.Last, Created: true}, {Key: k, Event: &full.Events[0]}, {Key: k, Deleted: true, At: full.LastSeen}} {
-		b, err := record.EncodeEntry(&e)
+	for _, e := range []store.Change{{Key: k, Decision: full.Last, Created: true}, {Key: k, Event: &full.Events[0]}, {Key: k, Kind: store.ChangeDeleted, At: full.LastSeen}} {
+		b, err := record.EncodeChange(&e)
 		if err != nil {
 			f.Fatal(err)
 		}
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		e, err := record.DecodeEntry(b)
+		e, err := record.DecodeChange(0, b)
 		if err != nil {
 			if strings.Contains(err.Error(), "panic while decoding") {
 				t.Fatalf("the decoder panicked: %v", err)
 			}
 			return
 		}
-		again, err := record.EncodeEntry(&e)
+		again, err := record.EncodeChange(&e)
 		if err != nil {
 			t.Fatalf("a decoded entry does not encode: %v", err)
 		}
-		e2, err := record.DecodeEntry(again)
+		e2, err := record.DecodeChange(0, again)
 		if err != nil {
 			t.Fatalf("a re-encoded entry does not decode: %v", err)
 		}

@@ -21,6 +21,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/setpointhq/setpoint/store"
 	"github.com/setpointhq/setpoint/target"
 	bolt "go.etcd.io/bbolt"
 )
@@ -58,7 +59,7 @@ func appendComponent(dst []byte, s string) []byte {
 }
 
 // Key returns the ordered byte form of k (record keys sort as List walks
-// them). It fails with an error matching ErrKeyTooLong when the form is
+// them). It fails with an error matching ErrKeyTooLong and store.ErrInvalid when the form is
 // longer than MaxKeyLength.
 func Key(k target.Key) ([]byte, error) {
 	b := make([]byte, 0, len(k.Cluster)+len(k.Namespace)+len(k.Name)+6)
@@ -66,7 +67,7 @@ func Key(k target.Key) ([]byte, error) {
 	b = appendComponent(b, k.Namespace)
 	b = appendComponent(b, k.Name)
 	if len(b) > MaxKeyLength {
-		return nil, fmt.Errorf("%w: key %s is %d bytes encoded, more than %d", ErrKeyTooLong, k, len(b), MaxKeyLength)
+		return nil, fmt.Errorf("%w: %w: key %s is %d bytes encoded, more than %d", store.ErrInvalid, ErrKeyTooLong, k, len(b), MaxKeyLength)
 	}
 	return b, nil
 }

@@ -6,8 +6,8 @@
 //     setpoint.storage.v1.Record (proto/setpoint/storage/v1/storage.proto),
 //     compressed with S2 and a dictionary when that is smaller (Encode,
 //     Decode, compress.go);
-//   - a change-feed entry as setpoint.storage.v1.Change (Entry,
-//     EncodeEntry, DecodeEntry), and a write's entries are what Apply
+//   - a change-feed entry, a store.Change, as setpoint.storage.v1.Change
+//     (EncodeChange, DecodeChange), and a write's changes are what Apply
 //     finds it recorded;
 //   - a decision-log entry as setpoint.storage.v1.LoggedDecision
 //     (EncodeLogged, DecodeLogged);
@@ -32,6 +32,7 @@ import (
 
 	"github.com/setpointhq/setpoint/engine"
 	pb "github.com/setpointhq/setpoint/proto/setpoint/storage/v1"
+	"github.com/setpointhq/setpoint/store"
 	"github.com/setpointhq/setpoint/target"
 )
 
@@ -44,11 +45,11 @@ func Encode(rec *target.Record) ([]byte, error) {
 
 // EncodeWrite returns the stored form of rec, compressed with compress
 // (Compress, or a way to run it elsewhere; it may return its argument),
-// and of entries, the change-feed entries of the write that left rec
-// (vals[i] is entries[i]'s). A decision entry of rec's last decision is
+// and of changes, the change-feed entries of the write that left rec
+// (vals[i] is changes[i]'s). A decision entry of rec's last decision is
 // marshalled from the record's own message, not converted again: it is
 // most of the record.
-func EncodeWrite(rec *target.Record, entries []Entry, compress func([]byte) []byte) (val []byte, vals [][]byte, err error) {
+func EncodeWrite(rec *target.Record, entries []store.Change, compress func([]byte) []byte) (val []byte, vals [][]byte, err error) {
 	e := getEncoder()
 	defer e.release() // m's messages are e's
 	m, err := recordMessage(e, rec)
@@ -80,7 +81,7 @@ func EncodeWrite(rec *target.Record, entries []Entry, compress func([]byte) []by
 				// becomes the entry's.
 				vals[i], err = marshalEntry(en, &pb.Change{Kind: &pb.Change_Decision{Decision: entryDecision(m.Last, m.Status)}})
 			} else {
-				vals[i], err = EncodeEntry(en)
+				vals[i], err = EncodeChange(en)
 			}
 			if err != nil {
 				return nil, nil, err
@@ -102,9 +103,19 @@ func Marshal(rec *target.Record) ([]byte, error) {
 	return m.MarshalVT()
 }
 
-// Decode parses the stored form of the record of k.
+// Decode parses the stored form of the record of k. Its error is a
+// *store.CorruptError.
 func Decode(k target.Key, b []byte) (target.Record, error) {
-	return decode(k, b, false)
+	return DecodeFor(k, b, false)
+}
+
+// DecodeFor is Decode, and DecodeForDecision when forDecision is set.
+func DecodeFor(k target.Key, b []byte, forDecision bool) (target.Record, error) {
+	rec, err := decode(k, b, forDecision)
+	if err != nil {
+		return target.Record{}, &store.CorruptError{Key: k, Err: err}
+	}
+	return rec, nil
 }
 
 // DecodeForDecision is Decode but for the record's last decision, of
@@ -112,7 +123,7 @@ func Decode(k target.Key, b []byte) (target.Record, error) {
 // the rest, the largest part of a record, is unmarshalled but neither
 // converted nor checked. It accepts all that Decode accepts.
 func DecodeForDecision(k target.Key, b []byte) (target.Record, error) {
-	return decode(k, b, true)
+	return DecodeFor(k, b, true)
 }
 
 func decode(k target.Key, b []byte, forDecision bool) (rec target.Record, err error) {
@@ -200,7 +211,7 @@ func recordFromMessage(k target.Key, m *pb.Record, forDecision bool) (target.Rec
 }
 
 // entryDecision turns l, a decision's message, into a feed entry's, in
-// place: without Before and history (Entry.Decision), its status its own
+// place: without Before and history (a feed entry's Decision), its status its own
 // (record, the record's status, when stored once).
 func entryDecision(l *pb.LastDecision, record *pb.Status) *pb.LastDecision {
 	l.Before = nil

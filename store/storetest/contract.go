@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/setpointhq/setpoint/engine"
 	"github.com/setpointhq/setpoint/store"
 	"github.com/setpointhq/setpoint/target"
 )
@@ -62,7 +64,7 @@ func update(t *testing.T, open Opener) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			st := open(t, store.Options{})
+			st := open(t)
 			got, err := st.Update(ctx, key, tc.fn)
 			switch {
 			case tc.wantErr == errAny && err == nil, tc.wantErr != errAny && !errors.Is(err, tc.wantErr):
@@ -92,7 +94,7 @@ func update(t *testing.T, open Opener) {
 func decide(t *testing.T, open Opener) {
 	ctx := context.Background()
 	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
-	st := open(t, store.Options{})
+	st := open(t)
 	first, err := st.Decide(ctx, key, func(r *target.Record) error {
 		if r.Last != nil {
 			return fmt.Errorf("a new target's record has a last decision: %+v", r.Last)
@@ -147,7 +149,7 @@ func decide(t *testing.T, open Opener) {
 }
 
 func deleteTarget(t *testing.T, open Opener) {
-	st := open(t, store.Options{})
+	st := open(t)
 	ctx := context.Background()
 	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
 	if err := st.Delete(ctx, key); !errors.Is(err, store.ErrNotFound) {
@@ -190,7 +192,7 @@ func listAll(t *testing.T, st store.Store, q store.Query, size int) (keys []targ
 }
 
 func listTargets(t *testing.T, open Opener) {
-	st := open(t, store.Options{})
+	st := open(t)
 	// Stored out of order; "c" is a prefix of "c1" as a string but not as a
 	// cluster, and a NUL byte sorts before every other byte.
 	all := []target.Key{
@@ -238,7 +240,7 @@ func listTargets(t *testing.T, open Opener) {
 }
 
 func listRejectsBadQueries(t *testing.T, open Opener) {
-	st := open(t, store.Options{})
+	st := open(t)
 	for _, k := range []string{"a", "b", "c"} {
 		put(t, st, target.Record{Key: target.Key{Cluster: k, Namespace: "n", Name: "x"}, LastSeen: at(0)})
 	}
@@ -265,7 +267,7 @@ func listRejectsBadQueries(t *testing.T, open Opener) {
 }
 
 func expire(t *testing.T, open Opener) {
-	st := open(t, store.Options{})
+	st := open(t)
 	ctx := context.Background()
 	key := func(i int) target.Key { return target.Key{Cluster: "c", Namespace: "n", Name: string(rune('a' + i))} }
 	for i := range 5 {
@@ -315,7 +317,7 @@ func expireAndList(t *testing.T, st store.Store, cutoff time.Time, want int, lef
 // later hour is kept until that time, and records of one hour go one by
 // one as the cutoff passes them.
 func expireAcrossHours(t *testing.T, open Opener) {
-	st := open(t, store.Options{})
+	st := open(t)
 	ctx := context.Background()
 	key := func(name string) target.Key { return target.Key{Cluster: "c", Namespace: "n", Name: name} }
 	seen := map[string]int{"moved": 0, "end-of-hour": 3599, "next-hour": 3600, "mid-hour": 5400, "mid-hour-later": 5401}
@@ -353,7 +355,7 @@ func expireAcrossHours(t *testing.T, open Opener) {
 // after it (Created, deletions) keep a count current.
 func feedCountsTargets(t *testing.T, open Opener) {
 	ctx := context.Background()
-	st := open(t, store.Options{})
+	st := open(t)
 	k := func(n string) target.Key { return target.Key{Cluster: "eu1", Namespace: "shop", Name: n} }
 	for _, n := range []string{"a", "b", "c"} {
 		if _, err := st.Update(ctx, k(n), decideFn("d")); err != nil {
@@ -402,7 +404,7 @@ var errAny = errors.New("any error")
 // write's changes, in the same order, when the write returns.
 func feedResumes(t *testing.T, open Opener) {
 	ctx := context.Background()
-	st := open(t, store.Options{})
+	st := open(t)
 	var (
 		mu       sync.Mutex
 		followed []string
@@ -517,4 +519,165 @@ func revisions(cs []store.Change) []uint64 {
 		out = append(out, c.Revision)
 	}
 	return out
+}
+
+// expectWrites: writes announced with Expect that never come hold other
+// writes back at most for the store's batch delay (a write still
+// completes, well within its deadline), announced writes that come are
+// all stored, and taking off more than was announced is harmless.
+func expectWrites(t *testing.T, open Opener) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
+	st := open(t)
+	st.Expect(-2) // none announced
+	st.Expect(3)
+	if _, err := st.Update(ctx, key, appendReplicas(0)); err != nil {
+		t.Fatalf("Update while three writes are announced and none comes: %v", err)
+	}
+	st.Expect(-3)
+	const n = 8
+	st.Expect(n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			st.Expect(-1) // its request is read
+			if _, err := st.Update(ctx, key, appendReplicas(int32(i+1))); err != nil {
+				t.Errorf("announced Update %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	got, err := st.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	CheckEachOnce(t, Replicas(got), n+1)
+}
+
+// appendReplicas appends a recommendation of replicas to the record.
+func appendReplicas(replicas int32) func(*target.Record) error {
+	return func(r *target.Record) error {
+		r.History.Recommendations = append(r.History.Recommendations, engine.Recommendation{Replicas: replicas, At: at(int(replicas))})
+		r.LastSeen = at(int(replicas))
+		return nil
+	}
+}
+
+// decisionLog: each decision enters its target's log; Decisions pages
+// through it oldest first, by From and To, with tokens; another target's
+// decisions and an unknown target's (none) stay out; bad queries are
+// ErrInvalid; Delete removes the log with the record.
+func decisionLog(t *testing.T, open Opener) {
+	ctx := context.Background()
+	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
+	st := open(t)
+	decideAt := func(k target.Key, i int) {
+		t.Helper()
+		if _, err := st.Decide(ctx, k, func(r *target.Record) error {
+			r.Last = &target.LastDecision{ID: fmt.Sprint(k.Name, i), At: at(15 * i)}
+			r.Last.Decision.DesiredReplicas = int32(i + 1)
+			r.LastSeen = at(15 * i)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 5 {
+		decideAt(key, i)
+	}
+	decideAt(target.Key{Cluster: "c", Namespace: "n", Name: "web-2"}, 9) // its name extends key's
+	read := func(k target.Key, q store.DecisionQuery) (replicas []int32, next string) {
+		t.Helper()
+		page, next, err := st.Decisions(ctx, k, q)
+		if err != nil {
+			t.Fatalf("Decisions(%s, %+v): %v", k, q, err)
+		}
+		for _, d := range page {
+			replicas = append(replicas, d.DesiredReplicas)
+		}
+		return replicas, next
+	}
+	var pages [][]int32
+	q := store.DecisionQuery{PageSize: 2}
+	for {
+		page, next := read(key, q)
+		pages = append(pages, page)
+		if next == "" {
+			break
+		}
+		q.PageToken = next
+	}
+	if diff := cmp.Diff([][]int32{{1, 2}, {3, 4}, {5}}, pages); diff != "" {
+		t.Errorf("pages of 2 (-want +got):\n%s", diff)
+	}
+	if got, next := read(key, store.DecisionQuery{From: at(15), To: at(45)}); !slices.Equal(got, []int32{2, 3}) || next != "" {
+		t.Errorf("From 15 s To 45 s: %v, next %q; want [2 3] and no next page", got, next)
+	}
+	if got, next := read(target.Key{Cluster: "c", Namespace: "n", Name: "none"}, store.DecisionQuery{}); got != nil || next != "" {
+		t.Errorf("an unknown target's log: %v, next %q; want none", got, next)
+	}
+	for _, bad := range []store.DecisionQuery{{PageSize: -1}, {PageToken: "!"}} {
+		if _, _, err := st.Decisions(ctx, key, bad); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("Decisions(%+v): %v, want ErrInvalid", bad, err)
+		}
+	}
+	if err := st.Delete(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := read(key, store.DecisionQuery{}); got != nil {
+		t.Errorf("the log after Delete: %v, want none", got)
+	}
+}
+
+// healthyUntilClosed: an open store is healthy; after Close it is not,
+// and every call returns ErrClosed.
+func healthyUntilClosed(t *testing.T, open Opener) {
+	ctx := context.Background()
+	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
+	st := open(t)
+	Put(t, st, target.Record{Key: key, LastSeen: at(0)})
+	if err := st.Healthy(ctx); err != nil {
+		t.Fatalf("Healthy of an open store: %v", err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := st.Healthy(ctx); !errors.Is(err, store.ErrClosed) {
+		t.Errorf("Healthy after Close: %v, want ErrClosed", err)
+	}
+	if _, err := st.Update(ctx, key, appendReplicas(1)); !errors.Is(err, store.ErrClosed) {
+		t.Errorf("Update after Close: %v, want ErrClosed", err)
+	}
+	if _, _, err := st.List(ctx, store.Query{}); !errors.Is(err, store.ErrClosed) {
+		t.Errorf("List after Close: %v, want ErrClosed", err)
+	}
+	if err := st.Close(); !errors.Is(err, store.ErrClosed) {
+		t.Errorf("a second Close: %v, want ErrClosed", err)
+	}
+}
+
+// backup: Backup tells the snapshot's size before writing it, writes
+// exactly that many bytes, and returns their number.
+func backup(t *testing.T, open Opener) {
+	ctx := context.Background()
+	st := open(t)
+	for i := range 3 {
+		Put(t, st, target.Record{Key: target.Key{Cluster: "c", Namespace: "n", Name: fmt.Sprint("web-", i)}, LastSeen: at(i)})
+	}
+	var buf bytes.Buffer
+	announced := int64(-1)
+	n, err := st.Backup(ctx, func(size int64) error {
+		if buf.Len() != 0 {
+			t.Error("size was called after the first write")
+		}
+		announced = size
+		return nil
+	}, &buf)
+	if err != nil {
+		t.Fatalf("Backup: %v", err)
+	}
+	if n <= 0 || n != int64(buf.Len()) || n != announced {
+		t.Errorf("Backup returned %d, wrote %d bytes, announced %d; want all equal and more than 0", n, buf.Len(), announced)
+	}
 }

@@ -15,10 +15,9 @@ import (
 	"github.com/setpointhq/setpoint/target"
 )
 
-// Opener returns a new, empty store configured by opts (the fields a
-// backend has: Now, MaxEvents, MaxHistory, MaxChanges); it closes the store
-// at the test's cleanup.
-type Opener func(t *testing.T, opts store.Options) store.Store
+// Opener returns a new, empty store with its backend's defaults; it closes
+// the store at the test's cleanup.
+type Opener func(t *testing.T) store.Store
 
 // Run runs the contract tests, each on stores from open.
 func Run(t *testing.T, open Opener) {
@@ -35,6 +34,10 @@ func Run(t *testing.T, open Opener) {
 		{"ExpireAcrossHours", expireAcrossHours},
 		{"FeedCountsTargets", feedCountsTargets},
 		{"FeedResumes", feedResumes},
+		{"Expect", expectWrites},
+		{"DecisionLog", decisionLog},
+		{"HealthyUntilClosed", healthyUntilClosed},
+		{"Backup", backup},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.test(t, open) })
 	}
