@@ -198,7 +198,7 @@ const cacheEntryOverhead = 160
 // BenchmarkRecordCache.
 func recordSize(rec *target.Record) int64 {
 	n := int64(unsafe.Sizeof(*rec))
-	n += strs(rec.Key.Cluster, rec.Key.Namespace, rec.Key.Name, rec.Ref.APIVersion, rec.Ref.Kind, rec.Ref.Name)
+	n += strs(rec.Key.Cluster, rec.Key.Namespace, rec.Key.Name, rec.Ref.APIVersion, rec.Ref.Kind, rec.Ref.Name, rec.ReceivedSpec, rec.Fleet)
 	n += specSize(&rec.Spec)
 	n += statusSize(&rec.Status)
 	n += historySize(&rec.History)

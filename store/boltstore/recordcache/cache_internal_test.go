@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -214,6 +215,24 @@ func TestStoredCopySlicesDoNotOverlap(t *testing.T) {
 		appendToEach(reflect.ValueOf(&cp).Elem())
 		if !reflect.DeepEqual(cp, want) {
 			t.Errorf("appending to a slice of a stored copy changed another part of it:\n%s", cmp.Diff(want, cp))
+		}
+	}
+}
+
+// TestRecordSizeCountsOpaqueFields: the spec as received and a fleet's
+// state (tens of KB for a fleet of hundreds of pods) count in a cached
+// record's size, so the cache's byte bound holds for fleets too.
+func TestRecordSizeCountsOpaqueFields(t *testing.T) {
+	base := recordSize(&target.Record{})
+	for _, tc := range []struct {
+		name string
+		rec  target.Record
+	}{
+		{"received spec", target.Record{ReceivedSpec: strings.Repeat("s", 4096)}},
+		{"fleet state", target.Record{Fleet: strings.Repeat("f", 4096)}},
+	} {
+		if got := recordSize(&tc.rec) - base; got < 4096 {
+			t.Errorf("%s of 4096 bytes adds %d bytes to the record's size", tc.name, got)
 		}
 	}
 }
