@@ -5,7 +5,7 @@
 // format is described by a schema that `buf breaking` guards: a field may be
 // added, never renumbered, retyped or reused. Renaming a Go field does not
 // change the disk format; changing the meaning of a field does, and needs a
-// new schema version in store/schema.go.
+// new schema version in store/boltstore/schema.
 //
 // Conventions:
 //   - Names of enumerations of the engine (metric source types, condition
@@ -2831,7 +2831,7 @@ func (*Change_Deleted) isChange_Kind() {}
 // time. It is compact by design (about 40 bytes for a two-metric decision):
 // metric names and step messages are left out (the spec and the engine's
 // reasons say them again), and the engine's vocabulary is stored as small
-// codes (store/decisionlog.go) with the word itself only for a word the code
+// codes (store/record/logged.go) with the word itself only for a word the code
 // table does not know.
 type LoggedDecision struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2944,7 +2944,7 @@ func (x *LoggedDecision) GetSteps() []*LoggedStep {
 // LoggedMetric is one metric of a LoggedDecision.
 type LoggedMetric struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Outcome code (see store/decisionlog.go); 0 with outcome_word set.
+	// Outcome code (see store/record/logged.go); 0 with outcome_word set.
 	Outcome uint32 `protobuf:"varint,1,opt,name=outcome,proto3" json:"outcome,omitempty"`
 	// The outcome, when its code is 0.
 	OutcomeWord string `protobuf:"bytes,2,opt,name=outcome_word,json=outcomeWord,proto3" json:"outcome_word,omitempty"`
@@ -3071,7 +3071,7 @@ func (x *LoggedMetric) GetErr() string {
 // LoggedStep is one step of a LoggedDecision.
 type LoggedStep struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Kind code (see store/decisionlog.go); 0 with kind_word set.
+	// Kind code (see store/record/logged.go); 0 with kind_word set.
 	Kind uint32 `protobuf:"varint,1,opt,name=kind,proto3" json:"kind,omitempty"`
 	// The kind, when its code is 0.
 	KindWord string `protobuf:"bytes,2,opt,name=kind_word,json=kindWord,proto3" json:"kind_word,omitempty"`
