@@ -163,7 +163,7 @@ func sameMetrics(a, b *setpointv1.FleetSpec) bool {
 func (r *run) readMember(ctx context.Context, spec *setpointv1.FleetSpec) (*memberReading, error) {
 	ref := r.spec.ScaleTargetRef
 	m := &memberReading{
-		report:  &setpointv1.FleetReport{Member: r.c.opts.Cluster, Scale: &setpointv1.Scale{}},
+		report:  &setpointv1.FleetReport{Member: r.c.opts.Cluster},
 		metrics: metricsOf(spec.GetAutoscaler().GetMetrics()),
 	}
 	if len(m.metrics) == 0 {
@@ -180,6 +180,10 @@ func (r *run) readMember(ctx context.Context, spec *setpointv1.FleetSpec) (*memb
 			}
 			return nil, fmt.Errorf("agent: get scale of %s: %w", reference(ref), err)
 		}
+		// Nothing was read; the report still has one (empty) observation
+		// per metric of the spec, as every report must.
+		req := hpa.Request(&hpa.Reading{Spec: autoscalingv2.HorizontalPodAutoscalerSpec{ScaleTargetRef: ref, Metrics: m.metrics}})
+		m.report.Scale, m.report.Observations = req.Scale, req.Observations
 		m.report.CannotScale = fmt.Sprintf("cannot read the scale of %s: %v", reference(ref), err)
 		return m, nil
 	}
