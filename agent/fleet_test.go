@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -140,8 +141,27 @@ func newFleetHarness(t *testing.T, f *fakeFleets) *harness {
 func TestFleetMemberAppliesShare(t *testing.T) {
 	f := &fakeFleets{spec: fleetSpec(), answer: shareOf(5, 9, "Weighted")}
 	h := newFleetHarness(t, f)
+	reg := prometheus.NewRegistry()
+	h.c.opts.Prometheus = NewMetrics(reg)
 	if err := h.c.reconcile(context.Background(), "ns/web"); err != nil {
 		t.Fatalf("reconcile: %v", err)
+	}
+	// The member's series: its share, and the rescale; no metric series
+	// (the fleet's metrics are not this Autoscaler's).
+	got := samples(t, reg)
+	for name, want := range map[string]float64{
+		`setpoint_agent_desired_replicas{hpa_name="web",namespace="ns"}`:       5,
+		`setpoint_agent_rescales_total{result="applied"}`:                      1,
+		`setpoint_agent_reconciliations_total{action="scale_up",error="none"}`: 1,
+	} {
+		if got[name] != want {
+			t.Errorf("%s = %v, want %v", name, got[name], want)
+		}
+	}
+	for name := range got {
+		if strings.HasPrefix(name, "setpoint_agent_metric_") {
+			t.Errorf("fleet member has a metric series %s", name)
+		}
 	}
 	gets, reports := f.calls()
 	if len(gets) != 1 || !proto.Equal(gets[0].GetFleet(), &setpointv1.FleetKey{Namespace: "ns", Name: "web-fleet"}) {
