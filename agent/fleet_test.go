@@ -167,8 +167,9 @@ func TestFleetMemberAppliesShare(t *testing.T) {
 	if len(gets) != 1 || !proto.Equal(gets[0].GetFleet(), &setpointv1.FleetKey{Namespace: "ns", Name: "web-fleet"}) {
 		t.Fatalf("GetFleet calls = %v, want one for ns/web-fleet", gets)
 	}
-	if len(reports) != 1 {
-		t.Fatalf("%d reports, want 1", len(reports))
+	// The report, then the share as applied.
+	if len(reports) != 2 || reports[1].GetReport().GetScale().GetReplicas() != 5 {
+		t.Fatalf("reports = %v, want 2, the second with the applied share 5", reports)
 	}
 	rep := reports[0].GetReport()
 	if rep.GetMember() != "c1" || rep.GetCannotScale() != "" {
@@ -222,10 +223,10 @@ func TestFleetMemberAppliesShare(t *testing.T) {
 		t.Fatalf("second reconcile: %v", err)
 	}
 	gets, reports = f.calls()
-	if len(gets) != 1 || len(reports) != 2 {
-		t.Errorf("after two syncs: %d GetFleet, %d reports; want 1 and 2", len(gets), len(reports))
+	if len(gets) != 1 || len(reports) != 3 {
+		t.Fatalf("after two syncs: %d GetFleet, %d reports; want 1 and 3", len(gets), len(reports))
 	}
-	if got := reports[1].GetReport().GetScale().GetReplicas(); got != 5 {
+	if got := reports[2].GetReport().GetScale().GetReplicas(); got != 5 {
 		t.Errorf("second report's replicas = %d, want 5", got)
 	}
 	if h.scales.updates != 1 {

@@ -438,7 +438,7 @@ func (e *env) waitShares(t *testing.T, what string, total int32, shares map[stri
 		f := e.fleet(t)
 		split := f.GetSplit()
 		if split.GetTotal() != total {
-			return fmt.Errorf("split %v, want a total of %d", split, total)
+			return fmt.Errorf("split %v, want a total of %d; members %v; last decision %v", split, total, f.GetMembers(), f.GetLastDecision().GetExplanation())
 		}
 		for _, s := range split.GetShares() {
 			if want, ok := shares[s.GetMember()]; ok && s.GetReplicas() != want {
