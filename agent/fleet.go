@@ -85,14 +85,13 @@ func (r *run) reconcileFleet(ctx context.Context) (string, error) {
 			return r.fleetFailed(ctx, err)
 		}
 		next := resp.GetSpec()
+		if next != nil {
+			r.c.rememberFleetSpec(r.key.String(), fk.GetName(), next)
+		}
 		if next == nil || attempt > 0 || sameMetrics(spec, next) {
-			if next != nil {
-				r.c.rememberFleetSpec(r.key.String(), fk.GetName(), next)
-			}
 			break
 		}
 		spec = next
-		r.c.rememberFleetSpec(r.key.String(), fk.GetName(), next)
 	}
 	return r.applyShare(ctx, fk, m, resp)
 }
