@@ -96,6 +96,13 @@ func (r *run) reconcileFleet(ctx context.Context) (string, error) {
 	return r.applyShare(ctx, fk, m, resp)
 }
 
+// notInFleet clears what a fleet member's status holds from an
+// Autoscaler that is not (or no longer) one.
+func (r *run) notInFleet() {
+	r.status.FleetReplicas = nil
+	r.status.Conditions = removeCondition(r.status.Conditions, v1alpha1.ConditionFleetShare)
+}
+
 // fleetSpec is the fleet's spec the member's report follows: the one the
 // last answer carried, or the fleet's as GetFleet reads it.
 func (r *run) fleetSpec(ctx context.Context, fk *setpointv1.FleetKey) (*setpointv1.FleetSpec, error) {

@@ -450,3 +450,32 @@ func TestFleetMemberPausedOrWithoutClient(t *testing.T) {
 		t.Errorf("ScalingActive = %+v, want InvalidSpec naming the missing client", c)
 	}
 }
+
+// An Autoscaler that leaves its fleet is decided on its own again, and its
+// status no longer shows a fleet.
+func TestLeavingTheFleetClearsTheStatus(t *testing.T) {
+	f := &fakeFleets{spec: fleetSpec(), answer: shareOf(5, 9, "Weighted")}
+	h := newFleetHarness(t, f)
+	h.svc.rec = scaleUp()
+	if err := h.c.reconcile(context.Background(), "ns/web"); err != nil {
+		t.Fatalf("reconcile as a member: %v", err)
+	}
+	a := testAutoscaler()
+	a.Status = h.status(t)
+	if a.Status.FleetReplicas == nil {
+		t.Fatal("the member's status has no fleetReplicas")
+	}
+	if err := h.c.autoscalers.GetIndexer().Update(a); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.reconcile(context.Background(), "ns/web"); err != nil {
+		t.Fatalf("reconcile on its own: %v", err)
+	}
+	st := h.status(t)
+	if st.FleetReplicas != nil || findCondition(st.Conditions, v1alpha1.ConditionFleetShare) != nil {
+		t.Errorf("status after leaving the fleet: fleetReplicas %v, FleetShare %v", st.FleetReplicas, findCondition(st.Conditions, v1alpha1.ConditionFleetShare))
+	}
+	if len(h.svc.requests) != 1 || st.DesiredReplicas != 4 {
+		t.Errorf("%d Recommend calls, desired %d; want 1 and 4", len(h.svc.requests), st.DesiredReplicas)
+	}
+}
