@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
@@ -67,6 +68,10 @@ func (r *run) reconcileFleet(ctx context.Context) (string, error) {
 		return r.invalidSpec(ctx, "spec.fleet is set, but this agent has no fleet service client", errors.New("agent: Options.Fleets is nil"))
 	}
 	fk := &setpointv1.FleetKey{Namespace: r.meta.Namespace, Name: r.spec.Fleet.Name}
+	if other := r.c.firstMember(r.key, fk.GetName()); other != "" {
+		text := fmt.Sprintf("Autoscaler %s/%s is this cluster's member of fleet %s already: a fleet has one member per cluster", fk.GetNamespace(), other, fk.GetName())
+		return r.invalidSpec(ctx, text, errors.New(text))
+	}
 	spec, err := r.fleetSpec(ctx, fk)
 	if err != nil {
 		return r.fleetFailed(ctx, err)
@@ -94,6 +99,28 @@ func (r *run) reconcileFleet(ctx context.Context) (string, error) {
 		spec = next
 	}
 	return r.applyShare(ctx, fk, m, resp)
+}
+
+// firstMember is the name of the Autoscaler of k's namespace, other than
+// k, that is a member of fleet and comes first by name; "" when there is
+// none. Only the first one of a cluster reports for it: two would report
+// as the same member and undo each other's reports.
+func (c *Controller) firstMember(k objectKey, fleet string) string {
+	objs, err := c.autoscalers.GetIndexer().ByIndex(cache.NamespaceIndex, k.namespace)
+	if err != nil {
+		objs = c.autoscalers.GetIndexer().List()
+	}
+	first := ""
+	for _, o := range objs {
+		a, err := autoscalerOf(o)
+		if err != nil || a.Namespace != k.namespace || a.Name >= k.name || a.Spec.Fleet == nil || a.Spec.Fleet.Name != fleet {
+			continue
+		}
+		if first == "" || a.Name < first {
+			first = a.Name
+		}
+	}
+	return first
 }
 
 // notInFleet clears what a fleet member's status holds from an

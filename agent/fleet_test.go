@@ -479,3 +479,32 @@ func TestLeavingTheFleetClearsTheStatus(t *testing.T) {
 		t.Errorf("%d Recommend calls, desired %d; want 1 and 4", len(h.svc.requests), st.DesiredReplicas)
 	}
 }
+
+// Two Autoscalers of one cluster in one fleet would report as the same
+// member: only the first by name does; the other says why it does not.
+func TestFleetOneMemberPerCluster(t *testing.T) {
+	f := &fakeFleets{spec: fleetSpec(), answer: shareOf(5, 9, "Weighted")}
+	h := newFleetHarness(t, f)
+	first := fleetMember()
+	first.Name = "api"
+	cached, err := v1alpha1.ToUnstructured(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	typed, err := typedAutoscaler(cached)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.autoscalers.GetIndexer().Add(typed); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.reconcile(context.Background(), "ns/web"); !errors.Is(err, errTerminal) {
+		t.Fatalf("reconcile = %v, want a terminal error", err)
+	}
+	if gets, reports := f.calls(); len(gets)+len(reports) != 0 || h.scales.updates != 0 {
+		t.Errorf("%d GetFleet, %d reports, %d scale updates; want none", len(gets), len(reports), h.scales.updates)
+	}
+	if c := findCondition(h.status(t).Conditions, autoscalingv2.ScalingActive); c == nil || c.Reason != v1alpha1.ReasonInvalidSpec || !strings.Contains(c.Message, "ns/api is this cluster's member of fleet web-fleet") {
+		t.Errorf("ScalingActive = %+v, want InvalidSpec naming ns/api", c)
+	}
+}
