@@ -180,6 +180,15 @@ func TestTwoClustersOneFleet(t *testing.T) {
 		}
 		return sharesApplied(e, f)
 	})
+	for _, name := range []string{"web-eu", "web-us"} {
+		st := e.status(t, name)
+		var conds []string
+		for _, c := range st.Conditions {
+			conds = append(conds, fmt.Sprintf("%s=%s (%s: %s)", c.Type, c.Status, c.Reason, c.Message))
+		}
+		t.Logf("%s: desired %d of %d, current %d, targets %s\n  explanation: %s\n  %s", name, st.DesiredReplicas, ptr.Deref(st.FleetReplicas, 0),
+			st.CurrentReplicas, st.Targets, st.Explanation.Summary, strings.Join(conds, "\n  "))
+	}
 }
 
 // start runs the API server with the CRD, the metrics APIs and the
