@@ -508,3 +508,44 @@ func TestFleetOneMemberPerCluster(t *testing.T) {
 		t.Errorf("ScalingActive = %+v, want InvalidSpec naming ns/api", c)
 	}
 }
+
+// A passing failure to read the Scale sends no report (the member goes
+// stale if it lasts) and is retried with back-off.
+func TestFleetMemberScaleReadFailsForNow(t *testing.T) {
+	f := &fakeFleets{spec: fleetSpec(), answer: shareOf(5, 9, "Weighted")}
+	h := newFleetHarness(t, f)
+	h.scales.getErr = apierrors.NewServiceUnavailable("etcd is slow")
+	err := h.c.reconcile(context.Background(), "ns/web")
+	if err == nil || errors.Is(err, errTerminal) {
+		t.Fatalf("reconcile = %v, want an error to retry", err)
+	}
+	if _, reports := f.calls(); len(reports) != 0 {
+		t.Errorf("%d reports, want none", len(reports))
+	}
+	if c := findCondition(h.status(t).Conditions, autoscalingv2.AbleToScale); c == nil || c.Reason != "FailedGetScale" {
+		t.Errorf("AbleToScale = %+v, want FailedGetScale", c)
+	}
+}
+
+func TestRefused(t *testing.T) {
+	gr := schema.GroupResource{Group: "apps", Resource: "deployments"}
+	tests := []struct {
+		err  error
+		want bool
+	}{
+		{apierrors.NewNotFound(gr, "web"), true},
+		{apierrors.NewForbidden(gr, "web", errors.New("no")), true},
+		{apierrors.NewBadRequest("bad"), true},
+		{apierrors.NewConflict(gr, "web", errors.New("modified")), false},
+		{apierrors.NewTooManyRequests("slow down", 1), false},
+		{apierrors.NewServiceUnavailable("down"), false},
+		{apierrors.NewTimeoutError("slow", 1), false},
+		{errConcurrentRescale, false},
+		{context.DeadlineExceeded, false},
+	}
+	for _, tt := range tests {
+		if got := refused(tt.err); got != tt.want {
+			t.Errorf("refused(%v) = %v, want %v", tt.err, got, tt.want)
+		}
+	}
+}
