@@ -1004,6 +1004,7 @@ func TestNoMemberPooled(t *testing.T) {
 	e.put(t, fleetSpec("a", "b"))
 	rep := member{"a", 2, 100}.report(e.clock.Now())
 	rep.CannotScale = "the scale update was refused"
+	rep.Observations = nil // a member that cannot scale need not read the fleet's metrics
 	r, err := e.fleets(t, "agent-a").Report(t.Context(), &setpointv1.ReportRequest{Fleet: fleetKey, Report: rep})
 	if err != nil {
 		t.Fatalf("Report: %v", err)

@@ -112,6 +112,15 @@ func resolve(key *setpointv1.FleetKey, spec *setpointv1.FleetSpec, now time.Time
 // Errors are *setpointv1.ValidationError naming fields under prefix
 // ("report.": of a ReportRequest).
 func (r *resolved) report(rep *setpointv1.FleetReport, at time.Time, prefix string) (fleet.Report, error) {
+	obs := rep.GetObservations()
+	if rep.GetCannotScale() != "" && len(obs) == 0 {
+		// A member that cannot scale is left out of the pool: it need not
+		// have read the fleet's metrics to say so.
+		obs = make([]*setpointv1.MetricObservation, len(r.api.GetAutoscaler().GetMetrics()))
+		for i := range obs {
+			obs[i] = &setpointv1.MetricObservation{}
+		}
+	}
 	in, err := convert.Input(&setpointv1.RecommendRequest{
 		Target:          &setpointv1.TargetKey{Cluster: Cluster, Namespace: r.in.Namespace},
 		Spec:            r.api.GetAutoscaler(),
@@ -119,7 +128,7 @@ func (r *resolved) report(rep *setpointv1.FleetReport, at time.Time, prefix stri
 		Scale:           rep.GetScale(),
 		Pods:            rep.GetPods(),
 		ResourceMetrics: rep.GetResourceMetrics(),
-		Observations:    rep.GetObservations(),
+		Observations:    obs,
 	}, at)
 	if err != nil {
 		return fleet.Report{}, reprefix(err, nil, strings.TrimSuffix(prefix, "."))

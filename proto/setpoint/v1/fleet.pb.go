@@ -270,7 +270,8 @@ type FleetReport struct {
 	// The member's resource metrics API answer, as in RecommendRequest.
 	ResourceMetrics *ResourceMetrics `protobuf:"bytes,4,opt,name=resource_metrics,json=resourceMetrics,proto3" json:"resource_metrics,omitempty"`
 	// The member's custom and external metrics APIs' answers, index-aligned
-	// with the fleet spec's autoscaler.metrics.
+	// with the fleet spec's autoscaler.metrics; may be empty when
+	// cannot_scale is set.
 	Observations []*MetricObservation `protobuf:"bytes,5,rep,name=observations,proto3" json:"observations,omitempty"`
 	// Non-empty when the member's agent cannot apply a share (its Scale
 	// update is refused, the workload is missing, …): why. The member is

@@ -194,7 +194,8 @@ export type FleetReport = Message<"setpoint.v1.FleetReport"> & {
 
   /**
    * The member's custom and external metrics APIs' answers, index-aligned
-   * with the fleet spec's autoscaler.metrics.
+   * with the fleet spec's autoscaler.metrics; may be empty when
+   * cannot_scale is set.
    *
    * @generated from field: repeated setpoint.v1.MetricObservation observations = 5;
    */
