@@ -252,13 +252,6 @@ func (e *encoder) statusRefs(v engine.Status, record []engine.Condition) *pb.Sta
 	return m
 }
 
-// SharesStatus reports whether rec's last decision's status is stored as
-// the record's status (equal statuses are stored once, schema version 2):
-// decoding then gives the decision a copy of the record's status.
-func SharesStatus(rec *target.Record) bool {
-	return rec.Last != nil && statusEqual(rec.Last.Decision.Status, rec.Status)
-}
-
 // metricHistory converts a forecast history, copying its bytes (the
 // message's may alias the decoded buffer).
 func (d *decoder) metricHistory(m *pb.MetricHistory) target.MetricHistory {
