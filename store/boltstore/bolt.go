@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -207,8 +206,6 @@ type Store struct {
 
 	// keys serializes the updates of each key in this process.
 	keys keyLocks
-	// compressors compress the values Update writes (compress.go).
-	compressors *compressors
 
 	// journal is the write-ahead log (journal.go; committer goroutine
 	// only, after Open).
@@ -308,8 +305,6 @@ func Open(path string, opts Options) (*Store, error) {
 	}
 	b.applied = b.journal.Seq()
 	b.acked.Store(b.journal.Seq())
-	// One per processor: compressing is all CPU.
-	b.compressors = startCompressors(runtime.GOMAXPROCS(0))
 	go b.commitLoop()
 	go b.checkpointLoop()
 	return b, nil
@@ -362,7 +357,6 @@ func (b *Store) Close() error {
 	<-b.stopped
 	close(b.ckClosing)
 	<-b.ckStopped
-	b.compressors.stop()
 	var errs []error
 	b.ovMu.Lock()
 	ckErr := b.ckErr
@@ -676,7 +670,7 @@ func (b *Store) prepare(key target.Key, rk []byte, decision bool, fn func(*targe
 	w.changes = changes
 	// The change feed's entries are encoded with the record: a decision's
 	// entry is most of it.
-	if w.val, w.encoded, err = record.EncodeWrite(rec, changes, b.compressors.compress); err != nil {
+	if w.val, w.encoded, err = record.EncodeWrite(rec, changes, record.Compress); err != nil {
 		return nil, err
 	}
 	if len(w.changes) > 0 && w.changes[0].Kind == store.ChangeDecision && b.opts.DecisionRetention >= 0 {
