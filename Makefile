@@ -114,8 +114,8 @@ FUZZ_TARGETS = ./engine:FuzzDecide:1000 ./engine:FuzzResourceLists:10000 ./engin
                ./server/convert:FuzzPlainSelector:5000 \
                ./server/convert:FuzzRoundTrip:2000 ./server:FuzzObserve:10000 ./server/codec:FuzzDecodeRecommend:10000 \
                ./server/codec:FuzzSpecGrowth:10000 \
-               ./store/record:FuzzRecordCodec:50000 ./store/boltstore/recordcache:FuzzDecodeRecord:50000 ./store/record:FuzzRecordKey:50000 \
-               ./store/boltstore/recordcache:FuzzStoredCopy:20000 ./store/wal:FuzzReadFrame:50000 ./store/boltstore:FuzzReadWrites:50000 ./store/record:FuzzDecodeEntry:20000
+               ./store/record:FuzzRecordCodec:50000 ./store/record:FuzzDecodeRecord:50000 ./store/record:FuzzRecordKey:50000 \
+               ./store/record:FuzzRecordRoundTrip:20000 ./store/wal:FuzzReadFrame:50000 ./store/boltstore:FuzzReadWrites:50000 ./store/record:FuzzDecodeEntry:20000
 FUZZTIME    ?= 60s
 
 fuzz: ## run every fuzz target for FUZZTIME each (default 60s; e.g. make fuzz FUZZTIME=30m)

@@ -15,7 +15,7 @@ type boltMetrics struct {
 
 	commitDuration, held, batchWrites prometheus.Histogram
 
-	commits, writes, fileBytes, cacheHits, cacheMisses, checkpoints, checkpointSeconds, syncAge *prometheus.Desc
+	commits, writes, fileBytes, checkpoints, checkpointSeconds, syncAge *prometheus.Desc
 }
 
 func newBoltMetrics() *boltMetrics {
@@ -38,8 +38,6 @@ func newBoltMetrics() *boltMetrics {
 		commits:           prometheus.NewDesc("setpoint_bolt_commits_total", "Commits that made writes durable and answered them (journal frames, deletions' bbolt transactions), each one flush.", nil, nil),
 		writes:            prometheus.NewDesc("setpoint_bolt_writes_total", "Writes the committer applied, committed or failed.", nil, nil),
 		fileBytes:         prometheus.NewDesc("setpoint_bolt_file_bytes", "Size of the bbolt file.", nil, nil),
-		cacheHits:         prometheus.NewDesc("setpoint_bolt_record_cache_hits_total", "Updates that found their record decoded in the record cache.", nil, nil),
-		cacheMisses:       prometheus.NewDesc("setpoint_bolt_record_cache_misses_total", "Updates that read and decoded their record because the record cache did not hold it.", nil, nil),
 		checkpoints:       prometheus.NewDesc("setpoint_bolt_checkpoints_total", "bbolt transactions that wrote journaled writes into the file, behind their answers.", nil, nil),
 		checkpointSeconds: prometheus.NewDesc("setpoint_bolt_checkpoint_seconds_total", "Time spent in those transactions (applying the writes, page writes, fsyncs).", nil, nil),
 		syncAge:           prometheus.NewDesc("setpoint_bolt_sync_in_progress_seconds", "Age of the oldest write to disk still in progress (a commit's journal flush or bbolt transaction, a checkpoint), 0 when none: it grows while a disk stalls its fsyncs, which the commit histogram sees only when they end.", nil, nil),
@@ -58,7 +56,7 @@ func (m *boltMetrics) Describe(ch chan<- *prometheus.Desc) {
 	m.commitDuration.Describe(ch)
 	m.held.Describe(ch)
 	m.batchWrites.Describe(ch)
-	for _, d := range []*prometheus.Desc{m.commits, m.writes, m.fileBytes, m.cacheHits, m.cacheMisses, m.checkpoints, m.checkpointSeconds, m.syncAge} {
+	for _, d := range []*prometheus.Desc{m.commits, m.writes, m.fileBytes, m.checkpoints, m.checkpointSeconds, m.syncAge} {
 		ch <- d
 	}
 }
@@ -75,8 +73,6 @@ func (m *boltMetrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(m.commits, prometheus.CounterValue, float64(s.Commits))
 	ch <- prometheus.MustNewConstMetric(m.writes, prometheus.CounterValue, float64(s.Writes))
 	ch <- prometheus.MustNewConstMetric(m.fileBytes, prometheus.GaugeValue, float64(s.FileBytes))
-	ch <- prometheus.MustNewConstMetric(m.cacheHits, prometheus.CounterValue, float64(s.CacheHits))
-	ch <- prometheus.MustNewConstMetric(m.cacheMisses, prometheus.CounterValue, float64(s.CacheMisses))
 	ch <- prometheus.MustNewConstMetric(m.checkpoints, prometheus.CounterValue, float64(s.Checkpoints))
 	ch <- prometheus.MustNewConstMetric(m.checkpointSeconds, prometheus.CounterValue, s.CheckpointTime.Seconds())
 	ch <- prometheus.MustNewConstMetric(m.syncAge, prometheus.GaugeValue, m.st.SyncAge().Seconds())

@@ -99,9 +99,6 @@ func TestRunReportsBoltMetrics(t *testing.T) {
 		{"setpoint_bolt_commit_duration_seconds", func(v float64) bool { return v == commits }, "one observation per commit"},
 		{"setpoint_bolt_batch_held_seconds", func(v float64) bool { return v == commits }, "one observation per commit"},
 		{"setpoint_bolt_batch_writes", func(v float64) bool { return v == commits }, "one observation per commit"},
-		// The cache takes a target's record from its second miss on.
-		{"setpoint_bolt_record_cache_misses_total", func(v float64) bool { return v == 2 }, "2: the first two decisions"},
-		{"setpoint_bolt_record_cache_hits_total", func(v float64) bool { return v == decisions-2 }, "the later decisions"},
 		{"setpoint_bolt_file_bytes", func(v float64) bool { return v > 0 }, "> 0"},
 	}
 	for _, tt := range tests {
@@ -200,7 +197,7 @@ func TestDashboardStoreMetrics(t *testing.T) {
 			t.Errorf("the dashboard references %s, which setpoint-server does not register", m)
 		}
 	}
-	for _, want := range []string{"setpoint_bolt_commits_total", "setpoint_bolt_checkpoints_total", "setpoint_bolt_checkpoint_seconds_total", "setpoint_bolt_record_cache_hits_total", "setpoint_bolt_commit_duration_seconds"} {
+	for _, want := range []string{"setpoint_bolt_commits_total", "setpoint_bolt_checkpoints_total", "setpoint_bolt_checkpoint_seconds_total", "setpoint_bolt_commit_duration_seconds"} {
 		if !used[want] {
 			t.Errorf("the dashboard does not show %s", want)
 		}

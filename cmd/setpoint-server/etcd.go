@@ -129,7 +129,7 @@ func metricsHandler(srv *server.Server, m []prometheus.Collector) http.Handler {
 // client). metrics are the store's, for /metrics. where describes the
 // store for the log.
 func openStore(ctx context.Context, cfg Config, log *slog.Logger) (st store.Store, close func() error, metrics []prometheus.Collector, where string, err error) {
-	opts := boltstore.Options{MaxChanges: cfg.MaxChanges, DecisionRetention: cfg.DecisionRetention, RecordCacheBytes: cfg.RecordCacheBytes, CheckpointInterval: cfg.CheckpointInterval, JournalSegmentBytes: cfg.JournalSegmentBytes}
+	opts := boltstore.Options{MaxChanges: cfg.MaxChanges, DecisionRetention: cfg.DecisionRetention, CheckpointInterval: cfg.CheckpointInterval, JournalSegmentBytes: cfg.JournalSegmentBytes}
 	if cfg.Store.Kind != "etcd" {
 		path := filepath.Join(cfg.DataDir, "setpoint.db")
 		m := newBoltMetrics()

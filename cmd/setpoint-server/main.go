@@ -109,9 +109,6 @@ type Config struct {
 	// MaxChanges is how many recent changes the bbolt store keeps for
 	// Watch streams to resume from (on etcd, etcd's compaction decides).
 	MaxChanges int
-	// RecordCacheBytes bounds the bbolt store's cache of decoded records
-	// (boltstore.Options.RecordCacheBytes); negative disables it.
-	RecordCacheBytes int64
 	// CheckpointInterval bounds how long the bbolt store's journaled
 	// writes wait to be written into its file
 	// (boltstore.Options.CheckpointInterval).
@@ -176,7 +173,6 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxSimulatePods, "max-simulate-pods", server.DefaultMaxSimulatePods, "pods a Simulate pod model may synthesize (bounds max_replicas)")
 	fs.IntVar(&c.WatchBuffer, "watch-buffer", server.DefaultWatchBuffer, "changes a Watch stream may fall behind before it is ended with where to resume")
 	fs.IntVar(&c.MaxChanges, "max-changes", boltstore.DefaultMaxChanges, "recent changes kept on disk for Watch streams to resume from (bbolt; with -store=etcd, etcd's compaction decides)")
-	fs.Int64Var(&c.RecordCacheBytes, "record-cache-bytes", boltstore.DefaultRecordCacheBytes, "memory for the decoded records of recently decided targets, which spares their next decision decoding them (bbolt; negative disables)")
 	fs.Int64Var(&c.JournalSegmentBytes, "journal-segment-bytes", boltstore.DefaultJournalSegmentBytes, "size past which the store's journal starts a new segment, the old one removed once written into the bbolt file: larger leaves more to replay after a crash")
 	fs.DurationVar(&c.CheckpointInterval, "checkpoint-interval", boltstore.DefaultCheckpointInterval, "longest a decision waits in the store's journal before it is written into the bbolt file: longer holds more in memory and in the journal to replay after a crash, shorter costs CPU (bbolt)")
 	fs.StringVar(&c.ResumeKeyFile, "resume-key-file", "", "file of the secret that seals tenants' Watch resume points (default: resume.key in -data-dir, created on first start; give every server behind one address the same file)")

@@ -80,7 +80,6 @@ func TestValidate(t *testing.T) {
 		{"zero watch buffer", with("-watch-buffer", "0"), false},
 		{"zero kept changes", with("-max-changes", "0"), false},
 		{"larger limits", with("-max-simulate-steps", "5000", "-watch-buffer", "4096", "-max-changes", "100000"), true},
-		{"no record cache", with("-record-cache-bytes", "-1"), true},
 		{"no stream workers", with("-stream-workers", "-1"), true},
 		{"zero stream workers", with("-stream-workers", "0"), false},
 		{"too many stream workers", with("-stream-workers", "100000"), false},

@@ -20,8 +20,7 @@ import (
 // cpu-µs/op the process's CPU time (user and system) per Update. With
 // delay=off the committer does not wait for Updates being prepared
 // (Options.MaxBatchDelay < 0): the same run's comparison for group commit.
-// With cache=off there is no record cache (Options.RecordCacheBytes < 0):
-// every Update decodes the record it changes. With decide, each Update is
+// With decide, each Update is
 // a decision (Decide), as the server's Recommend makes it: it
 // replaces the last decision, so it also writes the decision log and the
 // feed's decision entry.
@@ -29,11 +28,9 @@ func BenchmarkUpdate(b *testing.B) {
 	for _, bc := range []struct {
 		callers int
 		delay   time.Duration
-		noCache bool
 		targets int // per caller, updated in turn; 0 is 1
 		decide  bool
-	}{{1, 0, false, 0, false}, {1, 0, true, 0, false}, {64, 0, false, 0, false}, {64, 0, true, 0, false}, {64, -1, false, 0, false}, {64, 0, false, 16, false},
-		{64, 0, false, 0, true}, {64, 0, false, 16, true}} {
+	}{{1, 0, 0, false}, {64, 0, 0, false}, {64, -1, 0, false}, {64, 0, 16, false}, {64, 0, 0, true}, {64, 0, 16, true}} {
 		name := fmt.Sprintf("callers=%d", bc.callers)
 		if bc.targets > 0 {
 			name += fmt.Sprintf("/targets=%d", bc.callers*bc.targets)
@@ -45,12 +42,6 @@ func BenchmarkUpdate(b *testing.B) {
 			name += "/decide"
 		}
 		opts := boltstore.Options{MaxBatchDelay: bc.delay}
-		if bc.noCache {
-			name += "/cache=off"
-			opts.RecordCacheBytes = -1
-		} else {
-			name += "/cache=on"
-		}
 		b.Run(name, func(b *testing.B) {
 			callers := bc.callers
 			st := open(b, newPath(b), opts)

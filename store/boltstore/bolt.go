@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -16,7 +15,6 @@ import (
 	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/setpointhq/setpoint/store"
-	"github.com/setpointhq/setpoint/store/boltstore/recordcache"
 	"github.com/setpointhq/setpoint/store/boltstore/schema"
 	"github.com/setpointhq/setpoint/store/record"
 	"github.com/setpointhq/setpoint/store/wal"
@@ -40,8 +38,6 @@ const SchemaVersion = schema.Version
 
 // Defaults of Options.
 const (
-	// DefaultRecordCacheBytes is the default of Options.RecordCacheBytes.
-	DefaultRecordCacheBytes = recordcache.DefaultBytes
 	// DefaultMaxChanges is the default number of changes kept for Changes.
 	DefaultMaxChanges = 10000
 	// DefaultMaxBatch is the default number of writes that share a commit.
@@ -93,9 +89,6 @@ type Options struct {
 	// decision log (decisionlog.go), counted back from the target's newest
 	// decision. 0 means store.DefaultDecisionRetention; negative keeps no log.
 	DecisionRetention time.Duration
-	// RecordCacheBytes bounds the record cache (package recordcache). 0
-	// means DefaultRecordCacheBytes; negative disables the cache.
-	RecordCacheBytes int64
 	// CheckpointInterval is how long journaled writes wait, at most, for
 	// the checkpointer to write them into the bbolt file: longer costs
 	// memory and replay, shorter CPU. 0 means DefaultCheckpointInterval.
@@ -135,9 +128,6 @@ func (o Options) withDefaults() (Options, error) {
 	if o.FileMode == 0 {
 		o.FileMode = 0o600
 	}
-	if o.RecordCacheBytes == 0 {
-		o.RecordCacheBytes = DefaultRecordCacheBytes
-	}
 	if o.CheckpointInterval == 0 {
 		o.CheckpointInterval = DefaultCheckpointInterval
 	}
@@ -161,9 +151,6 @@ type Stats struct {
 	CommitTime time.Duration
 	// HeldTime is the time batches were held open for more writes.
 	HeldTime time.Duration
-	// CacheHits and CacheMisses count the Updates that found their record
-	// in the record cache and those that read it (both 0 without a cache).
-	CacheHits, CacheMisses uint64
 	// FileBytes is the size of the store's file when Stats is called; 0
 	// when it cannot be read.
 	FileBytes int64
@@ -219,11 +206,6 @@ type Store struct {
 
 	// keys serializes the updates of each key in this process.
 	keys keyLocks
-	// compressors compress the values Update writes (compress.go).
-	compressors *compressors
-	// cache keeps the records Update wrote last, decoded (package recordcache); nil
-	// when disabled.
-	cache *recordcache.Cache
 
 	// journal is the write-ahead log (journal.go; committer goroutine
 	// only, after Open).
@@ -323,9 +305,6 @@ func Open(path string, opts Options) (*Store, error) {
 	}
 	b.applied = b.journal.Seq()
 	b.acked.Store(b.journal.Seq())
-	// One per processor: compressing is all CPU.
-	b.compressors = startCompressors(runtime.GOMAXPROCS(0))
-	b.cache = recordcache.New(opts.RecordCacheBytes)
 	go b.commitLoop()
 	go b.checkpointLoop()
 	return b, nil
@@ -338,7 +317,6 @@ func (b *Store) Path() string { return b.db.Path() }
 func (b *Store) Stats() Stats {
 	st := Stats{Commits: b.commits.Load(), Writes: b.writes.Load(), MaxBatch: b.maxBatch.Load(),
 		CommitTime: time.Duration(b.commitNanos.Load()), HeldTime: time.Duration(b.heldNanos.Load())}
-	st.CacheHits, st.CacheMisses = b.cache.Counts()
 	st.Checkpoints, st.CheckpointTime = b.checkpoints.Load(), time.Duration(b.checkpointNanos.Load())
 	if fi, err := os.Stat(b.db.Path()); err == nil {
 		st.FileBytes = fi.Size()
@@ -379,7 +357,6 @@ func (b *Store) Close() error {
 	<-b.stopped
 	close(b.ckClosing)
 	<-b.ckStopped
-	b.compressors.stop()
 	var errs []error
 	b.ovMu.Lock()
 	ckErr := b.ckErr
@@ -583,7 +560,7 @@ func (b *Store) view(fn func(tx *bolt.Tx) error) error {
 }
 
 // Update implements store.Store.Update, the package doc's way ("Writes"):
-// read (or take from the record cache), decode, run fn and encode in the
+// read, decode, run fn and encode in the
 // caller's goroutine; the committer journals the bytes only if the stored
 // value is still the one read. A record that cannot be decoded fails with
 // a *store.CorruptError without running fn; Delete clears it. If ctx ends
@@ -595,7 +572,7 @@ func (b *Store) Update(ctx context.Context, key target.Key, fn func(rec *target.
 }
 
 // Decide implements store.Store.Decide: the previous last decision is decoded
-// only as far as its ID and At, unless the record cache holds it whole.
+// only as far as its ID and At.
 func (b *Store) Decide(ctx context.Context, key target.Key, fn func(rec *target.Record) error) (target.Record, error) {
 	return b.update(ctx, key, true, fn)
 }
@@ -626,11 +603,6 @@ func (b *Store) update(ctx context.Context, key target.Key, decision bool, fn fu
 		if err != nil {
 			return target.Record{}, err
 		}
-		if w.admit {
-			// A record of the cache's own (StoredCopy): what decoding
-			// w.val would give, sharing nothing with w.rec.
-			b.cache.Put(key, w.val, recordcache.StoredCopy(&w.rec))
-		}
 		return w.rec, nil
 	}
 }
@@ -653,7 +625,6 @@ type preparedUpdate struct {
 	encoded  [][]byte      // the changes' values
 	logged   []byte        // the decision log's entry of a new decision, or nil
 	rec      target.Record // what is stored, returned by Update; fn's record
-	admit    bool          // whether the cache takes rec once it is written
 }
 
 // prepare reads the record of key, runs fn and encodes the result. It
@@ -668,21 +639,7 @@ func (b *Store) prepare(key target.Key, rk []byte, decision bool, fn func(*targe
 		}
 	}()
 	w := &preparedUpdate{store: b, rk: rk, key: key}
-	// Taken out of the cache whatever follows: fn may change it, and only
-	// a committed write puts a record back. A cached record is used
-	// without reading the stored value: the committer compares it with
-	// the value the record was decoded from, and when something else
-	// changed it (a Delete or Expire racing with the cache) the write
-	// conflicts and the update starts over, reading.
-	cached, admit := b.cache.Take(key)
-	w.admit = admit
-	hit := cached != nil
-	if hit {
-		if b.batch.isClosed() {
-			return nil, store.ErrClosed
-		}
-		w.read = cached.Val
-	} else if val, ok := b.lookup(rk); ok {
+	if val, ok := b.lookup(rk); ok {
 		w.read = val // journaled, not yet in bbolt; never changed in place
 	} else if err := b.view(func(tx *bolt.Tx) error {
 		if raw := tx.Bucket(schema.Records).Get(rk); raw != nil {
@@ -694,14 +651,7 @@ func (b *Store) prepare(key target.Key, rk []byte, decision bool, fn func(*targe
 	}
 	rec := &w.rec // fn's record, in w: one allocation fewer
 	*rec = target.Record{Key: key}
-	switch {
-	case hit:
-		*rec = cached.Rec
-		if decision && rec.Last != nil { // as record.DecodeFor leaves it; the cache's, so changed in place
-			*rec.Last = target.LastDecision{ID: rec.Last.ID, At: rec.Last.At}
-		}
-		w.oldIndex = schema.LastSeenKey(rec.LastSeen, rk)
-	case w.read != nil:
+	if w.read != nil {
 		var err error
 		if *rec, err = record.DecodeFor(key, w.read, decision); err != nil {
 			return nil, err
@@ -720,7 +670,7 @@ func (b *Store) prepare(key target.Key, rk []byte, decision bool, fn func(*targe
 	w.changes = changes
 	// The change feed's entries are encoded with the record: a decision's
 	// entry is most of it.
-	if w.val, w.encoded, err = record.EncodeWrite(rec, changes, b.compressors.compress); err != nil {
+	if w.val, w.encoded, err = record.EncodeWrite(rec, changes, record.Compress); err != nil {
 		return nil, err
 	}
 	if len(w.changes) > 0 && w.changes[0].Kind == store.ChangeDecision && b.opts.DecisionRetention >= 0 {
@@ -842,7 +792,6 @@ func (b *Store) Delete(ctx context.Context, key target.Key) error {
 	if err != nil {
 		return err
 	}
-	b.cache.Drop(key) // spares memory; a stale record would not be used anyway
 	err = b.write(ctx, false, nil, func(tx *bolt.Tx) error {
 		records, index := tx.Bucket(schema.Records), tx.Bucket(schema.LastSeen)
 		raw := records.Get(rk)
@@ -937,7 +886,6 @@ func (b *Store) Expire(ctx context.Context, cutoff time.Time) (int, error) {
 				return &abortError{fmt.Errorf("store: expire: decision log: %w", err)}
 			}
 			if keyErr == nil {
-				b.cache.Drop(key)
 				if err := b.appendChanges(tx, []store.Change{b.deletion(key)}); err != nil {
 					return &abortError{err}
 				}

@@ -26,11 +26,8 @@
 // record's revision); otherwise Update starts again on the new record.
 // Updates of one key in this process wait for each other from read to
 // commit, so a conflict means something else (Delete, Expire) wrote the
-// record. A record cache (Options.RecordCacheBytes, package recordcache) keeps a
-// copy of each record written, made as decoding its value would give it,
-// so the next Update of the key neither reads nor decodes; the copy
-// carries the value it came from, so a stale copy conflicts like a stale
-// read.
+// record. A value the checkpointer has not yet written to bbolt is read
+// from the journal's overlay.
 //
 // # Group commit
 //

@@ -113,7 +113,7 @@ func TestOpenRekeysLastSeenAfterReplay(t *testing.T) {
 	// As version 3 left it: its version, instants in the index, and a
 	// journal holding a's move to 14:10.
 	moved := target.Record{Key: a, LastSeen: at(14, 10)}
-	val, err := encodeRecord(&moved)
+	val, err := record.Encode(&moved)
 	if err != nil {
 		t.Fatal(err)
 	}

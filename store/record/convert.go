@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -45,139 +44,9 @@ func lastFrom(l *pb.LastDecision) int32 {
 }
 
 // encoder converts engine values to storage messages, keeping the first
-// error. Its messages come from slabs kept between encodings (encoders
-// are pooled: getEncoder, release): a record's message tree is marshalled
-// and dropped within one call, so its 70-odd messages need not be
-// allocated again for every write (docs/benchmarks.md, "Generated record
-// codec").
+// error.
 type encoder struct {
 	err error
-
-	stamps             slab[timestamppb.Timestamp]
-	durations          slab[durationpb.Duration]
-	records            slab[pb.Record]
-	targetRefs         slab[pb.TargetRef]
-	lasts              slab[pb.LastDecision]
-	events             slab[pb.Event]
-	settingsMsgs       slab[pb.Settings]
-	specs              slab[pb.Spec]
-	behaviors          slab[pb.Behavior]
-	metricSpecs        slab[pb.MetricSpec]
-	targets            slab[pb.Target]
-	identifiers        slab[pb.MetricIdentifier]
-	selectors          slab[pb.LabelSelector]
-	requirements       slab[pb.LabelSelectorRequirement]
-	objects            slab[pb.ObjectReference]
-	rulesMsgs          slab[pb.Rules]
-	policies           slab[pb.Policy]
-	statuses           slab[pb.Status]
-	conditions         slab[pb.Condition]
-	metricStatuses     slab[pb.MetricStatus]
-	quantities         slab[pb.Quantity]
-	histories          slab[pb.History]
-	recommendations    slab[pb.Recommendation]
-	scaleEvents        slab[pb.ScaleEvent]
-	decisions          slab[pb.Decision]
-	explanations       slab[pb.Explanation]
-	metricExplanations slab[pb.MetricExplanation]
-	steps              slab[pb.Step]
-}
-
-// encoders are the pooled encoders.
-var encoders = sync.Pool{New: func() any { return new(encoder) }}
-
-// getEncoder returns an encoder of the pool, without an error.
-func getEncoder() *encoder { return encoders.Get().(*encoder) }
-
-// release puts e back into the pool: the messages it handed out must no
-// longer be used.
-func (e *encoder) release() {
-	e.err = nil
-	e.stamps.reset()
-	e.durations.reset()
-	e.records.reset()
-	e.targetRefs.reset()
-	e.lasts.reset()
-	e.events.reset()
-	e.settingsMsgs.reset()
-	e.specs.reset()
-	e.behaviors.reset()
-	e.metricSpecs.reset()
-	e.targets.reset()
-	e.identifiers.reset()
-	e.selectors.reset()
-	e.requirements.reset()
-	e.objects.reset()
-	e.rulesMsgs.reset()
-	e.policies.reset()
-	e.statuses.reset()
-	e.conditions.reset()
-	e.metricStatuses.reset()
-	e.quantities.reset()
-	e.histories.reset()
-	e.recommendations.reset()
-	e.scaleEvents.reset()
-	e.decisions.reset()
-	e.explanations.reset()
-	e.metricExplanations.reset()
-	e.steps.reset()
-	encoders.Put(e)
-}
-
-// slab hands out messages of one type for an encoding, and keeps them for
-// the next one.
-type slab[T any] struct {
-	items []*T
-	used  int
-}
-
-// maxSlab is the most messages of one type a slab keeps for the next
-// encoding: a record of a very long history does not pin its messages.
-const maxSlab = 512
-
-// get returns a zero message.
-func (s *slab[T]) get() *T {
-	if s.used == len(s.items) {
-		s.items = append(s.items, new(T))
-	}
-	p := s.items[s.used]
-	s.used++
-	return p
-}
-
-// reset zeroes the messages handed out (their strings and pointers are
-// dropped) and makes them available again.
-func (s *slab[T]) reset() {
-	if len(s.items) > maxSlab {
-		s.items, s.used = nil, 0
-		return
-	}
-	var zero T
-	for _, p := range s.items[:s.used] {
-		*p = zero
-	}
-	s.used = 0
-}
-
-// alloc returns a message of s set to v.
-func alloc[T any](s *slab[T], v T) *T {
-	p := s.get()
-	*p = v
-	return p
-}
-
-// mapMessages converts each element of in with f into a message of s.
-// Empty gives nil.
-func mapMessages[In, Out any](s *slab[Out], in []In, f func(In, *Out)) []*Out {
-	if len(in) == 0 {
-		return nil
-	}
-	out := make([]*Out, len(in))
-	for i, v := range in {
-		out[i] = s.get()
-		f(v, out[i])
-	}
-	return out
 }
 
 // mapArray converts each element of in with f into a message of one
@@ -202,7 +71,7 @@ func (e *encoder) time(t time.Time) *timestamppb.Timestamp {
 	if t.IsZero() {
 		return nil
 	}
-	ts := e.stamps.get() // as timestamppb.New(t) makes it
+	ts := new(timestamppb.Timestamp) // as timestamppb.New(t) makes it
 	ts.Seconds, ts.Nanos = t.Unix(), int32(t.Nanosecond())
 	if err := ts.CheckValid(); err != nil && e.err == nil {
 		e.err = fmt.Errorf("%w: %v", errTimeRange, t)
@@ -226,7 +95,7 @@ func (e *encoder) duration(d time.Duration) *durationpb.Duration {
 	if d == 0 {
 		return nil
 	}
-	v := e.durations.get() // as durationpb.New(d) makes it
+	v := new(durationpb.Duration) // as durationpb.New(d) makes it
 	v.Seconds, v.Nanos = int64(d/time.Second), int32(d%time.Second)
 	return v
 }
@@ -236,78 +105,78 @@ func (e *encoder) event(v target.Event, m *pb.Event) {
 }
 
 func (e *encoder) settings(v engine.Settings) *pb.Settings {
-	return alloc(&e.settingsMsgs, pb.Settings{
+	return &pb.Settings{
 		Tolerance:                    v.Tolerance,
 		CpuInitializationPeriod:      e.duration(v.CPUInitializationPeriod),
 		InitialReadinessDelay:        e.duration(v.InitialReadinessDelay),
 		DownscaleStabilizationWindow: e.duration(v.DownscaleStabilizationWindow),
-	})
+	}
 }
 
 func (e *encoder) spec(v engine.Spec) *pb.Spec {
-	m := alloc(&e.specs, pb.Spec{MinReplicas: v.MinReplicas, MaxReplicas: v.MaxReplicas, Metrics: mapSlice(v.Metrics, e.metricSpec)})
+	m := &pb.Spec{MinReplicas: v.MinReplicas, MaxReplicas: v.MaxReplicas, Metrics: mapSlice(v.Metrics, e.metricSpec)}
 	if v.Behavior != nil {
-		m.Behavior = alloc(&e.behaviors, pb.Behavior{ScaleUp: e.rules(v.Behavior.ScaleUp), ScaleDown: e.rules(v.Behavior.ScaleDown)})
+		m.Behavior = &pb.Behavior{ScaleUp: e.rules(v.Behavior.ScaleUp), ScaleDown: e.rules(v.Behavior.ScaleDown)}
 	}
 	return m
 }
 
 func (e *encoder) metricSpec(v engine.MetricSpec) *pb.MetricSpec {
-	return alloc(&e.metricSpecs, pb.MetricSpec{
+	return &pb.MetricSpec{
 		Type:            e.s(string(v.Type)),
 		Resource:        e.s(v.Resource),
 		Container:       e.s(v.Container),
 		Metric:          e.metricIdentifier(v.Metric),
 		DescribedObject: e.objectReference(v.DescribedObject),
-		Target:          alloc(&e.targets, pb.Target{Type: e.s(string(v.Target.Type)), Milli: v.Target.Milli, Utilization: v.Target.Utilization}),
-	})
+		Target:          &pb.Target{Type: e.s(string(v.Target.Type)), Milli: v.Target.Milli, Utilization: v.Target.Utilization},
+	}
 }
 
 func (e *encoder) metricIdentifier(v engine.MetricIdentifier) *pb.MetricIdentifier {
-	m := alloc(&e.identifiers, pb.MetricIdentifier{Name: e.s(v.Name)})
+	m := &pb.MetricIdentifier{Name: e.s(v.Name)}
 	if s := v.Selector; s != nil {
 		for k, v := range s.MatchLabels {
 			e.s(k)
 			e.s(v)
 		}
-		m.Selector = alloc(&e.selectors, pb.LabelSelector{
+		m.Selector = &pb.LabelSelector{
 			MatchLabels: s.MatchLabels,
 			MatchExpressions: mapSlice(s.MatchExpressions, func(r engine.LabelSelectorRequirement) *pb.LabelSelectorRequirement {
 				for _, v := range r.Values {
 					e.s(v)
 				}
-				return alloc(&e.requirements, pb.LabelSelectorRequirement{Key: e.s(r.Key), Operator: e.s(r.Operator), Values: r.Values})
+				return &pb.LabelSelectorRequirement{Key: e.s(r.Key), Operator: e.s(r.Operator), Values: r.Values}
 			}),
-		})
+		}
 	}
 	return m
 }
 
 func (e *encoder) objectReference(v engine.ObjectReference) *pb.ObjectReference {
-	return alloc(&e.objects, pb.ObjectReference{ApiVersion: e.s(v.APIVersion), Kind: e.s(v.Kind), Name: e.s(v.Name)})
+	return &pb.ObjectReference{ApiVersion: e.s(v.APIVersion), Kind: e.s(v.Kind), Name: e.s(v.Name)}
 }
 
 func (e *encoder) rules(v engine.Rules) *pb.Rules {
-	return alloc(&e.rulesMsgs, pb.Rules{
+	return &pb.Rules{
 		StabilizationWindowSeconds: v.StabilizationWindowSeconds,
 		SelectPolicy:               e.s(string(v.SelectPolicy)),
-		Policies: mapMessages(&e.policies, v.Policies, func(p engine.Policy, m *pb.Policy) {
+		Policies: mapArray(v.Policies, func(p engine.Policy, m *pb.Policy) {
 			*m = pb.Policy{Type: e.s(string(p.Type)), Value: p.Value, PeriodSeconds: p.PeriodSeconds}
 		}),
 		Tolerance: v.Tolerance,
-	})
+	}
 }
 
 func (e *encoder) status(v engine.Status) *pb.Status {
-	return alloc(&e.statuses, pb.Status{
+	return &pb.Status{
 		CurrentReplicas: v.CurrentReplicas,
 		DesiredReplicas: v.DesiredReplicas,
 		LastScaleTime:   e.time(v.LastScaleTime),
 		CurrentMetrics:  mapSlice(v.CurrentMetrics, e.metricStatus),
-		Conditions: mapMessages(&e.conditions, v.Conditions, func(c engine.Condition, m *pb.Condition) {
+		Conditions: mapArray(v.Conditions, func(c engine.Condition, m *pb.Condition) {
 			*m = pb.Condition{Type: e.s(string(c.Type)), Status: e.s(string(c.Status)), Reason: e.s(c.Reason), Message: e.s(c.Message), LastTransitionTime: e.time(c.LastTransitionTime)}
 		}),
-	})
+	}
 }
 
 // lastDecision is the message of l. With record, the record's status,
@@ -329,7 +198,7 @@ func (e *encoder) lastDecision(l *target.LastDecision, record *engine.Status) *p
 	} else {
 		before = e.status(l.Before)
 	}
-	m := alloc(&e.lasts, pb.LastDecision{Id: e.s(l.ID), At: e.time(l.At), Decision: e.decision(d), Before: before, From: &l.From})
+	m := &pb.LastDecision{Id: e.s(l.ID), At: e.time(l.At), Decision: e.decision(d), Before: before, From: &l.From}
 	if same {
 		m.Decision.Status = nil
 		m.DecisionStatusIsRecordStatus = true
@@ -381,7 +250,7 @@ func conditionEqual(a, b engine.Condition) bool {
 }
 
 func (e *encoder) metricStatus(v engine.MetricStatus) *pb.MetricStatus {
-	return alloc(&e.metricStatuses, pb.MetricStatus{
+	return &pb.MetricStatus{
 		Type:               e.s(string(v.Type)),
 		Resource:           e.s(v.Resource),
 		Container:          e.s(v.Container),
@@ -390,24 +259,24 @@ func (e *encoder) metricStatus(v engine.MetricStatus) *pb.MetricStatus {
 		Value:              e.quantity(v.Value),
 		AverageValue:       e.quantity(v.AverageValue),
 		AverageUtilization: v.AverageUtilization,
-	})
+	}
 }
 
 func (e *encoder) quantity(v *engine.Quantity) *pb.Quantity {
 	if v == nil {
 		return nil
 	}
-	return alloc(&e.quantities, pb.Quantity{Milli: v.Milli, Format: e.s(string(v.Format))})
+	return &pb.Quantity{Milli: v.Milli, Format: e.s(string(v.Format))}
 }
 
 func (e *encoder) history(v engine.History) *pb.History {
-	return alloc(&e.histories, pb.History{
-		Recommendations: mapMessages(&e.recommendations, v.Recommendations, func(r engine.Recommendation, m *pb.Recommendation) {
+	return &pb.History{
+		Recommendations: mapArray(v.Recommendations, func(r engine.Recommendation, m *pb.Recommendation) {
 			*m = pb.Recommendation{Replicas: r.Replicas, At: e.time(r.At)}
 		}),
-		ScaleUpEvents:   mapMessages(&e.scaleEvents, v.ScaleUpEvents, e.scaleEvent),
-		ScaleDownEvents: mapMessages(&e.scaleEvents, v.ScaleDownEvents, e.scaleEvent),
-	})
+		ScaleUpEvents:   mapArray(v.ScaleUpEvents, e.scaleEvent),
+		ScaleDownEvents: mapArray(v.ScaleDownEvents, e.scaleEvent),
+	}
 }
 
 func (e *encoder) scaleEvent(v engine.ScaleEvent, m *pb.ScaleEvent) {
@@ -416,14 +285,14 @@ func (e *encoder) scaleEvent(v engine.ScaleEvent, m *pb.ScaleEvent) {
 
 func (e *encoder) decision(v engine.Decision) *pb.Decision {
 	x := v.Explanation
-	return alloc(&e.decisions, pb.Decision{
+	return &pb.Decision{
 		DesiredReplicas: v.DesiredReplicas,
 		Rescale:         v.Rescale,
 		Error:           e.s(v.Error),
 		Status:          e.status(v.Status),
-		Explanation: alloc(&e.explanations, pb.Explanation{
+		Explanation: &pb.Explanation{
 			CurrentReplicas: x.CurrentReplicas,
-			Metrics: mapMessages(&e.metricExplanations, x.Metrics, func(m engine.MetricExplanation, out *pb.MetricExplanation) {
+			Metrics: mapArray(x.Metrics, func(m engine.MetricExplanation, out *pb.MetricExplanation) {
 				*out = pb.MetricExplanation{
 					Name: e.s(m.Name), Outcome: e.s(string(m.Outcome)), Proposal: m.Proposal, Err: e.s(m.Err),
 					Current: m.Current, Target: m.Target, Ratio: m.Ratio, RebalancedRatio: m.RebalancedRatio,
@@ -432,12 +301,12 @@ func (e *encoder) decision(v engine.Decision) *pb.Decision {
 			}),
 			Winner:   int64(x.Winner),
 			Proposal: x.Proposal,
-			Steps: mapMessages(&e.steps, x.Steps, func(s engine.Step, m *pb.Step) {
+			Steps: mapArray(x.Steps, func(s engine.Step, m *pb.Step) {
 				*m = pb.Step{Kind: e.s(string(s.Kind)), From: s.From, To: s.To, Reason: e.s(s.Reason), Message: e.s(s.Message)}
 			}),
-		}),
+		},
 		History: e.history(v.History),
-	})
+	}
 }
 
 // decoder converts storage messages to engine values, keeping the first

@@ -22,8 +22,7 @@ import (
 // EncodeChange returns the stored form of e, a decision (Decision set), an
 // observation (Event set) or a deletion (Kind store.ChangeDeleted, at At).
 func EncodeChange(e *store.Change) ([]byte, error) {
-	enc := getEncoder()
-	defer enc.release()
+	enc := new(encoder)
 	m := &pb.Change{}
 	switch {
 	case e.Decision != nil:

@@ -16,7 +16,7 @@ import (
 
 // FuzzRecordCodec feeds arbitrary bytes to the decoder of stored records,
 // as a damaged file would, starting from the fullest record the tests know.
-// Beyond store/boltstore/recordcache's FuzzDecodeRecord: the decoder's last-resort recover
+// Beyond FuzzDecodeRecord: the decoder's last-resort recover
 // counts as a failure, and a record it accepts must
 // encode again and decode to itself (the codec has a fixed point).
 func FuzzRecordCodec(f *testing.F) {

@@ -50,8 +50,7 @@ func Encode(rec *target.Record) ([]byte, error) {
 // marshalled from the record's own message, not converted again: it is
 // most of the record.
 func EncodeWrite(rec *target.Record, entries []store.Change, compress func([]byte) []byte) (val []byte, vals [][]byte, err error) {
-	e := getEncoder()
-	defer e.release() // m's messages are e's
+	e := new(encoder)
 	m, err := recordMessage(e, rec)
 	if err != nil {
 		return nil, nil, err
@@ -94,8 +93,7 @@ func EncodeWrite(rec *target.Record, entries []store.Change, compress func([]byt
 // Marshal returns the storage message of rec as it is before compression:
 // a sample for training the dictionary of stored values (values.dict).
 func Marshal(rec *target.Record) ([]byte, error) {
-	e := getEncoder()
-	defer e.release()
+	e := new(encoder)
 	m, err := recordMessage(e, rec)
 	if err != nil {
 		return nil, err
@@ -151,15 +149,15 @@ func decode(k target.Key, b []byte, forDecision bool) (rec target.Record, err er
 
 // recordMessage returns the storage message of rec, made of e's messages.
 func recordMessage(e *encoder, rec *target.Record) (*pb.Record, error) {
-	m := alloc(&e.records, pb.Record{
-		TargetRef: alloc(&e.targetRefs, pb.TargetRef{ApiVersion: e.s(rec.Ref.APIVersion), Kind: e.s(rec.Ref.Kind), Name: e.s(rec.Ref.Name)}),
+	m := &pb.Record{
+		TargetRef: &pb.TargetRef{ApiVersion: e.s(rec.Ref.APIVersion), Kind: e.s(rec.Ref.Kind), Name: e.s(rec.Ref.Name)},
 		Spec:      e.spec(rec.Spec),
 		Settings:  e.settings(rec.Settings),
 		Status:    e.status(rec.Status),
 		History:   e.history(rec.History),
-		Events:    mapMessages(&e.events, rec.Events, e.event),
+		Events:    mapArray(rec.Events, e.event),
 		LastSeen:  e.time(rec.LastSeen),
-	})
+	}
 	if rec.ReceivedSpec != "" {
 		m.ReceivedSpec = []byte(rec.ReceivedSpec)
 	}
@@ -250,13 +248,6 @@ func (e *encoder) statusRefs(v engine.Status, record []engine.Condition) *pb.Sta
 	m := e.status(v)
 	m.ConditionRefs = refs
 	return m
-}
-
-// SharesStatus reports whether rec's last decision's status is stored as
-// the record's status (equal statuses are stored once, schema version 2):
-// decoding then gives the decision a copy of the record's status.
-func SharesStatus(rec *target.Record) bool {
-	return rec.Last != nil && statusEqual(rec.Last.Decision.Status, rec.Status)
 }
 
 // metricHistory converts a forecast history, copying its bytes (the

@@ -297,9 +297,7 @@ func TestDecodeForDecisionSkipsOnlyTheLastDecision(t *testing.T) {
 	none := rec
 	none.Last = nil
 	raw := func(r target.Record) []byte { // uncompressed, as schema version 1 stored
-		e := getEncoder()
-		defer e.release()
-		m, err := recordMessage(e, &r)
+		m, err := recordMessage(new(encoder), &r)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -18,20 +18,10 @@ import (
 	"github.com/setpointhq/setpoint/target"
 )
 
-// The record cache (package recordcache) must be invisible: every update function is
-// given exactly the record decoding the stored value gives — reflect.DeepEqual,
-// so also times' locations and monotonic readings, which the engine's
-// arithmetic would see — whether the record comes from the cache or not.
-// (Only after a Delete or Expire raced with the cache may a function be
-// given a stale record, and then its write conflicts and it runs again:
-// TestRecordCacheStaleRecordConflicts.)
-
-// cacheSizes are the record cache bounds the tests run with: none, one
-// that holds only a few records (evictions all the time), the default.
-var cacheSizes = []struct {
-	name  string
-	bytes int64
-}{{"off", -1}, {"tiny", 40 << 10}, {"default", 0}}
+// Every update function is given exactly the record decoding the stored
+// value gives — reflect.DeepEqual, so also times' locations and monotonic
+// readings, which the engine's arithmetic would see — whether the value
+// comes from the journal's overlay or from bbolt.
 
 // checkedUpdate is st.Update of key with fn, failing t unless fn is given
 // what Get returns at that moment. Nothing else may write key meanwhile but
@@ -135,83 +125,68 @@ func scramble(r *target.Record) {
 	}
 }
 
-// TestRecordCacheIsInvisible runs decisions, observations and every way an
-// update can fail or be retried against stores with and without a record
-// cache: each update function is given the stored record, and the stores
-// end with equal records.
-func TestRecordCacheIsInvisible(t *testing.T) {
+// TestUpdateIsGivenTheStoredRecord runs decisions, observations and every
+// way an update can fail or be retried, across a restart and a deletion:
+// each update function is given the stored record.
+func TestUpdateIsGivenTheStoredRecord(t *testing.T) {
 	now := time.Now()
 	keys := []target.Key{{Cluster: "c", Namespace: "n", Name: "a"}, {Cluster: "c", Namespace: "n", Name: "b"}, {Cluster: "c", Namespace: "m", Name: "a"}}
-	final := map[string][]target.Record{}
-	for _, size := range cacheSizes {
-		t.Run("cache="+size.name, func(t *testing.T) {
-			path := newPath(t)
-			st, err := boltstore.Open(path, boltstore.Options{RecordCacheBytes: size.bytes})
-			if err != nil {
+	path := newPath(t)
+	st, err := boltstore.Open(path, boltstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = st.Close() }()
+	ctx := context.Background()
+	errBoom := errors.New("boom")
+	step := 0
+	must := func(_ target.Record, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+	}
+	for round := range 4 {
+		for i, key := range keys {
+			step++
+			s := round*100 + i*10
+			must(checkedDecide(t, ctx, st, key, cacheDecide(fmt.Sprintf("d-%d", step), wallClock(now, s))))
+			// The caller's record is its own: changing it changes nothing stored.
+			got, err := checkedUpdate(t, ctx, st, key, cacheObserve(target.EventApplied, wallClock(now, s+1)))
+			must(got, err)
+			scramble(&got)
+			// A function that changes its record and fails stores nothing, and
+			// leaves nothing behind for the next one.
+			if _, err := checkedUpdate(t, ctx, st, key, func(r *target.Record) error { scramble(r); return errBoom }); !errors.Is(err, errBoom) {
+				t.Fatalf("step %d: a failing function: %v", step, err)
+			}
+			// A decision that keeps the last decision is refused.
+			if _, err := checkedDecide(t, ctx, st, key, func(r *target.Record) error { scramble(r); return nil }); err == nil {
+				t.Fatalf("step %d: a decision keeping the last decision was stored", step)
+			}
+			must(checkedDecide(t, ctx, st, key, cacheDecide(fmt.Sprintf("d-%d-b", step), wallClock(now, s+2))))
+			if _, err := checkedDecide(t, ctx, st, key, func(r *target.Record) error { r.LastSeen = r.LastSeen.Add(time.Second); return nil }); err == nil {
+				t.Fatalf("step %d: a decision keeping the last decision was stored", step)
+			}
+			must(checkedUpdate(t, ctx, st, key, cacheObserve(target.EventFailed, wallClock(now, s+3))))
+		}
+		switch round {
+		case 1: // a restart: the records come from the file
+			if err := st.Close(); err != nil {
 				t.Fatal(err)
 			}
-			defer func() { _ = st.Close() }()
-			ctx := context.Background()
-			errBoom := errors.New("boom")
-			step := 0
-			must := func(_ target.Record, err error) {
-				t.Helper()
-				if err != nil {
-					t.Fatalf("step %d: %v", step, err)
-				}
+			if st, err = boltstore.Open(path, boltstore.Options{}); err != nil {
+				t.Fatal(err)
 			}
-			for round := range 4 {
-				for i, key := range keys {
-					step++
-					s := round*100 + i*10
-					must(checkedDecide(t, ctx, st, key, cacheDecide(fmt.Sprintf("d-%d", step), wallClock(now, s))))
-					// The caller's record is its own: changing it changes nothing stored.
-					got, err := checkedUpdate(t, ctx, st, key, cacheObserve(target.EventApplied, wallClock(now, s+1)))
-					must(got, err)
-					scramble(&got)
-					// A function that changes its record and fails stores nothing, and
-					// leaves nothing behind for the next one.
-					if _, err := checkedUpdate(t, ctx, st, key, func(r *target.Record) error { scramble(r); return errBoom }); !errors.Is(err, errBoom) {
-						t.Fatalf("step %d: a failing function: %v", step, err)
-					}
-					// A decision that keeps the last decision is refused.
-					if _, err := checkedDecide(t, ctx, st, key, func(r *target.Record) error { scramble(r); return nil }); err == nil {
-						t.Fatalf("step %d: a decision keeping the last decision was stored", step)
-					}
-					must(checkedDecide(t, ctx, st, key, cacheDecide(fmt.Sprintf("d-%d-b", step), wallClock(now, s+2))))
-					if _, err := checkedDecide(t, ctx, st, key, func(r *target.Record) error { r.LastSeen = r.LastSeen.Add(time.Second); return nil }); err == nil {
-						t.Fatalf("step %d: a decision keeping the last decision was stored", step)
-					}
-					must(checkedUpdate(t, ctx, st, key, cacheObserve(target.EventFailed, wallClock(now, s+3))))
-				}
-				switch round {
-				case 1: // a restart empties the cache
-					if err := st.Close(); err != nil {
-						t.Fatal(err)
-					}
-					if st, err = boltstore.Open(path, boltstore.Options{RecordCacheBytes: size.bytes}); err != nil {
-						t.Fatal(err)
-					}
-				case 2: // a deleted record is not given back
-					if err := st.Delete(ctx, keys[0]); err != nil {
-						t.Fatal(err)
-					}
-				}
+		case 2: // a deleted record is not given back
+			if err := st.Delete(ctx, keys[0]); err != nil {
+				t.Fatal(err)
 			}
-			var recs []target.Record
-			for _, key := range keys {
-				rec, err := st.Get(ctx, key)
-				if err != nil {
-					t.Fatal(err)
-				}
-				recs = append(recs, rec)
-			}
-			final[size.name] = recs
-		})
+		}
 	}
-	for _, size := range cacheSizes[1:] {
-		if !reflect.DeepEqual(final["off"], final[size.name]) {
-			t.Errorf("records stored with cache=%s differ from those stored without a cache (-off +%s):\n%s", size.name, size.name, cmp.Diff(final["off"], final[size.name]))
+	for _, key := range keys[1:] {
+		if _, err := st.Get(ctx, key); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
@@ -227,11 +202,11 @@ type failure struct {
 	mayStore bool
 }
 
-// TestRecordCacheKeepsNoRecordOfAFailedWrite: an update that conflicts,
-// is cancelled (before or after the committer took its write), or whose
-// commit fails leaves no record in the cache for the next update to find;
-// stores with and without a cache end with equal records.
-func TestRecordCacheKeepsNoRecordOfAFailedWrite(t *testing.T) {
+// TestFailedWriteLeavesNothingBehind: an update that conflicts, is
+// cancelled (before or after the committer took its write), or whose
+// commit fails changes nothing (or, taken before its cancellation, is
+// stored whole), and the next updates are given the stored record.
+func TestFailedWriteLeavesNothingBehind(t *testing.T) {
 	now := time.Now()
 	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
 	errDisk := errors.New("disk on fire")
@@ -315,21 +290,11 @@ func TestRecordCacheKeepsNoRecordOfAFailedWrite(t *testing.T) {
 			wantErr: errDisk,
 		},
 	} {
-		final := map[string]target.Record{}
-		for _, size := range cacheSizes {
-			t.Run(tc.name+"/cache="+size.name, func(t *testing.T) {
-				final[size.name] = failedWrite(t, boltstore.Options{RecordCacheBytes: size.bytes}, now, key, tc)
-			})
-		}
-		for _, size := range cacheSizes[1:] {
-			if !reflect.DeepEqual(final["off"], final[size.name]) {
-				t.Errorf("%s: the record stored with cache=%s differs from the one stored without a cache (-off +%s):\n%s", tc.name, size.name, size.name, cmp.Diff(final["off"], final[size.name]))
-			}
-		}
+		t.Run(tc.name, func(t *testing.T) { failedWrite(t, boltstore.Options{}, now, key, tc) })
 	}
 }
 
-// failedWrite runs TestRecordCacheKeepsNoRecordOfAFailedWrite's steps on a
+// failedWrite runs TestFailedWriteLeavesNothingBehind's steps on a
 // store opened with opts, the second update failing as fail makes it, and
 // returns the record stored at the end.
 func failedWrite(t *testing.T, opts boltstore.Options, now time.Time, key target.Key, f failure) target.Record {
@@ -347,7 +312,7 @@ func failedWrite(t *testing.T, opts boltstore.Options, now time.Time, key target
 		if err := cacheDecide("d-2", wallClock(now, 10))(r); err != nil {
 			return err
 		}
-		scramble(r) // in the record the cache gave, if it gave one
+		scramble(r)
 		return nil
 	})
 	cleanup()
@@ -379,95 +344,85 @@ func failedWrite(t *testing.T, opts boltstore.Options, now time.Time, key target
 	return rec
 }
 
-// TestRecordCacheUnderConcurrentUpdates: callers updating a few keys at
-// once (updates of one key serialize, of different keys share commits),
-// with deletions and a cache that evicts all the time, each get the stored
-// record, and no update is lost.
-func TestRecordCacheUnderConcurrentUpdates(t *testing.T) {
+// TestConcurrentUpdatesLoseNothing: callers updating a few keys at once
+// (updates of one key serialize, of different keys share commits) each
+// get the stored record, and no update is lost.
+func TestConcurrentUpdatesLoseNothing(t *testing.T) {
 	const callers, updates, keys = 8, 25, 3
-	for _, size := range cacheSizes {
-		t.Run("cache="+size.name, func(t *testing.T) {
-			st := open(t, newPath(t), boltstore.Options{RecordCacheBytes: size.bytes})
-			ctx := context.Background()
-			key := func(i int) target.Key {
-				return target.Key{Cluster: "c", Namespace: "n", Name: fmt.Sprint("web-", i%keys)}
-			}
-			var wg sync.WaitGroup
-			for c := range callers {
-				wg.Go(func() {
-					for i := range updates {
-						n := int32(c*updates + i)
-						if _, err := checkedUpdate(t, ctx, st, key(c), func(r *target.Record) error {
-							if r.LastSeen.IsZero() {
-								*r = fullRecord(r.Key)
-								r.History.Recommendations = nil
-							}
-							return appendRecommendation(n)(r)
-						}); err != nil {
-							t.Errorf("Update: %v", err)
-							return
-						}
+	st := open(t, newPath(t), boltstore.Options{})
+	ctx := context.Background()
+	key := func(i int) target.Key {
+		return target.Key{Cluster: "c", Namespace: "n", Name: fmt.Sprint("web-", i%keys)}
+	}
+	var wg sync.WaitGroup
+	for c := range callers {
+		wg.Go(func() {
+			for i := range updates {
+				n := int32(c*updates + i)
+				if _, err := checkedUpdate(t, ctx, st, key(c), func(r *target.Record) error {
+					if r.LastSeen.IsZero() {
+						*r = fullRecord(r.Key)
+						r.History.Recommendations = nil
 					}
-				})
-			}
-			wg.Wait()
-			for k := range keys {
-				rec, err := st.Get(ctx, key(k))
-				if err != nil {
-					t.Fatal(err)
-				}
-				var want []int32
-				for c := k; c < callers; c += keys {
-					for i := range updates {
-						want = append(want, int32(c*updates+i))
-					}
-				}
-				got := map[int32]int{}
-				for _, r := range rec.History.Recommendations {
-					got[r.Replicas]++
-				}
-				for _, w := range want {
-					if got[w] != 1 {
-						t.Errorf("%s: recommendation %d kept %d times, want once", key(k), w, got[w])
-					}
-				}
-				if len(rec.History.Recommendations) != len(want) {
-					t.Errorf("%s: %d recommendations, want %d", key(k), len(rec.History.Recommendations), len(want))
+					return appendRecommendation(n)(r)
+				}); err != nil {
+					t.Errorf("Update: %v", err)
+					return
 				}
 			}
 		})
 	}
+	wg.Wait()
+	for k := range keys {
+		rec, err := st.Get(ctx, key(k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []int32
+		for c := k; c < callers; c += keys {
+			for i := range updates {
+				want = append(want, int32(c*updates+i))
+			}
+		}
+		got := map[int32]int{}
+		for _, r := range rec.History.Recommendations {
+			got[r.Replicas]++
+		}
+		for _, w := range want {
+			if got[w] != 1 {
+				t.Errorf("%s: recommendation %d kept %d times, want once", key(k), w, got[w])
+			}
+		}
+		if len(rec.History.Recommendations) != len(want) {
+			t.Errorf("%s: %d recommendations, want %d", key(k), len(rec.History.Recommendations), len(want))
+		}
+	}
 }
 
-// TestRecordCacheSharesNothingWithTheFunction: a function may fill its
-// record from slices and maps its caller keeps, and the caller may keep
-// and change the record Update returns. Changing either in place after
-// Update returned changes nothing the next update of the key is given:
-// the cache keeps a copy of its own (recordcache.StoredCopy).
-func TestRecordCacheSharesNothingWithTheFunction(t *testing.T) {
-	for _, size := range cacheSizes {
-		t.Run("cache="+size.name, func(t *testing.T) {
-			st := open(t, newPath(t), boltstore.Options{RecordCacheBytes: size.bytes})
-			ctx := context.Background()
-			key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
-			kept := fullRecord(key) // the caller's: the function stores it as it is
-			got, err := checkedDecide(t, ctx, st, key, func(r *target.Record) error { *r = kept; return nil })
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, r := range []*target.Record{&kept, &got} {
-				scramble(r)
-				r.Spec.Metrics[0].Target.Milli = -1
-				r.Spec.Behavior.ScaleUp.Policies[0].Value = -1
-				r.Status.CurrentMetrics[0].Value.Milli = -1
-				*r.Status.CurrentMetrics[0].AverageUtilization = -1
-				r.History.ScaleUpEvents[0].Change = -1
-				x := &r.Last.Decision.Explanation
-				x.Metrics[0].Proposal, x.Steps[0].To = -1, -1
-			}
-			if _, err := checkedDecide(t, ctx, st, key, cacheDecide("d-2", time.Now())); err != nil {
-				t.Fatal(err)
-			}
-		})
+// TestUpdateSharesNothingWithTheFunction: a function may fill its record
+// from slices and maps its caller keeps, and the caller may keep and
+// change the record Update returns. Changing either in place after Update
+// returned changes nothing the next update of the key is given.
+func TestUpdateSharesNothingWithTheFunction(t *testing.T) {
+	st := open(t, newPath(t), boltstore.Options{})
+	ctx := context.Background()
+	key := target.Key{Cluster: "c", Namespace: "n", Name: "web"}
+	kept := fullRecord(key) // the caller's: the function stores it as it is
+	got, err := checkedDecide(t, ctx, st, key, func(r *target.Record) error { *r = kept; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []*target.Record{&kept, &got} {
+		scramble(r)
+		r.Spec.Metrics[0].Target.Milli = -1
+		r.Spec.Behavior.ScaleUp.Policies[0].Value = -1
+		r.Status.CurrentMetrics[0].Value.Milli = -1
+		*r.Status.CurrentMetrics[0].AverageUtilization = -1
+		r.History.ScaleUpEvents[0].Change = -1
+		x := &r.Last.Decision.Explanation
+		x.Metrics[0].Proposal, x.Steps[0].To = -1, -1
+	}
+	if _, err := checkedDecide(t, ctx, st, key, cacheDecide("d-2", time.Now())); err != nil {
+		t.Fatal(err)
 	}
 }
