@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -54,13 +55,14 @@ func decode(b []byte, g generated) error {
 // planetscale/vtprotobuf#146), and in what it skips or keeps as unknown
 // fields, a field number out of range, a varint over 64 bits, a group
 // ended by another number or nested too deep. It reads b once, allocates
-// nothing, and knows no field number: md says which fields are strings
-// and messages. This is the one hand-written wire reader of the server:
-// the reflective walk of the decoded message it replaced cost more than
-// the decoding (docs/benchmarks.md, "Request decoding").
+// nothing, and knows no field number: md's shape says which fields are
+// strings and messages. This is the one hand-written wire reader of the
+// server: the reflective walk of the decoded message it replaced cost more
+// than the decoding (docs/benchmarks.md, "Request decoding").
 func check(b []byte, md protoreflect.MessageDescriptor) error {
+	s := shapeOf(md)
 	var w wireCheck
-	switch err := w.message(b, md, 0); err {
+	switch err := w.message(b, s, 0); err {
 	case nil:
 		return nil
 	case errWire:
@@ -68,7 +70,7 @@ func check(b []byte, md protoreflect.MessageDescriptor) error {
 	}
 	// Again, noting the path to the string this time.
 	w = wireCheck{track: true}
-	_ = w.message(b, md, 0)
+	_ = w.message(b, s, 0)
 	return &DecodeError{Field: w.path()}
 }
 
@@ -78,6 +80,116 @@ var (
 	// errNotUTF8 is a string that is not UTF-8, its path not spelled yet.
 	errNotUTF8 = errors.New("codec: a string is not UTF-8")
 )
+
+// shape is what check needs of a message's fields, read once from its
+// descriptor: a lookup by field number and a few flags instead of the
+// descriptor's methods for every field of every request.
+type shape struct {
+	// dense are the fields by number, up to the highest number below
+	// maxDense; nil: no such field.
+	dense []*fieldShape
+	// sparse are the fields numbered maxDense or above.
+	sparse map[protowire.Number]*fieldShape
+}
+
+// maxDense bounds the field numbers a shape looks up in a slice.
+const maxDense = 256
+
+// fieldShape is one field of a shape.
+type fieldShape struct {
+	fd protoreflect.FieldDescriptor
+	// wire is the wire type of one value; packable: a list of numbers,
+	// which also comes packed (protowire.BytesType).
+	wire     protowire.Type
+	packable bool
+	// bytes is what a length-delimited value of the field is checked for.
+	bytes bytesCheck
+	// msg is the shape of a message field's message (or a map's entry).
+	msg *shape
+}
+
+// bytesCheck is what check reads in a length-delimited value.
+type bytesCheck uint8
+
+const (
+	bytesNone    bytesCheck = iota // bytes, or a string not checked for UTF-8
+	bytesUTF8                      // a string checked for UTF-8
+	bytesMessage                   // a message
+	bytesMap                       // a map entry: named by the map field
+	bytesPacked                    // a packed list of numbers
+)
+
+// shapes are the shapes built so far, by message descriptor: one per
+// message type the server decodes, so bounded by the protos.
+var shapes sync.Map // protoreflect.MessageDescriptor → *shape
+
+// shapeOf returns md's shape, building it (and those of the messages in
+// it) the first time.
+func shapeOf(md protoreflect.MessageDescriptor) *shape {
+	if s, ok := shapes.Load(md); ok {
+		return s.(*shape)
+	}
+	built := map[protoreflect.MessageDescriptor]*shape{}
+	s := buildShape(md, built)
+	for d, b := range built {
+		shapes.LoadOrStore(d, b)
+	}
+	return s
+}
+
+// buildShape builds md's shape, recording it and those of the messages
+// in it in built (a message may hold itself).
+func buildShape(md protoreflect.MessageDescriptor, built map[protoreflect.MessageDescriptor]*shape) *shape {
+	if s, ok := built[md]; ok {
+		return s
+	}
+	if s, ok := shapes.Load(md); ok {
+		return s.(*shape)
+	}
+	s := &shape{}
+	built[md] = s
+	fields := md.Fields()
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		f := &fieldShape{fd: fd, wire: scalarWireType(fd.Kind())}
+		f.packable = fd.IsList() && f.wire != protowire.BytesType && f.wire != protowire.StartGroupType
+		switch {
+		case fd.Kind() == protoreflect.StringKind:
+			if checksUTF8(fd) {
+				f.bytes = bytesUTF8
+			}
+		case fd.IsMap():
+			f.bytes, f.msg = bytesMap, buildShape(fd.Message(), built)
+		case fd.Message() != nil:
+			f.bytes, f.msg = bytesMessage, buildShape(fd.Message(), built)
+		case f.packable:
+			f.bytes = bytesPacked
+		}
+		if num := fd.Number(); num < maxDense {
+			if int(num) >= len(s.dense) {
+				s.dense = append(s.dense, make([]*fieldShape, int(num)+1-len(s.dense))...)
+			}
+			s.dense[num] = f
+		} else {
+			if s.sparse == nil {
+				s.sparse = map[protowire.Number]*fieldShape{}
+			}
+			s.sparse[num] = f
+		}
+	}
+	return s
+}
+
+// field is the field numbered num, or nil.
+func (s *shape) field(num protowire.Number) *fieldShape {
+	if int(num) < len(s.dense) {
+		return s.dense[num]
+	}
+	if s.sparse == nil {
+		return nil
+	}
+	return s.sparse[num]
+}
 
 // wireCheck is check's walk.
 type wireCheck struct {
@@ -93,13 +205,12 @@ type step struct {
 	index int // -1: not a list
 }
 
-// message checks the message of md encoded in b, at depth nested
+// message checks the message of shape s encoded in b, at depth nested
 // messages.
-func (w *wireCheck) message(b []byte, md protoreflect.MessageDescriptor, depth int) error {
+func (w *wireCheck) message(b []byte, s *shape, depth int) error {
 	if depth > protowire.DefaultRecursionLimit {
 		return errWire
 	}
-	fields := md.Fields()
 	var seen map[protowire.Number]int // tracking: a list's entries so far
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
@@ -107,8 +218,8 @@ func (w *wireCheck) message(b []byte, md protoreflect.MessageDescriptor, depth i
 			return errWire
 		}
 		b = b[n:]
-		fd := fields.ByNumber(num)
-		if fd == nil || !wireTypeOf(fd, typ) {
+		f := s.field(num)
+		if f == nil || typ != f.wire && !(f.packable && typ == protowire.BytesType) {
 			// Unknown, or known with another wire type: proto.Unmarshal
 			// keeps it as an unknown field.
 			if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
@@ -119,16 +230,16 @@ func (w *wireCheck) message(b []byte, md protoreflect.MessageDescriptor, depth i
 		}
 		if w.track {
 			index := -1
-			if fd.IsList() {
+			if f.fd.IsList() {
 				if seen == nil {
 					seen = map[protowire.Number]int{}
 				}
 				index = seen[num]
 				seen[num]++
 			}
-			w.steps = append(w.steps, step{field: fd.Name(), index: index})
+			w.steps = append(w.steps, step{field: f.fd.Name(), index: index})
 		}
-		n, err := w.value(fd, typ, b, depth)
+		n, err := w.value(f, num, typ, b, depth)
 		if err != nil {
 			return err
 		}
@@ -140,11 +251,11 @@ func (w *wireCheck) message(b []byte, md protoreflect.MessageDescriptor, depth i
 	return nil
 }
 
-// value checks the value of the field fd, of the wire type typ, at the
-// start of b, and returns its length.
-func (w *wireCheck) value(fd protoreflect.FieldDescriptor, typ protowire.Type, b []byte, depth int) (int, error) {
+// value checks the value of the field f, numbered num, of the wire type
+// typ, at the start of b, and returns its length.
+func (w *wireCheck) value(f *fieldShape, num protowire.Number, typ protowire.Type, b []byte, depth int) (int, error) {
 	if typ != protowire.BytesType {
-		if n := protowire.ConsumeFieldValue(fd.Number(), typ, b); n >= 0 {
+		if n := protowire.ConsumeFieldValue(num, typ, b); n >= 0 {
 			return n, nil
 		}
 		return 0, errWire
@@ -153,34 +264,27 @@ func (w *wireCheck) value(fd protoreflect.FieldDescriptor, typ protowire.Type, b
 	if n < 0 {
 		return 0, errWire
 	}
-	switch {
-	case fd.Kind() == protoreflect.StringKind:
-		if checksUTF8(fd) && !utf8.Valid(v) {
+	switch f.bytes {
+	case bytesUTF8:
+		if !utf8.Valid(v) {
 			return 0, errNotUTF8
 		}
-	case fd.IsMap():
+	case bytesMap:
 		// A map's keys and values are named by the map field.
 		inner := wireCheck{}
-		if err := inner.message(v, fd.Message(), depth+1); err != nil {
+		if err := inner.message(v, f.msg, depth+1); err != nil {
 			return 0, err
 		}
-	case fd.Message() != nil:
-		if err := w.message(v, fd.Message(), depth+1); err != nil {
+	case bytesMessage:
+		if err := w.message(v, f.msg, depth+1); err != nil {
 			return 0, err
 		}
-	case fd.IsList():
-		if !packed(fd.Kind(), v) {
+	case bytesPacked:
+		if !packed(f.wire, v) {
 			return 0, errWire
 		}
 	}
 	return n, nil
-}
-
-// wireTypeOf reports whether typ is the wire type of fd's values (or, for
-// a list of numbers, of their packed form).
-func wireTypeOf(fd protoreflect.FieldDescriptor, typ protowire.Type) bool {
-	want := scalarWireType(fd.Kind())
-	return typ == want || fd.IsList() && typ == protowire.BytesType && want != protowire.BytesType && want != protowire.StartGroupType
 }
 
 // scalarWireType is the wire type of one value of kind k.
@@ -199,9 +303,9 @@ func scalarWireType(k protoreflect.Kind) protowire.Type {
 	return protowire.BytesType
 }
 
-// packed reports whether v is a packed list of numbers of kind k.
-func packed(k protoreflect.Kind, v []byte) bool {
-	typ := scalarWireType(k)
+// packed reports whether v is a packed list of numbers of the wire type
+// typ.
+func packed(typ protowire.Type, v []byte) bool {
 	for len(v) > 0 {
 		n := protowire.ConsumeFieldValue(1, typ, v)
 		if n < 0 {
