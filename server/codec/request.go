@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -56,11 +57,23 @@ func (r registrar) RegisterService(sd *grpc.ServiceDesc, impl any) {
 var errUndecodable = errors.New("codec: the request does not decode")
 
 // decodeChecked is the method handler h of the method fullMethod, its
-// request decoded through a decoding.
+// request decoded through a decoding. A request of a type vtprotobuf
+// pools (reusable) is decoded into one kept from an earlier call of the
+// method, handed to the interceptor chain and the method in place of the
+// one h made, and kept again when h has returned: the call has ended then,
+// and its response is what the method built, not the request.
 func decodeChecked(fullMethod string, h grpc.MethodHandler) grpc.MethodHandler {
+	var kept sync.Pool // cleared requests of this method (reusable)
 	return func(srv any, ctx context.Context, dec func(any) error, chain grpc.UnaryServerInterceptor) (any, error) {
 		var failed error
-		resp, err := h(srv, ctx, func(req any) error {
+		var req any
+		resp, err := h(srv, ctx, func(made any) error {
+			req = made
+			if _, ok := made.(reusable); ok {
+				if r := kept.Get(); r != nil {
+					req = r
+				}
+			}
 			d := decoding{msg: req}
 			if err := dec(&d); err != nil {
 				return err
@@ -70,7 +83,16 @@ func decodeChecked(fullMethod string, h grpc.MethodHandler) grpc.MethodHandler {
 				return errUndecodable
 			}
 			return nil
-		}, chain)
+		}, func(ctx context.Context, _ any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+			if chain == nil {
+				return handler(ctx, req)
+			}
+			return chain(ctx, req, info, handler)
+		})
+		if r, ok := req.(reusable); ok {
+			r.ResetVT()
+			kept.Put(r)
+		}
 		if failed == nil {
 			return resp, err
 		}
@@ -82,6 +104,14 @@ func decodeChecked(fullMethod string, h grpc.MethodHandler) grpc.MethodHandler {
 			func(context.Context, any) (any, error) { return nil, st })
 	}
 }
+
+// reusable is a request whose memory is kept across calls: a message
+// vtprotobuf generates the pool feature for (buf.gen.yaml lists them).
+// ResetVT clears it and keeps its lists and their messages, which the
+// next decoding fills again. The methods that receive one convert what
+// they keep and keep no part of the message after the call
+// (TestReleasedRequestNotStored).
+type reusable interface{ ResetVT() }
 
 // undecodableStatus is the InvalidArgument error of a request that did not
 // decode with err.

@@ -15,6 +15,7 @@ import (
 	timestamppb1 "google.golang.org/protobuf/types/known/timestamppb"
 	io "io"
 	math "math"
+	sync "sync"
 )
 
 const (
@@ -4667,6 +4668,226 @@ func (m *LoggedDecision) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 	return len(dAtA) - i, nil
 }
 
+var vtprotoPool_Pod = sync.Pool{
+	New: func() interface{} {
+		return &Pod{}
+	},
+}
+
+func (m *Pod) ResetVT() {
+	if m != nil {
+		m.Ready.ReturnToVTPool()
+		for _, mm := range m.Containers {
+			mm.ResetVT()
+		}
+		f0 := m.Containers[:0]
+		m.Reset()
+		m.Containers = f0
+	}
+}
+func (m *Pod) ReturnToVTPool() {
+	if m != nil {
+		m.ResetVT()
+		vtprotoPool_Pod.Put(m)
+	}
+}
+func PodFromVTPool() *Pod {
+	return vtprotoPool_Pod.Get().(*Pod)
+}
+
+var vtprotoPool_PodReadyCondition = sync.Pool{
+	New: func() interface{} {
+		return &PodReadyCondition{}
+	},
+}
+
+func (m *PodReadyCondition) ResetVT() {
+	if m != nil {
+		m.Reset()
+	}
+}
+func (m *PodReadyCondition) ReturnToVTPool() {
+	if m != nil {
+		m.ResetVT()
+		vtprotoPool_PodReadyCondition.Put(m)
+	}
+}
+func PodReadyConditionFromVTPool() *PodReadyCondition {
+	return vtprotoPool_PodReadyCondition.Get().(*PodReadyCondition)
+}
+
+var vtprotoPool_Container = sync.Pool{
+	New: func() interface{} {
+		return &Container{}
+	},
+}
+
+func (m *Container) ResetVT() {
+	if m != nil {
+		m.Reset()
+	}
+}
+func (m *Container) ReturnToVTPool() {
+	if m != nil {
+		m.ResetVT()
+		vtprotoPool_Container.Put(m)
+	}
+}
+func ContainerFromVTPool() *Container {
+	return vtprotoPool_Container.Get().(*Container)
+}
+
+var vtprotoPool_ResourceMetrics = sync.Pool{
+	New: func() interface{} {
+		return &ResourceMetrics{}
+	},
+}
+
+func (m *ResourceMetrics) ResetVT() {
+	if m != nil {
+		for _, mm := range m.Items {
+			mm.ResetVT()
+		}
+		f0 := m.Items[:0]
+		m.Reset()
+		m.Items = f0
+	}
+}
+func (m *ResourceMetrics) ReturnToVTPool() {
+	if m != nil {
+		m.ResetVT()
+		vtprotoPool_ResourceMetrics.Put(m)
+	}
+}
+func ResourceMetricsFromVTPool() *ResourceMetrics {
+	return vtprotoPool_ResourceMetrics.Get().(*ResourceMetrics)
+}
+
+var vtprotoPool_PodMetrics = sync.Pool{
+	New: func() interface{} {
+		return &PodMetrics{}
+	},
+}
+
+func (m *PodMetrics) ResetVT() {
+	if m != nil {
+		for _, mm := range m.Containers {
+			mm.ResetVT()
+		}
+		f0 := m.Containers[:0]
+		m.Reset()
+		m.Containers = f0
+	}
+}
+func (m *PodMetrics) ReturnToVTPool() {
+	if m != nil {
+		m.ResetVT()
+		vtprotoPool_PodMetrics.Put(m)
+	}
+}
+func PodMetricsFromVTPool() *PodMetrics {
+	return vtprotoPool_PodMetrics.Get().(*PodMetrics)
+}
+
+var vtprotoPool_ContainerMetrics = sync.Pool{
+	New: func() interface{} {
+		return &ContainerMetrics{}
+	},
+}
+
+func (m *ContainerMetrics) ResetVT() {
+	if m != nil {
+		m.Reset()
+	}
+}
+func (m *ContainerMetrics) ReturnToVTPool() {
+	if m != nil {
+		m.ResetVT()
+		vtprotoPool_ContainerMetrics.Put(m)
+	}
+}
+func ContainerMetricsFromVTPool() *ContainerMetrics {
+	return vtprotoPool_ContainerMetrics.Get().(*ContainerMetrics)
+}
+
+var vtprotoPool_MetricObservation = sync.Pool{
+	New: func() interface{} {
+		return &MetricObservation{}
+	},
+}
+
+func (m *MetricObservation) ResetVT() {
+	if m != nil {
+		for _, mm := range m.Values {
+			mm.ResetVT()
+		}
+		f0 := m.Values[:0]
+		m.Reset()
+		m.Values = f0
+	}
+}
+func (m *MetricObservation) ReturnToVTPool() {
+	if m != nil {
+		m.ResetVT()
+		vtprotoPool_MetricObservation.Put(m)
+	}
+}
+func MetricObservationFromVTPool() *MetricObservation {
+	return vtprotoPool_MetricObservation.Get().(*MetricObservation)
+}
+
+var vtprotoPool_MetricValue = sync.Pool{
+	New: func() interface{} {
+		return &MetricValue{}
+	},
+}
+
+func (m *MetricValue) ResetVT() {
+	if m != nil {
+		m.Reset()
+	}
+}
+func (m *MetricValue) ReturnToVTPool() {
+	if m != nil {
+		m.ResetVT()
+		vtprotoPool_MetricValue.Put(m)
+	}
+}
+func MetricValueFromVTPool() *MetricValue {
+	return vtprotoPool_MetricValue.Get().(*MetricValue)
+}
+
+var vtprotoPool_RecommendRequest = sync.Pool{
+	New: func() interface{} {
+		return &RecommendRequest{}
+	},
+}
+
+func (m *RecommendRequest) ResetVT() {
+	if m != nil {
+		for _, mm := range m.Pods {
+			mm.ResetVT()
+		}
+		f0 := m.Pods[:0]
+		m.ResourceMetrics.ReturnToVTPool()
+		for _, mm := range m.Observations {
+			mm.ResetVT()
+		}
+		f1 := m.Observations[:0]
+		m.Reset()
+		m.Pods = f0
+		m.Observations = f1
+	}
+}
+func (m *RecommendRequest) ReturnToVTPool() {
+	if m != nil {
+		m.ResetVT()
+		vtprotoPool_RecommendRequest.Put(m)
+	}
+}
+func RecommendRequestFromVTPool() *RecommendRequest {
+	return vtprotoPool_RecommendRequest.Get().(*RecommendRequest)
+}
 func (m *TargetKey) SizeVT() (n int) {
 	if m == nil {
 		return 0
@@ -10014,7 +10235,7 @@ func (m *Pod) UnmarshalVT(dAtA []byte) error {
 				return io.ErrUnexpectedEOF
 			}
 			if m.Ready == nil {
-				m.Ready = &PodReadyCondition{}
+				m.Ready = PodReadyConditionFromVTPool()
 			}
 			if err := m.Ready.UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
 				return err
@@ -10049,7 +10270,14 @@ func (m *Pod) UnmarshalVT(dAtA []byte) error {
 			if postIndex > l {
 				return io.ErrUnexpectedEOF
 			}
-			m.Containers = append(m.Containers, &Container{})
+			if len(m.Containers) == cap(m.Containers) {
+				m.Containers = append(m.Containers, &Container{})
+			} else {
+				m.Containers = m.Containers[:len(m.Containers)+1]
+				if m.Containers[len(m.Containers)-1] == nil {
+					m.Containers[len(m.Containers)-1] = &Container{}
+				}
+			}
 			if err := m.Containers[len(m.Containers)-1].UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
@@ -10789,7 +11017,14 @@ func (m *ResourceMetrics) UnmarshalVT(dAtA []byte) error {
 			if postIndex > l {
 				return io.ErrUnexpectedEOF
 			}
-			m.Items = append(m.Items, &PodMetrics{})
+			if len(m.Items) == cap(m.Items) {
+				m.Items = append(m.Items, &PodMetrics{})
+			} else {
+				m.Items = m.Items[:len(m.Items)+1]
+				if m.Items[len(m.Items)-1] == nil {
+					m.Items[len(m.Items)-1] = &PodMetrics{}
+				}
+			}
 			if err := m.Items[len(m.Items)-1].UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
@@ -10978,7 +11213,14 @@ func (m *PodMetrics) UnmarshalVT(dAtA []byte) error {
 			if postIndex > l {
 				return io.ErrUnexpectedEOF
 			}
-			m.Containers = append(m.Containers, &ContainerMetrics{})
+			if len(m.Containers) == cap(m.Containers) {
+				m.Containers = append(m.Containers, &ContainerMetrics{})
+			} else {
+				m.Containers = m.Containers[:len(m.Containers)+1]
+				if m.Containers[len(m.Containers)-1] == nil {
+					m.Containers[len(m.Containers)-1] = &ContainerMetrics{}
+				}
+			}
 			if err := m.Containers[len(m.Containers)-1].UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
@@ -11305,7 +11547,14 @@ func (m *MetricObservation) UnmarshalVT(dAtA []byte) error {
 			if postIndex > l {
 				return io.ErrUnexpectedEOF
 			}
-			m.Values = append(m.Values, &MetricValue{})
+			if len(m.Values) == cap(m.Values) {
+				m.Values = append(m.Values, &MetricValue{})
+			} else {
+				m.Values = m.Values[:len(m.Values)+1]
+				if m.Values[len(m.Values)-1] == nil {
+					m.Values[len(m.Values)-1] = &MetricValue{}
+				}
+			}
 			if err := m.Values[len(m.Values)-1].UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
@@ -11721,7 +11970,14 @@ func (m *RecommendRequest) UnmarshalVT(dAtA []byte) error {
 			if postIndex > l {
 				return io.ErrUnexpectedEOF
 			}
-			m.Pods = append(m.Pods, &Pod{})
+			if len(m.Pods) == cap(m.Pods) {
+				m.Pods = append(m.Pods, &Pod{})
+			} else {
+				m.Pods = m.Pods[:len(m.Pods)+1]
+				if m.Pods[len(m.Pods)-1] == nil {
+					m.Pods[len(m.Pods)-1] = &Pod{}
+				}
+			}
 			if err := m.Pods[len(m.Pods)-1].UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
@@ -11756,7 +12012,7 @@ func (m *RecommendRequest) UnmarshalVT(dAtA []byte) error {
 				return io.ErrUnexpectedEOF
 			}
 			if m.ResourceMetrics == nil {
-				m.ResourceMetrics = &ResourceMetrics{}
+				m.ResourceMetrics = ResourceMetricsFromVTPool()
 			}
 			if err := m.ResourceMetrics.UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
 				return err
@@ -11791,7 +12047,14 @@ func (m *RecommendRequest) UnmarshalVT(dAtA []byte) error {
 			if postIndex > l {
 				return io.ErrUnexpectedEOF
 			}
-			m.Observations = append(m.Observations, &MetricObservation{})
+			if len(m.Observations) == cap(m.Observations) {
+				m.Observations = append(m.Observations, &MetricObservation{})
+			} else {
+				m.Observations = m.Observations[:len(m.Observations)+1]
+				if m.Observations[len(m.Observations)-1] == nil {
+					m.Observations[len(m.Observations)-1] = &MetricObservation{}
+				}
+			}
 			if err := m.Observations[len(m.Observations)-1].UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
