@@ -1,0 +1,70 @@
+package codec
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"testing"
+
+	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+)
+
+// keeper is an AutoscalerService that keeps every Recommend request it
+// receives, as it receives it (without copying), and a copy of it.
+type keeper struct {
+	setpointv1.UnimplementedAutoscalerServiceServer
+	kept, copies []*setpointv1.RecommendRequest
+}
+
+func (k *keeper) Recommend(_ context.Context, r *setpointv1.RecommendRequest) (*setpointv1.RecommendResponse, error) {
+	k.kept = append(k.kept, r)
+	k.copies = append(k.copies, proto.Clone(r).(*setpointv1.RecommendRequest))
+	return &setpointv1.RecommendResponse{Decision: &setpointv1.Decision{DecisionId: r.GetTarget().GetName()}}, nil
+}
+
+// TestRegistrarHandsBackRequest: over a real listener, a Recommend request
+// a handler registered through Registrar received is cleared when its call
+// has ended (its memory goes to the next call), while a copy the handler
+// made is not; each call decodes its own request in full, whatever the
+// sizes of the ones before it.
+func TestRegistrarHandsBackRequest(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(DecodeOptions()...)
+	k := &keeper{}
+	setpointv1.RegisterAutoscalerServiceServer(Registrar(srv), k)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	c := setpointv1.NewAutoscalerServiceClient(conn)
+	var sent []*setpointv1.RecommendRequest
+	for i, pods := range []int{5, 1, 3, 0, 8, 2} { // lists grow and shrink
+		req := fullRequest(pods)
+		req.Target.Name = fmt.Sprint("web-", i)
+		resp, err := c.Recommend(t.Context(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := resp.GetDecision().GetDecisionId(); got != req.Target.Name {
+			t.Errorf("call %d: the handler saw target %q, want %q", i, got, req.Target.Name)
+		}
+		sent = append(sent, req)
+	}
+	for i, req := range sent {
+		if !proto.Equal(normalized(k.copies[i]), normalized(req)) {
+			t.Errorf("call %d: the handler received %v, the client sent %v", i, k.copies[i], req)
+		}
+		if k.kept[i].GetTarget() != nil || len(k.kept[i].GetPods()) != 0 || k.kept[i].GetResourceMetrics() != nil {
+			t.Errorf("call %d: the request the handler kept was not cleared after the call: %v", i, k.kept[i])
+		}
+	}
+}
