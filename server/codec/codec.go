@@ -19,6 +19,13 @@
 // A server uses the codec with DecodeOptions (the codec and the
 // interceptors RejectUndecodable and RejectUndecodableStream, early in its
 // chains) and registers its services through Registrar.
+//
+// Registrar's handlers decode a request of a message type generated with
+// vtprotobuf's pool feature (a Recommend: buf.gen.yaml lists them) into
+// one an earlier call of the method handed back, and clear it when the
+// call has ended: a method keeps no part of such a request after it
+// returns, and copies what it keeps (its strings are its own, not the
+// request buffer's).
 package codec
 
 import (
