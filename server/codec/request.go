@@ -110,7 +110,7 @@ func decodeChecked(fullMethod string, h grpc.MethodHandler) grpc.MethodHandler {
 // ResetVT clears it and keeps its lists and their messages, which the
 // next decoding fills again. The methods that receive one convert what
 // they keep and keep no part of the message after the call
-// (TestReleasedRequestNotStored).
+// (TestRegistrarHandsBackRequest; server's TestReleasedRequestNotStored).
 type reusable interface{ ResetVT() }
 
 // undecodableStatus is the InvalidArgument error of a request that did not
