@@ -139,6 +139,9 @@ type Record struct {
 	Members []MemberState
 	// Split is the last split; nil before the first decision.
 	Split *Split
+	// Pool is what the last decision's pool made of each member, in spec
+	// order; nil before the first decision.
+	Pool []PoolMember
 }
 
 // MemberState is what the split remembers of a member between decisions.
@@ -163,15 +166,15 @@ type MemberState struct {
 // reports are pooled into one engine input, the fleet's target record
 // decides over it through target.Decide (so the decision, status and
 // history are exactly those of one autoscaler over the pooled pods), and
-// the total is split among the pooled members. rec.Target, rec.Members and
-// rec.Split take the outcome.
+// the total is split among the pooled members. rec.Target, rec.Members,
+// rec.Split and rec.Pool take the outcome.
 //
 // The total split is the decision's replica count when it rescales, and
 // the pooled current replicas otherwise. Decide is pure; on an error
 // (ErrInvalid, ErrNoHealthyMember, or the engine's *engine.FieldError) rec
 // is unchanged.
 func Decide(rec *Record, in Input, id string, now time.Time) error {
-	if err := in.Fleet.validate(&in.Engine.Spec); err != nil {
+	if err := in.Fleet.Validate(&in.Engine.Spec); err != nil {
 		return err
 	}
 	p, err := Pool(in.Fleet, in.Engine, in.Reports, now)
@@ -202,7 +205,7 @@ func Decide(rec *Record, in Input, id string, now time.Time) error {
 		ScaleDown: scaleDown(t.Spec.Behavior),
 		Now:       t.Last.At,
 	})
-	rec.Target, rec.Members, rec.Split = t, states, &s
+	rec.Target, rec.Members, rec.Split, rec.Pool = t, states, &s, p.Members
 	return nil
 }
 
@@ -216,8 +219,12 @@ func scaleDown(b *engine.Behavior) *engine.Rules {
 	return &b.ScaleDown
 }
 
-// validate checks the fleet's spec against the engine's spec it extends.
-func (s *Spec) validate(es *engine.Spec) error {
+// Validate checks the fleet's spec against the engine's spec it extends:
+// 1 to MaxMembers members with distinct names without "/", weights 0 to
+// MaxWeight, 0 <= Min <= Max, StaleAfter > 0, and combination rules only
+// for Object and External metrics. Its errors match ErrInvalid and name
+// the field ("members[1].weight: …").
+func (s *Spec) Validate(es *engine.Spec) error {
 	if len(s.Members) == 0 {
 		return fmt.Errorf("%w: members: at least one member is required", ErrInvalid)
 	}

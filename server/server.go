@@ -28,6 +28,7 @@ import (
 	"github.com/setpointhq/setpoint/server/console"
 	"github.com/setpointhq/setpoint/server/door"
 	"github.com/setpointhq/setpoint/server/fairness"
+	"github.com/setpointhq/setpoint/server/fleets"
 	"github.com/setpointhq/setpoint/server/simulate"
 	"github.com/setpointhq/setpoint/server/transport"
 	"github.com/setpointhq/setpoint/server/watch"
@@ -290,6 +291,7 @@ type Server struct {
 	store    store.Store
 	hub      *watch.Hub
 	svc      *service
+	fleets   *fleets.Service
 	// door is the console's in-memory listener to the gRPC server and
 	// console its client connection over it (package transport), while Serve runs.
 	door    transport.Door
@@ -389,19 +391,28 @@ func New(st store.Store, o Options) (*Server, error) {
 		Log: o.Logger, ToStatus: toStatus, MayRead: svc.mayRead, Open: svcMetrics.watchStreams,
 	}
 	s.svc = svc
+	s.fleets = &fleets.Service{
+		Store: st, Now: o.Now, NewID: o.NewID, Log: o.Logger,
+		Authenticated: o.Auth != nil,
+		Limits:        svc.limits,
+		ToStatus:      toStatus,
+		EngineField:   func(f string) string { return apiField(f, recommendRequest) },
+	}
 	s.door = transport.NewDoor(door.Buffer)
 	services := serviceSet{}
 	s.register(services)
 	metrics.InitializeMetrics(services)
 	s.health.SetServingStatus(setpointv1.AutoscalerService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	s.health.SetServingStatus(setpointv1.FleetService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	return s, nil
 }
 
 // register registers the server's services with r: AutoscalerService,
-// AdminService, the console's SessionService and ReplayService, health and
-// reflection.
+// FleetService, AdminService, the console's SessionService and
+// ReplayService, health and reflection.
 func (s *Server) register(r reflection.GRPCServer) {
 	setpointv1.RegisterAutoscalerServiceServer(r, s.svc)
+	setpointv1.RegisterFleetServiceServer(r, s.fleets)
 	setpointv1.RegisterAdminServiceServer(r, &admin{store: s.store, log: s.log})
 	consolev1.RegisterSessionServiceServer(r, session{})
 	consolev1.RegisterReplayServiceServer(r, replayer{svc: s.svc})
@@ -431,7 +442,7 @@ func (ss serviceSet) GetServiceInfo() map[string]grpc.ServiceInfo { return ss }
 
 // SetServing says whether the server can serve (its store is reachable):
 // the gRPC health service answers SERVING or NOT_SERVING, for the server
-// as a whole and for the autoscaler service.
+// as a whole and for the autoscaler and fleet services.
 func (s *Server) SetServing(ok bool) {
 	status := healthpb.HealthCheckResponse_NOT_SERVING
 	if ok {
@@ -439,6 +450,7 @@ func (s *Server) SetServing(ok bool) {
 	}
 	s.health.SetServingStatus("", status)
 	s.health.SetServingStatus(setpointv1.AutoscalerService_ServiceDesc.ServiceName, status)
+	s.health.SetServingStatus(setpointv1.FleetService_ServiceDesc.ServiceName, status)
 }
 
 func (o Options) withDefaults() Options {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -237,22 +238,28 @@ func (s *service) listPage(ctx context.Context, q store.Query) (*setpointv1.List
 			s.log.WarnContext(ctx, "list: records left out", "err", err)
 		}
 		resp := &setpointv1.ListTargetsResponse{NextPageToken: next}
-		total := 0
+		total, taken, full := 0, 0, false // taken: records of recs put in the page or left out
 		for _, rec := range recs {
+			if strings.HasPrefix(rec.Key.Cluster, "@") {
+				taken++
+				continue // the service's own records (fleets): not targets
+			}
 			t, err := convert.Target(rec)
 			if err != nil {
 				return nil, toStatus(ctx, s.log, err)
 			}
 			total += proto.Size(t) + 8 // with the field's tag and length
 			if total > s.maxResponseBytes && len(resp.Targets) > 0 {
+				full = true
 				break
 			}
 			resp.Targets = append(resp.Targets, t)
+			taken++
 		}
-		if len(resp.Targets) == len(recs) {
+		if !full {
 			return resp, nil
 		}
-		q.PageSize = len(resp.Targets)
+		q.PageSize = taken
 	}
 }
 

@@ -113,6 +113,13 @@ type Record struct {
 	// The target package does not read them: they are package forecast's
 	// encoding, changed by the caller's decision function around Decide.
 	Forecasts []MetricHistory
+	// Fleet is the fleet's state when the record is a fleet's (the
+	// service's fleets, under a reserved cluster), empty for every other
+	// target. Like Forecasts it is opaque to the target package and the
+	// store: the service's encoding (a marshalled
+	// setpoint.storage.v1.FleetState), changed by the service around
+	// Decide and Observe.
+	Fleet string
 }
 
 // MetricHistory is the forecast history of one metric of a target.

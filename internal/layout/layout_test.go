@@ -119,7 +119,7 @@ const module = "github.com/setpointhq/setpoint"
 // engine/deps_test.go and agent/imports_test.go do not: the target package
 // knows the engine alone of this module; the API conversion and the engine
 // know nothing of the store; the store knows nothing of the server; the
-// server's rooms (server/admission, server/watch) know nothing of package server, which
+// server's rooms (server/admission, server/watch, server/fleets) know nothing of package server, which
 // wires them; the fleet package knows the engine and the target package
 // alone, and nothing outside the module but the standard library.
 func TestImportsPointInward(t *testing.T) {
@@ -134,6 +134,7 @@ func TestImportsPointInward(t *testing.T) {
 		{"store", func(dep string) bool { return dep != "server" && !strings.HasPrefix(dep, "server/") }, false},
 		{"server/admission", func(dep string) bool { return dep != "server" }, false},
 		{"server/watch", func(dep string) bool { return dep != "server" }, false},
+		{"server/fleets", func(dep string) bool { return dep != "server" }, false},
 		{"fleet", func(dep string) bool { return dep == "engine" || dep == "target" }, true},
 	}
 	pkgs := map[string]pkg{}

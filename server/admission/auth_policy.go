@@ -38,6 +38,17 @@ const (
 	accessWatch
 	// accessAny: any principal.
 	accessAny
+	// accessFleetManage: an admin or a platform principal; the handler
+	// checks that a platform principal may read every member cluster of
+	// the fleet (package fleets).
+	accessFleetManage
+	// accessFleetRead: any principal; the handler checks that it may
+	// manage the fleet or is the agent of a member cluster.
+	accessFleetRead
+	// accessFleetReport: the agent of the report's member cluster (an
+	// admin for any member); the handler checks that the cluster is a
+	// member of the fleet.
+	accessFleetReport
 )
 
 // methodAccess is the authorization policy: what each method needs.
@@ -51,6 +62,12 @@ var methodAccess = map[string]access{
 	setpointv1.AutoscalerService_Simulate_FullMethodName:      accessSimulate,
 	setpointv1.AutoscalerService_Watch_FullMethodName:         accessWatch,
 	setpointv1.AdminService_Backup_FullMethodName:             accessAdmin,
+	setpointv1.FleetService_PutFleet_FullMethodName:           accessFleetManage,
+	setpointv1.FleetService_DeleteFleet_FullMethodName:        accessFleetManage,
+	setpointv1.FleetService_GetFleet_FullMethodName:           accessFleetRead,
+	setpointv1.FleetService_ListFleets_FullMethodName:         accessFleetRead,
+	setpointv1.FleetService_SimulateFleet_FullMethodName:      accessFleetRead,
+	setpointv1.FleetService_Report_FullMethodName:             accessFleetReport,
 	consolev1.SessionService_Who_FullMethodName:               accessAny,
 	consolev1.ReplayService_Replay_FullMethodName:             accessRead,
 }
@@ -77,12 +94,22 @@ func allowed(p auth.Principal, method string, req any) bool {
 	case accessWatch:
 		r, ok := req.(*setpointv1.WatchRequest)
 		return ok && (r.GetCluster() == "" || p.CanRead(r.GetCluster()))
-	case accessAny:
+	case accessAny, accessFleetRead:
 		return true
+	case accessFleetManage:
+		return p.Role == auth.RolePlatform
+	case accessFleetReport:
+		r, ok := req.(*setpointv1.ReportRequest)
+		own, isCluster := p.Role.Cluster()
+		return ok && isCluster && r.GetReport().GetMember() == own
 	default:
 		return false
 	}
 }
+
+// fleetCluster names the fleets in the audit log: the reserved cluster
+// their records are kept under (package fleets).
+const fleetCluster = "@fleet"
 
 // ErrPermissionDenied is the one answer to a call the principal may not
 // make. It names nothing, so it cannot tell whether another tenant's
@@ -258,6 +285,15 @@ func describeTarget(req any) string {
 	case *setpointv1.SimulateRequest:
 		k := r.GetSeedFrom()
 		return join(k.GetCluster(), k.GetNamespace(), k.GetName())
+	case interface{ GetFleet() *setpointv1.FleetKey }:
+		k := r.GetFleet()
+		return join(fleetCluster, k.GetNamespace(), k.GetName())
+	case *setpointv1.ListFleetsRequest:
+		return join(fleetCluster, r.GetNamespace())
+	case *setpointv1.SimulateFleetRequest:
+		if k := r.GetSeedFrom(); k != nil {
+			return join(fleetCluster, k.GetNamespace(), k.GetName())
+		}
 	}
 	return ""
 }

@@ -264,7 +264,7 @@ func (a *admission) refuse(ctx context.Context, method, reason, who string, code
 
 // guardedServices are the services every call of which passes the whole
 // admission: all but health and reflection.
-var guardedServices = []grpc.ServiceDesc{setpointv1.AutoscalerService_ServiceDesc, setpointv1.AdminService_ServiceDesc, consolev1.SessionService_ServiceDesc, consolev1.ReplayService_ServiceDesc}
+var guardedServices = []grpc.ServiceDesc{setpointv1.AutoscalerService_ServiceDesc, setpointv1.FleetService_ServiceDesc, setpointv1.AdminService_ServiceDesc, consolev1.SessionService_ServiceDesc, consolev1.ReplayService_ServiceDesc}
 
 // guardedMethod reports whether a full method name is one of
 // guardedServices'.

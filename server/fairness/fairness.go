@@ -253,9 +253,11 @@ func (f *Fairness) unsafeDispatch() {
 }
 
 // simulates are the methods bounded as Simulates (Bounds.Simulates,
-// MaxSimulates): Simulate, and the console's Replay, which runs one.
+// MaxSimulates): Simulate, SimulateFleet, and the console's Replay, which
+// runs one.
 var simulates = map[string]bool{
 	setpointv1.AutoscalerService_Simulate_FullMethodName: true,
+	setpointv1.FleetService_SimulateFleet_FullMethodName: true,
 	consolev1.ReplayService_Replay_FullMethodName:        true,
 }
 

@@ -152,6 +152,9 @@ func recordMessage(e *encoder, rec *target.Record) (*pb.Record, error) {
 	if rec.ReceivedSpec != "" {
 		m.ReceivedSpec = []byte(rec.ReceivedSpec)
 	}
+	if rec.Fleet != "" {
+		m.Fleet = []byte(rec.Fleet)
+	}
 	for _, f := range rec.Forecasts {
 		m.Forecasts = append(m.Forecasts, &pb.MetricHistory{Metric: e.s(f.Metric), History: []byte(f.History)})
 	}
@@ -181,6 +184,7 @@ func recordFromMessage(k target.Key, m *pb.Record, forDecision bool) (target.Rec
 		// A copy: the message's bytes may alias the decoded buffer.
 		ReceivedSpec: string(m.GetReceivedSpec()),
 		Forecasts:    mapSlice(m.GetForecasts(), d.metricHistory),
+		Fleet:        string(m.GetFleet()), // a copy, as ReceivedSpec
 	}
 	if l := m.GetLast(); l != nil {
 		if forDecision {

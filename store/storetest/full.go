@@ -20,6 +20,7 @@ func FullRecord(key target.Key) target.Record {
 		{Metric: "cpu resource utilization (percentage of request)", History: "\x01\x00\xff\xfe history"},
 		{Metric: "requests_per_second", History: string(make([]byte, 64))},
 	}
+	rec.Fleet = "\x0a\x03\xff\x00 fleet state" // opaque bytes, not UTF-8
 	fillZero(reflect.ValueOf(&rec).Elem())
 	return rec
 }

@@ -86,8 +86,7 @@ type FleetSpec struct {
 	// (the workload every member runs), min/max replicas (of the total),
 	// metrics, behavior, fallback and schedules, as for one autoscaler.
 	Autoscaler *HorizontalPodAutoscalerSpec `protobuf:"bytes,1,opt,name=autoscaler,proto3" json:"autoscaler,omitempty"`
-	// Controller settings; absent fields take Kubernetes' defaults. The
-	// sync period is also the shortest time between two fleet decisions.
+	// Controller settings; absent fields take Kubernetes' defaults.
 	Settings *ControllerSettings `protobuf:"bytes,2,opt,name=settings,proto3" json:"settings,omitempty"`
 	// The member clusters, in the order splits list them and ties are
 	// broken; 1 to 100, distinct clusters.
@@ -100,7 +99,12 @@ type FleetSpec struct {
 	Combine []string `protobuf:"bytes,4,rep,name=combine,proto3" json:"combine,omitempty"`
 	// The age at which a member's latest report is left out of the pool and
 	// its share moves to the other members; absent: three sync periods.
-	StaleAfter    *durationpb.Duration `protobuf:"bytes,5,opt,name=stale_after,json=staleAfter,proto3" json:"stale_after,omitempty"`
+	StaleAfter *durationpb.Duration `protobuf:"bytes,5,opt,name=stale_after,json=staleAfter,proto3" json:"stale_after,omitempty"`
+	// The members' agents' sync period, which is also the shortest time
+	// between two fleet decisions (a report arriving sooner after the last
+	// decision is stored and answered with the last split); absent: 15s,
+	// the controller's default. At least 1s.
+	SyncPeriod    *durationpb.Duration `protobuf:"bytes,6,opt,name=sync_period,json=syncPeriod,proto3" json:"sync_period,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -166,6 +170,13 @@ func (x *FleetSpec) GetCombine() []string {
 func (x *FleetSpec) GetStaleAfter() *durationpb.Duration {
 	if x != nil {
 		return x.StaleAfter
+	}
+	return nil
+}
+
+func (x *FleetSpec) GetSyncPeriod() *durationpb.Duration {
+	if x != nil {
+		return x.SyncPeriod
 	}
 	return nil
 }
@@ -1606,7 +1617,7 @@ const file_setpoint_v1_fleet_proto_rawDesc = "" +
 	"\x17setpoint/v1/fleet.proto\x12\vsetpoint.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1asetpoint/v1/setpoint.proto\"<\n" +
 	"\bFleetKey\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\"\x9c\x02\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"\xd8\x02\n" +
 	"\tFleetSpec\x12H\n" +
 	"\n" +
 	"autoscaler\x18\x01 \x01(\v2(.setpoint.v1.HorizontalPodAutoscalerSpecR\n" +
@@ -1615,7 +1626,9 @@ const file_setpoint_v1_fleet_proto_rawDesc = "" +
 	"\amembers\x18\x03 \x03(\v2\x18.setpoint.v1.FleetMemberR\amembers\x12\x18\n" +
 	"\acombine\x18\x04 \x03(\tR\acombine\x12:\n" +
 	"\vstale_after\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\n" +
-	"staleAfter\"\xb1\x01\n" +
+	"staleAfter\x12:\n" +
+	"\vsync_period\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"syncPeriod\"\xb1\x01\n" +
 	"\vFleetMember\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x16\n" +
 	"\x06weight\x18\x02 \x01(\x05R\x06weight\x12&\n" +
@@ -1780,62 +1793,63 @@ var file_setpoint_v1_fleet_proto_depIdxs = []int32{
 	23, // 1: setpoint.v1.FleetSpec.settings:type_name -> setpoint.v1.ControllerSettings
 	2,  // 2: setpoint.v1.FleetSpec.members:type_name -> setpoint.v1.FleetMember
 	24, // 3: setpoint.v1.FleetSpec.stale_after:type_name -> google.protobuf.Duration
-	25, // 4: setpoint.v1.FleetReport.scale:type_name -> setpoint.v1.Scale
-	26, // 5: setpoint.v1.FleetReport.pods:type_name -> setpoint.v1.Pod
-	27, // 6: setpoint.v1.FleetReport.resource_metrics:type_name -> setpoint.v1.ResourceMetrics
-	28, // 7: setpoint.v1.FleetReport.observations:type_name -> setpoint.v1.MetricObservation
-	0,  // 8: setpoint.v1.PutFleetRequest.fleet:type_name -> setpoint.v1.FleetKey
-	1,  // 9: setpoint.v1.PutFleetRequest.spec:type_name -> setpoint.v1.FleetSpec
-	14, // 10: setpoint.v1.PutFleetResponse.fleet:type_name -> setpoint.v1.Fleet
-	0,  // 11: setpoint.v1.GetFleetRequest.fleet:type_name -> setpoint.v1.FleetKey
-	14, // 12: setpoint.v1.GetFleetResponse.fleet:type_name -> setpoint.v1.Fleet
-	14, // 13: setpoint.v1.ListFleetsResponse.fleets:type_name -> setpoint.v1.Fleet
-	0,  // 14: setpoint.v1.DeleteFleetRequest.fleet:type_name -> setpoint.v1.FleetKey
-	0,  // 15: setpoint.v1.ReportRequest.fleet:type_name -> setpoint.v1.FleetKey
-	3,  // 16: setpoint.v1.ReportRequest.report:type_name -> setpoint.v1.FleetReport
-	16, // 17: setpoint.v1.ReportResponse.share:type_name -> setpoint.v1.FleetShare
-	29, // 18: setpoint.v1.ReportResponse.decision:type_name -> setpoint.v1.Decision
-	1,  // 19: setpoint.v1.ReportResponse.spec:type_name -> setpoint.v1.FleetSpec
-	15, // 20: setpoint.v1.ReportResponse.split:type_name -> setpoint.v1.FleetSplit
-	0,  // 21: setpoint.v1.Fleet.key:type_name -> setpoint.v1.FleetKey
-	1,  // 22: setpoint.v1.Fleet.spec:type_name -> setpoint.v1.FleetSpec
-	30, // 23: setpoint.v1.Fleet.status:type_name -> setpoint.v1.HorizontalPodAutoscalerStatus
-	29, // 24: setpoint.v1.Fleet.last_decision:type_name -> setpoint.v1.Decision
-	31, // 25: setpoint.v1.Fleet.history:type_name -> setpoint.v1.History
-	15, // 26: setpoint.v1.Fleet.split:type_name -> setpoint.v1.FleetSplit
-	17, // 27: setpoint.v1.Fleet.members:type_name -> setpoint.v1.FleetMemberStatus
-	32, // 28: setpoint.v1.Fleet.last_seen:type_name -> google.protobuf.Timestamp
-	32, // 29: setpoint.v1.FleetSplit.time:type_name -> google.protobuf.Timestamp
-	16, // 30: setpoint.v1.FleetSplit.shares:type_name -> setpoint.v1.FleetShare
-	32, // 31: setpoint.v1.FleetMemberStatus.last_report:type_name -> google.protobuf.Timestamp
-	1,  // 32: setpoint.v1.SimulateFleetRequest.spec:type_name -> setpoint.v1.FleetSpec
-	0,  // 33: setpoint.v1.SimulateFleetRequest.seed_from:type_name -> setpoint.v1.FleetKey
-	19, // 34: setpoint.v1.SimulateFleetRequest.steps:type_name -> setpoint.v1.SimulateFleetStep
-	32, // 35: setpoint.v1.SimulateFleetStep.time:type_name -> google.protobuf.Timestamp
-	3,  // 36: setpoint.v1.SimulateFleetStep.reports:type_name -> setpoint.v1.FleetReport
-	1,  // 37: setpoint.v1.SimulateFleetStep.spec:type_name -> setpoint.v1.FleetSpec
-	21, // 38: setpoint.v1.SimulateFleetResponse.steps:type_name -> setpoint.v1.SimulateFleetStepResult
-	32, // 39: setpoint.v1.SimulateFleetStepResult.time:type_name -> google.protobuf.Timestamp
-	29, // 40: setpoint.v1.SimulateFleetStepResult.decision:type_name -> setpoint.v1.Decision
-	15, // 41: setpoint.v1.SimulateFleetStepResult.split:type_name -> setpoint.v1.FleetSplit
-	17, // 42: setpoint.v1.SimulateFleetStepResult.members:type_name -> setpoint.v1.FleetMemberStatus
-	4,  // 43: setpoint.v1.FleetService.PutFleet:input_type -> setpoint.v1.PutFleetRequest
-	6,  // 44: setpoint.v1.FleetService.GetFleet:input_type -> setpoint.v1.GetFleetRequest
-	8,  // 45: setpoint.v1.FleetService.ListFleets:input_type -> setpoint.v1.ListFleetsRequest
-	10, // 46: setpoint.v1.FleetService.DeleteFleet:input_type -> setpoint.v1.DeleteFleetRequest
-	12, // 47: setpoint.v1.FleetService.Report:input_type -> setpoint.v1.ReportRequest
-	18, // 48: setpoint.v1.FleetService.SimulateFleet:input_type -> setpoint.v1.SimulateFleetRequest
-	5,  // 49: setpoint.v1.FleetService.PutFleet:output_type -> setpoint.v1.PutFleetResponse
-	7,  // 50: setpoint.v1.FleetService.GetFleet:output_type -> setpoint.v1.GetFleetResponse
-	9,  // 51: setpoint.v1.FleetService.ListFleets:output_type -> setpoint.v1.ListFleetsResponse
-	11, // 52: setpoint.v1.FleetService.DeleteFleet:output_type -> setpoint.v1.DeleteFleetResponse
-	13, // 53: setpoint.v1.FleetService.Report:output_type -> setpoint.v1.ReportResponse
-	20, // 54: setpoint.v1.FleetService.SimulateFleet:output_type -> setpoint.v1.SimulateFleetResponse
-	49, // [49:55] is the sub-list for method output_type
-	43, // [43:49] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	24, // 4: setpoint.v1.FleetSpec.sync_period:type_name -> google.protobuf.Duration
+	25, // 5: setpoint.v1.FleetReport.scale:type_name -> setpoint.v1.Scale
+	26, // 6: setpoint.v1.FleetReport.pods:type_name -> setpoint.v1.Pod
+	27, // 7: setpoint.v1.FleetReport.resource_metrics:type_name -> setpoint.v1.ResourceMetrics
+	28, // 8: setpoint.v1.FleetReport.observations:type_name -> setpoint.v1.MetricObservation
+	0,  // 9: setpoint.v1.PutFleetRequest.fleet:type_name -> setpoint.v1.FleetKey
+	1,  // 10: setpoint.v1.PutFleetRequest.spec:type_name -> setpoint.v1.FleetSpec
+	14, // 11: setpoint.v1.PutFleetResponse.fleet:type_name -> setpoint.v1.Fleet
+	0,  // 12: setpoint.v1.GetFleetRequest.fleet:type_name -> setpoint.v1.FleetKey
+	14, // 13: setpoint.v1.GetFleetResponse.fleet:type_name -> setpoint.v1.Fleet
+	14, // 14: setpoint.v1.ListFleetsResponse.fleets:type_name -> setpoint.v1.Fleet
+	0,  // 15: setpoint.v1.DeleteFleetRequest.fleet:type_name -> setpoint.v1.FleetKey
+	0,  // 16: setpoint.v1.ReportRequest.fleet:type_name -> setpoint.v1.FleetKey
+	3,  // 17: setpoint.v1.ReportRequest.report:type_name -> setpoint.v1.FleetReport
+	16, // 18: setpoint.v1.ReportResponse.share:type_name -> setpoint.v1.FleetShare
+	29, // 19: setpoint.v1.ReportResponse.decision:type_name -> setpoint.v1.Decision
+	1,  // 20: setpoint.v1.ReportResponse.spec:type_name -> setpoint.v1.FleetSpec
+	15, // 21: setpoint.v1.ReportResponse.split:type_name -> setpoint.v1.FleetSplit
+	0,  // 22: setpoint.v1.Fleet.key:type_name -> setpoint.v1.FleetKey
+	1,  // 23: setpoint.v1.Fleet.spec:type_name -> setpoint.v1.FleetSpec
+	30, // 24: setpoint.v1.Fleet.status:type_name -> setpoint.v1.HorizontalPodAutoscalerStatus
+	29, // 25: setpoint.v1.Fleet.last_decision:type_name -> setpoint.v1.Decision
+	31, // 26: setpoint.v1.Fleet.history:type_name -> setpoint.v1.History
+	15, // 27: setpoint.v1.Fleet.split:type_name -> setpoint.v1.FleetSplit
+	17, // 28: setpoint.v1.Fleet.members:type_name -> setpoint.v1.FleetMemberStatus
+	32, // 29: setpoint.v1.Fleet.last_seen:type_name -> google.protobuf.Timestamp
+	32, // 30: setpoint.v1.FleetSplit.time:type_name -> google.protobuf.Timestamp
+	16, // 31: setpoint.v1.FleetSplit.shares:type_name -> setpoint.v1.FleetShare
+	32, // 32: setpoint.v1.FleetMemberStatus.last_report:type_name -> google.protobuf.Timestamp
+	1,  // 33: setpoint.v1.SimulateFleetRequest.spec:type_name -> setpoint.v1.FleetSpec
+	0,  // 34: setpoint.v1.SimulateFleetRequest.seed_from:type_name -> setpoint.v1.FleetKey
+	19, // 35: setpoint.v1.SimulateFleetRequest.steps:type_name -> setpoint.v1.SimulateFleetStep
+	32, // 36: setpoint.v1.SimulateFleetStep.time:type_name -> google.protobuf.Timestamp
+	3,  // 37: setpoint.v1.SimulateFleetStep.reports:type_name -> setpoint.v1.FleetReport
+	1,  // 38: setpoint.v1.SimulateFleetStep.spec:type_name -> setpoint.v1.FleetSpec
+	21, // 39: setpoint.v1.SimulateFleetResponse.steps:type_name -> setpoint.v1.SimulateFleetStepResult
+	32, // 40: setpoint.v1.SimulateFleetStepResult.time:type_name -> google.protobuf.Timestamp
+	29, // 41: setpoint.v1.SimulateFleetStepResult.decision:type_name -> setpoint.v1.Decision
+	15, // 42: setpoint.v1.SimulateFleetStepResult.split:type_name -> setpoint.v1.FleetSplit
+	17, // 43: setpoint.v1.SimulateFleetStepResult.members:type_name -> setpoint.v1.FleetMemberStatus
+	4,  // 44: setpoint.v1.FleetService.PutFleet:input_type -> setpoint.v1.PutFleetRequest
+	6,  // 45: setpoint.v1.FleetService.GetFleet:input_type -> setpoint.v1.GetFleetRequest
+	8,  // 46: setpoint.v1.FleetService.ListFleets:input_type -> setpoint.v1.ListFleetsRequest
+	10, // 47: setpoint.v1.FleetService.DeleteFleet:input_type -> setpoint.v1.DeleteFleetRequest
+	12, // 48: setpoint.v1.FleetService.Report:input_type -> setpoint.v1.ReportRequest
+	18, // 49: setpoint.v1.FleetService.SimulateFleet:input_type -> setpoint.v1.SimulateFleetRequest
+	5,  // 50: setpoint.v1.FleetService.PutFleet:output_type -> setpoint.v1.PutFleetResponse
+	7,  // 51: setpoint.v1.FleetService.GetFleet:output_type -> setpoint.v1.GetFleetResponse
+	9,  // 52: setpoint.v1.FleetService.ListFleets:output_type -> setpoint.v1.ListFleetsResponse
+	11, // 53: setpoint.v1.FleetService.DeleteFleet:output_type -> setpoint.v1.DeleteFleetResponse
+	13, // 54: setpoint.v1.FleetService.Report:output_type -> setpoint.v1.ReportResponse
+	20, // 55: setpoint.v1.FleetService.SimulateFleet:output_type -> setpoint.v1.SimulateFleetResponse
+	50, // [50:56] is the sub-list for method output_type
+	44, // [44:50] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_setpoint_v1_fleet_proto_init() }

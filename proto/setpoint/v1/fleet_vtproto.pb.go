@@ -99,6 +99,16 @@ func (m *FleetSpec) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.SyncPeriod != nil {
+		size, err := (*durationpb.Duration)(m.SyncPeriod).MarshalToSizedBufferVT(dAtA[:i])
+		if err != nil {
+			return 0, err
+		}
+		i -= size
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(size))
+		i--
+		dAtA[i] = 0x32
+	}
 	if m.StaleAfter != nil {
 		size, err := (*durationpb.Duration)(m.StaleAfter).MarshalToSizedBufferVT(dAtA[:i])
 		if err != nil {
@@ -1491,6 +1501,10 @@ func (m *FleetSpec) SizeVT() (n int) {
 		l = (*durationpb.Duration)(m.StaleAfter).SizeVT()
 		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
 	}
+	if m.SyncPeriod != nil {
+		l = (*durationpb.Duration)(m.SyncPeriod).SizeVT()
+		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
+	}
 	n += len(m.unknownFields)
 	return n
 }
@@ -2302,6 +2316,42 @@ func (m *FleetSpec) UnmarshalVT(dAtA []byte) error {
 				m.StaleAfter = &durationpb1.Duration{}
 			}
 			if err := (*durationpb.Duration)(m.StaleAfter).UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		case 6:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field SyncPeriod", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if m.SyncPeriod == nil {
+				m.SyncPeriod = &durationpb1.Duration{}
+			}
+			if err := (*durationpb.Duration)(m.SyncPeriod).UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
 			iNdEx = postIndex

@@ -65,13 +65,23 @@ func (e *ValidationError) Err() error {
 const maxNameLength = 253
 
 // validateKey checks a target key: every part set, bounded, and free of the
-// NUL byte the store uses as a separator.
+// NUL byte the store uses as a separator; a cluster that starts with "@"
+// is reserved (the service keeps its fleets under "@fleet").
 func validateKey(e *ValidationError, field string, k *TargetKey) {
 	if k == nil {
 		e.Add(field, "must be set")
 		return
 	}
-	for _, p := range []struct{ name, value string }{{"cluster", k.Cluster}, {"namespace", k.Namespace}, {"name", k.Name}} {
+	if strings.HasPrefix(k.Cluster, "@") {
+		e.Add(field+".cluster", "must not start with '@' (reserved for the service's own records)")
+	}
+	validateNames(e, field, []struct{ name, value string }{{"cluster", k.Cluster}, {"namespace", k.Namespace}, {"name", k.Name}})
+}
+
+// validateNames checks the parts of a key: set, bounded, and free of '/'
+// and NUL.
+func validateNames(e *ValidationError, field string, parts []struct{ name, value string }) {
+	for _, p := range parts {
 		switch {
 		case p.value == "":
 			e.Add(field+"."+p.name, "must be set")
@@ -156,6 +166,9 @@ func (r *ListTargetsRequest) Validate() error {
 	if r.GetNamespace() != "" && r.GetCluster() == "" {
 		e.Add("namespace", "requires cluster")
 	}
+	if strings.HasPrefix(r.GetCluster(), "@") {
+		e.Add("cluster", "must not start with '@' (reserved for the service's own records)")
+	}
 	if n := r.GetPageSize(); n < 0 || n > MaxPageSize {
 		e.Add("page_size", "must be within [0, %d], got %d", MaxPageSize, n)
 	}
@@ -181,6 +194,83 @@ func (r *ListDecisionsRequest) Validate() error {
 	}
 	if n := r.GetPageSize(); n < 0 || n > MaxDecisionsPageSize {
 		e.Add("page_size", "must be within [0, %d], got %d", MaxDecisionsPageSize, n)
+	}
+	return e.Err()
+}
+
+// validateFleetKey checks a fleet key: namespace and name set, bounded, and
+// free of '/' and NUL.
+func validateFleetKey(e *ValidationError, field string, k *FleetKey) {
+	if k == nil {
+		e.Add(field, "must be set")
+		return
+	}
+	validateNames(e, field, []struct{ name, value string }{{"namespace", k.Namespace}, {"name", k.Name}})
+}
+
+// Validate checks the fleet's identity and that a spec is set; the spec
+// itself is checked when the server resolves it.
+func (r *PutFleetRequest) Validate() error {
+	e := &ValidationError{}
+	validateFleetKey(e, "fleet", r.GetFleet())
+	if r.GetSpec() == nil {
+		e.Add("spec", "must be set")
+	}
+	return e.Err()
+}
+
+// Validate checks the fleet's identity.
+func (r *GetFleetRequest) Validate() error {
+	e := &ValidationError{}
+	validateFleetKey(e, "fleet", r.GetFleet())
+	return e.Err()
+}
+
+// Validate checks the fleet's identity.
+func (r *DeleteFleetRequest) Validate() error {
+	e := &ValidationError{}
+	validateFleetKey(e, "fleet", r.GetFleet())
+	return e.Err()
+}
+
+// Validate checks the filter and the page size.
+func (r *ListFleetsRequest) Validate() error {
+	e := &ValidationError{}
+	if len(r.GetNamespace()) > maxNameLength || strings.ContainsAny(r.GetNamespace(), "\x00/") {
+		e.Add("namespace", "must be at most %d bytes, without '/' or NUL", maxNameLength)
+	}
+	if n := r.GetPageSize(); n < 0 || n > MaxPageSize {
+		e.Add("page_size", "must be within [0, %d], got %d", MaxPageSize, n)
+	}
+	return e.Err()
+}
+
+// Validate checks the fleet's identity, that a report is set and names
+// its member, and that a member able to scale sends its scale; the rest is
+// checked against the fleet's spec.
+func (r *ReportRequest) Validate() error {
+	e := &ValidationError{}
+	validateFleetKey(e, "fleet", r.GetFleet())
+	switch rep := r.GetReport(); {
+	case rep == nil:
+		e.Add("report", "must be set")
+	case rep.GetMember() == "":
+		e.Add("report.member", "must be set")
+	case rep.GetScale() == nil && rep.GetCannotScale() == "":
+		e.Add("report.scale", "must be set unless cannot_scale says why there is none")
+	}
+	return e.Err()
+}
+
+// Validate checks that a spec is set and seed_from, when set, names a
+// fleet; the steps are checked when the server converts them.
+func (r *SimulateFleetRequest) Validate() error {
+	e := &ValidationError{}
+	if r.GetSpec() == nil {
+		e.Add("spec", "must be set")
+	}
+	if r.GetSeedFrom() != nil {
+		validateFleetKey(e, "seed_from", r.GetSeedFrom())
 	}
 	return e.Err()
 }

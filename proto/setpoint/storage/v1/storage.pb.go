@@ -68,7 +68,11 @@ type Record struct {
 	ReceivedSpec []byte `protobuf:"bytes,9,opt,name=received_spec,json=receivedSpec,proto3" json:"received_spec,omitempty"`
 	// The forecast histories of the target's metrics, one per metric, when
 	// the target forecasts (absent otherwise): each at most 4,351 bytes.
-	Forecasts     []*MetricHistory `protobuf:"bytes,10,rep,name=forecasts,proto3" json:"forecasts,omitempty"`
+	Forecasts []*MetricHistory `protobuf:"bytes,10,rep,name=forecasts,proto3" json:"forecasts,omitempty"`
+	// The fleet's state when the record is a fleet's (the service keeps
+	// fleets under the reserved cluster "@fleet"): a marshalled FleetState,
+	// opaque to the store; empty for every other target.
+	Fleet         []byte `protobuf:"bytes,11,opt,name=fleet,proto3" json:"fleet,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -173,6 +177,531 @@ func (x *Record) GetForecasts() []*MetricHistory {
 	return nil
 }
 
+func (x *Record) GetFleet() []byte {
+	if x != nil {
+		return x.Fleet
+	}
+	return nil
+}
+
+// FleetState is what a fleet keeps besides its target record (the pooled
+// decisions, status and history): every member's latest report, what the
+// split remembers of each member, the last split and the last pool. It is
+// stored marshalled in Record.fleet.
+type FleetState struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Each member's latest report, in the order the members first reported.
+	Reports []*FleetMemberReport `protobuf:"bytes,1,rep,name=reports,proto3" json:"reports,omitempty"`
+	// Each member's state after the last split (package fleet's
+	// MemberState), in the spec's order then.
+	Members []*FleetMemberState `protobuf:"bytes,2,rep,name=members,proto3" json:"members,omitempty"`
+	// The last split; absent before the first decision.
+	Split *FleetSplit `protobuf:"bytes,3,opt,name=split,proto3" json:"split,omitempty"`
+	// What the last decision's pool made of each member, in the spec's
+	// order then.
+	Pool          []*FleetPoolMember `protobuf:"bytes,4,rep,name=pool,proto3" json:"pool,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FleetState) Reset() {
+	*x = FleetState{}
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FleetState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FleetState) ProtoMessage() {}
+
+func (x *FleetState) ProtoReflect() protoreflect.Message {
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FleetState.ProtoReflect.Descriptor instead.
+func (*FleetState) Descriptor() ([]byte, []int) {
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *FleetState) GetReports() []*FleetMemberReport {
+	if x != nil {
+		return x.Reports
+	}
+	return nil
+}
+
+func (x *FleetState) GetMembers() []*FleetMemberState {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *FleetState) GetSplit() *FleetSplit {
+	if x != nil {
+		return x.Split
+	}
+	return nil
+}
+
+func (x *FleetState) GetPool() []*FleetPoolMember {
+	if x != nil {
+		return x.Pool
+	}
+	return nil
+}
+
+// FleetMemberReport is one member's latest report.
+type FleetMemberReport struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The member's cluster.
+	Member string `protobuf:"bytes,1,opt,name=member,proto3" json:"member,omitempty"`
+	// Server time the report was received.
+	Received *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=received,proto3" json:"received,omitempty"`
+	// The report in the API's wire form: a marshalled
+	// setpoint.v1.FleetReport, as received.
+	Report        []byte `protobuf:"bytes,3,opt,name=report,proto3" json:"report,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FleetMemberReport) Reset() {
+	*x = FleetMemberReport{}
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FleetMemberReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FleetMemberReport) ProtoMessage() {}
+
+func (x *FleetMemberReport) ProtoReflect() protoreflect.Message {
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FleetMemberReport.ProtoReflect.Descriptor instead.
+func (*FleetMemberReport) Descriptor() ([]byte, []int) {
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *FleetMemberReport) GetMember() string {
+	if x != nil {
+		return x.Member
+	}
+	return ""
+}
+
+func (x *FleetMemberReport) GetReceived() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Received
+	}
+	return nil
+}
+
+func (x *FleetMemberReport) GetReport() []byte {
+	if x != nil {
+		return x.Report
+	}
+	return nil
+}
+
+// FleetMemberState mirrors fleet.MemberState.
+type FleetMemberState struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The member's cluster.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Whether the member was pooled in the last decision.
+	Pooled bool `protobuf:"varint,2,opt,name=pooled,proto3" json:"pooled,omitempty"`
+	// The member's share after the last split.
+	Share int32 `protobuf:"varint,3,opt,name=share,proto3" json:"share,omitempty"`
+	// Whether the member is returning from exclusion.
+	Returning bool `protobuf:"varint,4,opt,name=returning,proto3" json:"returning,omitempty"`
+	// The member's share decreases within the longest scale-down policy
+	// period, oldest first.
+	Decreases     []*ScaleEvent `protobuf:"bytes,5,rep,name=decreases,proto3" json:"decreases,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FleetMemberState) Reset() {
+	*x = FleetMemberState{}
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FleetMemberState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FleetMemberState) ProtoMessage() {}
+
+func (x *FleetMemberState) ProtoReflect() protoreflect.Message {
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FleetMemberState.ProtoReflect.Descriptor instead.
+func (*FleetMemberState) Descriptor() ([]byte, []int) {
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *FleetMemberState) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *FleetMemberState) GetPooled() bool {
+	if x != nil {
+		return x.Pooled
+	}
+	return false
+}
+
+func (x *FleetMemberState) GetShare() int32 {
+	if x != nil {
+		return x.Share
+	}
+	return 0
+}
+
+func (x *FleetMemberState) GetReturning() bool {
+	if x != nil {
+		return x.Returning
+	}
+	return false
+}
+
+func (x *FleetMemberState) GetDecreases() []*ScaleEvent {
+	if x != nil {
+		return x.Decreases
+	}
+	return nil
+}
+
+// FleetSplit mirrors fleet.Split, with its time.
+type FleetSplit struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The replica count divided.
+	Total int32 `protobuf:"varint,1,opt,name=total,proto3" json:"total,omitempty"`
+	// The sum of the shares.
+	Placed int32 `protobuf:"varint,2,opt,name=placed,proto3" json:"placed,omitempty"`
+	// The members' shares, in the spec's order.
+	Shares []*FleetShare `protobuf:"bytes,3,rep,name=shares,proto3" json:"shares,omitempty"`
+	// The split in words.
+	Message string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	// Server time of the decision the split was made for.
+	Time          *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=time,proto3" json:"time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FleetSplit) Reset() {
+	*x = FleetSplit{}
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FleetSplit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FleetSplit) ProtoMessage() {}
+
+func (x *FleetSplit) ProtoReflect() protoreflect.Message {
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FleetSplit.ProtoReflect.Descriptor instead.
+func (*FleetSplit) Descriptor() ([]byte, []int) {
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *FleetSplit) GetTotal() int32 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+func (x *FleetSplit) GetPlaced() int32 {
+	if x != nil {
+		return x.Placed
+	}
+	return 0
+}
+
+func (x *FleetSplit) GetShares() []*FleetShare {
+	if x != nil {
+		return x.Shares
+	}
+	return nil
+}
+
+func (x *FleetSplit) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *FleetSplit) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+// FleetShare mirrors fleet.Share.
+type FleetShare struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The member's cluster.
+	Member string `protobuf:"bytes,1,opt,name=member,proto3" json:"member,omitempty"`
+	// The member's replicas.
+	Replicas int32 `protobuf:"varint,2,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	// The share weights, min and max alone give.
+	Weighted int32 `protobuf:"varint,3,opt,name=weighted,proto3" json:"weighted,omitempty"`
+	// "Weighted", "AtMin", "AtMax", "Standby", "Held", "Returning" or
+	// "Excluded".
+	Reason string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The exact weighted quota's numerator, when rounded.
+	QuotaNum int64 `protobuf:"varint,5,opt,name=quota_num,json=quotaNum,proto3" json:"quota_num,omitempty"`
+	// The exact weighted quota's denominator, when rounded.
+	QuotaDen int64 `protobuf:"varint,6,opt,name=quota_den,json=quotaDen,proto3" json:"quota_den,omitempty"`
+	// Whether the member got one of the largest remainders.
+	Remainder bool `protobuf:"varint,7,opt,name=remainder,proto3" json:"remainder,omitempty"`
+	// "NoReport", "Stale" or "CannotScale" for an excluded member.
+	Exclusion string `protobuf:"bytes,8,opt,name=exclusion,proto3" json:"exclusion,omitempty"`
+	// The share in words.
+	Message       string `protobuf:"bytes,9,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FleetShare) Reset() {
+	*x = FleetShare{}
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FleetShare) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FleetShare) ProtoMessage() {}
+
+func (x *FleetShare) ProtoReflect() protoreflect.Message {
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FleetShare.ProtoReflect.Descriptor instead.
+func (*FleetShare) Descriptor() ([]byte, []int) {
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *FleetShare) GetMember() string {
+	if x != nil {
+		return x.Member
+	}
+	return ""
+}
+
+func (x *FleetShare) GetReplicas() int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return 0
+}
+
+func (x *FleetShare) GetWeighted() int32 {
+	if x != nil {
+		return x.Weighted
+	}
+	return 0
+}
+
+func (x *FleetShare) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *FleetShare) GetQuotaNum() int64 {
+	if x != nil {
+		return x.QuotaNum
+	}
+	return 0
+}
+
+func (x *FleetShare) GetQuotaDen() int64 {
+	if x != nil {
+		return x.QuotaDen
+	}
+	return 0
+}
+
+func (x *FleetShare) GetRemainder() bool {
+	if x != nil {
+		return x.Remainder
+	}
+	return false
+}
+
+func (x *FleetShare) GetExclusion() string {
+	if x != nil {
+		return x.Exclusion
+	}
+	return ""
+}
+
+func (x *FleetShare) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+// FleetPoolMember mirrors fleet.PoolMember.
+type FleetPoolMember struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The member's cluster.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// "NoReport", "Stale" or "CannotScale"; empty when pooled.
+	Exclusion string `protobuf:"bytes,2,opt,name=exclusion,proto3" json:"exclusion,omitempty"`
+	// The age of the member's report at the decision.
+	Age *durationpb.Duration `protobuf:"bytes,3,opt,name=age,proto3" json:"age,omitempty"`
+	// The member's current replicas in its report.
+	Replicas int32 `protobuf:"varint,4,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	// How many pods the member reported.
+	Pods int32 `protobuf:"varint,5,opt,name=pods,proto3" json:"pods,omitempty"`
+	// The same in words.
+	Message       string `protobuf:"bytes,6,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FleetPoolMember) Reset() {
+	*x = FleetPoolMember{}
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FleetPoolMember) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FleetPoolMember) ProtoMessage() {}
+
+func (x *FleetPoolMember) ProtoReflect() protoreflect.Message {
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FleetPoolMember.ProtoReflect.Descriptor instead.
+func (*FleetPoolMember) Descriptor() ([]byte, []int) {
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *FleetPoolMember) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *FleetPoolMember) GetExclusion() string {
+	if x != nil {
+		return x.Exclusion
+	}
+	return ""
+}
+
+func (x *FleetPoolMember) GetAge() *durationpb.Duration {
+	if x != nil {
+		return x.Age
+	}
+	return nil
+}
+
+func (x *FleetPoolMember) GetReplicas() int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return 0
+}
+
+func (x *FleetPoolMember) GetPods() int32 {
+	if x != nil {
+		return x.Pods
+	}
+	return 0
+}
+
+func (x *FleetPoolMember) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 // MetricHistory is the forecast history of one metric of a target.
 type MetricHistory struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -187,7 +716,7 @@ type MetricHistory struct {
 
 func (x *MetricHistory) Reset() {
 	*x = MetricHistory{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[1]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -199,7 +728,7 @@ func (x *MetricHistory) String() string {
 func (*MetricHistory) ProtoMessage() {}
 
 func (x *MetricHistory) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[1]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -212,7 +741,7 @@ func (x *MetricHistory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetricHistory.ProtoReflect.Descriptor instead.
 func (*MetricHistory) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{1}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *MetricHistory) GetMetric() string {
@@ -244,7 +773,7 @@ type TargetRef struct {
 
 func (x *TargetRef) Reset() {
 	*x = TargetRef{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[2]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -256,7 +785,7 @@ func (x *TargetRef) String() string {
 func (*TargetRef) ProtoMessage() {}
 
 func (x *TargetRef) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[2]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -269,7 +798,7 @@ func (x *TargetRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TargetRef.ProtoReflect.Descriptor instead.
 func (*TargetRef) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{2}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *TargetRef) GetApiVersion() string {
@@ -314,7 +843,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[3]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -326,7 +855,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[3]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -339,7 +868,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{3}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Event) GetKind() string {
@@ -408,7 +937,7 @@ type LastDecision struct {
 
 func (x *LastDecision) Reset() {
 	*x = LastDecision{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[4]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -420,7 +949,7 @@ func (x *LastDecision) String() string {
 func (*LastDecision) ProtoMessage() {}
 
 func (x *LastDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[4]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -433,7 +962,7 @@ func (x *LastDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LastDecision.ProtoReflect.Descriptor instead.
 func (*LastDecision) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{4}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *LastDecision) GetId() string {
@@ -496,7 +1025,7 @@ type Settings struct {
 
 func (x *Settings) Reset() {
 	*x = Settings{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[5]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -508,7 +1037,7 @@ func (x *Settings) String() string {
 func (*Settings) ProtoMessage() {}
 
 func (x *Settings) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[5]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -521,7 +1050,7 @@ func (x *Settings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Settings.ProtoReflect.Descriptor instead.
 func (*Settings) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{5}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Settings) GetTolerance() float64 {
@@ -569,7 +1098,7 @@ type Spec struct {
 
 func (x *Spec) Reset() {
 	*x = Spec{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[6]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -581,7 +1110,7 @@ func (x *Spec) String() string {
 func (*Spec) ProtoMessage() {}
 
 func (x *Spec) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[6]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -594,7 +1123,7 @@ func (x *Spec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Spec.ProtoReflect.Descriptor instead.
 func (*Spec) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{6}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Spec) GetMinReplicas() int32 {
@@ -647,7 +1176,7 @@ type MetricSpec struct {
 
 func (x *MetricSpec) Reset() {
 	*x = MetricSpec{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[7]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -659,7 +1188,7 @@ func (x *MetricSpec) String() string {
 func (*MetricSpec) ProtoMessage() {}
 
 func (x *MetricSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[7]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -672,7 +1201,7 @@ func (x *MetricSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetricSpec.ProtoReflect.Descriptor instead.
 func (*MetricSpec) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{7}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *MetricSpec) GetType() string {
@@ -730,7 +1259,7 @@ type MetricIdentifier struct {
 
 func (x *MetricIdentifier) Reset() {
 	*x = MetricIdentifier{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[8]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -742,7 +1271,7 @@ func (x *MetricIdentifier) String() string {
 func (*MetricIdentifier) ProtoMessage() {}
 
 func (x *MetricIdentifier) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[8]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -755,7 +1284,7 @@ func (x *MetricIdentifier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetricIdentifier.ProtoReflect.Descriptor instead.
 func (*MetricIdentifier) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{8}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *MetricIdentifier) GetName() string {
@@ -785,7 +1314,7 @@ type LabelSelector struct {
 
 func (x *LabelSelector) Reset() {
 	*x = LabelSelector{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[9]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -797,7 +1326,7 @@ func (x *LabelSelector) String() string {
 func (*LabelSelector) ProtoMessage() {}
 
 func (x *LabelSelector) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[9]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -810,7 +1339,7 @@ func (x *LabelSelector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelSelector.ProtoReflect.Descriptor instead.
 func (*LabelSelector) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{9}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *LabelSelector) GetMatchLabels() map[string]string {
@@ -842,7 +1371,7 @@ type LabelSelectorRequirement struct {
 
 func (x *LabelSelectorRequirement) Reset() {
 	*x = LabelSelectorRequirement{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[10]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -854,7 +1383,7 @@ func (x *LabelSelectorRequirement) String() string {
 func (*LabelSelectorRequirement) ProtoMessage() {}
 
 func (x *LabelSelectorRequirement) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[10]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -867,7 +1396,7 @@ func (x *LabelSelectorRequirement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelSelectorRequirement.ProtoReflect.Descriptor instead.
 func (*LabelSelectorRequirement) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{10}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *LabelSelectorRequirement) GetKey() string {
@@ -906,7 +1435,7 @@ type ObjectReference struct {
 
 func (x *ObjectReference) Reset() {
 	*x = ObjectReference{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[11]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -918,7 +1447,7 @@ func (x *ObjectReference) String() string {
 func (*ObjectReference) ProtoMessage() {}
 
 func (x *ObjectReference) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[11]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -931,7 +1460,7 @@ func (x *ObjectReference) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObjectReference.ProtoReflect.Descriptor instead.
 func (*ObjectReference) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{11}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ObjectReference) GetApiVersion() string {
@@ -970,7 +1499,7 @@ type Target struct {
 
 func (x *Target) Reset() {
 	*x = Target{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[12]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -982,7 +1511,7 @@ func (x *Target) String() string {
 func (*Target) ProtoMessage() {}
 
 func (x *Target) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[12]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -995,7 +1524,7 @@ func (x *Target) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Target.ProtoReflect.Descriptor instead.
 func (*Target) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{12}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Target) GetType() string {
@@ -1032,7 +1561,7 @@ type Behavior struct {
 
 func (x *Behavior) Reset() {
 	*x = Behavior{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[13]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1044,7 +1573,7 @@ func (x *Behavior) String() string {
 func (*Behavior) ProtoMessage() {}
 
 func (x *Behavior) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[13]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1057,7 +1586,7 @@ func (x *Behavior) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Behavior.ProtoReflect.Descriptor instead.
 func (*Behavior) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{13}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Behavior) GetScaleUp() *Rules {
@@ -1091,7 +1620,7 @@ type Rules struct {
 
 func (x *Rules) Reset() {
 	*x = Rules{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[14]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1103,7 +1632,7 @@ func (x *Rules) String() string {
 func (*Rules) ProtoMessage() {}
 
 func (x *Rules) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[14]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1116,7 +1645,7 @@ func (x *Rules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rules.ProtoReflect.Descriptor instead.
 func (*Rules) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{14}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Rules) GetStabilizationWindowSeconds() int32 {
@@ -1162,7 +1691,7 @@ type Policy struct {
 
 func (x *Policy) Reset() {
 	*x = Policy{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[15]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1174,7 +1703,7 @@ func (x *Policy) String() string {
 func (*Policy) ProtoMessage() {}
 
 func (x *Policy) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[15]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1187,7 +1716,7 @@ func (x *Policy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Policy.ProtoReflect.Descriptor instead.
 func (*Policy) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{15}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Policy) GetType() string {
@@ -1235,7 +1764,7 @@ type Status struct {
 
 func (x *Status) Reset() {
 	*x = Status{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[16]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1247,7 +1776,7 @@ func (x *Status) String() string {
 func (*Status) ProtoMessage() {}
 
 func (x *Status) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[16]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1260,7 +1789,7 @@ func (x *Status) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Status.ProtoReflect.Descriptor instead.
 func (*Status) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{16}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Status) GetCurrentReplicas() int32 {
@@ -1324,7 +1853,7 @@ type Condition struct {
 
 func (x *Condition) Reset() {
 	*x = Condition{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[17]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1336,7 +1865,7 @@ func (x *Condition) String() string {
 func (*Condition) ProtoMessage() {}
 
 func (x *Condition) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[17]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1349,7 +1878,7 @@ func (x *Condition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Condition.ProtoReflect.Descriptor instead.
 func (*Condition) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{17}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Condition) GetType() string {
@@ -1400,7 +1929,7 @@ type Quantity struct {
 
 func (x *Quantity) Reset() {
 	*x = Quantity{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[18]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1412,7 +1941,7 @@ func (x *Quantity) String() string {
 func (*Quantity) ProtoMessage() {}
 
 func (x *Quantity) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[18]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1425,7 +1954,7 @@ func (x *Quantity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Quantity.ProtoReflect.Descriptor instead.
 func (*Quantity) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{18}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Quantity) GetMilli() int64 {
@@ -1467,7 +1996,7 @@ type MetricStatus struct {
 
 func (x *MetricStatus) Reset() {
 	*x = MetricStatus{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[19]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1479,7 +2008,7 @@ func (x *MetricStatus) String() string {
 func (*MetricStatus) ProtoMessage() {}
 
 func (x *MetricStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[19]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1492,7 +2021,7 @@ func (x *MetricStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetricStatus.ProtoReflect.Descriptor instead.
 func (*MetricStatus) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{19}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *MetricStatus) GetType() string {
@@ -1566,7 +2095,7 @@ type History struct {
 
 func (x *History) Reset() {
 	*x = History{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[20]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1578,7 +2107,7 @@ func (x *History) String() string {
 func (*History) ProtoMessage() {}
 
 func (x *History) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[20]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1591,7 +2120,7 @@ func (x *History) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use History.ProtoReflect.Descriptor instead.
 func (*History) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{20}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *History) GetRecommendations() []*Recommendation {
@@ -1628,7 +2157,7 @@ type Recommendation struct {
 
 func (x *Recommendation) Reset() {
 	*x = Recommendation{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[21]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1640,7 +2169,7 @@ func (x *Recommendation) String() string {
 func (*Recommendation) ProtoMessage() {}
 
 func (x *Recommendation) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[21]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1653,7 +2182,7 @@ func (x *Recommendation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Recommendation.ProtoReflect.Descriptor instead.
 func (*Recommendation) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{21}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Recommendation) GetReplicas() int32 {
@@ -1685,7 +2214,7 @@ type ScaleEvent struct {
 
 func (x *ScaleEvent) Reset() {
 	*x = ScaleEvent{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[22]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1697,7 +2226,7 @@ func (x *ScaleEvent) String() string {
 func (*ScaleEvent) ProtoMessage() {}
 
 func (x *ScaleEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[22]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1710,7 +2239,7 @@ func (x *ScaleEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScaleEvent.ProtoReflect.Descriptor instead.
 func (*ScaleEvent) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{22}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ScaleEvent) GetChange() int32 {
@@ -1755,7 +2284,7 @@ type Decision struct {
 
 func (x *Decision) Reset() {
 	*x = Decision{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[23]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1767,7 +2296,7 @@ func (x *Decision) String() string {
 func (*Decision) ProtoMessage() {}
 
 func (x *Decision) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[23]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1780,7 +2309,7 @@ func (x *Decision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Decision.ProtoReflect.Descriptor instead.
 func (*Decision) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{23}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Decision) GetDesiredReplicas() int32 {
@@ -1844,7 +2373,7 @@ type Explanation struct {
 
 func (x *Explanation) Reset() {
 	*x = Explanation{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[24]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1856,7 +2385,7 @@ func (x *Explanation) String() string {
 func (*Explanation) ProtoMessage() {}
 
 func (x *Explanation) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[24]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1869,7 +2398,7 @@ func (x *Explanation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Explanation.ProtoReflect.Descriptor instead.
 func (*Explanation) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{24}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Explanation) GetCurrentReplicas() int32 {
@@ -1940,7 +2469,7 @@ type MetricExplanation struct {
 
 func (x *MetricExplanation) Reset() {
 	*x = MetricExplanation{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[25]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1952,7 +2481,7 @@ func (x *MetricExplanation) String() string {
 func (*MetricExplanation) ProtoMessage() {}
 
 func (x *MetricExplanation) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[25]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1965,7 +2494,7 @@ func (x *MetricExplanation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetricExplanation.ProtoReflect.Descriptor instead.
 func (*MetricExplanation) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{25}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *MetricExplanation) GetName() string {
@@ -2071,7 +2600,7 @@ type Step struct {
 
 func (x *Step) Reset() {
 	*x = Step{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[26]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2083,7 +2612,7 @@ func (x *Step) String() string {
 func (*Step) ProtoMessage() {}
 
 func (x *Step) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[26]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2096,7 +2625,7 @@ func (x *Step) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Step.ProtoReflect.Descriptor instead.
 func (*Step) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{26}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Step) GetKind() string {
@@ -2161,7 +2690,7 @@ type Change struct {
 
 func (x *Change) Reset() {
 	*x = Change{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[27]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2173,7 +2702,7 @@ func (x *Change) String() string {
 func (*Change) ProtoMessage() {}
 
 func (x *Change) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[27]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2186,7 +2715,7 @@ func (x *Change) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Change.ProtoReflect.Descriptor instead.
 func (*Change) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{27}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Change) GetCluster() string {
@@ -2307,7 +2836,7 @@ type LoggedDecision struct {
 
 func (x *LoggedDecision) Reset() {
 	*x = LoggedDecision{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[28]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2319,7 +2848,7 @@ func (x *LoggedDecision) String() string {
 func (*LoggedDecision) ProtoMessage() {}
 
 func (x *LoggedDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[28]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2332,7 +2861,7 @@ func (x *LoggedDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoggedDecision.ProtoReflect.Descriptor instead.
 func (*LoggedDecision) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{28}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *LoggedDecision) GetCurrentReplicas() int32 {
@@ -2420,7 +2949,7 @@ type LoggedMetric struct {
 
 func (x *LoggedMetric) Reset() {
 	*x = LoggedMetric{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[29]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2432,7 +2961,7 @@ func (x *LoggedMetric) String() string {
 func (*LoggedMetric) ProtoMessage() {}
 
 func (x *LoggedMetric) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[29]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2445,7 +2974,7 @@ func (x *LoggedMetric) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoggedMetric.ProtoReflect.Descriptor instead.
 func (*LoggedMetric) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{29}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *LoggedMetric) GetOutcome() uint32 {
@@ -2539,7 +3068,7 @@ type LoggedStep struct {
 
 func (x *LoggedStep) Reset() {
 	*x = LoggedStep{}
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[30]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2551,7 +3080,7 @@ func (x *LoggedStep) String() string {
 func (*LoggedStep) ProtoMessage() {}
 
 func (x *LoggedStep) ProtoReflect() protoreflect.Message {
-	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[30]
+	mi := &file_setpoint_storage_v1_storage_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2564,7 +3093,7 @@ func (x *LoggedStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoggedStep.ProtoReflect.Descriptor instead.
 func (*LoggedStep) Descriptor() ([]byte, []int) {
-	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{30}
+	return file_setpoint_storage_v1_storage_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *LoggedStep) GetKind() uint32 {
@@ -2613,7 +3142,7 @@ var File_setpoint_storage_v1_storage_proto protoreflect.FileDescriptor
 
 const file_setpoint_storage_v1_storage_proto_rawDesc = "" +
 	"\n" +
-	"!setpoint/storage/v1/storage.proto\x12\x13setpoint.storage.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa9\x04\n" +
+	"!setpoint/storage/v1/storage.proto\x12\x13setpoint.storage.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbf\x04\n" +
 	"\x06Record\x12=\n" +
 	"\n" +
 	"target_ref\x18\x01 \x01(\v2\x1e.setpoint.storage.v1.TargetRefR\ttargetRef\x12-\n" +
@@ -2626,7 +3155,49 @@ const file_setpoint_storage_v1_storage_proto_rawDesc = "" +
 	"\tlast_seen\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\blastSeen\x12#\n" +
 	"\rreceived_spec\x18\t \x01(\fR\freceivedSpec\x12@\n" +
 	"\tforecasts\x18\n" +
-	" \x03(\v2\".setpoint.storage.v1.MetricHistoryR\tforecasts\"A\n" +
+	" \x03(\v2\".setpoint.storage.v1.MetricHistoryR\tforecasts\x12\x14\n" +
+	"\x05fleet\x18\v \x01(\fR\x05fleet\"\x80\x02\n" +
+	"\n" +
+	"FleetState\x12@\n" +
+	"\areports\x18\x01 \x03(\v2&.setpoint.storage.v1.FleetMemberReportR\areports\x12?\n" +
+	"\amembers\x18\x02 \x03(\v2%.setpoint.storage.v1.FleetMemberStateR\amembers\x125\n" +
+	"\x05split\x18\x03 \x01(\v2\x1f.setpoint.storage.v1.FleetSplitR\x05split\x128\n" +
+	"\x04pool\x18\x04 \x03(\v2$.setpoint.storage.v1.FleetPoolMemberR\x04pool\"{\n" +
+	"\x11FleetMemberReport\x12\x16\n" +
+	"\x06member\x18\x01 \x01(\tR\x06member\x126\n" +
+	"\breceived\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\breceived\x12\x16\n" +
+	"\x06report\x18\x03 \x01(\fR\x06report\"\xb1\x01\n" +
+	"\x10FleetMemberState\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06pooled\x18\x02 \x01(\bR\x06pooled\x12\x14\n" +
+	"\x05share\x18\x03 \x01(\x05R\x05share\x12\x1c\n" +
+	"\treturning\x18\x04 \x01(\bR\treturning\x12=\n" +
+	"\tdecreases\x18\x05 \x03(\v2\x1f.setpoint.storage.v1.ScaleEventR\tdecreases\"\xbd\x01\n" +
+	"\n" +
+	"FleetSplit\x12\x14\n" +
+	"\x05total\x18\x01 \x01(\x05R\x05total\x12\x16\n" +
+	"\x06placed\x18\x02 \x01(\x05R\x06placed\x127\n" +
+	"\x06shares\x18\x03 \x03(\v2\x1f.setpoint.storage.v1.FleetShareR\x06shares\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\x12.\n" +
+	"\x04time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\x84\x02\n" +
+	"\n" +
+	"FleetShare\x12\x16\n" +
+	"\x06member\x18\x01 \x01(\tR\x06member\x12\x1a\n" +
+	"\breplicas\x18\x02 \x01(\x05R\breplicas\x12\x1a\n" +
+	"\bweighted\x18\x03 \x01(\x05R\bweighted\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x1b\n" +
+	"\tquota_num\x18\x05 \x01(\x03R\bquotaNum\x12\x1b\n" +
+	"\tquota_den\x18\x06 \x01(\x03R\bquotaDen\x12\x1c\n" +
+	"\tremainder\x18\a \x01(\bR\tremainder\x12\x1c\n" +
+	"\texclusion\x18\b \x01(\tR\texclusion\x12\x18\n" +
+	"\amessage\x18\t \x01(\tR\amessage\"\xba\x01\n" +
+	"\x0fFleetPoolMember\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
+	"\texclusion\x18\x02 \x01(\tR\texclusion\x12+\n" +
+	"\x03age\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x03age\x12\x1a\n" +
+	"\breplicas\x18\x04 \x01(\x05R\breplicas\x12\x12\n" +
+	"\x04pods\x18\x05 \x01(\x05R\x04pods\x12\x18\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage\"A\n" +
 	"\rMetricHistory\x12\x16\n" +
 	"\x06metric\x18\x01 \x01(\tR\x06metric\x12\x18\n" +
 	"\ahistory\x18\x02 \x01(\fR\ahistory\"T\n" +
@@ -2832,99 +3403,114 @@ func file_setpoint_storage_v1_storage_proto_rawDescGZIP() []byte {
 	return file_setpoint_storage_v1_storage_proto_rawDescData
 }
 
-var file_setpoint_storage_v1_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_setpoint_storage_v1_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_setpoint_storage_v1_storage_proto_goTypes = []any{
 	(*Record)(nil),                   // 0: setpoint.storage.v1.Record
-	(*MetricHistory)(nil),            // 1: setpoint.storage.v1.MetricHistory
-	(*TargetRef)(nil),                // 2: setpoint.storage.v1.TargetRef
-	(*Event)(nil),                    // 3: setpoint.storage.v1.Event
-	(*LastDecision)(nil),             // 4: setpoint.storage.v1.LastDecision
-	(*Settings)(nil),                 // 5: setpoint.storage.v1.Settings
-	(*Spec)(nil),                     // 6: setpoint.storage.v1.Spec
-	(*MetricSpec)(nil),               // 7: setpoint.storage.v1.MetricSpec
-	(*MetricIdentifier)(nil),         // 8: setpoint.storage.v1.MetricIdentifier
-	(*LabelSelector)(nil),            // 9: setpoint.storage.v1.LabelSelector
-	(*LabelSelectorRequirement)(nil), // 10: setpoint.storage.v1.LabelSelectorRequirement
-	(*ObjectReference)(nil),          // 11: setpoint.storage.v1.ObjectReference
-	(*Target)(nil),                   // 12: setpoint.storage.v1.Target
-	(*Behavior)(nil),                 // 13: setpoint.storage.v1.Behavior
-	(*Rules)(nil),                    // 14: setpoint.storage.v1.Rules
-	(*Policy)(nil),                   // 15: setpoint.storage.v1.Policy
-	(*Status)(nil),                   // 16: setpoint.storage.v1.Status
-	(*Condition)(nil),                // 17: setpoint.storage.v1.Condition
-	(*Quantity)(nil),                 // 18: setpoint.storage.v1.Quantity
-	(*MetricStatus)(nil),             // 19: setpoint.storage.v1.MetricStatus
-	(*History)(nil),                  // 20: setpoint.storage.v1.History
-	(*Recommendation)(nil),           // 21: setpoint.storage.v1.Recommendation
-	(*ScaleEvent)(nil),               // 22: setpoint.storage.v1.ScaleEvent
-	(*Decision)(nil),                 // 23: setpoint.storage.v1.Decision
-	(*Explanation)(nil),              // 24: setpoint.storage.v1.Explanation
-	(*MetricExplanation)(nil),        // 25: setpoint.storage.v1.MetricExplanation
-	(*Step)(nil),                     // 26: setpoint.storage.v1.Step
-	(*Change)(nil),                   // 27: setpoint.storage.v1.Change
-	(*LoggedDecision)(nil),           // 28: setpoint.storage.v1.LoggedDecision
-	(*LoggedMetric)(nil),             // 29: setpoint.storage.v1.LoggedMetric
-	(*LoggedStep)(nil),               // 30: setpoint.storage.v1.LoggedStep
-	nil,                              // 31: setpoint.storage.v1.LabelSelector.MatchLabelsEntry
-	(*timestamppb.Timestamp)(nil),    // 32: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),      // 33: google.protobuf.Duration
+	(*FleetState)(nil),               // 1: setpoint.storage.v1.FleetState
+	(*FleetMemberReport)(nil),        // 2: setpoint.storage.v1.FleetMemberReport
+	(*FleetMemberState)(nil),         // 3: setpoint.storage.v1.FleetMemberState
+	(*FleetSplit)(nil),               // 4: setpoint.storage.v1.FleetSplit
+	(*FleetShare)(nil),               // 5: setpoint.storage.v1.FleetShare
+	(*FleetPoolMember)(nil),          // 6: setpoint.storage.v1.FleetPoolMember
+	(*MetricHistory)(nil),            // 7: setpoint.storage.v1.MetricHistory
+	(*TargetRef)(nil),                // 8: setpoint.storage.v1.TargetRef
+	(*Event)(nil),                    // 9: setpoint.storage.v1.Event
+	(*LastDecision)(nil),             // 10: setpoint.storage.v1.LastDecision
+	(*Settings)(nil),                 // 11: setpoint.storage.v1.Settings
+	(*Spec)(nil),                     // 12: setpoint.storage.v1.Spec
+	(*MetricSpec)(nil),               // 13: setpoint.storage.v1.MetricSpec
+	(*MetricIdentifier)(nil),         // 14: setpoint.storage.v1.MetricIdentifier
+	(*LabelSelector)(nil),            // 15: setpoint.storage.v1.LabelSelector
+	(*LabelSelectorRequirement)(nil), // 16: setpoint.storage.v1.LabelSelectorRequirement
+	(*ObjectReference)(nil),          // 17: setpoint.storage.v1.ObjectReference
+	(*Target)(nil),                   // 18: setpoint.storage.v1.Target
+	(*Behavior)(nil),                 // 19: setpoint.storage.v1.Behavior
+	(*Rules)(nil),                    // 20: setpoint.storage.v1.Rules
+	(*Policy)(nil),                   // 21: setpoint.storage.v1.Policy
+	(*Status)(nil),                   // 22: setpoint.storage.v1.Status
+	(*Condition)(nil),                // 23: setpoint.storage.v1.Condition
+	(*Quantity)(nil),                 // 24: setpoint.storage.v1.Quantity
+	(*MetricStatus)(nil),             // 25: setpoint.storage.v1.MetricStatus
+	(*History)(nil),                  // 26: setpoint.storage.v1.History
+	(*Recommendation)(nil),           // 27: setpoint.storage.v1.Recommendation
+	(*ScaleEvent)(nil),               // 28: setpoint.storage.v1.ScaleEvent
+	(*Decision)(nil),                 // 29: setpoint.storage.v1.Decision
+	(*Explanation)(nil),              // 30: setpoint.storage.v1.Explanation
+	(*MetricExplanation)(nil),        // 31: setpoint.storage.v1.MetricExplanation
+	(*Step)(nil),                     // 32: setpoint.storage.v1.Step
+	(*Change)(nil),                   // 33: setpoint.storage.v1.Change
+	(*LoggedDecision)(nil),           // 34: setpoint.storage.v1.LoggedDecision
+	(*LoggedMetric)(nil),             // 35: setpoint.storage.v1.LoggedMetric
+	(*LoggedStep)(nil),               // 36: setpoint.storage.v1.LoggedStep
+	nil,                              // 37: setpoint.storage.v1.LabelSelector.MatchLabelsEntry
+	(*timestamppb.Timestamp)(nil),    // 38: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),      // 39: google.protobuf.Duration
 }
 var file_setpoint_storage_v1_storage_proto_depIdxs = []int32{
-	2,  // 0: setpoint.storage.v1.Record.target_ref:type_name -> setpoint.storage.v1.TargetRef
-	6,  // 1: setpoint.storage.v1.Record.spec:type_name -> setpoint.storage.v1.Spec
-	5,  // 2: setpoint.storage.v1.Record.settings:type_name -> setpoint.storage.v1.Settings
-	16, // 3: setpoint.storage.v1.Record.status:type_name -> setpoint.storage.v1.Status
-	20, // 4: setpoint.storage.v1.Record.history:type_name -> setpoint.storage.v1.History
-	4,  // 5: setpoint.storage.v1.Record.last:type_name -> setpoint.storage.v1.LastDecision
-	3,  // 6: setpoint.storage.v1.Record.events:type_name -> setpoint.storage.v1.Event
-	32, // 7: setpoint.storage.v1.Record.last_seen:type_name -> google.protobuf.Timestamp
-	1,  // 8: setpoint.storage.v1.Record.forecasts:type_name -> setpoint.storage.v1.MetricHistory
-	32, // 9: setpoint.storage.v1.Event.at:type_name -> google.protobuf.Timestamp
-	32, // 10: setpoint.storage.v1.LastDecision.at:type_name -> google.protobuf.Timestamp
-	23, // 11: setpoint.storage.v1.LastDecision.decision:type_name -> setpoint.storage.v1.Decision
-	16, // 12: setpoint.storage.v1.LastDecision.before:type_name -> setpoint.storage.v1.Status
-	33, // 13: setpoint.storage.v1.Settings.cpu_initialization_period:type_name -> google.protobuf.Duration
-	33, // 14: setpoint.storage.v1.Settings.initial_readiness_delay:type_name -> google.protobuf.Duration
-	33, // 15: setpoint.storage.v1.Settings.downscale_stabilization_window:type_name -> google.protobuf.Duration
-	7,  // 16: setpoint.storage.v1.Spec.metrics:type_name -> setpoint.storage.v1.MetricSpec
-	13, // 17: setpoint.storage.v1.Spec.behavior:type_name -> setpoint.storage.v1.Behavior
-	8,  // 18: setpoint.storage.v1.MetricSpec.metric:type_name -> setpoint.storage.v1.MetricIdentifier
-	11, // 19: setpoint.storage.v1.MetricSpec.described_object:type_name -> setpoint.storage.v1.ObjectReference
-	12, // 20: setpoint.storage.v1.MetricSpec.target:type_name -> setpoint.storage.v1.Target
-	9,  // 21: setpoint.storage.v1.MetricIdentifier.selector:type_name -> setpoint.storage.v1.LabelSelector
-	31, // 22: setpoint.storage.v1.LabelSelector.match_labels:type_name -> setpoint.storage.v1.LabelSelector.MatchLabelsEntry
-	10, // 23: setpoint.storage.v1.LabelSelector.match_expressions:type_name -> setpoint.storage.v1.LabelSelectorRequirement
-	14, // 24: setpoint.storage.v1.Behavior.scale_up:type_name -> setpoint.storage.v1.Rules
-	14, // 25: setpoint.storage.v1.Behavior.scale_down:type_name -> setpoint.storage.v1.Rules
-	15, // 26: setpoint.storage.v1.Rules.policies:type_name -> setpoint.storage.v1.Policy
-	32, // 27: setpoint.storage.v1.Status.last_scale_time:type_name -> google.protobuf.Timestamp
-	19, // 28: setpoint.storage.v1.Status.current_metrics:type_name -> setpoint.storage.v1.MetricStatus
-	17, // 29: setpoint.storage.v1.Status.conditions:type_name -> setpoint.storage.v1.Condition
-	32, // 30: setpoint.storage.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
-	8,  // 31: setpoint.storage.v1.MetricStatus.metric:type_name -> setpoint.storage.v1.MetricIdentifier
-	11, // 32: setpoint.storage.v1.MetricStatus.described_object:type_name -> setpoint.storage.v1.ObjectReference
-	18, // 33: setpoint.storage.v1.MetricStatus.value:type_name -> setpoint.storage.v1.Quantity
-	18, // 34: setpoint.storage.v1.MetricStatus.average_value:type_name -> setpoint.storage.v1.Quantity
-	21, // 35: setpoint.storage.v1.History.recommendations:type_name -> setpoint.storage.v1.Recommendation
-	22, // 36: setpoint.storage.v1.History.scale_up_events:type_name -> setpoint.storage.v1.ScaleEvent
-	22, // 37: setpoint.storage.v1.History.scale_down_events:type_name -> setpoint.storage.v1.ScaleEvent
-	32, // 38: setpoint.storage.v1.Recommendation.at:type_name -> google.protobuf.Timestamp
-	32, // 39: setpoint.storage.v1.ScaleEvent.at:type_name -> google.protobuf.Timestamp
-	16, // 40: setpoint.storage.v1.Decision.status:type_name -> setpoint.storage.v1.Status
-	24, // 41: setpoint.storage.v1.Decision.explanation:type_name -> setpoint.storage.v1.Explanation
-	20, // 42: setpoint.storage.v1.Decision.history:type_name -> setpoint.storage.v1.History
-	25, // 43: setpoint.storage.v1.Explanation.metrics:type_name -> setpoint.storage.v1.MetricExplanation
-	26, // 44: setpoint.storage.v1.Explanation.steps:type_name -> setpoint.storage.v1.Step
-	4,  // 45: setpoint.storage.v1.Change.decision:type_name -> setpoint.storage.v1.LastDecision
-	3,  // 46: setpoint.storage.v1.Change.observation:type_name -> setpoint.storage.v1.Event
-	32, // 47: setpoint.storage.v1.Change.deleted:type_name -> google.protobuf.Timestamp
-	29, // 48: setpoint.storage.v1.LoggedDecision.metrics:type_name -> setpoint.storage.v1.LoggedMetric
-	30, // 49: setpoint.storage.v1.LoggedDecision.steps:type_name -> setpoint.storage.v1.LoggedStep
-	50, // [50:50] is the sub-list for method output_type
-	50, // [50:50] is the sub-list for method input_type
-	50, // [50:50] is the sub-list for extension type_name
-	50, // [50:50] is the sub-list for extension extendee
-	0,  // [0:50] is the sub-list for field type_name
+	8,  // 0: setpoint.storage.v1.Record.target_ref:type_name -> setpoint.storage.v1.TargetRef
+	12, // 1: setpoint.storage.v1.Record.spec:type_name -> setpoint.storage.v1.Spec
+	11, // 2: setpoint.storage.v1.Record.settings:type_name -> setpoint.storage.v1.Settings
+	22, // 3: setpoint.storage.v1.Record.status:type_name -> setpoint.storage.v1.Status
+	26, // 4: setpoint.storage.v1.Record.history:type_name -> setpoint.storage.v1.History
+	10, // 5: setpoint.storage.v1.Record.last:type_name -> setpoint.storage.v1.LastDecision
+	9,  // 6: setpoint.storage.v1.Record.events:type_name -> setpoint.storage.v1.Event
+	38, // 7: setpoint.storage.v1.Record.last_seen:type_name -> google.protobuf.Timestamp
+	7,  // 8: setpoint.storage.v1.Record.forecasts:type_name -> setpoint.storage.v1.MetricHistory
+	2,  // 9: setpoint.storage.v1.FleetState.reports:type_name -> setpoint.storage.v1.FleetMemberReport
+	3,  // 10: setpoint.storage.v1.FleetState.members:type_name -> setpoint.storage.v1.FleetMemberState
+	4,  // 11: setpoint.storage.v1.FleetState.split:type_name -> setpoint.storage.v1.FleetSplit
+	6,  // 12: setpoint.storage.v1.FleetState.pool:type_name -> setpoint.storage.v1.FleetPoolMember
+	38, // 13: setpoint.storage.v1.FleetMemberReport.received:type_name -> google.protobuf.Timestamp
+	28, // 14: setpoint.storage.v1.FleetMemberState.decreases:type_name -> setpoint.storage.v1.ScaleEvent
+	5,  // 15: setpoint.storage.v1.FleetSplit.shares:type_name -> setpoint.storage.v1.FleetShare
+	38, // 16: setpoint.storage.v1.FleetSplit.time:type_name -> google.protobuf.Timestamp
+	39, // 17: setpoint.storage.v1.FleetPoolMember.age:type_name -> google.protobuf.Duration
+	38, // 18: setpoint.storage.v1.Event.at:type_name -> google.protobuf.Timestamp
+	38, // 19: setpoint.storage.v1.LastDecision.at:type_name -> google.protobuf.Timestamp
+	29, // 20: setpoint.storage.v1.LastDecision.decision:type_name -> setpoint.storage.v1.Decision
+	22, // 21: setpoint.storage.v1.LastDecision.before:type_name -> setpoint.storage.v1.Status
+	39, // 22: setpoint.storage.v1.Settings.cpu_initialization_period:type_name -> google.protobuf.Duration
+	39, // 23: setpoint.storage.v1.Settings.initial_readiness_delay:type_name -> google.protobuf.Duration
+	39, // 24: setpoint.storage.v1.Settings.downscale_stabilization_window:type_name -> google.protobuf.Duration
+	13, // 25: setpoint.storage.v1.Spec.metrics:type_name -> setpoint.storage.v1.MetricSpec
+	19, // 26: setpoint.storage.v1.Spec.behavior:type_name -> setpoint.storage.v1.Behavior
+	14, // 27: setpoint.storage.v1.MetricSpec.metric:type_name -> setpoint.storage.v1.MetricIdentifier
+	17, // 28: setpoint.storage.v1.MetricSpec.described_object:type_name -> setpoint.storage.v1.ObjectReference
+	18, // 29: setpoint.storage.v1.MetricSpec.target:type_name -> setpoint.storage.v1.Target
+	15, // 30: setpoint.storage.v1.MetricIdentifier.selector:type_name -> setpoint.storage.v1.LabelSelector
+	37, // 31: setpoint.storage.v1.LabelSelector.match_labels:type_name -> setpoint.storage.v1.LabelSelector.MatchLabelsEntry
+	16, // 32: setpoint.storage.v1.LabelSelector.match_expressions:type_name -> setpoint.storage.v1.LabelSelectorRequirement
+	20, // 33: setpoint.storage.v1.Behavior.scale_up:type_name -> setpoint.storage.v1.Rules
+	20, // 34: setpoint.storage.v1.Behavior.scale_down:type_name -> setpoint.storage.v1.Rules
+	21, // 35: setpoint.storage.v1.Rules.policies:type_name -> setpoint.storage.v1.Policy
+	38, // 36: setpoint.storage.v1.Status.last_scale_time:type_name -> google.protobuf.Timestamp
+	25, // 37: setpoint.storage.v1.Status.current_metrics:type_name -> setpoint.storage.v1.MetricStatus
+	23, // 38: setpoint.storage.v1.Status.conditions:type_name -> setpoint.storage.v1.Condition
+	38, // 39: setpoint.storage.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
+	14, // 40: setpoint.storage.v1.MetricStatus.metric:type_name -> setpoint.storage.v1.MetricIdentifier
+	17, // 41: setpoint.storage.v1.MetricStatus.described_object:type_name -> setpoint.storage.v1.ObjectReference
+	24, // 42: setpoint.storage.v1.MetricStatus.value:type_name -> setpoint.storage.v1.Quantity
+	24, // 43: setpoint.storage.v1.MetricStatus.average_value:type_name -> setpoint.storage.v1.Quantity
+	27, // 44: setpoint.storage.v1.History.recommendations:type_name -> setpoint.storage.v1.Recommendation
+	28, // 45: setpoint.storage.v1.History.scale_up_events:type_name -> setpoint.storage.v1.ScaleEvent
+	28, // 46: setpoint.storage.v1.History.scale_down_events:type_name -> setpoint.storage.v1.ScaleEvent
+	38, // 47: setpoint.storage.v1.Recommendation.at:type_name -> google.protobuf.Timestamp
+	38, // 48: setpoint.storage.v1.ScaleEvent.at:type_name -> google.protobuf.Timestamp
+	22, // 49: setpoint.storage.v1.Decision.status:type_name -> setpoint.storage.v1.Status
+	30, // 50: setpoint.storage.v1.Decision.explanation:type_name -> setpoint.storage.v1.Explanation
+	26, // 51: setpoint.storage.v1.Decision.history:type_name -> setpoint.storage.v1.History
+	31, // 52: setpoint.storage.v1.Explanation.metrics:type_name -> setpoint.storage.v1.MetricExplanation
+	32, // 53: setpoint.storage.v1.Explanation.steps:type_name -> setpoint.storage.v1.Step
+	10, // 54: setpoint.storage.v1.Change.decision:type_name -> setpoint.storage.v1.LastDecision
+	9,  // 55: setpoint.storage.v1.Change.observation:type_name -> setpoint.storage.v1.Event
+	38, // 56: setpoint.storage.v1.Change.deleted:type_name -> google.protobuf.Timestamp
+	35, // 57: setpoint.storage.v1.LoggedDecision.metrics:type_name -> setpoint.storage.v1.LoggedMetric
+	36, // 58: setpoint.storage.v1.LoggedDecision.steps:type_name -> setpoint.storage.v1.LoggedStep
+	59, // [59:59] is the sub-list for method output_type
+	59, // [59:59] is the sub-list for method input_type
+	59, // [59:59] is the sub-list for extension type_name
+	59, // [59:59] is the sub-list for extension extendee
+	0,  // [0:59] is the sub-list for field type_name
 }
 
 func init() { file_setpoint_storage_v1_storage_proto_init() }
@@ -2932,9 +3518,9 @@ func file_setpoint_storage_v1_storage_proto_init() {
 	if File_setpoint_storage_v1_storage_proto != nil {
 		return
 	}
-	file_setpoint_storage_v1_storage_proto_msgTypes[4].OneofWrappers = []any{}
-	file_setpoint_storage_v1_storage_proto_msgTypes[19].OneofWrappers = []any{}
-	file_setpoint_storage_v1_storage_proto_msgTypes[27].OneofWrappers = []any{
+	file_setpoint_storage_v1_storage_proto_msgTypes[10].OneofWrappers = []any{}
+	file_setpoint_storage_v1_storage_proto_msgTypes[25].OneofWrappers = []any{}
+	file_setpoint_storage_v1_storage_proto_msgTypes[33].OneofWrappers = []any{
 		(*Change_Decision)(nil),
 		(*Change_Observation)(nil),
 		(*Change_Deleted)(nil),
@@ -2945,7 +3531,7 @@ func file_setpoint_storage_v1_storage_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_setpoint_storage_v1_storage_proto_rawDesc), len(file_setpoint_storage_v1_storage_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   32,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
