@@ -34,6 +34,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/setpointhq/setpoint/agent/api/v1alpha1"
+	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 )
 
 // Defaults of Options.
@@ -76,6 +77,10 @@ type Options struct {
 	Metrics MetricsClients
 	// Service is the Setpoint service.
 	Service Service
+	// Fleets is the Setpoint service's FleetService, which the members of
+	// fleets (spec.fleet) report to; nil makes every fleet member fail
+	// with ReasonInvalidSpec.
+	Fleets FleetService
 	// Serve says which kinds the controller serves: Autoscalers (the
 	// default when empty), HorizontalPodAutoscalers, or both.
 	Serve Serve
@@ -490,6 +495,11 @@ func (c *Controller) cached(k objectKey) (any, bool, error) {
 type keyState struct {
 	// started is when the last reconcile started.
 	started time.Time
+	// fleet names the fleet of a fleet member, and fleetSpec is that
+	// fleet's spec as the service last gave it: the metrics its next
+	// report follows.
+	fleet     string
+	fleetSpec *setpointv1.FleetSpec
 }
 
 // podLabelIndex indexes the pod cache by "namespace/key=value" for each

@@ -86,6 +86,8 @@ type fakeScales struct {
 	scales    map[string]*autoscalingv1.Scale // by namespace/name
 	conflicts int
 	updates   int
+	// updateErr, when set, fails every update.
+	updateErr error
 }
 
 func (f *fakeScales) Scales(namespace string) scale.ScaleInterface {
@@ -110,6 +112,9 @@ func (s *fakeScaleInterface) Get(_ context.Context, gr schema.GroupResource, nam
 func (s *fakeScaleInterface) Update(_ context.Context, gr schema.GroupResource, sc *autoscalingv1.Scale, _ metav1.UpdateOptions) (*autoscalingv1.Scale, error) {
 	s.f.mu.Lock()
 	defer s.f.mu.Unlock()
+	if s.f.updateErr != nil {
+		return nil, s.f.updateErr
+	}
 	if s.f.conflicts > 0 {
 		s.f.conflicts--
 		// Someone else wrote the object meanwhile (not its replicas).

@@ -74,6 +74,24 @@
 // status (leftAt), so an external change is noticed after a leader
 // failover too.
 //
+// # Fleets
+//
+// An Autoscaler with spec.fleet is a member of a fleet (docs/fleets.md):
+// one autoscaler, kept by the service, over a workload that runs in
+// several clusters. Its reconcile (reconcileFleet, Options.Fleets) reads
+// the Scale, the pods and the metrics of the fleet's spec — the spec the
+// last FleetService.Report answer carried, or GetFleet's before the first
+// — through the same calls and conversion as steps 1–3 above, reports them
+// as the member Options.Cluster, and sets the workload's replicas to the
+// member's share whenever they differ. It leaves them alone before the
+// fleet's first split and while the split excludes the member. The report
+// says the member cannot scale when its workload is missing, its Scale
+// update was refused (and a write of the current count still is), or
+// another autoscaler selects its pods. The status holds the share
+// (desiredReplicas), the fleet's total (fleetReplicas) and the
+// FleetShare condition; the Autoscaler's own limits, metrics and
+// behavior are not used.
+//
 // # Failures
 //
 // When the service is unreachable or slow (gRPC Unavailable or

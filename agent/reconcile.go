@@ -207,6 +207,9 @@ func (r *run) reconcile(ctx context.Context) (string, error) {
 		return resultPaused, r.writeStatus(ctx)
 	}
 	r.status.Conditions = removeCondition(r.status.Conditions, v1alpha1.ConditionPaused)
+	if spec.Fleet != nil {
+		return r.reconcileFleet(ctx)
+	}
 
 	sc, gr, err := r.c.scaleFor(ctx, r.meta.Namespace, spec.ScaleTargetRef)
 	if err != nil {
@@ -227,31 +230,12 @@ func (r *run) reconcile(ctx context.Context) (string, error) {
 
 	// The selector is checked, and the autoscaler's pods compared with the
 	// others', only when the HPA controller would compute metrics.
-	selector, err := labels.Parse(sc.Status.Selector)
-	switch {
-	case sc.Status.Selector == "":
-		selector = labels.Nothing()
-		if computesMetrics(spec, &r.prev, current) {
-			r.event(corev1.EventTypeWarning, "SelectorRequired", "%s", "selector is required")
-		}
-	case err != nil:
-		selector = labels.Nothing()
-		if computesMetrics(spec, &r.prev, current) {
-			r.event(corev1.EventTypeWarning, "InvalidSelector", "couldn't convert selector into a corresponding internal selector object: %v", err)
-		}
+	selector, pods, ambiguous, err := r.podsOf(sc, computesMetrics(spec, &r.prev, current))
+	if err != nil {
+		return resultError, err
 	}
-	var pods []*corev1.Pod
-	if err == nil && sc.Status.Selector != "" {
-		pods, err = r.c.podsFor(r.meta.Namespace, selector)
-		if err != nil {
-			return resultError, fmt.Errorf("agent: list pods: %w", err)
-		}
-		sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
-		if computesMetrics(spec, &r.prev, current) {
-			if msg, ambiguous := r.c.ambiguous(r.key, sc.Status.Selector, selector, pods); ambiguous {
-				return r.ambiguousSelector(ctx, msg)
-			}
-		}
+	if ambiguous != "" {
+		return r.ambiguousSelector(ctx, ambiguous)
 	}
 	rm, values, took := r.c.opts.Metrics.fetchMetrics(ctx, r.meta.Namespace, spec, selector)
 
@@ -260,7 +244,7 @@ func (r *run) reconcile(ctx context.Context) (string, error) {
 		Generation:      r.meta.Generation,
 		Spec:            *spec.DeepCopy(),
 		Settings:        r.c.opts.Settings,
-		Scale:           Scale{Replicas: sc.Spec.Replicas, StatusReplicas: sc.Status.Replicas, Selector: sc.Status.Selector},
+		Scale:           scaleOf(sc),
 		Pods:            pods,
 		ResourceMetrics: rm,
 		Metrics:         values,
@@ -332,6 +316,47 @@ func (r *run) reconcile(ctx context.Context) (string, error) {
 		return resultError, err
 	}
 	return resultSuccess, nil
+}
+
+// podsOf reads the pods the Scale's selector matches, sorted by name, as
+// the HPA controller reads them. check says whether the controller would
+// compute metrics (computesMetrics): only then does a missing or invalid
+// selector get its Event, and are the pods compared with the other
+// autoscalers' — ambiguous is then the AmbiguousSelector message when
+// another autoscaler selects some of them. A selector that is missing or
+// does not parse selects nothing.
+func (r *run) podsOf(sc *autoscalingv1.Scale, check bool) (selector labels.Selector, pods []*corev1.Pod, ambiguous string, err error) {
+	selector, err = labels.Parse(sc.Status.Selector)
+	switch {
+	case sc.Status.Selector == "":
+		selector = labels.Nothing()
+		if check {
+			r.event(corev1.EventTypeWarning, "SelectorRequired", "%s", "selector is required")
+		}
+		return selector, nil, "", nil
+	case err != nil:
+		selector = labels.Nothing()
+		if check {
+			r.event(corev1.EventTypeWarning, "InvalidSelector", "couldn't convert selector into a corresponding internal selector object: %v", err)
+		}
+		return selector, nil, "", nil
+	}
+	pods, err = r.c.podsFor(r.meta.Namespace, selector)
+	if err != nil {
+		return selector, nil, "", fmt.Errorf("agent: list pods: %w", err)
+	}
+	sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
+	if check {
+		if msg, found := r.c.ambiguous(r.key, sc.Status.Selector, selector, pods); found {
+			ambiguous = msg
+		}
+	}
+	return selector, pods, ambiguous, nil
+}
+
+// scaleOf is what a request carries of a Scale subresource.
+func scaleOf(sc *autoscalingv1.Scale) Scale {
+	return Scale{Replicas: sc.Spec.Replicas, StatusReplicas: sc.Status.Replicas, Selector: sc.Status.Selector}
 }
 
 // fallbackEvents records an Event when the decision's FallbackActive

@@ -96,7 +96,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.KeyFile, "tls-key-file", "", "PEM client key for mutual TLS (with -tls-cert-file)")
 	fs.StringVar(&c.ServerName, "tls-server-name", "", "name expected in the service's certificate (default: the host of -service-address)")
 	fs.StringVar(&c.TokenFile, "token-file", "", "file holding a bearer token sent with every call (re-read at each call); sent over TLS, or with -insecure only to a loopback address")
-	fs.StringVar(&c.ClusterName, "cluster-name", "default", "name of this cluster, part of every target's key in the service")
+	fs.StringVar(&c.ClusterName, "cluster-name", "default", "name of this cluster, part of every target's key in the service and this cluster's member name in its fleets (spec.fleet); the service's identity for the agent must be cluster:<name>")
 	fs.DurationVar(&c.SyncPeriod, "sync-period", agent.DefaultSyncPeriod, "how often every Autoscaler is reconciled")
 	fs.DurationVar(&c.RecommendTimeout, "recommend-timeout", agent.DefaultRecommendTimeout, "deadline of each call to the service")
 	fs.IntVar(&c.Workers, "workers", agent.DefaultWorkers, "Autoscalers reconciled concurrently")

@@ -3,8 +3,10 @@
 // both, autoscaling/v2 HorizontalPodAutoscalers in place of
 // kube-controller-manager's HPA controller (docs/native-hpa.md) — by asking
 // the Setpoint service for each decision and applying it to the target's
-// Scale subresource. See package agent for the loop and deploy/ for
-// manifests.
+// Scale subresource. An Autoscaler with spec.fleet is a member of a fleet:
+// the agent reports to the fleet as this cluster (-cluster-name) and
+// applies the cluster's share (docs/fleets.md). See package agent for the
+// loop and deploy/ for manifests.
 //
 // Usage:
 //
@@ -45,6 +47,7 @@ import (
 	"github.com/setpointhq/setpoint/agent"
 	setpointclient "github.com/setpointhq/setpoint/clients/go"
 	"github.com/setpointhq/setpoint/clients/go/endpoints"
+	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 )
 
 func main() {
@@ -121,6 +124,7 @@ func run(ctx context.Context, cfg *Config) error {
 
 	opts := clients.Options()
 	opts.Service = agent.NewGRPCService(client.Conn())
+	opts.Fleets = setpointv1.NewFleetServiceClient(client.Conn())
 	opts.Events = recorders.Autoscalers
 	opts.HPAEvents = recorders.HPAs
 	opts.Serve = agent.Serve(cfg.Serve)

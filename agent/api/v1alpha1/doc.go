@@ -5,7 +5,10 @@
 //
 // An Autoscaler's spec is the autoscaling/v2 HorizontalPodAutoscalerSpec
 // plus paused and dryRun; its status mirrors the HPA status plus the last
-// decision's explanation and the printable reference and targets.
+// decision's explanation and the printable reference and targets. With
+// spec.fleet it is a member of a fleet instead: only scaleTargetRef, fleet
+// and paused are read, and the status holds the member's share
+// (desiredReplicas) and the fleet's total (fleetReplicas).
 //
 // +kubebuilder:object:generate=true
 // +groupName=setpoint.dev

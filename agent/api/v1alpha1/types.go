@@ -44,6 +44,13 @@ const (
 	// a fallback. The agent records an Event when it turns True
 	// (ReasonFallbackActive) and when it stops (ReasonFallbackEnded).
 	ConditionFallbackActive autoscalingv2.HorizontalPodAutoscalerConditionType = "FallbackActive"
+	// ConditionFleetShare is set on a fleet member: True when the fleet's
+	// last split gave this member a share (the reason is the share's:
+	// Weighted, AtMin, AtMax, Standby, Held or Returning; the message
+	// the split's sentence for it), False when it has none yet
+	// (ReasonNoSplit) or was left out (ReasonExcluded, with the fleet's
+	// reason in the message).
+	ConditionFleetShare autoscalingv2.HorizontalPodAutoscalerConditionType = "FleetShare"
 )
 
 // Condition reasons the agent sets on ConditionServiceAvailable and
@@ -68,6 +75,20 @@ const (
 	ReasonFallbackActive = "FallbackActive"
 	// ReasonFallbackEnded is the Normal Event's reason when it stops.
 	ReasonFallbackEnded = "FallbackEnded"
+	// ReasonNoSplit: the fleet has not split its total yet; the member's
+	// replicas are left as they are.
+	ReasonNoSplit = "NoSplit"
+	// ReasonExcluded: the fleet's last split left this member out
+	// (stale, no report, or it could not scale); its replicas are left as
+	// they are until it is pooled again.
+	ReasonExcluded = "Excluded"
+	// ReasonShareChanged is the Normal Event's reason when a fleet
+	// member's share changes.
+	ReasonShareChanged = "FleetShareChanged"
+	// ReasonCannotScale is the Warning Event's reason when a fleet member
+	// reports that it cannot scale (its workload is missing or its Scale
+	// update was refused).
+	ReasonCannotScale = "FleetCannotScale"
 )
 
 // Autoscaler is the Setpoint autoscaler custom resource: an autoscaling/v2
@@ -82,6 +103,8 @@ const (
 // +kubebuilder:printcolumn:name="MaxPods",type=integer,JSONPath=`.spec.maxReplicas`
 // +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.status.currentReplicas`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Fleet",type=string,JSONPath=`.spec.fleet.name`,priority=1,description="The fleet this autoscaler is a member of"
+// +kubebuilder:printcolumn:name="FleetReplicas",type=integer,JSONPath=`.status.fleetReplicas`,priority=1,description="The fleet's total in its last split"
 type Autoscaler struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -94,9 +117,15 @@ type Autoscaler struct {
 }
 
 // AutoscalerSpec is the autoscaling/v2 HorizontalPodAutoscalerSpec plus
-// Setpoint's paused and dryRun switches.
+// Setpoint's paused and dryRun switches, or a member of a fleet.
 //
-// +kubebuilder:validation:XValidation:rule="!has(self.minReplicas) || self.minReplicas <= self.maxReplicas",message="minReplicas must be less than or equal to maxReplicas"
+// A fleet member (fleet set) needs only scaleTargetRef and fleet: the
+// fleet's spec, kept by the Setpoint service, has the limits, metrics and
+// behavior. Of the rest only paused is used; minReplicas, maxReplicas,
+// metrics, behavior, dryRun, fallback, schedules and forecast are ignored.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.fleet) || has(self.maxReplicas)",message="maxReplicas is required unless fleet is set"
+// +kubebuilder:validation:XValidation:rule="!has(self.minReplicas) || !has(self.maxReplicas) || self.minReplicas <= self.maxReplicas",message="minReplicas must be less than or equal to maxReplicas"
 type AutoscalerSpec struct {
 	// ScaleTargetRef points to the resource to scale: any kind with a scale
 	// subresource (Deployment, StatefulSet, ReplicaSet, custom resources).
@@ -106,9 +135,11 @@ type AutoscalerSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	MinReplicas *int32 `json:"minReplicas,omitempty"`
-	// MaxReplicas is the upper limit of the replica count.
+	// MaxReplicas is the upper limit of the replica count; required
+	// unless fleet is set.
 	// +kubebuilder:validation:Minimum=1
-	MaxReplicas int32 `json:"maxReplicas"`
+	// +optional
+	MaxReplicas int32 `json:"maxReplicas,omitempty"`
 	// Metrics are the metrics whose proposals are combined (the largest
 	// wins). Empty means 80% average CPU utilization.
 	// +kubebuilder:validation:MaxItems=32
@@ -151,6 +182,22 @@ type AutoscalerSpec struct {
 	// never scales in on its own). Unset, nothing is forecast.
 	// +optional
 	Forecast *Forecast `json:"forecast,omitempty"`
+	// Fleet makes the autoscaler a member of a fleet: one autoscaler,
+	// kept by the Setpoint service, over a workload that runs in several
+	// clusters (docs/fleets.md). The agent reports this cluster's scale,
+	// pods and metrics to the fleet and applies this cluster's share of
+	// the fleet's total to the scale target.
+	// +optional
+	Fleet *FleetRef `json:"fleet,omitempty"`
+}
+
+// FleetRef names the fleet an Autoscaler is a member of. The fleet lives
+// in the Autoscaler's namespace; the member is the agent's cluster.
+type FleetRef struct {
+	// Name is the fleet's name.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
 }
 
 // Forecast is a target's forecasting settings. The service checks them
@@ -260,6 +307,10 @@ type AutoscalerStatus struct {
 	// Explanation says how the last decision was reached.
 	// +optional
 	Explanation *Explanation `json:"explanation,omitempty"`
+	// FleetReplicas is, for a fleet member, the fleet's total in its
+	// last split; DesiredReplicas is then this member's share of it.
+	// +optional
+	FleetReplicas *int32 `json:"fleetReplicas,omitempty"`
 }
 
 // Explanation is the last decision's explanation in short.
