@@ -16,7 +16,6 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 
 	"github.com/setpointhq/setpoint/agent/api/v1alpha1"
@@ -65,8 +64,12 @@ func (w fleetWindows) staleAfter() time.Duration { return 3 * w.sync }
 
 // failoverBound is the documented bound (docs/fleets.md, "Failover
 // timing") from a member's last report to the other members running its
-// share: StaleAfter + 2 × sync period.
-func (w fleetWindows) failoverBound() time.Duration { return w.staleAfter() + 2*w.sync }
+// share: StaleAfter + 3 × sync period. The fleet leaves the member out at
+// the first decision more than StaleAfter after its last report; a
+// decision follows the first report at least a sync period after the
+// previous one, so two decisions may be up to two sync periods apart; the
+// other survivors apply their new shares at their next sync.
+func (w fleetWindows) failoverBound() time.Duration { return w.staleAfter() + 3*w.sync }
 
 // settleTimeout bounds every wait for the fleet to reach a split: pods
 // start and turn Ready in a few seconds; a return takes two scale-down
@@ -88,18 +91,13 @@ func fleetSpec(w fleetWindows) *setpointv1.FleetSpec {
 	}
 	spec := &setpointv1.FleetSpec{
 		Autoscaler: hpa.Spec(hpaSpec),
-		Settings:   fleetControllerSettings(w),
+		Settings:   &setpointv1.ControllerSettings{DownscaleStabilizationWindow: durationpb.New(w.downscaleStabilizing)},
+		SyncPeriod: durationpb.New(w.sync),
 	}
 	for _, c := range clusterNames {
 		spec.Members = append(spec.Members, &setpointv1.FleetMember{Cluster: c, Weight: 1})
 	}
 	return spec
-}
-
-// fleetControllerSettings are the fleet's controller settings: the run's
-// sync period and scale-down window.
-func fleetControllerSettings(w fleetWindows) *setpointv1.ControllerSettings {
-	return &setpointv1.ControllerSettings{DownscaleStabilizationWindow: durationpb.New(w.downscaleStabilizing)}
 }
 
 // loadPhase is one step of the loads: each cluster's demand (CPU
@@ -111,26 +109,33 @@ type loadPhase struct {
 	want   []int32 // shares of a, b, c
 }
 
-// Levels sit half a pod between whole pods (550m is 5.5 pods' worth), so
-// that the ±2% noise cannot tip a count: 550m over 6 pods is 92% of the
-// target (within the 10% tolerance) and ceil(5.5) = 6 outside it, so 6
-// holds either way; likewise 1150m and 12.
+// Levels sit between whole pods so that the ±2% noise cannot tip a count:
+// 550m over 6 pods is 92% of the target (within the 10% tolerance), and
+// outside it ceil(5.5 ± 2%) is still 6, so 6 holds either way. 1125m asks
+// for ceil(11.25 ± 2%) = 12 and 12 holds it (94%); 13 pods are outside the
+// tolerance (87%), so 13 falls back to 12.
 var (
-	// phaseStart: most of the load in a. The fleet pools it: 550m over
-	// the 6 pods the members start with holds 6, two each.
-	phaseStart = loadPhase{"start", map[string]float64{"a": 350, "b": 100, "c": 100}, []int32{2, 2, 2}}
-	// phaseMove: a's extra load moves to b, the sum stays; nothing may
-	// change (one HPA per cluster would scale b up and a down).
-	phaseMove = loadPhase{"move a→b", map[string]float64{"a": 100, "b": 350, "c": 100}, []int32{2, 2, 2}}
-	// phaseRise: b's load rises: 1150m asks for 12, four each.
-	phaseRise = loadPhase{"rise in b", map[string]float64{"a": 100, "b": 950, "c": 100}, []int32{4, 4, 4}}
+	// phaseStart: 550m spread evenly over the 6 pods the members start
+	// with holds 6, two each (and each member's first report, pooled
+	// alone, holds its own 2).
+	phaseStart = loadPhase{"start", map[string]float64{"a": 190, "b": 180, "c": 180}, []int32{2, 2, 2}}
+	// phaseMove: load moves from a and c to b, the sum stays; nothing may
+	// change (one HPA per cluster would scale b up, 175m a pod, and a and
+	// c down, 50m a pod).
+	phaseMove = loadPhase{"move to b", map[string]float64{"a": 100, "b": 350, "c": 100}, []int32{2, 2, 2}}
+	// phaseRise: b's load rises: 1125m asks for 12, four each.
+	phaseRise = loadPhase{"rise in b", map[string]float64{"a": 100, "b": 925, "c": 100}, []int32{4, 4, 4}}
 	// phaseLost: c's agent stops and its traffic goes to a; the survivors
-	// carry 1150m: 12 over a and b.
-	phaseLost = loadPhase{"c lost", map[string]float64{"a": 200, "b": 950, "c": 0}, []int32{6, 6, 0}}
+	// carry 1125m: 12 over a and b.
+	phaseLost = loadPhase{"c lost", map[string]float64{"a": 200, "b": 925, "c": 0}, []int32{6, 6, 0}}
 	// phaseBack: c's traffic comes back once c holds its share again; the
 	// sum stays.
-	phaseBack = loadPhase{"c's traffic back", map[string]float64{"a": 100, "b": 950, "c": 100}, []int32{4, 4, 4}}
+	phaseBack = loadPhase{"c's traffic back", map[string]float64{"a": 100, "b": 925, "c": 100}, []int32{4, 4, 4}}
 )
+
+// scaleUpPeriod is the period of the fleet's scale-up policies (the
+// defaults: 100% or 4 pods per 15 s).
+const scaleUpPeriod = 15 * time.Second
 
 // fleetRun is TestFleets' running system and what it records.
 type fleetRun struct {
@@ -144,6 +149,7 @@ type fleetRun struct {
 	fleets setpointv1.FleetServiceClient // as the platform
 	splits *splitLog
 	start  time.Time
+	demand map[string]float64 // each cluster's, as last set
 }
 
 func TestFleets(t *testing.T) {
@@ -153,7 +159,7 @@ func TestFleets(t *testing.T) {
 	tws := startTwins(t, clusterNames)
 	t.Logf("service and 3 twins ready in %v", time.Since(start).Round(time.Millisecond))
 	r := &fleetRun{t: t, w: w, svc: svc, twins: map[string]*twin.Twin{}, agents: map[string]*twin.Agent{},
-		loads: map[string]*twin.Load{}, logs: map[string]*replicaLog{}, splits: &splitLog{}, start: start}
+		loads: map[string]*twin.Load{}, logs: map[string]*replicaLog{}, splits: &splitLog{}, start: start, demand: phaseStart.demand}
 	r.fleets = setpointv1.NewFleetServiceClient(svc.client(t, "platform").Conn())
 
 	// The platform puts the fleet; each cluster runs the Deployment, an
@@ -166,6 +172,7 @@ func TestFleets(t *testing.T) {
 	t.Cleanup(func() {
 		stopFollow()
 		followWG.Wait()
+		r.splits.checkTotals(t, r.start)
 		if t.Failed() {
 			t.Logf("splits seen:\n%s", r.splits.describe(r.start))
 			for _, name := range clusterNames {
@@ -196,26 +203,43 @@ func TestFleets(t *testing.T) {
 	}
 
 	r.settle(phaseStart)
-	r.move(phaseMove)
-	r.hold(phaseMove)
+	r.hold(phaseMove, r.shift(phaseMove))
 	r.move(phaseRise)
 	r.settle(phaseRise)
 	r.failover()
 	r.ret()
-	r.move(phaseBack)
-	r.hold(phaseBack)
+	r.hold(phaseBack, r.shift(phaseBack))
 	r.checkStatuses(phaseBack)
 
 	r.checkIdentities()
 	t.Logf("fleets: %v in all", time.Since(start).Round(time.Millisecond))
 }
 
-// move sets every cluster's demand to p's.
+// move sets every cluster's demand to p's at once.
 func (r *fleetRun) move(p loadPhase) {
 	r.t.Logf("%v: load %q: %v", r.since(), p.name, p.demand)
 	for _, name := range clusterNames {
 		r.loads[name].SetTrace(twin.Steady(p.demand[name], 0))
 	}
+	r.demand = p.demand
+}
+
+// shift moves every cluster's demand to p's in a straight line over ten
+// sync periods, as traffic shifts between clusters, and returns when it
+// is there. A step would be seen twice for a moment: the members' reports
+// are up to a sync period apart, so the fleet would pool the load that
+// left one cluster from that cluster's older report and the same load in
+// the other's newer one (docs/fleet-twin.md).
+func (r *fleetRun) shift(p loadPhase) time.Time {
+	start := time.Now()
+	d := 10 * r.w.sync
+	r.t.Logf("%v: load %q over %v: %v", r.since(), p.name, d, p.demand)
+	for _, name := range clusterNames {
+		r.loads[name].SetTrace(twin.Trace{Name: p.name, Points: []twin.Point{{At: 0, Demand: r.demand[name]}, {At: d, Demand: p.demand[name]}}})
+	}
+	r.demand = p.demand
+	time.Sleep(d)
+	return start
 }
 
 // since is the time since the test started, for logs.
@@ -224,7 +248,8 @@ func (r *fleetRun) since() time.Duration { return time.Since(r.start).Round(100 
 // settle waits until the fleet's split is p.want, every share Weighted,
 // and each cluster runs its share: the Deployment's replicas, that many
 // pods, all Ready, and the Autoscaler's status showing the share and the
-// fleet's total.
+// fleet's total. A member whose want is 0 is left out; nothing is checked
+// in its cluster.
 func (r *fleetRun) settle(p loadPhase) *setpointv1.FleetSplit {
 	r.t.Helper()
 	var split *setpointv1.FleetSplit
@@ -238,6 +263,9 @@ func (r *fleetRun) settle(p loadPhase) *setpointv1.FleetSplit {
 			return err
 		}
 		for i, name := range clusterNames {
+			if p.want[i] == 0 {
+				continue // left out: its replicas are left as they are
+			}
 			if err := r.runs(name, p.want[i], split.GetTotal()); err != nil {
 				return err
 			}
@@ -248,22 +276,17 @@ func (r *fleetRun) settle(p loadPhase) *setpointv1.FleetSplit {
 	return split
 }
 
-// hold checks that the fleet keeps p.want over at least three fleet
-// decisions after the loads moved: the fleet pools the members' pods, so
-// load that moves between clusters moves no replica.
-func (r *fleetRun) hold(p loadPhase) {
+// hold checks that the fleet kept p.want in every split since from (when
+// the loads began to move) and over at least three decisions after the
+// move: the fleet pools the members' pods, so load that moves between
+// clusters moves no replica.
+func (r *fleetRun) hold(p loadPhase, from time.Time) {
 	r.t.Helper()
-	first := r.settle(p)
-	from := first.GetTime().AsTime()
-	// Three decisions later, from the loads of p (the first split may be
-	// older than the move).
+	r.settle(p)
+	moved := time.Now()
 	testkit.Eventually(r.t, r.w.settleTimeout(), fmt.Sprintf("phase %q: three fleet decisions", p.name), func() error {
-		f, err := r.fleet()
-		if err != nil {
-			return err
-		}
-		if n := r.splits.since(from); n < 3 {
-			return fmt.Errorf("%d decisions since %v; last split %s", n, from, f.GetSplit().GetMessage())
+		if n := r.splits.since(moved); n < 3 {
+			return fmt.Errorf("%d decisions since the move", n)
 		}
 		return nil
 	})
@@ -277,16 +300,31 @@ func (r *fleetRun) hold(p loadPhase) {
 			r.t.Errorf("phase %q: %v", p.name, err)
 		}
 	}
+	r.t.Logf("%v: phase %q held over %d splits", r.since(), p.name, len(r.splits.after(from)))
 }
 
 // failover stops cluster c's agent, moves c's traffic to a, and scales
 // c's Deployment down to one replica (c's workload is lost with it: a
 // cluster that fails loses its pods, and one that returns starts small).
-// Within StaleAfter + 2 × sync period of the agent's stop, the service
-// must have left c out and a and b must run the whole total.
+// Within StaleAfter + 3 × sync period of the agent's stop, the service
+// must have left c out and a and b must run the whole total (their
+// Deployments at their new shares).
 func (r *fleetRun) failover() {
 	t := r.t
 	t.Helper()
+	// The survivors can take c's share at once only if the scale-up
+	// policies allow it: a scale-up within their period counts from the
+	// smaller pool that is left (docs/fleets.md, "Failover timing").
+	f, err := r.fleet()
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := f.GetSplit().GetTotal()
+	if ups := f.GetHistory().GetScaleUpEvents(); len(ups) > 0 {
+		last := ups[len(ups)-1].GetTime().AsTime()
+		t.Logf("%v: the fleet's last scale-up was %v ago; waiting until it is %v old", r.since(), time.Since(last).Round(time.Millisecond), scaleUpPeriod)
+		time.Sleep(time.Until(last.Add(scaleUpPeriod)))
+	}
 	if err := r.agents["c"].Stop(); err != nil {
 		t.Fatalf("stop agent c: %v", err)
 	}
@@ -296,7 +334,7 @@ func (r *fleetRun) failover() {
 	t.Logf("%v: agent c stopped, its traffic moved to a, its Deployment scaled to 1", r.since())
 	var moved time.Time
 	var split *setpointv1.FleetSplit
-	err := testkit.Poll(t.Context(), r.w.settleTimeout(), func() error {
+	err = testkit.Poll(t.Context(), r.w.settleTimeout(), func() error {
 		f, err := r.fleet()
 		if err != nil {
 			return err
@@ -307,8 +345,8 @@ func (r *fleetRun) failover() {
 			return fmt.Errorf("c in the split: %v", c)
 		}
 		a, b := shareOf(split, "a"), shareOf(split, "b")
-		if a.GetReplicas()+b.GetReplicas() != split.GetTotal() {
-			return fmt.Errorf("a %d + b %d, total %d", a.GetReplicas(), b.GetReplicas(), split.GetTotal())
+		if a.GetReplicas()+b.GetReplicas() != before {
+			return fmt.Errorf("a %d + b %d, the total before c was lost %d: %s", a.GetReplicas(), b.GetReplicas(), before, split.GetMessage())
 		}
 		for _, s := range []*setpointv1.FleetShare{a, b} {
 			if got := r.replicas(s.GetMember()); got != s.GetReplicas() {
@@ -326,7 +364,7 @@ func (r *fleetRun) failover() {
 	t.Logf("%v: c's share moved %v after its agent stopped (%v after its last report), bound %v: %s",
 		r.since(), took.Round(time.Millisecond), moved.Sub(lastReport).Round(time.Millisecond), r.w.failoverBound(), split.GetMessage())
 	if took > r.w.failoverBound() {
-		t.Errorf("c's share moved to a and b %v after its agent stopped; the documented bound is StaleAfter + 2 × sync period = %v", took, r.w.failoverBound())
+		t.Errorf("c's share moved to a and b %v after its agent stopped; the documented bound is StaleAfter + 3 × sync period = %v", took, r.w.failoverBound())
 	}
 	if lastReport.After(stopped) {
 		t.Errorf("c's last report (%v) is after its agent stopped (%v)", lastReport, stopped)
@@ -388,24 +426,46 @@ func (r *fleetRun) ret() {
 			t.Errorf("after the return, %s is %s: %s", s.GetMember(), s.GetReason(), s.GetMessage())
 		}
 	}
-	// c's Deployment came back through a count below its share.
+	// c's Deployment came back from 1 through a count below its share:
+	// its agent ran the returning share.
 	var path []int32
 	for _, p := range r.logs["c"].snapshot() {
 		if !p.at.Before(restarted) {
 			path = append(path, p.replicas)
 		}
 	}
+	want := phaseBack.want[index("c")]
+	if !slices.ContainsFunc(path, func(v int32) bool { return v > 1 && v < want }) {
+		t.Errorf("c's replicas since its restart %v: no count between 1 and its share %d", path, want)
+	}
 	t.Logf("%v: c returned over %d splits (%v from its restart); c's replicas since: %v; first: %s",
 		r.since(), len(back), time.Since(restarted).Round(time.Millisecond), path, first.GetMessage())
 }
 
 // checkStatuses checks each member's Autoscaler: its share and the
-// fleet's total in its status, and an Event for a change of share.
+// fleet's total in its status, the FleetShare condition with the share's
+// reason, and the Events of its changes of share.
 func (r *fleetRun) checkStatuses(p loadPhase) {
 	r.t.Helper()
 	for i, name := range clusterNames {
 		if err := r.runs(name, p.want[i], sum32(p.want)); err != nil {
 			r.t.Errorf("phase %q: %v", p.name, err)
+		}
+		a, err := autoscaler(r.t.Context(), r.twins[name])
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		c := hpaCondition(a.Status.Conditions, v1alpha1.ConditionFleetShare)
+		if c == nil || c.Status != corev1.ConditionTrue || c.Reason != "Weighted" {
+			r.t.Errorf("cluster %s: FleetShare condition %+v, want True, Weighted", name, c)
+		}
+		events, err := r.twins[name].Cluster.Client().CoreV1().Events(workloadNS).List(r.t.Context(), metav1.ListOptions{
+			FieldSelector: "involvedObject.name=" + workloadName + ",reason=" + v1alpha1.ReasonShareChanged})
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		if len(events.Items) == 0 {
+			r.t.Errorf("cluster %s: no %s Event, though its share went from %d to %d", name, v1alpha1.ReasonShareChanged, phaseStart.want[i], p.want[i])
 		}
 	}
 }
@@ -536,12 +596,12 @@ func (r *fleetRun) runs(name string, share, total int32) error {
 	if len(pods) != int(share) || ready != int(share) {
 		return fmt.Errorf("cluster %s: %d pods, %d Ready, want %d", name, len(pods), ready, share)
 	}
-	st, err := autoscalerStatus(r.t.Context(), r.twins[name])
+	a, err := autoscaler(r.t.Context(), r.twins[name])
 	if err != nil {
 		return err
 	}
-	if st.share != share || st.total != total {
-		return fmt.Errorf("cluster %s: the Autoscaler's status shows share %d of %d, want %d of %d", name, st.share, st.total, share, total)
+	if st := a.Status; st.DesiredReplicas != share || ptr.Deref(st.FleetReplicas, -1) != total || st.CurrentReplicas != share {
+		return fmt.Errorf("cluster %s: the Autoscaler's status shows share %d of %v, current %d; want %d of %d", name, st.DesiredReplicas, ptr.Deref(st.FleetReplicas, -1), st.CurrentReplicas, share, total)
 	}
 	return nil
 }
@@ -591,10 +651,11 @@ func shareOf(split *setpointv1.FleetSplit, member string) *setpointv1.FleetShare
 }
 
 // splitLog records every split the platform's GetFleet showed, polled
-// every 200 ms, in the order of their times.
+// every 200 ms, in the order of their times, with the fleet as it was read
+// then (its decision and members' reports, for the log of a failure).
 type splitLog struct {
 	mu     sync.Mutex
-	splits []*setpointv1.FleetSplit
+	fleets []*setpointv1.Fleet
 }
 
 // follow polls the fleet until ctx ends.
@@ -605,10 +666,10 @@ func (l *splitLog) follow(ctx context.Context, fleets setpointv1.FleetServiceCli
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		resp, err := fleets.GetFleet(cctx, &setpointv1.GetFleetRequest{Fleet: fleetKey()})
 		cancel()
-		if s := resp.GetFleet().GetSplit(); err == nil && s != nil {
+		if f := resp.GetFleet(); err == nil && f.GetSplit() != nil {
 			l.mu.Lock()
-			if n := len(l.splits); n == 0 || s.GetTime().AsTime().After(l.splits[n-1].GetTime().AsTime()) {
-				l.splits = append(l.splits, s)
+			if n := len(l.fleets); n == 0 || f.GetSplit().GetTime().AsTime().After(l.fleets[n-1].GetSplit().GetTime().AsTime()) {
+				l.fleets = append(l.fleets, f)
 			}
 			l.mu.Unlock()
 		}
@@ -622,12 +683,57 @@ func (l *splitLog) follow(ctx context.Context, fleets setpointv1.FleetServiceCli
 
 // after returns the splits made after t.
 func (l *splitLog) after(t time.Time) []*setpointv1.FleetSplit {
+	var out []*setpointv1.FleetSplit
+	for _, f := range l.fleetsAfter(t) {
+		out = append(out, f.GetSplit())
+	}
+	return out
+}
+
+// fleetsAfter returns the fleet as read after each split made after t.
+func (l *splitLog) fleetsAfter(t time.Time) []*setpointv1.Fleet {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out []*setpointv1.FleetSplit
-	for _, s := range l.splits {
-		if s.GetTime().AsTime().After(t) {
-			out = append(out, s)
+	var out []*setpointv1.Fleet
+	for _, f := range l.fleets {
+		if f.GetSplit().GetTime().AsTime().After(t) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// checkTotals fails the test when the fleet's total changed between two
+// splits without a decision that rescaled, while the same members were
+// pooled: the total moves only by a decision (or by a member leaving or
+// joining the pool), as one HPA's replicas move only by its writes.
+func (l *splitLog) checkTotals(t *testing.T, start time.Time) {
+	fs := l.fleetsAfter(time.Time{})
+	at := func(f *setpointv1.Fleet) time.Duration {
+		return f.GetSplit().GetTime().AsTime().Sub(start).Round(100 * time.Millisecond)
+	}
+	for i := 1; i < len(fs); i++ {
+		prev, cur := fs[i-1], fs[i]
+		d := cur.GetLastDecision()
+		if !d.GetDecisionTime().AsTime().Equal(cur.GetSplit().GetTime().AsTime()) || d.GetRescale() ||
+			cur.GetSplit().GetTotal() == prev.GetSplit().GetTotal() || !slices.Equal(pooled(prev), pooled(cur)) {
+			continue
+		}
+		var reported []string
+		for _, m := range cur.GetMembers() {
+			reported = append(reported, fmt.Sprintf("%s %d", m.GetMember(), m.GetReplicas()))
+		}
+		t.Errorf("split at %v: the fleet's total went from %d to %d with no rescale and the same members pooled (%s → %s); the members' latest reports: %s",
+			at(cur), prev.GetSplit().GetTotal(), cur.GetSplit().GetTotal(), prev.GetSplit().GetMessage(), cur.GetSplit().GetMessage(), strings.Join(reported, ", "))
+	}
+}
+
+// pooled returns the members the fleet's last decision pooled.
+func pooled(f *setpointv1.Fleet) []string {
+	var out []string
+	for _, m := range f.GetMembers() {
+		if m.GetPooled() {
+			out = append(out, m.GetMember())
 		}
 	}
 	return out
@@ -636,11 +742,20 @@ func (l *splitLog) after(t time.Time) []*setpointv1.FleetSplit {
 // since returns how many splits were made after t.
 func (l *splitLog) since(t time.Time) int { return len(l.after(t)) }
 
-// describe lists the splits, one a line, timed from start.
+// describe lists the splits, one a line, timed from start: the split, the
+// decision it was made for (current → desired), and each member's latest
+// report then (its replicas, when it was received).
 func (l *splitLog) describe(start time.Time) string {
 	var b strings.Builder
-	for _, s := range l.after(time.Time{}) {
-		fmt.Fprintf(&b, "  %v: %s\n", s.GetTime().AsTime().Sub(start).Round(100*time.Millisecond), s.GetMessage())
+	at := func(t time.Time) time.Duration { return t.Sub(start).Round(100 * time.Millisecond) }
+	for _, f := range l.fleetsAfter(time.Time{}) {
+		d := f.GetLastDecision()
+		fmt.Fprintf(&b, "  %v: %s | decision %d → %d rescale=%v |", at(f.GetSplit().GetTime().AsTime()), f.GetSplit().GetMessage(),
+			d.GetStatus().GetCurrentReplicas(), d.GetDesiredReplicas(), d.GetRescale())
+		for _, m := range f.GetMembers() {
+			fmt.Fprintf(&b, " %s %d@%v", m.GetMember(), m.GetReplicas(), at(m.GetLastReport().AsTime()))
+		}
+		b.WriteString("\n")
 	}
 	return b.String()
 }
@@ -672,39 +787,26 @@ func scaleDeployment(t *testing.T, tw *twin.Twin, replicas int32) {
 }
 
 // createFleetAutoscaler creates the Autoscaler of the Deployment that
-// names the fleet: its agent reports to the fleet and applies its share.
+// names the fleet, and nothing else: its agent reports to the fleet and
+// applies its share.
 func createFleetAutoscaler(t *testing.T, tw *twin.Twin) {
 	t.Helper()
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": v1alpha1.Group + "/" + v1alpha1.Version, "kind": v1alpha1.Kind,
-		"metadata": map[string]any{"name": workloadName, "namespace": workloadNS},
-		"spec": map[string]any{
-			"scaleTargetRef": map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": workloadName},
-			"maxReplicas":    int64(fleetMax),
-			"fleet":          map[string]any{"name": fleetName},
-		},
+	a := &v1alpha1.Autoscaler{ObjectMeta: metav1.ObjectMeta{Name: workloadName}, Spec: v1alpha1.AutoscalerSpec{
+		ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: workloadName},
+		Fleet:          &v1alpha1.FleetRef{Name: fleetName},
 	}}
-	if _, err := tw.Cluster.Dynamic().Resource(v1alpha1.AutoscalerResource).Namespace(workloadNS).Create(t.Context(), u, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create the fleet's Autoscaler: %v", err)
+	if err := tw.CreateAutoscaler(t.Context(), workloadNS, a); err != nil {
+		t.Fatal(err)
 	}
 }
 
-// memberStatus is what a member's Autoscaler status says of the fleet.
-type memberStatus struct {
-	share, current, total int32
-}
-
-// autoscalerStatus reads the twin's Autoscaler's status.
-func autoscalerStatus(ctx context.Context, tw *twin.Twin) (memberStatus, error) {
+// autoscaler reads the twin's Autoscaler.
+func autoscaler(ctx context.Context, tw *twin.Twin) (*v1alpha1.Autoscaler, error) {
 	u, err := tw.Cluster.Dynamic().Resource(v1alpha1.AutoscalerResource).Namespace(workloadNS).Get(ctx, workloadName, metav1.GetOptions{})
 	if err != nil {
-		return memberStatus{}, err
+		return nil, err
 	}
-	get := func(path ...string) int32 {
-		v, _, _ := unstructured.NestedInt64(u.Object, path...)
-		return int32(v)
-	}
-	return memberStatus{share: get("status", "desiredReplicas"), current: get("status", "currentReplicas"), total: get("status", "fleet", "total")}, nil
+	return v1alpha1.FromUnstructured(u)
 }
 
 func index(name string) int { return slices.Index(clusterNames, name) }
