@@ -1,5 +1,6 @@
 // Package server is Setpoint's gRPC service: the AutoscalerService of
-// proto/setpoint/v1 over the engine and a store.Store.
+// proto/setpoint/v1 over the engine and a store.Store, and the
+// FleetService (package fleets), behind the same admission.
 //
 // Handlers are thin: validate and convert the request (package convert,
 // where every Kubernetes default is resolved), run a target transition
@@ -36,7 +37,8 @@
 //  5. authentication: the principal the tap handle found;
 //  6. authorization: the target (or cluster) inside the request against
 //     the principal's role — one policy table for every method of
-//     AutoscalerService and AdminService, admin-only by default — else
+//     AutoscalerService, FleetService and AdminService, admin-only by
+//     default — else
 //     PermissionDenied with a message that names nothing;
 //  7. request limits: pods and metrics per request, and the size budgets
 //     (package budget: every string, list and map, the spec a target stores),

@@ -30,6 +30,9 @@ type replayer struct {
 // spec and the target's settings (simulate.Replay), through Simulate.
 func (r replayer) Replay(ctx context.Context, req *consolev1.ReplayRequest) (*consolev1.ReplayResponse, error) {
 	s := r.svc
+	if err := reserved("target.cluster", req.GetTarget().GetCluster()); err != nil {
+		return nil, toStatus(ctx, s.log, err)
+	}
 	if err := s.mayRead(ctx, req.GetTarget().GetCluster()); err != nil {
 		return nil, err // the admission's policy checked it too
 	}

@@ -280,6 +280,9 @@ func (s *service) simulate(ctx context.Context, req *setpointv1.SimulateRequest,
 		seed(sim)
 	}
 	if seed := req.GetSeedFrom(); seed != nil {
+		if err := reserved("seed_from.cluster", seed.GetCluster()); err != nil {
+			return nil, toStatus(ctx, s.log, err)
+		}
 		if err := s.mayRead(ctx, seed.GetCluster()); err != nil {
 			return nil, err
 		}
@@ -319,4 +322,16 @@ func (s *service) mayRead(ctx context.Context, cluster string) error {
 		return admission.ErrPermissionDenied
 	}
 	return nil
+}
+
+// reserved returns a *setpointv1.ValidationError naming field when cluster
+// starts with "@": such clusters hold the service's own records (its
+// fleets, package fleets), which the target methods never read or write.
+func reserved(field, cluster string) error {
+	if !strings.HasPrefix(cluster, "@") {
+		return nil
+	}
+	ve := &setpointv1.ValidationError{}
+	ve.Add(field, "must not start with '@' (reserved for the service's own records)")
+	return ve
 }

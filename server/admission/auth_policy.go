@@ -218,7 +218,7 @@ func (a auditor) denied(ctx context.Context, principal, reason, target string, c
 }
 
 // decisions is the interceptor recording every decision that changed
-// replicas and every deleted target.
+// replicas (a target's or a fleet's) and every deleted target or fleet.
 func (a auditor) decisions(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	resp, err := handler(ctx, req)
 	if err != nil {
@@ -230,27 +230,39 @@ func (a auditor) decisions(ctx context.Context, req any, info *grpc.UnaryServerI
 		}
 		return "anonymous"
 	}
+	var (
+		d    *setpointv1.Decision // a decision that rescales
+		from int32
+	)
 	switch r := resp.(type) {
 	case *setpointv1.RecommendResponse:
-		if d := r.GetDecision(); d.GetRescale() {
-			logAt(ctx, a.log, slog.LevelInfo, "audit", auditDecisionPC(), // a decision's source found once
-				slog.String("event", "decision"),
-				slog.String("principal", principal()),
-				slog.String("method", info.FullMethod),
-				slog.String("target", describeTarget(req)),
-				slog.String("outcome", "rescale"),
-				slog.Int("from", int(req.(*setpointv1.RecommendRequest).GetScale().GetReplicas())),
-				slog.Int("to", int(d.GetDesiredReplicas())),
-				slog.String("decision_id", d.GetDecisionId()),
-			)
+		if r.GetDecision().GetRescale() {
+			d, from = r.GetDecision(), req.(*setpointv1.RecommendRequest).GetScale().GetReplicas()
 		}
-	case *setpointv1.DeleteTargetResponse:
+	case *setpointv1.ReportResponse:
+		// A fleet's rescale: the service applies it by splitting it.
+		if r.GetDecided() && r.GetDecision().GetRescale() {
+			d, from = r.GetDecision(), r.GetDecision().GetExplanation().GetCurrentReplicas()
+		}
+	case *setpointv1.DeleteTargetResponse, *setpointv1.DeleteFleetResponse:
 		a.log.LogAttrs(ctx, slog.LevelInfo, "audit",
 			slog.String("event", "delete"),
 			slog.String("principal", principal()),
 			slog.String("method", info.FullMethod),
 			slog.String("target", describeTarget(req)),
 			slog.String("outcome", "deleted"),
+		)
+	}
+	if d != nil {
+		logAt(ctx, a.log, slog.LevelInfo, "audit", auditDecisionPC(), // a decision's source found once
+			slog.String("event", "decision"),
+			slog.String("principal", principal()),
+			slog.String("method", info.FullMethod),
+			slog.String("target", describeTarget(req)),
+			slog.String("outcome", "rescale"),
+			slog.Int("from", int(from)),
+			slog.Int("to", int(d.GetDesiredReplicas())),
+			slog.String("decision_id", d.GetDecisionId()),
 		)
 	}
 	return resp, err

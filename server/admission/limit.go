@@ -128,6 +128,19 @@ func (l RequestLimits) checkReceived(req any, received int64) error {
 		step("", r.GetPods(), r.GetResourceMetrics(), r.GetObservations())
 	case *consolev1.ReplayRequest:
 		bound("spec.metrics", len(r.GetSpec().GetMetrics()), l.MaxMetrics, "metrics")
+	case *setpointv1.PutFleetRequest:
+		bound("spec.autoscaler.metrics", len(r.GetSpec().GetAutoscaler().GetMetrics()), l.MaxMetrics, "metrics")
+	case *setpointv1.ReportRequest:
+		rep := r.GetReport()
+		step("report.", rep.GetPods(), rep.GetResourceMetrics(), rep.GetObservations())
+	case *setpointv1.SimulateFleetRequest:
+		bound("spec.autoscaler.metrics", len(r.GetSpec().GetAutoscaler().GetMetrics()), l.MaxMetrics, "metrics")
+		for i, s := range r.GetSteps() {
+			for j, rep := range s.GetReports() {
+				step(fmt.Sprintf("steps[%d].reports[%d].", i, j), rep.GetPods(), rep.GetResourceMetrics(), rep.GetObservations())
+			}
+			bound(fmt.Sprintf("steps[%d].spec.autoscaler.metrics", i), len(s.GetSpec().GetAutoscaler().GetMetrics()), l.MaxMetrics, "metrics")
+		}
 	case *setpointv1.SimulateRequest:
 		bound("spec.metrics", len(r.GetSpec().GetMetrics()), l.MaxMetrics, "metrics")
 		for i, s := range r.GetSteps() {

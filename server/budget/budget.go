@@ -55,6 +55,9 @@ var boundedElsewhere = map[protoreflect.FullName]bool{
 	"setpoint.v1.SimulateStep.observations":           true,
 	"setpoint.v1.SimulateStep.metric_values":          true,
 	"setpoint.v1.HorizontalPodAutoscalerSpec.metrics": true,
+	"setpoint.v1.FleetReport.pods":                    true,
+	"setpoint.v1.FleetReport.observations":            true,
+	"setpoint.v1.SimulateFleetRequest.steps":          true,
 }
 
 // Check adds to e a violation for every string of m longer than
@@ -126,6 +129,11 @@ func (b Budgets) checkSpec(e *setpointv1.ValidationError, m proto.Message) {
 	if r, ok := m.(*setpointv1.RecommendRequest); ok && r.GetSpec() != nil {
 		if n := proto.Size(r.GetSpec()); n > b.MaxSpec {
 			e.Add("spec", "is %d bytes encoded: a target stores at most %d", n, b.MaxSpec)
+		}
+	}
+	if r, ok := m.(*setpointv1.PutFleetRequest); ok && r.GetSpec() != nil {
+		if n := proto.Size(r.GetSpec()); n > b.MaxSpec {
+			e.Add("spec", "is %d bytes encoded: a fleet stores at most %d", n, b.MaxSpec)
 		}
 	}
 }

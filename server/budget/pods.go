@@ -18,6 +18,7 @@ import (
 var podChecks = map[protoreflect.FullName]func(w *walker, m protoreflect.Message){
 	"setpoint.v1.RecommendRequest.pods":    func(w *walker, m protoreflect.Message) { w.pod(m.Interface().(*setpointv1.Pod)) },
 	"setpoint.v1.SimulateStep.pods":        func(w *walker, m protoreflect.Message) { w.pod(m.Interface().(*setpointv1.Pod)) },
+	"setpoint.v1.FleetReport.pods":         func(w *walker, m protoreflect.Message) { w.pod(m.Interface().(*setpointv1.Pod)) },
 	"setpoint.v1.ResourceMetrics.items":    func(w *walker, m protoreflect.Message) { w.podMetrics(m.Interface().(*setpointv1.PodMetrics)) },
 	"setpoint.v1.MetricObservation.values": func(w *walker, m protoreflect.Message) { w.metricValue(m.Interface().(*setpointv1.MetricValue)) },
 }

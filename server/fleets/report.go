@@ -72,9 +72,12 @@ func reported(rec *target.Record, who *caller, rep *setpointv1.FleetReport, id s
 	}
 	decided := false
 	if rec.Last == nil || now.Sub(rec.Last.At) >= r.sync {
-		decided, err = decide(rec, &st, &r, id, now)
-		if err != nil {
+		switch err := decide(rec, &st, &r, id, now); {
+		case errors.Is(err, fleet.ErrNoHealthyMember): // the report is stored; the answer is the last split
+		case err != nil:
 			return nil, err
+		default:
+			decided = true
 		}
 	}
 	rec.LastSeen = later(now, rec.LastSeen)
@@ -97,9 +100,10 @@ func reported(rec *target.Record, who *caller, rep *setpointv1.FleetReport, id s
 // decide makes the fleet's decision over its members' latest reports in
 // st, at now as decision id, and records a rescale as applied. A stored
 // report that no longer fits the spec (its metrics changed since) counts
-// as no report. It reports false, and changes nothing, when no member can
-// be pooled.
-func decide(rec *target.Record, st *state, r *resolved, id string, now time.Time) (bool, error) {
+// as no report. When no member can be pooled it changes nothing and
+// returns an error matching fleet.ErrNoHealthyMember that names each
+// member's reason.
+func decide(rec *target.Record, st *state, r *resolved, id string, now time.Time) error {
 	var reports []fleet.Report
 	for _, sr := range st.reports {
 		if !isMember(&r.fleet, sr.member) {
@@ -116,12 +120,8 @@ func decide(rec *target.Record, st *state, r *resolved, id string, now time.Time
 		reports = append(reports, fr)
 	}
 	fr := fleet.Record{Target: *rec, Members: st.members, Split: st.split, Pool: st.pool}
-	err := fleet.Decide(&fr, fleet.Input{Ref: r.ref, Engine: r.in, Fallback: r.fallback, Fleet: r.fleet, Reports: reports}, id, now)
-	if errors.Is(err, fleet.ErrNoHealthyMember) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
+	if err := fleet.Decide(&fr, fleet.Input{Ref: r.ref, Engine: r.in, Fallback: r.fallback, Fleet: r.fleet, Reports: reports}, id, now); err != nil {
+		return err
 	}
 	received := rec.ReceivedSpec
 	*rec = fr.Target
@@ -129,11 +129,9 @@ func decide(rec *target.Record, st *state, r *resolved, id string, now time.Time
 	st.members, st.split, st.pool, st.splitAt = fr.Members, fr.Split, fr.Pool, rec.Last.At
 	if d := rec.Last.Decision; d.Rescale {
 		o := target.Observation{Kind: target.EventApplied, DecisionID: id, From: rec.Last.From, To: d.DesiredReplicas}
-		if err := target.Observe(rec, o, now); err != nil {
-			return false, err
-		}
+		return target.Observe(rec, o, now)
 	}
-	return true, nil
+	return nil
 }
 
 // isMember reports whether cluster is a member of s.

@@ -23,6 +23,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -386,9 +387,13 @@ func (s *Streams) Watch(req *setpointv1.WatchRequest, stream grpc.ServerStreamin
 }
 
 // Validate checks a Watch request's filter: a namespace needs a cluster, a
-// name a namespace.
+// name a namespace, and a cluster starting with "@" is the service's own
+// (its fleets), not one of targets.
 func Validate(req *setpointv1.WatchRequest) error {
 	e := &setpointv1.ValidationError{}
+	if strings.HasPrefix(req.GetCluster(), "@") {
+		e.Add("cluster", "must not start with '@' (reserved for the service's own records)")
+	}
 	if req.GetNamespace() != "" && req.GetCluster() == "" {
 		e.Add("namespace", "requires cluster")
 	}
@@ -417,7 +422,9 @@ func (s *Streams) watchFilter(ctx context.Context, req *setpointv1.WatchRequest)
 		}
 		may = p.CanRead
 	}
-	clusters = func(c string) bool { return (cluster == "" || c == cluster) && may(c) }
+	// Clusters starting with "@" hold the service's own records (its
+	// fleets): never targets.
+	clusters = func(c string) bool { return (cluster == "" || c == cluster) && may(c) && !strings.HasPrefix(c, "@") }
 	return func(k target.Key) bool {
 		return clusters(k.Cluster) &&
 			(namespace == "" || k.Namespace == namespace) &&
