@@ -157,13 +157,13 @@ func sameMetrics(a, b *setpointv1.FleetSpec) bool {
 // Scale, its pods and the fleet's metrics, through the same calls and
 // conversion (hpa.Request) as an Autoscaler's request. A workload that is
 // missing, whose Scale cannot be read for good, or whose last Scale update
-// was refused and still is, makes the report say that the member cannot
-// scale; a passing failure to read the Scale is an error (retried with
-// back-off, no report).
+// failed and a write of its current count is now refused, makes the
+// report say that the member cannot scale; a passing failure to read the
+// Scale is an error (retried with back-off, no report).
 func (r *run) readMember(ctx context.Context, spec *setpointv1.FleetSpec) (*memberReading, error) {
 	ref := r.spec.ScaleTargetRef
 	m := &memberReading{
-		report:  &setpointv1.FleetReport{Member: r.c.opts.Cluster, Scale: &setpointv1.Scale{}},
+		report:  &setpointv1.FleetReport{Member: r.c.opts.Cluster},
 		metrics: metricsOf(spec.GetAutoscaler().GetMetrics()),
 	}
 	if len(m.metrics) == 0 {
@@ -180,6 +180,10 @@ func (r *run) readMember(ctx context.Context, spec *setpointv1.FleetSpec) (*memb
 			}
 			return nil, fmt.Errorf("agent: get scale of %s: %w", reference(ref), err)
 		}
+		// Nothing was read; the report still has one (empty) observation
+		// per metric of the spec, as every report must.
+		req := hpa.Request(&hpa.Reading{Spec: autoscalingv2.HorizontalPodAutoscalerSpec{ScaleTargetRef: ref, Metrics: m.metrics}})
+		m.report.Scale, m.report.Observations = req.Scale, req.Observations
 		m.report.CannotScale = fmt.Sprintf("cannot read the scale of %s: %v", reference(ref), err)
 		return m, nil
 	}
@@ -191,9 +195,11 @@ func (r *run) readMember(ctx context.Context, spec *setpointv1.FleetSpec) (*memb
 		// The last share could not be applied: writing the current count
 		// says whether the Scale can be written now.
 		if err := r.c.updateScale(ctx, r.meta.Namespace, gr, sc, sc.Spec.Replicas); err != nil {
-			m.report.CannotScale = fmt.Sprintf("cannot update the scale of %s: %v", reference(ref), err)
 			r.status.Conditions = setCondition(r.status.Conditions, autoscalingv2.AbleToScale, corev1.ConditionFalse, "FailedUpdateScale",
 				fmt.Sprintf("the agent was unable to update the target scale: %v", err), r.now)
+			if refused(err) {
+				m.report.CannotScale = fmt.Sprintf("cannot update the scale of %s: %v", reference(ref), err)
+			}
 		}
 	}
 	selector, pods, ambiguous, err := r.podsOf(sc, true)
@@ -280,11 +286,13 @@ func (r *run) applyShare(ctx context.Context, fk *setpointv1.FleetKey, m *member
 	switch {
 	case share == nil:
 		r.status.DesiredReplicas, r.status.FleetReplicas = current, nil
+		r.c.opts.Prometheus.decided(r.meta.Namespace, r.meta.Name, nil, current, &Recommendation{DesiredReplicas: current}, nil)
 		r.status.Conditions = setCondition(r.status.Conditions, v1alpha1.ConditionFleetShare, corev1.ConditionFalse, v1alpha1.ReasonNoSplit,
 			fmt.Sprintf("fleet %s has not split its total yet; the replicas are left as they are", fk.GetName()), r.now)
 		return resultSuccess, r.writeStatus(ctx)
 	case share.GetReason() == shareExcluded:
 		r.status.DesiredReplicas, r.status.FleetReplicas = current, ptr.To(resp.GetTotal())
+		r.c.opts.Prometheus.decided(r.meta.Namespace, r.meta.Name, nil, current, &Recommendation{DesiredReplicas: current}, nil)
 		msg := fmt.Sprintf("fleet %s's last split left this member out (%s): %s; the replicas are left as they are", fk.GetName(), share.GetExclusion(), share.GetMessage())
 		r.status.Conditions = setCondition(r.status.Conditions, v1alpha1.ConditionFleetShare, corev1.ConditionFalse, v1alpha1.ReasonExcluded, msg, r.now)
 		if hadShare {
@@ -295,6 +303,9 @@ func (r *run) applyShare(ctx context.Context, fk *setpointv1.FleetKey, m *member
 
 	want := share.GetReplicas()
 	r.status.DesiredReplicas, r.status.FleetReplicas = want, ptr.To(resp.GetTotal())
+	// The member's desired_replicas series is its share; the fleet's
+	// metrics are the fleet's, not this Autoscaler's.
+	r.c.opts.Prometheus.decided(r.meta.Namespace, r.meta.Name, nil, current, &Recommendation{DesiredReplicas: want}, nil)
 	r.status.Conditions = setCondition(r.status.Conditions, v1alpha1.ConditionFleetShare, corev1.ConditionTrue, share.GetReason(), share.GetMessage(), r.now)
 	if !hadShare || r.prev.DesiredReplicas != want {
 		was := "none"
@@ -335,6 +346,14 @@ func (r *run) applyShare(ctx context.Context, fk *setpointv1.FleetKey, m *member
 		fmt.Sprintf("the agent updated the target scale to %d, its share of fleet %s", want, fk.GetName()), r.now)
 	r.event(corev1.EventTypeNormal, "SuccessfulRescale", "New size: %d; reason: share of fleet %s (%s)", want, fk.GetName(), share.GetReason())
 	logger.Info("agent: rescaled to the fleet's share", "target", reference(r.spec.ScaleTargetRef), "from", current, "to", want, "fleet", fk.GetName(), "total", resp.GetTotal())
+	// Report the share as applied, so the fleet's next decision does not
+	// pool this member's old count with the others' new ones (a move of
+	// replicas between members would count twice). The answer is the next
+	// sync's business.
+	m.report.Scale.Replicas = want
+	if _, err := r.report(ctx, fk, m.report); err != nil {
+		logger.Error(err, "agent: report the applied share")
+	}
 	if err := r.writeStatus(ctx); err != nil {
 		return resultError, err
 	}

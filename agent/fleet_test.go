@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -18,6 +19,7 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 
@@ -139,15 +141,35 @@ func newFleetHarness(t *testing.T, f *fakeFleets) *harness {
 func TestFleetMemberAppliesShare(t *testing.T) {
 	f := &fakeFleets{spec: fleetSpec(), answer: shareOf(5, 9, "Weighted")}
 	h := newFleetHarness(t, f)
+	reg := prometheus.NewRegistry()
+	h.c.opts.Prometheus = NewMetrics(reg)
 	if err := h.c.reconcile(context.Background(), "ns/web"); err != nil {
 		t.Fatalf("reconcile: %v", err)
+	}
+	// The member's series: its share, and the rescale; no metric series
+	// (the fleet's metrics are not this Autoscaler's).
+	got := samples(t, reg)
+	for name, want := range map[string]float64{
+		`setpoint_agent_desired_replicas{hpa_name="web",namespace="ns"}`:       5,
+		`setpoint_agent_rescales_total{result="applied"}`:                      1,
+		`setpoint_agent_reconciliations_total{action="scale_up",error="none"}`: 1,
+	} {
+		if got[name] != want {
+			t.Errorf("%s = %v, want %v", name, got[name], want)
+		}
+	}
+	for name := range got {
+		if strings.HasPrefix(name, "setpoint_agent_metric_") {
+			t.Errorf("fleet member has a metric series %s", name)
+		}
 	}
 	gets, reports := f.calls()
 	if len(gets) != 1 || !proto.Equal(gets[0].GetFleet(), &setpointv1.FleetKey{Namespace: "ns", Name: "web-fleet"}) {
 		t.Fatalf("GetFleet calls = %v, want one for ns/web-fleet", gets)
 	}
-	if len(reports) != 1 {
-		t.Fatalf("%d reports, want 1", len(reports))
+	// The report, then the share as applied.
+	if len(reports) != 2 || reports[1].GetReport().GetScale().GetReplicas() != 5 {
+		t.Fatalf("reports = %v, want 2, the second with the applied share 5", reports)
 	}
 	rep := reports[0].GetReport()
 	if rep.GetMember() != "c1" || rep.GetCannotScale() != "" {
@@ -201,10 +223,10 @@ func TestFleetMemberAppliesShare(t *testing.T) {
 		t.Fatalf("second reconcile: %v", err)
 	}
 	gets, reports = f.calls()
-	if len(gets) != 1 || len(reports) != 2 {
-		t.Errorf("after two syncs: %d GetFleet, %d reports; want 1 and 2", len(gets), len(reports))
+	if len(gets) != 1 || len(reports) != 3 {
+		t.Fatalf("after two syncs: %d GetFleet, %d reports; want 1 and 3", len(gets), len(reports))
 	}
-	if got := reports[1].GetReport().GetScale().GetReplicas(); got != 5 {
+	if got := reports[2].GetReport().GetScale().GetReplicas(); got != 5 {
 		t.Errorf("second report's replicas = %d, want 5", got)
 	}
 	if h.scales.updates != 1 {
@@ -319,6 +341,11 @@ func TestFleetMemberMissingWorkload(t *testing.T) {
 	if len(reports) != 1 || !strings.Contains(reports[0].GetReport().GetCannotScale(), "cannot read the scale of Deployment/web") {
 		t.Fatalf("reports = %v, want one saying the workload is missing", reports)
 	}
+	// The service wants one observation per metric of the fleet's spec,
+	// even from a member that could read nothing.
+	if got := len(reports[0].GetReport().GetObservations()); got != 2 {
+		t.Errorf("%d observations, want 2", got)
+	}
 	if c := findCondition(h.status(t).Conditions, autoscalingv2.AbleToScale); c == nil || c.Reason != "FailedGetScale" {
 		t.Errorf("AbleToScale = %+v, want FailedGetScale", c)
 	}
@@ -376,5 +403,50 @@ func TestMetricsOf(t *testing.T) {
 	got := metricsOf(fleetSpec().GetAutoscaler().GetMetrics())
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("metrics (-want +got):\n%s", diff)
+	}
+}
+
+// A member whose pods another autoscaler of its cluster also selects
+// reports that it cannot scale, as the HPA controller refuses to act.
+func TestFleetMemberAmbiguousSelector(t *testing.T) {
+	f := &fakeFleets{spec: fleetSpec(), answer: shareOf(5, 9, "Weighted")}
+	h := newFleetHarness(t, f)
+	h.c.selectors["ns/other"] = labels.SelectorFromSet(labels.Set{"app": "web"})
+	if err := h.c.reconcile(context.Background(), "ns/web"); err != nil {
+		t.Fatalf("reconcile: %v", err)
+	}
+	_, reports := f.calls()
+	if len(reports) != 1 || !strings.Contains(reports[0].GetReport().GetCannotScale(), "controlled by more than one HPA") {
+		t.Fatalf("reports = %v, want one saying the selector is ambiguous", reports)
+	}
+	if h.scales.updates != 0 {
+		t.Errorf("%d scale updates, want none", h.scales.updates)
+	}
+	if c := findCondition(h.status(t).Conditions, autoscalingv2.ScalingActive); c == nil || c.Reason != "AmbiguousSelector" {
+		t.Errorf("ScalingActive = %+v, want AmbiguousSelector over the fleet decision's", c)
+	}
+}
+
+// A paused member neither reports nor scales; a member without a fleet
+// client says so and does not retry before the next sync.
+func TestFleetMemberPausedOrWithoutClient(t *testing.T) {
+	f := &fakeFleets{spec: fleetSpec(), answer: shareOf(5, 9, "Weighted")}
+	paused := fleetMember()
+	paused.Spec.Paused = true
+	h := newHarness(t, paused, nil)
+	h.c.opts.Fleets = serveFleets(t, f)
+	if err := h.c.reconcile(context.Background(), "ns/web"); err != nil {
+		t.Fatalf("reconcile: %v", err)
+	}
+	if gets, reports := f.calls(); len(gets)+len(reports) != 0 || h.scales.updates != 0 {
+		t.Errorf("paused: %d GetFleet, %d reports, %d scale updates; want none", len(gets), len(reports), h.scales.updates)
+	}
+
+	h = newHarness(t, fleetMember(), nil)
+	if err := h.c.reconcile(context.Background(), "ns/web"); !errors.Is(err, errTerminal) {
+		t.Fatalf("reconcile without a fleet client = %v, want a terminal error", err)
+	}
+	if c := findCondition(h.status(t).Conditions, autoscalingv2.ScalingActive); c == nil || c.Reason != v1alpha1.ReasonInvalidSpec || !strings.Contains(c.Message, "no fleet service client") {
+		t.Errorf("ScalingActive = %+v, want InvalidSpec naming the missing client", c)
 	}
 }
