@@ -109,20 +109,21 @@ type loadPhase struct {
 	want   []int32 // shares of a, b, c
 }
 
-// Levels sit between whole pods so that the ±2% noise cannot tip a count:
-// 550m over 6 pods is 92% of the target (within the 10% tolerance), and
-// outside it ceil(5.5 ± 2%) is still 6, so 6 holds either way. 1125m asks
-// for ceil(11.25 ± 2%) = 12 and 12 holds it (94%); 13 pods are outside the
+// Levels sit between whole pods so that the ±2% noise cannot tip a count
+// and every count near the target comes back to it: 590m asks for
+// ceil(5.9 ± 2%) = 6 from 5 or 7 pods (118% and 84% of the target, outside
+// the 10% tolerance) and 6 holds it (98%). 1125m asks for
+// ceil(11.25 ± 2%) = 12 and 12 holds it (94%); 13 pods are outside the
 // tolerance (87%), so 13 falls back to 12.
 var (
-	// phaseStart: 550m spread evenly over the 6 pods the members start
+	// phaseStart: 590m spread evenly over the 6 pods the members start
 	// with holds 6, two each (and each member's first report, pooled
 	// alone, holds its own 2).
-	phaseStart = loadPhase{"start", map[string]float64{"a": 190, "b": 180, "c": 180}, []int32{2, 2, 2}}
+	phaseStart = loadPhase{"start", map[string]float64{"a": 200, "b": 195, "c": 195}, []int32{2, 2, 2}}
 	// phaseMove: load moves from a and c to b, the sum stays; nothing may
-	// change (one HPA per cluster would scale b up, 175m a pod, and a and
+	// change (one HPA per cluster would scale b up, 195m a pod, and a and
 	// c down, 50m a pod).
-	phaseMove = loadPhase{"move to b", map[string]float64{"a": 100, "b": 350, "c": 100}, []int32{2, 2, 2}}
+	phaseMove = loadPhase{"move to b", map[string]float64{"a": 100, "b": 390, "c": 100}, []int32{2, 2, 2}}
 	// phaseRise: b's load rises: 1125m asks for 12, four each.
 	phaseRise = loadPhase{"rise in b", map[string]float64{"a": 100, "b": 925, "c": 100}, []int32{4, 4, 4}}
 	// phaseLost: c's agent stops and its traffic goes to a; the survivors
@@ -189,7 +190,19 @@ func TestFleets(t *testing.T) {
 			Trace: twin.Steady(phaseStart.demand[name], 0), Noise: 0.02, Idle: 5, Seed: uint64(i + 1)})
 		r.logs[name] = &replicaLog{}
 		followWG.Go(func() { r.logs[name].follow(followCtx, tw) })
-		r.agents[name] = startAgent(t, svc, tw, name, "", w.windows)
+	}
+	// The agents start once every member runs its pods, so that the
+	// fleet's first decisions see the load, not pods starting.
+	testkit.Eventually(t, time.Minute, "every member's pods Ready", func() error {
+		for _, name := range clusterNames {
+			if n := readyPods(r.twins[name]); n != startReplicas {
+				return fmt.Errorf("cluster %s: %d Ready pods", name, n)
+			}
+		}
+		return nil
+	})
+	for _, name := range clusterNames {
+		r.agents[name] = startAgent(t, svc, r.twins[name], name, "", w.windows)
 	}
 	followWG.Go(func() { r.splits.follow(followCtx, r.fleets) })
 
@@ -403,12 +416,20 @@ func (r *fleetRun) ret() {
 		t.Errorf("c's first share after its return: %v, want Returning below its weighted share", c)
 	}
 	// One pod per period: a and b, at 6, may fall to 5 in the first
-	// split that returns c, and to 4 one period after it.
+	// split that returns c, and no further within the period; at least
+	// one of them is held above its weighted share for c. (The total may
+	// still be 13 then, a's and b's 12 and c's one, and a's weighted share
+	// of 13 is 5: the fleet scales in from 13 by the engine's rules, which
+	// may leave out pods that turned Ready a moment ago and keep 13 for a
+	// scale-down window.)
+	held := 0
 	for _, name := range []string{"a", "b"} {
-		s := shareOf(first, name)
-		if s.GetReason() != "Held" || s.GetReplicas() != phaseLost.want[index(name)]-1 {
-			t.Errorf("%s's share when c returns: %v, want Held at %d", name, s, phaseLost.want[index(name)]-1)
+		if shareOf(first, name).GetReason() == "Held" {
+			held++
 		}
+	}
+	if held == 0 {
+		t.Errorf("no member held when c returns: %s", first.GetMessage())
 	}
 	for _, s := range back {
 		if s.GetTime().AsTime().Sub(first.GetTime().AsTime()) >= r.w.podsPeriod {
@@ -587,12 +608,7 @@ func (r *fleetRun) runs(name string, share, total int32) error {
 		return fmt.Errorf("cluster %s: the Deployment has %d replicas, its share is %d", name, got, share)
 	}
 	pods := r.twins[name].Pods(workloadNS, workloadLabels)
-	ready := 0
-	for _, p := range pods {
-		if p.DeletionTimestamp == nil && podReady(p) {
-			ready++
-		}
-	}
+	ready := readyPods(r.twins[name])
 	if len(pods) != int(share) || ready != int(share) {
 		return fmt.Errorf("cluster %s: %d pods, %d Ready, want %d", name, len(pods), ready, share)
 	}
@@ -604,6 +620,18 @@ func (r *fleetRun) runs(name string, share, total int32) error {
 		return fmt.Errorf("cluster %s: the Autoscaler's status shows share %d of %v, current %d; want %d of %d", name, st.DesiredReplicas, ptr.Deref(st.FleetReplicas, -1), st.CurrentReplicas, share, total)
 	}
 	return nil
+}
+
+// readyPods counts the workload's Ready pods in the twin, leaving out
+// those being deleted.
+func readyPods(tw *twin.Twin) int {
+	n := 0
+	for _, p := range tw.Pods(workloadNS, workloadLabels) {
+		if p.DeletionTimestamp == nil && podReady(p) {
+			n++
+		}
+	}
+	return n
 }
 
 // podReady reports whether p's Ready condition is True.
