@@ -222,16 +222,9 @@ func (s *Service) Stop() error {
 
 // Start starts the server and waits until its health says SERVING.
 func (srv *Server) Start(ctx context.Context) error {
-	logFile, err := os.OpenFile(srv.Log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	cmd, err := spawn(srv.binary, srv.args, srv.Log)
 	if err != nil {
-		return fmt.Errorf("twin: %w", err)
-	}
-	defer logFile.Close()
-	cmd := exec.Command(srv.binary, srv.args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = procAttr()
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("twin: start setpoint-server: %w", err)
+		return err
 	}
 	srv.mu.Lock()
 	srv.proc = cmd
@@ -361,9 +354,6 @@ func StartAgent(o AgentOptions) (*Agent, error) {
 	}
 	args = append(args, o.Flags...)
 	a := &Agent{Log: filepath.Join(o.Dir, "agent-"+o.Cluster+".log"), binary: o.Binary, args: args}
-	if err := os.WriteFile(a.Log, nil, 0o600); err != nil {
-		return nil, fmt.Errorf("twin: %w", err)
-	}
 	if err := a.Start(); err != nil {
 		return nil, err
 	}
@@ -378,19 +368,28 @@ func (a *Agent) Start() error {
 	if a.cmd != nil {
 		return nil
 	}
-	logFile, err := os.OpenFile(a.Log, os.O_APPEND|os.O_WRONLY, 0o600)
+	cmd, err := spawn(a.binary, a.args, a.Log)
 	if err != nil {
-		return fmt.Errorf("twin: %w", err)
-	}
-	defer logFile.Close()
-	cmd := exec.Command(a.binary, a.args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = procAttr()
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("twin: start setpoint-agent: %w", err)
+		return err
 	}
 	a.cmd = cmd
 	return nil
+}
+
+// spawn starts binary with args, its output appended to the file log.
+func spawn(binary string, args []string, log string) (*exec.Cmd, error) {
+	logFile, err := os.OpenFile(log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("twin: %w", err)
+	}
+	defer logFile.Close()
+	cmd := exec.Command(binary, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = procAttr()
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("twin: start %s: %w", filepath.Base(binary), err)
+	}
+	return cmd, nil
 }
 
 // Pid returns the agent's process id, or 0 while it is stopped.
