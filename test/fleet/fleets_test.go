@@ -29,8 +29,11 @@ import (
 // clusters a, b and c, equal weights.
 const (
 	fleetName = "web"
-	// fleetMin and fleetMax bound the fleet's total.
-	fleetMin, fleetMax = 3, 30
+	// fleetMin and fleetMax bound the fleet's total. The fleet's first
+	// decision pools the first member to report alone, so a minimum above
+	// one member's replicas would scale that member up before the others
+	// are counted.
+	fleetMin, fleetMax = 1, 30
 	// startReplicas is each member's Deployment at the start.
 	startReplicas = 2
 )
@@ -73,13 +76,13 @@ func (w fleetWindows) failoverBound() time.Duration { return w.staleAfter() + 3*
 
 // settleTimeout bounds every wait for the fleet to reach a split: pods
 // start and turn Ready in a few seconds; a return takes two scale-down
-// periods.
+// periods; a count above the split's waits out the scale-down window.
 func (w fleetWindows) settleTimeout() time.Duration {
-	return 90*time.Second + 4*w.podsPeriod + 6*w.sync
+	return 90*time.Second + 4*w.podsPeriod + 6*w.sync + w.downscaleStabilizing
 }
 
 // fleetSpec is the fleet PutFleet stores: the Deployment web of each
-// member, 3 to 30 replicas in all, CPU at 50% of the 200m requested (100m a
+// member, 1 to 30 replicas in all, CPU at 50% of the 200m requested (100m a
 // pod), a scale-down of one pod per podsPeriod, three members of weight 1.
 func fleetSpec(w fleetWindows) *setpointv1.FleetSpec {
 	hpaSpec := twin.CPUHPA(workloadName, fleetMin, fleetMax, targetUtil).Spec
@@ -782,6 +785,11 @@ func (l *splitLog) describe(start time.Time) string {
 			d.GetStatus().GetCurrentReplicas(), d.GetDesiredReplicas(), d.GetRescale())
 		for _, m := range f.GetMembers() {
 			fmt.Fprintf(&b, " %s %d@%v", m.GetMember(), m.GetReplicas(), at(m.GetLastReport().AsTime()))
+		}
+		for _, m := range d.GetExplanation().GetMetrics() {
+			fmt.Fprintf(&b, " | %s %d/%d ratio %.3f (rebalanced %.3f), pods ready %d, unready %d, missing %d, ignored %d → %d",
+				m.GetName(), m.GetCurrent(), m.GetTarget(), m.GetRatio(), m.GetRebalancedRatio(),
+				m.GetReadyPods(), m.GetUnreadyPods(), m.GetMissingPods(), m.GetIgnoredPods(), m.GetProposal())
 		}
 		b.WriteString("\n")
 	}
