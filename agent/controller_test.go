@@ -86,8 +86,8 @@ type fakeScales struct {
 	scales    map[string]*autoscalingv1.Scale // by namespace/name
 	conflicts int
 	updates   int
-	// updateErr, when set, fails every update.
-	updateErr error
+	// updateErr, when set, fails every update; getErr every read.
+	updateErr, getErr error
 }
 
 func (f *fakeScales) Scales(namespace string) scale.ScaleInterface {
@@ -102,6 +102,9 @@ type fakeScaleInterface struct {
 func (s *fakeScaleInterface) Get(_ context.Context, gr schema.GroupResource, name string, _ metav1.GetOptions) (*autoscalingv1.Scale, error) {
 	s.f.mu.Lock()
 	defer s.f.mu.Unlock()
+	if s.f.getErr != nil {
+		return nil, s.f.getErr
+	}
 	sc, ok := s.f.scales[s.ns+"/"+name]
 	if !ok {
 		return nil, apierrors.NewNotFound(gr, name)

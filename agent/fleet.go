@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
@@ -67,6 +68,10 @@ func (r *run) reconcileFleet(ctx context.Context) (string, error) {
 		return r.invalidSpec(ctx, "spec.fleet is set, but this agent has no fleet service client", errors.New("agent: Options.Fleets is nil"))
 	}
 	fk := &setpointv1.FleetKey{Namespace: r.meta.Namespace, Name: r.spec.Fleet.Name}
+	if other := r.c.firstMember(r.key, fk.GetName()); other != "" {
+		text := fmt.Sprintf("Autoscaler %s/%s is this cluster's member of fleet %s already: a fleet has one member per cluster", fk.GetNamespace(), other, fk.GetName())
+		return r.invalidSpec(ctx, text, errors.New(text))
+	}
 	spec, err := r.fleetSpec(ctx, fk)
 	if err != nil {
 		return r.fleetFailed(ctx, err)
@@ -85,16 +90,44 @@ func (r *run) reconcileFleet(ctx context.Context) (string, error) {
 			return r.fleetFailed(ctx, err)
 		}
 		next := resp.GetSpec()
+		if next != nil {
+			r.c.rememberFleetSpec(r.key.String(), fk.GetName(), next)
+		}
 		if next == nil || attempt > 0 || sameMetrics(spec, next) {
-			if next != nil {
-				r.c.rememberFleetSpec(r.key.String(), fk.GetName(), next)
-			}
 			break
 		}
 		spec = next
-		r.c.rememberFleetSpec(r.key.String(), fk.GetName(), next)
 	}
 	return r.applyShare(ctx, fk, m, resp)
+}
+
+// firstMember is the name of the Autoscaler of k's namespace, other than
+// k, that is a member of fleet and comes first by name; "" when there is
+// none. Only the first one of a cluster reports for it: two would report
+// as the same member and undo each other's reports.
+func (c *Controller) firstMember(k objectKey, fleet string) string {
+	objs, err := c.autoscalers.GetIndexer().ByIndex(cache.NamespaceIndex, k.namespace)
+	if err != nil {
+		objs = c.autoscalers.GetIndexer().List()
+	}
+	first := ""
+	for _, o := range objs {
+		a, err := autoscalerOf(o)
+		if err != nil || a.Namespace != k.namespace || a.Name >= k.name || a.Spec.Fleet == nil || a.Spec.Fleet.Name != fleet {
+			continue
+		}
+		if first == "" || a.Name < first {
+			first = a.Name
+		}
+	}
+	return first
+}
+
+// notInFleet clears what a fleet member's status holds from an
+// Autoscaler that is not (or no longer) one.
+func (r *run) notInFleet() {
+	r.status.FleetReplicas = nil
+	r.status.Conditions = removeCondition(r.status.Conditions, v1alpha1.ConditionFleetShare)
 }
 
 // fleetSpec is the fleet's spec the member's report follows: the one the

@@ -450,3 +450,102 @@ func TestFleetMemberPausedOrWithoutClient(t *testing.T) {
 		t.Errorf("ScalingActive = %+v, want InvalidSpec naming the missing client", c)
 	}
 }
+
+// An Autoscaler that leaves its fleet is decided on its own again, and its
+// status no longer shows a fleet.
+func TestLeavingTheFleetClearsTheStatus(t *testing.T) {
+	f := &fakeFleets{spec: fleetSpec(), answer: shareOf(5, 9, "Weighted")}
+	h := newFleetHarness(t, f)
+	h.svc.rec = scaleUp()
+	if err := h.c.reconcile(context.Background(), "ns/web"); err != nil {
+		t.Fatalf("reconcile as a member: %v", err)
+	}
+	a := testAutoscaler()
+	a.Status = h.status(t)
+	if a.Status.FleetReplicas == nil {
+		t.Fatal("the member's status has no fleetReplicas")
+	}
+	if err := h.c.autoscalers.GetIndexer().Update(a); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.reconcile(context.Background(), "ns/web"); err != nil {
+		t.Fatalf("reconcile on its own: %v", err)
+	}
+	st := h.status(t)
+	if st.FleetReplicas != nil || findCondition(st.Conditions, v1alpha1.ConditionFleetShare) != nil {
+		t.Errorf("status after leaving the fleet: fleetReplicas %v, FleetShare %v", st.FleetReplicas, findCondition(st.Conditions, v1alpha1.ConditionFleetShare))
+	}
+	if len(h.svc.requests) != 1 || st.DesiredReplicas != 4 {
+		t.Errorf("%d Recommend calls, desired %d; want 1 and 4", len(h.svc.requests), st.DesiredReplicas)
+	}
+}
+
+// Two Autoscalers of one cluster in one fleet would report as the same
+// member: only the first by name does; the other says why it does not.
+func TestFleetOneMemberPerCluster(t *testing.T) {
+	f := &fakeFleets{spec: fleetSpec(), answer: shareOf(5, 9, "Weighted")}
+	h := newFleetHarness(t, f)
+	first := fleetMember()
+	first.Name = "api"
+	cached, err := v1alpha1.ToUnstructured(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	typed, err := typedAutoscaler(cached)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.autoscalers.GetIndexer().Add(typed); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.reconcile(context.Background(), "ns/web"); !errors.Is(err, errTerminal) {
+		t.Fatalf("reconcile = %v, want a terminal error", err)
+	}
+	if gets, reports := f.calls(); len(gets)+len(reports) != 0 || h.scales.updates != 0 {
+		t.Errorf("%d GetFleet, %d reports, %d scale updates; want none", len(gets), len(reports), h.scales.updates)
+	}
+	if c := findCondition(h.status(t).Conditions, autoscalingv2.ScalingActive); c == nil || c.Reason != v1alpha1.ReasonInvalidSpec || !strings.Contains(c.Message, "ns/api is this cluster's member of fleet web-fleet") {
+		t.Errorf("ScalingActive = %+v, want InvalidSpec naming ns/api", c)
+	}
+}
+
+// A passing failure to read the Scale sends no report (the member goes
+// stale if it lasts) and is retried with back-off.
+func TestFleetMemberScaleReadFailsForNow(t *testing.T) {
+	f := &fakeFleets{spec: fleetSpec(), answer: shareOf(5, 9, "Weighted")}
+	h := newFleetHarness(t, f)
+	h.scales.getErr = apierrors.NewServiceUnavailable("etcd is slow")
+	err := h.c.reconcile(context.Background(), "ns/web")
+	if err == nil || errors.Is(err, errTerminal) {
+		t.Fatalf("reconcile = %v, want an error to retry", err)
+	}
+	if _, reports := f.calls(); len(reports) != 0 {
+		t.Errorf("%d reports, want none", len(reports))
+	}
+	if c := findCondition(h.status(t).Conditions, autoscalingv2.AbleToScale); c == nil || c.Reason != "FailedGetScale" {
+		t.Errorf("AbleToScale = %+v, want FailedGetScale", c)
+	}
+}
+
+func TestRefused(t *testing.T) {
+	gr := schema.GroupResource{Group: "apps", Resource: "deployments"}
+	tests := []struct {
+		err  error
+		want bool
+	}{
+		{apierrors.NewNotFound(gr, "web"), true},
+		{apierrors.NewForbidden(gr, "web", errors.New("no")), true},
+		{apierrors.NewBadRequest("bad"), true},
+		{apierrors.NewConflict(gr, "web", errors.New("modified")), false},
+		{apierrors.NewTooManyRequests("slow down", 1), false},
+		{apierrors.NewServiceUnavailable("down"), false},
+		{apierrors.NewTimeoutError("slow", 1), false},
+		{errConcurrentRescale, false},
+		{context.DeadlineExceeded, false},
+	}
+	for _, tt := range tests {
+		if got := refused(tt.err); got != tt.want {
+			t.Errorf("refused(%v) = %v, want %v", tt.err, got, tt.want)
+		}
+	}
+}

@@ -210,6 +210,7 @@ func (r *run) reconcile(ctx context.Context) (string, error) {
 	if spec.Fleet != nil {
 		return r.reconcileFleet(ctx)
 	}
+	r.notInFleet()
 
 	sc, gr, err := r.c.scaleFor(ctx, r.meta.Namespace, spec.ScaleTargetRef)
 	if err != nil {

@@ -127,11 +127,13 @@ func TestTwoClustersOneFleet(t *testing.T) {
 	// them while the second role is bound.
 	usConfig := e.grantAgent(t, "agent-us")
 	e.grantScaleUpdate(t, "agent-us")
+	started := time.Now()
 	e.startAgent(t, "eu", e.cluster.Config())
 	e.startAgent(t, "us", usConfig)
 
 	// 3 + 1 replicas at target: a total of 4, split 2/2; both writes land.
 	e.waitShares(t, "both members apply their shares", 4, map[string]int32{"eu": 2, "us": 2})
+	t.Logf("shares applied %v after the agents started (sync period %v)", time.Since(started).Round(10*time.Millisecond), syncPeriod)
 	e.waitEvent(t, "web-us", "Normal FleetShareChanged share 2 of fleet web's 4 replicas")
 	e.waitEvent(t, "web-eu", "Normal SuccessfulRescale New size: 2; reason: share of fleet web")
 
@@ -140,10 +142,12 @@ func TestTwoClustersOneFleet(t *testing.T) {
 	if err := e.kube.AppsV1().Deployments(ns).Delete(ctx, "web-us", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	deleted := time.Now()
 	// Its share moves to eu: the fleet's total holds at 4 (the scale-down
 	// stabilization window), and eu now runs all of it.
 	e.waitExcluded(t, "us", "cannot read the scale of Deployment/web-us", "FailedGetScale")
 	e.waitShares(t, "us's share moved to eu", 4, map[string]int32{"eu": 4, "us": 0})
+	t.Logf("us's share moved to eu %v after its workload was deleted", time.Since(deleted).Round(10*time.Millisecond))
 	// It comes back with 1 replica: pooled again, 4 + 1 = 5 at target,
 	// split 3/2 (the default scale-down policy lets eu fall at once).
 	e.deployment(t, "web-us", 1)
@@ -176,6 +180,15 @@ func TestTwoClustersOneFleet(t *testing.T) {
 		}
 		return sharesApplied(e, f)
 	})
+	for _, name := range []string{"web-eu", "web-us"} {
+		st := e.status(t, name)
+		var conds []string
+		for _, c := range st.Conditions {
+			conds = append(conds, fmt.Sprintf("%s=%s (%s: %s)", c.Type, c.Status, c.Reason, c.Message))
+		}
+		t.Logf("%s: desired %d of %d, current %d, targets %s\n  explanation: %s\n  %s", name, st.DesiredReplicas, ptr.Deref(st.FleetReplicas, 0),
+			st.CurrentReplicas, st.Targets, st.Explanation.Summary, strings.Join(conds, "\n  "))
+	}
 }
 
 // start runs the API server with the CRD, the metrics APIs and the
