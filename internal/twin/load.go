@@ -22,8 +22,9 @@ type Workload struct {
 	// pod template).
 	Namespace string
 	Selector  map[string]string
-	// Trace is the demand over time, counted from AddWorkload. The unit
-	// is the CPU's: millicores of work per second.
+	// Trace is the demand over time, counted from AddWorkload (until
+	// Load.SetTrace replaces it). The unit is the CPU's: millicores of
+	// work per second.
 	Trace Trace
 
 	// Noise is each Ready pod's deviation from its share, a fraction
@@ -73,10 +74,22 @@ type Load struct {
 	metrics *metricsserver.Server
 	rng     *rand.Rand
 
-	mu      sync.Mutex
-	samples []Sample
-	served  map[string]bool // pod names with metrics served
-	stopped bool
+	mu         sync.Mutex
+	trace      Trace     // the demand, counted from traceStart
+	traceStart time.Time // start, or the last SetTrace
+	samples    []Sample
+	served     map[string]bool // pod names with metrics served
+	stopped    bool
+}
+
+// newLoad returns w's model, started at start, serving into metrics.
+func newLoad(w Workload, metrics *metricsserver.Server, start time.Time) *Load {
+	seed := w.Seed
+	if seed == 0 {
+		seed = 1
+	}
+	return &Load{w: w, start: start, trace: w.Trace, traceStart: start, metrics: metrics,
+		rng: rand.New(rand.NewPCG(seed, seed)), served: map[string]bool{}}
 }
 
 // Samples returns a copy of every tick's sample so far, oldest first.
@@ -94,6 +107,17 @@ func (l *Load) Last() Sample {
 		return Sample{}
 	}
 	return l.samples[len(l.samples)-1]
+}
+
+// SetTrace replaces the load's trace: from now on the demand follows tr,
+// its moments counted from this call (so a Steady trace sets a level at
+// once). A test that moves load between workloads when its system has
+// settled, rather than at fixed moments, uses it. Samples keep counting
+// At from the load's start.
+func (l *Load) SetTrace(tr Trace) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.trace, l.traceStart = tr, time.Now()
 }
 
 // Elapsed returns the time since the load started.
@@ -132,7 +156,7 @@ func (l *Load) tick(now time.Time, pods []*corev1.Pod) {
 	}
 	w := l.w
 	at := now.Sub(l.start)
-	demand := w.Trace.At(at)
+	demand := l.trace.At(now.Sub(l.traceStart))
 	sel := labels.SelectorFromSet(w.Selector)
 	var running, ready []*corev1.Pod
 	for _, p := range pods {

@@ -222,16 +222,9 @@ func (s *Service) Stop() error {
 
 // Start starts the server and waits until its health says SERVING.
 func (srv *Server) Start(ctx context.Context) error {
-	logFile, err := os.OpenFile(srv.Log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	cmd, err := spawn(srv.binary, srv.args, srv.Log)
 	if err != nil {
-		return fmt.Errorf("twin: %w", err)
-	}
-	defer logFile.Close()
-	cmd := exec.Command(srv.binary, srv.args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = procAttr()
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("twin: start setpoint-server: %w", err)
+		return err
 	}
 	srv.mu.Lock()
 	srv.proc = cmd
@@ -310,11 +303,17 @@ type AgentOptions struct {
 	Flags []string
 }
 
-// Agent is a setpoint-agent process.
+// Agent is a setpoint-agent process. Stop it and Start it again with the
+// same flags, as a node restart or a rollout would.
 type Agent struct {
-	// Log is the file its output goes to.
+	// Log is the file its output is appended to.
 	Log string
-	cmd *exec.Cmd
+
+	binary string
+	args   []string
+
+	mu  sync.Mutex
+	cmd *exec.Cmd // nil while stopped
 }
 
 // StartAgent runs setpoint-agent against the twin with deploy-ha's agent
@@ -354,30 +353,68 @@ func StartAgent(o AgentOptions) (*Agent, error) {
 		args = append(args, "-downscale-stabilization-window="+o.DownscaleStabilization.String())
 	}
 	args = append(args, o.Flags...)
-	a := &Agent{Log: filepath.Join(o.Dir, "agent-"+o.Cluster+".log")}
-	logFile, err := os.Create(a.Log)
-	if err != nil {
-		return nil, fmt.Errorf("twin: %w", err)
-	}
-	defer logFile.Close()
-	a.cmd = exec.Command(o.Binary, args...)
-	a.cmd.Stdout, a.cmd.Stderr = logFile, logFile
-	a.cmd.SysProcAttr = procAttr()
-	if err := a.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("twin: start setpoint-agent: %w", err)
+	a := &Agent{Log: filepath.Join(o.Dir, "agent-"+o.Cluster+".log"), binary: o.Binary, args: args}
+	if err := a.Start(); err != nil {
+		return nil, err
 	}
 	return a, nil
 }
 
-// Pid returns the agent's process id.
-func (a *Agent) Pid() int { return a.cmd.Process.Pid }
+// Start starts the agent again after Stop, with the same flags; its
+// output is appended to Log. It does nothing while the agent runs.
+func (a *Agent) Start() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.cmd != nil {
+		return nil
+	}
+	cmd, err := spawn(a.binary, a.args, a.Log)
+	if err != nil {
+		return err
+	}
+	a.cmd = cmd
+	return nil
+}
+
+// spawn starts binary with args, its output appended to the file log.
+func spawn(binary string, args []string, log string) (*exec.Cmd, error) {
+	logFile, err := os.OpenFile(log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("twin: %w", err)
+	}
+	defer logFile.Close()
+	cmd := exec.Command(binary, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = procAttr()
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("twin: start %s: %w", filepath.Base(binary), err)
+	}
+	return cmd, nil
+}
+
+// Pid returns the agent's process id, or 0 while it is stopped.
+func (a *Agent) Pid() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.cmd == nil {
+		return 0
+	}
+	return a.cmd.Process.Pid
+}
 
 // Stop sends SIGTERM and waits up to 20 s; an unclean or late exit is an
-// error (a late one is killed).
+// error (a late one is killed). Stopping a stopped agent does nothing.
 func (a *Agent) Stop() error {
-	_ = a.cmd.Process.Signal(syscall.SIGTERM)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.cmd == nil {
+		return nil
+	}
+	cmd := a.cmd
+	a.cmd = nil
+	_ = cmd.Process.Signal(syscall.SIGTERM)
 	done := make(chan error, 1)
-	go func() { done <- a.cmd.Wait() }()
+	go func() { done <- cmd.Wait() }()
 	select {
 	case err := <-done:
 		if err != nil {
@@ -385,7 +422,7 @@ func (a *Agent) Stop() error {
 		}
 		return nil
 	case <-time.After(20 * time.Second):
-		_ = a.cmd.Process.Kill()
+		_ = cmd.Process.Kill()
 		<-done
 		return errors.New("twin: setpoint-agent did not stop within 20s of SIGTERM")
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sync"
@@ -269,11 +268,7 @@ func (tw *Twin) tick(now time.Time) {
 // AddWorkload starts serving w's load model from now on, until Stop or
 // the returned Load's removal with RemoveWorkload.
 func (tw *Twin) AddWorkload(w Workload) *Load {
-	seed := w.Seed
-	if seed == 0 {
-		seed = 1
-	}
-	l := &Load{w: w, start: time.Now(), metrics: tw.Metrics, rng: rand.New(rand.NewPCG(seed, seed)), served: map[string]bool{}}
+	l := newLoad(w, tw.Metrics, time.Now())
 	tw.mu.Lock()
 	tw.loads = append(tw.loads, l)
 	tw.mu.Unlock()

@@ -3,7 +3,6 @@ package twin
 import (
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -105,8 +104,8 @@ func TestLoadTick(t *testing.T) {
 		}
 		return p
 	}
-	l := &Load{w: Workload{Namespace: "ns", Selector: labels, Trace: Steady(900, time.Minute), Burst: 300, BurstFor: 10 * time.Second, Idle: 5, PodsMetric: "work", ExternalMetric: "queue"},
-		start: start, metrics: ms, rng: nil, served: map[string]bool{}}
+	l := newLoad(Workload{Namespace: "ns", Selector: labels, Trace: Steady(900, time.Minute), Burst: 300, BurstFor: 10 * time.Second, Idle: 5, PodsMetric: "work", ExternalMetric: "queue"},
+		ms, start)
 	other := pod("other", corev1.PodRunning, true, start.Add(-time.Hour))
 	other.Labels = map[string]string{"app": "db"}
 	pods := []*corev1.Pod{
@@ -118,7 +117,6 @@ func TestLoadTick(t *testing.T) {
 		pod("pending", corev1.PodPending, false, time.Time{}),
 		other,
 	}
-	l.rng = rand.New(rand.NewPCG(1, 1))
 	l.tick(start.Add(time.Second), pods)
 	cpu := func() map[string]int64 {
 		got := map[string]int64{}
@@ -145,6 +143,17 @@ func TestLoadTick(t *testing.T) {
 	want = map[string]int64{"fresh": 1200, "warming": 305, "idle": 5}
 	if diff := cmp.Diff(want, cpu()); diff != "" {
 		t.Errorf("CPU after two pods went (-want +got):\n%s", diff)
+	}
+	// The demand moves: a new trace applies from the next tick on, and
+	// the samples keep counting from the load's start.
+	l.SetTrace(Steady(600, time.Minute))
+	l.tick(start.Add(3*time.Second), pods)
+	want = map[string]int64{"fresh": 900, "warming": 305, "idle": 5}
+	if diff := cmp.Diff(want, cpu()); diff != "" {
+		t.Errorf("CPU after SetTrace (-want +got):\n%s", diff)
+	}
+	if s := l.Last(); s.Demand != 600 || s.At != 3*time.Second {
+		t.Errorf("sample after SetTrace %+v, want 600 at 3s", s)
 	}
 	l.stop()
 	if diff := cmp.Diff(map[string]int64{}, cpu()); diff != "" {

@@ -26,6 +26,31 @@
 //     Watch, the web console's JSON API), and the platform identity sees
 //     all three (ListTargets, Watch, the console).
 //
+// TestFleets runs the same three twins, service and agents as one fleet:
+// the platform identity puts a fleet (FleetService.PutFleet) over the
+// Deployment shop/web of a, b and c, equal weights, one pod per period of
+// scale-down; each cluster's Autoscaler names the fleet and nothing else.
+// The load moves between the clusters in phases whose sum never falls
+// (Load.SetTrace), and the test asserts that
+//
+//   - load that moves from a and c to b moves no replica (the fleet pools
+//     the members' pods), and a rise in b is split by weight, every share
+//     run as Ready pods and shown in the member's Autoscaler status;
+//   - with c's agent stopped (its traffic moved to a, its Deployment down
+//     to one replica), the service leaves c out and a and b run the whole
+//     total within the documented failover bound, StaleAfter + 3 × sync
+//     period from the agent's stop;
+//   - restarted, c returns paced: the first split that pools it again holds
+//     a and b one pod below their shares and returns c below its weighted
+//     share, a and b fall no further within the scale-down period, and the
+//     fleet ends at the weighted split;
+//   - the fleet's total changes only by a decision that rescales or by a
+//     member leaving or joining the pool (checkTotals);
+//   - cluster a's identity may read its own fleet and nothing else: Report
+//     as b, Report to or read a fleet without a, PutFleet and DeleteFleet
+//     are PERMISSION_DENIED, whether or not the fleet exists, and change
+//     nothing.
+//
 // TestClosedLoopDifferential drives two twins with the same trace: one
 // whose kube-controller-manager HPA controller scales the Deployment, one
 // where a setpoint-agent in native HPA mode does, and compares the replica
