@@ -140,11 +140,15 @@ func decode(k target.Key, b []byte, forDecision bool) (rec target.Record, err er
 	if len(raw) > 0 && raw[0] == s2Value { // b is the scratch buffer's, or a new one
 		defer putScratch(buf, b)
 	}
-	var m pb.Record
+	// The messages are kept across decodes (vtprotobuf's pool,
+	// buf.gen.yaml): the conversion copies all it keeps but maps, which
+	// ResetVT lets go of rather than clears.
+	m := pb.RecordFromVTPool()
+	defer m.ReturnToVTPool()
 	if err := m.UnmarshalVT(b); err != nil {
 		return target.Record{}, err
 	}
-	return recordFromMessage(k, &m, forDecision)
+	return recordFromMessage(k, m, forDecision)
 }
 
 // recordMessage returns the storage message of rec, made of e's messages.

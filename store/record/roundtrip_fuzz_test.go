@@ -329,3 +329,48 @@ func (g *recordGen) history() engine.History {
 		ScaleDownEvents: genSlice(g, 2, event),
 	}
 }
+
+// TestDecodedRecordKeepsNothingOfPooledMessages decodes records one after
+// another: a stored record is unmarshalled into pooled messages that the
+// next decode reuses (buf.gen.yaml), so a record that shared any of their
+// lists, bytes or strings would change under a later decode.
+func TestDecodedRecordKeepsNothingOfPooledMessages(t *testing.T) {
+	var recs []target.Record
+	var vals [][]byte
+	for seed := range 64 {
+		b := make([]byte, 2048)
+		for i := range b {
+			b[i] = byte(i*(seed+3)+seed*seed) & 0x7f // ASCII: strings are UTF-8
+		}
+		g := &recordGen{b: b}
+		rec := g.record()
+		val, err := record.Encode(&rec)
+		if err != nil {
+			continue // a string that is not UTF-8, a time out of range
+		}
+		recs, vals = append(recs, rec), append(vals, val)
+	}
+	if len(recs) < 16 {
+		t.Fatalf("only %d of 64 generated records encode", len(recs))
+	}
+	decoded := make([]target.Record, len(recs))
+	for i := range recs {
+		var err error
+		if decoded[i], err = record.Decode(recs[i].Key, vals[i]); err != nil {
+			t.Fatalf("record %d: %v", i, err)
+		}
+	}
+	for range 4 { // decodes that reuse the messages, in another order
+		for i := len(vals) - 1; i >= 0; i-- {
+			if _, err := record.Decode(recs[i].Key, vals[i]); err != nil {
+				t.Fatalf("record %d: %v", i, err)
+			}
+		}
+	}
+	same := gocmp.Options{cmpopts.EquateEmpty(), cmpopts.EquateNaNs(), gocmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) })}
+	for i := range recs {
+		if diff := gocmp.Diff(recs[i], decoded[i], same); diff != "" {
+			t.Fatalf("record %d changed under later decodes (-encoded +decoded):\n%s", i, diff)
+		}
+	}
+}

@@ -15,6 +15,7 @@ import (
 	timestamppb1 "google.golang.org/protobuf/types/known/timestamppb"
 	io "io"
 	math "math"
+	sync "sync"
 )
 
 const (
@@ -2753,6 +2754,664 @@ func (m *LoggedStep) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 	return len(dAtA) - i, nil
 }
 
+var vtprotoPool_Record = sync.Pool{
+	New: func() interface{} {
+		return &Record{}
+	},
+}
+
+func (m *Record) ResetVT() {
+	if m != nil {
+		m.TargetRef.ReturnToVTPool()
+		m.Spec.ReturnToVTPool()
+		m.Settings.ReturnToVTPool()
+		m.Status.ReturnToVTPool()
+		m.History.ReturnToVTPool()
+		m.Last.ReturnToVTPool()
+		for _, mm := range m.Events {
+			mm.ResetVT()
+		}
+		f0 := m.Events[:0]
+		f1 := m.ReceivedSpec[:0]
+		for _, mm := range m.Forecasts {
+			mm.ResetVT()
+		}
+		f2 := m.Forecasts[:0]
+		f3 := m.Fleet[:0]
+		m.Reset()
+		m.Events = f0
+		m.ReceivedSpec = f1
+		m.Forecasts = f2
+		m.Fleet = f3
+	}
+}
+func (m *Record) ReturnToVTPool() {
+	if m != nil {
+		m.ResetVT()
+		vtprotoPool_Record.Put(m)
+	}
+}
+func RecordFromVTPool() *Record {
+	return vtprotoPool_Record.Get().(*Record)
+}
+
+var vtprotoPool_MetricHistory = sync.Pool{
+	New: func() interface{} {
+		return &MetricHistory{}
+	},
+}
+
+func (m *MetricHistory) ResetVT() {
+	if m != nil {
+		f0 := m.History[:0]
+		m.Reset()
+		m.History = f0
+	}
+}
+func (m *MetricHistory) ReturnToVTPool() {
+	if m != nil {
+		m.ResetVT()
+		vtprotoPool_MetricHistory.Put(m)
+	}
+}
+func MetricHistoryFromVTPool() *MetricHistory {
+	return vtprotoPool_MetricHistory.Get().(*MetricHistory)
+}
+
+var vtprotoPool_TargetRef = sync.Pool{
+	New: func() interface{} {
+		return &TargetRef{}
+	},
+}
+
+func (m *TargetRef) ResetVT() {
+	if m != nil {
+		m.Reset()
+	}
+}
+func (m *TargetRef) ReturnToVTPool() {
+	if m != nil {
+		m.ResetVT()
+		vtprotoPool_TargetRef.Put(m)
+	}
+}
+func TargetRefFromVTPool() *TargetRef {
+	return vtprotoPool_TargetRef.Get().(*TargetRef)
+}
+
+var vtprotoPool_Event = sync.Pool{
+	New: func() interface{} {
+		return &Event{}
+	},
+}
+
+func (m *Event) ResetVT() {
+	if m != nil {
+		m.Reset()
+	}
+}
+func (m *Event) ReturnToVTPool() {
+	if m != nil {
+		m.ResetVT()
+		vtprotoPool_Event.Put(m)
+	}
+}
+func EventFromVTPool() *Event {
+	return vtprotoPool_Event.Get().(*Event)
+}
+
+var vtprotoPool_LastDecision = sync.Pool{
+	New: func() interface{} {
+		return &LastDecision{}
+	},
+}
+
+func (m *LastDecision) ResetVT() {
+	if m != nil {
+		m.Decision.ReturnToVTPool()
+		m.Before.ReturnToVTPool()
+		m.Reset()
+	}
+}
+func (m *LastDecision) ReturnToVTPool() {
+	if m != nil {
+		m.ResetVT()
+		vtprotoPool_LastDecision.Put(m)
+	}
+}
+func LastDecisionFromVTPool() *LastDecision {
+	return vtprotoPool_LastDecision.Get().(*LastDecision)
+}
+
+var vtprotoPool_Settings = sync.Pool{
+	New: func() interface{} {
+		return &Settings{}
+	},
+}
+
+func (m *Settings) ResetVT() {
+	if m != nil {
+		m.Reset()
+	}
+}
+func (m *Settings) ReturnToVTPool() {
+	if m != nil {
+		m.ResetVT()
+		vtprotoPool_Settings.Put(m)
+	}
+}
+func SettingsFromVTPool() *Settings {
+	return vtprotoPool_Settings.Get().(*Settings)
+}
+
+var vtprotoPool_Spec = sync.Pool{
+	New: func() interface{} {
+		return &Spec{}
+	},
+}
+
+func (m *Spec) ResetVT() {
+	if m != nil {
+		for _, mm := range m.Metrics {
+			mm.ResetVT()
+		}
+		f0 := m.Metrics[:0]
+		m.Behavior.ReturnToVTPool()
+		m.Reset()
+		m.Metrics = f0
+	}
+}
+func (m *Spec) ReturnToVTPool() {
+	if m != nil {
+		m.ResetVT()
+		vtprotoPool_Spec.Put(m)
+	}
+}
+func SpecFromVTPool() *Spec {
+	return vtprotoPool_Spec.Get().(*Spec)
+}
+
+var vtprotoPool_MetricSpec = sync.Pool{
+	New: func() interface{} {
+		return &MetricSpec{}
+	},
+}
+
+func (m *MetricSpec) ResetVT() {
+	if m != nil {
+		m.Metric.ReturnToVTPool()
+		m.DescribedObject.ReturnToVTPool()
+		m.Target.ReturnToVTPool()
+		m.Reset()
+	}
+}
+func (m *MetricSpec) ReturnToVTPool() {
+	if m != nil {
+		m.ResetVT()
+		vtprotoPool_MetricSpec.Put(m)
+	}
+}
+func MetricSpecFromVTPool() *MetricSpec {
+	return vtprotoPool_MetricSpec.Get().(*MetricSpec)
+}
+
+var vtprotoPool_MetricIdentifier = sync.Pool{
+	New: func() interface{} {
+		return &MetricIdentifier{}
+	},
+}
+
+func (m *MetricIdentifier) ResetVT() {
+	if m != nil {
+		m.Selector.ReturnToVTPool()
+		m.Reset()
+	}
+}
+func (m *MetricIdentifier) ReturnToVTPool() {
+	if m != nil {
+		m.ResetVT()
+		vtprotoPool_MetricIdentifier.Put(m)
+	}
+}
+func MetricIdentifierFromVTPool() *MetricIdentifier {
+	return vtprotoPool_MetricIdentifier.Get().(*MetricIdentifier)
+}
+
+var vtprotoPool_LabelSelector = sync.Pool{
+	New: func() interface{} {
+		return &LabelSelector{}
+	},
+}
+
+func (m *LabelSelector) ResetVT() {
+	if m != nil {
+		for _, mm := range m.MatchExpressions {
+			mm.ResetVT()
+		}
+		f0 := m.MatchExpressions[:0]
+		m.Reset()
+		m.MatchExpressions = f0
+	}
+}
+func (m *LabelSelector) ReturnToVTPool() {
+	if m != nil {
+		m.ResetVT()
+		vtprotoPool_LabelSelector.Put(m)
+	}
+}
+func LabelSelectorFromVTPool() *LabelSelector {
+	return vtprotoPool_LabelSelector.Get().(*LabelSelector)
+}
+
+var vtprotoPool_LabelSelectorRequirement = sync.Pool{
+	New: func() interface{} {
+		return &LabelSelectorRequirement{}
+	},
+}
+
+func (m *LabelSelectorRequirement) ResetVT() {
+	if m != nil {
+		f0 := m.Values[:0]
+		m.Reset()
+		m.Values = f0
+	}
+}
+func (m *LabelSelectorRequirement) ReturnToVTPool() {
+	if m != nil {
+		m.ResetVT()
+		vtprotoPool_LabelSelectorRequirement.Put(m)
+	}
+}
+func LabelSelectorRequirementFromVTPool() *LabelSelectorRequirement {
+	return vtprotoPool_LabelSelectorRequirement.Get().(*LabelSelectorRequirement)
+}
+
+var vtprotoPool_ObjectReference = sync.Pool{
+	New: func() interface{} {
+		return &ObjectReference{}
+	},
+}
+
+func (m *ObjectReference) ResetVT() {
+	if m != nil {
+		m.Reset()
+	}
+}
+func (m *ObjectReference) ReturnToVTPool() {
+	if m != nil {
+		m.ResetVT()
+		vtprotoPool_ObjectReference.Put(m)
+	}
+}
+func ObjectReferenceFromVTPool() *ObjectReference {
+	return vtprotoPool_ObjectReference.Get().(*ObjectReference)
+}
+
+var vtprotoPool_Target = sync.Pool{
+	New: func() interface{} {
+		return &Target{}
+	},
+}
+
+func (m *Target) ResetVT() {
+	if m != nil {
+		m.Reset()
+	}
+}
+func (m *Target) ReturnToVTPool() {
+	if m != nil {
+		m.ResetVT()
+		vtprotoPool_Target.Put(m)
+	}
+}
+func TargetFromVTPool() *Target {
+	return vtprotoPool_Target.Get().(*Target)
+}
+
+var vtprotoPool_Behavior = sync.Pool{
+	New: func() interface{} {
+		return &Behavior{}
+	},
+}
+
+func (m *Behavior) ResetVT() {
+	if m != nil {
+		m.ScaleUp.ReturnToVTPool()
+		m.ScaleDown.ReturnToVTPool()
+		m.Reset()
+	}
+}
+func (m *Behavior) ReturnToVTPool() {
+	if m != nil {
+		m.ResetVT()
+		vtprotoPool_Behavior.Put(m)
+	}
+}
+func BehaviorFromVTPool() *Behavior {
+	return vtprotoPool_Behavior.Get().(*Behavior)
+}
+
+var vtprotoPool_Rules = sync.Pool{
+	New: func() interface{} {
+		return &Rules{}
+	},
+}
+
+func (m *Rules) ResetVT() {
+	if m != nil {
+		for _, mm := range m.Policies {
+			mm.ResetVT()
+		}
+		f0 := m.Policies[:0]
+		m.Reset()
+		m.Policies = f0
+	}
+}
+func (m *Rules) ReturnToVTPool() {
+	if m != nil {
+		m.ResetVT()
+		vtprotoPool_Rules.Put(m)
+	}
+}
+func RulesFromVTPool() *Rules {
+	return vtprotoPool_Rules.Get().(*Rules)
+}
+
+var vtprotoPool_Policy = sync.Pool{
+	New: func() interface{} {
+		return &Policy{}
+	},
+}
+
+func (m *Policy) ResetVT() {
+	if m != nil {
+		m.Reset()
+	}
+}
+func (m *Policy) ReturnToVTPool() {
+	if m != nil {
+		m.ResetVT()
+		vtprotoPool_Policy.Put(m)
+	}
+}
+func PolicyFromVTPool() *Policy {
+	return vtprotoPool_Policy.Get().(*Policy)
+}
+
+var vtprotoPool_Status = sync.Pool{
+	New: func() interface{} {
+		return &Status{}
+	},
+}
+
+func (m *Status) ResetVT() {
+	if m != nil {
+		for _, mm := range m.CurrentMetrics {
+			mm.ResetVT()
+		}
+		f0 := m.CurrentMetrics[:0]
+		for _, mm := range m.Conditions {
+			mm.ResetVT()
+		}
+		f1 := m.Conditions[:0]
+		f2 := m.ConditionRefs[:0]
+		m.Reset()
+		m.CurrentMetrics = f0
+		m.Conditions = f1
+		m.ConditionRefs = f2
+	}
+}
+func (m *Status) ReturnToVTPool() {
+	if m != nil {
+		m.ResetVT()
+		vtprotoPool_Status.Put(m)
+	}
+}
+func StatusFromVTPool() *Status {
+	return vtprotoPool_Status.Get().(*Status)
+}
+
+var vtprotoPool_Condition = sync.Pool{
+	New: func() interface{} {
+		return &Condition{}
+	},
+}
+
+func (m *Condition) ResetVT() {
+	if m != nil {
+		m.Reset()
+	}
+}
+func (m *Condition) ReturnToVTPool() {
+	if m != nil {
+		m.ResetVT()
+		vtprotoPool_Condition.Put(m)
+	}
+}
+func ConditionFromVTPool() *Condition {
+	return vtprotoPool_Condition.Get().(*Condition)
+}
+
+var vtprotoPool_Quantity = sync.Pool{
+	New: func() interface{} {
+		return &Quantity{}
+	},
+}
+
+func (m *Quantity) ResetVT() {
+	if m != nil {
+		m.Reset()
+	}
+}
+func (m *Quantity) ReturnToVTPool() {
+	if m != nil {
+		m.ResetVT()
+		vtprotoPool_Quantity.Put(m)
+	}
+}
+func QuantityFromVTPool() *Quantity {
+	return vtprotoPool_Quantity.Get().(*Quantity)
+}
+
+var vtprotoPool_MetricStatus = sync.Pool{
+	New: func() interface{} {
+		return &MetricStatus{}
+	},
+}
+
+func (m *MetricStatus) ResetVT() {
+	if m != nil {
+		m.Metric.ReturnToVTPool()
+		m.DescribedObject.ReturnToVTPool()
+		m.Value.ReturnToVTPool()
+		m.AverageValue.ReturnToVTPool()
+		m.Reset()
+	}
+}
+func (m *MetricStatus) ReturnToVTPool() {
+	if m != nil {
+		m.ResetVT()
+		vtprotoPool_MetricStatus.Put(m)
+	}
+}
+func MetricStatusFromVTPool() *MetricStatus {
+	return vtprotoPool_MetricStatus.Get().(*MetricStatus)
+}
+
+var vtprotoPool_History = sync.Pool{
+	New: func() interface{} {
+		return &History{}
+	},
+}
+
+func (m *History) ResetVT() {
+	if m != nil {
+		for _, mm := range m.Recommendations {
+			mm.ResetVT()
+		}
+		f0 := m.Recommendations[:0]
+		for _, mm := range m.ScaleUpEvents {
+			mm.ResetVT()
+		}
+		f1 := m.ScaleUpEvents[:0]
+		for _, mm := range m.ScaleDownEvents {
+			mm.ResetVT()
+		}
+		f2 := m.ScaleDownEvents[:0]
+		m.Reset()
+		m.Recommendations = f0
+		m.ScaleUpEvents = f1
+		m.ScaleDownEvents = f2
+	}
+}
+func (m *History) ReturnToVTPool() {
+	if m != nil {
+		m.ResetVT()
+		vtprotoPool_History.Put(m)
+	}
+}
+func HistoryFromVTPool() *History {
+	return vtprotoPool_History.Get().(*History)
+}
+
+var vtprotoPool_Recommendation = sync.Pool{
+	New: func() interface{} {
+		return &Recommendation{}
+	},
+}
+
+func (m *Recommendation) ResetVT() {
+	if m != nil {
+		m.Reset()
+	}
+}
+func (m *Recommendation) ReturnToVTPool() {
+	if m != nil {
+		m.ResetVT()
+		vtprotoPool_Recommendation.Put(m)
+	}
+}
+func RecommendationFromVTPool() *Recommendation {
+	return vtprotoPool_Recommendation.Get().(*Recommendation)
+}
+
+var vtprotoPool_ScaleEvent = sync.Pool{
+	New: func() interface{} {
+		return &ScaleEvent{}
+	},
+}
+
+func (m *ScaleEvent) ResetVT() {
+	if m != nil {
+		m.Reset()
+	}
+}
+func (m *ScaleEvent) ReturnToVTPool() {
+	if m != nil {
+		m.ResetVT()
+		vtprotoPool_ScaleEvent.Put(m)
+	}
+}
+func ScaleEventFromVTPool() *ScaleEvent {
+	return vtprotoPool_ScaleEvent.Get().(*ScaleEvent)
+}
+
+var vtprotoPool_Decision = sync.Pool{
+	New: func() interface{} {
+		return &Decision{}
+	},
+}
+
+func (m *Decision) ResetVT() {
+	if m != nil {
+		m.Status.ReturnToVTPool()
+		m.Explanation.ReturnToVTPool()
+		m.History.ReturnToVTPool()
+		m.Reset()
+	}
+}
+func (m *Decision) ReturnToVTPool() {
+	if m != nil {
+		m.ResetVT()
+		vtprotoPool_Decision.Put(m)
+	}
+}
+func DecisionFromVTPool() *Decision {
+	return vtprotoPool_Decision.Get().(*Decision)
+}
+
+var vtprotoPool_Explanation = sync.Pool{
+	New: func() interface{} {
+		return &Explanation{}
+	},
+}
+
+func (m *Explanation) ResetVT() {
+	if m != nil {
+		for _, mm := range m.Metrics {
+			mm.ResetVT()
+		}
+		f0 := m.Metrics[:0]
+		for _, mm := range m.Steps {
+			mm.ResetVT()
+		}
+		f1 := m.Steps[:0]
+		m.Reset()
+		m.Metrics = f0
+		m.Steps = f1
+	}
+}
+func (m *Explanation) ReturnToVTPool() {
+	if m != nil {
+		m.ResetVT()
+		vtprotoPool_Explanation.Put(m)
+	}
+}
+func ExplanationFromVTPool() *Explanation {
+	return vtprotoPool_Explanation.Get().(*Explanation)
+}
+
+var vtprotoPool_MetricExplanation = sync.Pool{
+	New: func() interface{} {
+		return &MetricExplanation{}
+	},
+}
+
+func (m *MetricExplanation) ResetVT() {
+	if m != nil {
+		m.Reset()
+	}
+}
+func (m *MetricExplanation) ReturnToVTPool() {
+	if m != nil {
+		m.ResetVT()
+		vtprotoPool_MetricExplanation.Put(m)
+	}
+}
+func MetricExplanationFromVTPool() *MetricExplanation {
+	return vtprotoPool_MetricExplanation.Get().(*MetricExplanation)
+}
+
+var vtprotoPool_Step = sync.Pool{
+	New: func() interface{} {
+		return &Step{}
+	},
+}
+
+func (m *Step) ResetVT() {
+	if m != nil {
+		m.Reset()
+	}
+}
+func (m *Step) ReturnToVTPool() {
+	if m != nil {
+		m.ResetVT()
+		vtprotoPool_Step.Put(m)
+	}
+}
+func StepFromVTPool() *Step {
+	return vtprotoPool_Step.Get().(*Step)
+}
 func (m *Record) SizeVT() (n int) {
 	if m == nil {
 		return 0
@@ -3940,7 +4599,7 @@ func (m *Record) UnmarshalVT(dAtA []byte) error {
 				return io.ErrUnexpectedEOF
 			}
 			if m.TargetRef == nil {
-				m.TargetRef = &TargetRef{}
+				m.TargetRef = TargetRefFromVTPool()
 			}
 			if err := m.TargetRef.UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
 				return err
@@ -3976,7 +4635,7 @@ func (m *Record) UnmarshalVT(dAtA []byte) error {
 				return io.ErrUnexpectedEOF
 			}
 			if m.Spec == nil {
-				m.Spec = &Spec{}
+				m.Spec = SpecFromVTPool()
 			}
 			if err := m.Spec.UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
 				return err
@@ -4012,7 +4671,7 @@ func (m *Record) UnmarshalVT(dAtA []byte) error {
 				return io.ErrUnexpectedEOF
 			}
 			if m.Settings == nil {
-				m.Settings = &Settings{}
+				m.Settings = SettingsFromVTPool()
 			}
 			if err := m.Settings.UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
 				return err
@@ -4048,7 +4707,7 @@ func (m *Record) UnmarshalVT(dAtA []byte) error {
 				return io.ErrUnexpectedEOF
 			}
 			if m.Status == nil {
-				m.Status = &Status{}
+				m.Status = StatusFromVTPool()
 			}
 			if err := m.Status.UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
 				return err
@@ -4084,7 +4743,7 @@ func (m *Record) UnmarshalVT(dAtA []byte) error {
 				return io.ErrUnexpectedEOF
 			}
 			if m.History == nil {
-				m.History = &History{}
+				m.History = HistoryFromVTPool()
 			}
 			if err := m.History.UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
 				return err
@@ -4120,7 +4779,7 @@ func (m *Record) UnmarshalVT(dAtA []byte) error {
 				return io.ErrUnexpectedEOF
 			}
 			if m.Last == nil {
-				m.Last = &LastDecision{}
+				m.Last = LastDecisionFromVTPool()
 			}
 			if err := m.Last.UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
 				return err
@@ -4155,7 +4814,14 @@ func (m *Record) UnmarshalVT(dAtA []byte) error {
 			if postIndex > l {
 				return io.ErrUnexpectedEOF
 			}
-			m.Events = append(m.Events, &Event{})
+			if len(m.Events) == cap(m.Events) {
+				m.Events = append(m.Events, &Event{})
+			} else {
+				m.Events = m.Events[:len(m.Events)+1]
+				if m.Events[len(m.Events)-1] == nil {
+					m.Events[len(m.Events)-1] = &Event{}
+				}
+			}
 			if err := m.Events[len(m.Events)-1].UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
@@ -4259,7 +4925,14 @@ func (m *Record) UnmarshalVT(dAtA []byte) error {
 			if postIndex > l {
 				return io.ErrUnexpectedEOF
 			}
-			m.Forecasts = append(m.Forecasts, &MetricHistory{})
+			if len(m.Forecasts) == cap(m.Forecasts) {
+				m.Forecasts = append(m.Forecasts, &MetricHistory{})
+			} else {
+				m.Forecasts = m.Forecasts[:len(m.Forecasts)+1]
+				if m.Forecasts[len(m.Forecasts)-1] == nil {
+					m.Forecasts[len(m.Forecasts)-1] = &MetricHistory{}
+				}
+			}
 			if err := m.Forecasts[len(m.Forecasts)-1].UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
@@ -6209,7 +6882,7 @@ func (m *LastDecision) UnmarshalVT(dAtA []byte) error {
 				return io.ErrUnexpectedEOF
 			}
 			if m.Decision == nil {
-				m.Decision = &Decision{}
+				m.Decision = DecisionFromVTPool()
 			}
 			if err := m.Decision.UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
 				return err
@@ -6245,7 +6918,7 @@ func (m *LastDecision) UnmarshalVT(dAtA []byte) error {
 				return io.ErrUnexpectedEOF
 			}
 			if m.Before == nil {
-				m.Before = &Status{}
+				m.Before = StatusFromVTPool()
 			}
 			if err := m.Before.UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
 				return err
@@ -6579,7 +7252,14 @@ func (m *Spec) UnmarshalVT(dAtA []byte) error {
 			if postIndex > l {
 				return io.ErrUnexpectedEOF
 			}
-			m.Metrics = append(m.Metrics, &MetricSpec{})
+			if len(m.Metrics) == cap(m.Metrics) {
+				m.Metrics = append(m.Metrics, &MetricSpec{})
+			} else {
+				m.Metrics = m.Metrics[:len(m.Metrics)+1]
+				if m.Metrics[len(m.Metrics)-1] == nil {
+					m.Metrics[len(m.Metrics)-1] = &MetricSpec{}
+				}
+			}
 			if err := m.Metrics[len(m.Metrics)-1].UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
@@ -6614,7 +7294,7 @@ func (m *Spec) UnmarshalVT(dAtA []byte) error {
 				return io.ErrUnexpectedEOF
 			}
 			if m.Behavior == nil {
-				m.Behavior = &Behavior{}
+				m.Behavior = BehaviorFromVTPool()
 			}
 			if err := m.Behavior.UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
 				return err
@@ -6797,7 +7477,7 @@ func (m *MetricSpec) UnmarshalVT(dAtA []byte) error {
 				return io.ErrUnexpectedEOF
 			}
 			if m.Metric == nil {
-				m.Metric = &MetricIdentifier{}
+				m.Metric = MetricIdentifierFromVTPool()
 			}
 			if err := m.Metric.UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
 				return err
@@ -6833,7 +7513,7 @@ func (m *MetricSpec) UnmarshalVT(dAtA []byte) error {
 				return io.ErrUnexpectedEOF
 			}
 			if m.DescribedObject == nil {
-				m.DescribedObject = &ObjectReference{}
+				m.DescribedObject = ObjectReferenceFromVTPool()
 			}
 			if err := m.DescribedObject.UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
 				return err
@@ -6869,7 +7549,7 @@ func (m *MetricSpec) UnmarshalVT(dAtA []byte) error {
 				return io.ErrUnexpectedEOF
 			}
 			if m.Target == nil {
-				m.Target = &Target{}
+				m.Target = TargetFromVTPool()
 			}
 			if err := m.Target.UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
 				return err
@@ -6988,7 +7668,7 @@ func (m *MetricIdentifier) UnmarshalVT(dAtA []byte) error {
 				return io.ErrUnexpectedEOF
 			}
 			if m.Selector == nil {
-				m.Selector = &LabelSelector{}
+				m.Selector = LabelSelectorFromVTPool()
 			}
 			if err := m.Selector.UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
 				return err
@@ -7201,7 +7881,14 @@ func (m *LabelSelector) UnmarshalVT(dAtA []byte) error {
 			if postIndex > l {
 				return io.ErrUnexpectedEOF
 			}
-			m.MatchExpressions = append(m.MatchExpressions, &LabelSelectorRequirement{})
+			if len(m.MatchExpressions) == cap(m.MatchExpressions) {
+				m.MatchExpressions = append(m.MatchExpressions, &LabelSelectorRequirement{})
+			} else {
+				m.MatchExpressions = m.MatchExpressions[:len(m.MatchExpressions)+1]
+				if m.MatchExpressions[len(m.MatchExpressions)-1] == nil {
+					m.MatchExpressions[len(m.MatchExpressions)-1] = &LabelSelectorRequirement{}
+				}
+			}
 			if err := m.MatchExpressions[len(m.MatchExpressions)-1].UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
@@ -7702,7 +8389,7 @@ func (m *Behavior) UnmarshalVT(dAtA []byte) error {
 				return io.ErrUnexpectedEOF
 			}
 			if m.ScaleUp == nil {
-				m.ScaleUp = &Rules{}
+				m.ScaleUp = RulesFromVTPool()
 			}
 			if err := m.ScaleUp.UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
 				return err
@@ -7738,7 +8425,7 @@ func (m *Behavior) UnmarshalVT(dAtA []byte) error {
 				return io.ErrUnexpectedEOF
 			}
 			if m.ScaleDown == nil {
-				m.ScaleDown = &Rules{}
+				m.ScaleDown = RulesFromVTPool()
 			}
 			if err := m.ScaleDown.UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
 				return err
@@ -7875,7 +8562,14 @@ func (m *Rules) UnmarshalVT(dAtA []byte) error {
 			if postIndex > l {
 				return io.ErrUnexpectedEOF
 			}
-			m.Policies = append(m.Policies, &Policy{})
+			if len(m.Policies) == cap(m.Policies) {
+				m.Policies = append(m.Policies, &Policy{})
+			} else {
+				m.Policies = m.Policies[:len(m.Policies)+1]
+				if m.Policies[len(m.Policies)-1] == nil {
+					m.Policies[len(m.Policies)-1] = &Policy{}
+				}
+			}
 			if err := m.Policies[len(m.Policies)-1].UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
@@ -8166,7 +8860,14 @@ func (m *Status) UnmarshalVT(dAtA []byte) error {
 			if postIndex > l {
 				return io.ErrUnexpectedEOF
 			}
-			m.CurrentMetrics = append(m.CurrentMetrics, &MetricStatus{})
+			if len(m.CurrentMetrics) == cap(m.CurrentMetrics) {
+				m.CurrentMetrics = append(m.CurrentMetrics, &MetricStatus{})
+			} else {
+				m.CurrentMetrics = m.CurrentMetrics[:len(m.CurrentMetrics)+1]
+				if m.CurrentMetrics[len(m.CurrentMetrics)-1] == nil {
+					m.CurrentMetrics[len(m.CurrentMetrics)-1] = &MetricStatus{}
+				}
+			}
 			if err := m.CurrentMetrics[len(m.CurrentMetrics)-1].UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
@@ -8200,7 +8901,14 @@ func (m *Status) UnmarshalVT(dAtA []byte) error {
 			if postIndex > l {
 				return io.ErrUnexpectedEOF
 			}
-			m.Conditions = append(m.Conditions, &Condition{})
+			if len(m.Conditions) == cap(m.Conditions) {
+				m.Conditions = append(m.Conditions, &Condition{})
+			} else {
+				m.Conditions = m.Conditions[:len(m.Conditions)+1]
+				if m.Conditions[len(m.Conditions)-1] == nil {
+					m.Conditions[len(m.Conditions)-1] = &Condition{}
+				}
+			}
 			if err := m.Conditions[len(m.Conditions)-1].UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
@@ -8257,7 +8965,7 @@ func (m *Status) UnmarshalVT(dAtA []byte) error {
 					}
 				}
 				elementCount = count
-				if elementCount != 0 && len(m.ConditionRefs) == 0 {
+				if elementCount != 0 && len(m.ConditionRefs) == 0 && cap(m.ConditionRefs) < elementCount {
 					m.ConditionRefs = make([]int32, 0, elementCount)
 				}
 				for iNdEx < postIndex {
@@ -8775,7 +9483,7 @@ func (m *MetricStatus) UnmarshalVT(dAtA []byte) error {
 				return io.ErrUnexpectedEOF
 			}
 			if m.Metric == nil {
-				m.Metric = &MetricIdentifier{}
+				m.Metric = MetricIdentifierFromVTPool()
 			}
 			if err := m.Metric.UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
 				return err
@@ -8811,7 +9519,7 @@ func (m *MetricStatus) UnmarshalVT(dAtA []byte) error {
 				return io.ErrUnexpectedEOF
 			}
 			if m.DescribedObject == nil {
-				m.DescribedObject = &ObjectReference{}
+				m.DescribedObject = ObjectReferenceFromVTPool()
 			}
 			if err := m.DescribedObject.UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
 				return err
@@ -8847,7 +9555,7 @@ func (m *MetricStatus) UnmarshalVT(dAtA []byte) error {
 				return io.ErrUnexpectedEOF
 			}
 			if m.Value == nil {
-				m.Value = &Quantity{}
+				m.Value = QuantityFromVTPool()
 			}
 			if err := m.Value.UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
 				return err
@@ -8883,7 +9591,7 @@ func (m *MetricStatus) UnmarshalVT(dAtA []byte) error {
 				return io.ErrUnexpectedEOF
 			}
 			if m.AverageValue == nil {
-				m.AverageValue = &Quantity{}
+				m.AverageValue = QuantityFromVTPool()
 			}
 			if err := m.AverageValue.UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
 				return err
@@ -8989,7 +9697,14 @@ func (m *History) UnmarshalVT(dAtA []byte) error {
 			if postIndex > l {
 				return io.ErrUnexpectedEOF
 			}
-			m.Recommendations = append(m.Recommendations, &Recommendation{})
+			if len(m.Recommendations) == cap(m.Recommendations) {
+				m.Recommendations = append(m.Recommendations, &Recommendation{})
+			} else {
+				m.Recommendations = m.Recommendations[:len(m.Recommendations)+1]
+				if m.Recommendations[len(m.Recommendations)-1] == nil {
+					m.Recommendations[len(m.Recommendations)-1] = &Recommendation{}
+				}
+			}
 			if err := m.Recommendations[len(m.Recommendations)-1].UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
@@ -9023,7 +9738,14 @@ func (m *History) UnmarshalVT(dAtA []byte) error {
 			if postIndex > l {
 				return io.ErrUnexpectedEOF
 			}
-			m.ScaleUpEvents = append(m.ScaleUpEvents, &ScaleEvent{})
+			if len(m.ScaleUpEvents) == cap(m.ScaleUpEvents) {
+				m.ScaleUpEvents = append(m.ScaleUpEvents, &ScaleEvent{})
+			} else {
+				m.ScaleUpEvents = m.ScaleUpEvents[:len(m.ScaleUpEvents)+1]
+				if m.ScaleUpEvents[len(m.ScaleUpEvents)-1] == nil {
+					m.ScaleUpEvents[len(m.ScaleUpEvents)-1] = &ScaleEvent{}
+				}
+			}
 			if err := m.ScaleUpEvents[len(m.ScaleUpEvents)-1].UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
@@ -9057,7 +9779,14 @@ func (m *History) UnmarshalVT(dAtA []byte) error {
 			if postIndex > l {
 				return io.ErrUnexpectedEOF
 			}
-			m.ScaleDownEvents = append(m.ScaleDownEvents, &ScaleEvent{})
+			if len(m.ScaleDownEvents) == cap(m.ScaleDownEvents) {
+				m.ScaleDownEvents = append(m.ScaleDownEvents, &ScaleEvent{})
+			} else {
+				m.ScaleDownEvents = m.ScaleDownEvents[:len(m.ScaleDownEvents)+1]
+				if m.ScaleDownEvents[len(m.ScaleDownEvents)-1] == nil {
+					m.ScaleDownEvents[len(m.ScaleDownEvents)-1] = &ScaleEvent{}
+				}
+			}
 			if err := m.ScaleDownEvents[len(m.ScaleDownEvents)-1].UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
@@ -9446,7 +10175,7 @@ func (m *Decision) UnmarshalVT(dAtA []byte) error {
 				return io.ErrUnexpectedEOF
 			}
 			if m.Status == nil {
-				m.Status = &Status{}
+				m.Status = StatusFromVTPool()
 			}
 			if err := m.Status.UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
 				return err
@@ -9482,7 +10211,7 @@ func (m *Decision) UnmarshalVT(dAtA []byte) error {
 				return io.ErrUnexpectedEOF
 			}
 			if m.Explanation == nil {
-				m.Explanation = &Explanation{}
+				m.Explanation = ExplanationFromVTPool()
 			}
 			if err := m.Explanation.UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
 				return err
@@ -9518,7 +10247,7 @@ func (m *Decision) UnmarshalVT(dAtA []byte) error {
 				return io.ErrUnexpectedEOF
 			}
 			if m.History == nil {
-				m.History = &History{}
+				m.History = HistoryFromVTPool()
 			}
 			if err := m.History.UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
 				return err
@@ -9623,7 +10352,14 @@ func (m *Explanation) UnmarshalVT(dAtA []byte) error {
 			if postIndex > l {
 				return io.ErrUnexpectedEOF
 			}
-			m.Metrics = append(m.Metrics, &MetricExplanation{})
+			if len(m.Metrics) == cap(m.Metrics) {
+				m.Metrics = append(m.Metrics, &MetricExplanation{})
+			} else {
+				m.Metrics = m.Metrics[:len(m.Metrics)+1]
+				if m.Metrics[len(m.Metrics)-1] == nil {
+					m.Metrics[len(m.Metrics)-1] = &MetricExplanation{}
+				}
+			}
 			if err := m.Metrics[len(m.Metrics)-1].UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
@@ -9695,7 +10431,14 @@ func (m *Explanation) UnmarshalVT(dAtA []byte) error {
 			if postIndex > l {
 				return io.ErrUnexpectedEOF
 			}
-			m.Steps = append(m.Steps, &Step{})
+			if len(m.Steps) == cap(m.Steps) {
+				m.Steps = append(m.Steps, &Step{})
+			} else {
+				m.Steps = m.Steps[:len(m.Steps)+1]
+				if m.Steps[len(m.Steps)-1] == nil {
+					m.Steps[len(m.Steps)-1] = &Step{}
+				}
+			}
 			if err := m.Steps[len(m.Steps)-1].UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
