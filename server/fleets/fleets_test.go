@@ -392,7 +392,7 @@ func TestPooledDecisionsOverTime(t *testing.T) {
 			}
 			e.put(t, spec)
 			one := e.autoscaler(t, "ops")
-			var last []member // the reports of the round before
+			var last []member               // the reports of the round before
 			var prevShares map[string]int32 // the split of the round before
 			for round := range 8 {
 				ms := make([]member, len(names))
@@ -1040,8 +1040,9 @@ func TestSplitMovesKeepTheTotal(t *testing.T) {
 	period := func(i int) {
 		t.Helper()
 		for _, name := range []string{"a", "b", "c"} {
-			r := e.report(t, member{name, running[name], 250}) // 50% of 500m: at the target
-			if d := r.GetDecision(); i > 0 && r.GetDecided() && (d.GetRescale() || r.GetTotal() != 12) { // period 0: a decides alone
+			// 250m of 500m: at the target. In period 0 a decides alone.
+			r := e.report(t, member{name, running[name], 250})
+			if d := r.GetDecision(); i > 0 && r.GetDecided() && (d.GetRescale() || r.GetTotal() != 12) {
 				t.Errorf("period %d: %s's report decided %d → %d (rescale %v), split %v; want 12 kept", i, name,
 					d.GetExplanation().GetCurrentReplicas(), d.GetDesiredReplicas(), d.GetRescale(), shares(r.GetSplit()))
 			}

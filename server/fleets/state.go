@@ -145,11 +145,8 @@ func (st *state) setReport(rep *setpointv1.FleetReport, at time.Time) error {
 // keepMembers forgets the reports and states of clusters that are not
 // members of s.
 func (st *state) keepMembers(s *fleet.Spec) {
-	member := func(name string) bool {
-		return slices.ContainsFunc(s.Members, func(m fleet.Member) bool { return m.Name == name })
-	}
-	st.reports = slices.DeleteFunc(st.reports, func(r storedReport) bool { return !member(r.member) })
-	st.members = slices.DeleteFunc(st.members, func(m fleet.MemberState) bool { return !member(m.Name) })
+	st.reports = slices.DeleteFunc(st.reports, func(r storedReport) bool { return !isMember(s, r.member) })
+	st.members = slices.DeleteFunc(st.members, func(m fleet.MemberState) bool { return !isMember(s, m.Name) })
 }
 
 // share returns member's share in the last split; nil without one.
