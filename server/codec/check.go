@@ -35,10 +35,11 @@ func (e *DecodeError) Error() string {
 // message it still refuses is decoded by proto.Unmarshal, which decides.
 func decode(b []byte, g generated) error {
 	m := g.(proto.Message)
-	if err := check(b, m.ProtoReflect().Descriptor()); err != nil {
+	err := check(b, m.ProtoReflect().Descriptor())
+	if err != nil && err != errMapEntryWire {
 		return err
 	}
-	if g.UnmarshalVT(b) != nil {
+	if err == errMapEntryWire || g.UnmarshalVT(b) != nil {
 		// proto.Unmarshal keeps a known field of another wire type as an
 		// unknown one; the generated decoder refuses it.
 		proto.Reset(m)
@@ -54,7 +55,12 @@ func decode(b []byte, g generated) error {
 // check: a string that is not UTF-8 (vtprotobuf does not check them,
 // planetscale/vtprotobuf#146), and in what it skips or keeps as unknown
 // fields, a field number out of range, a varint over 64 bits, a group
-// ended by another number or nested too deep. It reads b once, allocates
+// ended by another number or nested too deep. It returns errMapEntryWire
+// for a message that is otherwise fine but has a map entry whose key or
+// value comes with another wire type: the generated decoder reads those
+// without looking at their wire type, so proto.Unmarshal decodes such a
+// message (it keeps them as unknown fields of the entry, which the map
+// drops). It reads b once, allocates
 // nothing, and knows no field number: md's shape says which fields are
 // strings and messages. This is the one hand-written wire reader of the
 // server: the reflective walk of the decoded message it replaced cost more
@@ -64,6 +70,9 @@ func check(b []byte, md protoreflect.MessageDescriptor) error {
 	var w wireCheck
 	switch err := w.message(b, s, 0); err {
 	case nil:
+		if w.mapEntryWire {
+			return errMapEntryWire
+		}
 		return nil
 	case errWire:
 		return &DecodeError{}
@@ -79,6 +88,8 @@ var (
 	errWire = &DecodeError{}
 	// errNotUTF8 is a string that is not UTF-8, its path not spelled yet.
 	errNotUTF8 = errors.New("codec: a string is not UTF-8")
+	// errMapEntryWire is a message to decode with proto.Unmarshal (check).
+	errMapEntryWire = errors.New("codec: a map entry's key or value has another wire type")
 )
 
 // shape is what check needs of a message's fields, read once from its
@@ -197,6 +208,10 @@ type wireCheck struct {
 	// errNotUTF8, lead to the string.
 	track bool
 	steps []step
+	// entry: the message walked is a map entry; mapEntryWire: a map
+	// entry's key or value came with another wire type (check).
+	entry        bool
+	mapEntryWire bool
 }
 
 // step is one step of a path: a field, and its index in a list.
@@ -222,6 +237,9 @@ func (w *wireCheck) message(b []byte, s *shape, depth int) error {
 		if f == nil || typ != f.wire && !(f.packable && typ == protowire.BytesType) {
 			// Unknown, or known with another wire type: proto.Unmarshal
 			// keeps it as an unknown field.
+			if f != nil && w.entry {
+				w.mapEntryWire = true
+			}
 			if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
 				return errWire
 			}
@@ -271,10 +289,11 @@ func (w *wireCheck) value(f *fieldShape, num protowire.Number, typ protowire.Typ
 		}
 	case bytesMap:
 		// A map's keys and values are named by the map field.
-		inner := wireCheck{}
+		inner := wireCheck{entry: true}
 		if err := inner.message(v, f.msg, depth+1); err != nil {
 			return 0, err
 		}
+		w.mapEntryWire = w.mapEntryWire || inner.mapEntryWire
 	case bytesMessage:
 		if err := w.message(v, f.msg, depth+1); err != nil {
 			return 0, err

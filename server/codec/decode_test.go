@@ -95,6 +95,11 @@ func decodeCases(t testing.TB) []decodeCase {
 		{name: "unknown field in a pod", b: pod(protowire.AppendVarint(protowire.AppendTag(podName("a"), 99, protowire.VarintType), 1))},
 		// proto.Unmarshal keeps it as an unknown field.
 		{name: "known field, other wire type", b: protowire.AppendVarint(protowire.AppendTag(nil, 5, protowire.VarintType), 1)},
+		// The generated decoder reads a map entry's key and value without
+		// looking at their wire type; proto.Unmarshal skips them.
+		{name: "map value, other wire type", b: pod(requests(append(field(1, []byte("cpu")), protowire.AppendVarint(protowire.AppendTag(nil, 2, protowire.VarintType), 3)...)))},
+		{name: "map key, other wire type", b: pod(requests(append(protowire.AppendVarint(protowire.AppendTag(nil, 1, protowire.VarintType), 3), field(2, []byte("1"))...)))},
+		{name: "map value, other wire type, then a bad name", b: append(pod(requests(protowire.AppendVarint(protowire.AppendTag(nil, 2, protowire.VarintType), 3))), pod(podName("\xff"))...), refused: true, badField: "pods[1].name"},
 		{name: "not UTF-8", b: pod(podName("web-\xff")), refused: true, badField: "pods[0].name"},
 		{name: "not UTF-8, second pod", b: append(pod(podName("a")), pod(podName("\xc3"))...), refused: true, badField: "pods[1].name"},
 		{name: "map key not UTF-8", b: pod(requests(field(1, []byte("cp\xffu")))), refused: true, badField: "pods[0].requests"},
