@@ -30,8 +30,8 @@ func Run(t *testing.T, open Opener) {
 		{"Delete", deleteTarget},
 		{"List", listTargets},
 		{"ListRejectsBadQueries", listRejectsBadQueries},
-		{"Expire", expire},
-		{"ExpireAcrossHours", expireAcrossHours},
+		{"Expire", expire("Expire")},
+		{"ExpireAcrossHours", expire("ExpireAcrossHours")},
 		{"FeedCountsTargets", feedCountsTargets},
 		{"FeedResumes", feedResumes},
 		{"Expect", expectWrites},
@@ -94,9 +94,3 @@ func CheckEachOnce(t testing.TB, got []int32, n int) {
 		t.Errorf("recommendations kept (-want +got):\n%s", diff)
 	}
 }
-
-var (
-	at       = At
-	put      = Put
-	decideFn = DecideFn
-)
