@@ -74,7 +74,7 @@ func (e *OccupiedError) Error() string {
 }
 
 // Copy writes the records of src that opts selects into dst, as they are,
-// then reads each back from dst and compares it with what was copied; it
+// reads each back from dst and compares it with what was copied, and
 // returns how many records it wrote. It moves a store between backends
 // (bbolt to etcd and back) and, with opts.Clusters, clusters between
 // shards. dst must hold none of the targets Copy may write — for a
@@ -90,13 +90,10 @@ func Copy(ctx context.Context, dst, src Store, opts CopyOptions) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if err := unoccupied(ctx, dst, opts, qs); err != nil {
+	if err := unoccupied(ctx, dst, len(opts.Clusters) > 0, qs); err != nil {
 		return 0, err
 	}
-	var (
-		copied  []target.Record
-		written atomic.Int64
-	)
+	var written atomic.Int64
 	for _, q := range qs {
 		err := pages(ctx, src, q, "copy", func(page []target.Record) error {
 			err := each(ctx, page, func(rec target.Record) error {
@@ -109,48 +106,48 @@ func Copy(ctx context.Context, dst, src Store, opts CopyOptions) (int, error) {
 				written.Add(1)
 				return nil
 			})
-			copied = append(copied, page...)
-			return err
+			if err != nil {
+				return err
+			}
+			return each(ctx, page, func(want target.Record) error {
+				got, err := dst.Get(ctx, want.Key)
+				if err != nil {
+					return fmt.Errorf("store: copy: verify %s: %w", want.Key, err)
+				}
+				if !gocmp.Equal(want, got) {
+					return fmt.Errorf("store: copy: verify %s: stored record differs: %s", want.Key, gocmp.Diff(want, got))
+				}
+				return nil
+			})
 		})
 		if err != nil {
 			return int(written.Load()), err
 		}
 	}
-	err = each(ctx, copied, func(want target.Record) error {
-		got, err := dst.Get(ctx, want.Key)
-		if err != nil {
-			return fmt.Errorf("store: copy: verify %s: %w", want.Key, err)
-		}
-		if !gocmp.Equal(want, got) {
-			return fmt.Errorf("store: copy: verify %s: stored record differs: %s", want.Key, gocmp.Diff(want, got))
-		}
-		return nil
-	})
-	return len(copied), err
+	return int(written.Load()), nil
 }
 
 // unoccupied returns an *OccupiedError when dst holds targets of what the
-// queries qs (of opts) select.
-func unoccupied(ctx context.Context, dst Store, opts CopyOptions, qs []Query) error {
-	if len(opts.Clusters) == 0 {
+// queries qs select: of their clusters when byCluster, else of any.
+func unoccupied(ctx context.Context, dst Store, byCluster bool, qs []Query) error {
+	occ := &OccupiedError{}
+	if !byCluster {
 		n, _, err := dst.Count(ctx)
 		if err != nil {
 			return fmt.Errorf("store: copy: destination: %w", err)
 		}
-		if n > 0 {
-			return &OccupiedError{Targets: n}
-		}
-		return nil
-	}
-	occ := &OccupiedError{Clusters: map[string]int{}}
-	for _, q := range qs {
-		n, err := count(ctx, dst, q)
-		if err != nil {
-			return fmt.Errorf("store: copy: destination: %w", err)
-		}
-		if n > 0 {
-			occ.Clusters[q.Cluster] = n
-			occ.Targets += n
+		occ.Targets = n
+	} else {
+		occ.Clusters = map[string]int{}
+		for _, q := range qs {
+			n, err := count(ctx, dst, q)
+			if err != nil {
+				return fmt.Errorf("store: copy: destination: %w", err)
+			}
+			if n > 0 {
+				occ.Clusters[q.Cluster] = n
+				occ.Targets += n
+			}
 		}
 	}
 	if occ.Targets > 0 {
