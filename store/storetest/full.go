@@ -9,9 +9,9 @@ import (
 )
 
 // FullRecord has every field of Record, at every depth, set to a non-zero
-// value (store's TestFullRecordIsFull checks it), so a round trip proves
-// the codec carries every field: FullRecordV4's, and any field added since
-// (fillZero).
+// value (store/boltstore's TestFullRecordIsFull checks it), so a round
+// trip proves the codec carries every field: FullRecordV4's, and any field
+// added since (fillZero).
 func FullRecord(key target.Key) target.Record {
 	rec := FullRecordV4(key)
 	// Slices are not filled by fillZero: the fields added as slices since

@@ -1,6 +1,7 @@
 // Package storetest is the contract every store.Store backend passes: the
-// tests of package store run it against the bbolt store, those of
-// store/etcdstore against etcd, with the same assertions.
+// tests of store/boltstore run it on bbolt files, those of store/etcdstore
+// on etcd, with the same assertions; and the records and helpers those
+// tests share.
 package storetest
 
 import (
