@@ -362,7 +362,7 @@ func feedCountsTargets(t *testing.T, open Opener) {
 	}
 	_, err = st.Update(ctx, key("a"), DecideFn("d2")) // not a new target
 	must(t, err)
-	_, err = st.Update(ctx, key("d"), DecideFn("d")) // new
+	_, err = st.Decide(ctx, key("d"), DecideFn("d")) // new
 	must(t, err)
 	must(t, st.Delete(ctx, key("b")))
 	cs, err := st.Changes(ctx, rev, 10)
@@ -380,10 +380,11 @@ func feedCountsTargets(t *testing.T, open Opener) {
 	}
 }
 
-// feedResumes: the feed numbers changes with strictly increasing
-// revisions (not necessarily dense), Changes after any of them returns
-// exactly the later ones, Revision is the latest, and Follow has seen each
-// write's changes, in the same order, when the write returns.
+// feedResumes: Update, Decide, Delete and Expire record their changes;
+// the feed numbers them with strictly increasing revisions (not
+// necessarily dense), Changes after any of them returns exactly the later
+// ones, Revision is the latest, and Follow has seen each write's changes,
+// in the same order, when the write returns.
 func feedResumes(t *testing.T, open Opener) {
 	ctx, st := t.Context(), open(t)
 	var (
@@ -411,25 +412,23 @@ func feedResumes(t *testing.T, open Opener) {
 	both := func(r *target.Record) error { // two changes in one write
 		return errors.Join(DecideFn("d3")(r), observe("d3")(r))
 	}
+	update := func(name string, fn func(*target.Record) error) func() error {
+		return func() error { _, err := st.Update(ctx, key(name), fn); return err }
+	}
 	var want []string
 	for _, w := range []struct {
-		name string
-		fn   func(*target.Record) error // nil: Delete
-		want []string
+		write func() error
+		want  []string
 	}{
-		{"a", DecideFn("d1"), []string{"a Decision created"}},
-		{"b", DecideFn("d2"), []string{"b Decision created"}},
-		{"b", observe("d2"), []string{"b Observation"}},
-		{"a", both, []string{"a Decision", "a Observation"}},
-		{"b", seenAt(9), nil},
-		{"b", nil, []string{"b Deleted"}},
+		{update("a", DecideFn("d1")), []string{"a Decision created"}},
+		{func() error { _, err := st.Decide(ctx, key("b"), DecideFn("d2")); return err }, []string{"b Decision created"}},
+		{update("b", observe("d2")), []string{"b Observation"}},
+		{update("a", both), []string{"a Decision", "a Observation"}},
+		{update("b", seenAt(9)), nil},
+		{func() error { return st.Delete(ctx, key("b")) }, []string{"b Deleted"}},
+		{func() error { _, err := st.Expire(ctx, At(1)); return err }, []string{"a Deleted"}},
 	} {
-		var err error
-		if w.fn == nil {
-			err = st.Delete(ctx, key(w.name))
-		} else {
-			_, err = st.Update(ctx, key(w.name), w.fn)
-		}
+		err := w.write()
 		must(t, err)
 		want = append(want, w.want...)
 		mu.Lock()
