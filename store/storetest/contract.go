@@ -152,6 +152,50 @@ func deleteTarget(t *testing.T, open Opener) {
 	}
 }
 
+// bounds: Update keeps a record's newest DefaultMaxEvents events and, of
+// each history list, the DefaultMaxHistory entries latest in time, in
+// their order (the engine overwrites entries in place: the oldest may be
+// anywhere).
+func bounds(t *testing.T, open Opener) {
+	const oldest = store.DefaultMaxHistory / 2
+	st := open(t)
+	got, err := st.Update(t.Context(), key("web"), func(r *target.Record) error {
+		for i := range store.DefaultMaxEvents + 1 {
+			r.Events = append(r.Events, target.Event{Kind: target.EventApplied, DecisionID: fmt.Sprint(i), At: At(i)})
+		}
+		for i := range store.DefaultMaxHistory + 1 {
+			r.History.Recommendations = append(r.History.Recommendations, engine.Recommendation{Replicas: int32(i), At: At(i)})
+		}
+		r.History.Recommendations[oldest].At = At(-1)
+		return nil
+	})
+	must(t, err)
+	stored, err := st.Get(t.Context(), key("web"))
+	must(t, err)
+	var wantIDs []string
+	for i := 1; i <= store.DefaultMaxEvents; i++ {
+		wantIDs = append(wantIDs, fmt.Sprint(i))
+	}
+	var wantReplicas []int32
+	for i := range int32(store.DefaultMaxHistory + 1) {
+		if i != oldest {
+			wantReplicas = append(wantReplicas, i)
+		}
+	}
+	for _, rec := range []target.Record{got, stored} {
+		var ids []string
+		for _, e := range rec.Events {
+			ids = append(ids, e.DecisionID)
+		}
+		if diff := cmp.Diff(wantIDs, ids); diff != "" {
+			t.Errorf("events kept (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff(wantReplicas, Replicas(rec)); diff != "" {
+			t.Errorf("recommendations kept (-want +got):\n%s", diff)
+		}
+	}
+}
+
 // readPages returns every page of a paged read, first to last: read gets
 // each page's token, "" for the first. what names the read in failures.
 func readPages[T any](t testing.TB, what string, read func(token string) ([]T, string, error)) [][]T {

@@ -29,6 +29,7 @@ func Run(t *testing.T, open Opener) {
 		{"Update", update},
 		{"Decide", decide},
 		{"Delete", deleteTarget},
+		{"Bounds", bounds},
 		{"List", listTargets},
 		{"ListRejectsBadQueries", listRejectsBadQueries},
 		{"Expire", expire("Expire")},
