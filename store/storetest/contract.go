@@ -472,8 +472,7 @@ func feedResumes(t *testing.T, open Opener) {
 		{func() error { return st.Delete(ctx, key("b")) }, []string{"b Deleted"}},
 		{func() error { _, err := st.Expire(ctx, At(1)); return err }, []string{"a Deleted"}},
 	} {
-		err := w.write()
-		must(t, err)
+		must(t, w.write())
 		want = append(want, w.want...)
 		mu.Lock()
 		got := slices.Clone(followed)

@@ -25,9 +25,9 @@ func FullRecord(key target.Key) target.Record {
 	return rec
 }
 
-// FullRecordV4 is the full record of the types as store/testdata's file
-// of the hand-written codec (schema version 4) holds it: every field they
-// had then, and only those.
+// FullRecordV4 is the full record as store/boltstore/testdata/compat-v4.db,
+// written by the hand-written codec (schema version 4), holds it: every
+// field the types had then, and only those.
 func FullRecordV4(key target.Key) target.Record {
 	util := int32(85)
 	selector := &engine.LabelSelector{
