@@ -663,12 +663,13 @@ func TestReservedCluster(t *testing.T) {
 	}
 }
 
-// TestDecidesOncePerSyncPeriod: reports within a sync period of the last
-// decision are stored but do not decide; the first one a sync period
-// later does, over every member's latest report.
+// TestDecidesOncePerSyncPeriod: reports within a sync period less a
+// tenth (early) of the last decision are stored but do not decide; the
+// first one after that does, over every member's latest report.
 func TestDecidesOncePerSyncPeriod(t *testing.T) {
 	e := start(t)
 	e.put(t, fleetSpec("a", "b"))
+	const early = syncPeriod / 10
 	var bShare int32 // b's share in the split b was last answered with
 	for _, step := range []struct {
 		after   time.Duration
@@ -678,7 +679,7 @@ func TestDecidesOncePerSyncPeriod(t *testing.T) {
 		{0, member{"a", 2, 400}, true},
 		{time.Second, member{"b", 2, 400}, false},
 		{5 * time.Second, member{"a", 2, 400}, false},
-		{syncPeriod - 6*time.Second - time.Nanosecond, member{"b", 2, 400}, false},
+		{syncPeriod - early - 6*time.Second - time.Nanosecond, member{"b", 2, 400}, false},
 		{time.Nanosecond, member{"b", 2, 400}, true},
 		{time.Second, member{"a", 4, 400}, false},
 		{syncPeriod, member{"a", 4, 400}, true},
@@ -696,7 +697,7 @@ func TestDecidesOncePerSyncPeriod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := cmp.Diff([]time.Duration{0, syncPeriod, 2*syncPeriod + time.Second}, decisionTimes(f.GetFleet())); d != "" {
+	if d := cmp.Diff([]time.Duration{0, syncPeriod - early, syncPeriod - early + time.Second + syncPeriod}, decisionTimes(f.GetFleet())); d != "" {
 		t.Errorf("the fleet's decisions, after t0 (-want +got):\n%s", d)
 	}
 	// b read its last report (2 pods) before it was answered with the

@@ -16,7 +16,7 @@ import (
 
 // Report records a member's report and answers its share: one store
 // update of the fleet's record stores the report and, when the fleet's
-// last decision is at least a sync period old, decides (see reported).
+// last decision is nearly a sync period old, decides (see reported).
 func (s *Service) Report(ctx context.Context, req *setpointv1.ReportRequest) (*setpointv1.ReportResponse, error) {
 	who, err := s.caller(ctx)
 	if err != nil {
@@ -36,7 +36,8 @@ func (s *Service) Report(ctx context.Context, req *setpointv1.ReportRequest) (*s
 
 // reported is Report's update of the fleet's record rec: the report of
 // who is stored as received at now; when the fleet has no decision yet or
-// its last one is at least a sync period old, fleet.Decide decides over
+// its last one is nearly a sync period old (decidesAfter), fleet.Decide
+// decides over
 // every member's latest report as decision id, and a rescale is recorded
 // as applied (target.Observe): the service applies a total by splitting
 // it. When no member can be pooled the report is still stored and the
@@ -74,7 +75,7 @@ func reported(rec *target.Record, who *caller, rep *setpointv1.FleetReport, id s
 		return nil, err
 	}
 	decided := false
-	if rec.Last == nil || now.Sub(rec.Last.At) >= r.sync {
+	if rec.Last == nil || now.Sub(rec.Last.At) >= decidesAfter(r.sync) {
 		switch err := decide(rec, &st, &r, id, now); {
 		case errors.Is(err, fleet.ErrNoHealthyMember): // the report is stored; the answer is the last split
 		case err != nil:
@@ -100,6 +101,22 @@ func reported(rec *target.Record, who *caller, rep *setpointv1.FleetReport, id s
 	}
 	return resp, nil
 }
+
+// syncSlack is the part of a sync period by which a report may come
+// early and still decide: a tenth.
+const syncSlack = 10
+
+// decidesAfter is how long after the fleet's last decision a report
+// decides: a sync period less a tenth. The members' agents sync at the same
+// phase of the period, so their reports arrive together once a period, a
+// little earlier or later each time as their reads take more or less time.
+// Were the whole period required, a report arriving a hair under it after
+// the last decision would not decide, nor would the others of its period,
+// and the next decision would come two periods after the last. A tenth
+// absorbs that spread, so the fleet decides once a period, while the
+// reports of one period, which arrive within far less than nine tenths of
+// it, still make one decision.
+func decidesAfter(sync time.Duration) time.Duration { return sync - sync/syncSlack }
 
 // decide makes the fleet's decision over its members' latest reports in
 // st, at now as decision id, and records a rescale as applied, from the
