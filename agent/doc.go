@@ -83,8 +83,9 @@
 // last FleetService.Report answer carried, or GetFleet's before the first
 // — through the same calls and conversion as steps 1–3 above, reports them
 // as the member Options.Cluster, and sets the workload's replicas to the
-// member's share whenever they differ, then reports the share as applied. It leaves them alone before the
-// fleet's first split and while the split excludes the member. The report
+// member's share whenever they differ (one report per sync: the service
+// counts a member at the share it was answered with until its next
+// report). It leaves them alone before the fleet's first split and while the split excludes the member. The report
 // says the member cannot scale when its workload is missing, its Scale
 // update was refused (and a write of the current count still is), or
 // another autoscaler selects its pods. The status holds the share

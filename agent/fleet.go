@@ -379,14 +379,11 @@ func (r *run) applyShare(ctx context.Context, fk *setpointv1.FleetKey, m *member
 		fmt.Sprintf("the agent updated the target scale to %d, its share of fleet %s", want, fk.GetName()), r.now)
 	r.event(corev1.EventTypeNormal, "SuccessfulRescale", "New size: %d; reason: share of fleet %s (%s)", want, fk.GetName(), share.GetReason())
 	logger.Info("agent: rescaled to the fleet's share", "target", reference(r.spec.ScaleTargetRef), "from", current, "to", want, "fleet", fk.GetName(), "total", resp.GetTotal())
-	// Report the share as applied, so the fleet's next decision does not
-	// pool this member's old count with the others' new ones (a move of
-	// replicas between members would count twice). The answer is the next
-	// sync's business.
-	m.report.Scale.Replicas = want
-	if _, err := r.report(ctx, fk, m.report); err != nil {
-		logger.Error(err, "agent: report the applied share")
-	}
+	// No second report of the applied share: until this member's next
+	// report, the service counts it at the share it was answered with
+	// (its report was read before that answer), so the fleet's next
+	// decision does not pool this member's old count with the others' new
+	// ones.
 	if err := r.writeStatus(ctx); err != nil {
 		return resultError, err
 	}

@@ -167,9 +167,10 @@ func TestFleetMemberAppliesShare(t *testing.T) {
 	if len(gets) != 1 || !proto.Equal(gets[0].GetFleet(), &setpointv1.FleetKey{Namespace: "ns", Name: "web-fleet"}) {
 		t.Fatalf("GetFleet calls = %v, want one for ns/web-fleet", gets)
 	}
-	// The report, then the share as applied.
-	if len(reports) != 2 || reports[1].GetReport().GetScale().GetReplicas() != 5 {
-		t.Fatalf("reports = %v, want 2, the second with the applied share 5", reports)
+	// One report per sync: the share applied is not reported again (the
+	// service counts the member at its share until its next report).
+	if len(reports) != 1 {
+		t.Fatalf("reports = %v, want 1", reports)
 	}
 	rep := reports[0].GetReport()
 	if rep.GetMember() != "c1" || rep.GetCannotScale() != "" {
@@ -216,18 +217,22 @@ func TestFleetMemberAppliesShare(t *testing.T) {
 		}
 	}
 
-	// The next sync follows the spec the answer carried, without GetFleet;
-	// the same share changes nothing.
+	// The next sync follows the spec the answer carried, without GetFleet,
+	// and its one report reads the share as applied; the same share and
+	// total change nothing.
 	h.refresh(t)
 	if err := h.c.reconcile(context.Background(), "ns/web"); err != nil {
 		t.Fatalf("second reconcile: %v", err)
 	}
 	gets, reports = f.calls()
-	if len(gets) != 1 || len(reports) != 3 {
-		t.Fatalf("after two syncs: %d GetFleet, %d reports; want 1 and 3", len(gets), len(reports))
+	if len(gets) != 1 || len(reports) != 2 {
+		t.Fatalf("after two syncs: %d GetFleet, %d reports; want 1 and 2", len(gets), len(reports))
 	}
-	if got := reports[2].GetReport().GetScale().GetReplicas(); got != 5 {
-		t.Errorf("second report's replicas = %d, want 5", got)
+	if got := reports[1].GetReport().GetScale().GetReplicas(); got != 5 {
+		t.Errorf("second sync's report: replicas = %d, want the applied share 5", got)
+	}
+	if st := h.status(t); st.DesiredReplicas != 5 || ptr.Deref(st.FleetReplicas, -1) != 9 {
+		t.Errorf("after the second sync: desired %d of %v, want 5 of 9", st.DesiredReplicas, st.FleetReplicas)
 	}
 	if h.scales.updates != 1 {
 		t.Errorf("%d scale updates, want 1", h.scales.updates)

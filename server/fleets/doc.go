@@ -20,10 +20,12 @@
 //
 // Report is one store.Update of the fleet's record: the member's report is
 // stored, and when the fleet has no decision yet or its last one is at
-// least a sync period old, fleet.Decide decides over every member's latest
-// report; a rescale is recorded with target.Observe (applied, from → to) in
-// the same update: the service applies a total by splitting it. The answer
-// is the member's share in the (new or last) split.
+// least nine tenths of a sync period old (the members' reports of one
+// period arrive a little earlier or later each time), fleet.Decide decides
+// over every member's latest report; a rescale is recorded with
+// target.Observe (applied, from → to) in the same update: the service
+// applies a total by splitting it. The answer is the member's share in the
+// (new or last) split.
 //
 // # Who may do what
 //

@@ -663,12 +663,13 @@ func TestReservedCluster(t *testing.T) {
 	}
 }
 
-// TestDecidesOncePerSyncPeriod: reports within a sync period of the last
-// decision are stored but do not decide; the first one a sync period
-// later does, over every member's latest report.
+// TestDecidesOncePerSyncPeriod: reports within a sync period less a
+// tenth (early) of the last decision are stored but do not decide; the
+// first one after that does, over every member's latest report.
 func TestDecidesOncePerSyncPeriod(t *testing.T) {
 	e := start(t)
 	e.put(t, fleetSpec("a", "b"))
+	const early = syncPeriod / 10
 	var bShare int32 // b's share in the split b was last answered with
 	for _, step := range []struct {
 		after   time.Duration
@@ -678,7 +679,7 @@ func TestDecidesOncePerSyncPeriod(t *testing.T) {
 		{0, member{"a", 2, 400}, true},
 		{time.Second, member{"b", 2, 400}, false},
 		{5 * time.Second, member{"a", 2, 400}, false},
-		{syncPeriod - 6*time.Second - time.Nanosecond, member{"b", 2, 400}, false},
+		{syncPeriod - early - 6*time.Second - time.Nanosecond, member{"b", 2, 400}, false},
 		{time.Nanosecond, member{"b", 2, 400}, true},
 		{time.Second, member{"a", 4, 400}, false},
 		{syncPeriod, member{"a", 4, 400}, true},
@@ -696,7 +697,7 @@ func TestDecidesOncePerSyncPeriod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := cmp.Diff([]time.Duration{0, syncPeriod, 2*syncPeriod + time.Second}, decisionTimes(f.GetFleet())); d != "" {
+	if d := cmp.Diff([]time.Duration{0, syncPeriod - early, syncPeriod - early + time.Second + syncPeriod}, decisionTimes(f.GetFleet())); d != "" {
 		t.Errorf("the fleet's decisions, after t0 (-want +got):\n%s", d)
 	}
 	// b read its last report (2 pods) before it was answered with the
@@ -1063,5 +1064,91 @@ func TestSplitMovesKeepTheTotal(t *testing.T) {
 	}
 	if want := map[string]int{"a": 6, "b": 3, "c": 3}; !cmp.Equal(running, want) {
 		t.Errorf("the members run %v, want %v", running, want)
+	}
+}
+
+// TestLossAfterScaleUpFailsOverAtOnce: a member lost within a scale-up
+// policy's period of the fleet's last scale-up hands its share to the
+// others at the decision that leaves it out. Its exclusion does not change
+// the fleet's total, only the split, so the policies count from the total:
+// 6 → 12 (4/4/4), then c is lost and a and b run 6/6 at once. Counting
+// from the smaller pool that is left (8, of which the scale-ups added 6)
+// would hold 4/4 until the scale-ups left the period. The move is not a
+// scale event of the fleet: its history keeps the scale-ups to 12.
+func TestLossAfterScaleUpFailsOverAtOnce(t *testing.T) {
+	e := start(t)
+	spec := fleetSpec("a", "b", "c")
+	spec.StaleAfter = durationpb.New(20 * time.Second)
+	// The default scale-up policies (100% or 4 pods), over a period longer
+	// than StaleAfter and a sync period, so the loss falls within it.
+	spec.Autoscaler.Behavior.ScaleUp = &setpointv1.ScalingRules{Policies: []*setpointv1.ScalingPolicy{
+		{Type: "Percent", Value: 100, PeriodSeconds: 120}, {Type: "Pods", Value: 4, PeriodSeconds: 120}}}
+	e.put(t, spec)
+	running := map[string]int{"a": 2, "b": 2, "c": 2}
+	// period reports every member of demand (milli-CPU, spread over the
+	// member's pods), one a second, and returns the answers that decided.
+	period := func(demand map[string]int) (decided []*setpointv1.ReportResponse) {
+		t.Helper()
+		for _, name := range []string{"a", "b", "c"} {
+			if _, ok := demand[name]; !ok {
+				continue
+			}
+			r := e.report(t, member{name, running[name], demand[name] / running[name]})
+			if sh := r.GetShare(); sh != nil && sh.GetReason() != "Excluded" {
+				running[name] = int(sh.GetReplicas())
+			}
+			if r.GetDecided() {
+				decided = append(decided, r)
+			}
+			e.clock.Step(time.Second)
+		}
+		e.clock.Step(syncPeriod - time.Duration(len(demand))*time.Second)
+		return decided
+	}
+	for range 2 {
+		period(map[string]int{"a": 500, "b": 500, "c": 500}) // at the target: 2/2/2
+	}
+	// The load doubles: 6 → 8 (a's new report with b's and c's older
+	// ones), then → 12, 4/4/4.
+	var last *setpointv1.ReportResponse
+	for range 2 {
+		for _, r := range period(map[string]int{"a": 1000, "b": 1000, "c": 1000}) {
+			last = r
+		}
+	}
+	if got := shares(last.GetSplit()); last.GetTotal() != 12 || !cmp.Equal(got, map[string]int32{"a": 4, "b": 4, "c": 4}) {
+		t.Fatalf("the load doubled: split %v of %d, want 4/4/4 of 12", got, last.GetTotal())
+	}
+	// c is lost; its traffic goes to a and b: 3000m over their 8 pods.
+	// The decision that leaves c out (its report 20 s old) moves its
+	// share to a and b.
+	var out *setpointv1.ReportResponse
+	for i := 0; out == nil && i < 3; i++ {
+		for _, r := range period(map[string]int{"a": 1500, "b": 1500}) {
+			if c := r.GetSplit().GetShares()[2]; out == nil && c.GetReason() == "Excluded" {
+				out = r
+			}
+		}
+	}
+	if out == nil {
+		t.Fatal("c was never left out")
+	}
+	if got := shares(out.GetSplit()); out.GetTotal() != 12 || got["a"] != 6 || got["b"] != 6 {
+		t.Errorf("the split that left c out: %v of %d (%s), want 6/6 of 12 at once; the decision: %v", got, out.GetTotal(), out.GetSplit().GetMessage(),
+			out.GetDecision().GetExplanation())
+	}
+	f, err := e.fleets(t, "ops").GetFleet(t.Context(), &setpointv1.GetFleetRequest{Fleet: fleetKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ups, downs []int32
+	for _, ev := range f.GetFleet().GetHistory().GetScaleUpEvents() {
+		ups = append(ups, ev.GetChange())
+	}
+	for _, ev := range f.GetFleet().GetHistory().GetScaleDownEvents() {
+		downs = append(downs, ev.GetChange())
+	}
+	if !cmp.Equal(ups, []int32{2, 4}) || len(downs) != 0 {
+		t.Errorf("the fleet's scale events: up %v, down %v; want the scale-ups 6 → 8 → 12 only", ups, downs)
 	}
 }

@@ -3,8 +3,11 @@ package fleets
 import (
 	"context"
 	"errors"
+	"math"
+	"slices"
 	"time"
 
+	"github.com/setpointhq/setpoint/engine"
 	"github.com/setpointhq/setpoint/fleet"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server/convert"
@@ -13,7 +16,7 @@ import (
 
 // Report records a member's report and answers its share: one store
 // update of the fleet's record stores the report and, when the fleet's
-// last decision is at least a sync period old, decides (see reported).
+// last decision is nearly a sync period old, decides (see reported).
 func (s *Service) Report(ctx context.Context, req *setpointv1.ReportRequest) (*setpointv1.ReportResponse, error) {
 	who, err := s.caller(ctx)
 	if err != nil {
@@ -33,7 +36,8 @@ func (s *Service) Report(ctx context.Context, req *setpointv1.ReportRequest) (*s
 
 // reported is Report's update of the fleet's record rec: the report of
 // who is stored as received at now; when the fleet has no decision yet or
-// its last one is at least a sync period old, fleet.Decide decides over
+// its last one is nearly a sync period old (decidesAfter), fleet.Decide
+// decides over
 // every member's latest report as decision id, and a rescale is recorded
 // as applied (target.Observe): the service applies a total by splitting
 // it. When no member can be pooled the report is still stored and the
@@ -71,7 +75,7 @@ func reported(rec *target.Record, who *caller, rep *setpointv1.FleetReport, id s
 		return nil, err
 	}
 	decided := false
-	if rec.Last == nil || now.Sub(rec.Last.At) >= r.sync {
+	if rec.Last == nil || now.Sub(rec.Last.At) >= decidesAfter(r.sync) {
 		switch err := decide(rec, &st, &r, id, now); {
 		case errors.Is(err, fleet.ErrNoHealthyMember): // the report is stored; the answer is the last split
 		case err != nil:
@@ -98,8 +102,27 @@ func reported(rec *target.Record, who *caller, rep *setpointv1.FleetReport, id s
 	return resp, nil
 }
 
+// syncSlack is the part of a sync period by which a report may come
+// early and still decide: a tenth.
+const syncSlack = 10
+
+// decidesAfter is how long after the fleet's last decision a report
+// decides: a sync period less a tenth. The members' agents sync at the same
+// phase of the period, so their reports arrive together once a period, a
+// little earlier or later each time as their reads take more or less time.
+// Were the whole period required, a report arriving a hair under it after
+// the last decision would not decide, nor would the others of its period,
+// and the next decision would come two periods after the last. A tenth
+// absorbs that spread, so the fleet decides once a period, while the
+// reports of one period, which arrive within far less than nine tenths of
+// it, still make one decision.
+func decidesAfter(sync time.Duration) time.Duration { return sync - sync/syncSlack }
+
 // decide makes the fleet's decision over its members' latest reports in
-// st, at now as decision id, and records a rescale as applied. A member
+// st, at now as decision id, and records a rescale as applied, from the
+// fleet's total: a member that leaves the pool does not change the total
+// (totalHistory), so a rescale that only moves its share to the others
+// records nothing. A member
 // whose latest report was read before it had been answered with the last
 // split (and that has a share in it) counts that share as its replicas
 // (the count its agent is about to write), not the report's. A stored
@@ -132,19 +155,68 @@ func decide(rec *target.Record, st *state, r *resolved, id string, now time.Time
 		}
 		reports = append(reports, fr)
 	}
+	in := fleet.Input{Ref: r.ref, Engine: r.in, Fallback: r.fallback, Fleet: r.fleet, Reports: reports}
 	fr := fleet.Record{Target: *rec, Members: st.members, Split: st.split, Pool: st.pool}
-	if err := fleet.Decide(&fr, fleet.Input{Ref: r.ref, Engine: r.in, Fallback: r.fallback, Fleet: r.fleet, Reports: reports}, id, now); err != nil {
+	var base int32 // the count the fleet's policies count from, 0: the pooled count
+	fr.Target.History, base = totalHistory(rec, st.split, in, now)
+	if err := fleet.Decide(&fr, in, id, now); err != nil {
 		return err
 	}
-	received := rec.ReceivedSpec
+	received, events := rec.ReceivedSpec, rec.History
 	*rec = fr.Target
 	rec.ReceivedSpec = received // target.Decide keeps an input's; a fleet's is its FleetSpec
+	// A decision never writes scale events: the offset was this one's alone.
+	rec.History.ScaleUpEvents, rec.History.ScaleDownEvents = events.ScaleUpEvents, events.ScaleDownEvents
 	st.members, st.split, st.pool, st.splitAt = fr.Members, fr.Split, fr.Pool, rec.Last.At
 	if d := rec.Last.Decision; d.Rescale {
-		o := target.Observation{Kind: target.EventApplied, DecisionID: id, From: rec.Last.From, To: d.DesiredReplicas}
+		from := rec.Last.From
+		if base != 0 {
+			from = base
+		}
+		if from == d.DesiredReplicas {
+			return nil // the total stays; only the split moved
+		}
+		o := target.Observation{Kind: target.EventApplied, DecisionID: id, From: from, To: d.DesiredReplicas}
 		return target.Observe(rec, o, now)
 	}
 	return nil
+}
+
+// totalHistory is the history the fleet's decision at now runs from, and
+// the count its policies count from (0: the pooled count, and the history
+// is rec's). A member that the last split counted and that leaves the
+// pool now (stale, or unable to scale) takes its replicas out of the
+// decision's current count, the pooled members' count, but it does not
+// change the fleet's total: only the split moves. One HPA's policies count
+// from its Scale's replicas however many of its pods are gone, so an event
+// of the lost members' shares at now offsets them, and each policy's
+// period starts from the total less the fleet's own changes in it: the
+// members left take the lost shares at once, as far as the policies allow
+// the total. Any other change of the members' counts counts as it is, as a
+// change of one HPA's Scale that the HPA did not make.
+func totalHistory(rec *target.Record, last *fleet.Split, in fleet.Input, now time.Time) (engine.History, int32) {
+	h := rec.History
+	if last == nil {
+		return h, 0
+	}
+	p, err := fleet.Pool(in.Fleet, in.Engine, in.Reports, now)
+	if err != nil || p.Pooled == 0 {
+		return h, 0 // fleet.Decide says why it cannot decide
+	}
+	var lost int64
+	for _, m := range p.Members {
+		for _, sh := range last.Shares {
+			if sh.Member == m.Name && m.Exclusion != "" && sh.Reason != fleet.ShareExcluded {
+				lost += int64(sh.Replicas)
+			}
+		}
+	}
+	if lost == 0 {
+		return h, 0
+	}
+	lost = min(lost, math.MaxInt32-int64(p.Input.Scale.Replicas))
+	h.ScaleDownEvents = append(slices.Clip(h.ScaleDownEvents), engine.ScaleEvent{Change: int32(lost), At: later(now, rec.LastSeen)})
+	return h, p.Input.Scale.Replicas + int32(lost)
 }
 
 // isMember reports whether cluster is a member of s.

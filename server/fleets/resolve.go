@@ -41,8 +41,8 @@ type resolved struct {
 	// api is the spec as put, defaults not applied.
 	api   *setpointv1.FleetSpec
 	fleet fleet.Spec
-	// sync is the fleet's sync period: the shortest time between two
-	// decisions.
+	// sync is the fleet's sync period: about the time between two
+	// decisions (decidesAfter).
 	sync time.Duration
 }
 

@@ -38,7 +38,7 @@
 //     run as Ready pods and shown in the member's Autoscaler status;
 //   - with c's agent stopped (its traffic moved to a, its Deployment down
 //     to one replica), the service leaves c out and a and b run the whole
-//     total within the documented failover bound, StaleAfter + 3 × sync
+//     total within the documented failover bound, StaleAfter + 2 × sync
 //     period from the agent's stop;
 //   - restarted, c returns paced: the first split that pools it again holds
 //     a and b one pod below their shares and returns c below its weighted
