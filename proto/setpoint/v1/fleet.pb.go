@@ -100,10 +100,10 @@ type FleetSpec struct {
 	// The age at which a member's latest report is left out of the pool and
 	// its share moves to the other members; absent: three sync periods.
 	StaleAfter *durationpb.Duration `protobuf:"bytes,5,opt,name=stale_after,json=staleAfter,proto3" json:"stale_after,omitempty"`
-	// The members' agents' sync period, which is also the shortest time
-	// between two fleet decisions (a report arriving sooner after the last
-	// decision is stored and answered with the last split); absent: 15s,
-	// the controller's default. At least 1s.
+	// The members' agents' sync period, which also spaces the fleet's
+	// decisions: a report arriving less than nine tenths of it after the
+	// last decision is stored and answered with the last split. Absent:
+	// 15s, the controller's default. At least 1s.
 	SyncPeriod    *durationpb.Duration `protobuf:"bytes,6,opt,name=sync_period,json=syncPeriod,proto3" json:"sync_period,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -95,10 +95,10 @@ export type FleetSpec = Message<"setpoint.v1.FleetSpec"> & {
   staleAfter?: Duration | undefined;
 
   /**
-   * The members' agents' sync period, which is also the shortest time
-   * between two fleet decisions (a report arriving sooner after the last
-   * decision is stored and answered with the last split); absent: 15s,
-   * the controller's default. At least 1s.
+   * The members' agents' sync period, which also spaces the fleet's
+   * decisions: a report arriving less than nine tenths of it after the
+   * last decision is stored and answered with the last split. Absent:
+   * 15s, the controller's default. At least 1s.
    *
    * @generated from field: google.protobuf.Duration sync_period = 6;
    */
