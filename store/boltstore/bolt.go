@@ -291,7 +291,7 @@ func Open(path string, opts Options) (*Store, error) {
 		ckClosing: make(chan struct{}),
 		ckStopped: make(chan struct{}),
 	}
-	if b.journal, err = b.openJournal(path); err != nil {
+	if b.journal, err = b.openJournal(path, version); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
@@ -681,22 +681,6 @@ func (b *Store) prepare(key target.Key, rk []byte, decision bool, fn func(*targe
 	w.newIndex = schema.LastSeenKey(rec.LastSeen, rk)
 	prepared = true
 	return w, nil
-}
-
-// entry returns the journal's form of the prepared update, with the
-// revisions its changes were numbered with.
-func (w *preparedUpdate) entry() journalWrite {
-	e := journalWrite{rk: w.rk, val: w.val, oldIndex: w.oldIndex, newIndex: w.newIndex, changes: w.encoded, logged: w.logged}
-	if len(w.changes) > 0 {
-		e.revs = make([]uint64, len(w.changes))
-		for i := range w.changes {
-			e.revs[i] = w.changes[i].Revision
-		}
-	}
-	if w.logged != nil {
-		e.at = w.rec.Last.At
-	}
-	return e
 }
 
 // Get returns the record of key, store.ErrNotFound, or a *store.CorruptError

@@ -11,9 +11,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+
+	pb "github.com/setpointhq/setpoint/proto/setpoint/storage/v1"
 	"github.com/setpointhq/setpoint/store"
 	"github.com/setpointhq/setpoint/store/boltstore/schema"
-	bolt "go.etcd.io/bbolt"
 )
 
 // overlayEntry is a journaled value not yet in bbolt: the record's value
@@ -174,7 +176,7 @@ func (b *Store) journalBatch(batch []*request) error {
 		}
 	}
 	rev := b.rev
-	writes := make([]journalWrite, 0, len(batch))
+	writes := make([]*pb.JournalWrite, 0, len(batch))
 	seen := make(map[string]int, len(batch)) // index in batch of a key written earlier in it
 	for i, r := range batch {
 		w := r.upd
@@ -192,7 +194,7 @@ func (b *Store) journalBatch(batch []*request) error {
 			w.changes[k].Revision = rev
 		}
 		seen[string(w.rk)] = i
-		writes = append(writes, w.entry())
+		writes = append(writes, w.journalEntry())
 	}
 	if len(writes) == 0 {
 		return nil
@@ -202,8 +204,12 @@ func (b *Store) journalBatch(batch []*request) error {
 			return err
 		}
 	}
-	b.journalBuf = appendWrites(b.journalBuf[:0], writes)
-	seq, err := b.journal.Append(b.journalBuf)
+	buf, err := appendEntry(b.journalBuf[:0], writes)
+	if err != nil {
+		return err
+	}
+	b.journalBuf = buf
+	seq, err := b.journal.Append(buf)
 	if cap(b.journalBuf) > 4<<20 {
 		b.journalBuf = nil // an outsized batch's buffer is not kept
 	}
@@ -214,7 +220,7 @@ func (b *Store) journalBatch(batch []*request) error {
 	jb := &journaledBatch{seq: seq, writes: writes, at: time.Now()}
 	b.ovMu.Lock()
 	for i := range writes {
-		b.overlay[string(writes[i].rk)] = overlayEntry{val: writes[i].val, seq: jb.seq}
+		b.overlay[string(writes[i].RecordKey)] = overlayEntry{val: writes[i].Value, seq: jb.seq}
 	}
 	b.batches = append(b.batches, jb)
 	b.pendingWrites += len(writes)
@@ -397,8 +403,8 @@ func (b *Store) checkpointLoop() {
 		last := batches[n-1].seq
 		b.ovMu.Lock()
 		for _, jb := range batches {
-			for i := range jb.writes {
-				k := string(jb.writes[i].rk)
+			for _, w := range jb.writes {
+				k := string(w.RecordKey)
 				if e, ok := b.overlay[k]; ok && e.seq <= last {
 					delete(b.overlay, k)
 				}
