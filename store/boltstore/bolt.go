@@ -104,37 +104,28 @@ func (o Options) withDefaults() (Options, error) {
 	if o.MaxEvents < 0 || o.MaxHistory < 0 || o.MaxBatch < 0 || o.LockTimeout < 0 || o.MaxChanges < 0 || o.CheckpointInterval < 0 || o.JournalSegmentBytes < 0 {
 		return o, fmt.Errorf("%w: negative option in %+v", store.ErrInvalid, o)
 	}
-	def := func(v *int, d int) {
-		if *v == 0 {
-			*v = d
-		}
-	}
 	def(&o.MaxEvents, store.DefaultMaxEvents)
 	def(&o.MaxHistory, store.DefaultMaxHistory)
 	def(&o.MaxBatch, DefaultMaxBatch)
 	def(&o.MaxChanges, DefaultMaxChanges)
+	def(&o.DecisionRetention, store.DefaultDecisionRetention)
+	def(&o.MaxBatchDelay, DefaultMaxBatchDelay)
+	def(&o.LockTimeout, DefaultLockTimeout)
+	def(&o.FileMode, 0o600)
+	def(&o.CheckpointInterval, DefaultCheckpointInterval)
+	def(&o.JournalSegmentBytes, DefaultJournalSegmentBytes)
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	if o.DecisionRetention == 0 {
-		o.DecisionRetention = store.DefaultDecisionRetention
-	}
-	if o.MaxBatchDelay == 0 {
-		o.MaxBatchDelay = DefaultMaxBatchDelay
-	}
-	if o.LockTimeout == 0 {
-		o.LockTimeout = DefaultLockTimeout
-	}
-	if o.FileMode == 0 {
-		o.FileMode = 0o600
-	}
-	if o.CheckpointInterval == 0 {
-		o.CheckpointInterval = DefaultCheckpointInterval
-	}
-	if o.JournalSegmentBytes == 0 {
-		o.JournalSegmentBytes = DefaultJournalSegmentBytes
-	}
 	return o, nil
+}
+
+// def sets *v to d when it is zero.
+func def[T comparable](v *T, d T) {
+	var zero T
+	if *v == zero {
+		*v = d
+	}
 }
 
 // Stats are counters of a Store store since Open.
@@ -272,14 +263,6 @@ func Open(path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
-	var version uint64
-	if err := db.Update(func(tx *bolt.Tx) (err error) {
-		version, err = schema.Init(tx)
-		return err
-	}); err != nil {
-		_ = db.Close()
-		return nil, fmt.Errorf("store: open %s: %w", path, err)
-	}
 	b := &Store{
 		db:        db,
 		opts:      opts,
@@ -291,17 +274,12 @@ func Open(path string, opts Options) (*Store, error) {
 		ckClosing: make(chan struct{}),
 		ckStopped: make(chan struct{}),
 	}
-	if b.journal, err = b.openJournal(path, version); err != nil {
+	if err := b.recover(path); err != nil {
+		if b.journal != nil {
+			_ = b.journal.Close()
+		}
 		_ = db.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
-	}
-	// After the replay: the journal's frames are in the file's version.
-	if version != schema.Version {
-		if err := db.Update(func(tx *bolt.Tx) error { return schema.Migrate(tx, version) }); err != nil {
-			_ = b.journal.Close()
-			_ = db.Close()
-			return nil, fmt.Errorf("store: open %s: %w", path, err)
-		}
 	}
 	b.applied = b.journal.Seq()
 	b.acked.Store(b.journal.Seq())
@@ -475,8 +453,10 @@ func (b *Store) commit(batch []*request) {
 				}
 				r.err = err
 			}
-			if err := b.trimChanges(tx); err != nil {
-				return err
+			if b.revKnown {
+				if err := b.trimChanges(tx, b.rev); err != nil {
+					return err
+				}
 			}
 			if b.testHookFailCommit != nil {
 				return b.testHookFailCommit()
@@ -776,9 +756,8 @@ func (b *Store) Delete(ctx context.Context, key target.Key) error {
 	if err != nil {
 		return err
 	}
-	err = b.write(ctx, false, nil, func(tx *bolt.Tx) error {
-		records, index := tx.Bucket(schema.Records), tx.Bucket(schema.LastSeen)
-		raw := records.Get(rk)
+	return b.write(ctx, false, nil, func(tx *bolt.Tx) error {
+		raw := tx.Bucket(schema.Records).Get(rk)
 		if raw == nil {
 			return fmt.Errorf("%w: %s", store.ErrNotFound, key)
 		}
@@ -788,30 +767,41 @@ func (b *Store) Delete(ctx context.Context, key target.Key) error {
 		} else {
 			// The index entry's time is in the undecodable value: find the
 			// entry by its key suffix. Slow, and only for corrupt records.
-			c := index.Cursor()
+			c := tx.Bucket(schema.LastSeen).Cursor()
 			for k, _ := c.First(); k != nil; k, _ = c.Next() {
 				if _, suffix, ok := schema.SplitLastSeenKey(k); ok && bytes.Equal(suffix, rk) {
 					indexKeys = append(indexKeys, bytes.Clone(k))
 				}
 			}
 		}
-		for _, ik := range indexKeys {
-			if err := index.Delete(ik); err != nil {
-				return &abortError{fmt.Errorf("store: delete %s: %w", key, err)}
-			}
-		}
-		if err := records.Delete(rk); err != nil {
+		if err := b.unsafeRemove(tx, rk, indexKeys, &key); err != nil {
 			return &abortError{fmt.Errorf("store: delete %s: %w", key, err)}
-		}
-		if err := unsafeForgetDecisions(tx, rk); err != nil {
-			return &abortError{fmt.Errorf("store: delete %s: decision log: %w", key, err)}
-		}
-		if err := b.appendChanges(tx, []store.Change{b.deletion(key)}); err != nil {
-			return &abortError{err}
 		}
 		return nil
 	})
-	return err
+}
+
+// unsafeRemove removes, in tx (a held write transaction), the record
+// whose key is rk, its index entries indexKeys and its decision log, and
+// appends its deletion to the change feed when its key is known. Its
+// error leaves tx unusable.
+func (b *Store) unsafeRemove(tx *bolt.Tx, rk []byte, indexKeys [][]byte, key *target.Key) error {
+	index := tx.Bucket(schema.LastSeen)
+	for _, ik := range indexKeys {
+		if err := index.Delete(ik); err != nil {
+			return err
+		}
+	}
+	if err := tx.Bucket(schema.Records).Delete(rk); err != nil {
+		return err
+	}
+	if err := unsafeForgetDecisions(tx, rk); err != nil {
+		return fmt.Errorf("decision log: %w", err)
+	}
+	if key == nil {
+		return nil
+	}
+	return b.appendChanges(tx, []store.Change{b.deletion(*key)})
 }
 
 // Expire implements store.Store.Expire by the last-seen index (the
@@ -838,43 +828,31 @@ func (b *Store) Expire(ctx context.Context, cutoff time.Time) (int, error) {
 			if ok {
 				raw = records.Get(rk)
 			}
-			if raw == nil { // a malformed or stale index entry: dropped alone
-				if err := index.Delete(ik); err != nil {
-					return &abortError{fmt.Errorf("store: expire: %w", err)}
-				}
-				continue
-			}
 			key, keyErr := record.ParseKey(rk)
-			if keyErr == nil {
+			stale, seen := raw == nil, false // stale: a malformed index entry, or not its record's
+			if !stale && keyErr == nil {
 				if rec, err := record.Decode(key, raw); err == nil {
-					if !bytes.Equal(schema.LastSeenKey(rec.LastSeen, rk), ik) {
-						// Not the record's entry (never written so): dropped
-						// alone, the record's own entry expires it.
-						if err := index.Delete(ik); err != nil {
-							return &abortError{fmt.Errorf("store: expire: %w", err)}
-						}
-						continue
-					}
-					if !rec.LastSeen.IsZero() && !rec.LastSeen.Before(cutoff) {
-						continue // seen in cutoff's hour, at or after cutoff
-					}
+					stale = !bytes.Equal(schema.LastSeenKey(rec.LastSeen, rk), ik)
+					seen = !rec.LastSeen.IsZero() && !rec.LastSeen.Before(cutoff) // in cutoff's hour, at or after it
 				}
 			}
-			if err := index.Delete(ik); err != nil {
+			var err error
+			switch {
+			case stale: // dropped alone: the record's own entry expires it
+				err = index.Delete(ik)
+			case seen:
+				continue
+			case keyErr != nil:
+				err = b.unsafeRemove(tx, rk, [][]byte{ik}, nil)
+			default:
+				err = b.unsafeRemove(tx, rk, [][]byte{ik}, &key)
+			}
+			if err != nil {
 				return &abortError{fmt.Errorf("store: expire: %w", err)}
 			}
-			if err := records.Delete(rk); err != nil {
-				return &abortError{fmt.Errorf("store: expire: %w", err)}
+			if !stale {
+				removed++
 			}
-			if err := unsafeForgetDecisions(tx, rk); err != nil {
-				return &abortError{fmt.Errorf("store: expire: decision log: %w", err)}
-			}
-			if keyErr == nil {
-				if err := b.appendChanges(tx, []store.Change{b.deletion(key)}); err != nil {
-					return &abortError{err}
-				}
-			}
-			removed++
 		}
 		return nil
 	})

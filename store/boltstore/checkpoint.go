@@ -6,7 +6,6 @@ package boltstore
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -164,11 +163,7 @@ func (b *Store) journalBatch(batch []*request) error {
 				}
 			}
 			if !b.revKnown {
-				b.rev = 0
-				if k, _ := tx.Bucket(schema.Changes).Cursor().Last(); k != nil {
-					b.rev = binary.BigEndian.Uint64(k)
-				}
-				b.revKnown = true
+				b.rev, b.revKnown = lastRevision(tx), true
 			}
 			return nil
 		}); err != nil {

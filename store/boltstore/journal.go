@@ -62,33 +62,35 @@ func appendEntry(dst []byte, writes []*pb.JournalWrite) ([]byte, error) {
 	return dst, err
 }
 
-// openJournal replays the journal of the store at path into db (every
-// intact entry after the last one applied, in one transaction) and returns
-// it emptied, ready for the next entry.
-// version is the file's schema version, the format of the journal's
-// entries.
-func (b *Store) openJournal(path string, version uint64) (*wal.Log, error) {
+// recover checks the layout of the file, replays the journal a crash
+// left (every intact entry after the last one applied, written in the
+// file's schema version) and migrates the file, in one transaction, then
+// opens the journal emptied, ready for the next entry.
+func (b *Store) recover(path string) error {
 	var (
-		applied uint64
-		id      []byte
+		version, applied uint64
+		id               []byte
 	)
-	if err := b.db.View(func(tx *bolt.Tx) error {
-		applied, id = schema.JournalSeq(tx), bytes.Clone(tx.Bucket(schema.Meta).Get(schema.MetaJournalID))
-		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("store: journal: %w", err)
-	}
-	if id == nil {
-		id = make([]byte, 16)
-		_, _ = rand.Read(id) // never fails (crypto/rand)
-		if err := b.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(schema.Meta).Put(schema.MetaJournalID, id) }); err != nil {
-			return nil, fmt.Errorf("store: journal: %w", err)
+	if err := b.db.Update(func(tx *bolt.Tx) (err error) {
+		if version, err = schema.Init(tx); err != nil {
+			return err
 		}
+		meta := tx.Bucket(schema.Meta)
+		if id = bytes.Clone(meta.Get(schema.MetaJournalID)); id == nil {
+			id = make([]byte, 16)
+			_, _ = rand.Read(id) // never fails (crypto/rand)
+			err = meta.Put(schema.MetaJournalID, id)
+		}
+		applied = schema.JournalSeq(tx)
+		return err
+	}); err != nil {
+		return err
 	}
 	log, entries, err := wal.Open(path, wal.Options{ID: id, Applied: applied, FileMode: b.opts.FileMode})
 	if err != nil {
-		return nil, fmt.Errorf("store: journal: %w", err)
+		return fmt.Errorf("journal: %w", err)
 	}
+	b.journal = log
 	var batches []*journaledBatch
 	for _, e := range entries {
 		entry, err := schema.ReadJournalEntry(version, e.Data)
@@ -97,21 +99,24 @@ func (b *Store) openJournal(path string, version uint64) (*wal.Log, error) {
 		}
 		batches = append(batches, &journaledBatch{seq: e.Seq, writes: entry.Writes})
 	}
-	fail := func(err error) (*wal.Log, error) {
-		_ = log.Close()
-		return nil, fmt.Errorf("store: journal %s: %w", path+JournalSuffix, err)
-	}
-	if len(batches) > 0 {
-		if err := b.db.Update(func(tx *bolt.Tx) error { return b.applyBatches(tx, batches) }); err != nil {
-			return fail(fmt.Errorf("replay: %w", err))
+	if len(batches) > 0 || version != schema.Version {
+		if err := b.db.Update(func(tx *bolt.Tx) error {
+			if len(batches) > 0 {
+				if err := b.applyBatches(tx, batches); err != nil {
+					return fmt.Errorf("replay the journal %s: %w", path+JournalSuffix, err)
+				}
+				applied = batches[len(batches)-1].seq
+			}
+			return schema.Migrate(tx, version)
+		}); err != nil {
+			return err
 		}
-		applied = batches[len(batches)-1].seq
 	}
 	// Emptied only once bbolt has the entries durably.
 	if err := log.Reset(applied); err != nil {
-		return fail(err)
+		return fmt.Errorf("journal: %w", err)
 	}
-	return log, nil
+	return nil
 }
 
 // put writes w in tx, whatever tx held for its key: the committer has
@@ -175,7 +180,7 @@ func (b *Store) applyBatches(tx *bolt.Tx, batches []*journaledBatch) error {
 		}
 	}
 	if lastRev > 0 {
-		if err := b.trimChangesTo(tx, lastRev); err != nil {
+		if err := b.trimChanges(tx, lastRev); err != nil {
 			return err
 		}
 	}

@@ -3,7 +3,6 @@ package schema
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -126,14 +125,7 @@ func EncodeVersion(v uint64) []byte {
 func Init(tx *bolt.Tx) (uint64, error) {
 	meta := tx.Bucket(Meta)
 	if meta == nil {
-		var foreign []byte
-		if err := tx.ForEach(func(name []byte, _ *bolt.Bucket) error {
-			foreign = append([]byte(nil), name...)
-			return errStopIteration
-		}); err != nil && !errors.Is(err, errStopIteration) {
-			return 0, err
-		}
-		if foreign != nil {
+		if foreign, _ := tx.Cursor().First(); foreign != nil {
 			return 0, fmt.Errorf("%w: the file has bucket %q but no %q bucket: not a setpoint store", store.ErrSchemaVersion, foreign, Meta)
 		}
 		for _, name := range Buckets {
@@ -254,6 +246,3 @@ func StoredVersion(tx *bolt.Tx) (uint64, error) {
 	}
 	return binary.BigEndian.Uint64(raw), nil
 }
-
-// errStopIteration ends a ForEach early.
-var errStopIteration = errors.New("stop iteration")
