@@ -336,83 +336,80 @@ func (b *Store) checkpointLoop() {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		b.ovMu.Lock()
-		n := min(len(b.batches), checkpointBatches)
-		batches := b.batches[:n:n]
-		ckErr := b.ckErr
-		urgent := b.waiters > 0 || b.pendingWrites >= checkpointWrites
-		var due time.Time
-		if n > 0 {
-			due = batches[0].at.Add(b.opts.CheckpointInterval)
-		}
-		b.ovMu.Unlock()
+		// Closing is looked at before the batches: once it is closed, the
+		// committer has exited and journals nothing more.
 		closing := false
 		select {
 		case <-b.ckClosing:
 			closing = true
 		default:
 		}
-		if n > 0 && ckErr == nil && !urgent && !closing {
-			if wait := time.Until(due); wait > 0 {
-				timer.Reset(wait)
-				select {
-				case <-b.ckWake:
-				case <-timer.C:
-				case <-b.ckClosing:
-				}
-				timer.Stop()
-				continue
-			}
+		b.ovMu.Lock()
+		n := min(len(b.batches), checkpointBatches)
+		batches, ckErr := b.batches[:n:n], b.ckErr
+		urgent := closing || b.waiters > 0 || b.pendingWrites >= checkpointWrites
+		b.ovMu.Unlock()
+		var wait time.Duration
+		switch {
+		case (n == 0 || ckErr != nil) && closing:
+			return
+		case n == 0 || ckErr != nil:
+			wait = time.Hour // until woken
+		case !urgent:
+			wait = time.Until(batches[0].at.Add(b.opts.CheckpointInterval))
 		}
-		if n == 0 || ckErr != nil {
+		if wait > 0 {
+			timer.Reset(wait)
 			select {
 			case <-b.ckWake:
-				continue
+			case <-timer.C:
 			case <-b.ckClosing:
 			}
-			b.ovMu.Lock()
-			n, ckErr = len(b.batches), b.ckErr
-			b.ovMu.Unlock()
-			if n == 0 || ckErr != nil {
-				return
-			}
+			timer.Stop()
 			continue
 		}
-		start := time.Now()
-		b.syncs.checkpointer.Store(start.UnixNano())
-		err := b.db.Update(func(tx *bolt.Tx) error {
-			if b.testHookCheckpoint != nil {
-				if err := b.testHookCheckpoint(); err != nil {
-					return err
-				}
-			}
-			return b.applyBatches(tx, batches)
-		})
-		b.syncs.checkpointer.Store(0)
-		if err != nil {
-			b.fail(fmt.Errorf("store: checkpoint: %w", err))
-			continue
-		}
-		b.checkpoints.Add(1)
-		b.checkpointNanos.Add(int64(time.Since(start)))
-		last := batches[n-1].seq
-		b.ovMu.Lock()
-		for _, jb := range batches {
-			for _, w := range jb.writes {
-				k := string(w.RecordKey)
-				if e, ok := b.overlay[k]; ok && e.seq <= last {
-					delete(b.overlay, k)
-				}
-			}
-			b.pendingWrites -= len(jb.writes)
-		}
-		b.batches = b.batches[n:]
-		if len(b.batches) == 0 {
-			b.batches = nil // lets the array go
-		}
-		b.applied = last
-		close(b.appliedCh)
-		b.appliedCh = make(chan struct{})
-		b.ovMu.Unlock()
+		b.checkpoint(batches)
 	}
+}
+
+// checkpoint writes batches, the oldest journaled ones, to bbolt in one
+// transaction, then drops them and the overlay's values they carried;
+// its failure stops the store's writes (fail).
+func (b *Store) checkpoint(batches []*journaledBatch) {
+	start := time.Now()
+	b.syncs.checkpointer.Store(start.UnixNano())
+	err := b.db.Update(func(tx *bolt.Tx) error {
+		if b.testHookCheckpoint != nil {
+			if err := b.testHookCheckpoint(); err != nil {
+				return err
+			}
+		}
+		return b.applyBatches(tx, batches)
+	})
+	b.syncs.checkpointer.Store(0)
+	if err != nil {
+		b.fail(fmt.Errorf("store: checkpoint: %w", err))
+		return
+	}
+	b.checkpoints.Add(1)
+	b.checkpointNanos.Add(int64(time.Since(start)))
+	last := batches[len(batches)-1].seq
+	b.ovMu.Lock()
+	defer b.ovMu.Unlock()
+	for _, jb := range batches {
+		for _, w := range jb.writes {
+			k := string(w.RecordKey)
+			if e, ok := b.overlay[k]; ok && e.seq <= last {
+				delete(b.overlay, k)
+			}
+		}
+		b.pendingWrites -= len(jb.writes)
+	}
+	b.batches = b.batches[len(batches):]
+	if len(b.batches) == 0 {
+		b.batches = nil // lets the array go
+	}
+	b.applied = last
+	close(b.appliedCh)
+	b.appliedCh = make(chan struct{})
 }
