@@ -78,12 +78,12 @@ func (q *batcher) expect(n int) {
 	}
 }
 
-// push queues r. prepared says the caller counted itself in preparing:
-// push takes it off, queued or refused. It fails with store.ErrClosed
-// after close.
-func (q *batcher) push(r *request, prepared bool) error {
+// push queues r. An Update's request (r.upd set) was counted in
+// preparing: push takes it off, queued or refused. It fails with
+// store.ErrClosed after close.
+func (q *batcher) push(r *request) error {
 	q.mu.Lock()
-	if prepared {
+	if r.upd != nil {
 		q.preparing.Add(-1)
 	}
 	if q.closed {

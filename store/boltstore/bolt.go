@@ -174,8 +174,7 @@ type Store struct {
 	opts Options
 
 	// batch gathers the writes for the committer (batcher.go).
-	batch   *batcher
-	stopped chan struct{} // closed by the committer when it exits
+	batch *batcher
 
 	commits, writes, maxBatch atomic.Uint64
 	commitNanos, heldNanos    atomic.Int64
@@ -225,8 +224,8 @@ type Store struct {
 	ckErr error
 	// waiters counts the callers of caughtUp waiting.
 	waiters int
-	// ckWake signals the checkpointer; ckClosing is closed after the
-	// committer exits, ckStopped by the checkpointer when it exits.
+	// ckWake signals the checkpointer; ckClosing is closed by the
+	// committer when it exits, ckStopped by the checkpointer.
 	ckWake               chan struct{}
 	ckClosing, ckStopped chan struct{}
 	checkpoints          atomic.Uint64
@@ -267,7 +266,6 @@ func Open(path string, opts Options) (*Store, error) {
 		db:        db,
 		opts:      opts,
 		batch:     newBatcher(opts.MaxBatch, opts.MaxBatchDelay),
-		stopped:   make(chan struct{}),
 		overlay:   map[string]overlayEntry{},
 		appliedCh: make(chan struct{}),
 		ckWake:    make(chan struct{}, 1),
@@ -332,9 +330,7 @@ func (b *Store) Close() error {
 	if !b.batch.close() {
 		return store.ErrClosed
 	}
-	<-b.stopped
-	close(b.ckClosing)
-	<-b.ckStopped
+	<-b.ckStopped // after the committer
 	var errs []error
 	b.ovMu.Lock()
 	ckErr := b.ckErr
@@ -388,18 +384,18 @@ func (e *abortError) Unwrap() error { return e.err }
 // write queues apply (or upd, an Update's prepared write, journaled) for
 // the committer and waits for its result. When ctx ends first, write
 // returns ctx.Err(): if the committer had not taken the request it never
-// runs; otherwise it may still be committed. prepared says the caller
-// counted itself in the batcher's preparing: write takes it off the count
-// when the request is queued or refused.
-func (b *Store) write(ctx context.Context, prepared bool, upd *preparedUpdate, apply func(tx *bolt.Tx) error) error {
+// runs; otherwise it may still be committed. An Update, counted in the
+// batcher's preparing by prepare, is taken off the count when its request
+// is queued or refused.
+func (b *Store) write(ctx context.Context, upd *preparedUpdate, apply func(tx *bolt.Tx) error) error {
 	if err := ctx.Err(); err != nil {
-		if prepared {
+		if upd != nil {
 			b.batch.preparing.Add(-1)
 		}
 		return err
 	}
 	r := &request{apply: apply, upd: upd, done: make(chan struct{})}
-	if err := b.batch.push(r, prepared); err != nil {
+	if err := b.batch.push(r); err != nil {
 		return err
 	}
 	select {
@@ -416,7 +412,7 @@ func (b *Store) write(ctx context.Context, prepared bool, upd *preparedUpdate, a
 // until the store is closed and the queue is empty. Writes that arrive
 // during a commit form the next batch.
 func (b *Store) commitLoop() {
-	defer close(b.stopped)
+	defer close(b.ckClosing)
 	for {
 		batch, held, ok := b.batch.next()
 		if !ok {
@@ -576,7 +572,7 @@ func (b *Store) update(ctx context.Context, key target.Key, decision bool, fn fu
 		if b.testHookAfterPrepare != nil {
 			b.testHookAfterPrepare()
 		}
-		err = b.write(ctx, true, w, nil)
+		err = b.write(ctx, w, nil)
 		if errors.Is(err, errConflict) {
 			continue
 		}
@@ -756,7 +752,7 @@ func (b *Store) Delete(ctx context.Context, key target.Key) error {
 	if err != nil {
 		return err
 	}
-	return b.write(ctx, false, nil, func(tx *bolt.Tx) error {
+	return b.write(ctx, nil, func(tx *bolt.Tx) error {
 		raw := tx.Bucket(schema.Records).Get(rk)
 		if raw == nil {
 			return fmt.Errorf("%w: %s", store.ErrNotFound, key)
@@ -809,7 +805,7 @@ func (b *Store) unsafeRemove(tx *bolt.Tx, rk []byte, indexKeys [][]byte, key *ta
 // any Expire, a corrupt one by the hour of its last write.
 func (b *Store) Expire(ctx context.Context, cutoff time.Time) (int, error) {
 	var removed int
-	err := b.write(ctx, false, nil, func(tx *bolt.Tx) error {
+	err := b.write(ctx, nil, func(tx *bolt.Tx) error {
 		removed = 0
 		records, index := tx.Bucket(schema.Records), tx.Bucket(schema.LastSeen)
 		end := record.OrderedTime(cutoff)
