@@ -27,10 +27,10 @@
 //
 // # Group commit
 //
-// Every write is queued to one committer goroutine. It takes what is
-// queued (up to Options.MaxBatch), appends the batch's Updates to the
-// journal as one entry, flushes it with one fdatasync, and answers each
-// caller with its own result; Deletes and Expires follow in a bbolt
+// Every write is queued to one committer goroutine (committer.go). It
+// takes what is queued (up to Options.MaxBatch), appends the batch's
+// Updates to the journal as one entry, flushes it with one fdatasync, and
+// answers each caller with its own result; Deletes and Expires follow in a bbolt
 // transaction of their own. The batcher (batcher.go) holds a batch open
 // while more writes are coming, never longer than Options.MaxBatchDelay.
 // A write whose own apply fails is answered with its error, the rest of
