@@ -227,15 +227,17 @@ func (r *run) standDown(ctx context.Context, manager string, at time.Time) (stri
 	// controller goes on writing: the condition is written once.
 	msg := fmt.Sprintf("the status of this HorizontalPodAutoscaler is written by %q: another HPA controller serves it, so Setpoint stands down; "+
 		"turn off kube-controller-manager's HPA controller (--controllers=*,-horizontalpodautoscaling) to let Setpoint serve it", manager)
-	if findCondition(r.prev.Conditions, ConditionStandingDown) == nil {
-		r.event(corev1.EventTypeWarning, ReasonAnotherController, "%s", msg)
-		klog.FromContext(ctx).Info("agent: another controller writes this HPA's status; standing down", "manager", manager, "at", at)
-	}
 	r.c.opts.Prometheus.standingDown(r.key.namespace, r.key.name, true)
 	r.standingDown = true
 	r.status.Conditions = setCondition(r.status.Conditions, ConditionStandingDown, corev1.ConditionTrue, ReasonAnotherController, msg, r.now)
 	if err := r.writeStatus(ctx); err != nil {
 		return resultError, err
+	}
+	// The Event follows the condition: whoever sees it finds the
+	// condition written.
+	if findCondition(r.prev.Conditions, ConditionStandingDown) == nil {
+		r.event(corev1.EventTypeWarning, ReasonAnotherController, "%s", msg)
+		klog.FromContext(ctx).Info("agent: another controller writes this HPA's status; standing down", "manager", manager, "at", at)
 	}
 	return resultStoodDown, nil
 }

@@ -74,7 +74,7 @@ func (e *OccupiedError) Error() string {
 }
 
 // Copy writes the records of src that opts selects into dst, as they are,
-// then reads each back from dst and compares it with what was copied; it
+// reads each back from dst and compares it with what was copied, and
 // returns how many records it wrote. It moves a store between backends
 // (bbolt to etcd and back) and, with opts.Clusters, clusters between
 // shards. dst must hold none of the targets Copy may write — for a
@@ -90,67 +90,59 @@ func Copy(ctx context.Context, dst, src Store, opts CopyOptions) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if err := unoccupied(ctx, dst, opts, qs); err != nil {
+	if err := unoccupied(ctx, dst, len(opts.Clusters) > 0, qs); err != nil {
 		return 0, err
 	}
-	var (
-		copied  []target.Record
-		written atomic.Int64
-	)
-	for _, q := range qs {
-		err := pages(ctx, src, q, "copy", func(page []target.Record) error {
-			err := each(ctx, page, func(rec target.Record) error {
-				if _, err := dst.Update(ctx, rec.Key, func(r *target.Record) error {
-					*r = rec
-					return nil
-				}); err != nil {
-					return fmt.Errorf("store: copy %s: %w", rec.Key, err)
-				}
-				written.Add(1)
+	var written atomic.Int64
+	err = pages(ctx, src, qs, "copy", func(page []target.Record) error {
+		err := each(ctx, page, func(rec target.Record) error {
+			if _, err := dst.Update(ctx, rec.Key, func(r *target.Record) error {
+				*r = rec
 				return nil
-			})
-			copied = append(copied, page...)
-			return err
+			}); err != nil {
+				return fmt.Errorf("store: copy %s: %w", rec.Key, err)
+			}
+			written.Add(1)
+			return nil
 		})
 		if err != nil {
-			return int(written.Load()), err
+			return err
 		}
-	}
-	err = each(ctx, copied, func(want target.Record) error {
-		got, err := dst.Get(ctx, want.Key)
-		if err != nil {
-			return fmt.Errorf("store: copy: verify %s: %w", want.Key, err)
-		}
-		if !gocmp.Equal(want, got) {
-			return fmt.Errorf("store: copy: verify %s: stored record differs: %s", want.Key, gocmp.Diff(want, got))
-		}
-		return nil
+		return each(ctx, page, func(want target.Record) error {
+			got, err := dst.Get(ctx, want.Key)
+			if err != nil {
+				return fmt.Errorf("store: copy: verify %s: %w", want.Key, err)
+			}
+			if !gocmp.Equal(want, got) {
+				return fmt.Errorf("store: copy: verify %s: stored record differs: %s", want.Key, gocmp.Diff(want, got))
+			}
+			return nil
+		})
 	})
-	return len(copied), err
+	return int(written.Load()), err
 }
 
 // unoccupied returns an *OccupiedError when dst holds targets of what the
-// queries qs (of opts) select.
-func unoccupied(ctx context.Context, dst Store, opts CopyOptions, qs []Query) error {
-	if len(opts.Clusters) == 0 {
+// queries qs select: of their clusters when byCluster, else of any.
+func unoccupied(ctx context.Context, dst Store, byCluster bool, qs []Query) error {
+	occ := &OccupiedError{}
+	if !byCluster {
 		n, _, err := dst.Count(ctx)
 		if err != nil {
 			return fmt.Errorf("store: copy: destination: %w", err)
 		}
-		if n > 0 {
-			return &OccupiedError{Targets: n}
-		}
-		return nil
-	}
-	occ := &OccupiedError{Clusters: map[string]int{}}
-	for _, q := range qs {
-		n, err := count(ctx, dst, q)
-		if err != nil {
-			return fmt.Errorf("store: copy: destination: %w", err)
-		}
-		if n > 0 {
-			occ.Clusters[q.Cluster] = n
-			occ.Targets += n
+		occ.Targets = n
+	} else {
+		occ.Clusters = map[string]int{}
+		for _, q := range qs {
+			n, err := count(ctx, dst, q)
+			if err != nil {
+				return fmt.Errorf("store: copy: destination: %w", err)
+			}
+			if n > 0 {
+				occ.Clusters[q.Cluster] = n
+				occ.Targets += n
+			}
 		}
 	}
 	if occ.Targets > 0 {
@@ -182,23 +174,26 @@ func count(ctx context.Context, s Store, q Query) (int, error) {
 	}
 }
 
-// pages calls fn with each page of the records of s that q selects, in
-// key order; a record s cannot decode stops it with that error, wrapped
-// as what (copy, delete) failed.
-func pages(ctx context.Context, s Store, q Query, what string, fn func([]target.Record) error) error {
-	for {
-		page, next, err := s.List(ctx, q)
-		if err != nil {
-			return fmt.Errorf("store: %s: read: %w", what, err)
+// pages calls fn with each page of the records of s that the queries qs
+// select, query by query, in key order; a record s cannot decode stops it
+// with that error, wrapped as what (copy, delete) failed.
+func pages(ctx context.Context, s Store, qs []Query, what string, fn func([]target.Record) error) error {
+	for _, q := range qs {
+		for {
+			page, next, err := s.List(ctx, q)
+			if err != nil {
+				return fmt.Errorf("store: %s: read: %w", what, err)
+			}
+			if err := fn(page); err != nil {
+				return err
+			}
+			if next == "" {
+				break
+			}
+			q.PageToken = next
 		}
-		if err := fn(page); err != nil {
-			return err
-		}
-		if next == "" {
-			return nil
-		}
-		q.PageToken = next
 	}
+	return nil
 }
 
 // DeleteClusters deletes every target of the named clusters (exact names;
@@ -217,23 +212,18 @@ func DeleteClusters(ctx context.Context, s Store, clusters []string) (int, error
 		return 0, err
 	}
 	var deleted atomic.Int64
-	for _, q := range qs {
-		// Each page's keys sort before the next page's token, so deleting
-		// them does not move it.
-		err := pages(ctx, s, q, "delete", func(page []target.Record) error {
-			return each(ctx, page, func(rec target.Record) error {
-				if err := s.Delete(ctx, rec.Key); err != nil {
-					return fmt.Errorf("store: delete %s: %w", rec.Key, err)
-				}
-				deleted.Add(1)
-				return nil
-			})
+	// Each page's keys sort before the next page's token, so deleting them
+	// does not move it.
+	err = pages(ctx, s, qs, "delete", func(page []target.Record) error {
+		return each(ctx, page, func(rec target.Record) error {
+			if err := s.Delete(ctx, rec.Key); err != nil {
+				return fmt.Errorf("store: delete %s: %w", rec.Key, err)
+			}
+			deleted.Add(1)
+			return nil
 		})
-		if err != nil {
-			return int(deleted.Load()), err
-		}
-	}
-	return int(deleted.Load()), nil
+	})
+	return int(deleted.Load()), err
 }
 
 // each calls fn with every record of recs, copyWorkers at a time, and

@@ -271,6 +271,53 @@ func TestCopyStopsAtFirstError(t *testing.T) {
 	}
 }
 
+// unreadable reports the records of one cluster as records List cannot
+// decode, as a backend does: left out of the page, one *CorruptError each.
+type unreadable struct {
+	store.Store
+	cluster string
+}
+
+func (u unreadable) List(ctx context.Context, q store.Query) ([]target.Record, string, error) {
+	recs, next, err := u.Store.List(ctx, q)
+	var kept []target.Record
+	errs := []error{err}
+	for _, r := range recs {
+		if r.Key.Cluster != u.cluster {
+			kept = append(kept, r)
+		} else {
+			errs = append(errs, &store.CorruptError{Key: r.Key, Err: errors.New("unreadable")})
+		}
+	}
+	return kept, next, errors.Join(errs...)
+}
+
+// Records the destination cannot decode occupy it like any other (each
+// counted); a record the source cannot decode fails the copy, which then
+// has written nothing of that cluster.
+func TestCopyUnreadableRecords(t *testing.T) {
+	ctx := context.Background()
+	src := open(t, newPath(t), boltstore.Options{})
+	putRecords(t, src, keysOf("a", 2)...)
+	dst := open(t, newPath(t), boltstore.Options{})
+	putRecords(t, dst, slices.Concat(keysOf("a", 3), keysOf("b", 1))...)
+	var occ *store.OccupiedError
+	n, err := store.Copy(ctx, unreadable{dst, "a"}, src, store.CopyOptions{Clusters: []string{"a"}})
+	if !errors.As(err, &occ) || n != 0 {
+		t.Fatalf("Copy into unreadable records = %d, %v; want 0 and an OccupiedError", n, err)
+	}
+	if want := (&store.OccupiedError{Clusters: map[string]int{"a": 3}, Targets: 3}); !cmp.Equal(want, occ) {
+		t.Errorf("OccupiedError = %+v, want %+v", occ, want)
+	}
+	empty := open(t, newPath(t), boltstore.Options{})
+	if n, err := store.Copy(ctx, empty, unreadable{src, "a"}, store.CopyOptions{Clusters: []string{"a"}}); !errors.Is(err, store.ErrCorrupt) || n != 0 {
+		t.Errorf("Copy from unreadable records = %d, %v; want 0 and ErrCorrupt", n, err)
+	}
+	if got := all(t, empty); len(got) != 0 {
+		t.Errorf("the destination holds %d records after a copy that read none", len(got))
+	}
+}
+
 // BenchmarkCopy copies 500 records from one bbolt file to another, one at
 // a time (the baseline, in the same run) and several at a time.
 func BenchmarkCopy(b *testing.B) {

@@ -8,11 +8,6 @@ import (
 	"github.com/setpointhq/setpoint/target"
 )
 
-// The change feed: every write that changes what a target records — a
-// new decision, an observed event, a deletion — also records a Change,
-// numbered by a revision, in the same transaction. The server's Watch
-// reads it to resume a stream and follows it for live changes.
-
 // ErrOutOfRange: a revision is older than the oldest change still kept, or
 // newer than the latest change.
 var ErrOutOfRange = errors.New("store: revision out of range")
@@ -29,19 +24,17 @@ const (
 	// ChangeDeleted: the record was removed by Delete or Expire.
 	ChangeDeleted ChangeKind = "Deleted"
 	// ChangeGap: Follow's caller missed changes before the next one (a
-	// backend whose watch fell behind its own retention, as etcd's
-	// compaction); it carries no Revision, Key or value. A follower that
-	// must see every change starts over: it reads again what it keeps.
-	// Changes still answers for what is kept. The bbolt store never has
-	// gaps.
+	// backend whose watch fell behind its own retention); it carries no
+	// Revision, Key or value. A follower that must see every change starts
+	// over: it reads again what it keeps. Changes still answers for what
+	// is kept.
 	ChangeGap ChangeKind = "Gap"
 )
 
 // Change is one recorded change of one target.
 type Change struct {
 	// Revision numbers the change: strictly increasing across the whole
-	// store, never reused (also across restarts). Bolt numbers 1, 2, 3…;
-	// other backends may leave gaps (store/etcdstore does).
+	// store, never reused (also across restarts), not necessarily dense.
 	Revision uint64
 	// Key is the target changed.
 	Key target.Key
@@ -56,7 +49,7 @@ type Change struct {
 	// Event is the event recorded (ChangeObservation).
 	Event *target.Event
 	// At is when the record was removed (ChangeDeleted), by the store's
-	// clock (Options.Now).
+	// clock.
 	At time.Time
 	// Created is true on the first change of a record the write created:
 	// with the deletions it keeps a count of targets (Count) current.
@@ -74,14 +67,13 @@ type Feed interface {
 	// revision.
 	Changes(ctx context.Context, after uint64, limit int) ([]Change, error)
 	// Follow calls fn with the changes of each commit, in revision order,
-	// from the committer goroutine, right after the commit and before the
-	// commit's writers are answered (so a caller holding its answer never
-	// races ahead of the feed), until stop is called. A shared backend
-	// whose feed can be held up bounds that wait and says how
-	// (store/etcdstore: Options.DeliveryWait); its changes still come in
-	// order, none missed. fn must not block and must not call stop; it
-	// may keep the slice but not modify it. After stop returns fn is not
-	// called again. A backend that can miss
-	// changes says so with a ChangeGap change where they were missed.
+	// after the commit and before the commit's writers are answered (so a
+	// caller holding its answer never races ahead of the feed), until stop
+	// is called; after stop returns fn is not called again. A shared
+	// backend whose feed can be held up bounds that wait and says how;
+	// its changes still come in order, none missed. fn runs on the store's
+	// write path: it must not block and must not call stop; it may keep
+	// the slice but not modify it. A backend that can miss changes says
+	// so with a ChangeGap change where they were missed.
 	Follow(fn func([]Change)) (stop func())
 }

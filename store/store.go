@@ -81,26 +81,24 @@ type Query struct {
 }
 
 // Store keeps per-target records durably, with a change feed, a count
-// and backups: every capability the server uses is part of the interface,
-// so a wrapper that embeds a Store keeps them all. Implementations are safe
-// for concurrent use.
+// and backups: every capability the server uses is part of the interface.
+// Implementations are safe for concurrent use.
 type Store interface {
-	// Update loads the record for key (a zero target.Record with only the key set when
-	// none exists), passes it to fn, and stores what fn leaves in it, as if
-	// in one transaction: read, decide, compare. fn runs outside the
-	// store's write, on the record as read; the store then writes the
-	// result only if the stored record is still the one fn was given (a
-	// per-target revision check: bytes in bbolt, a mod revision in etcd),
-	// and otherwise runs fn again on the new record. So concurrent updates
-	// of one key serialize and none is lost. The change is durable when
-	// Update returns nil; the stored record is returned. If fn returns an
-	// error nothing is stored and that error is returned. fn may run more
-	// than once and must depend only on its argument. When ctx ends first,
-	// Update returns ctx.Err(); the change may or may not have been stored,
-	// and fn may have run although nothing it made was stored. A change
-	// stored after Update returned ctx.Err() is stored like any other, with
-	// its change-feed entries; an Update of the same key that read the
-	// record before it conflicts and runs its fn again on what was stored.
+	// Update changes key's record as one transaction would: it passes fn
+	// the stored record (a zero target.Record with only Key set when there
+	// is none) and stores what fn leaves, under key whatever fn leaves in
+	// rec.Key, if the stored record is still the one fn was given;
+	// otherwise it runs fn again on the new record. So concurrent updates
+	// of one key serialize and none is lost. It returns the stored record
+	// once the change is durable. fn runs in the caller's goroutine, may
+	// run more than once, must depend only on its argument and must not
+	// keep it (rec is its own copy). If fn returns an error, nothing is
+	// stored and that error is returned; a record fn leaves that cannot be
+	// stored (a string that is not UTF-8, a time a timestamp cannot hold)
+	// is an error too. When ctx ends first, Update returns ctx.Err() and
+	// the change may or may not be stored (fn may have run); stored later,
+	// it is stored like any other, with its changes, and an Update of the
+	// same key that read the record before it runs its fn again.
 	Update(ctx context.Context, key target.Key, fn func(rec *target.Record) error) (target.Record, error)
 	// Decide is Update for a decision: fn replaces the record's last
 	// decision with a new one (as target.Decide does) and reads of the
@@ -113,8 +111,9 @@ type Store interface {
 	Get(ctx context.Context, key target.Key) (target.Record, error)
 	// List returns records in key order and the token of the next page
 	// (empty after the last page). Undecodable records are left out of the
-	// page and reported by an error matching ErrCorrupt, returned together
-	// with the page; any other error comes without records.
+	// page and reported, with the page, by an error joining one
+	// *CorruptError per record left out; any other error comes without
+	// records.
 	List(ctx context.Context, q Query) (records []target.Record, nextPageToken string, err error)
 	// Delete removes the record for key; ErrNotFound when there is none.
 	Delete(ctx context.Context, key target.Key) error
@@ -123,8 +122,7 @@ type Store interface {
 	Expire(ctx context.Context, cutoff time.Time) (int, error)
 	// Healthy reports whether the store can serve now: nil when it can,
 	// ErrClosed after Close, the backend's error when its data cannot be
-	// reached (etcd: a linearizable read fails). The server answers its
-	// health checks with it.
+	// reached. The server answers its health checks with it.
 	Healthy(ctx context.Context) error
 	// Decisions returns one page of key's decision log, oldest first, and
 	// the next page's token (empty after the last page); an unknown target
@@ -132,18 +130,16 @@ type Store interface {
 	Decisions(ctx context.Context, key target.Key, q DecisionQuery) ([]target.LoggedDecision, string, error)
 	// Close releases the store; later calls return ErrClosed.
 	Close() error
-	// Expect announces n more writes on their way to the store (n < 0:
-	// that many fewer, never below none): calls a server has received
-	// that will Update, Decide or Delete, whose requests it is still
-	// reading. A store that shares one commit among concurrent writes
-	// (store/boltstore) holds a commit open for them, never longer than
-	// its batch delay; one that does not (store/etcdstore) ignores it. A
-	// write announced and never made delays others by at most that delay.
+	// Expect announces n more writes (Update, Decide, Delete) on their way
+	// to the store, whose requests the caller is still reading; n < 0
+	// takes back that many, never below none. A store that shares one
+	// commit among concurrent writes may hold a commit open for them, never
+	// longer than its batch delay, so a write announced and never made
+	// delays others by at most that; a store may ignore it.
 	Expect(n int)
 
 	// Feed is the change feed: every decision, observation and deletion,
-	// numbered by a revision. The server's Watch and its feed metrics
-	// follow it.
+	// numbered by a revision.
 	Feed
 	// Count returns the number of records and, read at the same moment,
 	// the latest revision of the feed: the count is exact as of that
@@ -153,7 +149,7 @@ type Store interface {
 	// Backup writes a consistent snapshot of the whole store to w while
 	// the store keeps serving. It calls size with the snapshot's length in
 	// bytes before the first write, and returns the number of bytes
-	// written. The snapshot is a store of the same kind: Open accepts a
-	// Bolt snapshot as it is.
+	// written. The snapshot is a bbolt store file, whatever the backend:
+	// boltstore.Open accepts it as it is.
 	Backup(ctx context.Context, size func(int64) error, w io.Writer) (int64, error)
 }

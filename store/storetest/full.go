@@ -9,9 +9,9 @@ import (
 )
 
 // FullRecord has every field of Record, at every depth, set to a non-zero
-// value (store's TestFullRecordIsFull checks it), so a round trip proves
-// the codec carries every field: FullRecordV4's, and any field added since
-// (fillZero).
+// value (store/boltstore's TestFullRecordIsFull checks it), so a round
+// trip proves the codec carries every field: FullRecordV4's, and any field
+// added since (fillZero).
 func FullRecord(key target.Key) target.Record {
 	rec := FullRecordV4(key)
 	// Slices are not filled by fillZero: the fields added as slices since
@@ -25,9 +25,9 @@ func FullRecord(key target.Key) target.Record {
 	return rec
 }
 
-// FullRecordV4 is the full record of the types as store/testdata's file
-// of the hand-written codec (schema version 4) holds it: every field they
-// had then, and only those.
+// FullRecordV4 is the full record as store/boltstore/testdata/compat-v4.db,
+// written by the hand-written codec (schema version 4), holds it: every
+// field the types had then, and only those.
 func FullRecordV4(key target.Key) target.Record {
 	util := int32(85)
 	selector := &engine.LabelSelector{

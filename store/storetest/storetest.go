@@ -1,6 +1,7 @@
 // Package storetest is the contract every store.Store backend passes: the
-// tests of package store run it against the bbolt store, those of
-// store/etcdstore against etcd, with the same assertions.
+// tests of store/boltstore run it on bbolt files, those of store/etcdstore
+// on etcd, with the same assertions; and the records and helpers those
+// tests share.
 package storetest
 
 import (
@@ -28,10 +29,11 @@ func Run(t *testing.T, open Opener) {
 		{"Update", update},
 		{"Decide", decide},
 		{"Delete", deleteTarget},
+		{"Bounds", bounds},
 		{"List", listTargets},
 		{"ListRejectsBadQueries", listRejectsBadQueries},
-		{"Expire", expire},
-		{"ExpireAcrossHours", expireAcrossHours},
+		{"Expire", expire("Expire")},
+		{"ExpireAcrossHours", expire("ExpireAcrossHours")},
 		{"FeedCountsTargets", feedCountsTargets},
 		{"FeedResumes", feedResumes},
 		{"Expect", expectWrites},
@@ -94,9 +96,3 @@ func CheckEachOnce(t testing.TB, got []int32, n int) {
 		t.Errorf("recommendations kept (-want +got):\n%s", diff)
 	}
 }
-
-var (
-	at       = At
-	put      = Put
-	decideFn = DecideFn
-)
