@@ -43,7 +43,7 @@ type batcher struct {
 	expected atomic.Int64
 	wake     chan struct{} // one pending signal: look at the queue again
 	closing  chan struct{} // closed by close
-	timer    *time.Timer   // the committer's, stopped and drained
+	timer    *time.Timer   // the committer's, stopped between batches
 	last     int           // writes in the last batch
 }
 
@@ -78,12 +78,12 @@ func (q *batcher) expect(n int) {
 	}
 }
 
-// push queues r. prepared says the caller counted itself in preparing:
-// push takes it off, queued or refused. It fails with store.ErrClosed
-// after close.
-func (q *batcher) push(r *request, prepared bool) error {
+// push queues r. An Update's request (r.upd set) was counted in
+// preparing: push takes it off, queued or refused. It fails with
+// store.ErrClosed after close.
+func (q *batcher) push(r *request) error {
 	q.mu.Lock()
-	if prepared {
+	if r.upd != nil {
 		q.preparing.Add(-1)
 	}
 	if q.closed {
@@ -157,17 +157,10 @@ func (q *batcher) gather() {
 	var (
 		start, grew time.Time // when gather started; when the queue last grew
 		last        int       // the queue's length at the last look
-		armed       bool      // the timer is set
 	)
-	stop := func() {
-		if armed && !q.timer.Stop() {
-			select {
-			case <-q.timer.C:
-			default:
-			}
-		}
-	}
-	defer stop()
+	// Since Go 1.23 a stopped or reset timer's channel holds no stale
+	// tick: no draining.
+	defer q.timer.Stop()
 	busy, heavy := q.last >= 2, q.last >= heavyBatch
 	grace := q.maxDelay / batchGraceDivisor
 	for {
@@ -195,13 +188,10 @@ func (q *batcher) gather() {
 		default:
 			return
 		}
-		stop()
 		q.timer.Reset(wakeAt.Sub(now))
-		armed = true
 		select {
 		case <-q.wake: // another write queued, or the last one expected came: look again
 		case <-q.timer.C:
-			armed = false // fired and drained
 		case <-q.closing:
 			return
 		}

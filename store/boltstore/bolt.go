@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -104,37 +103,28 @@ func (o Options) withDefaults() (Options, error) {
 	if o.MaxEvents < 0 || o.MaxHistory < 0 || o.MaxBatch < 0 || o.LockTimeout < 0 || o.MaxChanges < 0 || o.CheckpointInterval < 0 || o.JournalSegmentBytes < 0 {
 		return o, fmt.Errorf("%w: negative option in %+v", store.ErrInvalid, o)
 	}
-	def := func(v *int, d int) {
-		if *v == 0 {
-			*v = d
-		}
-	}
 	def(&o.MaxEvents, store.DefaultMaxEvents)
 	def(&o.MaxHistory, store.DefaultMaxHistory)
 	def(&o.MaxBatch, DefaultMaxBatch)
 	def(&o.MaxChanges, DefaultMaxChanges)
+	def(&o.DecisionRetention, store.DefaultDecisionRetention)
+	def(&o.MaxBatchDelay, DefaultMaxBatchDelay)
+	def(&o.LockTimeout, DefaultLockTimeout)
+	def(&o.FileMode, 0o600)
+	def(&o.CheckpointInterval, DefaultCheckpointInterval)
+	def(&o.JournalSegmentBytes, DefaultJournalSegmentBytes)
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	if o.DecisionRetention == 0 {
-		o.DecisionRetention = store.DefaultDecisionRetention
-	}
-	if o.MaxBatchDelay == 0 {
-		o.MaxBatchDelay = DefaultMaxBatchDelay
-	}
-	if o.LockTimeout == 0 {
-		o.LockTimeout = DefaultLockTimeout
-	}
-	if o.FileMode == 0 {
-		o.FileMode = 0o600
-	}
-	if o.CheckpointInterval == 0 {
-		o.CheckpointInterval = DefaultCheckpointInterval
-	}
-	if o.JournalSegmentBytes == 0 {
-		o.JournalSegmentBytes = DefaultJournalSegmentBytes
-	}
 	return o, nil
+}
+
+// def sets *v to d when it is zero.
+func def[T comparable](v *T, d T) {
+	var zero T
+	if *v == zero {
+		*v = d
+	}
 }
 
 // Stats are counters of a Store store since Open.
@@ -183,8 +173,7 @@ type Store struct {
 	opts Options
 
 	// batch gathers the writes for the committer (batcher.go).
-	batch   *batcher
-	stopped chan struct{} // closed by the committer when it exits
+	batch *batcher
 
 	commits, writes, maxBatch atomic.Uint64
 	commitNanos, heldNanos    atomic.Int64
@@ -234,8 +223,8 @@ type Store struct {
 	ckErr error
 	// waiters counts the callers of caughtUp waiting.
 	waiters int
-	// ckWake signals the checkpointer; ckClosing is closed after the
-	// committer exits, ckStopped by the checkpointer when it exits.
+	// ckWake signals the checkpointer; ckClosing is closed by the
+	// committer when it exits, ckStopped by the checkpointer.
 	ckWake               chan struct{}
 	ckClosing, ckStopped chan struct{}
 	checkpoints          atomic.Uint64
@@ -272,36 +261,22 @@ func Open(path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
-	var version uint64
-	if err := db.Update(func(tx *bolt.Tx) (err error) {
-		version, err = schema.Init(tx)
-		return err
-	}); err != nil {
-		_ = db.Close()
-		return nil, fmt.Errorf("store: open %s: %w", path, err)
-	}
 	b := &Store{
 		db:        db,
 		opts:      opts,
 		batch:     newBatcher(opts.MaxBatch, opts.MaxBatchDelay),
-		stopped:   make(chan struct{}),
 		overlay:   map[string]overlayEntry{},
 		appliedCh: make(chan struct{}),
 		ckWake:    make(chan struct{}, 1),
 		ckClosing: make(chan struct{}),
 		ckStopped: make(chan struct{}),
 	}
-	if b.journal, err = b.openJournal(path); err != nil {
+	if err := b.recover(path); err != nil {
+		if b.journal != nil {
+			_ = b.journal.Close()
+		}
 		_ = db.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
-	}
-	// After the replay: the journal's frames are in the file's version.
-	if version != schema.Version {
-		if err := db.Update(func(tx *bolt.Tx) error { return schema.Migrate(tx, version) }); err != nil {
-			_ = b.journal.Close()
-			_ = db.Close()
-			return nil, fmt.Errorf("store: open %s: %w", path, err)
-		}
 	}
 	b.applied = b.journal.Seq()
 	b.acked.Store(b.journal.Seq())
@@ -354,9 +329,7 @@ func (b *Store) Close() error {
 	if !b.batch.close() {
 		return store.ErrClosed
 	}
-	<-b.stopped
-	close(b.ckClosing)
-	<-b.ckStopped
+	<-b.ckStopped // after the committer
 	var errs []error
 	b.ovMu.Lock()
 	ckErr := b.ckErr
@@ -377,137 +350,6 @@ func (b *Store) Close() error {
 	return errors.Join(errs...)
 }
 
-// Request states: a request is queued until the committer takes it or its
-// caller gives up; exactly one of the two wins.
-const (
-	stateQueued int32 = iota
-	stateTaken
-	stateAbandoned
-)
-
-// request is one write waiting for the committer.
-type request struct {
-	state atomic.Int32
-	// apply performs the write in tx. An error wrapped in abortError means
-	// tx is no longer usable (a bbolt write failed half-way); any other
-	// error fails only this request, and apply must then have written
-	// nothing.
-	apply func(tx *bolt.Tx) error
-	// upd, when set, is an Update's prepared write, journaled instead of
-	// applied (apply is then unused).
-	upd *preparedUpdate
-	// err is apply's result, or the commit's error; read after done.
-	err  error
-	done chan struct{}
-}
-
-// abortError marks a failure that leaves the transaction unusable.
-type abortError struct{ err error }
-
-func (e *abortError) Error() string { return e.err.Error() }
-func (e *abortError) Unwrap() error { return e.err }
-
-// write queues apply (or upd, an Update's prepared write, journaled) for
-// the committer and waits for its result. When ctx ends first, write
-// returns ctx.Err(): if the committer had not taken the request it never
-// runs; otherwise it may still be committed. prepared says the caller
-// counted itself in the batcher's preparing: write takes it off the count
-// when the request is queued or refused.
-func (b *Store) write(ctx context.Context, prepared bool, upd *preparedUpdate, apply func(tx *bolt.Tx) error) error {
-	if err := ctx.Err(); err != nil {
-		if prepared {
-			b.batch.preparing.Add(-1)
-		}
-		return err
-	}
-	r := &request{apply: apply, upd: upd, done: make(chan struct{})}
-	if err := b.batch.push(r, prepared); err != nil {
-		return err
-	}
-	select {
-	case <-r.done:
-	case <-ctx.Done():
-		r.state.CompareAndSwap(stateQueued, stateAbandoned)
-		return ctx.Err()
-	}
-	return r.err
-}
-
-// commitLoop is the committer: it takes each batch the batcher gathers,
-// applies it in one transaction, commits once and answers its writes,
-// until the store is closed and the queue is empty. Writes that arrive
-// during a commit form the next batch.
-func (b *Store) commitLoop() {
-	defer close(b.stopped)
-	for {
-		batch, held, ok := b.batch.next()
-		if !ok {
-			return
-		}
-		b.held = held
-		b.commitBatch(batch)
-	}
-}
-
-// commit applies batch in one transaction and answers every request. A
-// request whose apply fails alone is answered with its error while the
-// others proceed. If a write breaks the transaction, the transaction is
-// rolled back, that request answered with its error, and the rest of the
-// batch applied again from the start — so an update function may run more
-// than once.
-func (b *Store) commit(batch []*request) {
-	for len(batch) > 0 {
-		if b.testHookBeforeCommit != nil {
-			b.testHookBeforeCommit(len(batch))
-		}
-		broken := -1
-		var applied time.Time // when the writes were applied and Tx.Commit began
-		err := b.db.Update(func(tx *bolt.Tx) error {
-			b.pending, b.revKnown = make([]store.Change, 0, len(batch)), false
-			for i, r := range batch {
-				r.err = nil
-				err := r.apply(tx)
-				var ab *abortError
-				if errors.As(err, &ab) {
-					broken = i
-					r.err = ab.err
-					return err
-				}
-				r.err = err
-			}
-			if err := b.trimChanges(tx); err != nil {
-				return err
-			}
-			if b.testHookFailCommit != nil {
-				return b.testHookFailCommit()
-			}
-			applied = time.Now()
-			return nil
-		})
-		var took time.Duration
-		if err == nil {
-			took = time.Since(applied)
-		}
-		if broken >= 0 {
-			close(batch[broken].done)
-			b.writes.Add(1)
-			batch = slices.Delete(batch, broken, broken+1)
-			continue
-		}
-		err = b.account(batch, err, took)
-		// Followers see a commit's changes before its writers return, so a
-		// caller that has its answer never races ahead of the feed.
-		if err == nil {
-			b.publish(b.pending)
-		}
-		b.pending = nil
-		for _, r := range batch {
-			close(r.done)
-		}
-		return
-	}
-}
-
 // viewLatest is view for the reads that walk bbolt: it first waits for
 // the checkpointer to write every Update answered before the call (see
 // checkpoint.go), so fn sees them.
@@ -516,34 +358,6 @@ func (b *Store) viewLatest(ctx context.Context, fn func(tx *bolt.Tx) error) erro
 		return err
 	}
 	return b.view(fn)
-}
-
-// account counts a commit of batch that took took, or gives its error
-// (wrapped, returned) to every write of the batch without one of its own.
-func (b *Store) account(batch []*request, err error, took time.Duration) error {
-	b.writes.Add(uint64(len(batch)))
-	if err != nil {
-		err = fmt.Errorf("store: commit: %w", err)
-		for _, r := range batch {
-			if r.err == nil {
-				r.err = err
-			}
-		}
-		return err
-	}
-	b.commits.Add(1)
-	b.commitNanos.Add(int64(took))
-	b.heldNanos.Add(int64(b.held))
-	for n := uint64(len(batch)); ; {
-		m := b.maxBatch.Load()
-		if n <= m || b.maxBatch.CompareAndSwap(m, n) {
-			break
-		}
-	}
-	if b.opts.ObserveCommit != nil {
-		b.opts.ObserveCommit(Commit{Writes: len(batch), Held: b.held, Duration: took})
-	}
-	return nil
 }
 
 // view runs fn in a read-only transaction, mapping a closed database to
@@ -596,7 +410,7 @@ func (b *Store) update(ctx context.Context, key target.Key, decision bool, fn fu
 		if b.testHookAfterPrepare != nil {
 			b.testHookAfterPrepare()
 		}
-		err = b.write(ctx, true, w, nil)
+		err = b.write(ctx, w, nil)
 		if errors.Is(err, errConflict) {
 			continue
 		}
@@ -681,22 +495,6 @@ func (b *Store) prepare(key target.Key, rk []byte, decision bool, fn func(*targe
 	w.newIndex = schema.LastSeenKey(rec.LastSeen, rk)
 	prepared = true
 	return w, nil
-}
-
-// entry returns the journal's form of the prepared update, with the
-// revisions its changes were numbered with.
-func (w *preparedUpdate) entry() journalWrite {
-	e := journalWrite{rk: w.rk, val: w.val, oldIndex: w.oldIndex, newIndex: w.newIndex, changes: w.encoded, logged: w.logged}
-	if len(w.changes) > 0 {
-		e.revs = make([]uint64, len(w.changes))
-		for i := range w.changes {
-			e.revs[i] = w.changes[i].Revision
-		}
-	}
-	if w.logged != nil {
-		e.at = w.rec.Last.At
-	}
-	return e
 }
 
 // Get returns the record of key, store.ErrNotFound, or a *store.CorruptError
@@ -792,9 +590,8 @@ func (b *Store) Delete(ctx context.Context, key target.Key) error {
 	if err != nil {
 		return err
 	}
-	err = b.write(ctx, false, nil, func(tx *bolt.Tx) error {
-		records, index := tx.Bucket(schema.Records), tx.Bucket(schema.LastSeen)
-		raw := records.Get(rk)
+	return b.write(ctx, nil, func(tx *bolt.Tx) error {
+		raw := tx.Bucket(schema.Records).Get(rk)
 		if raw == nil {
 			return fmt.Errorf("%w: %s", store.ErrNotFound, key)
 		}
@@ -804,30 +601,41 @@ func (b *Store) Delete(ctx context.Context, key target.Key) error {
 		} else {
 			// The index entry's time is in the undecodable value: find the
 			// entry by its key suffix. Slow, and only for corrupt records.
-			c := index.Cursor()
+			c := tx.Bucket(schema.LastSeen).Cursor()
 			for k, _ := c.First(); k != nil; k, _ = c.Next() {
 				if _, suffix, ok := schema.SplitLastSeenKey(k); ok && bytes.Equal(suffix, rk) {
 					indexKeys = append(indexKeys, bytes.Clone(k))
 				}
 			}
 		}
-		for _, ik := range indexKeys {
-			if err := index.Delete(ik); err != nil {
-				return &abortError{fmt.Errorf("store: delete %s: %w", key, err)}
-			}
-		}
-		if err := records.Delete(rk); err != nil {
+		if err := b.unsafeRemove(tx, rk, indexKeys, &key); err != nil {
 			return &abortError{fmt.Errorf("store: delete %s: %w", key, err)}
-		}
-		if err := unsafeForgetDecisions(tx, rk); err != nil {
-			return &abortError{fmt.Errorf("store: delete %s: decision log: %w", key, err)}
-		}
-		if err := b.appendChanges(tx, []store.Change{b.deletion(key)}); err != nil {
-			return &abortError{err}
 		}
 		return nil
 	})
-	return err
+}
+
+// unsafeRemove removes, in tx (a held write transaction), the record
+// whose key is rk, its index entries indexKeys and its decision log, and
+// appends its deletion to the change feed when its key is known. Its
+// error leaves tx unusable.
+func (b *Store) unsafeRemove(tx *bolt.Tx, rk []byte, indexKeys [][]byte, key *target.Key) error {
+	index := tx.Bucket(schema.LastSeen)
+	for _, ik := range indexKeys {
+		if err := index.Delete(ik); err != nil {
+			return err
+		}
+	}
+	if err := tx.Bucket(schema.Records).Delete(rk); err != nil {
+		return err
+	}
+	if err := unsafeForgetDecisions(tx, rk); err != nil {
+		return fmt.Errorf("decision log: %w", err)
+	}
+	if key == nil {
+		return nil
+	}
+	return b.appendChanges(tx, []store.Change{b.deletion(*key)})
 }
 
 // Expire implements store.Store.Expire by the last-seen index (the
@@ -835,7 +643,7 @@ func (b *Store) Delete(ctx context.Context, key target.Key) error {
 // any Expire, a corrupt one by the hour of its last write.
 func (b *Store) Expire(ctx context.Context, cutoff time.Time) (int, error) {
 	var removed int
-	err := b.write(ctx, false, nil, func(tx *bolt.Tx) error {
+	err := b.write(ctx, nil, func(tx *bolt.Tx) error {
 		removed = 0
 		records, index := tx.Bucket(schema.Records), tx.Bucket(schema.LastSeen)
 		end := record.OrderedTime(cutoff)
@@ -854,43 +662,31 @@ func (b *Store) Expire(ctx context.Context, cutoff time.Time) (int, error) {
 			if ok {
 				raw = records.Get(rk)
 			}
-			if raw == nil { // a malformed or stale index entry: dropped alone
-				if err := index.Delete(ik); err != nil {
-					return &abortError{fmt.Errorf("store: expire: %w", err)}
-				}
-				continue
-			}
 			key, keyErr := record.ParseKey(rk)
-			if keyErr == nil {
+			stale, seen := raw == nil, false // stale: a malformed index entry, or not its record's
+			if !stale && keyErr == nil {
 				if rec, err := record.Decode(key, raw); err == nil {
-					if !bytes.Equal(schema.LastSeenKey(rec.LastSeen, rk), ik) {
-						// Not the record's entry (never written so): dropped
-						// alone, the record's own entry expires it.
-						if err := index.Delete(ik); err != nil {
-							return &abortError{fmt.Errorf("store: expire: %w", err)}
-						}
-						continue
-					}
-					if !rec.LastSeen.IsZero() && !rec.LastSeen.Before(cutoff) {
-						continue // seen in cutoff's hour, at or after cutoff
-					}
+					stale = !bytes.Equal(schema.LastSeenKey(rec.LastSeen, rk), ik)
+					seen = !rec.LastSeen.IsZero() && !rec.LastSeen.Before(cutoff) // in cutoff's hour, at or after it
 				}
 			}
-			if err := index.Delete(ik); err != nil {
+			var err error
+			switch {
+			case stale: // dropped alone: the record's own entry expires it
+				err = index.Delete(ik)
+			case seen:
+				continue
+			case keyErr != nil:
+				err = b.unsafeRemove(tx, rk, [][]byte{ik}, nil)
+			default:
+				err = b.unsafeRemove(tx, rk, [][]byte{ik}, &key)
+			}
+			if err != nil {
 				return &abortError{fmt.Errorf("store: expire: %w", err)}
 			}
-			if err := records.Delete(rk); err != nil {
-				return &abortError{fmt.Errorf("store: expire: %w", err)}
+			if !stale {
+				removed++
 			}
-			if err := unsafeForgetDecisions(tx, rk); err != nil {
-				return &abortError{fmt.Errorf("store: expire: decision log: %w", err)}
-			}
-			if keyErr == nil {
-				if err := b.appendChanges(tx, []store.Change{b.deletion(key)}); err != nil {
-					return &abortError{err}
-				}
-			}
-			removed++
 		}
 		return nil
 	})
@@ -898,82 +694,4 @@ func (b *Store) Expire(ctx context.Context, cutoff time.Time) (int, error) {
 		return 0, err
 	}
 	return removed, nil
-}
-
-// keyLocks is a lock per key, held by an Update of the key from its read
-// to its commit.
-type keyLocks struct {
-	mu    sync.Mutex
-	locks map[string]*keyLock
-	// free are unused locks, their token in their channel: they spare
-	// each Update allocating its key's lock. The store's own, not a
-	// sync.Pool shared by every store: a channel made in a synctest
-	// bubble must not serve a store of another.
-	free []*keyLock
-}
-
-// maxFreeKeyLocks bounds keyLocks.free: about the updates in flight.
-const maxFreeKeyLocks = 1024
-
-// keyLock is one key's lock: a token in a channel, and how many updates
-// hold or wait for it.
-type keyLock struct {
-	key   string
-	token chan struct{}
-	refs  int
-}
-
-// lock takes the lock of key, or fails with ctx's error while waiting.
-// The caller releases it with unlock.
-func (k *keyLocks) lock(ctx context.Context, key string) (*keyLock, error) {
-	k.mu.Lock()
-	if k.locks == nil {
-		k.locks = map[string]*keyLock{}
-	}
-	l := k.locks[key]
-	if l == nil {
-		if n := len(k.free); n > 0 {
-			l, k.free = k.free[n-1], k.free[:n-1]
-		} else {
-			l = &keyLock{token: make(chan struct{}, 1)}
-			l.token <- struct{}{}
-		}
-		l.key = key
-		k.locks[key] = l
-	}
-	l.refs++
-	k.mu.Unlock()
-	select {
-	case <-l.token:
-		return l, nil
-	default:
-	}
-	select {
-	case <-l.token:
-		return l, nil
-	case <-ctx.Done():
-		k.release(l)
-		return nil, ctx.Err()
-	}
-}
-
-// unlock releases l, taken by lock.
-func (k *keyLocks) unlock(l *keyLock) {
-	l.token <- struct{}{}
-	k.release(l)
-}
-
-// release drops a holder or waiter of l; the last one forgets the key's
-// lock, whose token is then in its channel.
-func (k *keyLocks) release(l *keyLock) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	l.refs--
-	if l.refs == 0 {
-		delete(k.locks, l.key)
-		l.key = ""
-		if len(k.free) < maxFreeKeyLocks {
-			k.free = append(k.free, l)
-		}
-	}
 }

@@ -23,7 +23,7 @@ func (b *Store) deletion(key target.Key) store.Change {
 }
 
 // appendChanges numbers cs, stores them in tx's changes bucket, and queues
-// cs to be published after the commit; the committer drops the changes
+// them to be published after the commit; the committer drops the changes
 // beyond Options.MaxChanges once per transaction (trimChanges). Its error
 // leaves tx unusable.
 func (b *Store) appendChanges(tx *bolt.Tx, cs []store.Change) error {
@@ -31,50 +31,35 @@ func (b *Store) appendChanges(tx *bolt.Tx, cs []store.Change) error {
 	if err != nil {
 		return err
 	}
-	return b.appendEncoded(tx, cs, vals)
-}
-
-// appendEncoded is appendChanges for changes encoded by record.EncodeChanges
-// (vals[i] is cs[i]'s value).
-func (b *Store) appendEncoded(tx *bolt.Tx, cs []store.Change, vals [][]byte) error {
-	if len(cs) == 0 {
-		return nil
-	}
 	bucket := tx.Bucket(schema.Changes)
 	bucket.FillPercent = changesFillPercent
 	if !b.revKnown {
-		b.rev = 0
-		if k, _ := bucket.Cursor().Last(); k != nil {
-			b.rev = binary.BigEndian.Uint64(k)
-		}
-		b.revKnown = true
+		b.rev, b.revKnown = lastRevision(tx), true
 	}
 	for i := range cs {
-		rev := b.rev + 1
-		cs[i].Revision = rev
-		if err := bucket.Put(schema.RevisionKey(rev), vals[i]); err != nil {
+		b.rev++
+		cs[i].Revision = b.rev
+		if err := bucket.Put(schema.RevisionKey(b.rev), vals[i]); err != nil {
 			return fmt.Errorf("store: append change: %w", err)
 		}
-		b.rev = rev
 	}
 	b.pending = append(b.pending, cs...)
 	return nil
 }
 
-// trimChanges drops the oldest changes of tx's changes bucket beyond
-// Options.MaxChanges, when the transaction appended any: once per
-// transaction, not per write. Its error leaves tx unusable.
-func (b *Store) trimChanges(tx *bolt.Tx) error {
-	if !b.revKnown {
-		return nil
+// lastRevision is the revision of the newest change in tx, 0 when there
+// is none.
+func lastRevision(tx *bolt.Tx) uint64 {
+	if k, _ := tx.Bucket(schema.Changes).Cursor().Last(); k != nil {
+		return binary.BigEndian.Uint64(k)
 	}
-	return b.trimChangesTo(tx, b.rev)
+	return 0
 }
 
-// trimChangesTo drops the changes of tx's changes bucket older than the
-// newest Options.MaxChanges up to rev, the latest. Its error leaves tx
-// unusable.
-func (b *Store) trimChangesTo(tx *bolt.Tx, rev uint64) error {
+// trimChanges drops the changes of tx's changes bucket older than the
+// newest Options.MaxChanges up to rev, the latest: once per transaction,
+// not per write. Its error leaves tx unusable.
+func (b *Store) trimChanges(tx *bolt.Tx, rev uint64) error {
 	if rev <= uint64(b.opts.MaxChanges) {
 		return nil
 	}
@@ -128,9 +113,7 @@ func (b *Store) Revision(ctx context.Context) (uint64, error) {
 	}
 	var rev uint64
 	err := b.viewLatest(ctx, func(tx *bolt.Tx) error {
-		if k, _ := tx.Bucket(schema.Changes).Cursor().Last(); k != nil {
-			rev = binary.BigEndian.Uint64(k)
-		}
+		rev = lastRevision(tx)
 		return nil
 	})
 	return rev, err
@@ -145,10 +128,7 @@ func (b *Store) Count(ctx context.Context) (n int, rev uint64, err error) {
 		return 0, 0, err
 	}
 	err = b.viewLatest(ctx, func(tx *bolt.Tx) error {
-		n = tx.Bucket(schema.Records).Stats().KeyN
-		if k, _ := tx.Bucket(schema.Changes).Cursor().Last(); k != nil {
-			rev = binary.BigEndian.Uint64(k)
-		}
+		n, rev = tx.Bucket(schema.Records).Stats().KeyN, lastRevision(tx)
 		return nil
 	})
 	return n, rev, err
@@ -165,14 +145,10 @@ func (b *Store) Changes(ctx context.Context, after uint64, limit int) ([]store.C
 	var out []store.Change
 	err := b.viewLatest(ctx, func(tx *bolt.Tx) error {
 		c := tx.Bucket(schema.Changes).Cursor()
-		var oldest, latest uint64
-		if k, _ := c.Last(); k != nil {
-			latest = binary.BigEndian.Uint64(k)
-		}
+		latest := lastRevision(tx)
+		oldest := latest + 1 // when the bucket is empty
 		if k, _ := c.First(); k != nil {
 			oldest = binary.BigEndian.Uint64(k)
-		} else {
-			oldest = latest + 1
 		}
 		switch {
 		case after > latest:

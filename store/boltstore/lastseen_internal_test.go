@@ -11,6 +11,7 @@ import (
 	gocmp "github.com/google/go-cmp/cmp"
 	bolt "go.etcd.io/bbolt"
 
+	pb "github.com/setpointhq/setpoint/proto/setpoint/storage/v1"
 	"github.com/setpointhq/setpoint/store/boltstore/schema"
 	"github.com/setpointhq/setpoint/store/record"
 	"github.com/setpointhq/setpoint/store/wal"
@@ -143,8 +144,8 @@ func TestOpenRekeysLastSeenAfterReplay(t *testing.T) {
 			}
 		}
 		id, applied = bytes.Clone(tx.Bucket(schema.Meta).Get(schema.MetaJournalID)), schema.JournalSeq(tx)
-		entry = appendWrites(nil, []journalWrite{{
-			rk: ra, val: val, oldIndex: exactLastSeenKey(at(12, 0), ra), newIndex: exactLastSeenKey(at(14, 10), ra),
+		entry = appendV4Entry(nil, []*pb.JournalWrite{{
+			RecordKey: ra, Value: val, OldIndexKey: exactLastSeenKey(at(12, 0), ra), NewIndexKey: exactLastSeenKey(at(14, 10), ra),
 		}})
 		return nil
 	}); err != nil {

@@ -57,7 +57,7 @@ func TestUpdateRetriesAConflict(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := b.write(ctx, true, w, nil); err != nil {
+		if err := b.write(ctx, w, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

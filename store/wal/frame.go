@@ -4,8 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
-
-	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // maxFrameBytes bounds a frame's payload on reading: a larger length is
@@ -26,7 +24,7 @@ func Seed(id []byte) uint32 { return crc32.Checksum(id, castagnoli) }
 func appendFrame(dst []byte, seed uint32, seq uint64, data []byte) []byte {
 	start := len(dst)
 	dst = append(dst, make([]byte, 8)...)
-	dst = protowire.AppendVarint(dst, seq)
+	dst = binary.AppendUvarint(dst, seq)
 	dst = append(dst, data...)
 	payload := dst[start+8:]
 	binary.LittleEndian.PutUint32(dst[start:], uint32(len(payload)))
@@ -50,8 +48,8 @@ func readFrame(b []byte, seed uint32) (e Entry, n int, err error) {
 	if crc32.Update(seed, castagnoli, payload) != binary.LittleEndian.Uint32(b[4:]) {
 		return e, 0, errFrame
 	}
-	seq, m := protowire.ConsumeVarint(payload)
-	if m < 0 {
+	seq, m := binary.Uvarint(payload)
+	if m <= 0 {
 		return e, 0, errFrame
 	}
 	return Entry{Seq: seq, Data: payload[m:]}, 8 + int(size), nil

@@ -9,14 +9,14 @@
 // untouched; the way back to an older binary is the backup taken before
 // the upgrade (docs/reliability.md, "Backup and restore").
 //
-// # On-disk layout (schema version 4)
+// # On-disk layout (schema version 5)
 //
 // TestLayoutDoc checks this section against the package's variables. The
 // file has five top-level buckets (record keys and decision-log keys are
 // built by package store/record, which the etcd backend shares):
 //
 //	meta
-//	    "schema_version" → uint64, 8 bytes big-endian (4)
+//	    "schema_version" → uint64, 8 bytes big-endian (5)
 //	    "journal_seq" → uint64, 8 bytes big-endian: the last journal entry applied
 //	    "journal_id" → 16 random bytes: the journal's ID
 //
@@ -48,4 +48,10 @@
 // page of the index), and Delete and Expire remove it in the record's
 // transaction. Versions 1 to 3 keyed it by the instant; Open replays the
 // journal, written in the file's version, before it rewrites the index.
+//
+// The journal next to the file (package store/wal) holds in each frame a
+// setpoint.storage.v1.JournalEntry: the bytes each write puts into the
+// buckets above. Versions 1 to 4 wrote a hand-written format instead;
+// ReadJournalEntry still reads it, only so that Open can replay the
+// journal a crash of such a store left before it migrates the file.
 package schema

@@ -3,7 +3,6 @@ package schema
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -17,20 +16,15 @@ import (
 // Version is the version of the on-disk layout this package writes.
 // Open refuses a file whose stored version is larger.
 //
-// Version 2 stores a record's statuses once where they are equal (see
-// doc.go); version 1 records read the same under it, so the migration from
-// 1 rewrites only the version, but a version 1 reader would misread a
-// version 2 record. Version 3 compresses record values with S2 and a
-// dictionary instead of DEFLATE (compress.go); it still reads DEFLATE
-// values, so the migration from 2 also rewrites only the version, and each
-// record is recompressed by its next write; a version 2 reader cannot read
-// a version 3 value. Version 4 keys the last-seen index by the hour a
-// record was last seen in (lastSeenGrain), not the instant, so that a
-// target decided every few seconds moves in the index once an hour, not
-// at each decision; the migration from 1, 2 or 3 rewrites the index (a
-// few seconds for a million targets, once), and a version 3 reader would
-// keep a record's old entry when it moves.
-const Version uint64 = 4
+// Version 2 stores a record's equal statuses once; version 3 compresses
+// values with S2 and a dictionary (it still reads DEFLATE ones); version 4
+// keys the last-seen index by the hour; version 5 writes the journal's
+// entries as the generated JournalEntry (journal.proto), where 1 to 4
+// wrote a format by hand (ReadJournalEntry). Each version's reader would
+// misread what the next one writes: a version 4 reader would take a
+// version 5 journal that a crash left for a torn one and drop its writes.
+// Migrate says what each step rewrites.
+const Version uint64 = 5
 
 // Bucket names. All buckets live at the top level of the file.
 var (
@@ -131,14 +125,7 @@ func EncodeVersion(v uint64) []byte {
 func Init(tx *bolt.Tx) (uint64, error) {
 	meta := tx.Bucket(Meta)
 	if meta == nil {
-		var foreign []byte
-		if err := tx.ForEach(func(name []byte, _ *bolt.Bucket) error {
-			foreign = append([]byte(nil), name...)
-			return errStopIteration
-		}); err != nil && !errors.Is(err, errStopIteration) {
-			return 0, err
-		}
-		if foreign != nil {
+		if foreign, _ := tx.Cursor().First(); foreign != nil {
 			return 0, fmt.Errorf("%w: the file has bucket %q but no %q bucket: not a setpoint store", store.ErrSchemaVersion, foreign, Meta)
 		}
 		for _, name := range Buckets {
@@ -170,27 +157,25 @@ func Init(tx *bolt.Tx) (uint64, error) {
 	return v, nil
 }
 
-// Migrate brings a file of schema version from up to Version, in
-// one transaction: a case per step, the stored version rewritten last.
+// Migrate brings a file of schema version from up to Version, in one
+// transaction, the stored version rewritten last. Versions 2, 3 and 5
+// change nothing a migration must rewrite: a version 1 record is a valid
+// version 2 one, version 3 reads version 2's DEFLATE values (each record
+// is recompressed by its next write), and Open has replayed the journal
+// of the old format before it migrates. Version 4's index holds hours
+// where the earlier ones held instants: it is rewritten.
 func Migrate(tx *bolt.Tx, from uint64) error {
-	switch from {
-	case Version:
+	switch {
+	case from == Version:
 		return nil
-	case 1, 2, 3:
-		// Version 2 only adds ways to leave equal statuses out of a record;
-		// every version 1 record is a valid version 2 record. Version 3
-		// reads version 2's DEFLATE values as they are; the next write of a
-		// record stores it with S2. Rewriting every record here would make
-		// the first start of a large file slow for nothing. Version 4's
-		// index holds hours where the earlier ones held instants: it is
-		// rewritten.
+	case from == 0 || from > Version:
+		return fmt.Errorf("%w: no migration from schema version %d", store.ErrSchemaVersion, from)
+	case from < 4:
 		if err := rekeyLastSeen(tx); err != nil {
 			return fmt.Errorf("store: Migrate from schema version %d: last-seen index: %w", from, err)
 		}
-		return tx.Bucket(Meta).Put(MetaSchemaVersion, EncodeVersion(Version))
-	default:
-		return fmt.Errorf("%w: no migration from schema version %d", store.ErrSchemaVersion, from)
 	}
+	return tx.Bucket(Meta).Put(MetaSchemaVersion, EncodeVersion(Version))
 }
 
 // rekeyLastSeen rewrites every entry of the last-seen index with its time
@@ -261,6 +246,3 @@ func StoredVersion(tx *bolt.Tx) (uint64, error) {
 	}
 	return binary.BigEndian.Uint64(raw), nil
 }
-
-// errStopIteration ends a ForEach early.
-var errStopIteration = errors.New("stop iteration")
