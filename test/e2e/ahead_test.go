@@ -56,10 +56,14 @@ func TestFallbackThroughMetricOutage(t *testing.T) {
 		t.Errorf("FallbackActive %+v while the metrics are healthy", c)
 	}
 
+	// From the moment the source fails: the service cannot see the failure
+	// sooner, so the fallback cannot apply before failureDuration has
+	// passed since then, however late a loaded agent reports it (less a
+	// second: condition times may be kept to the second).
+	failing := time.Now()
 	env.metrics.SetUnavailable(metricsserver.ExternalMetrics, metric, true)
 	t.Cleanup(func() { env.metrics.SetUnavailable(metricsserver.ExternalMetrics, metric, false) })
 	waitCondition(t, ns, "web", autoscalingv2.ScalingActive, corev1.ConditionFalse, "FailedGetExternalMetric", "")
-	failing := time.Now()
 	waitReplicas(t, ns, "web", 5, 15*time.Second)
 	if held := time.Since(failing); held < 2*syncPeriod {
 		t.Errorf("the fallback applied %s after the metric failed, before its failureDuration of %s", held, 3*syncPeriod)
