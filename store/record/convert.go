@@ -44,7 +44,9 @@ func lastFrom(l *pb.LastDecision) int32 {
 }
 
 // encoder converts engine values to storage messages, keeping the first
-// error.
+// error. The messages share nothing with the values but strings, which do
+// not change, and the last decision's From (recent keeps a record's
+// message, without its last decision).
 type encoder struct {
 	err error
 }
@@ -140,12 +142,12 @@ func (e *encoder) metricIdentifier(v engine.MetricIdentifier) *pb.MetricIdentifi
 			e.s(v)
 		}
 		m.Selector = &pb.LabelSelector{
-			MatchLabels: s.MatchLabels,
+			MatchLabels: maps.Clone(s.MatchLabels),
 			MatchExpressions: mapSlice(s.MatchExpressions, func(r engine.LabelSelectorRequirement) *pb.LabelSelectorRequirement {
 				for _, v := range r.Values {
 					e.s(v)
 				}
-				return &pb.LabelSelectorRequirement{Key: e.s(r.Key), Operator: e.s(r.Operator), Values: r.Values}
+				return &pb.LabelSelectorRequirement{Key: e.s(r.Key), Operator: e.s(r.Operator), Values: slices.Clone(r.Values)}
 			}),
 		}
 	}
@@ -258,8 +260,17 @@ func (e *encoder) metricStatus(v engine.MetricStatus) *pb.MetricStatus {
 		DescribedObject:    e.objectReference(v.DescribedObject),
 		Value:              e.quantity(v.Value),
 		AverageValue:       e.quantity(v.AverageValue),
-		AverageUtilization: v.AverageUtilization,
+		AverageUtilization: clonePointee(v.AverageUtilization),
 	}
+}
+
+// clonePointee returns a pointer to a copy of *p, or nil.
+func clonePointee[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
 }
 
 func (e *encoder) quantity(v *engine.Quantity) *pb.Quantity {
@@ -310,8 +321,8 @@ func (e *encoder) decision(v engine.Decision) *pb.Decision {
 }
 
 // decoder converts storage messages to engine values, keeping the first
-// error. Absent messages decode as zero values. The values share the
-// messages' maps (slices and strings never are shared).
+// error. Absent messages decode as zero values. The values share nothing
+// with the messages but strings, which do not change.
 type decoder struct {
 	err error
 }
@@ -407,7 +418,7 @@ func (d *decoder) metricIdentifier(m *pb.MetricIdentifier) engine.MetricIdentifi
 			d.s(v)
 		}
 		if len(s.GetMatchLabels()) > 0 {
-			v.Selector.MatchLabels = s.GetMatchLabels()
+			v.Selector.MatchLabels = maps.Clone(s.GetMatchLabels())
 		}
 	}
 	return v
@@ -502,10 +513,7 @@ func (d *decoder) metricStatus(m *pb.MetricStatus) engine.MetricStatus {
 		Value:           d.quantity(m.GetValue()),
 		AverageValue:    d.quantity(m.GetAverageValue()),
 	}
-	if m.AverageUtilization != nil {
-		u := m.GetAverageUtilization()
-		v.AverageUtilization = &u
-	}
+	v.AverageUtilization = clonePointee(m.AverageUtilization)
 	return v
 }
 
