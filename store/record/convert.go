@@ -48,7 +48,8 @@ func lastFrom(l *pb.LastDecision) int32 {
 // not change, and the last decision's From (recent keeps a record's
 // message, without its last decision).
 type encoder struct {
-	err error
+	err   error
+	times []timestamppb.Timestamp // time's, allocated a few at a time
 }
 
 // mapArray converts each element of in with f into a message of one
@@ -73,8 +74,12 @@ func (e *encoder) time(t time.Time) *timestamppb.Timestamp {
 	if t.IsZero() {
 		return nil
 	}
-	ts := new(timestamppb.Timestamp) // as timestamppb.New(t) makes it
-	ts.Seconds, ts.Nanos = t.Unix(), int32(t.Nanosecond())
+	if len(e.times) == cap(e.times) {
+		e.times = make([]timestamppb.Timestamp, 0, 16)
+	}
+	e.times = e.times[:len(e.times)+1]
+	ts := &e.times[len(e.times)-1]
+	ts.Seconds, ts.Nanos = t.Unix(), int32(t.Nanosecond()) // as timestamppb.New(t) makes it
 	if err := ts.CheckValid(); err != nil && e.err == nil {
 		e.err = fmt.Errorf("%w: %v", errTimeRange, t)
 	}
