@@ -75,7 +75,7 @@ func (e *encoder) time(t time.Time) *timestamppb.Timestamp {
 		return nil
 	}
 	if len(e.times) == cap(e.times) {
-		e.times = make([]timestamppb.Timestamp, 0, 16)
+		e.times = make([]timestamppb.Timestamp, 0, 8)
 	}
 	e.times = e.times[:len(e.times)+1]
 	ts := &e.times[len(e.times)-1]
