@@ -44,12 +44,9 @@ func lastFrom(l *pb.LastDecision) int32 {
 }
 
 // encoder converts engine values to storage messages, keeping the first
-// error. The messages share nothing with the values but strings, which do
-// not change, and the last decision's From (recent keeps a record's
-// message, without its last decision).
+// error.
 type encoder struct {
-	err   error
-	times []timestamppb.Timestamp // time's, allocated a few at a time
+	err error
 }
 
 // mapArray converts each element of in with f into a message of one
@@ -74,12 +71,8 @@ func (e *encoder) time(t time.Time) *timestamppb.Timestamp {
 	if t.IsZero() {
 		return nil
 	}
-	if len(e.times) == cap(e.times) {
-		e.times = make([]timestamppb.Timestamp, 0, 8)
-	}
-	e.times = e.times[:len(e.times)+1]
-	ts := &e.times[len(e.times)-1]
-	ts.Seconds, ts.Nanos = t.Unix(), int32(t.Nanosecond()) // as timestamppb.New(t) makes it
+	ts := new(timestamppb.Timestamp) // as timestamppb.New(t) makes it
+	ts.Seconds, ts.Nanos = t.Unix(), int32(t.Nanosecond())
 	if err := ts.CheckValid(); err != nil && e.err == nil {
 		e.err = fmt.Errorf("%w: %v", errTimeRange, t)
 	}
@@ -147,12 +140,12 @@ func (e *encoder) metricIdentifier(v engine.MetricIdentifier) *pb.MetricIdentifi
 			e.s(v)
 		}
 		m.Selector = &pb.LabelSelector{
-			MatchLabels: maps.Clone(s.MatchLabels),
+			MatchLabels: s.MatchLabels,
 			MatchExpressions: mapSlice(s.MatchExpressions, func(r engine.LabelSelectorRequirement) *pb.LabelSelectorRequirement {
 				for _, v := range r.Values {
 					e.s(v)
 				}
-				return &pb.LabelSelectorRequirement{Key: e.s(r.Key), Operator: e.s(r.Operator), Values: slices.Clone(r.Values)}
+				return &pb.LabelSelectorRequirement{Key: e.s(r.Key), Operator: e.s(r.Operator), Values: r.Values}
 			}),
 		}
 	}
@@ -265,17 +258,8 @@ func (e *encoder) metricStatus(v engine.MetricStatus) *pb.MetricStatus {
 		DescribedObject:    e.objectReference(v.DescribedObject),
 		Value:              e.quantity(v.Value),
 		AverageValue:       e.quantity(v.AverageValue),
-		AverageUtilization: clonePointee(v.AverageUtilization),
+		AverageUtilization: v.AverageUtilization,
 	}
-}
-
-// clonePointee returns a pointer to a copy of *p, or nil.
-func clonePointee[T any](p *T) *T {
-	if p == nil {
-		return nil
-	}
-	v := *p
-	return &v
 }
 
 func (e *encoder) quantity(v *engine.Quantity) *pb.Quantity {
@@ -326,8 +310,8 @@ func (e *encoder) decision(v engine.Decision) *pb.Decision {
 }
 
 // decoder converts storage messages to engine values, keeping the first
-// error. Absent messages decode as zero values. The values share nothing
-// with the messages but strings, which do not change.
+// error. Absent messages decode as zero values. The values share the
+// messages' maps (slices and strings never are shared).
 type decoder struct {
 	err error
 }
@@ -423,7 +407,7 @@ func (d *decoder) metricIdentifier(m *pb.MetricIdentifier) engine.MetricIdentifi
 			d.s(v)
 		}
 		if len(s.GetMatchLabels()) > 0 {
-			v.Selector.MatchLabels = maps.Clone(s.GetMatchLabels())
+			v.Selector.MatchLabels = s.GetMatchLabels()
 		}
 	}
 	return v
@@ -518,7 +502,10 @@ func (d *decoder) metricStatus(m *pb.MetricStatus) engine.MetricStatus {
 		Value:           d.quantity(m.GetValue()),
 		AverageValue:    d.quantity(m.GetAverageValue()),
 	}
-	v.AverageUtilization = clonePointee(m.AverageUtilization)
+	if m.AverageUtilization != nil {
+		u := m.GetAverageUtilization()
+		v.AverageUtilization = &u
+	}
 	return v
 }
 

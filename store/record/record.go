@@ -48,8 +48,7 @@ func Encode(rec *target.Record) ([]byte, error) {
 // and of changes, the change-feed entries of the write that left rec
 // (vals[i] is changes[i]'s). A decision entry of rec's last decision is
 // marshalled from the record's own message, not converted again: it is
-// most of the record. The caller must not change val: DecodeForDecision
-// compares a value with it (recent.go).
+// most of the record.
 func EncodeWrite(rec *target.Record, entries []store.Change, compress func([]byte) []byte) (val []byte, vals [][]byte, err error) {
 	e := new(encoder)
 	m, err := recordMessage(e, rec)
@@ -72,11 +71,6 @@ func EncodeWrite(rec *target.Record, entries []store.Change, compress func([]byt
 		val = bytes.Clone(val)
 	}
 	putScratch(buf, b)
-	r := &recentRecord{val: val, m: m}
-	if m.Last != nil {
-		var d decoder // the ID and At of the last decision as decoded
-		r.last, r.lastID, r.lastAt = true, m.Last.GetId(), d.time(m.Last.GetAt())
-	}
 	if len(entries) > 0 {
 		vals = make([][]byte, len(entries))
 		for i := range entries {
@@ -93,8 +87,6 @@ func EncodeWrite(rec *target.Record, entries []store.Change, compress func([]byt
 			}
 		}
 	}
-	m.Last = nil // the entries may have taken its parts
-	recent.put(rec.Key, r)
 	return val, vals, nil
 }
 
@@ -117,17 +109,7 @@ func Decode(k target.Key, b []byte) (target.Record, error) {
 
 // DecodeFor is Decode, and DecodeForDecision when forDecision is set.
 func DecodeFor(k target.Key, b []byte, forDecision bool) (target.Record, error) {
-	var r *recentRecord
-	if forDecision {
-		r = recent.get(k, b)
-	}
-	var rec target.Record
-	var err error
-	if r != nil {
-		rec, err = r.forDecision(k)
-	} else {
-		rec, err = decode(k, b, forDecision)
-	}
+	rec, err := decode(k, b, forDecision)
 	if err != nil {
 		return target.Record{}, &store.CorruptError{Key: k, Err: err}
 	}
@@ -137,10 +119,7 @@ func DecodeFor(k target.Key, b []byte, forDecision bool) (target.Record, error) 
 // DecodeForDecision is Decode but for the record's last decision, of
 // which only ID and At are set (what store.Store.Decide's function reads):
 // the rest, the largest part of a record, is unmarshalled but neither
-// converted nor checked. It accepts all that Decode accepts. A value
-// EncodeWrite made lately (for one of the last few thousand targets it
-// encoded) is converted from the message it was marshalled from, not
-// decompressed and unmarshalled again (recent.go).
+// converted nor checked. It accepts all that Decode accepts.
 func DecodeForDecision(k target.Key, b []byte) (target.Record, error) {
 	return DecodeFor(k, b, true)
 }
