@@ -8,9 +8,9 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
-	"google.golang.org/grpc/status"
 )
 
 // decoding carries a request to the codec and the codec's error back to
