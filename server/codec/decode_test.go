@@ -353,6 +353,7 @@ func BenchmarkDecodeRecommend(b *testing.B) {
 	}
 	data := mem.BufferSlice{mem.SliceBuffer(enc)}
 	reused := &setpointv1.RecommendRequest{}
+	kept := &keptRequest{req: reused}
 	recommendDescriptor := reused.ProtoReflect().Descriptor()
 	for _, bc := range []struct {
 		name   string
@@ -371,10 +372,11 @@ func BenchmarkDecodeRecommend(b *testing.B) {
 		}},
 		{"server-reused", func(*setpointv1.RecommendRequest) error {
 			// As the server decodes a Recommend: into a request kept
-			// from an earlier call, cleared by ResetVT (decodeChecked).
+			// from an earlier call, cleared by keptRequest.reset
+			// (decodeChecked).
 			d := &decoding{msg: reused}
 			err := Codec().Unmarshal(data, d)
-			reused.ResetVT()
+			kept.reset()
 			if err != nil {
 				return err
 			}

@@ -68,3 +68,43 @@ func TestRegistrarHandsBackRequest(t *testing.T) {
 		}
 	}
 }
+
+// TestKeptRequestKeepsPodMaps: a Recommend kept across calls gives its
+// pods and containers their maps back, cleared, so that the next decoding
+// fills them instead of making new ones, and a request decoded into it
+// holds only its own entries (not those of a request before it), with
+// the maps of a pod it does not have left empty.
+func TestKeptRequestKeepsPodMaps(t *testing.T) {
+	first := fullRequest(3)
+	first.Pods[0].Containers[0].Requests["ephemeral-storage"] = "1Gi"
+	second := fullRequest(2)
+	second.Pods[0].Overhead = nil
+	second.Pods[1].Containers[0].Requests = map[string]string{"cpu": "2"}
+	k := &keptRequest{req: &setpointv1.RecommendRequest{}}
+	r := k.req.(*setpointv1.RecommendRequest)
+	for i, req := range []*setpointv1.RecommendRequest{first, second, first, second} {
+		b, err := proto.Marshal(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := decode(b, r); err != nil {
+			t.Fatal(err)
+		}
+		if !proto.Equal(r, req) {
+			t.Fatalf("decoding %d into the kept request: got %v, want %v", i, r, req)
+		}
+		k.reset()
+		if r.GetTarget() != nil || len(r.GetPods()) != 0 {
+			t.Fatalf("after decoding %d, reset left %v", i, r)
+		}
+		pods := r.Pods[:cap(r.Pods)]
+		if len(pods) < 2 || pods[0].Containers[:1][0].Requests == nil || pods[1].Requests == nil {
+			t.Fatalf("after decoding %d, reset did not keep the pods' maps", i)
+		}
+		for _, p := range pods {
+			if p != nil && len(p.Requests)+len(p.Overhead) != 0 {
+				t.Fatalf("after decoding %d, reset kept a map's entries: %v, %v", i, p.Requests, p.Overhead)
+			}
+		}
+	}
+}

@@ -9,6 +9,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 )
 
 // decoding carries a request to the codec and the codec's error back to
@@ -63,15 +65,17 @@ var errUndecodable = errors.New("codec: the request does not decode")
 // one h made, and kept again when h has returned: the call has ended then,
 // and its response is what the method built, not the request.
 func decodeChecked(fullMethod string, h grpc.MethodHandler) grpc.MethodHandler {
-	var kept sync.Pool // cleared requests of this method (reusable)
+	var kept sync.Pool // *keptRequest: cleared requests of this method
 	return func(srv any, ctx context.Context, dec func(any) error, chain grpc.UnaryServerInterceptor) (any, error) {
 		var failed error
 		var req any
+		var k *keptRequest
 		resp, err := h(srv, ctx, func(made any) error {
 			req = made
 			if _, ok := made.(reusable); ok {
 				if r := kept.Get(); r != nil {
-					req = r
+					k = r.(*keptRequest)
+					req = k.req
 				}
 			}
 			d := decoding{msg: req}
@@ -90,8 +94,11 @@ func decodeChecked(fullMethod string, h grpc.MethodHandler) grpc.MethodHandler {
 			return chain(ctx, req, info, handler)
 		})
 		if r, ok := req.(reusable); ok {
-			r.ResetVT()
-			kept.Put(r)
+			if k == nil {
+				k = &keptRequest{req: r}
+			}
+			k.reset()
+			kept.Put(k)
 		}
 		if failed == nil {
 			return resp, err
@@ -112,6 +119,55 @@ func decodeChecked(fullMethod string, h grpc.MethodHandler) grpc.MethodHandler {
 // they keep and keep no part of the message after the call
 // (TestRegistrarHandsBackRequest; server's TestReleasedRequestNotStored).
 type reusable interface{ ResetVT() }
+
+// keptRequest is a request kept across calls, and the maps of its
+// messages while it is cleared.
+type keptRequest struct {
+	req  reusable
+	maps []map[string]string
+}
+
+// reset clears k.req with ResetVT, and gives a Recommend's pods and their
+// containers their maps back, cleared: ResetVT lets go of a message's
+// maps, which the generated decoder would then make again, and an empty
+// map is what an absent one decodes to (a map field has no presence; the
+// methods read them with len and range).
+func (k *keptRequest) reset() {
+	r, ok := k.req.(*setpointv1.RecommendRequest)
+	if !ok {
+		k.req.ResetVT()
+		return
+	}
+	k.maps = k.maps[:0]
+	podMaps(r, func(m *map[string]string) {
+		clear(*m)
+		k.maps = append(k.maps, *m)
+	})
+	r.ResetVT()
+	i := 0
+	podMaps(r, func(m *map[string]string) {
+		*m = k.maps[i]
+		i++
+	})
+}
+
+// podMaps calls f with each map field of r's pods and their containers,
+// in one order, in every message their lists hold up to their capacity
+// (ResetVT keeps the lists and their messages).
+func podMaps(r *setpointv1.RecommendRequest, f func(*map[string]string)) {
+	for _, p := range r.Pods[:cap(r.Pods)] {
+		if p == nil {
+			continue
+		}
+		f(&p.Requests)
+		f(&p.Overhead)
+		for _, c := range p.Containers[:cap(p.Containers)] {
+			if c != nil {
+				f(&c.Requests)
+			}
+		}
+	}
+}
 
 // undecodableStatus is the InvalidArgument error of a request that did not
 // decode with err.
