@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	pb "github.com/setpointhq/setpoint/proto/setpoint/storage/v1"
 	"github.com/setpointhq/setpoint/store"
 	"github.com/setpointhq/setpoint/store/record"
 	"github.com/setpointhq/setpoint/target"
@@ -85,64 +86,47 @@ func TestChangeRevisions(t *testing.T) {
 	}
 }
 
+// A transaction's feed value numbers its writes' changes in order; a
+// decided write takes its decision from the record in its place, and
+// without that record, or undecodable, the value is corrupt.
 func TestFeedValues(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		msg  string // of the observed event
-		form byte
-	}{
-		{"small, kept plain", "", feedPlain},
-		{"repetitive, compressed", strings.Repeat("scaled up by policy ", 50), feedS2},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			cs := []store.Change{{Key: target.Key{Name: "a"}, Kind: store.ChangeObservation, Event: &target.Event{Kind: target.EventFailed, Message: tc.msg}},
-				{Key: target.Key{Name: "a"}, Kind: store.ChangeDeleted}}
-			b, err := encodeChanges(cs)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if b[0] != tc.form {
-				t.Errorf("form %#x, want %#x (%d bytes)", b[0], tc.form, len(b))
-			}
-			got, err := (&Store{}).decodeChanges(9, b, nil)
-			if err != nil || len(got) != 2 || got[0].Revision != changeRevision(9, 0, 2) || got[0].Event.Message != tc.msg || got[1].Kind != store.ChangeDeleted {
-				t.Errorf("decodeChanges = %+v, %v", got, err)
-			}
-			for _, bad := range [][]byte{b[:len(b)-1], nil, {0x7f}} {
-				if _, err := (&Store{}).decodeChanges(9, bad, nil); !errors.Is(err, store.ErrCorrupt) {
-					t.Errorf("decodeChanges(%q): %v, want ErrCorrupt", bad, err)
-				}
-			}
-		})
-	}
-}
-
-// A feedRecord value counts its record's decision as its first change,
-// and without that record, or with a bad flag, is corrupt.
-func TestFeedRecordValues(t *testing.T) {
-	obs, err := record.EncodeChange(&store.Change{Key: target.Key{Name: "a"}, Event: &target.Event{Kind: target.EventFailed}})
+	obs, err := record.EncodeChange(&store.Change{Key: target.Key{Name: "a"}, Event: &target.Event{Kind: target.EventFailed, Message: "m"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := feedRecordValue(true, [][]byte{obs})
+	del, err := record.EncodeChange(&store.Change{Key: target.Key{Name: "b"}, Kind: store.ChangeDeleted})
 	if err != nil {
 		t.Fatal(err)
-	}
-	if got, err := latestOf([]*mvccpb.KeyValue{{ModRevision: 9, Value: b}}); err != nil || got != changeRevision(9, 1, 2) {
-		t.Errorf("latestOf = %d, %v; want %d", got, err, changeRevision(9, 1, 2))
 	}
 	s := &Store{prefix: "/p/"}
+	plain, err := feedValue([]*pb.EtcdFeedWrite{{Changes: [][]byte{obs}}, {}, {Changes: [][]byte{del}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.decodeChanges(9, plain, nil)
+	if err != nil || len(got) != 2 || got[0].Revision != changeRevision(9, 0, 2) || got[0].Event.Message != "m" ||
+		got[1].Kind != store.ChangeDeleted || got[1].Revision != changeRevision(9, 1, 2) {
+		t.Errorf("decodeChanges = %+v, %v", got, err)
+	}
+	decided, err := feedValue([]*pb.EtcdFeedWrite{{}, {Decided: true, Created: true, Changes: [][]byte{obs}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := latestOf([]*mvccpb.KeyValue{{ModRevision: 9, Value: decided}}); err != nil || got != changeRevision(9, 1, 2) {
+		t.Errorf("latestOf = %d, %v; want %d", got, err, changeRevision(9, 1, 2))
+	}
+	rec := &mvccpb.KeyValue{Key: []byte("/p/r/a"), ModRevision: 9}
 	for _, tc := range []struct {
 		name string
 		val  []byte
-		rec  *mvccpb.KeyValue
+		recs []*mvccpb.KeyValue
 	}{
-		{"no record", b, nil},
-		{"a record of another write", b, &mvccpb.KeyValue{Key: []byte("/p/r/a"), ModRevision: 8}},
-		{"a bad flag", append([]byte{feedRecord, 2}, b[2:]...), nil},
-		{"no flag", []byte{feedRecord}, nil},
+		{"no record in the decided write's place", decided, []*mvccpb.KeyValue{rec}},
+		{"a record that holds no decision", decided, []*mvccpb.KeyValue{rec, rec}},
+		{"truncated", plain[:len(plain)-1], nil},
+		{"not a feed entry", []byte{0x7f}, nil},
 	} {
-		if _, err := s.decodeChanges(9, tc.val, tc.rec); !errors.Is(err, store.ErrCorrupt) {
+		if _, err := s.decodeChanges(9, tc.val, tc.recs); !errors.Is(err, store.ErrCorrupt) {
 			t.Errorf("%s: decodeChanges: %v, want ErrCorrupt", tc.name, err)
 		}
 	}

@@ -83,6 +83,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	pb "github.com/setpointhq/setpoint/proto/setpoint/storage/v1"
 	"github.com/setpointhq/setpoint/store"
 	"github.com/setpointhq/setpoint/store/record"
 	"github.com/setpointhq/setpoint/target"
@@ -201,6 +202,14 @@ type Store struct {
 	// yet delivered, for the watcher to hand over instead of decoding
 	// them again (handOver).
 	own map[int64][]store.Change
+
+	// The writes' batches (commit.go).
+	bctx     context.Context // the transactions', ended by Close
+	senders  sync.WaitGroup
+	bmu      sync.Mutex
+	bclosed  bool
+	pending  []*write
+	inflight int // transactions under way
 }
 
 var _ store.Store = (*Store)(nil)
@@ -240,7 +249,7 @@ func New(ctx context.Context, cli *clientv3.Client, opts Options) (*Store, error
 	}
 	s.delivered = resp.Header.Revision
 	wctx, cancel := context.WithCancel(context.Background())
-	s.cancel = cancel
+	s.cancel, s.bctx = cancel, wctx
 	go ms.probeLoop(wctx, s.probeDone)
 	go s.watch(wctx, resp.Header.Revision+1)
 	if opts.CompactEvery > 0 {
@@ -280,7 +289,11 @@ func (s *Store) Close() error {
 	s.closed = true
 	s.cond.Broadcast()
 	s.mu.Unlock()
+	s.bmu.Lock()
+	s.bclosed = true
+	s.bmu.Unlock()
 	s.cancel()
+	s.senders.Wait()
 	<-s.done
 	<-s.compactDone
 	<-s.probeDone
@@ -379,7 +392,7 @@ func (s *Store) update(ctx context.Context, key target.Key, decode func(target.K
 			}
 			cur, have = storedOf(resp.Kvs), true
 		}
-		rec, val, changes, ops, err := s.prepare(key, kb, cur, decode, fn)
+		w, rec, err := s.prepare(key, kb, cur, decode, fn)
 		if err != nil {
 			if current {
 				return target.Record{}, err
@@ -399,23 +412,17 @@ func (s *Store) update(ctx context.Context, key target.Key, decode func(target.K
 			cur, current = latest, true
 			continue
 		}
-		start := time.Now()
-		resp, err := s.txn(ctx, []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(rk), "=", cur.mod)}, ops, []clientv3.Op{clientv3.OpGet(rk)})
-		if err != nil {
-			s.observe("commit", start, false)
-			s.cache.drop(key)
-			return target.Record{}, s.ctxErr(ctx, err)
+		if err := s.commit(ctx, w); err != nil {
+			return target.Record{}, err
 		}
-		s.observe("commit", start, !resp.Succeeded)
-		if !resp.Succeeded {
-			cur, current = storedOf(resp.Responses[0].GetResponseRange().Kvs), true
+		switch {
+		case w.err != nil:
+			return target.Record{}, s.ctxErr(ctx, w.err)
+		case w.moved != nil:
+			cur, current = *w.moved, true
 			continue
-		}
-		rev := resp.Header.Revision
-		s.cache.put(key, rev, val)
-		if len(changes) > 0 {
-			s.handOver(rev, changes)
-			if err := s.waitDelivered(ctx, rev); err != nil {
+		case w.feed != nil:
+			if err := s.waitDelivered(ctx, w.rev); err != nil {
 				return target.Record{}, err
 			}
 		}
@@ -424,16 +431,15 @@ func (s *Store) update(ctx context.Context, key target.Key, decode func(target.K
 }
 
 // prepare runs fn on the record cur of key (whose KeyBytes are kb),
-// decoded by decode, and
-// returns what to store: the record, its encoded value, the changes it
-// records and the operations of the transaction that writes them.
-func (s *Store) prepare(key target.Key, kb []byte, cur stored, decode func(target.Key, []byte) (target.Record, error), fn func(*target.Record) error) (target.Record, []byte, []store.Change, []clientv3.Op, error) {
+// decoded by decode, and returns the write that stores the outcome, and
+// the record.
+func (s *Store) prepare(key target.Key, kb []byte, cur stored, decode func(target.Key, []byte) (target.Record, error), fn func(*target.Record) error) (*write, target.Record, error) {
 	rec := target.Record{Key: key}
 	if cur.mod != 0 {
 		var err error
 		if rec, err = decode(key, cur.val); err != nil {
 			s.cache.drop(key)
-			return target.Record{}, nil, nil, nil, &store.CorruptError{Key: key, Err: err}
+			return nil, target.Record{}, &store.CorruptError{Key: key, Err: err}
 		}
 	}
 	var prevAt time.Time // the previous decision's time; zero when none
@@ -442,52 +448,45 @@ func (s *Store) prepare(key target.Key, kb []byte, cur stored, decode func(targe
 	}
 	changes, err := record.Apply(key, &rec, cur.mod != 0, s.opts.Limits, fn)
 	if err != nil {
-		return target.Record{}, nil, nil, nil, err
+		return nil, target.Record{}, err
 	}
 	// A decision, the first change when there is one, is read back from
-	// the record (feedRecord), so it is not encoded as a change.
-	byRecord := len(changes) > 0 && changes[0].Decision != nil
+	// the record (EtcdFeedWrite.decided), so it is not encoded as a change.
+	decided := len(changes) > 0 && changes[0].Decision != nil
 	others := changes
-	if byRecord {
+	if decided {
 		others = changes[1:]
 	}
 	val, vals, err := record.EncodeWrite(&rec, others, record.Compress)
 	if err != nil {
-		return target.Record{}, nil, nil, nil, err
+		return nil, target.Record{}, err
 	}
 	if len(val) > MaxRecordBytes {
-		return target.Record{}, nil, nil, nil, fmt.Errorf("%w: record of %s is %d bytes encoded, more than %d", store.ErrInvalid, key, len(val), MaxRecordBytes)
+		return nil, target.Record{}, fmt.Errorf("%w: record of %s is %d bytes encoded, more than %d", store.ErrInvalid, key, len(val), MaxRecordBytes)
 	}
-	ops := []clientv3.Op{clientv3.OpPut(s.recKey(kb), string(val))}
-	size := len(val)
+	w := &write{key: key, rk: s.recKey(kb), mod: cur.mod, val: val, changes: changes, size: len(val)}
+	w.ops = []clientv3.Op{clientv3.OpPut(w.rk, string(val))}
 	if len(changes) > 0 {
-		var feed []byte
-		if byRecord {
-			feed, err = feedRecordValue(changes[0].Created, vals)
-		} else {
-			feed, err = feedValue(vals)
+		w.feed = &pb.EtcdFeedWrite{Decided: decided, Created: decided && changes[0].Created, Changes: vals}
+		for _, v := range vals {
+			w.size += len(v)
 		}
-		if err != nil {
-			return target.Record{}, nil, nil, nil, err
-		}
-		size += len(feed)
-		ops = append(ops, clientv3.OpPut(s.feedKey(), string(feed)))
 		if changes[0].Kind == store.ChangeDecision && s.opts.DecisionRetention >= 0 {
 			logged, err := record.EncodeLogged(rec.Last)
 			if err != nil {
-				return target.Record{}, nil, nil, nil, fmt.Errorf("etcdstore: update %s: decision log: %w", key, err)
+				return nil, target.Record{}, fmt.Errorf("etcdstore: update %s: decision log: %w", key, err)
 			}
-			size += len(logged)
+			w.size += len(logged)
 			if trimDue(prevAt, rec.Last.At, s.opts.DecisionRetention) {
-				ops = append(ops, clientv3.OpDelete(s.decisionKey(kb, time.Time{}), clientv3.WithRange(s.decisionKey(kb, rec.Last.At.Add(-s.opts.DecisionRetention)))))
+				w.ops = append(w.ops, clientv3.OpDelete(s.decisionKey(kb, time.Time{}), clientv3.WithRange(s.decisionKey(kb, rec.Last.At.Add(-s.opts.DecisionRetention)))))
 			}
-			ops = append(ops, clientv3.OpPut(s.decisionKey(kb, rec.Last.At), string(logged)))
+			w.ops = append(w.ops, clientv3.OpPut(s.decisionKey(kb, rec.Last.At), string(logged)))
 		}
 	}
-	if size > MaxWriteBytes {
-		return target.Record{}, nil, nil, nil, fmt.Errorf("%w: the write of %s is %d bytes (record, changes and decision log), more than %d", store.ErrInvalid, key, size, MaxWriteBytes)
+	if w.size > MaxWriteBytes {
+		return nil, target.Record{}, fmt.Errorf("%w: the write of %s is %d bytes (record, changes and decision log), more than %d", store.ErrInvalid, key, w.size, MaxWriteBytes)
 	}
-	return rec, val, changes, ops, nil
+	return w, rec, nil
 }
 
 // trimSlices is how many trim slices one DecisionRetention holds: a
@@ -631,7 +630,11 @@ func (s *Store) List(ctx context.Context, q store.Query) ([]target.Record, strin
 // log, and records its deletion; ok is false when the record moved
 // meanwhile.
 func (s *Store) remove(ctx context.Context, key target.Key, rk string, modRev int64) (ok bool, err error) {
-	feed, err := encodeChanges([]store.Change{{Key: key, Kind: store.ChangeDeleted, At: s.opts.Now().UTC()}})
+	c, err := record.EncodeChange(&store.Change{Key: key, Kind: store.ChangeDeleted, At: s.opts.Now().UTC()})
+	if err != nil {
+		return false, err
+	}
+	feed, err := feedValue([]*pb.EtcdFeedWrite{{Changes: [][]byte{c}}})
 	if err != nil {
 		return false, err
 	}
