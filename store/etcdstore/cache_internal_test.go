@@ -112,8 +112,8 @@ func TestFeedValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := latestOf([]*mvccpb.KeyValue{{ModRevision: 9, Value: decided}}); err != nil || got != changeRevision(9, 1, 2) {
-		t.Errorf("latestOf = %d, %v; want %d", got, err, changeRevision(9, 1, 2))
+	if got := latestOf([]*mvccpb.KeyValue{{ModRevision: 9, Value: decided}}); got != changeRevision(9, 1, 2) {
+		t.Errorf("latestOf = %d; want %d", got, changeRevision(9, 1, 2))
 	}
 	rec := &mvccpb.KeyValue{Key: []byte("/p/r/a"), ModRevision: 9}
 	for _, tc := range []struct {

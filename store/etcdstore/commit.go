@@ -115,13 +115,13 @@ func (s *Store) takeBatch() []*write {
 func (s *Store) commitBatch(batch []*write) {
 	for len(batch) > 0 {
 		cmps := make([]clientv3.Cmp, 0, len(batch))
-		var then, els []clientv3.Op
+		var then, gets []clientv3.Op
 		var feed []*pb.EtcdFeedWrite
 		var changes []store.Change
 		for _, w := range batch {
 			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(w.rk), "=", w.mod))
 			then = append(then, w.ops[0])
-			els = append(els, clientv3.OpGet(w.rk))
+			gets = append(gets, clientv3.OpGet(w.rk))
 			feed = append(feed, w.feed)
 			changes = append(changes, w.changes...)
 		}
@@ -142,18 +142,24 @@ func (s *Store) commitBatch(batch []*write) {
 			then = append(then, clientv3.OpPut(s.feedKey(), string(val)))
 		}
 		start := time.Now()
-		resp, err := s.txn(s.bctx, cmps, then, els)
+		resp, err := s.txn(s.bctx, cmps, then, nil)
 		s.observe("commit", start, err == nil && !resp.Succeeded)
-		if err != nil {
-			s.finish(batch, 0, err)
+		if err == nil && resp.Succeeded {
+			if len(changes) > 0 {
+				s.handOver(resp.Header.Revision, changes)
+			}
+			s.finish(batch, resp.Header.Revision, nil)
 			return
 		}
-		if resp.Succeeded {
-			rev := resp.Header.Revision
-			if len(changes) > 0 {
-				s.handOver(rev, changes)
-			}
-			s.finish(batch, rev, nil)
+		if err == nil {
+			// Which records moved: read in a transaction of its own, so
+			// that the writes' raft entries do not carry these reads.
+			start := time.Now()
+			resp, err = s.txn(s.bctx, nil, gets, nil)
+			s.observe("read", start, false)
+		}
+		if err != nil {
+			s.finish(batch, 0, err)
 			return
 		}
 		var again []*write

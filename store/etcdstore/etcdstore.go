@@ -319,8 +319,9 @@ func (s *Store) txn(ctx context.Context, cmps []clientv3.Cmp, then, els []client
 	return resp.Txn(), nil
 }
 
-// Expect implements store.Store: etcd commits each write on its own, so
-// there is no batch to hold open for announced writes.
+// Expect implements store.Store: the writes that wait for a transaction
+// go together anyway (commit.go), so there is no batch to hold open for
+// announced writes.
 func (s *Store) Expect(int) {}
 
 // Healthy reports whether etcd answers a linearizable read;
@@ -350,8 +351,9 @@ func storedOf(kvs []*mvccpb.KeyValue) stored {
 
 // Update implements store.Store: read (or take from the cache), run fn,
 // commit if the record did not move, else run fn again on the record the
-// failed transaction answered. It makes one etcd transaction when the
-// cache is current, and one read and one transaction otherwise. When fn
+// failed transaction answered. Its write shares one etcd transaction with
+// the writes waiting with it (commit.go); a record not in the cache is
+// read first. When fn
 // fails on a record not known to be current, Update reads the record
 // linearizably and runs fn again if it moved, so that an error, like a
 // write, is about the record as stored when Update was called or later.
@@ -378,7 +380,7 @@ func (s *Store) update(ctx context.Context, key target.Key, decode func(target.K
 	// failed transaction.
 	cur, have, current := stored{}, false, false
 	if e, ok := s.cache.get(key); ok {
-		cur, have = stored{val: e.val, mod: e.mod}, true
+		cur, have = e, true
 	}
 	for {
 		if !have {
@@ -497,22 +499,13 @@ const trimSlices = 16
 
 // trimDue reports whether the decision at `at`, following the one at prev
 // (zero when none), trims its target's decision log to retention: when it
-// is the first of its trim slice (retention/trimSlices of time, counted
-// from the Unix epoch). Most decisions then write no range delete: it was
-// a quarter of a decision's transaction ops and a range scan on every
-// member.
+// is the first of its trim slice (retention/trimSlices of time, as
+// time.Truncate counts them). Most decisions then write no range delete:
+// it was a quarter of a decision's transaction ops and a range scan on
+// every member.
 func trimDue(prev, at time.Time, retention time.Duration) bool {
-	slice := max(int64(retention/trimSlices), 1)
-	return prev.IsZero() || floorDiv(prev.UnixNano(), slice) != floorDiv(at.UnixNano(), slice)
-}
-
-// floorDiv is a/b rounded down (b > 0).
-func floorDiv(a, b int64) int64 {
-	q := a / b
-	if a%b != 0 && a < 0 {
-		q--
-	}
-	return q
+	slice := max(retention/trimSlices, 1)
+	return prev.IsZero() || !prev.Truncate(slice).Equal(at.Truncate(slice))
 }
 
 // ctxErr returns ctx's error when it has ended, store.ErrClosed after

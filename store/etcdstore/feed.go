@@ -60,6 +60,14 @@ func (s *Store) feedKey() string { return s.prefix + "feed" }
 // feedValue is the feed key's value for the writes of one transaction,
 // in the order their records are put (pb.EtcdFeed).
 func feedValue(writes []*pb.EtcdFeedWrite) ([]byte, error) {
+	if n := changesIn(writes); n > maxChangesPerWrite {
+		return nil, fmt.Errorf("%w: one transaction records %d changes, more than %d", store.ErrInvalid, n, maxChangesPerWrite)
+	}
+	return (&pb.EtcdFeed{Writes: writes}).MarshalVT()
+}
+
+// changesIn is how many changes writes record.
+func changesIn(writes []*pb.EtcdFeedWrite) int {
 	n := 0
 	for _, w := range writes {
 		n += len(w.Changes)
@@ -67,29 +75,7 @@ func feedValue(writes []*pb.EtcdFeedWrite) ([]byte, error) {
 			n++
 		}
 	}
-	if n > maxChangesPerWrite {
-		return nil, fmt.Errorf("%w: one transaction records %d changes, more than %d", store.ErrInvalid, n, maxChangesPerWrite)
-	}
-	return (&pb.EtcdFeed{Writes: writes}).MarshalVT()
-}
-
-// decodeFeed decodes the feed value b written at etcd revision rev.
-func decodeFeed(rev int64, b []byte) (*pb.EtcdFeed, int, error) {
-	var f pb.EtcdFeed
-	if err := f.UnmarshalVT(b); err != nil {
-		return nil, 0, fmt.Errorf("%w: feed entry at etcd revision %d: %v", store.ErrCorrupt, rev, err)
-	}
-	n := 0
-	for _, w := range f.Writes {
-		n += len(w.Changes)
-		if w.Decided {
-			n++
-		}
-	}
-	if n > maxChangesPerWrite {
-		return nil, 0, fmt.Errorf("%w: feed entry at etcd revision %d: %d changes", store.ErrCorrupt, rev, n)
-	}
-	return &f, n, nil
+	return n
 }
 
 // decodeChanges is the inverse of feedValue for the value written at etcd
@@ -97,9 +83,13 @@ func decodeFeed(rev int64, b []byte) (*pb.EtcdFeed, int, error) {
 // in order: a decided write takes its decision from the record in its
 // place.
 func (s *Store) decodeChanges(rev int64, b []byte, recs []*mvccpb.KeyValue) ([]store.Change, error) {
-	f, n, err := decodeFeed(rev, b)
-	if err != nil {
-		return nil, err
+	var f pb.EtcdFeed
+	if err := f.UnmarshalVT(b); err != nil {
+		return nil, fmt.Errorf("%w: feed entry at etcd revision %d: %v", store.ErrCorrupt, rev, err)
+	}
+	n := changesIn(f.Writes)
+	if n > maxChangesPerWrite {
+		return nil, fmt.Errorf("%w: feed entry at etcd revision %d: %d changes", store.ErrCorrupt, rev, n)
 	}
 	out := make([]store.Change, 0, n)
 	for i, w := range f.Writes {
@@ -130,19 +120,13 @@ func (s *Store) decodeChanges(rev int64, b []byte, recs []*mvccpb.KeyValue) ([]s
 }
 
 // latestOf returns the revision of the latest change from a read of the
-// feed key: 0 before the first.
-func latestOf(kvs []*mvccpb.KeyValue) (uint64, error) {
+// feed key: 0 before the first. The feed key is put only by writes that
+// record changes.
+func latestOf(kvs []*mvccpb.KeyValue) uint64 {
 	if len(kvs) == 0 {
-		return 0, nil
+		return 0
 	}
-	_, n, err := decodeFeed(kvs[0].ModRevision, kvs[0].Value)
-	if err != nil {
-		return 0, err
-	}
-	if n == 0 {
-		return changeRevision(kvs[0].ModRevision, 0, 0) - 1, nil
-	}
-	return changeRevision(kvs[0].ModRevision, 0, 1), nil // a write's last change
+	return changeRevision(kvs[0].ModRevision, 0, 1) // a write's last change
 }
 
 // watchEnd is where the watch of the feed ends: it covers the feed key and
@@ -206,7 +190,7 @@ func (s *Store) Revision(ctx context.Context) (uint64, error) {
 	if err != nil {
 		return 0, s.ctxErr(ctx, err)
 	}
-	return latestOf(resp.Kvs)
+	return latestOf(resp.Kvs), nil
 }
 
 // Count implements store.Store: the number of records and the latest
@@ -224,11 +208,7 @@ func (s *Store) Count(ctx context.Context) (int, uint64, error) {
 	if err != nil {
 		return 0, 0, s.ctxErr(ctx, err)
 	}
-	rev, err := latestOf(resp.Responses[1].GetResponseRange().Kvs)
-	if err != nil {
-		return 0, 0, err
-	}
-	return int(resp.Responses[0].GetResponseRange().Count), rev, nil
+	return int(resp.Responses[0].GetResponseRange().Count), latestOf(resp.Responses[1].GetResponseRange().Kvs), nil
 }
 
 // Changes implements store.Feed by watching the feed key from the etcd
@@ -251,10 +231,7 @@ func (s *Store) Changes(ctx context.Context, after uint64, limit int) ([]store.C
 	if err != nil {
 		return nil, s.ctxErr(ctx, err)
 	}
-	latest, err := latestOf(resp.Kvs)
-	if err != nil {
-		return nil, err
-	}
+	latest := latestOf(resp.Kvs)
 	switch {
 	case after > latest:
 		return nil, fmt.Errorf("%w: revision %d is newer than the latest, %d", store.ErrOutOfRange, after, latest)
