@@ -3,33 +3,33 @@
 //
 // Under a prefix P (Options.Prefix) it keeps:
 //
-//	P r/<key>        one record per target, in the bbolt store's codec
+//	P r/<key>        one record per target, in store/record's codec
 //	P d/<key><time>  the target's decision log, as the bbolt store keeps it
-//	P feed           the changes of the latest write that recorded any
-//	                 (a decision as a reference to the record put with it)
+//	P feed           the changes of the latest transaction that recorded
+//	                 any (an EtcdFeed message, storage/v1/etcd.proto)
 //
 // An Update reads the record (or takes it from a cache of the records this
-// server last wrote), runs the caller's function, and commits with one
-// etcd transaction that compares the record's mod revision: if another
-// writer got there first the transaction fails, answers the record that
-// writer stored, and the function runs again on it. Two servers deciding
-// one target therefore serialize and neither decision is lost, while
-// updates of different targets never conflict. The same transaction writes
-// the decision log entry and the feed key, and, once per slice of
-// DecisionRetention/16 (trimDue), trims the decision log. The function's
-// error (a refusal) is checked too: made on a cached record, it stands
-// only once a linearizable read shows the record has not moved.
+// server last wrote), runs the caller's function, and commits in an etcd
+// transaction that compares the record's mod revision. Writes that wait
+// while earlier transactions are under way share the next one (commit.go):
+// it compares every record it writes, puts them, their decision log
+// entries and one feed entry. If another writer moved a record first, that
+// write's function runs again on the record as stored, and the others are
+// committed without it. Two servers deciding one target therefore
+// serialize and neither decision is lost, while updates of different
+// targets never conflict. A decision trims its target's decision log once
+// per slice of DecisionRetention/16 (trimDue). The function's error (a
+// refusal) is checked too: made on a cached record, it stands only once a
+// linearizable read shows the record has not moved.
 //
 // The change feed is etcd's own history of the feed key. A decision is
-// kept there as a reference to the record put in the same transaction,
-// so the feed's watch covers the records too (servers of versions before
-// that reference cannot read such entries: upgrade the servers sharing a
-// prefix together). A change's revision is the etcd revision of its
-// write shifted left by 16 bits plus its index in the write, so
-// revisions increase strictly but are not dense. Changes reads past
-// changes with a watch from that revision; changes etcd has compacted
-// away are answered with store.ErrOutOfRange, as the bbolt store answers
-// for changes beyond its MaxChanges. The feed's
+// kept there as a flag: the record put in the same transaction in the
+// write's place holds it, so the feed's watch covers the records too. A
+// change's revision is the etcd revision of its transaction shifted left
+// by 16 bits plus its index in it, so revisions increase strictly but are
+// not dense. Changes reads past changes with a watch from that revision;
+// changes etcd has compacted away are answered with store.ErrOutOfRange,
+// as the bbolt store answers for changes beyond its MaxChanges. The feed's
 // retention is therefore etcd's compaction: Options.CompactEvery makes the
 // servers compact it themselves, as Kubernetes API servers do, or etcd
 // does with --auto-compaction-mode=periodic --auto-compaction-retention
@@ -58,12 +58,14 @@
 // # Size budget
 //
 // etcd refuses requests larger than its --max-request-bytes (1.5 MiB by
-// default). The store refuses, with store.ErrInvalid and before sending, a
-// record whose encoded form is larger than MaxRecordBytes (1 MiB), and a
-// write whose record, changes and decision log entry together are larger
-// than MaxWriteBytes (1.25 MiB), leaving a quarter MiB for the keys and
-// the transaction's framing. Keys are bounded as the bbolt store bounds
-// them.
+// default) and transactions of more than --max-txn-ops operations (128 by
+// default; the store sends at most that many). The store refuses, with
+// store.ErrInvalid and before sending, a record whose encoded form is
+// larger than MaxRecordBytes (1 MiB), and a write whose record, changes
+// and decision log entry together are larger than MaxWriteBytes (1.25
+// MiB), leaving a quarter MiB for the keys and the transaction's framing;
+// a transaction carries at most MaxWriteBytes of values. Keys are bounded
+// as the bbolt store bounds them.
 package etcdstore
 
 import (
@@ -279,6 +281,22 @@ func (s *Store) isClosed() bool {
 	return s.closed
 }
 
+// ready returns store.ErrClosed after Close, else ctx's error.
+func (s *Store) ready(ctx context.Context) error {
+	if s.isClosed() {
+		return store.ErrClosed
+	}
+	return ctx.Err()
+}
+
+// open is ready, then key's record key bytes.
+func (s *Store) open(ctx context.Context, key target.Key) ([]byte, error) {
+	if err := s.ready(ctx); err != nil {
+		return nil, err
+	}
+	return record.Key(key)
+}
+
 // Close stops following the feed; later calls return store.ErrClosed.
 func (s *Store) Close() error {
 	s.mu.Lock()
@@ -364,13 +382,7 @@ func (s *Store) Update(ctx context.Context, key target.Key, fn func(rec *target.
 // update is Update with the records fn runs on decoded by decode
 // (record.Decode, or record.DecodeForDecision for Decide).
 func (s *Store) update(ctx context.Context, key target.Key, decode func(target.Key, []byte) (target.Record, error), fn func(rec *target.Record) error) (target.Record, error) {
-	if s.isClosed() {
-		return target.Record{}, store.ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
-		return target.Record{}, err
-	}
-	kb, err := record.Key(key)
+	kb, err := s.open(ctx, key)
 	if err != nil {
 		return target.Record{}, err
 	}
@@ -548,13 +560,7 @@ func unavailable(err error) bool {
 
 // Get implements store.Store.
 func (s *Store) Get(ctx context.Context, key target.Key) (target.Record, error) {
-	if s.isClosed() {
-		return target.Record{}, store.ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
-		return target.Record{}, err
-	}
-	kb, err := record.Key(key)
+	kb, err := s.open(ctx, key)
 	if err != nil {
 		return target.Record{}, err
 	}
@@ -572,10 +578,7 @@ func (s *Store) Get(ctx context.Context, key target.Key) (target.Record, error) 
 
 // List implements store.Store with the bbolt store's paging and tokens.
 func (s *Store) List(ctx context.Context, q store.Query) ([]target.Record, string, error) {
-	if s.isClosed() {
-		return nil, "", store.ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return nil, "", err
 	}
 	prefix, after, size, err := record.ListPage(q)
@@ -651,13 +654,7 @@ func (s *Store) remove(ctx context.Context, key target.Key, rk string, modRev in
 
 // Delete implements store.Store; it also removes an undecodable record.
 func (s *Store) Delete(ctx context.Context, key target.Key) error {
-	if s.isClosed() {
-		return store.ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	kb, err := record.Key(key)
+	kb, err := s.open(ctx, key)
 	if err != nil {
 		return err
 	}
@@ -680,10 +677,7 @@ func (s *Store) Delete(ctx context.Context, key target.Key) error {
 // Expire implements store.Store. It reads every record (a page at a time):
 // its cost follows the size of the store. An undecodable record is kept.
 func (s *Store) Expire(ctx context.Context, cutoff time.Time) (int, error) {
-	if s.isClosed() {
-		return 0, store.ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return 0, err
 	}
 	removed := 0

@@ -216,10 +216,7 @@ func (s *Store) Count(ctx context.Context) (int, uint64, error) {
 // compacted away are answered with store.ErrOutOfRange, naming the oldest
 // revision still kept.
 func (s *Store) Changes(ctx context.Context, after uint64, limit int) ([]store.Change, error) {
-	if s.isClosed() {
-		return nil, store.ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return nil, err
 	}
 	if limit <= 0 {
@@ -358,12 +355,16 @@ func (s *Store) watch(ctx context.Context, rev int64) {
 				break
 			}
 			var cs []store.Change
+			undecodable := false
 			f.changes(wr.Events, func(_ int64, got []store.Change, err error) bool {
-				if err == nil {
-					cs = append(cs, got...)
-				}
+				cs, undecodable = append(cs, got...), undecodable || err != nil
 				return true
 			})
+			if undecodable {
+				// Changes that cannot be read (an earlier version's
+				// form, or corrupt) are missed changes.
+				s.gap()
+			}
 			s.cache.forget(cs)
 			s.mu.Lock()
 			if len(cs) > 0 {
