@@ -155,7 +155,9 @@ func run(ctx context.Context, cfg Config, logw io.Writer) (rep *Report, err erro
 			logf("round %d/%d: %s (read and compare-and-put of %d-byte values, the mean of %d records)", round+1, cfg.Rounds, phaseEtcdRaw, size, n)
 			res := etcdSrv.runRaw(ctx, cfg, size)
 			if res.Decisions > 0 {
-				rep.EtcdRawRounds = append(rep.EtcdRawRounds, etcdRound/(float64(res.Decisions)/res.Elapsed.Seconds()))
+				raw := float64(res.Decisions) / res.Elapsed.Seconds()
+				rep.EtcdRawRounds = append(rep.EtcdRawRounds, etcdRound/raw)
+				logf("round %d/%d: etcd %.0f calls/s, raw %.0f: etcd/raw %.2f", round+1, cfg.Rounds, etcdRound, raw, etcdRound/raw)
 			}
 			rawRes.merge(res)
 			rawRes.addEtcdFigures(res.Etcd)

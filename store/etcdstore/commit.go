@@ -18,13 +18,15 @@ import (
 // with one feed entry for all their changes. On this machine a
 // transaction of eight writes costs the members less than half of what
 // eight transactions do (docs/benchmarks.md, "etcd: batched writes").
-// When a compare fails, the transaction answers every record it wrote:
-// the writes whose record moved get it back (Update runs fn again on it)
-// and the others are committed again, without the moved ones.
+// When a compare fails, the records are read: the writes whose record
+// moved get it back (Update runs fn again on it) and the others are
+// committed again, without the moved ones.
 
 // maxInFlight is how many transactions of writes the store has under way
-// at once; more writes wait and go together in the next.
-const maxInFlight = 2
+// at once; more writes wait and go together in the next. Two spend the
+// least etcd CPU per decision; four ride out a slow transaction better
+// at about 10% more (docs/benchmarks.md, "etcd: batched writes").
+const maxInFlight = 4
 
 // maxBatchOps bounds the operations of one transaction's branch: etcd
 // refuses more than --max-txn-ops (128 by default).
