@@ -40,7 +40,7 @@ type write struct {
 	val     []byte        // the record to store
 	ops     []clientv3.Op // the record's put first
 	changes []store.Change
-	feed    *pb.EtcdFeedWrite // nil when it records no changes
+	feed    *pb.EtcdFeedWrite // its changes' feed entry
 	size    int               // bytes of values
 
 	// Set when done is closed: rev, the etcd revision it was committed at
@@ -131,11 +131,6 @@ func (s *Store) commitBatch(batch []*write) {
 			then = append(then, w.ops[1:]...)
 		}
 		if len(changes) > 0 {
-			for i, f := range feed {
-				if f == nil {
-					feed[i] = &pb.EtcdFeedWrite{}
-				}
-			}
 			val, err := feedValue(feed)
 			if err != nil {
 				s.finish(batch, 0, err)

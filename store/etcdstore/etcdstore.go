@@ -435,7 +435,7 @@ func (s *Store) update(ctx context.Context, key target.Key, decode func(target.K
 		case w.moved != nil:
 			cur, current = *w.moved, true
 			continue
-		case w.feed != nil:
+		case len(w.changes) > 0:
 			if err := s.waitDelivered(ctx, w.rev); err != nil {
 				return target.Record{}, err
 			}
@@ -478,10 +478,10 @@ func (s *Store) prepare(key target.Key, kb []byte, cur stored, decode func(targe
 	if len(val) > MaxRecordBytes {
 		return nil, target.Record{}, fmt.Errorf("%w: record of %s is %d bytes encoded, more than %d", store.ErrInvalid, key, len(val), MaxRecordBytes)
 	}
-	w := &write{key: key, rk: s.recKey(kb), mod: cur.mod, val: val, changes: changes, size: len(val)}
+	w := &write{key: key, rk: s.recKey(kb), mod: cur.mod, val: val, changes: changes, size: len(val),
+		feed: &pb.EtcdFeedWrite{Decided: decided, Created: decided && changes[0].Created, Changes: vals}}
 	w.ops = []clientv3.Op{clientv3.OpPut(w.rk, string(val))}
 	if len(changes) > 0 {
-		w.feed = &pb.EtcdFeedWrite{Decided: decided, Created: decided && changes[0].Created, Changes: vals}
 		for _, v := range vals {
 			w.size += len(v)
 		}
