@@ -35,12 +35,12 @@ const maxBatchOps = 128
 // write is one Update's part of a transaction, and its outcome.
 type write struct {
 	key     target.Key
-	rk      string        // record key
-	mod     int64         // the record's mod revision fn ran on; 0 when none
-	val     []byte        // the record to store
-	ops     []clientv3.Op // the record's put first
-	changes []store.Change
-	feed    *pb.EtcdFeedWrite // its changes' feed entry
+	rk      string            // record key
+	mod     int64             // the record's mod revision fn ran on; 0 when none
+	val     []byte            // the record to store
+	ops     []clientv3.Op     // the record's put first
+	records bool              // it records changes
+	feed    *pb.EtcdFeedWrite // their feed entry
 	size    int               // bytes of values
 
 	// Set when done is closed: rev, the etcd revision it was committed at
@@ -119,18 +119,18 @@ func (s *Store) commitBatch(batch []*write) {
 		cmps := make([]clientv3.Cmp, 0, len(batch))
 		var then, gets []clientv3.Op
 		var feed []*pb.EtcdFeedWrite
-		var changes []store.Change
+		records := false
 		for _, w := range batch {
 			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(w.rk), "=", w.mod))
 			then = append(then, w.ops[0])
 			gets = append(gets, clientv3.OpGet(w.rk))
 			feed = append(feed, w.feed)
-			changes = append(changes, w.changes...)
+			records = records || w.records
 		}
 		for _, w := range batch {
 			then = append(then, w.ops[1:]...)
 		}
-		if len(changes) > 0 {
+		if records {
 			val, err := feedValue(feed)
 			if err != nil {
 				s.finish(batch, 0, err)
@@ -142,9 +142,6 @@ func (s *Store) commitBatch(batch []*write) {
 		resp, err := s.txn(s.bctx, cmps, then, nil)
 		s.observe("commit", start, err == nil && !resp.Succeeded)
 		if err == nil && resp.Succeeded {
-			if len(changes) > 0 {
-				s.handOver(resp.Header.Revision, changes)
-			}
 			s.finish(batch, resp.Header.Revision, nil)
 			return
 		}

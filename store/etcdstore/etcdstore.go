@@ -200,10 +200,6 @@ type Store struct {
 	delivered int64 // etcd revision the feed watcher has delivered up to
 	closed    bool
 	followers map[*int]func([]store.Change)
-	// own holds the changes of this Store's writes at etcd revisions not
-	// yet delivered, for the watcher to hand over instead of decoding
-	// them again (handOver).
-	own map[int64][]store.Change
 
 	// The writes' batches (commit.go).
 	bctx     context.Context // the transactions', ended by Close
@@ -435,7 +431,7 @@ func (s *Store) update(ctx context.Context, key target.Key, decode func(target.K
 		case w.moved != nil:
 			cur, current = *w.moved, true
 			continue
-		case len(w.changes) > 0:
+		case w.records:
 			if err := s.waitDelivered(ctx, w.rev); err != nil {
 				return target.Record{}, err
 			}
@@ -478,7 +474,7 @@ func (s *Store) prepare(key target.Key, kb []byte, cur stored, decode func(targe
 	if len(val) > MaxRecordBytes {
 		return nil, target.Record{}, fmt.Errorf("%w: record of %s is %d bytes encoded, more than %d", store.ErrInvalid, key, len(val), MaxRecordBytes)
 	}
-	w := &write{key: key, rk: s.recKey(kb), mod: cur.mod, val: val, changes: changes, size: len(val),
+	w := &write{key: key, rk: s.recKey(kb), mod: cur.mod, val: val, records: len(changes) > 0, size: len(val),
 		feed: &pb.EtcdFeedWrite{Decided: decided, Created: decided && changes[0].Created, Changes: vals}}
 	w.ops = []clientv3.Op{clientv3.OpPut(w.rk, string(val))}
 	if len(changes) > 0 {

@@ -552,9 +552,9 @@ func TestDecisionLogRetention(t *testing.T) {
 }
 
 // A decision reaches the feed as a reference to the record written with
-// it; read back, by Follow (on the server that wrote it, which hands its
-// own changes over, and on another, which decodes them) and by Changes,
-// it is the change a feed entry of its own (record.EncodeChange) gives,
+// it; read back, by Follow (on the server that wrote it and on another)
+// and by Changes, it is the change a feed entry of its own
+// (record.EncodeChange) gives,
 // for every field of a record.
 func TestFeedDecisionFromRecord(t *testing.T) {
 	ctx := context.Background()

@@ -139,9 +139,6 @@ func (s *Store) watchEnd() string { return clientv3.GetPrefixRangeEnd(s.recKey(n
 type feedEvents struct {
 	s    *Store
 	recs []*mvccpb.KeyValue // the records put at the latest revision, in order
-	// known, when set, returns the changes of the write at an etcd
-	// revision when they are known without decoding.
-	known func(rev int64) ([]store.Change, bool)
 }
 
 // changes returns the changes the feed key's puts among evs record, each
@@ -164,14 +161,7 @@ func (f *feedEvents) changes(evs []*clientv3.Event, each func(rev int64, cs []st
 		if len(f.recs) > 0 && f.recs[0].ModRevision != ev.Kv.ModRevision {
 			f.recs = f.recs[:0]
 		}
-		cs, ok := []store.Change(nil), false
-		if f.known != nil {
-			cs, ok = f.known(ev.Kv.ModRevision)
-		}
-		var err error
-		if !ok {
-			cs, err = f.s.decodeChanges(ev.Kv.ModRevision, ev.Kv.Value, f.recs)
-		}
+		cs, err := f.s.decodeChanges(ev.Kv.ModRevision, ev.Kv.Value, f.recs)
 		if !each(ev.Kv.ModRevision, cs, err) {
 			return
 		}
@@ -338,7 +328,7 @@ func (s *Store) watch(ctx context.Context, rev int64) {
 		s.feedOn.Store(m.endpoint)
 		wctx, end := m.begin(ctx, 0, true)
 		wch := m.watcher.Watch(wctx, s.feedKey(), clientv3.WithRange(s.watchEnd()), clientv3.WithRev(rev))
-		f := feedEvents{s: s, known: s.takeOver}
+		f := feedEvents{s: s}
 		for wr := range wch {
 			if err := wr.Err(); err != nil {
 				if wr.CompactRevision > rev {
@@ -379,11 +369,6 @@ func (s *Store) watch(ctx context.Context, rev int64) {
 			if r > s.delivered {
 				s.delivered = r
 				s.cond.Broadcast()
-				for rev := range s.own {
-					if rev <= r {
-						delete(s.own, rev) // handed over after the watcher passed
-					}
-				}
 			}
 			s.mu.Unlock()
 			rev = max(rev, r+1)
@@ -394,36 +379,6 @@ func (s *Store) watch(ctx context.Context, rev int64) {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-}
-
-// handOver gives the watcher cs, the changes of this Store's write at
-// etcd revision rev, numbered here, so that it hands them to the
-// followers without decoding the feed entry (the bbolt store too hands
-// over the changes as written). Too late (the watcher has passed rev),
-// it does nothing: the watcher decoded them.
-func (s *Store) handOver(rev int64, cs []store.Change) {
-	for i := range cs {
-		cs[i].Revision = changeRevision(rev, i, len(cs))
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.delivered >= rev || s.closed {
-		return
-	}
-	if s.own == nil {
-		s.own = map[int64][]store.Change{}
-	}
-	s.own[rev] = cs
-}
-
-// takeOver returns the changes handOver gave for the write at etcd
-// revision rev, if any.
-func (s *Store) takeOver(rev int64) ([]store.Change, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	cs, ok := s.own[rev]
-	delete(s.own, rev)
-	return cs, ok
 }
 
 // gap tells the followers that changes were missed and forgets the
