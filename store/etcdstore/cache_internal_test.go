@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -166,4 +168,47 @@ func TestUnavailable(t *testing.T) {
 			t.Errorf("ctxErr(%v) = %v, want store.ErrUnavailable and not %v", ended, err, ended)
 		}
 	}
+}
+
+// A batch takes the pending writes in order while they fit: one write per
+// record, at most MaxWriteBytes of values and maxBatchOps operations; the
+// rest wait for the next. A write whose caller has left is ended unsent.
+func TestTakeBatch(t *testing.T) {
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	w := func(ctx context.Context, rk string, size, ops int) *write {
+		return &write{ctx: ctx, rk: rk, size: size, ops: make([]clientv3.Op, ops), done: make(chan struct{})}
+	}
+	bg := context.Background()
+	a, left, dup, big, b, many, c := w(bg, "a", 10, 2), w(gone, "x", 10, 2), w(bg, "a", 10, 2),
+		w(bg, "big", MaxWriteBytes, 2), w(bg, "b", 10, 2), w(bg, "many", 10, maxBatchOps), w(bg, "c", 10, 3)
+	s := &Store{pending: []*write{a, left, dup, big, b, many, c}}
+	got := s.takeBatch()
+	if !slices.Equal(got, []*write{a, b, c}) || !slices.Equal(s.pending, []*write{dup, big, many}) {
+		t.Errorf("batch %v, left %v; want a, b, c and dup, big, many", rks(got), rks(s.pending))
+	}
+	select {
+	case <-left.done:
+		if !errors.Is(left.err, context.Canceled) {
+			t.Errorf("the left write ended with %v, want its caller's error", left.err)
+		}
+	default:
+		t.Error("the write whose caller left is still waiting")
+	}
+	// The duplicate goes once a's batch has; alone, a write of
+	// MaxWriteBytes goes, and so does any other (a write has at most three
+	// operations).
+	for i, want := range []*write{dup, big, many} {
+		if got := s.takeBatch(); !slices.Equal(got, []*write{want}) {
+			t.Errorf("batch %d: %v, want %s alone", i+2, rks(got), want.rk)
+		}
+	}
+}
+
+func rks(ws []*write) []string {
+	var out []string
+	for _, w := range ws {
+		out = append(out, w.rk)
+	}
+	return out
 }

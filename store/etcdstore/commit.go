@@ -34,6 +34,7 @@ const maxBatchOps = 128
 
 // write is one Update's part of a transaction, and its outcome.
 type write struct {
+	ctx     context.Context // the caller's: a write whose caller left before it is sent is not sent
 	key     target.Key
 	rk      string            // record key
 	mod     int64             // the record's mod revision fn ran on; 0 when none
@@ -55,7 +56,7 @@ type write struct {
 // commit queues w for a transaction and waits for its outcome, or for ctx
 // (whose error it answers: w may still be committed).
 func (s *Store) commit(ctx context.Context, w *write) error {
-	w.done = make(chan struct{})
+	w.ctx, w.done = ctx, make(chan struct{})
 	s.bmu.Lock()
 	if s.bclosed {
 		s.bmu.Unlock()
@@ -93,12 +94,18 @@ func (s *Store) send() {
 
 // takeBatch takes from the pending writes, in order, those that fit one
 // transaction: within MaxWriteBytes and maxBatchOps, one write per record
-// (etcd refuses a transaction that puts a key twice). Requires s.bmu.
+// (etcd refuses a transaction that puts a key twice). It ends, unsent, the
+// writes whose callers have left. Requires s.bmu.
 func (s *Store) takeBatch() []*write {
 	var batch, rest []*write
 	size, ops := 0, 1 // the feed's put
 	keys := map[string]bool{}
 	for _, w := range s.pending {
+		if err := w.ctx.Err(); err != nil {
+			w.err = err
+			close(w.done)
+			continue
+		}
 		if keys[w.rk] || len(batch) > 0 && (size+w.size > MaxWriteBytes || ops+len(w.ops) > maxBatchOps) {
 			rest = append(rest, w)
 			continue
