@@ -34,10 +34,12 @@ func TestRunEtcd(t *testing.T) {
 	if e.Decisions != 2*20 || e.ErrorCount != 0 || e.Undecided != 0 || e.Observes == 0 {
 		t.Errorf("etcd: %d decisions, %d errors, %d undecided, %d observes; want 40, none, none, some", e.Decisions, e.ErrorCount, e.Undecided, e.Observes)
 	}
-	// Every successful call is one transaction; a call reads first only
-	// when its target is not cached, and the 2 callers never share one.
-	if f := e.Etcd; f == nil || f.Commits != uint64(e.Decisions+e.Observes) || f.Conflicts != 0 || f.Reads > 8 || f.CommitMs <= 0 || e.EtcdCPUPerCall <= 0 || f.WALBytesPerCall < 3*100 {
-		t.Errorf("etcd figures %+v, members' cpu %v µs per call: want one transaction per call, no conflict, at most one read per target, a record in every member's log", f, e.EtcdCPUPerCall)
+	// Every successful call's write is in one transaction, which the 2
+	// callers may share; a call reads first only when its target is not
+	// cached, and the 2 callers never share one.
+	calls := uint64(e.Decisions + e.Observes)
+	if f := e.Etcd; f == nil || f.Commits > calls || 2*f.Commits < calls || f.Conflicts != 0 || f.Reads > 8 || f.CommitMs <= 0 || e.EtcdCPUPerCall <= 0 || f.WALBytesPerCall < 3*100 {
+		t.Errorf("etcd figures %+v, members' cpu %v µs per call: want a transaction per one or two calls, no conflict, at most one read per target, a record in every member's log", f, e.EtcdCPUPerCall)
 	}
 	// The raw phases: one read and one transaction per write, each
 	// writing a value of a record's size to every member's log.

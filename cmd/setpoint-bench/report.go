@@ -33,6 +33,9 @@ type Report struct {
 	// a compare-and-put of a record's size, etcd's own ceiling); 0
 	// without -etcd.
 	EtcdRawRatio float64 `json:"etcd_raw_ratio,omitempty"`
+	// EtcdRawRounds is EtcdRawRatio in each round: the etcd phase's
+	// throughput over the raw phase's that follows it.
+	EtcdRawRounds []float64 `json:"etcd_raw_rounds,omitempty"`
 	// RSS is this process's memory at the end (server, load generator and
 	// baseline together) when the server is in-process.
 	RSS *RSS `json:"rss,omitempty"`
@@ -250,7 +253,7 @@ func (r *Report) Table() string {
 		fmt.Fprintf(&b, "etcd/bbolt Recommend throughput: %.2f\n", r.EtcdRatio)
 	}
 	if r.EtcdRawRatio > 0 {
-		fmt.Fprintf(&b, "etcd/raw etcd (Recommend against read + compare-and-put of a record's size): %.2f\n", r.EtcdRawRatio)
+		fmt.Fprintf(&b, "etcd/raw etcd (Recommend against read + compare-and-put of a record's size): %.2f (rounds: %.2f)\n", r.EtcdRawRatio, r.EtcdRawRounds)
 	}
 	for _, p := range r.Phases {
 		if p.ErrorCount > 0 {

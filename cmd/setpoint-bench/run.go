@@ -112,6 +112,7 @@ func run(ctx context.Context, cfg Config, logw io.Writer) (rep *Report, err erro
 
 	realRes, baseRes, etcdRes := newPhaseResult(phaseReal), newPhaseResult(phaseBaseline), newPhaseResult(phaseEtcd)
 	rawRes := newPhaseResult(phaseEtcdRaw)
+	var etcdRound float64 // the etcd phase's throughput in this round
 	for round := range cfg.Rounds {
 		if ctx.Err() != nil {
 			break
@@ -140,6 +141,7 @@ func run(ctx context.Context, cfg Config, logw io.Writer) (rep *Report, err erro
 			res := runPhase(ctx, cfg, etcdConns, targets)
 			stopWriting()
 			res.etcdCPU = etcdSrv.membersCPU() - cpu0
+			etcdRound = float64(res.Decisions) / res.Elapsed.Seconds()
 			etcdRes.merge(res)
 			etcdRes.addEtcd(etcdSrv.where, before, etcdSrv.snapshot(ctx))
 		}
@@ -152,6 +154,11 @@ func run(ctx context.Context, cfg Config, logw io.Writer) (rep *Report, err erro
 			}
 			logf("round %d/%d: %s (read and compare-and-put of %d-byte values, the mean of %d records)", round+1, cfg.Rounds, phaseEtcdRaw, size, n)
 			res := etcdSrv.runRaw(ctx, cfg, size)
+			if res.Decisions > 0 {
+				raw := float64(res.Decisions) / res.Elapsed.Seconds()
+				rep.EtcdRawRounds = append(rep.EtcdRawRounds, etcdRound/raw)
+				logf("round %d/%d: etcd %.0f calls/s, raw %.0f: etcd/raw %.2f", round+1, cfg.Rounds, etcdRound, raw, etcdRound/raw)
+			}
 			rawRes.merge(res)
 			rawRes.addEtcdFigures(res.Etcd)
 		}

@@ -17,23 +17,17 @@ type recordCache struct {
 	mu    sync.Mutex
 	max   int // bytes of values kept at most; 0 disables the cache
 	bytes int
-	m     map[target.Key]cached
-}
-
-// cached is one record as stored at etcd revision mod.
-type cached struct {
-	mod int64
-	val []byte
+	m     map[target.Key]stored
 }
 
 func newRecordCache(maxBytes int) *recordCache {
-	return &recordCache{max: maxBytes, m: map[target.Key]cached{}}
+	return &recordCache{max: maxBytes, m: map[target.Key]stored{}}
 }
 
 // get returns key's cached record.
-func (c *recordCache) get(key target.Key) (cached, bool) {
+func (c *recordCache) get(key target.Key) (stored, bool) {
 	if c.max <= 0 {
-		return cached{}, false
+		return stored{}, false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -62,7 +56,7 @@ func (c *recordCache) put(key target.Key, mod int64, val []byte) {
 		delete(c.m, k)
 		c.bytes -= len(e.val)
 	}
-	c.m[key] = cached{mod: mod, val: val}
+	c.m[key] = stored{mod: mod, val: val}
 	c.bytes += len(val)
 }
 

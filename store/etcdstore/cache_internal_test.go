@@ -4,14 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	pb "github.com/setpointhq/setpoint/proto/setpoint/storage/v1"
 	"github.com/setpointhq/setpoint/store"
 	"github.com/setpointhq/setpoint/store/record"
 	"github.com/setpointhq/setpoint/target"
@@ -85,64 +88,47 @@ func TestChangeRevisions(t *testing.T) {
 	}
 }
 
+// A transaction's feed value numbers its writes' changes in order; a
+// decided write takes its decision from the record in its place, and
+// without that record, or undecodable, the value is corrupt.
 func TestFeedValues(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		msg  string // of the observed event
-		form byte
-	}{
-		{"small, kept plain", "", feedPlain},
-		{"repetitive, compressed", strings.Repeat("scaled up by policy ", 50), feedS2},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			cs := []store.Change{{Key: target.Key{Name: "a"}, Kind: store.ChangeObservation, Event: &target.Event{Kind: target.EventFailed, Message: tc.msg}},
-				{Key: target.Key{Name: "a"}, Kind: store.ChangeDeleted}}
-			b, err := encodeChanges(cs)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if b[0] != tc.form {
-				t.Errorf("form %#x, want %#x (%d bytes)", b[0], tc.form, len(b))
-			}
-			got, err := (&Store{}).decodeChanges(9, b, nil)
-			if err != nil || len(got) != 2 || got[0].Revision != changeRevision(9, 0, 2) || got[0].Event.Message != tc.msg || got[1].Kind != store.ChangeDeleted {
-				t.Errorf("decodeChanges = %+v, %v", got, err)
-			}
-			for _, bad := range [][]byte{b[:len(b)-1], nil, {0x7f}} {
-				if _, err := (&Store{}).decodeChanges(9, bad, nil); !errors.Is(err, store.ErrCorrupt) {
-					t.Errorf("decodeChanges(%q): %v, want ErrCorrupt", bad, err)
-				}
-			}
-		})
-	}
-}
-
-// A feedRecord value counts its record's decision as its first change,
-// and without that record, or with a bad flag, is corrupt.
-func TestFeedRecordValues(t *testing.T) {
-	obs, err := record.EncodeChange(&store.Change{Key: target.Key{Name: "a"}, Event: &target.Event{Kind: target.EventFailed}})
+	obs, err := record.EncodeChange(&store.Change{Key: target.Key{Name: "a"}, Event: &target.Event{Kind: target.EventFailed, Message: "m"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := feedRecordValue(true, [][]byte{obs})
+	del, err := record.EncodeChange(&store.Change{Key: target.Key{Name: "b"}, Kind: store.ChangeDeleted})
 	if err != nil {
 		t.Fatal(err)
-	}
-	if got, err := latestOf([]*mvccpb.KeyValue{{ModRevision: 9, Value: b}}); err != nil || got != changeRevision(9, 1, 2) {
-		t.Errorf("latestOf = %d, %v; want %d", got, err, changeRevision(9, 1, 2))
 	}
 	s := &Store{prefix: "/p/"}
+	plain, err := feedValue([]*pb.EtcdFeedWrite{{Changes: [][]byte{obs}}, {}, {Changes: [][]byte{del}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.decodeChanges(9, plain, nil)
+	if err != nil || len(got) != 2 || got[0].Revision != changeRevision(9, 0, 2) || got[0].Event.Message != "m" ||
+		got[1].Kind != store.ChangeDeleted || got[1].Revision != changeRevision(9, 1, 2) {
+		t.Errorf("decodeChanges = %+v, %v", got, err)
+	}
+	decided, err := feedValue([]*pb.EtcdFeedWrite{{}, {Decided: true, Created: true, Changes: [][]byte{obs}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := latestOf([]*mvccpb.KeyValue{{ModRevision: 9, Value: decided}}); got != changeRevision(9, 1, 2) {
+		t.Errorf("latestOf = %d; want %d", got, changeRevision(9, 1, 2))
+	}
+	rec := &mvccpb.KeyValue{Key: []byte("/p/r/a"), ModRevision: 9}
 	for _, tc := range []struct {
 		name string
 		val  []byte
-		rec  *mvccpb.KeyValue
+		recs []*mvccpb.KeyValue
 	}{
-		{"no record", b, nil},
-		{"a record of another write", b, &mvccpb.KeyValue{Key: []byte("/p/r/a"), ModRevision: 8}},
-		{"a bad flag", append([]byte{feedRecord, 2}, b[2:]...), nil},
-		{"no flag", []byte{feedRecord}, nil},
+		{"no record in the decided write's place", decided, []*mvccpb.KeyValue{rec}},
+		{"a record that holds no decision", decided, []*mvccpb.KeyValue{rec, rec}},
+		{"truncated", plain[:len(plain)-1], nil},
+		{"not a feed entry", []byte{0x7f}, nil},
 	} {
-		if _, err := s.decodeChanges(9, tc.val, tc.rec); !errors.Is(err, store.ErrCorrupt) {
+		if _, err := s.decodeChanges(9, tc.val, tc.recs); !errors.Is(err, store.ErrCorrupt) {
 			t.Errorf("%s: decodeChanges: %v, want ErrCorrupt", tc.name, err)
 		}
 	}
@@ -182,4 +168,47 @@ func TestUnavailable(t *testing.T) {
 			t.Errorf("ctxErr(%v) = %v, want store.ErrUnavailable and not %v", ended, err, ended)
 		}
 	}
+}
+
+// A batch takes the pending writes in order while they fit: one write per
+// record, at most MaxWriteBytes of values and maxBatchOps operations; the
+// rest wait for the next. A write whose caller has left is ended unsent.
+func TestTakeBatch(t *testing.T) {
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	w := func(ctx context.Context, rk string, size, ops int) *write {
+		return &write{ctx: ctx, rk: rk, size: size, ops: make([]clientv3.Op, ops), done: make(chan struct{})}
+	}
+	bg := context.Background()
+	a, left, dup, big, b, many, c := w(bg, "a", 10, 2), w(gone, "x", 10, 2), w(bg, "a", 10, 2),
+		w(bg, "big", MaxWriteBytes, 2), w(bg, "b", 10, 2), w(bg, "many", 10, maxBatchOps), w(bg, "c", 10, 3)
+	s := &Store{pending: []*write{a, left, dup, big, b, many, c}}
+	got := s.takeBatch()
+	if !slices.Equal(got, []*write{a, b, c}) || !slices.Equal(s.pending, []*write{dup, big, many}) {
+		t.Errorf("batch %v, left %v; want a, b, c and dup, big, many", rks(got), rks(s.pending))
+	}
+	select {
+	case <-left.done:
+		if !errors.Is(left.err, context.Canceled) {
+			t.Errorf("the left write ended with %v, want its caller's error", left.err)
+		}
+	default:
+		t.Error("the write whose caller left is still waiting")
+	}
+	// The duplicate goes once a's batch has; alone, a write of
+	// MaxWriteBytes goes, and so does any other (a write has at most three
+	// operations).
+	for i, want := range []*write{dup, big, many} {
+		if got := s.takeBatch(); !slices.Equal(got, []*write{want}) {
+			t.Errorf("batch %d: %v, want %s alone", i+2, rks(got), want.rk)
+		}
+	}
+}
+
+func rks(ws []*write) []string {
+	var out []string
+	for _, w := range ws {
+		out = append(out, w.rk)
+	}
+	return out
 }

@@ -14,13 +14,7 @@ import (
 // Decisions implements store.Store with the bbolt store's paging: key's
 // decision log, oldest first, kept under P d/<key><time>.
 func (s *Store) Decisions(ctx context.Context, key target.Key, q store.DecisionQuery) ([]target.LoggedDecision, string, error) {
-	if s.isClosed() {
-		return nil, "", store.ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, "", err
-	}
-	kb, err := record.Key(key)
+	kb, err := s.open(ctx, key)
 	if err != nil {
 		return nil, "", err
 	}

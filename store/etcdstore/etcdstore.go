@@ -3,33 +3,33 @@
 //
 // Under a prefix P (Options.Prefix) it keeps:
 //
-//	P r/<key>        one record per target, in the bbolt store's codec
+//	P r/<key>        one record per target, in store/record's codec
 //	P d/<key><time>  the target's decision log, as the bbolt store keeps it
-//	P feed           the changes of the latest write that recorded any
-//	                 (a decision as a reference to the record put with it)
+//	P feed           the changes of the latest transaction that recorded
+//	                 any (an EtcdFeed message, storage/v1/etcd.proto)
 //
 // An Update reads the record (or takes it from a cache of the records this
-// server last wrote), runs the caller's function, and commits with one
-// etcd transaction that compares the record's mod revision: if another
-// writer got there first the transaction fails, answers the record that
-// writer stored, and the function runs again on it. Two servers deciding
-// one target therefore serialize and neither decision is lost, while
-// updates of different targets never conflict. The same transaction writes
-// the decision log entry and the feed key, and, once per slice of
-// DecisionRetention/16 (trimDue), trims the decision log. The function's
-// error (a refusal) is checked too: made on a cached record, it stands
-// only once a linearizable read shows the record has not moved.
+// server last wrote), runs the caller's function, and commits in an etcd
+// transaction that compares the record's mod revision. Writes that wait
+// while earlier transactions are under way share the next one (commit.go):
+// it compares every record it writes, puts them, their decision log
+// entries and one feed entry. If another writer moved a record first, that
+// write's function runs again on the record as stored, and the others are
+// committed without it. Two servers deciding one target therefore
+// serialize and neither decision is lost, while updates of different
+// targets never conflict. A decision trims its target's decision log once
+// per slice of DecisionRetention/16 (trimDue). The function's error (a
+// refusal) is checked too: made on a cached record, it stands only once a
+// linearizable read shows the record has not moved.
 //
 // The change feed is etcd's own history of the feed key. A decision is
-// kept there as a reference to the record put in the same transaction,
-// so the feed's watch covers the records too (servers of versions before
-// that reference cannot read such entries: upgrade the servers sharing a
-// prefix together). A change's revision is the etcd revision of its
-// write shifted left by 16 bits plus its index in the write, so
-// revisions increase strictly but are not dense. Changes reads past
-// changes with a watch from that revision; changes etcd has compacted
-// away are answered with store.ErrOutOfRange, as the bbolt store answers
-// for changes beyond its MaxChanges. The feed's
+// kept there as a flag: the record put in the same transaction in the
+// write's place holds it, so the feed's watch covers the records too. A
+// change's revision is the etcd revision of its transaction shifted left
+// by 16 bits plus its index in it, so revisions increase strictly but are
+// not dense. Changes reads past changes with a watch from that revision;
+// changes etcd has compacted away are answered with store.ErrOutOfRange,
+// as the bbolt store answers for changes beyond its MaxChanges. The feed's
 // retention is therefore etcd's compaction: Options.CompactEvery makes the
 // servers compact it themselves, as Kubernetes API servers do, or etcd
 // does with --auto-compaction-mode=periodic --auto-compaction-retention
@@ -58,12 +58,14 @@
 // # Size budget
 //
 // etcd refuses requests larger than its --max-request-bytes (1.5 MiB by
-// default). The store refuses, with store.ErrInvalid and before sending, a
-// record whose encoded form is larger than MaxRecordBytes (1 MiB), and a
-// write whose record, changes and decision log entry together are larger
-// than MaxWriteBytes (1.25 MiB), leaving a quarter MiB for the keys and
-// the transaction's framing. Keys are bounded as the bbolt store bounds
-// them.
+// default) and transactions of more than --max-txn-ops operations (128 by
+// default; the store sends at most that many). The store refuses, with
+// store.ErrInvalid and before sending, a record whose encoded form is
+// larger than MaxRecordBytes (1 MiB), and a write whose record, changes
+// and decision log entry together are larger than MaxWriteBytes (1.25
+// MiB), leaving a quarter MiB for the keys and the transaction's framing;
+// a transaction carries at most MaxWriteBytes of values. Keys are bounded
+// as the bbolt store bounds them.
 package etcdstore
 
 import (
@@ -83,6 +85,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	pb "github.com/setpointhq/setpoint/proto/setpoint/storage/v1"
 	"github.com/setpointhq/setpoint/store"
 	"github.com/setpointhq/setpoint/store/record"
 	"github.com/setpointhq/setpoint/target"
@@ -197,10 +200,14 @@ type Store struct {
 	delivered int64 // etcd revision the feed watcher has delivered up to
 	closed    bool
 	followers map[*int]func([]store.Change)
-	// own holds the changes of this Store's writes at etcd revisions not
-	// yet delivered, for the watcher to hand over instead of decoding
-	// them again (handOver).
-	own map[int64][]store.Change
+
+	// The writes' batches (commit.go).
+	bctx     context.Context // the transactions', ended by Close
+	senders  sync.WaitGroup
+	bmu      sync.Mutex
+	bclosed  bool
+	pending  []*write
+	inflight int // transactions under way
 }
 
 var _ store.Store = (*Store)(nil)
@@ -240,7 +247,7 @@ func New(ctx context.Context, cli *clientv3.Client, opts Options) (*Store, error
 	}
 	s.delivered = resp.Header.Revision
 	wctx, cancel := context.WithCancel(context.Background())
-	s.cancel = cancel
+	s.cancel, s.bctx = cancel, wctx
 	go ms.probeLoop(wctx, s.probeDone)
 	go s.watch(wctx, resp.Header.Revision+1)
 	if opts.CompactEvery > 0 {
@@ -270,6 +277,22 @@ func (s *Store) isClosed() bool {
 	return s.closed
 }
 
+// ready returns store.ErrClosed after Close, else ctx's error.
+func (s *Store) ready(ctx context.Context) error {
+	if s.isClosed() {
+		return store.ErrClosed
+	}
+	return ctx.Err()
+}
+
+// open is ready, then key's record key bytes.
+func (s *Store) open(ctx context.Context, key target.Key) ([]byte, error) {
+	if err := s.ready(ctx); err != nil {
+		return nil, err
+	}
+	return record.Key(key)
+}
+
 // Close stops following the feed; later calls return store.ErrClosed.
 func (s *Store) Close() error {
 	s.mu.Lock()
@@ -280,7 +303,11 @@ func (s *Store) Close() error {
 	s.closed = true
 	s.cond.Broadcast()
 	s.mu.Unlock()
+	s.bmu.Lock()
+	s.bclosed = true
+	s.bmu.Unlock()
 	s.cancel()
+	s.senders.Wait()
 	<-s.done
 	<-s.compactDone
 	<-s.probeDone
@@ -306,8 +333,9 @@ func (s *Store) txn(ctx context.Context, cmps []clientv3.Cmp, then, els []client
 	return resp.Txn(), nil
 }
 
-// Expect implements store.Store: etcd commits each write on its own, so
-// there is no batch to hold open for announced writes.
+// Expect implements store.Store: the writes that wait for a transaction
+// go together anyway (commit.go), so there is no batch to hold open for
+// announced writes.
 func (s *Store) Expect(int) {}
 
 // Healthy reports whether etcd answers a linearizable read;
@@ -337,8 +365,9 @@ func storedOf(kvs []*mvccpb.KeyValue) stored {
 
 // Update implements store.Store: read (or take from the cache), run fn,
 // commit if the record did not move, else run fn again on the record the
-// failed transaction answered. It makes one etcd transaction when the
-// cache is current, and one read and one transaction otherwise. When fn
+// failed transaction answered. Its write shares one etcd transaction with
+// the writes waiting with it (commit.go); a record not in the cache is
+// read first. When fn
 // fails on a record not known to be current, Update reads the record
 // linearizably and runs fn again if it moved, so that an error, like a
 // write, is about the record as stored when Update was called or later.
@@ -349,13 +378,7 @@ func (s *Store) Update(ctx context.Context, key target.Key, fn func(rec *target.
 // update is Update with the records fn runs on decoded by decode
 // (record.Decode, or record.DecodeForDecision for Decide).
 func (s *Store) update(ctx context.Context, key target.Key, decode func(target.Key, []byte) (target.Record, error), fn func(rec *target.Record) error) (target.Record, error) {
-	if s.isClosed() {
-		return target.Record{}, store.ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
-		return target.Record{}, err
-	}
-	kb, err := record.Key(key)
+	kb, err := s.open(ctx, key)
 	if err != nil {
 		return target.Record{}, err
 	}
@@ -365,7 +388,7 @@ func (s *Store) update(ctx context.Context, key target.Key, decode func(target.K
 	// failed transaction.
 	cur, have, current := stored{}, false, false
 	if e, ok := s.cache.get(key); ok {
-		cur, have = stored{val: e.val, mod: e.mod}, true
+		cur, have = e, true
 	}
 	for {
 		if !have {
@@ -379,7 +402,7 @@ func (s *Store) update(ctx context.Context, key target.Key, decode func(target.K
 			}
 			cur, have = storedOf(resp.Kvs), true
 		}
-		rec, val, changes, ops, err := s.prepare(key, kb, cur, decode, fn)
+		w, rec, err := s.prepare(key, kb, cur, decode, fn)
 		if err != nil {
 			if current {
 				return target.Record{}, err
@@ -399,23 +422,17 @@ func (s *Store) update(ctx context.Context, key target.Key, decode func(target.K
 			cur, current = latest, true
 			continue
 		}
-		start := time.Now()
-		resp, err := s.txn(ctx, []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(rk), "=", cur.mod)}, ops, []clientv3.Op{clientv3.OpGet(rk)})
-		if err != nil {
-			s.observe("commit", start, false)
-			s.cache.drop(key)
-			return target.Record{}, s.ctxErr(ctx, err)
+		if err := s.commit(ctx, w); err != nil {
+			return target.Record{}, err
 		}
-		s.observe("commit", start, !resp.Succeeded)
-		if !resp.Succeeded {
-			cur, current = storedOf(resp.Responses[0].GetResponseRange().Kvs), true
+		switch {
+		case w.err != nil:
+			return target.Record{}, s.ctxErr(ctx, w.err)
+		case w.moved != nil:
+			cur, current = *w.moved, true
 			continue
-		}
-		rev := resp.Header.Revision
-		s.cache.put(key, rev, val)
-		if len(changes) > 0 {
-			s.handOver(rev, changes)
-			if err := s.waitDelivered(ctx, rev); err != nil {
+		case w.records:
+			if err := s.waitDelivered(ctx, w.rev); err != nil {
 				return target.Record{}, err
 			}
 		}
@@ -424,16 +441,15 @@ func (s *Store) update(ctx context.Context, key target.Key, decode func(target.K
 }
 
 // prepare runs fn on the record cur of key (whose KeyBytes are kb),
-// decoded by decode, and
-// returns what to store: the record, its encoded value, the changes it
-// records and the operations of the transaction that writes them.
-func (s *Store) prepare(key target.Key, kb []byte, cur stored, decode func(target.Key, []byte) (target.Record, error), fn func(*target.Record) error) (target.Record, []byte, []store.Change, []clientv3.Op, error) {
+// decoded by decode, and returns the write that stores the outcome, and
+// the record.
+func (s *Store) prepare(key target.Key, kb []byte, cur stored, decode func(target.Key, []byte) (target.Record, error), fn func(*target.Record) error) (*write, target.Record, error) {
 	rec := target.Record{Key: key}
 	if cur.mod != 0 {
 		var err error
 		if rec, err = decode(key, cur.val); err != nil {
 			s.cache.drop(key)
-			return target.Record{}, nil, nil, nil, &store.CorruptError{Key: key, Err: err}
+			return nil, target.Record{}, &store.CorruptError{Key: key, Err: err}
 		}
 	}
 	var prevAt time.Time // the previous decision's time; zero when none
@@ -442,52 +458,45 @@ func (s *Store) prepare(key target.Key, kb []byte, cur stored, decode func(targe
 	}
 	changes, err := record.Apply(key, &rec, cur.mod != 0, s.opts.Limits, fn)
 	if err != nil {
-		return target.Record{}, nil, nil, nil, err
+		return nil, target.Record{}, err
 	}
 	// A decision, the first change when there is one, is read back from
-	// the record (feedRecord), so it is not encoded as a change.
-	byRecord := len(changes) > 0 && changes[0].Decision != nil
+	// the record (EtcdFeedWrite.decided), so it is not encoded as a change.
+	decided := len(changes) > 0 && changes[0].Decision != nil
 	others := changes
-	if byRecord {
+	if decided {
 		others = changes[1:]
 	}
 	val, vals, err := record.EncodeWrite(&rec, others, record.Compress)
 	if err != nil {
-		return target.Record{}, nil, nil, nil, err
+		return nil, target.Record{}, err
 	}
 	if len(val) > MaxRecordBytes {
-		return target.Record{}, nil, nil, nil, fmt.Errorf("%w: record of %s is %d bytes encoded, more than %d", store.ErrInvalid, key, len(val), MaxRecordBytes)
+		return nil, target.Record{}, fmt.Errorf("%w: record of %s is %d bytes encoded, more than %d", store.ErrInvalid, key, len(val), MaxRecordBytes)
 	}
-	ops := []clientv3.Op{clientv3.OpPut(s.recKey(kb), string(val))}
-	size := len(val)
+	w := &write{key: key, rk: s.recKey(kb), mod: cur.mod, val: val, records: len(changes) > 0, size: len(val),
+		feed: &pb.EtcdFeedWrite{Decided: decided, Created: decided && changes[0].Created, Changes: vals}}
+	w.ops = []clientv3.Op{clientv3.OpPut(w.rk, string(val))}
 	if len(changes) > 0 {
-		var feed []byte
-		if byRecord {
-			feed, err = feedRecordValue(changes[0].Created, vals)
-		} else {
-			feed, err = feedValue(vals)
+		for _, v := range vals {
+			w.size += len(v)
 		}
-		if err != nil {
-			return target.Record{}, nil, nil, nil, err
-		}
-		size += len(feed)
-		ops = append(ops, clientv3.OpPut(s.feedKey(), string(feed)))
 		if changes[0].Kind == store.ChangeDecision && s.opts.DecisionRetention >= 0 {
 			logged, err := record.EncodeLogged(rec.Last)
 			if err != nil {
-				return target.Record{}, nil, nil, nil, fmt.Errorf("etcdstore: update %s: decision log: %w", key, err)
+				return nil, target.Record{}, fmt.Errorf("etcdstore: update %s: decision log: %w", key, err)
 			}
-			size += len(logged)
+			w.size += len(logged)
 			if trimDue(prevAt, rec.Last.At, s.opts.DecisionRetention) {
-				ops = append(ops, clientv3.OpDelete(s.decisionKey(kb, time.Time{}), clientv3.WithRange(s.decisionKey(kb, rec.Last.At.Add(-s.opts.DecisionRetention)))))
+				w.ops = append(w.ops, clientv3.OpDelete(s.decisionKey(kb, time.Time{}), clientv3.WithRange(s.decisionKey(kb, rec.Last.At.Add(-s.opts.DecisionRetention)))))
 			}
-			ops = append(ops, clientv3.OpPut(s.decisionKey(kb, rec.Last.At), string(logged)))
+			w.ops = append(w.ops, clientv3.OpPut(s.decisionKey(kb, rec.Last.At), string(logged)))
 		}
 	}
-	if size > MaxWriteBytes {
-		return target.Record{}, nil, nil, nil, fmt.Errorf("%w: the write of %s is %d bytes (record, changes and decision log), more than %d", store.ErrInvalid, key, size, MaxWriteBytes)
+	if w.size > MaxWriteBytes {
+		return nil, target.Record{}, fmt.Errorf("%w: the write of %s is %d bytes (record, changes and decision log), more than %d", store.ErrInvalid, key, w.size, MaxWriteBytes)
 	}
-	return rec, val, changes, ops, nil
+	return w, rec, nil
 }
 
 // trimSlices is how many trim slices one DecisionRetention holds: a
@@ -498,22 +507,13 @@ const trimSlices = 16
 
 // trimDue reports whether the decision at `at`, following the one at prev
 // (zero when none), trims its target's decision log to retention: when it
-// is the first of its trim slice (retention/trimSlices of time, counted
-// from the Unix epoch). Most decisions then write no range delete: it was
-// a quarter of a decision's transaction ops and a range scan on every
-// member.
+// is the first of its trim slice (retention/trimSlices of time, as
+// time.Truncate counts them). Most decisions then write no range delete:
+// it was a quarter of a decision's transaction ops and a range scan on
+// every member.
 func trimDue(prev, at time.Time, retention time.Duration) bool {
-	slice := max(int64(retention/trimSlices), 1)
-	return prev.IsZero() || floorDiv(prev.UnixNano(), slice) != floorDiv(at.UnixNano(), slice)
-}
-
-// floorDiv is a/b rounded down (b > 0).
-func floorDiv(a, b int64) int64 {
-	q := a / b
-	if a%b != 0 && a < 0 {
-		q--
-	}
-	return q
+	slice := max(retention/trimSlices, 1)
+	return prev.IsZero() || !prev.Truncate(slice).Equal(at.Truncate(slice))
 }
 
 // ctxErr returns ctx's error when it has ended, store.ErrClosed after
@@ -556,13 +556,7 @@ func unavailable(err error) bool {
 
 // Get implements store.Store.
 func (s *Store) Get(ctx context.Context, key target.Key) (target.Record, error) {
-	if s.isClosed() {
-		return target.Record{}, store.ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
-		return target.Record{}, err
-	}
-	kb, err := record.Key(key)
+	kb, err := s.open(ctx, key)
 	if err != nil {
 		return target.Record{}, err
 	}
@@ -580,10 +574,7 @@ func (s *Store) Get(ctx context.Context, key target.Key) (target.Record, error) 
 
 // List implements store.Store with the bbolt store's paging and tokens.
 func (s *Store) List(ctx context.Context, q store.Query) ([]target.Record, string, error) {
-	if s.isClosed() {
-		return nil, "", store.ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return nil, "", err
 	}
 	prefix, after, size, err := record.ListPage(q)
@@ -631,7 +622,11 @@ func (s *Store) List(ctx context.Context, q store.Query) ([]target.Record, strin
 // log, and records its deletion; ok is false when the record moved
 // meanwhile.
 func (s *Store) remove(ctx context.Context, key target.Key, rk string, modRev int64) (ok bool, err error) {
-	feed, err := encodeChanges([]store.Change{{Key: key, Kind: store.ChangeDeleted, At: s.opts.Now().UTC()}})
+	c, err := record.EncodeChange(&store.Change{Key: key, Kind: store.ChangeDeleted, At: s.opts.Now().UTC()})
+	if err != nil {
+		return false, err
+	}
+	feed, err := feedValue([]*pb.EtcdFeedWrite{{Changes: [][]byte{c}}})
 	if err != nil {
 		return false, err
 	}
@@ -655,13 +650,7 @@ func (s *Store) remove(ctx context.Context, key target.Key, rk string, modRev in
 
 // Delete implements store.Store; it also removes an undecodable record.
 func (s *Store) Delete(ctx context.Context, key target.Key) error {
-	if s.isClosed() {
-		return store.ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	kb, err := record.Key(key)
+	kb, err := s.open(ctx, key)
 	if err != nil {
 		return err
 	}
@@ -684,10 +673,7 @@ func (s *Store) Delete(ctx context.Context, key target.Key) error {
 // Expire implements store.Store. It reads every record (a page at a time):
 // its cost follows the size of the store. An undecodable record is kept.
 func (s *Store) Expire(ctx context.Context, cutoff time.Time) (int, error) {
-	if s.isClosed() {
-		return 0, store.ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return 0, err
 	}
 	removed := 0

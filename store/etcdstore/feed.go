@@ -2,17 +2,16 @@ package etcdstore
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
 
-	"github.com/klauspost/compress/s2"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	pb "github.com/setpointhq/setpoint/proto/setpoint/storage/v1"
 	"github.com/setpointhq/setpoint/store"
 	"github.com/setpointhq/setpoint/store/record"
 )
@@ -58,197 +57,94 @@ func resumeFrom(r uint64) int64 {
 
 func (s *Store) feedKey() string { return s.prefix + "feed" }
 
-// The first byte of the feed key's value says how the rest is kept.
-const (
-	// feedPlain: the changes as they are.
-	feedPlain = 0x00
-	// feedS2: the changes compressed with S2 (github.com/klauspost/compress/s2).
-	feedS2 = 0x01
-	// feedRecord: the first change is the decision the record put in the
-	// same transaction holds as its last (record.DecisionChange), and is
-	// not stored again; then a byte, 1 when that change created the
-	// record, else 0; then the other changes as feedPlain has them. A
-	// decision was otherwise written twice, most of a record each time.
-	// Servers of earlier versions cannot read it.
-	feedRecord = 0x02
-)
-
-// maxFeedValue bounds a decompressed feed value, so that a corrupt one
-// cannot exhaust memory.
-const maxFeedValue = 64 << 20
-
-// encodeChanges is the feed key's value for cs: feedS2 or feedPlain, then
-// each change's stored form after its length (uvarint), compressed when
-// that is smaller (a decision's explanation is repetitive text, which
-// halves it: less raft log and less etcd history per decision).
-func encodeChanges(cs []store.Change) ([]byte, error) {
-	if len(cs) > maxChangesPerWrite {
-		return nil, fmt.Errorf("%w: one write records %d changes, more than %d", store.ErrInvalid, len(cs), maxChangesPerWrite)
+// feedValue is the feed key's value for the writes of one transaction,
+// in the order their records are put (pb.EtcdFeed).
+func feedValue(writes []*pb.EtcdFeedWrite) ([]byte, error) {
+	if n := changesIn(writes); n > maxChangesPerWrite {
+		return nil, fmt.Errorf("%w: one transaction records %d changes, more than %d", store.ErrInvalid, n, maxChangesPerWrite)
 	}
-	vals, err := record.EncodeChanges(cs)
-	if err != nil {
-		return nil, err
-	}
-	return feedValue(vals)
+	return (&pb.EtcdFeed{Writes: writes}).MarshalVT()
 }
 
-// feedValue is the feed key's value for the changes stored as vals
-// (record.EncodeChange's), as encodeChanges makes it.
-func feedValue(vals [][]byte) ([]byte, error) {
-	if len(vals) > maxChangesPerWrite {
-		return nil, fmt.Errorf("%w: one write records %d changes, more than %d", store.ErrInvalid, len(vals), maxChangesPerWrite)
+// changesIn is how many changes writes record.
+func changesIn(writes []*pb.EtcdFeedWrite) int {
+	n := 0
+	for _, w := range writes {
+		n += len(w.Changes)
+		if w.Decided {
+			n++
+		}
 	}
-	out := []byte{feedPlain}
-	for _, v := range vals {
-		out = binary.AppendUvarint(out, uint64(len(v)))
-		out = append(out, v...)
-	}
-	if z := s2.Encode(nil, out[1:]); 1+len(z) < len(out) {
-		return append([]byte{feedS2}, z...), nil
-	}
-	return out, nil
+	return n
 }
 
-// feedRecordValue is the feed key's value (feedRecord) for a write whose
-// first change is the decision its record holds, created saying whether
-// that change created the record, and whose other changes are stored as
-// rest (record.EncodeChange's).
-func feedRecordValue(created bool, rest [][]byte) ([]byte, error) {
-	if len(rest)+1 > maxChangesPerWrite {
-		return nil, fmt.Errorf("%w: one write records %d changes, more than %d", store.ErrInvalid, len(rest)+1, maxChangesPerWrite)
+// decodeChanges is the inverse of feedValue for the value written at etcd
+// revision rev; it numbers the changes. recs are the records put at rev,
+// in order: a decided write takes its decision from the record in its
+// place.
+func (s *Store) decodeChanges(rev int64, b []byte, recs []*mvccpb.KeyValue) ([]store.Change, error) {
+	var f pb.EtcdFeed
+	if err := f.UnmarshalVT(b); err != nil {
+		return nil, fmt.Errorf("%w: feed entry at etcd revision %d: %v", store.ErrCorrupt, rev, err)
 	}
-	out := []byte{feedRecord, 0}
-	if created {
-		out[1] = 1
+	n := changesIn(f.Writes)
+	if n > maxChangesPerWrite {
+		return nil, fmt.Errorf("%w: feed entry at etcd revision %d: %d changes", store.ErrCorrupt, rev, n)
 	}
-	for _, v := range rest {
-		out = binary.AppendUvarint(out, uint64(len(v)))
-		out = append(out, v...)
-	}
-	return out, nil
-}
-
-// uncompressFeed returns the changes part of a feed value, and for
-// feedRecord whether its first change is the record's decision (ref) and
-// created the record.
-func uncompressFeed(rev int64, b []byte) (rest []byte, ref, created bool, err error) {
-	if len(b) == 0 {
-		return nil, false, false, fmt.Errorf("%w: empty feed entry at etcd revision %d", store.ErrCorrupt, rev)
-	}
-	switch b[0] {
-	case feedRecord:
-		if len(b) < 2 || b[1] > 1 {
-			return nil, false, false, fmt.Errorf("%w: feed entry at etcd revision %d: bad record reference", store.ErrCorrupt, rev)
+	out := make([]store.Change, 0, n)
+	for i, w := range f.Writes {
+		if w.Decided {
+			r := changeRevision(rev, len(out), n)
+			if i >= len(recs) {
+				return nil, fmt.Errorf("%w: change %d: its write put no record", store.ErrCorrupt, r)
+			}
+			key, err := record.ParseKey(recs[i].Key[len(s.recKey(nil)):])
+			if err != nil {
+				return nil, fmt.Errorf("%w: change %d: %v", store.ErrCorrupt, r, err)
+			}
+			c, err := record.DecisionChange(r, key, recs[i].Value, w.Created)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, c)
 		}
-		return b[2:], true, b[1] == 1, nil
-	case feedPlain:
-		return b[1:], false, false, nil
-	case feedS2:
-		n, err := s2.DecodedLen(b[1:])
-		if err != nil || n > maxFeedValue {
-			return nil, false, false, fmt.Errorf("%w: feed entry at etcd revision %d: length %d, %v", store.ErrCorrupt, rev, n, err)
+		for _, v := range w.Changes {
+			c, err := record.DecodeChange(changeRevision(rev, len(out), n), v)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, c)
 		}
-		out, err := s2.Decode(nil, b[1:])
-		if err != nil {
-			return nil, false, false, fmt.Errorf("%w: feed entry at etcd revision %d: %v", store.ErrCorrupt, rev, err)
-		}
-		return out, false, false, nil
-	}
-	return nil, false, false, fmt.Errorf("%w: feed entry at etcd revision %d: unknown form %#x", store.ErrCorrupt, rev, b[0])
-}
-
-// splitFeed returns the stored changes of the feed value b written at
-// etcd revision rev, and whether a first change, the record's decision,
-// comes before them (feedRecord) and created the record.
-func splitFeed(rev int64, b []byte) (vals [][]byte, ref, created bool, err error) {
-	b, ref, created, err = uncompressFeed(rev, b)
-	if err != nil {
-		return nil, false, false, err
-	}
-	for len(b) > 0 {
-		n, k := binary.Uvarint(b)
-		if k <= 0 || n > uint64(len(b)-k) || len(vals) == maxChangesPerWrite {
-			return nil, false, false, fmt.Errorf("%w: feed entry at etcd revision %d", store.ErrCorrupt, rev)
-		}
-		vals = append(vals, b[k:k+int(n)])
-		b = b[k+int(n):]
-	}
-	return vals, ref, created, nil
-}
-
-// decodeChanges is the inverse of encodeChanges (and feedRecordValue)
-// for the value written at etcd revision rev; it numbers the changes. rec
-// is the record the same write put, when it put one: a feedRecord value
-// takes its first change from it.
-func (s *Store) decodeChanges(rev int64, b []byte, rec *mvccpb.KeyValue) ([]store.Change, error) {
-	vals, ref, created, err := splitFeed(rev, b)
-	if err != nil {
-		return nil, err
-	}
-	var out []store.Change
-	n := len(vals)
-	if ref {
-		n++
-		r := changeRevision(rev, 0, n)
-		if rec == nil || rec.ModRevision != rev {
-			return nil, fmt.Errorf("%w: change %d: its write put no record", store.ErrCorrupt, r)
-		}
-		key, err := record.ParseKey(rec.Key[len(s.recKey(nil)):])
-		if err != nil {
-			return nil, fmt.Errorf("%w: change %d: %v", store.ErrCorrupt, r, err)
-		}
-		c, err := record.DecisionChange(r, key, rec.Value, created)
-		if err != nil {
-			return nil, err
-		}
-		out = append(make([]store.Change, 0, n), c)
-	}
-	for _, v := range vals {
-		r := changeRevision(rev, len(out), n)
-		c, err := record.DecodeChange(r, v)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, c)
 	}
 	return out, nil
 }
 
 // latestOf returns the revision of the latest change from a read of the
-// feed key: 0 before the first.
-func latestOf(kvs []*mvccpb.KeyValue) (uint64, error) {
+// feed key: 0 before the first. The feed key is put only by writes that
+// record changes.
+func latestOf(kvs []*mvccpb.KeyValue) uint64 {
 	if len(kvs) == 0 {
-		return 0, nil
+		return 0
 	}
-	vals, ref, _, err := splitFeed(kvs[0].ModRevision, kvs[0].Value)
-	if err != nil {
-		return 0, err
-	}
-	if len(vals) == 0 && !ref {
-		return changeRevision(kvs[0].ModRevision, 0, 0) - 1, nil
-	}
-	return changeRevision(kvs[0].ModRevision, 0, 1), nil // a write's last change
+	return changeRevision(kvs[0].ModRevision, 0, 1) // a write's last change
 }
 
 // watchEnd is where the watch of the feed ends: it covers the feed key and
-// every record (the keys between them are neither), so that a feedRecord
-// value comes with the record its write put.
+// every record (the keys between them are neither), so that a feed entry
+// comes with the records its transaction put.
 func (s *Store) watchEnd() string { return clientv3.GetPrefixRangeEnd(s.recKey(nil)) }
 
-// feedEvents keeps, across a watch's responses, the record put last, and
-// returns the changes of a watch response's events.
+// feedEvents keeps, across a watch's responses, the records put at the
+// latest revision, and returns the changes of a watch response's events.
 type feedEvents struct {
-	s   *Store
-	rec *mvccpb.KeyValue // the record put last
-	// known, when set, returns the changes of the write at an etcd
-	// revision when they are known without decoding.
-	known func(rev int64) ([]store.Change, bool)
+	s    *Store
+	recs []*mvccpb.KeyValue // the records put at the latest revision, in order
 }
 
 // changes returns the changes the feed key's puts among evs record, each
 // with the etcd revision of its write (for a caller that stops at one).
-// A put of a record is kept for the feed entry of its write, which comes
-// after it in the same revision.
+// The puts of records are kept for the feed entry of their transaction,
+// which comes after them in the same revision.
 func (f *feedEvents) changes(evs []*clientv3.Event, each func(rev int64, cs []store.Change, err error) bool) {
 	fk := f.s.feedKey()
 	for _, ev := range evs {
@@ -256,17 +152,16 @@ func (f *feedEvents) changes(evs []*clientv3.Event, each func(rev int64, cs []st
 			continue
 		}
 		if string(ev.Kv.Key) != fk {
-			f.rec = ev.Kv
+			if len(f.recs) > 0 && f.recs[0].ModRevision != ev.Kv.ModRevision {
+				f.recs = f.recs[:0]
+			}
+			f.recs = append(f.recs, ev.Kv)
 			continue
 		}
-		cs, ok := []store.Change(nil), false
-		if f.known != nil {
-			cs, ok = f.known(ev.Kv.ModRevision)
+		if len(f.recs) > 0 && f.recs[0].ModRevision != ev.Kv.ModRevision {
+			f.recs = f.recs[:0]
 		}
-		var err error
-		if !ok {
-			cs, err = f.s.decodeChanges(ev.Kv.ModRevision, ev.Kv.Value, f.rec)
-		}
+		cs, err := f.s.decodeChanges(ev.Kv.ModRevision, ev.Kv.Value, f.recs)
 		if !each(ev.Kv.ModRevision, cs, err) {
 			return
 		}
@@ -285,7 +180,7 @@ func (s *Store) Revision(ctx context.Context) (uint64, error) {
 	if err != nil {
 		return 0, s.ctxErr(ctx, err)
 	}
-	return latestOf(resp.Kvs)
+	return latestOf(resp.Kvs), nil
 }
 
 // Count implements store.Store: the number of records and the latest
@@ -303,11 +198,7 @@ func (s *Store) Count(ctx context.Context) (int, uint64, error) {
 	if err != nil {
 		return 0, 0, s.ctxErr(ctx, err)
 	}
-	rev, err := latestOf(resp.Responses[1].GetResponseRange().Kvs)
-	if err != nil {
-		return 0, 0, err
-	}
-	return int(resp.Responses[0].GetResponseRange().Count), rev, nil
+	return int(resp.Responses[0].GetResponseRange().Count), latestOf(resp.Responses[1].GetResponseRange().Kvs), nil
 }
 
 // Changes implements store.Feed by watching the feed key from the etcd
@@ -315,10 +206,7 @@ func (s *Store) Count(ctx context.Context) (int, uint64, error) {
 // compacted away are answered with store.ErrOutOfRange, naming the oldest
 // revision still kept.
 func (s *Store) Changes(ctx context.Context, after uint64, limit int) ([]store.Change, error) {
-	if s.isClosed() {
-		return nil, store.ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return nil, err
 	}
 	if limit <= 0 {
@@ -330,10 +218,7 @@ func (s *Store) Changes(ctx context.Context, after uint64, limit int) ([]store.C
 	if err != nil {
 		return nil, s.ctxErr(ctx, err)
 	}
-	latest, err := latestOf(resp.Kvs)
-	if err != nil {
-		return nil, err
-	}
+	latest := latestOf(resp.Kvs)
 	switch {
 	case after > latest:
 		return nil, fmt.Errorf("%w: revision %d is newer than the latest, %d", store.ErrOutOfRange, after, latest)
@@ -443,7 +328,7 @@ func (s *Store) watch(ctx context.Context, rev int64) {
 		s.feedOn.Store(m.endpoint)
 		wctx, end := m.begin(ctx, 0, true)
 		wch := m.watcher.Watch(wctx, s.feedKey(), clientv3.WithRange(s.watchEnd()), clientv3.WithRev(rev))
-		f := feedEvents{s: s, known: s.takeOver}
+		f := feedEvents{s: s}
 		for wr := range wch {
 			if err := wr.Err(); err != nil {
 				if wr.CompactRevision > rev {
@@ -460,12 +345,16 @@ func (s *Store) watch(ctx context.Context, rev int64) {
 				break
 			}
 			var cs []store.Change
+			undecodable := false
 			f.changes(wr.Events, func(_ int64, got []store.Change, err error) bool {
-				if err == nil {
-					cs = append(cs, got...)
-				}
+				cs, undecodable = append(cs, got...), undecodable || err != nil
 				return true
 			})
+			if undecodable {
+				// Changes that cannot be read (an earlier version's
+				// form, or corrupt) are missed changes.
+				s.gap()
+			}
 			s.cache.forget(cs)
 			s.mu.Lock()
 			if len(cs) > 0 {
@@ -480,11 +369,6 @@ func (s *Store) watch(ctx context.Context, rev int64) {
 			if r > s.delivered {
 				s.delivered = r
 				s.cond.Broadcast()
-				for rev := range s.own {
-					if rev <= r {
-						delete(s.own, rev) // handed over after the watcher passed
-					}
-				}
 			}
 			s.mu.Unlock()
 			rev = max(rev, r+1)
@@ -495,36 +379,6 @@ func (s *Store) watch(ctx context.Context, rev int64) {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-}
-
-// handOver gives the watcher cs, the changes of this Store's write at
-// etcd revision rev, numbered here, so that it hands them to the
-// followers without decoding the feed entry (the bbolt store too hands
-// over the changes as written). Too late (the watcher has passed rev),
-// it does nothing: the watcher decoded them.
-func (s *Store) handOver(rev int64, cs []store.Change) {
-	for i := range cs {
-		cs[i].Revision = changeRevision(rev, i, len(cs))
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.delivered >= rev || s.closed {
-		return
-	}
-	if s.own == nil {
-		s.own = map[int64][]store.Change{}
-	}
-	s.own[rev] = cs
-}
-
-// takeOver returns the changes handOver gave for the write at etcd
-// revision rev, if any.
-func (s *Store) takeOver(rev int64) ([]store.Change, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	cs, ok := s.own[rev]
-	delete(s.own, rev)
-	return cs, ok
 }
 
 // gap tells the followers that changes were missed and forgets the

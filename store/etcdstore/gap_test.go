@@ -92,3 +92,38 @@ func TestFeedGapAfterCompaction(t *testing.T) {
 		return nil
 	})
 }
+
+// A feed entry the server cannot read (here an earlier version's form, put
+// by hand) is changes missed: the followers get a ChangeGap, then the
+// changes after it.
+func TestUnreadableFeedEntryIsAGap(t *testing.T) {
+	ctx := context.Background()
+	prefix := fmt.Sprintf("/unreadable-%d/", time.Now().UnixNano())
+	st := open(t, prefix)
+	var (
+		mu   sync.Mutex
+		seen []store.ChangeKind
+	)
+	stop := st.Follow(func(cs []store.Change) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range cs {
+			seen = append(seen, c.Kind)
+		}
+	})
+	defer stop()
+	// Form 0x02 of the feed before EtcdFeed: a reference to a record.
+	if _, err := client(t).Put(ctx, prefix+"feed", "\x02\x00"); err != nil {
+		t.Fatal(err)
+	}
+	storetest.Put(t, st, target.Record{Key: target.Key{Cluster: "c", Namespace: "n", Name: "a"}, Last: &target.LastDecision{ID: "a"}})
+	want := []store.ChangeKind{store.ChangeGap, store.ChangeDecision}
+	testkit.Eventually(t, 10*time.Second, "a gap, then the change after it", func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if !slices.Equal(seen, want) {
+			return fmt.Errorf("followed %v, want %v", seen, want)
+		}
+		return nil
+	})
+}

@@ -32,7 +32,11 @@ import (
 // store.ErrUnavailable (their outcome unknown). Every request also has a
 // per-attempt bound, Options.RequestTimeout, and asks for a member with a
 // leader (clientv3.WithRequireLeader), so that a member without one
-// refuses at once instead of holding it. A write whose proposal raft
+// refuses at once instead of holding it. Writes go to the leader when it
+// is healthy (a probe that sees a new term asks its member whether it
+// leads): a write sent to a follower is forwarded to the leader, which
+// costs the members about a third more CPU per write on this machine
+// (docs/benchmarks.md, "etcd: batched writes"). A write whose proposal raft
 // dropped (during a leadership transfer) was not applied either: it is
 // tried on another member too, and answers UNAVAILABLE when none took it.
 
@@ -42,6 +46,7 @@ type member struct {
 	conn     *grpc.ClientConn
 	kv       clientv3.KV
 	watcher  clientv3.Watcher
+	maint    pb.MaintenanceClient
 
 	mu       sync.Mutex
 	healthy  bool
@@ -62,10 +67,11 @@ type attempt struct {
 type members struct {
 	all    []*member
 	next   atomic.Uint64
-	every  time.Duration // probe interval
-	within time.Duration // probe timeout
-	bound  time.Duration // per-attempt bound of a request
-	probe  string        // the key a probe reads
+	leader atomic.Pointer[member] // the member that last said it leads
+	every  time.Duration          // probe interval
+	within time.Duration          // probe timeout
+	bound  time.Duration          // per-attempt bound of a request
+	probe  string                 // the key a probe reads
 	log    *slog.Logger
 }
 
@@ -83,6 +89,7 @@ func dialMembers(cli *clientv3.Client, opts Options, probeKey string) (*members,
 			endpoint: ep, conn: conn, healthy: true,
 			kv:       clientv3.NewKVFromKVClient(pb.NewKVClient(conn), cli),
 			watcher:  clientv3.NewWatchFromWatchClient(pb.NewWatchClient(conn), cli),
+			maint:    pb.NewMaintenanceClient(conn),
 			inflight: map[*attempt]struct{}{}, watches: map[*attempt]struct{}{},
 		})
 	}
@@ -165,6 +172,9 @@ func (ms *members) do(ctx context.Context, op clientv3.Op) (clientv3.OpResponse,
 	var last *member
 	for tries := 1; ; tries++ {
 		m := ms.pick(last)
+		if l := ms.leader.Load(); !read && l != nil && l != last && l.isHealthy() {
+			m = l
+		}
 		actx, end := m.begin(ctx, ms.bound, false)
 		resp, err := m.kv.Do(actx, op)
 		end()
@@ -267,6 +277,7 @@ func (ms *members) probeOne(ctx context.Context, m *member) {
 	m.mu.Lock()
 	was := m.healthy
 	m.healthy = err == nil
+	newTerm := err == nil && resp.Header.RaftTerm > m.term
 	var stuck []*attempt
 	switch {
 	case err != nil:
@@ -289,6 +300,19 @@ func (ms *members) probeOne(ctx context.Context, m *member) {
 	m.mu.Unlock()
 	for _, a := range stuck {
 		a.cancel()
+	}
+	switch {
+	case err != nil:
+		ms.leader.CompareAndSwap(m, nil)
+	case newTerm:
+		sctx, cancel := context.WithTimeout(ctx, ms.within)
+		st, serr := m.maint.Status(sctx, &pb.StatusRequest{})
+		cancel()
+		if serr == nil && st.Leader == st.Header.MemberId {
+			ms.leader.Store(m)
+		} else {
+			ms.leader.CompareAndSwap(m, nil)
+		}
 	}
 	if ms.log != nil && was != (err == nil) {
 		if err != nil {
