@@ -350,18 +350,21 @@ func (r *fleetRun) hold(p loadPhase, from time.Time) {
 func (r *fleetRun) failover() {
 	t := r.t
 	t.Helper()
-	// The loss comes within the scale-up policies' period of the rise's
-	// scale-up when it can: the loss does not change the fleet's total, so
-	// the policies count from it and the survivors take c's share at once
-	// (docs/fleets.md, "Failover timing").
+	// The loss comes after the scale-up policies' period of the rise's
+	// scale-up. A loss within it fails over at once only when the
+	// survivors' metrics already show the moved load at the decision that
+	// leaves c out (docs/fleets.md, "Failover timing"): CI once saw that
+	// decision read the survivors before a's pods showed c's traffic (8 →
+	// 8), and the next decisions held by the scale-up policies for 9.3 s.
 	f, err := r.fleet()
 	if err != nil {
 		t.Fatal(err)
 	}
 	before := f.GetSplit().GetTotal()
 	if ups := f.GetHistory().GetScaleUpEvents(); len(ups) > 0 {
-		t.Logf("%v: the fleet's last scale-up was %v ago (scale-up policies' period %v)", r.since(),
-			time.Since(ups[len(ups)-1].GetTime().AsTime()).Round(time.Millisecond), scaleUpPeriod)
+		last := ups[len(ups)-1].GetTime().AsTime()
+		t.Logf("%v: the fleet's last scale-up was %v ago; waiting until it is %v old", r.since(), time.Since(last).Round(time.Millisecond), scaleUpPeriod)
+		time.Sleep(time.Until(last.Add(scaleUpPeriod)))
 	}
 	if err := r.agents["c"].Stop(); err != nil {
 		t.Fatalf("stop agent c: %v", err)
