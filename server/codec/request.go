@@ -63,43 +63,26 @@ var errUndecodable = errors.New("codec: the request does not decode")
 // pools (reusable) is decoded into one kept from an earlier call of the
 // method, handed to the interceptor chain and the method in place of the
 // one h made, and kept again when h has returned: the call has ended then,
-// and its response is what the method built, not the request.
+// and its response is what the method built, not the request. What a call
+// needs besides (its decoding, the functions h calls back) is kept with
+// the request, so that a call allocates none of it.
 func decodeChecked(fullMethod string, h grpc.MethodHandler) grpc.MethodHandler {
-	var kept sync.Pool // *keptRequest: cleared requests of this method
+	var kept sync.Pool // *keptRequest: cleared requests of this method, each with its call state
 	return func(srv any, ctx context.Context, dec func(any) error, chain grpc.UnaryServerInterceptor) (any, error) {
-		var failed error
-		var req any
-		var k *keptRequest
-		resp, err := h(srv, ctx, func(made any) error {
-			req = made
-			if _, ok := made.(reusable); ok {
-				if r := kept.Get(); r != nil {
-					k = r.(*keptRequest)
-					req = k.req
-				}
-			}
-			d := decoding{msg: req}
-			if err := dec(&d); err != nil {
-				return err
-			}
-			if d.err != nil {
-				failed = d.err
-				return errUndecodable
-			}
-			return nil
-		}, func(ctx context.Context, _ any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-			if chain == nil {
-				return handler(ctx, req)
-			}
-			return chain(ctx, req, info, handler)
-		})
-		if r, ok := req.(reusable); ok {
-			if k == nil {
-				k = &keptRequest{req: r}
-			}
-			k.reset()
-			kept.Put(k)
+		k, _ := kept.Get().(*keptRequest)
+		if k == nil {
+			k = newKeptRequest()
 		}
+		k.dec, k.chain = dec, chain
+		resp, err := h(srv, ctx, k.decodeFunc, k.interceptFunc)
+		failed := k.failed
+		req := k.call.msg
+		k.dec, k.chain, k.failed, k.call = nil, nil, nil, decoding{}
+		if r, ok := req.(reusable); ok {
+			k.req = r
+			k.reset()
+		}
+		kept.Put(k)
 		if failed == nil {
 			return resp, err
 		}
@@ -121,10 +104,57 @@ func decodeChecked(fullMethod string, h grpc.MethodHandler) grpc.MethodHandler {
 type reusable interface{ ResetVT() }
 
 // keptRequest is a request kept across calls, and the maps of its
-// messages while it is cleared.
+// messages while it is cleared; during a call, also what decodeChecked's
+// handler needs of the call.
 type keptRequest struct {
 	req  reusable
 	maps []map[string]string
+
+	// During a call: the request's decoder and the interceptor chain
+	// grpc-go gave, the decoding (its msg is the call's request), and the
+	// error of a request that did not decode.
+	dec    func(any) error
+	chain  grpc.UnaryServerInterceptor
+	call   decoding
+	failed error
+	// decodeFunc and interceptFunc are k.decode and k.intercept, made
+	// once: a method value made for each call would be allocated.
+	decodeFunc    func(any) error
+	interceptFunc grpc.UnaryServerInterceptor
+}
+
+// newKeptRequest returns a keptRequest with no request yet.
+func newKeptRequest() *keptRequest {
+	k := &keptRequest{}
+	k.decodeFunc, k.interceptFunc = k.decode, k.intercept
+	return k
+}
+
+// decode decodes the call's request: into the kept one when there is one
+// and the method's (made) is reusable, into made otherwise.
+func (k *keptRequest) decode(made any) error {
+	req := made
+	if _, ok := made.(reusable); ok && k.req != nil {
+		req = k.req
+	}
+	k.call = decoding{msg: req}
+	if err := k.dec(&k.call); err != nil {
+		return err
+	}
+	if k.call.err != nil {
+		k.failed = k.call.err
+		return errUndecodable
+	}
+	return nil
+}
+
+// intercept runs the call's interceptor chain on the request decode
+// decoded, in place of the one the generated handler passes.
+func (k *keptRequest) intercept(ctx context.Context, _ any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if k.chain == nil {
+		return handler(ctx, k.call.msg)
+	}
+	return k.chain(ctx, k.call.msg, info, handler)
 }
 
 // reset clears k.req with ResetVT, and gives a Recommend's pods and their
