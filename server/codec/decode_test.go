@@ -360,7 +360,7 @@ func BenchmarkDecodeRecommend(b *testing.B) {
 		decode func(*setpointv1.RecommendRequest) error
 	}{
 		{"codec", func(m *setpointv1.RecommendRequest) error { return Codec().Unmarshal(data, m) }},
-		{"check", func(m *setpointv1.RecommendRequest) error { return check(enc, recommendDescriptor) }},
+		{"check", func(m *setpointv1.RecommendRequest) error { _, err := check(enc, recommendDescriptor); return err }},
 		{"UnmarshalVT", func(m *setpointv1.RecommendRequest) error { return m.UnmarshalVT(enc) }},
 		{"proto.Unmarshal", func(m *setpointv1.RecommendRequest) error { return proto.Unmarshal(enc, m) }},
 		{"server", func(m *setpointv1.RecommendRequest) error {
@@ -371,10 +371,10 @@ func BenchmarkDecodeRecommend(b *testing.B) {
 			return d.err
 		}},
 		{"server-reused", func(*setpointv1.RecommendRequest) error {
-			// As the server decodes a Recommend: into a request kept
-			// from an earlier call, cleared by keptRequest.reset
-			// (decodeChecked).
-			d := &decoding{msg: reused}
+			// As the server decodes a Recommend: into a request (and
+			// resource metrics) kept from an earlier call, cleared by
+			// keptRequest.reset (decodeChecked).
+			d := &decoding{msg: reused, rm: kept.rm}
 			err := Codec().Unmarshal(data, d)
 			kept.reset()
 			if err != nil {

@@ -22,6 +22,9 @@ import (
 type decoding struct {
 	msg any
 	err error
+	// rm is a kept ResourceMetrics for a Recommend's (decodeKept); nil:
+	// none.
+	rm *setpointv1.ResourceMetrics
 }
 
 // undecodable is the request the interceptor chain sees for one that did
@@ -109,6 +112,11 @@ type reusable interface{ ResetVT() }
 type keptRequest struct {
 	req  reusable
 	maps []map[string]string
+	// rm is a Recommend's resource metrics, cleared, its containers'
+	// usage maps kept: the next request that has resource metrics is
+	// decoded into it (decodeKept). ResetVT would hand it to vtprotobuf's
+	// pool, whose messages come without maps.
+	rm *setpointv1.ResourceMetrics
 
 	// During a call: the request's decoder and the interceptor chain
 	// grpc-go gave, the decoding (its msg is the call's request), and the
@@ -138,6 +146,9 @@ func (k *keptRequest) decode(made any) error {
 		req = k.req
 	}
 	k.call = decoding{msg: req}
+	if req == k.req {
+		k.call.rm = k.rm
+	}
 	if err := k.dec(&k.call); err != nil {
 		return err
 	}
@@ -168,17 +179,43 @@ func (k *keptRequest) reset() {
 		k.req.ResetVT()
 		return
 	}
+	if r.ResourceMetrics != nil {
+		k.rm, r.ResourceMetrics = r.ResourceMetrics, nil
+	}
 	k.maps = k.maps[:0]
-	podMaps(r, func(m *map[string]string) {
+	keep := func(m *map[string]string) {
 		clear(*m)
 		k.maps = append(k.maps, *m)
-	})
+	}
+	podMaps(r, keep)
+	usageMaps(k.rm, keep)
 	r.ResetVT()
+	k.rm.ResetVT()
 	i := 0
-	podMaps(r, func(m *map[string]string) {
+	giveBack := func(m *map[string]string) {
 		*m = k.maps[i]
 		i++
-	})
+	}
+	podMaps(r, giveBack)
+	usageMaps(k.rm, giveBack)
+}
+
+// usageMaps calls f with the usage map of each container of rm's pods, in
+// every message their lists hold up to their capacity, as podMaps does.
+func usageMaps(rm *setpointv1.ResourceMetrics, f func(*map[string]string)) {
+	if rm == nil {
+		return
+	}
+	for _, p := range rm.Items[:cap(rm.Items)] {
+		if p == nil {
+			continue
+		}
+		for _, c := range p.Containers[:cap(p.Containers)] {
+			if c != nil {
+				f(&c.Usage)
+			}
+		}
+	}
 }
 
 // podMaps calls f with each map field of r's pods and their containers,
