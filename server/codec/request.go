@@ -172,7 +172,9 @@ func (k *keptRequest) intercept(ctx context.Context, _ any, info *grpc.UnaryServ
 // containers their maps back, cleared: ResetVT lets go of a message's
 // maps, which the generated decoder would then make again, and an empty
 // map is what an absent one decodes to (a map field has no presence; the
-// methods read them with len and range).
+// methods read them with len and range). A Recommend's resource metrics
+// are taken out of it first and kept as k.rm, cleared the same way with
+// their containers' usage maps.
 func (k *keptRequest) reset() {
 	r, ok := k.req.(*setpointv1.RecommendRequest)
 	if !ok {
