@@ -10,6 +10,8 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 )
 
 // DecodeError says why a message did not decode.
@@ -33,11 +35,22 @@ func (e *DecodeError) Error() string {
 // decode decodes b into the empty message g with its generated decoder,
 // after checking b for what that decoder does not check (check). A
 // message it still refuses is decoded by proto.Unmarshal, which decides.
-func decode(b []byte, g generated) error {
+func decode(b []byte, g generated) error { return decodeKept(b, g, nil) }
+
+// decodeKept is decode, with rm, when not nil, a cleared ResourceMetrics
+// kept from an earlier Recommend (keptRequest) for g's resource_metrics
+// when g is a Recommend and b has one: the generated decoder then fills
+// rm, and its containers' maps, instead of messages and maps of its own.
+// rm is set only for a field b has, so the message is the one decode
+// makes.
+func decodeKept(b []byte, g generated, rm *setpointv1.ResourceMetrics) error {
 	m := g.(proto.Message)
-	err := check(b, m.ProtoReflect().Descriptor())
+	fields, err := check(b, m.ProtoReflect().Descriptor())
 	if err != nil && err != errMapEntryWire {
 		return err
+	}
+	if r, ok := g.(*setpointv1.RecommendRequest); ok && rm != nil && fields.has(recommendResourceMetrics) {
+		r.ResourceMetrics = rm
 	}
 	if err == errMapEntryWire || g.UnmarshalVT(b) != nil {
 		// proto.Unmarshal keeps a known field of another wire type as an
@@ -65,23 +78,37 @@ func decode(b []byte, g generated) error {
 // strings and messages. This is the one hand-written wire reader of the
 // server: the reflective walk of the decoded message it replaced cost more
 // than the decoding (docs/benchmarks.md, "Request decoding").
-func check(b []byte, md protoreflect.MessageDescriptor) error {
+//
+// It also returns which of the message's own fields numbered below 64 b
+// has, of their own wire type (topFields).
+func check(b []byte, md protoreflect.MessageDescriptor) (topFields, error) {
 	s := shapeOf(md)
 	var w wireCheck
 	switch err := w.message(b, s, 0); err {
 	case nil:
 		if w.mapEntryWire {
-			return errMapEntryWire
+			return w.top, errMapEntryWire
 		}
-		return nil
+		return w.top, nil
 	case errWire:
-		return &DecodeError{}
+		return 0, &DecodeError{}
 	}
 	// Again, noting the path to the string this time.
 	w = wireCheck{track: true}
 	_ = w.message(b, s, 0)
-	return &DecodeError{Field: w.path()}
+	return 0, &DecodeError{Field: w.path()}
 }
+
+// topFields are the fields numbered 1 to 63 of a message that its bytes
+// have (check): bit n for field n.
+type topFields uint64
+
+// has reports whether field num is among f.
+func (f topFields) has(num protowire.Number) bool { return num < 64 && f&(1<<num) != 0 }
+
+// recommendResourceMetrics is the field number of a RecommendRequest's
+// resource_metrics, read from its descriptor.
+var recommendResourceMetrics = (&setpointv1.RecommendRequest{}).ProtoReflect().Descriptor().Fields().ByName("resource_metrics").Number()
 
 var (
 	// errWire is a message proto.Unmarshal refuses for its wire format.
@@ -212,6 +239,8 @@ type wireCheck struct {
 	// entry's key or value came with another wire type (check).
 	entry        bool
 	mapEntryWire bool
+	// top: the fields of the outermost message seen (check).
+	top topFields
 }
 
 // step is one step of a path: a field, and its index in a list.
@@ -245,6 +274,9 @@ func (w *wireCheck) message(b []byte, s *shape, depth int) error {
 			}
 			b = b[n:]
 			continue
+		}
+		if depth == 0 && num < 64 {
+			w.top |= 1 << num
 		}
 		if w.track {
 			index := -1

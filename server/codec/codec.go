@@ -35,6 +35,8 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/protoadapt"
+
+	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 )
 
 // Name is the codec's name: it replaces grpc-go's protobuf codec.
@@ -88,19 +90,19 @@ func (codecV2) Marshal(v any) (mem.BufferSlice, error) {
 func (codecV2) Unmarshal(data mem.BufferSlice, v any) error {
 	d, ok := v.(*decoding)
 	if !ok {
-		return unmarshal(data, v)
+		return unmarshal(data, v, nil)
 	}
-	d.err = unmarshal(data, d.msg)
+	d.err = unmarshal(data, d.msg, d.rm)
 	return nil
 }
 
-// unmarshal decodes data into v.
-func unmarshal(data mem.BufferSlice, v any) error {
+// unmarshal decodes data into v; rm is as for decodeKept.
+func unmarshal(data mem.BufferSlice, v any, rm *setpointv1.ResourceMetrics) error {
 	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
 	defer buf.Free()
 	b := buf.ReadOnlyData()
 	if g, ok := v.(generated); ok {
-		return decode(b, g)
+		return decodeKept(b, g, rm)
 	}
 	m := messageOf(v)
 	if m == nil {

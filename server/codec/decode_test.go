@@ -150,10 +150,16 @@ func TestDecode(t *testing.T) {
 
 // FuzzDecodeRecommend: the codec refuses what proto.Unmarshal refuses,
 // and decodes the rest into the message proto.Unmarshal makes, but for
-// the unknown fields of a Timestamp or Duration (package doc).
+// the unknown fields of a Timestamp or Duration (package doc); so does
+// the server's decoding into a request (and resource metrics) kept from
+// an earlier call of another shape.
 func FuzzDecodeRecommend(f *testing.F) {
 	for _, tc := range decodeCases(f) {
 		f.Add(tc.b)
+	}
+	earlier, err := proto.Marshal(fullRequest(3))
+	if err != nil {
+		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		want := &setpointv1.RecommendRequest{}
@@ -165,6 +171,19 @@ func FuzzDecodeRecommend(f *testing.F) {
 			t.Fatalf("codec: %v, proto.Unmarshal: %v", err, wantErr)
 		case err == nil && !proto.Equal(normalized(want), normalized(got)):
 			t.Fatalf("codec decoded %v, proto.Unmarshal %v", got, want)
+		}
+		k := &keptRequest{req: &setpointv1.RecommendRequest{}}
+		kept := k.req.(*setpointv1.RecommendRequest)
+		if err := decodeKept(earlier, kept, nil); err != nil {
+			t.Fatal(err)
+		}
+		k.reset()
+		err = decodeKept(b, kept, k.rm)
+		switch {
+		case (err != nil) != (wantErr != nil):
+			t.Fatalf("into a kept request: %v, proto.Unmarshal: %v", err, wantErr)
+		case err == nil && !proto.Equal(normalized(want), normalized(kept)):
+			t.Fatalf("decoded into a kept request %v, proto.Unmarshal %v", kept, want)
 		}
 	})
 }
@@ -360,7 +379,7 @@ func BenchmarkDecodeRecommend(b *testing.B) {
 		decode func(*setpointv1.RecommendRequest) error
 	}{
 		{"codec", func(m *setpointv1.RecommendRequest) error { return Codec().Unmarshal(data, m) }},
-		{"check", func(m *setpointv1.RecommendRequest) error { return check(enc, recommendDescriptor) }},
+		{"check", func(m *setpointv1.RecommendRequest) error { _, err := check(enc, recommendDescriptor); return err }},
 		{"UnmarshalVT", func(m *setpointv1.RecommendRequest) error { return m.UnmarshalVT(enc) }},
 		{"proto.Unmarshal", func(m *setpointv1.RecommendRequest) error { return proto.Unmarshal(enc, m) }},
 		{"server", func(m *setpointv1.RecommendRequest) error {
@@ -371,10 +390,10 @@ func BenchmarkDecodeRecommend(b *testing.B) {
 			return d.err
 		}},
 		{"server-reused", func(*setpointv1.RecommendRequest) error {
-			// As the server decodes a Recommend: into a request kept
-			// from an earlier call, cleared by keptRequest.reset
-			// (decodeChecked).
-			d := &decoding{msg: reused}
+			// As the server decodes a Recommend: into a request (and
+			// resource metrics) kept from an earlier call, cleared by
+			// keptRequest.reset (decodeChecked).
+			d := &decoding{msg: reused, rm: kept.rm}
 			err := Codec().Unmarshal(data, d)
 			kept.reset()
 			if err != nil {

@@ -70,31 +70,43 @@ func TestRegistrarHandsBackRequest(t *testing.T) {
 }
 
 // TestKeptRequestKeepsPodMaps: a Recommend kept across calls gives its
-// pods and containers their maps back, cleared, so that the next decoding
-// fills them instead of making new ones, and a request decoded into it
-// holds only its own entries (not those of a request before it), with
-// the maps of a pod it does not have left empty.
+// pods and containers their maps back, cleared, and keeps its resource
+// metrics with their containers' usage maps, so that the next decoding
+// fills them instead of making new ones; a request decoded into it holds
+// only its own entries (not those of a request before it), with the maps
+// of a pod it does not have left empty, and has resource metrics exactly
+// when it was sent with them (absent, or present and empty).
 func TestKeptRequestKeepsPodMaps(t *testing.T) {
 	first := fullRequest(3)
 	first.Pods[0].Containers[0].Requests["ephemeral-storage"] = "1Gi"
+	first.ResourceMetrics.Items[1].Containers[0].Usage["memory"] = "2Gi"
 	second := fullRequest(2)
 	second.Pods[0].Overhead = nil
 	second.Pods[1].Containers[0].Requests = map[string]string{"cpu": "2"}
+	second.ResourceMetrics.Items[0].Containers[0].Usage = nil
+	absent := fullRequest(1)
+	absent.ResourceMetrics = nil
+	empty := fullRequest(2)
+	empty.ResourceMetrics = &setpointv1.ResourceMetrics{}
 	k := &keptRequest{req: &setpointv1.RecommendRequest{}}
 	r := k.req.(*setpointv1.RecommendRequest)
-	for i, req := range []*setpointv1.RecommendRequest{first, second, first, second} {
+	var rm *setpointv1.ResourceMetrics // the kept one, once there is one
+	for i, req := range []*setpointv1.RecommendRequest{first, second, absent, first, empty, second, absent} {
 		b, err := proto.Marshal(req)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := decode(b, r); err != nil {
+		if err := decodeKept(b, r, k.rm); err != nil { // as decodeChecked's handler decodes
 			t.Fatal(err)
 		}
 		if !proto.Equal(r, req) {
 			t.Fatalf("decoding %d into the kept request: got %v, want %v", i, r, req)
 		}
+		if rm != nil && req.ResourceMetrics != nil && r.ResourceMetrics != rm {
+			t.Fatalf("decoding %d: the resource metrics were not decoded into the kept ones", i)
+		}
 		k.reset()
-		if r.GetTarget() != nil || len(r.GetPods()) != 0 {
+		if r.GetTarget() != nil || len(r.GetPods()) != 0 || r.ResourceMetrics != nil {
 			t.Fatalf("after decoding %d, reset left %v", i, r)
 		}
 		pods := r.Pods[:cap(r.Pods)]
@@ -104,6 +116,24 @@ func TestKeptRequestKeepsPodMaps(t *testing.T) {
 		for _, p := range pods {
 			if p != nil && len(p.Requests)+len(p.Overhead) != 0 {
 				t.Fatalf("after decoding %d, reset kept a map's entries: %v, %v", i, p.Requests, p.Overhead)
+			}
+		}
+		rm = k.rm
+		if rm == nil || len(rm.Items) != 0 || rm.Error != "" {
+			t.Fatalf("after decoding %d, reset kept no cleared resource metrics: %v", i, rm)
+		}
+		items := rm.Items[:cap(rm.Items)]
+		if len(items) < 2 || items[1].Containers[:1][0].Usage == nil {
+			t.Fatalf("after decoding %d, reset did not keep the usage maps", i)
+		}
+		for _, p := range items {
+			if p == nil {
+				continue
+			}
+			for _, c := range p.Containers[:cap(p.Containers)] {
+				if c != nil && len(c.Usage) != 0 {
+					t.Fatalf("after decoding %d, reset kept a usage map's entries: %v", i, c.Usage)
+				}
 			}
 		}
 	}

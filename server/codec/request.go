@@ -22,6 +22,9 @@ import (
 type decoding struct {
 	msg any
 	err error
+	// rm is a kept ResourceMetrics for a Recommend's (decodeKept); nil:
+	// none.
+	rm *setpointv1.ResourceMetrics
 }
 
 // undecodable is the request the interceptor chain sees for one that did
@@ -63,43 +66,26 @@ var errUndecodable = errors.New("codec: the request does not decode")
 // pools (reusable) is decoded into one kept from an earlier call of the
 // method, handed to the interceptor chain and the method in place of the
 // one h made, and kept again when h has returned: the call has ended then,
-// and its response is what the method built, not the request.
+// and its response is what the method built, not the request. What a call
+// needs besides (its decoding, the functions h calls back) is kept with
+// the request, so that a call allocates none of it.
 func decodeChecked(fullMethod string, h grpc.MethodHandler) grpc.MethodHandler {
-	var kept sync.Pool // *keptRequest: cleared requests of this method
+	var kept sync.Pool // *keptRequest: cleared requests of this method, each with its call state
 	return func(srv any, ctx context.Context, dec func(any) error, chain grpc.UnaryServerInterceptor) (any, error) {
-		var failed error
-		var req any
-		var k *keptRequest
-		resp, err := h(srv, ctx, func(made any) error {
-			req = made
-			if _, ok := made.(reusable); ok {
-				if r := kept.Get(); r != nil {
-					k = r.(*keptRequest)
-					req = k.req
-				}
-			}
-			d := decoding{msg: req}
-			if err := dec(&d); err != nil {
-				return err
-			}
-			if d.err != nil {
-				failed = d.err
-				return errUndecodable
-			}
-			return nil
-		}, func(ctx context.Context, _ any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-			if chain == nil {
-				return handler(ctx, req)
-			}
-			return chain(ctx, req, info, handler)
-		})
-		if r, ok := req.(reusable); ok {
-			if k == nil {
-				k = &keptRequest{req: r}
-			}
-			k.reset()
-			kept.Put(k)
+		k, _ := kept.Get().(*keptRequest)
+		if k == nil {
+			k = newKeptRequest()
 		}
+		k.dec, k.chain = dec, chain
+		resp, err := h(srv, ctx, k.decodeFunc, k.interceptFunc)
+		failed := k.failed
+		req := k.call.msg
+		k.dec, k.chain, k.failed, k.call = nil, nil, nil, decoding{}
+		if r, ok := req.(reusable); ok {
+			k.req = r
+			k.reset()
+		}
+		kept.Put(k)
 		if failed == nil {
 			return resp, err
 		}
@@ -121,34 +107,117 @@ func decodeChecked(fullMethod string, h grpc.MethodHandler) grpc.MethodHandler {
 type reusable interface{ ResetVT() }
 
 // keptRequest is a request kept across calls, and the maps of its
-// messages while it is cleared.
+// messages while it is cleared; during a call, also what decodeChecked's
+// handler needs of the call.
 type keptRequest struct {
 	req  reusable
 	maps []map[string]string
+	// rm is a Recommend's resource metrics, cleared, its containers'
+	// usage maps kept: the next request that has resource metrics is
+	// decoded into it (decodeKept). ResetVT would hand it to vtprotobuf's
+	// pool, whose messages come without maps.
+	rm *setpointv1.ResourceMetrics
+
+	// During a call: the request's decoder and the interceptor chain
+	// grpc-go gave, the decoding (its msg is the call's request), and the
+	// error of a request that did not decode.
+	dec    func(any) error
+	chain  grpc.UnaryServerInterceptor
+	call   decoding
+	failed error
+	// decodeFunc and interceptFunc are k.decode and k.intercept, made
+	// once: a method value made for each call would be allocated.
+	decodeFunc    func(any) error
+	interceptFunc grpc.UnaryServerInterceptor
+}
+
+// newKeptRequest returns a keptRequest with no request yet.
+func newKeptRequest() *keptRequest {
+	k := &keptRequest{}
+	k.decodeFunc, k.interceptFunc = k.decode, k.intercept
+	return k
+}
+
+// decode decodes the call's request: into the kept one when there is one
+// and the method's (made) is reusable, into made otherwise.
+func (k *keptRequest) decode(made any) error {
+	req := made
+	if _, ok := made.(reusable); ok && k.req != nil {
+		req = k.req
+	}
+	k.call = decoding{msg: req}
+	if req == k.req {
+		k.call.rm = k.rm
+	}
+	if err := k.dec(&k.call); err != nil {
+		return err
+	}
+	if k.call.err != nil {
+		k.failed = k.call.err
+		return errUndecodable
+	}
+	return nil
+}
+
+// intercept runs the call's interceptor chain on the request decode
+// decoded, in place of the one the generated handler passes.
+func (k *keptRequest) intercept(ctx context.Context, _ any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if k.chain == nil {
+		return handler(ctx, k.call.msg)
+	}
+	return k.chain(ctx, k.call.msg, info, handler)
 }
 
 // reset clears k.req with ResetVT, and gives a Recommend's pods and their
 // containers their maps back, cleared: ResetVT lets go of a message's
 // maps, which the generated decoder would then make again, and an empty
 // map is what an absent one decodes to (a map field has no presence; the
-// methods read them with len and range).
+// methods read them with len and range). A Recommend's resource metrics
+// are taken out of it first and kept as k.rm, cleared the same way with
+// their containers' usage maps.
 func (k *keptRequest) reset() {
 	r, ok := k.req.(*setpointv1.RecommendRequest)
 	if !ok {
 		k.req.ResetVT()
 		return
 	}
+	if r.ResourceMetrics != nil {
+		k.rm, r.ResourceMetrics = r.ResourceMetrics, nil
+	}
 	k.maps = k.maps[:0]
-	podMaps(r, func(m *map[string]string) {
+	keep := func(m *map[string]string) {
 		clear(*m)
 		k.maps = append(k.maps, *m)
-	})
+	}
+	podMaps(r, keep)
+	usageMaps(k.rm, keep)
 	r.ResetVT()
+	k.rm.ResetVT()
 	i := 0
-	podMaps(r, func(m *map[string]string) {
+	giveBack := func(m *map[string]string) {
 		*m = k.maps[i]
 		i++
-	})
+	}
+	podMaps(r, giveBack)
+	usageMaps(k.rm, giveBack)
+}
+
+// usageMaps calls f with the usage map of each container of rm's pods, in
+// every message their lists hold up to their capacity, as podMaps does.
+func usageMaps(rm *setpointv1.ResourceMetrics, f func(*map[string]string)) {
+	if rm == nil {
+		return
+	}
+	for _, p := range rm.Items[:cap(rm.Items)] {
+		if p == nil {
+			continue
+		}
+		for _, c := range p.Containers[:cap(p.Containers)] {
+			if c != nil {
+				f(&c.Usage)
+			}
+		}
+	}
 }
 
 // podMaps calls f with each map field of r's pods and their containers,

@@ -445,11 +445,18 @@ func ReceivedSpec(spec *setpointv1.HorizontalPodAutoscalerSpec) string {
 	if spec == nil {
 		return ""
 	}
-	b, err := spec.MarshalVT()
-	if err != nil { // a message that was decoded always encodes
+	// Encoded on the stack when it fits, so that the string is the one
+	// allocation (most specs are well under 1 KiB).
+	var stack [1024]byte
+	n := spec.SizeVT()
+	b := stack[:0]
+	if n > len(stack) {
+		b = make([]byte, n)
+	}
+	if _, err := spec.MarshalToSizedBufferVT(b[:n]); err != nil { // a message that was decoded always encodes
 		return ""
 	}
-	return string(b)
+	return string(b[:n])
 }
 
 // receivedSpec reads back what ReceivedSpec kept; nil when nothing was.
