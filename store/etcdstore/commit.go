@@ -2,7 +2,6 @@ package etcdstore
 
 import (
 	"context"
-	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -15,17 +14,15 @@ import (
 // maxInFlight transactions are under way go together into the next one,
 // as bbolt's Batch and etcd's own raft batching do: one transaction
 // compares the mod revision of every record it writes and puts them all,
-// with one feed entry for all their changes. On this machine a
-// transaction of eight writes costs the members less than half of what
-// eight transactions do (docs/benchmarks.md, "etcd: batched writes").
-// When a compare fails, the records are read: the writes whose record
+// with one feed entry for all their changes: the members' cost is per
+// transaction far more than per write (docs/benchmarks.md, "etcd: batched
+// writes"). When a compare fails, the records are read: the writes whose record
 // moved get it back (Update runs fn again on it) and the others are
 // committed again, without the moved ones.
 
 // maxInFlight is how many transactions of writes the store has under way
-// at once; more writes wait and go together in the next. Two spend the
-// least etcd CPU per decision; four ride out a slow transaction better
-// at about 10% more (docs/benchmarks.md, "etcd: batched writes").
+// at once; more writes wait and go together in the next (the choice is
+// measured in docs/benchmarks.md, "etcd: batched writes").
 const maxInFlight = 4
 
 // maxBatchOps bounds the operations of one transaction's branch: etcd
@@ -145,9 +142,7 @@ func (s *Store) commitBatch(batch []*write) {
 			}
 			then = append(then, clientv3.OpPut(s.feedKey(), string(val)))
 		}
-		start := time.Now()
-		resp, err := s.txn(s.bctx, cmps, then, nil)
-		s.observe("commit", start, err == nil && !resp.Succeeded)
+		resp, err := s.txn(s.bctx, "commit", cmps, then, nil)
 		if err == nil && resp.Succeeded {
 			s.finish(batch, resp.Header.Revision, nil)
 			return
@@ -155,9 +150,7 @@ func (s *Store) commitBatch(batch []*write) {
 		if err == nil {
 			// Which records moved: read in a transaction of its own, so
 			// that the writes' raft entries do not carry these reads.
-			start := time.Now()
-			resp, err = s.txn(s.bctx, nil, gets, nil)
-			s.observe("read", start, false)
+			resp, err = s.txn(s.bctx, "read", nil, gets, nil)
 		}
 		if err != nil {
 			s.finish(batch, 0, err)

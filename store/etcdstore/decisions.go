@@ -22,7 +22,7 @@ func (s *Store) Decisions(ctx context.Context, key target.Key, q store.DecisionQ
 	if err != nil {
 		return nil, "", err
 	}
-	resp, err := s.get(ctx, s.prefix+"d/"+string(from), clientv3.WithRange(s.prefix+"d/"+string(end)), clientv3.WithLimit(int64(size)+1))
+	resp, err := s.get(ctx, "decisions", s.prefix+"d/"+string(from), clientv3.WithRange(s.prefix+"d/"+string(end)), clientv3.WithLimit(int64(size)+1))
 	if err != nil {
 		return nil, "", s.ctxErr(ctx, err)
 	}

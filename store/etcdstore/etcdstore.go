@@ -240,7 +240,7 @@ func New(ctx context.Context, cli *clientv3.Client, opts Options) (*Store, error
 		return nil, err
 	}
 	s.members = ms
-	resp, err := s.get(ctx, s.feedKey(), clientv3.WithCountOnly())
+	resp, err := s.get(ctx, "", s.feedKey(), clientv3.WithCountOnly())
 	if err != nil {
 		ms.close()
 		return nil, fmt.Errorf("etcdstore: %w", err)
@@ -264,9 +264,9 @@ func (s *Store) decisionKey(kb []byte, at time.Time) string {
 	return s.prefix + "d/" + string(record.DecisionKey(kb, at))
 }
 
-// observe reports one etcd request to Options.Observe.
+// observe reports one etcd request to Options.Observe, unless op is "".
 func (s *Store) observe(op string, start time.Time, conflict bool) {
-	if s.opts.Observe != nil {
+	if s.opts.Observe != nil && op != "" {
 		s.opts.Observe(op, time.Since(start), conflict)
 	}
 }
@@ -315,21 +315,28 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// get reads from one member (members.do).
-func (s *Store) get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+// get reads from one member (members.do); op names the read for
+// Options.Observe ("" is not observed).
+func (s *Store) get(ctx context.Context, op, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+	start := time.Now()
 	resp, err := s.members.do(ctx, clientv3.OpGet(key, opts...))
+	s.observe(op, start, false)
 	if err != nil {
 		return nil, err
 	}
 	return resp.Get(), nil
 }
 
-// txn commits one transaction on one member (members.do).
-func (s *Store) txn(ctx context.Context, cmps []clientv3.Cmp, then, els []clientv3.Op) (*clientv3.TxnResponse, error) {
+// txn commits one transaction on one member (members.do); op names it for
+// Options.Observe, which is told when its compares failed.
+func (s *Store) txn(ctx context.Context, op string, cmps []clientv3.Cmp, then, els []clientv3.Op) (*clientv3.TxnResponse, error) {
+	start := time.Now()
 	resp, err := s.members.do(ctx, clientv3.OpTxn(cmps, then, els))
 	if err != nil {
+		s.observe(op, start, false)
 		return nil, err
 	}
+	s.observe(op, start, !resp.Txn().Succeeded)
 	return resp.Txn(), nil
 }
 
@@ -344,7 +351,7 @@ func (s *Store) Healthy(ctx context.Context) error {
 	if s.isClosed() {
 		return store.ErrClosed
 	}
-	_, err := s.get(ctx, s.feedKey(), clientv3.WithCountOnly())
+	_, err := s.get(ctx, "", s.feedKey(), clientv3.WithCountOnly())
 	return err
 }
 
@@ -372,12 +379,13 @@ func storedOf(kvs []*mvccpb.KeyValue) stored {
 // linearizably and runs fn again if it moved, so that an error, like a
 // write, is about the record as stored when Update was called or later.
 func (s *Store) Update(ctx context.Context, key target.Key, fn func(rec *target.Record) error) (target.Record, error) {
-	return s.update(ctx, key, record.Decode, fn)
+	return s.update(ctx, key, false, fn)
 }
 
-// update is Update with the records fn runs on decoded by decode
-// (record.Decode, or record.DecodeForDecision for Decide).
-func (s *Store) update(ctx context.Context, key target.Key, decode func(target.Key, []byte) (target.Record, error), fn func(rec *target.Record) error) (target.Record, error) {
+// update is Update with the records fn runs on decoded by
+// record.DecodeFor(…, forDecision): for Decide, of the last decision only
+// ID and At.
+func (s *Store) update(ctx context.Context, key target.Key, forDecision bool, fn func(rec *target.Record) error) (target.Record, error) {
 	kb, err := s.open(ctx, key)
 	if err != nil {
 		return target.Record{}, err
@@ -394,24 +402,20 @@ func (s *Store) update(ctx context.Context, key target.Key, decode func(target.K
 		if !have {
 			// Serializable: the transaction's compare catches a stale
 			// read, and its answer replaces it.
-			start := time.Now()
-			resp, err := s.get(ctx, rk, clientv3.WithSerializable())
-			s.observe("read", start, false)
+			resp, err := s.get(ctx, "read", rk, clientv3.WithSerializable())
 			if err != nil {
 				return target.Record{}, s.ctxErr(ctx, err)
 			}
 			cur, have = storedOf(resp.Kvs), true
 		}
-		w, rec, err := s.prepare(key, kb, cur, decode, fn)
+		w, rec, err := s.prepare(key, kb, cur, forDecision, fn)
 		if err != nil {
 			if current {
 				return target.Record{}, err
 			}
 			// An error is an answer about the stored record, and no
 			// compare checks it: make sure fn refused the current one.
-			start := time.Now()
-			resp, rerr := s.get(ctx, rk)
-			s.observe("read", start, false)
+			resp, rerr := s.get(ctx, "read", rk)
 			if rerr != nil {
 				return target.Record{}, s.ctxErr(ctx, rerr)
 			}
@@ -440,16 +444,16 @@ func (s *Store) update(ctx context.Context, key target.Key, decode func(target.K
 	}
 }
 
-// prepare runs fn on the record cur of key (whose KeyBytes are kb),
-// decoded by decode, and returns the write that stores the outcome, and
-// the record.
-func (s *Store) prepare(key target.Key, kb []byte, cur stored, decode func(target.Key, []byte) (target.Record, error), fn func(*target.Record) error) (*write, target.Record, error) {
+// prepare runs fn on the record cur of key (whose record.Key is kb),
+// decoded by record.DecodeFor(…, forDecision), and returns the write that
+// stores the outcome, and the record.
+func (s *Store) prepare(key target.Key, kb []byte, cur stored, forDecision bool, fn func(*target.Record) error) (*write, target.Record, error) {
 	rec := target.Record{Key: key}
 	if cur.mod != 0 {
 		var err error
-		if rec, err = decode(key, cur.val); err != nil {
-			s.cache.drop(key)
-			return nil, target.Record{}, &store.CorruptError{Key: key, Err: err}
+		if rec, err = record.DecodeFor(key, cur.val, forDecision); err != nil {
+			s.cache.drop(key) // err is a *store.CorruptError
+			return nil, target.Record{}, err
 		}
 	}
 	var prevAt time.Time // the previous decision's time; zero when none
@@ -508,9 +512,8 @@ const trimSlices = 16
 // trimDue reports whether the decision at `at`, following the one at prev
 // (zero when none), trims its target's decision log to retention: when it
 // is the first of its trim slice (retention/trimSlices of time, as
-// time.Truncate counts them). Most decisions then write no range delete:
-// it was a quarter of a decision's transaction ops and a range scan on
-// every member.
+// time.Truncate counts them), so that most decisions write no range
+// delete (a range scan on every member).
 func trimDue(prev, at time.Time, retention time.Duration) bool {
 	slice := max(retention/trimSlices, 1)
 	return prev.IsZero() || !prev.Truncate(slice).Equal(at.Truncate(slice))
@@ -539,19 +542,22 @@ func (s *Store) ctxErr(ctx context.Context, err error) error {
 }
 
 // unavailable reports whether err says etcd could not serve the request
-// now (no leader, leader changed, timed out, unreachable), as opposed to
-// refusing it.
+// now (no leader, leader changed, timed out, unreachable, or an attempt the
+// store ended: its bound, or its member's failed probe), as opposed to
+// refusing it: a read that failed so may succeed on another member.
 func unavailable(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return true
+	}
 	var ee rpctypes.EtcdError
 	if errors.As(err, &ee) {
 		return ee.Code() == codes.Unavailable || ee.Code() == codes.DeadlineExceeded
 	}
-	if st, ok := status.FromError(err); ok {
-		return st.Code() == codes.Unavailable || st.Code() == codes.DeadlineExceeded
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+		return true
 	}
-	// An attempt the store ended (its bound, or its member's failed
-	// probe) while the caller's context lives.
-	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+	return false
 }
 
 // Get implements store.Store.
@@ -560,9 +566,7 @@ func (s *Store) Get(ctx context.Context, key target.Key) (target.Record, error) 
 	if err != nil {
 		return target.Record{}, err
 	}
-	start := time.Now()
-	resp, err := s.get(ctx, s.recKey(kb))
-	s.observe("get", start, false)
+	resp, err := s.get(ctx, "get", s.recKey(kb))
 	if err != nil {
 		return target.Record{}, s.ctxErr(ctx, err)
 	}
@@ -586,9 +590,7 @@ func (s *Store) List(ctx context.Context, q store.Query) ([]target.Record, strin
 		from = s.recKey(after) + "\x00"
 	}
 	end := clientv3.GetPrefixRangeEnd(s.recKey(prefix))
-	start := time.Now()
-	resp, err := s.get(ctx, from, clientv3.WithRange(end), clientv3.WithLimit(int64(size)+1))
-	s.observe("list", start, false)
+	resp, err := s.get(ctx, "list", from, clientv3.WithRange(end), clientv3.WithLimit(int64(size)+1))
 	if err != nil {
 		return nil, "", s.ctxErr(ctx, err)
 	}
@@ -630,18 +632,15 @@ func (s *Store) remove(ctx context.Context, key target.Key, rk string, modRev in
 	if err != nil {
 		return false, err
 	}
-	start := time.Now()
-	resp, err := s.txn(ctx, []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(rk), "=", modRev)}, []clientv3.Op{
+	resp, err := s.txn(ctx, "delete", []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(rk), "=", modRev)}, []clientv3.Op{
 		clientv3.OpDelete(rk),
 		clientv3.OpDelete(s.prefix+"d/"+rk[len(s.recKey(nil)):], clientv3.WithPrefix()),
 		clientv3.OpPut(s.feedKey(), string(feed)),
 	}, nil)
 	s.cache.drop(key)
 	if err != nil {
-		s.observe("delete", start, false)
 		return false, s.ctxErr(ctx, err)
 	}
-	s.observe("delete", start, !resp.Succeeded)
 	if resp.Succeeded {
 		return true, s.waitDelivered(ctx, resp.Header.Revision)
 	}
@@ -656,7 +655,7 @@ func (s *Store) Delete(ctx context.Context, key target.Key) error {
 	}
 	rk := s.recKey(kb)
 	for {
-		resp, err := s.get(ctx, rk)
+		resp, err := s.get(ctx, "read", rk)
 		if err != nil {
 			return s.ctxErr(ctx, err)
 		}
@@ -679,7 +678,7 @@ func (s *Store) Expire(ctx context.Context, cutoff time.Time) (int, error) {
 	removed := 0
 	from, end := s.recKey(nil), clientv3.GetPrefixRangeEnd(s.recKey(nil))
 	for {
-		resp, err := s.get(ctx, from, clientv3.WithRange(end), clientv3.WithLimit(store.MaxPageSize))
+		resp, err := s.get(ctx, "list", from, clientv3.WithRange(end), clientv3.WithLimit(store.MaxPageSize))
 		if err != nil {
 			return removed, s.ctxErr(ctx, err)
 		}

@@ -22,7 +22,7 @@ func UpdateTogether(s *Store, keys []target.Key, fn func(*target.Record) error) 
 			return nil, err
 		}
 		e, _ := s.cache.get(k)
-		w, _, err := s.prepare(k, kb, e, record.Decode, fn)
+		w, _, err := s.prepare(k, kb, e, false, fn)
 		if err != nil {
 			return nil, err
 		}

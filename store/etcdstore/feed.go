@@ -151,15 +151,12 @@ func (f *feedEvents) changes(evs []*clientv3.Event, each func(rev int64, cs []st
 		if ev.Type != clientv3.EventTypePut {
 			continue
 		}
-		if string(ev.Kv.Key) != fk {
-			if len(f.recs) > 0 && f.recs[0].ModRevision != ev.Kv.ModRevision {
-				f.recs = f.recs[:0]
-			}
-			f.recs = append(f.recs, ev.Kv)
-			continue
-		}
 		if len(f.recs) > 0 && f.recs[0].ModRevision != ev.Kv.ModRevision {
 			f.recs = f.recs[:0]
+		}
+		if string(ev.Kv.Key) != fk {
+			f.recs = append(f.recs, ev.Kv)
+			continue
 		}
 		cs, err := f.s.decodeChanges(ev.Kv.ModRevision, ev.Kv.Value, f.recs)
 		if !each(ev.Kv.ModRevision, cs, err) {
@@ -174,9 +171,7 @@ func (s *Store) Revision(ctx context.Context) (uint64, error) {
 	if s.isClosed() {
 		return 0, store.ErrClosed
 	}
-	start := time.Now()
-	resp, err := s.get(ctx, s.feedKey())
-	s.observe("revision", start, false)
+	resp, err := s.get(ctx, "revision", s.feedKey())
 	if err != nil {
 		return 0, s.ctxErr(ctx, err)
 	}
@@ -189,12 +184,10 @@ func (s *Store) Count(ctx context.Context) (int, uint64, error) {
 	if s.isClosed() {
 		return 0, 0, store.ErrClosed
 	}
-	start := time.Now()
-	resp, err := s.txn(ctx, nil, []clientv3.Op{
+	resp, err := s.txn(ctx, "count", nil, []clientv3.Op{
 		clientv3.OpGet(s.recKey(nil), clientv3.WithPrefix(), clientv3.WithCountOnly()),
 		clientv3.OpGet(s.feedKey()),
 	}, nil)
-	s.observe("count", start, false)
 	if err != nil {
 		return 0, 0, s.ctxErr(ctx, err)
 	}
@@ -214,7 +207,7 @@ func (s *Store) Changes(ctx context.Context, after uint64, limit int) ([]store.C
 	}
 	start := time.Now()
 	defer func() { s.observe("changes", start, false) }()
-	resp, err := s.get(ctx, s.feedKey())
+	resp, err := s.get(ctx, "", s.feedKey())
 	if err != nil {
 		return nil, s.ctxErr(ctx, err)
 	}
@@ -233,7 +226,7 @@ func (s *Store) Changes(ctx context.Context, after uint64, limit int) ([]store.C
 	for tries := 1; ; tries++ {
 		m := s.members.pick(tried)
 		out, err := s.changesOn(ctx, m, after, from, last, limit)
-		if err == nil || ctx.Err() != nil || tries > len(s.members.all) || !retryableRead(err) {
+		if err == nil || ctx.Err() != nil || tries > len(s.members.all) || !unavailable(err) {
 			if err != nil && !errors.Is(err, store.ErrOutOfRange) && !errors.Is(err, store.ErrCorrupt) {
 				return nil, s.ctxErr(ctx, err)
 			}

@@ -28,14 +28,14 @@ import (
 // ProbeTimeout (it needs the member to have a leader, and that leader to
 // answer). A member that fails a probe gets no new requests until one
 // succeeds, and the requests it holds are cancelled (also, once a new
-// leader is elected, those that began under the old one): reads are tried on another member at once, writes answer
-// store.ErrUnavailable (their outcome unknown). Every request also has a
-// per-attempt bound, Options.RequestTimeout, and asks for a member with a
-// leader (clientv3.WithRequireLeader), so that a member without one
-// refuses at once instead of holding it. Writes go to the leader when it
-// is healthy (a probe that sees a new term asks its member whether it
-// leads): a write sent to a follower is forwarded to the leader, which
-// costs the members about a third more CPU per write on this machine
+// leader is elected, those that began under the old one): reads are tried
+// on another member at once, writes answer store.ErrUnavailable (their
+// outcome unknown). Every request also has a per-attempt bound,
+// Options.RequestTimeout, and asks for a member with a leader
+// (clientv3.WithRequireLeader), so that a member without one refuses at
+// once instead of holding it. Writes go to the leader when it is healthy
+// (a probe that sees a new term asks its member whether it leads): a write
+// sent to a follower costs the members a forward to the leader
 // (docs/benchmarks.md, "etcd: batched writes"). A write whose proposal raft
 // dropped (during a leadership transfer) was not applied either: it is
 // tried on another member too, and answers UNAVAILABLE when none took it.
@@ -52,14 +52,13 @@ type member struct {
 	healthy  bool
 	term     uint64 // the raft term its last answered probe saw
 	inflight map[*attempt]struct{}
-	// watches are the cancels of the feed watches on this member; they
-	// end when it turns unhealthy.
-	watches map[*attempt]struct{}
 }
 
-// attempt is one request on one member: when it began and how to end it.
+// attempt is one request or feed watch on one member: when it began and
+// how to end it.
 type attempt struct {
 	began  time.Time
+	watch  bool
 	cancel context.CancelFunc
 }
 
@@ -90,7 +89,7 @@ func dialMembers(cli *clientv3.Client, opts Options, probeKey string) (*members,
 			kv:       clientv3.NewKVFromKVClient(pb.NewKVClient(conn), cli),
 			watcher:  clientv3.NewWatchFromWatchClient(pb.NewWatchClient(conn), cli),
 			maint:    pb.NewMaintenanceClient(conn),
-			inflight: map[*attempt]struct{}{}, watches: map[*attempt]struct{}{},
+			inflight: map[*attempt]struct{}{},
 		})
 	}
 	if len(ms.all) == 0 {
@@ -135,8 +134,9 @@ func (m *member) isHealthy() bool {
 	return healthy && m.conn.GetState() != connectivity.TransientFailure
 }
 
-// begin starts an attempt on m under ctx, bounded by d when d > 0; end
-// must be called when it is over.
+// begin starts an attempt on m under ctx, bounded by d when d > 0 (watch:
+// the feed's watch, which a new raft term leaves alone); end must be called
+// when it is over.
 func (m *member) begin(ctx context.Context, d time.Duration, watch bool) (actx context.Context, end func()) {
 	var cancel context.CancelFunc
 	if d > 0 {
@@ -144,17 +144,13 @@ func (m *member) begin(ctx context.Context, d time.Duration, watch bool) (actx c
 	} else {
 		actx, cancel = context.WithCancel(ctx)
 	}
-	a := &attempt{began: time.Now(), cancel: cancel}
-	set := m.inflight
-	if watch {
-		set = m.watches
-	}
+	a := &attempt{began: time.Now(), watch: watch, cancel: cancel}
 	m.mu.Lock()
-	set[a] = struct{}{}
+	m.inflight[a] = struct{}{}
 	m.mu.Unlock()
 	return clientv3.WithRequireLeader(actx), func() {
 		m.mu.Lock()
-		delete(set, a)
+		delete(m.inflight, a)
 		m.mu.Unlock()
 		cancel()
 	}
@@ -184,7 +180,7 @@ func (ms *members) do(ctx context.Context, op clientv3.Op) (clientv3.OpResponse,
 		if err == nil || ctx.Err() != nil || tries >= len(ms.all)+1 {
 			return resp, err
 		}
-		if !(read && retryableRead(err)) && !errors.Is(err, rpctypes.ErrNoLeader) && !errors.Is(err, errProposalDropped) {
+		if !(read && unavailable(err)) && !errors.Is(err, rpctypes.ErrNoLeader) && !errors.Is(err, errProposalDropped) {
 			return resp, err
 		}
 		last = m
@@ -214,23 +210,6 @@ func readOnly(op clientv3.Op) bool {
 		}
 	}
 	return true
-}
-
-// retryableRead reports whether a read that failed with err may succeed
-// on another member.
-func retryableRead(err error) bool {
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return true
-	}
-	switch status.Code(err) {
-	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
-		return true
-	}
-	var ee rpctypes.EtcdError
-	if errors.As(err, &ee) {
-		return ee.Code() == codes.Unavailable || ee.Code() == codes.DeadlineExceeded
-	}
-	return false
 }
 
 // probeLoop probes every member every ms.every until ctx ends.
@@ -279,19 +258,9 @@ func (ms *members) probeOne(ctx context.Context, m *member) {
 	m.healthy = err == nil
 	newTerm := err == nil && resp.Header.RaftTerm > m.term
 	var stuck []*attempt
-	switch {
-	case err != nil:
-		for a := range m.inflight {
+	for a := range m.inflight {
+		if err != nil || m.term != 0 && newTerm && !a.watch && a.began.Before(began) {
 			stuck = append(stuck, a)
-		}
-		for a := range m.watches {
-			stuck = append(stuck, a)
-		}
-	case m.term != 0 && resp.Header.RaftTerm > m.term:
-		for a := range m.inflight {
-			if a.began.Before(began) {
-				stuck = append(stuck, a)
-			}
 		}
 	}
 	if err == nil {

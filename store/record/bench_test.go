@@ -42,7 +42,7 @@ func BenchmarkRecordCodec(b *testing.B) {
 			fn   func(target.Key, []byte) (target.Record, error)
 		}{
 			{"decode", record.Decode},
-			{"decodeForDecision", record.DecodeForDecision},
+			{"decodeForDecision", func(k target.Key, b []byte) (target.Record, error) { return record.DecodeFor(k, b, true) }},
 		} {
 			b.Run(d.name+"/"+tc.name, func(b *testing.B) {
 				b.ReportAllocs()

@@ -43,11 +43,33 @@ func lastFrom(l *pb.LastDecision) int32 {
 	return l.GetDecision().GetExplanation().GetCurrentReplicas()
 }
 
-// encoder converts engine values to storage messages, keeping the first
-// error.
-type encoder struct {
+// check keeps the first error a conversion meets.
+type check struct {
 	err error
 }
+
+// fail notes err unless an error was noted before.
+func (c *check) fail(err error) {
+	if c.err == nil {
+		c.err = err
+	}
+}
+
+// errNotUTF8 reports a string a storage message cannot hold.
+var errNotUTF8 = errors.New("string field is not valid UTF-8")
+
+// s returns v, noting an error when v is not UTF-8 (protobuf's rule for
+// string fields, which the generated code checks neither way).
+func (c *check) s(v string) string {
+	if c.err == nil && !utf8.ValidString(v) {
+		c.err = errNotUTF8
+	}
+	return v
+}
+
+// encoder converts engine values to storage messages, keeping the first
+// error.
+type encoder struct{ check }
 
 // mapArray converts each element of in with f into a message of one
 // array: one allocation for the messages of a list instead of one each.
@@ -73,22 +95,10 @@ func (e *encoder) time(t time.Time) *timestamppb.Timestamp {
 	}
 	ts := new(timestamppb.Timestamp) // as timestamppb.New(t) makes it
 	ts.Seconds, ts.Nanos = t.Unix(), int32(t.Nanosecond())
-	if err := ts.CheckValid(); err != nil && e.err == nil {
-		e.err = fmt.Errorf("%w: %v", errTimeRange, t)
+	if ts.CheckValid() != nil {
+		e.fail(fmt.Errorf("%w: %v", errTimeRange, t))
 	}
 	return ts
-}
-
-// errNotUTF8 reports a string a storage message cannot hold.
-var errNotUTF8 = errors.New("string field is not valid UTF-8")
-
-// s returns v, noting an error when v is not UTF-8 (protobuf's rule for
-// string fields, which the generated code does not check).
-func (e *encoder) s(v string) string {
-	if e.err == nil && !utf8.ValidString(v) {
-		e.err = errNotUTF8
-	}
-	return v
 }
 
 func (e *encoder) duration(d time.Duration) *durationpb.Duration {
@@ -312,29 +322,17 @@ func (e *encoder) decision(v engine.Decision) *pb.Decision {
 // decoder converts storage messages to engine values, keeping the first
 // error. Absent messages decode as zero values. The values share the
 // messages' maps (slices and strings never are shared).
-type decoder struct {
-	err error
-}
+type decoder struct{ check }
 
 func (d *decoder) time(ts *timestamppb.Timestamp) time.Time {
 	if ts == nil {
 		return time.Time{}
 	}
 	if err := ts.CheckValid(); err != nil {
-		if d.err == nil {
-			d.err = err
-		}
+		d.fail(err)
 		return time.Time{}
 	}
 	return ts.AsTime()
-}
-
-// s returns v, noting an error when v is not UTF-8.
-func (d *decoder) s(v string) string {
-	if d.err == nil && !utf8.ValidString(v) {
-		d.err = errNotUTF8
-	}
-	return v
 }
 
 func (d *decoder) duration(v *durationpb.Duration) time.Duration {
@@ -342,9 +340,7 @@ func (d *decoder) duration(v *durationpb.Duration) time.Duration {
 		return 0
 	}
 	if err := v.CheckValid(); err != nil {
-		if d.err == nil {
-			d.err = err
-		}
+		d.fail(err)
 		return 0
 	}
 	return v.AsDuration()
@@ -453,9 +449,7 @@ func (d *decoder) statusRefs(m *pb.Status, record *pb.Status) engine.Status {
 	recs := record.GetConditions()
 	conds, err := conditionsFromRefs(refs, v.Conditions, len(recs), func(i int) engine.Condition { return d.condition(recs[i]) })
 	if err != nil {
-		if d.err == nil {
-			d.err = err
-		}
+		d.fail(err)
 		return engine.Status{}
 	}
 	v.Conditions = conds

@@ -85,11 +85,7 @@ func DecodeChange(rev uint64, b []byte) (store.Change, error) {
 }
 
 func decodeChange(b []byte) (e store.Change, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			e, err = store.Change{}, fmt.Errorf("panic while decoding: %v", p)
-		}
-	}()
+	defer noPanic(&err)
 	var m pb.Change
 	if err := m.UnmarshalVT(b); err != nil {
 		return store.Change{}, err
@@ -131,20 +127,9 @@ func DecisionChange(rev uint64, k target.Key, b []byte, created bool) (store.Cha
 }
 
 func decisionChange(k target.Key, b []byte, created bool) (e store.Change, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			e, err = store.Change{}, fmt.Errorf("panic while decoding: %v", p)
-		}
-	}()
-	raw, buf := b, getScratch()
-	if b, err = decompressInto(*buf, raw); err != nil {
-		return store.Change{}, err
-	}
-	if len(raw) > 0 && raw[0] == s2Value {
-		defer putScratch(buf, b)
-	}
+	defer noPanic(&err)
 	var m pb.Record
-	if err := m.UnmarshalVT(b); err != nil {
+	if err := unmarshalStored(b, &m); err != nil {
 		return store.Change{}, err
 	}
 	if m.GetLast() == nil {

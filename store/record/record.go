@@ -107,7 +107,10 @@ func Decode(k target.Key, b []byte) (target.Record, error) {
 	return DecodeFor(k, b, false)
 }
 
-// DecodeFor is Decode, and DecodeForDecision when forDecision is set.
+// DecodeFor is Decode, but with forDecision for the record's last decision
+// only ID and At are set (what store.Store.Decide's function reads): the
+// rest, the largest part of a record, is unmarshalled but neither
+// converted nor checked. It accepts all that Decode accepts.
 func DecodeFor(k target.Key, b []byte, forDecision bool) (target.Record, error) {
 	rec, err := decode(k, b, forDecision)
 	if err != nil {
@@ -116,39 +119,41 @@ func DecodeFor(k target.Key, b []byte, forDecision bool) (target.Record, error) 
 	return rec, nil
 }
 
-// DecodeForDecision is Decode but for the record's last decision, of
-// which only ID and At are set (what store.Store.Decide's function reads):
-// the rest, the largest part of a record, is unmarshalled but neither
-// converted nor checked. It accepts all that Decode accepts.
-func DecodeForDecision(k target.Key, b []byte) (target.Record, error) {
-	return DecodeFor(k, b, true)
-}
-
-func decode(k target.Key, b []byte, forDecision bool) (rec target.Record, err error) {
-	defer func() {
-		// The generated code and the conversion check every length and
-		// index they use; this is the last line of the promise that bad
-		// bytes never take the process down.
-		if p := recover(); p != nil {
-			rec, err = target.Record{}, fmt.Errorf("panic while decoding: %v", p)
-		}
-	}()
-	raw, buf := b, getScratch()
-	if b, err = decompressInto(*buf, raw); err != nil {
-		return target.Record{}, err
-	}
-	if len(raw) > 0 && raw[0] == s2Value { // b is the scratch buffer's, or a new one
-		defer putScratch(buf, b)
-	}
+func decode(k target.Key, b []byte, forDecision bool) (_ target.Record, err error) {
+	defer noPanic(&err)
 	// The messages are kept across decodes (vtprotobuf's pool,
 	// buf.gen.yaml): the conversion copies all it keeps but maps, which
 	// ResetVT lets go of rather than clears.
 	m := pb.RecordFromVTPool()
 	defer m.ReturnToVTPool()
-	if err := m.UnmarshalVT(b); err != nil {
+	if err := unmarshalStored(b, m); err != nil {
 		return target.Record{}, err
 	}
 	return recordFromMessage(k, m, forDecision)
+}
+
+// noPanic, deferred, turns a panic while decoding into *err. The generated
+// code and the conversion check every length and index they use; this is
+// the last line of the promise that bad bytes never take the process down.
+func noPanic(err *error) {
+	if p := recover(); p != nil {
+		*err = fmt.Errorf("panic while decoding: %v", p)
+	}
+}
+
+// unmarshalStored unmarshals into m the record stored as v (Encode's form),
+// decompressing it into a scratch buffer (the generated code copies what
+// it keeps).
+func unmarshalStored(v []byte, m *pb.Record) error {
+	buf := getScratch()
+	b, err := decompressInto(*buf, v)
+	if err != nil {
+		return err
+	}
+	if len(v) > 0 && v[0] == s2Value { // b is the scratch buffer's, or a new one
+		defer putScratch(buf, b)
+	}
+	return m.UnmarshalVT(b)
 }
 
 // recordMessage returns the storage message of rec, made of e's messages.

@@ -336,7 +336,7 @@ func TestDecodeForDecisionSkipsOnlyTheLastDecision(t *testing.T) {
 			if tc.partial {
 				want.Last = &target.LastDecision{ID: want.Last.ID, At: want.Last.At}
 			}
-			got, err := DecodeForDecision(rec.Key, tc.val)
+			got, err := DecodeFor(rec.Key, tc.val, true)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -345,7 +345,7 @@ func TestDecodeForDecisionSkipsOnlyTheLastDecision(t *testing.T) {
 			}
 		})
 	}
-	if got, err := DecodeForDecision(rec.Key, twice); err != nil || got.Last.ID != "d2" {
+	if got, err := DecodeFor(rec.Key, twice, true); err != nil || got.Last.ID != "d2" {
 		t.Errorf("a last decision in two fields: ID %q, %v; want the second field's d2", got.Last.ID, err)
 	}
 }
