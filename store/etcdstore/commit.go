@@ -10,15 +10,10 @@ import (
 	"github.com/setpointhq/setpoint/target"
 )
 
-// This file commits the Updates' writes. Writes that wait while
-// maxInFlight transactions are under way go together into the next one,
-// as bbolt's Batch and etcd's own raft batching do: one transaction
-// compares the mod revision of every record it writes and puts them all,
-// with one feed entry for all their changes: the members' cost is per
-// transaction far more than per write (docs/benchmarks.md, "etcd: batched
-// writes"). When a compare fails, the records are read: the writes whose record
-// moved get it back (Update runs fn again on it) and the others are
-// committed again, without the moved ones.
+// This file commits the Updates' writes, those that wait while
+// maxInFlight transactions are under way together in the next one, as
+// bbolt's Batch and etcd's own raft batching do (the package doc says how;
+// docs/benchmarks.md, "etcd: batched writes", why).
 
 // maxInFlight is how many transactions of writes the store has under way
 // at once; more writes wait and go together in the next (the choice is

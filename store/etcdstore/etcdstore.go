@@ -315,29 +315,31 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// get reads from one member (members.do); op names the read for
-// Options.Observe ("" is not observed).
+// get reads from one member, or from others while the read may be retried
+// (members.run); op names the read for Options.Observe ("" is not
+// observed).
 func (s *Store) get(ctx context.Context, op, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
 	start := time.Now()
-	resp, err := s.members.do(ctx, clientv3.OpGet(key, opts...))
+	var resp clientv3.OpResponse
+	err := s.members.run(ctx, true, func(actx context.Context, m *member) (err error) {
+		resp, err = m.kv.Do(actx, clientv3.OpGet(key, opts...))
+		return err
+	})
 	s.observe(op, start, false)
-	if err != nil {
-		return nil, err
-	}
-	return resp.Get(), nil
+	return resp.Get(), err
 }
 
-// txn commits one transaction on one member (members.do); op names it for
+// txn commits one transaction (members.run); op names it for
 // Options.Observe, which is told when its compares failed.
 func (s *Store) txn(ctx context.Context, op string, cmps []clientv3.Cmp, then, els []clientv3.Op) (*clientv3.TxnResponse, error) {
 	start := time.Now()
-	resp, err := s.members.do(ctx, clientv3.OpTxn(cmps, then, els))
-	if err != nil {
-		s.observe(op, start, false)
-		return nil, err
-	}
-	s.observe(op, start, !resp.Txn().Succeeded)
-	return resp.Txn(), nil
+	var resp clientv3.OpResponse
+	err := s.members.run(ctx, readOnly(then, els), func(actx context.Context, m *member) (err error) {
+		resp, err = m.kv.Do(actx, clientv3.OpTxn(cmps, then, els))
+		return err
+	})
+	s.observe(op, start, err == nil && !resp.Txn().Succeeded)
+	return resp.Txn(), err
 }
 
 // Expect implements store.Store: the writes that wait for a transaction

@@ -16,15 +16,12 @@ import (
 	"github.com/setpointhq/setpoint/store/record"
 )
 
-// This file is the change feed. Every write that records changes also puts
-// them, in the same transaction, as the value of one key (P feed); the
-// etcd revisions of that key are the feed. A change's revision is the
-// etcd revision of its write shifted left by subBits, plus its index: the
-// n changes of a write take the last n indexes, so the last change of
-// every write ends in subBits one bits. Revisions increase strictly, are
-// never reused, and name the etcd revision a reader resumes from (the
-// next one, after a write's last change). Reading past changes is a watch
-// of the feed key from there; etcd's compaction is the feed's retention.
+// This file is the change feed (the package doc says what it is). A
+// change's revision is the etcd revision of its write shifted left by
+// subBits, plus its index: the n changes of a write take the last n
+// indexes, so the last change of every write ends in subBits one bits, and
+// a revision names the etcd revision a reader resumes from (the next one,
+// after a write's last change).
 
 // subBits is how many low bits of a change's revision number the changes
 // of one write; the rest is the write's etcd revision.
@@ -222,33 +219,28 @@ func (s *Store) Changes(ctx context.Context, after uint64, limit int) ([]store.C
 	// compacted cluster still reads from its beginning.
 	from := max(resumeFrom(after), resp.Kvs[0].CreateRevision)
 	last := resp.Kvs[0].ModRevision
-	var tried *member
-	for tries := 1; ; tries++ {
-		m := s.members.pick(tried)
-		out, err := s.changesOn(ctx, m, after, from, last, limit)
-		if err == nil || ctx.Err() != nil || tries > len(s.members.all) || !unavailable(err) {
-			if err != nil && !errors.Is(err, store.ErrOutOfRange) && !errors.Is(err, store.ErrCorrupt) {
-				return nil, s.ctxErr(ctx, err)
-			}
-			return out, err
-		}
-		tried = m
+	var out []store.Change
+	err = s.members.run(ctx, true, func(actx context.Context, m *member) (err error) {
+		out, err = s.changesOn(actx, m, after, from, last, limit)
+		return err
+	})
+	if err != nil && !errors.Is(err, store.ErrOutOfRange) && !errors.Is(err, store.ErrCorrupt) {
+		return nil, s.ctxErr(ctx, err)
 	}
+	return out, err
 }
 
 // changesOn reads at most limit changes after revision `after` with a
 // watch on member m from etcd revision from up to last, in one attempt
-// (Options.RequestTimeout).
+// (ctx).
 func (s *Store) changesOn(ctx context.Context, m *member, after uint64, from, last int64, limit int) ([]store.Change, error) {
-	wctx, end := m.begin(ctx, s.opts.RequestTimeout, false)
-	defer end()
 	var (
 		out  []store.Change
 		done bool
 		ferr error
 	)
 	f := feedEvents{s: s}
-	for wr := range m.watcher.Watch(wctx, s.feedKey(), clientv3.WithRange(s.watchEnd()), clientv3.WithRev(from)) {
+	for wr := range m.watcher.Watch(ctx, s.feedKey(), clientv3.WithRange(s.watchEnd()), clientv3.WithRev(from)) {
 		if wr.CompactRevision != 0 {
 			return nil, fmt.Errorf("%w: changes after revision %d are no longer kept (those after %d are)", store.ErrOutOfRange, after, changeRevision(wr.CompactRevision-1, 0, 0)-1)
 		}
@@ -279,7 +271,7 @@ func (s *Store) changesOn(ctx context.Context, m *member, after uint64, from, la
 			return out, nil
 		}
 	}
-	if err := wctx.Err(); err != nil {
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	return nil, status.Error(codes.Unavailable, "the feed watch ended")

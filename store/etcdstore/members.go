@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,9 +19,8 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// This file is how the store reaches etcd. A member that hangs (a paused
-// VM, a stuck disk, a network that drops packets) keeps its TCP
-// connection open and answers nothing, so neither the gRPC balancer nor
+// This file is how the store reaches etcd. A member that hangs keeps its
+// TCP connection open and answers nothing, so neither the gRPC balancer nor
 // keepalives (at least 10 s in gRPC) notice it soon. The store therefore
 // sends each request over its own connection to one member, chosen
 // round-robin among the healthy ones, and probes every member every
@@ -28,14 +28,13 @@ import (
 // ProbeTimeout (it needs the member to have a leader, and that leader to
 // answer). A member that fails a probe gets no new requests until one
 // succeeds, and the requests it holds are cancelled (also, once a new
-// leader is elected, those that began under the old one): reads are tried
-// on another member at once, writes answer store.ErrUnavailable (their
-// outcome unknown). Every request also has a per-attempt bound,
-// Options.RequestTimeout, and asks for a member with a leader
-// (clientv3.WithRequireLeader), so that a member without one refuses at
-// once instead of holding it. Writes go to the leader when it is healthy
-// (a probe that sees a new term asks its member whether it leads): a write
-// sent to a follower costs the members a forward to the leader
+// leader is elected, those that began under the old one), to be tried on
+// another member or answered as the package doc says. Every request also
+// has a per-attempt bound, Options.RequestTimeout, and asks for a member
+// with a leader (clientv3.WithRequireLeader), so that a member without one
+// refuses at once instead of holding it. Writes go to the leader when it is
+// healthy (a probe that sees a new term asks its member whether it leads):
+// a write sent to a follower costs the members a forward to the leader
 // (docs/benchmarks.md, "etcd: batched writes"). A write whose proposal raft
 // dropped (during a leadership transfer) was not applied either: it is
 // tried on another member too, and answers UNAVAILABLE when none took it.
@@ -156,15 +155,12 @@ func (m *member) begin(ctx context.Context, d time.Duration, watch bool) (actx c
 	}
 }
 
-// do runs op on one member, and on others while it may be retried: a read
-// whose member failed, timed out or had no leader, a write refused for
-// want of a leader (so not applied). It gives up when ctx ends or every
-// member was tried.
-func (ms *members) do(ctx context.Context, op clientv3.Op) (clientv3.OpResponse, error) {
-	read := !op.IsTxn() && op.IsGet()
-	if op.IsTxn() {
-		read = readOnly(op)
-	}
+// run calls attempt on one member, a write's on the leader when it is
+// healthy, within an attempt's bound, and on others while it may be
+// retried: a read whose member failed, timed out or had no leader, a write
+// refused for want of a leader (so not applied). It gives up when ctx ends
+// or every member was tried.
+func (ms *members) run(ctx context.Context, read bool, attempt func(actx context.Context, m *member) error) error {
 	var last *member
 	for tries := 1; ; tries++ {
 		m := ms.pick(last)
@@ -172,16 +168,16 @@ func (ms *members) do(ctx context.Context, op clientv3.Op) (clientv3.OpResponse,
 			m = l
 		}
 		actx, end := m.begin(ctx, ms.bound, false)
-		resp, err := m.kv.Do(actx, op)
+		err := attempt(actx, m)
 		end()
 		if proposalDropped(err) {
 			err = errProposalDropped
 		}
 		if err == nil || ctx.Err() != nil || tries >= len(ms.all)+1 {
-			return resp, err
+			return err
 		}
 		if !(read && unavailable(err)) && !errors.Is(err, rpctypes.ErrNoLeader) && !errors.Is(err, errProposalDropped) {
-			return resp, err
+			return err
 		}
 		last = m
 	}
@@ -201,15 +197,9 @@ func proposalDropped(err error) bool {
 	return ok && err != nil && st.Code() == codes.Unknown && st.Message() == "raft proposal dropped"
 }
 
-// readOnly reports whether the transaction op only reads.
-func readOnly(op clientv3.Op) bool {
-	_, then, els := op.Txn()
-	for _, o := range append(then, els...) {
-		if !o.IsGet() {
-			return false
-		}
-	}
-	return true
+// readOnly reports whether a transaction of these branches only reads.
+func readOnly(then, els []clientv3.Op) bool {
+	return !slices.ContainsFunc(slices.Concat(then, els), func(o clientv3.Op) bool { return !o.IsGet() })
 }
 
 // probeLoop probes every member every ms.every until ctx ends.
