@@ -45,15 +45,12 @@
 // store.ErrUnavailable: a read only after every member was tried, a
 // write at once, its outcome unknown.
 //
-// A write's changes reach Follow's callbacks from the feed's watch. A
-// write returns once its changes were delivered or once it has waited
-// Options.DeliveryWait, whichever is first: it never waits on a feed held
-// up by a member that hangs (the watch then moves to another member, and
-// the changes are delivered late, in order, none missed). A caller
-// holding a write's answer may therefore, for at most as long as the feed
-// is held up, be ahead of this server's Watch streams; a Watch resumed
-// from a point ahead of the server's feed starts there (the server checks
-// the point against Revision).
+// A write waits at most Options.DeliveryWait for its changes to reach
+// Follow's callbacks (Follow says how a feed held up is caught up). A
+// caller holding a write's answer may therefore, for at most as long as
+// the feed is held up, be ahead of this server's Watch streams; a Watch
+// resumed from a point ahead of the server's feed starts there (the server
+// checks the point against Revision).
 //
 // # Size budget
 //
@@ -376,10 +373,10 @@ func storedOf(kvs []*mvccpb.KeyValue) stored {
 // commit if the record did not move, else run fn again on the record the
 // failed transaction answered. Its write shares one etcd transaction with
 // the writes waiting with it (commit.go); a record not in the cache is
-// read first. When fn
-// fails on a record not known to be current, Update reads the record
-// linearizably and runs fn again if it moved, so that an error, like a
-// write, is about the record as stored when Update was called or later.
+// read first. When fn fails on a record not known to be current, Update
+// reads the record linearizably and runs fn again if it moved, so that an
+// error, like a write, is about the record as stored when Update was
+// called or later.
 func (s *Store) Update(ctx context.Context, key target.Key, fn func(rec *target.Record) error) (target.Record, error) {
 	return s.update(ctx, key, false, fn)
 }
@@ -396,20 +393,18 @@ func (s *Store) update(ctx context.Context, key target.Key, forDecision bool, fn
 	// cur is the record fn runs on: a guess (cached, or read serializably)
 	// until current says it was read linearizably or answered by a
 	// failed transaction.
-	cur, have, current := stored{}, false, false
-	if e, ok := s.cache.get(key); ok {
-		cur, have = e, true
-	}
-	for {
-		if !have {
-			// Serializable: the transaction's compare catches a stale
-			// read, and its answer replaces it.
-			resp, err := s.get(ctx, "read", rk, clientv3.WithSerializable())
-			if err != nil {
-				return target.Record{}, s.ctxErr(ctx, err)
-			}
-			cur, have = storedOf(resp.Kvs), true
+	cur, ok := s.cache.get(key)
+	if !ok {
+		// Serializable: the transaction's compare catches a stale read,
+		// and its answer replaces it.
+		resp, err := s.get(ctx, "read", rk, clientv3.WithSerializable())
+		if err != nil {
+			return target.Record{}, s.ctxErr(ctx, err)
 		}
+		cur = storedOf(resp.Kvs)
+	}
+	current := false
+	for {
 		w, rec, err := s.prepare(key, kb, cur, forDecision, fn)
 		if err != nil {
 			if current {
