@@ -253,8 +253,8 @@ func (ms *members) probeOne(ctx context.Context, m *member) {
 			stuck = append(stuck, a)
 		}
 	}
-	if err == nil {
-		m.term = max(m.term, resp.Header.RaftTerm)
+	if newTerm {
+		m.term = resp.Header.RaftTerm
 	}
 	m.mu.Unlock()
 	for _, a := range stuck {
