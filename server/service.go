@@ -63,7 +63,7 @@ func (s *service) Recommend(ctx context.Context, req *setpointv1.RecommendReques
 	}
 	d.in, d.id, d.now = target.Input{Ref: convert.TargetRef(req.GetSpec().GetScaleTargetRef()), Engine: in, Fallback: convert.Fallback(req.GetSpec()), ReceivedSpec: convert.ReceivedSpec(req.GetSpec())}, s.newID(), in.Now
 	d.forecast = convert.Forecast(req)
-	admission.Arrived(ctx) // no longer announced to the store: it reaches it
+	admission.Arrived(ctx) // reaches the store: no longer announced to it (Store.Expect)
 	rec, err := s.store.Decide(ctx, convert.Key(req.GetTarget()), d.decide)
 	if err != nil {
 		// Not released: Store.Decide does not promise that fn has

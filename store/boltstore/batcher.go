@@ -25,9 +25,11 @@ import (
 // processor are not yet announced: after a commit of two writes or more (a
 // busy store), the batch is also held while the queue keeps growing, until
 // it has not grown for a grace of MaxBatchDelay/8; after a commit of
-// heavyBatch writes or more, for the whole delay. (bbolt's DB.Batch holds even a lone
-// caller for its whole delay.) The figures that chose these rules are in
-// docs/benchmarks-archive.md ("Group commit, and the Arrivals count").
+// heavyBatch writes or more, for the whole delay. (bbolt's DB.Batch holds
+// even a lone caller for its whole delay.) The figures that chose these
+// rules are in docs/benchmarks-archive.md ("Group commit, and the Arrivals
+// count") and docs/benchmarks.md ("CPU per call against the start: the
+// batcher counts writes until they reach the store").
 type batcher struct {
 	maxSize  int
 	maxDelay time.Duration
