@@ -323,7 +323,7 @@ func New(st store.Store, o Options) (*Server, error) {
 			Budgets: budget.Budgets{MaxString: o.MaxStringBytes, MaxEntries: o.MaxListEntries, MaxSpec: o.MaxSpecBytes}},
 		MaxInFlightRecommends: o.MaxInFlightRecommends,
 		CallTimeout:           o.CallTimeout,
-		Expect:                st.Expect, // each write call, until its request is read
+		Expect:                st.Expect, // each write call, until its handler reaches the store
 		Metrics:               metrics,
 		Logger:                o.Logger,
 		Now:                   o.Now,

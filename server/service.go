@@ -63,6 +63,7 @@ func (s *service) Recommend(ctx context.Context, req *setpointv1.RecommendReques
 	}
 	d.in, d.id, d.now = target.Input{Ref: convert.TargetRef(req.GetSpec().GetScaleTargetRef()), Engine: in, Fallback: convert.Fallback(req.GetSpec()), ReceivedSpec: convert.ReceivedSpec(req.GetSpec())}, s.newID(), in.Now
 	d.forecast = convert.Forecast(req)
+	admission.Arrived(ctx) // reaches the store: no longer announced to it (Store.Expect)
 	rec, err := s.store.Decide(ctx, convert.Key(req.GetTarget()), d.decide)
 	if err != nil {
 		// Not released: Store.Decide does not promise that fn has
@@ -150,6 +151,7 @@ func (d *decision) release() {
 // Observe records what happened after a decision.
 func (s *service) Observe(ctx context.Context, req *setpointv1.ObserveRequest) (*setpointv1.ObserveResponse, error) {
 	now, o := s.now(), convert.Observation(req)
+	admission.Arrived(ctx)
 	rec, err := s.store.Update(ctx, convert.Key(req.GetTarget()), func(rec *target.Record) error {
 		return target.Observe(rec, o, now)
 	})
@@ -186,6 +188,7 @@ func (s *service) ListTargets(ctx context.Context, req *setpointv1.ListTargetsRe
 
 // DeleteTarget forgets a target.
 func (s *service) DeleteTarget(ctx context.Context, req *setpointv1.DeleteTargetRequest) (*setpointv1.DeleteTargetResponse, error) {
+	admission.Arrived(ctx)
 	if err := s.store.Delete(ctx, convert.Key(req.GetTarget())); err != nil {
 		return nil, toStatus(ctx, s.log, err)
 	}

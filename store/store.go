@@ -131,11 +131,14 @@ type Store interface {
 	// Close releases the store; later calls return ErrClosed.
 	Close() error
 	// Expect announces n more writes (Update, Decide, Delete) on their way
-	// to the store, whose requests the caller is still reading; n < 0
-	// takes back that many, never below none. A store that shares one
-	// commit among concurrent writes may hold a commit open for them, never
-	// longer than its batch delay, so a write announced and never made
-	// delays others by at most that; a store may ignore it.
+	// to the store: calls the caller has received and is still reading,
+	// checking or converting. n < 0 takes back that many, never below
+	// none; the caller takes each write back once, just before it calls
+	// the store with it (or when it gives the write up). A store that
+	// shares one commit among concurrent writes may hold a commit open for
+	// announced writes, never longer than its batch delay, so a write
+	// announced and never made delays others by at most that; a store may
+	// ignore it.
 	Expect(n int)
 
 	// Feed is the change feed: every decision, observation and deletion,

@@ -25,8 +25,8 @@
 //
 // The stats handler (calls, tap.go) gives back at each call's end the call
 // the tap handle held and the memory of its response (ResponseMemory), and
-// announces each write to the store until its request is read
-// (arrivals.go).
+// announces each write to the store until its handler hands it to the
+// store (Arrived) or the call ends (arrivals.go).
 package admission
 
 import (
@@ -70,7 +70,8 @@ type Config struct {
 	// (≤ 0: none).
 	CallTimeout time.Duration
 	// Expect, when set, is told of each write call from the moment it is
-	// admitted until its request is read (store.Store.Expect).
+	// admitted until its handler hands it to the store (Arrived) or the
+	// call ends (store.Store.Expect).
 	Expect func(n int)
 	// Metrics are the gRPC server metrics the chain records.
 	Metrics *grpcprom.ServerMetrics

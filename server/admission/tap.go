@@ -163,7 +163,8 @@ type heldCallKey struct{}
 // calls is the stats.Handler giving back, at each call's end, the call
 // the tap handle held (grpc-go reports the end of every call of a known
 // method, however it ends), and announcing each write to the store until
-// its request is read (arrivals.go; expect nil: none).
+// its handler hands it to the store or the call ends (arrivals.go; expect
+// nil: none).
 type calls struct {
 	fair   *fairness.Fairness
 	expect func(int)
@@ -180,19 +181,18 @@ func (c calls) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.Conte
 
 // HandleRPC implements stats.Handler: it notes the size of each request
 // message received, and at a call's end it gives back the call held and
-// the memory of its response; a write's request read (or its call ended)
-// is taken off the writes announced to the store.
+// the memory of its response; a write that did not reach the store
+// (Arrived) is taken off the writes announced to it at its call's end.
 func (c calls) HandleRPC(ctx context.Context, s stats.RPCStats) {
 	switch s := s.(type) {
 	case *stats.InPayload:
 		if n, ok := ctx.Value(callKey{}).(*call); ok {
 			n.bytes.Store(int64(s.Length))
 			n.known.Store(true)
-			arrived(c.expect, n)
 		}
 	case *stats.End:
 		if n, ok := ctx.Value(callKey{}).(*call); ok {
-			arrived(c.expect, n)
+			n.arrived()
 		}
 		if who, ok := ctx.Value(heldCallKey{}).(string); ok {
 			c.fair.Put(who, fairness.Usage{Calls: 1})
@@ -211,12 +211,13 @@ type callKey struct{}
 
 // call is what the stats handler (calls) keeps for one call: the size of
 // the last request message it received, as grpc-go reports it, whether
-// it is a write announced to the store and not yet taken off, and the
-// memory of its response.
+// it is a write announced to the store and not yet taken off (and to
+// whom), and the memory of its response.
 type call struct {
 	bytes     atomic.Int64 // uncompressed: the encoded message's length
 	known     atomic.Bool
 	announced atomic.Bool
+	expect    func(int) // set by announce, before announced
 	// response is the memory of the call's response, given back at the
 	// call's end: grpc-go reports the end once the response is sent (and
 	// logged), and nothing refers to the response after it.

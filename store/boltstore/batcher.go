@@ -18,16 +18,18 @@ import (
 //
 // A batch is held only while more writes are coming: Updates being
 // prepared (from their key's lock to their queueing) and the writes a
-// server announced with Store.Expect (received, not yet read). It is
-// committed the moment none is coming, or when it is full, or when the
-// delay is over. A lone caller's write is therefore never held. Two rules
-// keep batches whole under load, where calls waiting for a processor are
-// not yet announced: after a commit of two writes or more (a busy store),
-// the batch is also held while the queue keeps growing, until it has not
-// grown for a grace of MaxBatchDelay/8; after a commit of heavyBatch
-// writes or more, for the whole delay. (bbolt's DB.Batch holds even a lone
-// caller for its whole delay.) The figures that chose these rules are in
-// docs/benchmarks-archive.md ("Group commit, and the Arrivals count").
+// server announced with Store.Expect (received, not yet handed to the
+// store). It is committed the moment none is coming, or when it is full,
+// or when the delay is over. A lone caller's write is therefore never
+// held. Two rules keep batches whole under load, where calls waiting for a
+// processor are not yet announced: after a commit of two writes or more (a
+// busy store), the batch is also held while the queue keeps growing, until
+// it has not grown for a grace of MaxBatchDelay/8; after a commit of
+// heavyBatch writes or more, for the whole delay. (bbolt's DB.Batch holds
+// even a lone caller for its whole delay.) The figures that chose these
+// rules are in docs/benchmarks-archive.md ("Group commit, and the Arrivals
+// count") and docs/benchmarks.md ("CPU per call against the start: the
+// batcher counts writes until they reach the store").
 type batcher struct {
 	maxSize  int
 	maxDelay time.Duration

@@ -547,7 +547,7 @@ func expectWrites(t *testing.T, open Opener) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			st.Expect(-1) // its request is read
+			st.Expect(-1) // it reaches the store
 			if _, err := st.Update(ctx, key("web"), appendReplicas(int32(i+1))); err != nil {
 				t.Errorf("announced Update %d: %v", i, err)
 			}
