@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -142,6 +143,10 @@ type Record struct {
 	// Pool is what the last decision's pool made of each member, in spec
 	// order; nil before the first decision.
 	Pool []PoolMember
+	// From is the fleet's total the last decision started from: the pooled
+	// members' count, plus the shares of the members that the split before
+	// it counted and that have left the pool since (Decide). Not stored.
+	From int32
 }
 
 // MemberState is what the split remembers of a member between decisions.
@@ -167,7 +172,11 @@ type MemberState struct {
 // decides over it through target.Decide (so the decision, status and
 // history are exactly those of one autoscaler over the pooled pods), and
 // the total is split among the pooled members. rec.Target, rec.Members,
-// rec.Split and rec.Pool take the outcome.
+// rec.Split, rec.Pool and rec.From take the outcome. A member that the
+// last split counted and that the pool now leaves out keeps its replicas
+// in the fleet's total for this decision: the scale policies count from
+// the total (rec.From), as one HPA's count from its Scale however many of
+// its pods are gone, so the others take its share at once.
 //
 // The total split is the decision's replica count when it rescales, and
 // the pooled current replicas otherwise. Decide is pure; on an error
@@ -189,9 +198,26 @@ func Decide(rec *Record, in Input, id string, now time.Time) error {
 		return fmt.Errorf("%w (%s)", ErrNoHealthyMember, strings.Join(why, "; "))
 	}
 	t := rec.Target
+	events := t.History
+	from := p.Input.Scale.Replicas
+	if lost := lostShares(rec.Split, p.Members); lost > 0 {
+		// The lost members' replicas stay in the fleet's total; only the
+		// split moves. One HPA's policies count from its Scale's replicas
+		// however many of its pods are gone: an event of the lost shares
+		// at now offsets them, for this decision only.
+		lost = min(lost, math.MaxInt32-int64(from))
+		at := now
+		if at.Before(t.LastSeen) {
+			at = t.LastSeen
+		}
+		t.History.ScaleDownEvents = append(slices.Clip(t.History.ScaleDownEvents), engine.ScaleEvent{Change: int32(lost), At: at})
+		from += int32(lost)
+	}
 	if err := target.Decide(&t, target.Input{Ref: in.Ref, Engine: p.Input, Fallback: in.Fallback}, id, now); err != nil {
 		return err
 	}
+	// A decision writes no scale events (the offset was this one's alone).
+	t.History.ScaleUpEvents, t.History.ScaleDownEvents = events.ScaleUpEvents, events.ScaleDownEvents
 	d := t.Last.Decision
 	total := p.Input.Scale.Replicas
 	if d.Rescale {
@@ -205,8 +231,28 @@ func Decide(rec *Record, in Input, id string, now time.Time) error {
 		ScaleDown: scaleDown(t.Spec.Behavior),
 		Now:       t.Last.At,
 	})
-	rec.Target, rec.Members, rec.Split, rec.Pool = t, states, &s, p.Members
+	rec.Target, rec.Members, rec.Split, rec.Pool, rec.From = t, states, &s, p.Members, from
 	return nil
+}
+
+// lostShares is the replicas the last split gave the members that the
+// pool now leaves out (stale, no report, unable to scale).
+func lostShares(last *Split, pool []PoolMember) int64 {
+	if last == nil {
+		return 0
+	}
+	var lost int64
+	for _, m := range pool {
+		if m.Exclusion == "" {
+			continue
+		}
+		for _, sh := range last.Shares {
+			if sh.Member == m.Name && sh.Reason != ShareExcluded {
+				lost += int64(sh.Replicas)
+			}
+		}
+	}
+	return lost
 }
 
 // scaleDown is the scale-down rules the return of a member is paced by;

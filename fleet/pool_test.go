@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/setpointhq/setpoint/engine"
 	"github.com/setpointhq/setpoint/fleet"
@@ -351,6 +352,56 @@ func TestDecideFailover(t *testing.T) {
 	}
 	if !strings.Contains(rec.Split.Message, "c excluded (Stale)") {
 		t.Errorf("split message %q does not name c's exclusion", rec.Split.Message)
+	}
+}
+
+// TestDecideLossKeepsTotal: a member lost within a scale-up policy's
+// period of the fleet's last scale-up hands its share to the others at
+// once. Its loss takes its replicas out of the pooled count but not out
+// of the fleet's total, so the policies count from the total (9), not from
+// the survivors' 6 of which the scale-up added 3; Record.From is the
+// total, so the rescale records nothing.
+func TestDecideLossKeepsTotal(t *testing.T) {
+	spec := members("a", "b", "c")
+	in := fleet.Input{Engine: base(cpu60), Fleet: spec}
+	in.Engine.Spec.Behavior = &engine.Behavior{
+		ScaleUp: engine.Rules{SelectPolicy: engine.SelectMax, Tolerance: 0.1, Policies: []engine.Policy{
+			{Type: engine.PodsPolicy, Value: 4, PeriodSeconds: 60}, {Type: engine.PercentPolicy, Value: 100, PeriodSeconds: 60}}},
+		ScaleDown: engine.Rules{SelectPolicy: engine.SelectMax, Tolerance: 0.1, Policies: []engine.Policy{{Type: engine.PercentPolicy, Value: 100, PeriodSeconds: 15}}},
+	}
+	var rec fleet.Record
+	// 2 pods each at 90% of 60%: 6 → 9, split 3/3/3, applied.
+	in.Reports = []fleet.Report{loaded("a", t0, 2, 90), loaded("b", t0, 2, 90), loaded("c", t0, 2, 90)}
+	if err := fleet.Decide(&rec, in, "1", t0); err != nil {
+		t.Fatal(err)
+	}
+	if rec.From != 6 || rec.Target.Last.Decision.DesiredReplicas != 9 {
+		t.Fatalf("first decision from %d to %d, want 6 → 9", rec.From, rec.Target.Last.Decision.DesiredReplicas)
+	}
+	if err := target.Observe(&rec.Target, target.Observation{Kind: target.EventApplied, DecisionID: "1", From: rec.From, To: 9}, t0); err != nil {
+		t.Fatal(err)
+	}
+	history := rec.Target.History
+	// 20 s later, within the scale-up period: c cannot scale; a and b run
+	// their 3 pods each at 90%: 6 × 1.5 = 9 over a and b.
+	at := t0.Add(20 * time.Second)
+	c := loaded("c", at, 3, 90)
+	c.CannotScale = "the Scale update is refused"
+	in.Reports = []fleet.Report{loaded("a", at, 3, 90), loaded("b", at, 3, 90), c}
+	if err := fleet.Decide(&rec, in, "2", at); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]int32{5, 4, 0}, shares(rec.Split)); diff != "" {
+		t.Errorf("split after c's loss (-want +got):\n%s\n%s\n%+v", diff, rec.Split.Message, rec.Target.Last.Decision.Explanation)
+	}
+	if got := rec.Target.Last.Decision.Explanation.CurrentReplicas; got != 6 {
+		t.Errorf("pooled current %d, want 6 (c's replicas not pooled)", got)
+	}
+	if rec.From != 9 {
+		t.Errorf("From = %d, want the total 9 (6 pooled + c's share of 3)", rec.From)
+	}
+	if diff := cmp.Diff(history, rec.Target.History, cmpopts.IgnoreFields(engine.History{}, "Recommendations")); diff != "" {
+		t.Errorf("the loss's offset was kept in the history (-before +after):\n%s", diff)
 	}
 }
 

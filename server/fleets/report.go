@@ -3,11 +3,8 @@ package fleets
 import (
 	"context"
 	"errors"
-	"math"
-	"slices"
 	"time"
 
-	"github.com/setpointhq/setpoint/engine"
 	"github.com/setpointhq/setpoint/fleet"
 	setpointv1 "github.com/setpointhq/setpoint/proto/setpoint/v1"
 	"github.com/setpointhq/setpoint/server/convert"
@@ -121,7 +118,7 @@ func decidesAfter(sync time.Duration) time.Duration { return sync - sync/syncSla
 // decide makes the fleet's decision over its members' latest reports in
 // st, at now as decision id, and records a rescale as applied, from the
 // fleet's total: a member that leaves the pool does not change the total
-// (totalHistory), so a rescale that only moves its share to the others
+// (fleet.Decide, Record.From), so a rescale that only moves its share to the others
 // records nothing. A member
 // whose latest report was read before it had been answered with the last
 // split (and that has a share in it) counts that share as its replicas
@@ -157,66 +154,21 @@ func decide(rec *target.Record, st *state, r *resolved, id string, now time.Time
 	}
 	in := fleet.Input{Ref: r.ref, Engine: r.in, Fallback: r.fallback, Fleet: r.fleet, Reports: reports}
 	fr := fleet.Record{Target: *rec, Members: st.members, Split: st.split, Pool: st.pool}
-	var base int32 // the count the fleet's policies count from, 0: the pooled count
-	fr.Target.History, base = totalHistory(rec, st.split, in, now)
 	if err := fleet.Decide(&fr, in, id, now); err != nil {
 		return err
 	}
-	received, events := rec.ReceivedSpec, rec.History
+	received := rec.ReceivedSpec
 	*rec = fr.Target
 	rec.ReceivedSpec = received // target.Decide keeps an input's; a fleet's is its FleetSpec
-	// A decision never writes scale events: the offset was this one's alone.
-	rec.History.ScaleUpEvents, rec.History.ScaleDownEvents = events.ScaleUpEvents, events.ScaleDownEvents
 	st.members, st.split, st.pool, st.splitAt = fr.Members, fr.Split, fr.Pool, rec.Last.At
 	if d := rec.Last.Decision; d.Rescale {
-		from := rec.Last.From
-		if base != 0 {
-			from = base
-		}
-		if from == d.DesiredReplicas {
+		if fr.From == d.DesiredReplicas {
 			return nil // the total stays; only the split moved
 		}
-		o := target.Observation{Kind: target.EventApplied, DecisionID: id, From: from, To: d.DesiredReplicas}
+		o := target.Observation{Kind: target.EventApplied, DecisionID: id, From: fr.From, To: d.DesiredReplicas}
 		return target.Observe(rec, o, now)
 	}
 	return nil
-}
-
-// totalHistory is the history the fleet's decision at now runs from, and
-// the count its policies count from (0: the pooled count, and the history
-// is rec's). A member that the last split counted and that leaves the
-// pool now (stale, or unable to scale) takes its replicas out of the
-// decision's current count, the pooled members' count, but it does not
-// change the fleet's total: only the split moves. One HPA's policies count
-// from its Scale's replicas however many of its pods are gone, so an event
-// of the lost members' shares at now offsets them, and each policy's
-// period starts from the total less the fleet's own changes in it: the
-// members left take the lost shares at once, as far as the policies allow
-// the total. Any other change of the members' counts counts as it is, as a
-// change of one HPA's Scale that the HPA did not make.
-func totalHistory(rec *target.Record, last *fleet.Split, in fleet.Input, now time.Time) (engine.History, int32) {
-	h := rec.History
-	if last == nil {
-		return h, 0
-	}
-	p, err := fleet.Pool(in.Fleet, in.Engine, in.Reports, now)
-	if err != nil || p.Pooled == 0 {
-		return h, 0 // fleet.Decide says why it cannot decide
-	}
-	var lost int64
-	for _, m := range p.Members {
-		for _, sh := range last.Shares {
-			if sh.Member == m.Name && m.Exclusion != "" && sh.Reason != fleet.ShareExcluded {
-				lost += int64(sh.Replicas)
-			}
-		}
-	}
-	if lost == 0 {
-		return h, 0
-	}
-	lost = min(lost, math.MaxInt32-int64(p.Input.Scale.Replicas))
-	h.ScaleDownEvents = append(slices.Clip(h.ScaleDownEvents), engine.ScaleEvent{Change: int32(lost), At: later(now, rec.LastSeen)})
-	return h, p.Input.Scale.Replicas + int32(lost)
 }
 
 // isMember reports whether cluster is a member of s.
