@@ -86,9 +86,9 @@ func (c *check) s(v string) string {
 // encoder converts engine values to storage messages, keeping the first
 // error. The messages it makes come from the storage messages' pools
 // (pb.…FromVTPool; ResetVT keeps a list's messages) and its times and
-// durations from arrays it keeps, so that a write that hands the message
-// tree back (encodeRecord's release) and the encoder with it (putEncoder)
-// lets the next write reuse both instead of allocating a new tree.
+// durations from arrays it keeps: a write that hands the tree back
+// (ReturnToVTPool) and then the encoder (putEncoder) lets the next write
+// reuse both instead of making a new tree.
 type encoder struct {
 	check
 	times     slab[timestamppb.Timestamp]
@@ -131,22 +131,15 @@ func (s *slab[T]) reset() { s.vals = s.vals[:0] }
 
 // fill converts each element of in with f into a message of out, a list
 // of messages kept by its pool (ResetVT empties a list but keeps its
-// messages, each reset), appending new messages when out is short. f sets
+// messages, each reset), adding new messages where out has none. f sets
 // the whole message.
 func fill[In, Out any](out []*Out, in []In, f func(In, *Out)) []*Out {
-	out = out[:0]
-	for _, v := range in {
-		if len(out) < cap(out) {
-			out = out[:len(out)+1]
-		} else {
-			out = append(out, nil)
+	out = slices.Grow(out[:0], len(in))[:len(in)] // keeps the messages up to cap(out)
+	for i, v := range in {
+		if out[i] == nil {
+			out[i] = new(Out)
 		}
-		m := out[len(out)-1]
-		if m == nil {
-			m = new(Out)
-			out[len(out)-1] = m
-		}
-		f(v, m)
+		f(v, out[i])
 	}
 	return out
 }
