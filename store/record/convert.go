@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -29,6 +30,21 @@ func mapSlice[In, Out any](in []In, f func(In) Out) []Out {
 	out := make([]Out, len(in))
 	for i, v := range in {
 		out[i] = f(v)
+	}
+	return out
+}
+
+// mapArray converts each element of in with f into a message of one
+// array: one allocation for the messages of a list instead of one each.
+// Empty gives nil.
+func mapArray[In, Out any](in []In, f func(In, *Out)) []*Out {
+	if len(in) == 0 {
+		return nil
+	}
+	msgs, out := make([]Out, len(in)), make([]*Out, len(in))
+	for i, v := range in {
+		f(v, &msgs[i])
+		out[i] = &msgs[i]
 	}
 	return out
 }
@@ -68,20 +84,62 @@ func (c *check) s(v string) string {
 }
 
 // encoder converts engine values to storage messages, keeping the first
-// error.
-type encoder struct{ check }
+// error. The messages it makes come from the storage messages' pools
+// (pb.…FromVTPool; ResetVT keeps a list's messages) and its times and
+// durations from arrays it keeps: a write that hands the tree back
+// (ReturnToVTPool) and then the encoder (putEncoder) lets the next write
+// reuse both instead of making a new tree.
+type encoder struct {
+	check
+	times     slab[timestamppb.Timestamp]
+	durations slab[durationpb.Duration]
+}
 
-// mapArray converts each element of in with f into a message of one
-// array: one allocation for the messages of a list instead of one each.
-// Empty gives nil.
-func mapArray[In, Out any](in []In, f func(In, *Out)) []*Out {
-	if len(in) == 0 {
-		return nil
+// encoders keeps encoders, with their arrays of times and durations,
+// between writes.
+var encoders = sync.Pool{New: func() any { return new(encoder) }}
+
+// getEncoder returns an encoder of encoders.
+func getEncoder() *encoder { return encoders.Get().(*encoder) }
+
+// putEncoder puts e back once no message it made is in use: the next
+// encode overwrites its times and durations.
+func putEncoder(e *encoder) {
+	e.err = nil
+	e.times.reset()
+	e.durations.reset()
+	encoders.Put(e)
+}
+
+// slab hands out values of one array, reused after reset. When the array
+// is full a larger one replaces it; the values handed out before stay
+// where they were, so a pointer stays valid until reset.
+type slab[T any] struct{ vals []T }
+
+// next returns a value of s, holding what it held when last handed out:
+// the caller sets all of it.
+func (s *slab[T]) next() *T {
+	if len(s.vals) == cap(s.vals) {
+		s.vals = make([]T, 0, max(16, 2*cap(s.vals)))
 	}
-	msgs, out := make([]Out, len(in)), make([]*Out, len(in))
+	s.vals = s.vals[:len(s.vals)+1]
+	return &s.vals[len(s.vals)-1]
+}
+
+// reset makes all of s's values free again.
+func (s *slab[T]) reset() { s.vals = s.vals[:0] }
+
+// fill converts each element of in with f into a message of out, a list
+// of messages kept by its pool (ResetVT empties a list but keeps its
+// messages, each reset), adding new messages where out has none. f sets
+// the whole message.
+func fill[In, Out any](out []*Out, in []In, f func(In, *Out)) []*Out {
+	out = slices.Grow(out[:0], len(in))[:len(in)] // keeps the messages up to cap(out)
 	for i, v := range in {
-		f(v, &msgs[i])
-		out[i] = &msgs[i]
+		if out[i] == nil {
+			out[i] = new(Out)
+		}
+		f(v, out[i])
 	}
 	return out
 }
@@ -93,8 +151,8 @@ func (e *encoder) time(t time.Time) *timestamppb.Timestamp {
 	if t.IsZero() {
 		return nil
 	}
-	ts := new(timestamppb.Timestamp) // as timestamppb.New(t) makes it
-	ts.Seconds, ts.Nanos = t.Unix(), int32(t.Nanosecond())
+	ts := e.times.next()
+	ts.Seconds, ts.Nanos = t.Unix(), int32(t.Nanosecond()) // as timestamppb.New(t) sets them
 	if ts.CheckValid() != nil {
 		e.fail(fmt.Errorf("%w: %v", errTimeRange, t))
 	}
@@ -105,8 +163,8 @@ func (e *encoder) duration(d time.Duration) *durationpb.Duration {
 	if d == 0 {
 		return nil
 	}
-	v := new(durationpb.Duration) // as durationpb.New(d) makes it
-	v.Seconds, v.Nanos = int64(d/time.Second), int32(d%time.Second)
+	v := e.durations.next()
+	v.Seconds, v.Nanos = int64(d/time.Second), int32(d%time.Second) // as durationpb.New(d) sets them
 	return v
 }
 
@@ -115,78 +173,95 @@ func (e *encoder) event(v target.Event, m *pb.Event) {
 }
 
 func (e *encoder) settings(v engine.Settings) *pb.Settings {
-	return &pb.Settings{
+	m := pb.SettingsFromVTPool()
+	*m = pb.Settings{
 		Tolerance:                    v.Tolerance,
 		CpuInitializationPeriod:      e.duration(v.CPUInitializationPeriod),
 		InitialReadinessDelay:        e.duration(v.InitialReadinessDelay),
 		DownscaleStabilizationWindow: e.duration(v.DownscaleStabilizationWindow),
 	}
+	return m
 }
 
 func (e *encoder) spec(v engine.Spec) *pb.Spec {
-	m := &pb.Spec{MinReplicas: v.MinReplicas, MaxReplicas: v.MaxReplicas, Metrics: mapSlice(v.Metrics, e.metricSpec)}
+	m := pb.SpecFromVTPool()
+	*m = pb.Spec{MinReplicas: v.MinReplicas, MaxReplicas: v.MaxReplicas, Metrics: fill(m.Metrics, v.Metrics, e.metricSpec)}
 	if v.Behavior != nil {
-		m.Behavior = &pb.Behavior{ScaleUp: e.rules(v.Behavior.ScaleUp), ScaleDown: e.rules(v.Behavior.ScaleDown)}
+		m.Behavior = pb.BehaviorFromVTPool()
+		m.Behavior.ScaleUp, m.Behavior.ScaleDown = e.rules(v.Behavior.ScaleUp), e.rules(v.Behavior.ScaleDown)
 	}
 	return m
 }
 
-func (e *encoder) metricSpec(v engine.MetricSpec) *pb.MetricSpec {
-	return &pb.MetricSpec{
+func (e *encoder) metricSpec(v engine.MetricSpec, m *pb.MetricSpec) {
+	t := pb.TargetFromVTPool()
+	*t = pb.Target{Type: e.s(string(v.Target.Type)), Milli: v.Target.Milli, Utilization: v.Target.Utilization}
+	*m = pb.MetricSpec{
 		Type:            e.s(string(v.Type)),
 		Resource:        e.s(v.Resource),
 		Container:       e.s(v.Container),
 		Metric:          e.metricIdentifier(v.Metric),
 		DescribedObject: e.objectReference(v.DescribedObject),
-		Target:          &pb.Target{Type: e.s(string(v.Target.Type)), Milli: v.Target.Milli, Utilization: v.Target.Utilization},
+		Target:          t,
 	}
 }
 
 func (e *encoder) metricIdentifier(v engine.MetricIdentifier) *pb.MetricIdentifier {
-	m := &pb.MetricIdentifier{Name: e.s(v.Name)}
+	m := pb.MetricIdentifierFromVTPool()
+	m.Name = e.s(v.Name)
 	if s := v.Selector; s != nil {
 		for k, v := range s.MatchLabels {
 			e.s(k)
 			e.s(v)
 		}
-		m.Selector = &pb.LabelSelector{
-			MatchLabels: s.MatchLabels,
-			MatchExpressions: mapSlice(s.MatchExpressions, func(r engine.LabelSelectorRequirement) *pb.LabelSelectorRequirement {
+		sel := pb.LabelSelectorFromVTPool()
+		*sel = pb.LabelSelector{
+			MatchLabels: s.MatchLabels, // ResetVT lets go of a map, never clears it
+			MatchExpressions: fill(sel.MatchExpressions, s.MatchExpressions, func(r engine.LabelSelectorRequirement, m *pb.LabelSelectorRequirement) {
 				for _, v := range r.Values {
 					e.s(v)
 				}
-				return &pb.LabelSelectorRequirement{Key: e.s(r.Key), Operator: e.s(r.Operator), Values: r.Values}
+				// A copy: ResetVT keeps the list for the next message.
+				*m = pb.LabelSelectorRequirement{Key: e.s(r.Key), Operator: e.s(r.Operator), Values: append(m.Values[:0], r.Values...)}
 			}),
 		}
+		m.Selector = sel
 	}
 	return m
 }
 
 func (e *encoder) objectReference(v engine.ObjectReference) *pb.ObjectReference {
-	return &pb.ObjectReference{ApiVersion: e.s(v.APIVersion), Kind: e.s(v.Kind), Name: e.s(v.Name)}
+	m := pb.ObjectReferenceFromVTPool()
+	*m = pb.ObjectReference{ApiVersion: e.s(v.APIVersion), Kind: e.s(v.Kind), Name: e.s(v.Name)}
+	return m
 }
 
 func (e *encoder) rules(v engine.Rules) *pb.Rules {
-	return &pb.Rules{
+	m := pb.RulesFromVTPool()
+	*m = pb.Rules{
 		StabilizationWindowSeconds: v.StabilizationWindowSeconds,
 		SelectPolicy:               e.s(string(v.SelectPolicy)),
-		Policies: mapArray(v.Policies, func(p engine.Policy, m *pb.Policy) {
+		Policies: fill(m.Policies, v.Policies, func(p engine.Policy, m *pb.Policy) {
 			*m = pb.Policy{Type: e.s(string(p.Type)), Value: p.Value, PeriodSeconds: p.PeriodSeconds}
 		}),
 		Tolerance: v.Tolerance,
 	}
+	return m
 }
 
 func (e *encoder) status(v engine.Status) *pb.Status {
-	return &pb.Status{
+	m := pb.StatusFromVTPool()
+	*m = pb.Status{
 		CurrentReplicas: v.CurrentReplicas,
 		DesiredReplicas: v.DesiredReplicas,
 		LastScaleTime:   e.time(v.LastScaleTime),
-		CurrentMetrics:  mapSlice(v.CurrentMetrics, e.metricStatus),
-		Conditions: mapArray(v.Conditions, func(c engine.Condition, m *pb.Condition) {
+		CurrentMetrics:  fill(m.CurrentMetrics, v.CurrentMetrics, e.metricStatus),
+		Conditions: fill(m.Conditions, v.Conditions, func(c engine.Condition, m *pb.Condition) {
 			*m = pb.Condition{Type: e.s(string(c.Type)), Status: e.s(string(c.Status)), Reason: e.s(c.Reason), Message: e.s(c.Message), LastTransitionTime: e.time(c.LastTransitionTime)}
 		}),
+		ConditionRefs: m.ConditionRefs[:0], // for statusRefs
 	}
+	return m
 }
 
 // lastDecision is the message of l. With record, the record's status,
@@ -208,8 +283,10 @@ func (e *encoder) lastDecision(l *target.LastDecision, record *engine.Status) *p
 	} else {
 		before = e.status(l.Before)
 	}
-	m := &pb.LastDecision{Id: e.s(l.ID), At: e.time(l.At), Decision: e.decision(d), Before: before, From: &l.From}
+	m := pb.LastDecisionFromVTPool()
+	*m = pb.LastDecision{Id: e.s(l.ID), At: e.time(l.At), Decision: e.decision(d), Before: before, From: &l.From}
 	if same {
+		m.Decision.Status.ReturnToVTPool()
 		m.Decision.Status = nil
 		m.DecisionStatusIsRecordStatus = true
 	}
@@ -259,8 +336,8 @@ func conditionEqual(a, b engine.Condition) bool {
 		a.LastTransitionTime.Equal(b.LastTransitionTime)
 }
 
-func (e *encoder) metricStatus(v engine.MetricStatus) *pb.MetricStatus {
-	return &pb.MetricStatus{
+func (e *encoder) metricStatus(v engine.MetricStatus, m *pb.MetricStatus) {
+	*m = pb.MetricStatus{
 		Type:               e.s(string(v.Type)),
 		Resource:           e.s(v.Resource),
 		Container:          e.s(v.Container),
@@ -276,17 +353,21 @@ func (e *encoder) quantity(v *engine.Quantity) *pb.Quantity {
 	if v == nil {
 		return nil
 	}
-	return &pb.Quantity{Milli: v.Milli, Format: e.s(string(v.Format))}
+	m := pb.QuantityFromVTPool()
+	*m = pb.Quantity{Milli: v.Milli, Format: e.s(string(v.Format))}
+	return m
 }
 
 func (e *encoder) history(v engine.History) *pb.History {
-	return &pb.History{
-		Recommendations: mapArray(v.Recommendations, func(r engine.Recommendation, m *pb.Recommendation) {
+	m := pb.HistoryFromVTPool()
+	*m = pb.History{
+		Recommendations: fill(m.Recommendations, v.Recommendations, func(r engine.Recommendation, m *pb.Recommendation) {
 			*m = pb.Recommendation{Replicas: r.Replicas, At: e.time(r.At)}
 		}),
-		ScaleUpEvents:   mapArray(v.ScaleUpEvents, e.scaleEvent),
-		ScaleDownEvents: mapArray(v.ScaleDownEvents, e.scaleEvent),
+		ScaleUpEvents:   fill(m.ScaleUpEvents, v.ScaleUpEvents, e.scaleEvent),
+		ScaleDownEvents: fill(m.ScaleDownEvents, v.ScaleDownEvents, e.scaleEvent),
 	}
+	return m
 }
 
 func (e *encoder) scaleEvent(v engine.ScaleEvent, m *pb.ScaleEvent) {
@@ -295,28 +376,32 @@ func (e *encoder) scaleEvent(v engine.ScaleEvent, m *pb.ScaleEvent) {
 
 func (e *encoder) decision(v engine.Decision) *pb.Decision {
 	x := v.Explanation
-	return &pb.Decision{
+	xm := pb.ExplanationFromVTPool()
+	*xm = pb.Explanation{
+		CurrentReplicas: x.CurrentReplicas,
+		Metrics: fill(xm.Metrics, x.Metrics, func(m engine.MetricExplanation, out *pb.MetricExplanation) {
+			*out = pb.MetricExplanation{
+				Name: e.s(m.Name), Outcome: e.s(string(m.Outcome)), Proposal: m.Proposal, Err: e.s(m.Err),
+				Current: m.Current, Target: m.Target, Ratio: m.Ratio, RebalancedRatio: m.RebalancedRatio,
+				ReadyPods: m.ReadyPods, UnreadyPods: m.UnreadyPods, MissingPods: m.MissingPods, IgnoredPods: m.IgnoredPods,
+			}
+		}),
+		Winner:   int64(x.Winner),
+		Proposal: x.Proposal,
+		Steps: fill(xm.Steps, x.Steps, func(s engine.Step, m *pb.Step) {
+			*m = pb.Step{Kind: e.s(string(s.Kind)), From: s.From, To: s.To, Reason: e.s(s.Reason), Message: e.s(s.Message)}
+		}),
+	}
+	m := pb.DecisionFromVTPool()
+	*m = pb.Decision{
 		DesiredReplicas: v.DesiredReplicas,
 		Rescale:         v.Rescale,
 		Error:           e.s(v.Error),
 		Status:          e.status(v.Status),
-		Explanation: &pb.Explanation{
-			CurrentReplicas: x.CurrentReplicas,
-			Metrics: mapArray(x.Metrics, func(m engine.MetricExplanation, out *pb.MetricExplanation) {
-				*out = pb.MetricExplanation{
-					Name: e.s(m.Name), Outcome: e.s(string(m.Outcome)), Proposal: m.Proposal, Err: e.s(m.Err),
-					Current: m.Current, Target: m.Target, Ratio: m.Ratio, RebalancedRatio: m.RebalancedRatio,
-					ReadyPods: m.ReadyPods, UnreadyPods: m.UnreadyPods, MissingPods: m.MissingPods, IgnoredPods: m.IgnoredPods,
-				}
-			}),
-			Winner:   int64(x.Winner),
-			Proposal: x.Proposal,
-			Steps: mapArray(x.Steps, func(s engine.Step, m *pb.Step) {
-				*m = pb.Step{Kind: e.s(string(s.Kind)), From: s.From, To: s.To, Reason: e.s(s.Reason), Message: e.s(s.Message)}
-			}),
-		},
-		History: e.history(v.History),
+		Explanation:     xm,
+		History:         e.history(v.History),
 	}
+	return m
 }
 
 // decoder converts storage messages to engine values, keeping the first

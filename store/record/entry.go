@@ -22,11 +22,14 @@ import (
 // EncodeChange returns the stored form of e, a decision (Decision set), an
 // observation (Event set) or a deletion (Kind store.ChangeDeleted, at At).
 func EncodeChange(e *store.Change) ([]byte, error) {
-	enc := new(encoder)
+	enc := getEncoder()
+	defer putEncoder(enc)
 	m := &pb.Change{}
 	switch {
 	case e.Decision != nil:
-		m.Kind = &pb.Change_Decision{Decision: entryDecision(enc.lastDecision(e.Decision, nil), nil)}
+		l := entryDecision(enc.lastDecision(e.Decision, nil), nil)
+		defer l.ReturnToVTPool() // before enc: it holds l's times
+		m.Kind = &pb.Change_Decision{Decision: l}
 	case e.Event != nil:
 		ev := &pb.Event{}
 		enc.event(*e.Event, ev)

@@ -50,11 +50,13 @@ func Encode(rec *target.Record) ([]byte, error) {
 // marshalled from the record's own message, not converted again: it is
 // most of the record.
 func EncodeWrite(rec *target.Record, entries []store.Change, compress func([]byte) []byte) (val []byte, vals [][]byte, err error) {
-	e := new(encoder)
+	e := getEncoder()
+	defer putEncoder(e)
 	m, err := recordMessage(e, rec)
 	if err != nil {
 		return nil, nil, err
 	}
+	defer m.ReturnToVTPool()
 	buf := getScratch()
 	n := m.SizeVT()
 	b := *buf
@@ -78,7 +80,7 @@ func EncodeWrite(rec *target.Record, entries []store.Change, compress func([]byt
 			if en.Decision != nil && rec.Last != nil && en.Decision.ID == rec.Last.ID && m.Last != nil {
 				// The record is marshalled: its last decision's message
 				// becomes the entry's.
-				vals[i], err = marshalEntry(en, &pb.Change{Kind: &pb.Change_Decision{Decision: entryDecision(m.Last, m.Status)}})
+				vals[i], err = marshalLastEntry(en, m)
 			} else {
 				vals[i], err = EncodeChange(en)
 			}
@@ -90,14 +92,34 @@ func EncodeWrite(rec *target.Record, entries []store.Change, compress func([]byt
 	return val, vals, nil
 }
 
+// marshalLastEntry returns the stored form of en, the change-feed entry of
+// the last decision of the record whose message is m, marshalled from m's
+// own messages (entryDecision), and leaves m as it was: whole, and with no
+// message in it twice, for its pools.
+func marshalLastEntry(en *store.Change, m *pb.Record) ([]byte, error) {
+	l := m.Last
+	before, history, same := l.Before, l.GetDecision().GetHistory(), l.DecisionStatusIsRecordStatus
+	b, err := marshalEntry(en, &pb.Change{Kind: &pb.Change_Decision{Decision: entryDecision(l, m.Status)}})
+	l.Before, l.DecisionStatusIsRecordStatus = before, same
+	if l.Decision != nil {
+		l.Decision.History = history
+		if same {
+			l.Decision.Status = nil
+		}
+	}
+	return b, err
+}
+
 // Marshal returns the storage message of rec as it is before compression:
 // a sample for training the dictionary of stored values (values.dict).
 func Marshal(rec *target.Record) ([]byte, error) {
-	e := new(encoder)
+	e := getEncoder()
+	defer putEncoder(e)
 	m, err := recordMessage(e, rec)
 	if err != nil {
 		return nil, err
 	}
+	defer m.ReturnToVTPool()
 	return m.MarshalVT()
 }
 
@@ -156,30 +178,33 @@ func unmarshalStored(v []byte, m *pb.Record) error {
 	return m.UnmarshalVT(b)
 }
 
-// recordMessage returns the storage message of rec, made of e's messages.
+// recordMessage returns the storage message of rec, made of e's messages
+// and times (encoder): the caller hands it back with ReturnToVTPool once
+// it is marshalled, before e (putEncoder).
 func recordMessage(e *encoder, rec *target.Record) (*pb.Record, error) {
-	m := &pb.Record{
-		TargetRef: &pb.TargetRef{ApiVersion: e.s(rec.Ref.APIVersion), Kind: e.s(rec.Ref.Kind), Name: e.s(rec.Ref.Name)},
+	ref := pb.TargetRefFromVTPool()
+	*ref = pb.TargetRef{ApiVersion: e.s(rec.Ref.APIVersion), Kind: e.s(rec.Ref.Kind), Name: e.s(rec.Ref.Name)}
+	m := pb.RecordFromVTPool()
+	*m = pb.Record{
+		TargetRef: ref,
 		Spec:      e.spec(rec.Spec),
 		Settings:  e.settings(rec.Settings),
 		Status:    e.status(rec.Status),
 		History:   e.history(rec.History),
-		Events:    mapArray(rec.Events, e.event),
+		Events:    fill(m.Events, rec.Events, e.event),
 		LastSeen:  e.time(rec.LastSeen),
-	}
-	if rec.ReceivedSpec != "" {
-		m.ReceivedSpec = []byte(rec.ReceivedSpec)
-	}
-	if rec.Fleet != "" {
-		m.Fleet = []byte(rec.Fleet)
-	}
-	for _, f := range rec.Forecasts {
-		m.Forecasts = append(m.Forecasts, &pb.MetricHistory{Metric: e.s(f.Metric), History: []byte(f.History)})
+		// Copies into the lists the pool keeps; empty is not stored.
+		ReceivedSpec: append(m.ReceivedSpec[:0], rec.ReceivedSpec...),
+		Fleet:        append(m.Fleet[:0], rec.Fleet...),
+		Forecasts: fill(m.Forecasts, rec.Forecasts, func(f target.MetricHistory, m *pb.MetricHistory) {
+			*m = pb.MetricHistory{Metric: e.s(f.Metric), History: append(m.History[:0], f.History...)}
+		}),
 	}
 	if rec.Last != nil {
 		m.Last = e.lastDecision(rec.Last, &rec.Status)
 	}
 	if e.err != nil {
+		m.ReturnToVTPool()
 		return nil, fmt.Errorf("record: encode %s: %w", rec.Key, e.err)
 	}
 	return m, nil
@@ -255,7 +280,7 @@ func (e *encoder) statusRefs(v engine.Status, record []engine.Condition) *pb.Sta
 	}
 	v.Conditions = own
 	m := e.status(v)
-	m.ConditionRefs = refs
+	m.ConditionRefs = append(m.ConditionRefs, refs...)
 	return m
 }
 

@@ -147,7 +147,9 @@ func TestMetricStatusEqualIsStoredAlike(t *testing.T) {
 	}
 	var e encoder
 	marshal := func(m engine.MetricStatus) []byte {
-		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(e.metricStatus(m))
+		var msg pb.MetricStatus
+		e.metricStatus(m, &msg)
+		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(&msg)
 		if err != nil {
 			t.Fatal(err)
 		}
