@@ -133,15 +133,19 @@ func (q *batcher) isClosed() bool {
 func (q *batcher) next() (batch []*request, held time.Duration, ok bool) {
 	for {
 		start := time.Now()
-		q.gather()
-		held = time.Since(start)
-		batch, closed := q.take()
-		if len(batch) > 0 {
-			q.last = len(batch)
-			return batch, held, true
-		}
-		if closed {
-			return nil, 0, false
+		// Only what gather held is taken: a write queued after it found
+		// the queue empty waits for the next look (its push pokes it), or
+		// it would be committed alone, never held.
+		if q.gather() {
+			held = time.Since(start)
+			batch, closed := q.take()
+			if len(batch) > 0 {
+				q.last = len(batch)
+				return batch, held, true
+			}
+			if closed {
+				return nil, 0, false
+			}
 		}
 		select {
 		case <-q.wake:
@@ -151,10 +155,11 @@ func (q *batcher) next() (batch []*request, held time.Duration, ok bool) {
 }
 
 // gather returns when the queued writes should be committed (see the
-// type's doc).
-func (q *batcher) gather() {
+// type's doc). It reports false when it found the queue empty and the
+// batcher open: nothing to take.
+func (q *batcher) gather() bool {
 	if q.maxDelay < 0 {
-		return
+		return true
 	}
 	var (
 		start, grew time.Time // when gather started; when the queue last grew
@@ -169,8 +174,11 @@ func (q *batcher) gather() {
 		q.mu.Lock()
 		n, preparing, closed := len(q.queue), q.preparing.Load(), q.closed
 		q.mu.Unlock()
-		if n == 0 || n >= q.maxSize || closed {
-			return
+		if n == 0 && !closed {
+			return false
+		}
+		if n >= q.maxSize || closed {
+			return true
 		}
 		now := time.Now()
 		if start.IsZero() {
@@ -183,19 +191,19 @@ func (q *batcher) gather() {
 		wakeAt := deadline
 		switch {
 		case !now.Before(deadline):
-			return
+			return true
 		case preparing > 0 || q.expected.Load() > 0, heavy:
 		case busy && now.Sub(grew) < grace:
 			wakeAt = grew.Add(grace)
 		default:
-			return
+			return true
 		}
 		q.timer.Reset(wakeAt.Sub(now))
 		select {
 		case <-q.wake: // another write queued, or the last one expected came: look again
 		case <-q.timer.C:
 		case <-q.closing:
-			return
+			return true
 		}
 	}
 }
