@@ -199,7 +199,8 @@ func proposalDropped(err error) bool {
 
 // readOnly reports whether a transaction of these branches only reads.
 func readOnly(then, els []clientv3.Op) bool {
-	return !slices.ContainsFunc(slices.Concat(then, els), func(o clientv3.Op) bool { return !o.IsGet() })
+	writes := func(o clientv3.Op) bool { return !o.IsGet() }
+	return !slices.ContainsFunc(then, writes) && !slices.ContainsFunc(els, writes)
 }
 
 // probeLoop probes every member every ms.every until ctx ends.
