@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -59,8 +60,24 @@ func TestConcurrentRecommendsThroughTwoServers(t *testing.T) {
 	defer cancel()
 	const calls = 20
 	streams := make([]grpc.ServerStreamingClient[setpointv1.WatchResponse], 2)
+	var after [2]uint64 // the revision each stream starts after
 	for i, c := range clients {
 		if streams[i], err = c.Watch(ctx, &setpointv1.WatchRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		// Watch returns before the server has subscribed the stream to its
+		// feed; the header comes once it has, and the stream delivers the
+		// changes after the header's revision. A decision recorded before
+		// (a server slow to take the stream) would never be streamed.
+		md, err := streams[i].Header()
+		if err != nil {
+			t.Fatalf("server %d's Watch header: %v", i, err)
+		}
+		v := md.Get(server.RevisionHeader)
+		if len(v) != 1 {
+			t.Fatalf("server %d's Watch header %v has no %s", i, md, server.RevisionHeader)
+		}
+		if after[i], err = strconv.ParseUint(v[0], 10, 64); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -95,6 +112,9 @@ func TestConcurrentRecommendsThroughTwoServers(t *testing.T) {
 			r, err := s.Recv()
 			if err != nil {
 				t.Fatalf("server %d's Watch after %d decisions: %v", i, len(orders[i]), err)
+			}
+			if r.GetRevision() <= after[i] {
+				t.Errorf("server %d's Watch streamed revision %d, not after its header's %d", i, r.GetRevision(), after[i])
 			}
 			orders[i] = append(orders[i], seen{r.GetRevision(), r.GetDecision().GetDecisionId()})
 		}
