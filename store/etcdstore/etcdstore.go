@@ -147,6 +147,12 @@ type Options struct {
 	// DeliveryWait bounds how long a write waits for its changes to reach
 	// Follow's callbacks before it returns; 0 means DefaultDeliveryWait.
 	DeliveryWait time.Duration
+
+	// afterWatchResponse, when set (by tests), is called by the feed's
+	// watcher after it has handed over a watch response, with the
+	// response's header revision and the revision of its last event (0
+	// when none); true ends that watch, to be started again.
+	afterWatchResponse func(header, last int64) (restart bool)
 }
 
 // The defaults of Options' timing fields.

@@ -1,6 +1,10 @@
 package etcdstore
 
 import (
+	"context"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/setpointhq/setpoint/store/record"
 	"github.com/setpointhq/setpoint/target"
 )
@@ -40,4 +44,13 @@ func UpdateTogether(s *Store, keys []target.Key, fn func(*target.Record) error) 
 		}
 	}
 	return moved, nil
+}
+
+// NewWatchedBy is New with after called by the feed's watcher after each
+// watch response it has handed over, with the response's header revision
+// and the revision of its last event; true makes the watcher end that
+// watch and start another from where the feed has been read.
+func NewWatchedBy(ctx context.Context, cli *clientv3.Client, opts Options, after func(header, last int64) (restart bool)) (*Store, error) {
+	opts.afterWatchResponse = after
+	return New(ctx, cli, opts)
 }

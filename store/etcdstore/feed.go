@@ -347,9 +347,14 @@ func (s *Store) watch(ctx context.Context, rev int64) {
 					f(cs)
 				}
 			}
-			r := wr.Header.Revision
+			// The feed has been read up to the last event, not up to the
+			// header's revision: a watch that starts far behind is caught
+			// up in batches of at most 1000 revisions, each under a header
+			// giving the member's latest revision, which the next batches
+			// have yet to reach.
+			var r int64
 			if len(wr.Events) > 0 {
-				r = max(r, wr.Events[len(wr.Events)-1].Kv.ModRevision)
+				r = wr.Events[len(wr.Events)-1].Kv.ModRevision
 			}
 			if r > s.delivered {
 				s.delivered = r
@@ -357,6 +362,9 @@ func (s *Store) watch(ctx context.Context, rev int64) {
 			}
 			s.mu.Unlock()
 			rev = max(rev, r+1)
+			if s.opts.afterWatchResponse != nil && s.opts.afterWatchResponse(wr.Header.Revision, r) {
+				break
+			}
 		}
 		end()
 		select {
