@@ -212,3 +212,16 @@ func rks(ws []*write) []string {
 	}
 	return out
 }
+
+// TestKeptAfter: the feed resumes from a compacted revision C exactly after
+// keptAfter(C), whether C is odd or even.
+func TestKeptAfter(t *testing.T) {
+	for _, c := range []int64{2, 7, 8, 1001} {
+		if got := resumeFrom(keptAfter(c)); got != c {
+			t.Errorf("resumeFrom(keptAfter(%d)) = %d, want %d", c, got, c)
+		}
+		if got := resumeFrom(keptAfter(c) - 1); got != c-1 {
+			t.Errorf("resumeFrom(keptAfter(%d)-1) = %d, want %d (a change of the compacted write)", c, got, c-1)
+		}
+	}
+}

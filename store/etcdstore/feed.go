@@ -52,6 +52,11 @@ func resumeFrom(r uint64) int64 {
 	return etcdRevision(r)
 }
 
+// keptAfter is the earliest revision after which the feed holds every
+// change once etcd has compacted its history up to revision compact: the
+// last change of the write before compact.
+func keptAfter(compact int64) uint64 { return uint64(compact)<<subBits - 1 }
+
 func (s *Store) feedKey() string { return s.prefix + "feed" }
 
 // feedValue is the feed key's value for the writes of one transaction,
@@ -242,7 +247,7 @@ func (s *Store) changesOn(ctx context.Context, m *member, after uint64, from, la
 	f := feedEvents{s: s}
 	for wr := range m.watcher.Watch(ctx, s.feedKey(), clientv3.WithRange(s.watchEnd()), clientv3.WithRev(from)) {
 		if wr.CompactRevision != 0 {
-			return nil, fmt.Errorf("%w: changes after revision %d are no longer kept (those after %d are)", store.ErrOutOfRange, after, changeRevision(wr.CompactRevision-1, 0, 0)-1)
+			return nil, fmt.Errorf("%w: changes after revision %d are no longer kept (those after %d are)", store.ErrOutOfRange, after, keptAfter(wr.CompactRevision))
 		}
 		if err := wr.Err(); err != nil {
 			return nil, err
