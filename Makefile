@@ -155,8 +155,8 @@ CUTS ?= 500
 powerloss: ## the power-loss test with CUTS power cuts on lazyfs (default 500; CI runs 20; needs /dev/fuse and root)
 	$(GO) test ./test/powerloss -count=1 -v -timeout 60m -powerloss.cuts $(CUTS)
 
-dict: ## retrain store/record/values.dict, the S2 dictionary of record values, on records of varied workloads (changes the disk format: see store/record/compress.go)
-	$(GO) test ./cmd/setpoint-bench -count=1 -run TestWriteDictionary -write-dict $(CURDIR)/store/record/values.dict -v
+dict: ## train a new S2 dictionary of record values on records of varied workloads into store/record/values-next.dict (adopting it changes the disk format: see store/record/compress.go)
+	$(GO) test ./cmd/setpoint-bench -count=1 -run TestWriteDictionary -write-dict $(CURDIR)/store/record/values-next.dict -v
 
 .PHONY: quality
 quality: ## the decision-quality benchmark: every generated trace, a measured week, at 60 s and 5 min start-up, checked against issue 32's bars (50–80 s on a quiet 2-core machine; CI runs TestQualityBars, one day of four traces: 5–7 s quiet, about 80 s on a machine loaded by other builds)

@@ -14,7 +14,7 @@ import (
 var writeDict = flag.String("write-dict", "", "train the store's value dictionary on records of varied workloads and write it to this file (make dict)")
 
 // TestWriteDictionary trains the S2 dictionary of the store's values
-// (store/values.dict) on records this benchmark's workload leaves behind,
+// (store/record/values2.dict was made so) on records this benchmark's workload leaves behind,
 // in varied shapes: 2 to 50 pods, 1 to 3 metrics, several targets and load
 // seeds. The -fill template (target 0, seed 2, 10 pods, 2 metrics) is not
 // among them.
@@ -25,7 +25,7 @@ func TestWriteDictionary(t *testing.T) {
 	var samples [][]byte
 	for _, pods := range []int{2, 5, 10, 20, 50} {
 		for _, metrics := range []int{1, 2, 3} {
-			for j := 1; j <= 4; j++ {
+			for j := 1; j <= 12; j++ {
 				cfg := Config{Clusters: 4, Pods: pods, Metrics: metrics}
 				rec, err := seedRecordOf(context.Background(), cfg, j, uint64(100+j*pods*metrics))
 				if err != nil {
@@ -39,7 +39,7 @@ func TestWriteDictionary(t *testing.T) {
 			}
 		}
 	}
-	d, err := dict.BuildS2Dict(samples, dict.Options{MaxDictSize: 16 << 10, HashBytes: 6})
+	d, err := dict.BuildS2Dict(samples, dict.Options{MaxDictSize: 64 << 10, HashBytes: 6})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package boltstore_test
 import (
 	"context"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -14,13 +15,16 @@ import (
 	"github.com/setpointhq/setpoint/engine"
 	"github.com/setpointhq/setpoint/store"
 	"github.com/setpointhq/setpoint/store/boltstore"
+	"github.com/setpointhq/setpoint/store/boltstore/schema"
 	"github.com/setpointhq/setpoint/store/storetest"
 	"github.com/setpointhq/setpoint/target"
+	bolt "go.etcd.io/bbolt"
 )
 
-// writeCompat, when set, rewrites testdata/compat-v4.db with this binary's
-// codec (only ever wanted from the codec the file stands for).
-var writeCompat = flag.Bool("write-compat", false, "rewrite testdata/compat-v4.db")
+// writeCompat, when set, writes testdata/compat-v<N>.db, N being this
+// binary's schema version (only ever wanted once, from the binary whose
+// format the file stands for).
+var writeCompat = flag.Bool("write-compat", false, "write testdata/compat-v<schema version>.db")
 
 // compatKeys are the targets compatWrites leaves: a record whose decision
 // status is its status (stored once), one whose status changed since its
@@ -31,7 +35,7 @@ var compatKeys = []target.Key{
 	{Cluster: "eu1", Namespace: "shop", Name: "gone"},
 }
 
-// compatWrites makes the writes whose file testdata/compat-v4.db holds:
+// compatWrites makes the writes whose files testdata/compat-v*.db hold:
 // every kind of record, change-feed entry and decision-log entry.
 func compatWrites(t *testing.T, st store.Store) {
 	ctx := context.Background()
@@ -103,13 +107,13 @@ func readCompat(t *testing.T, st store.Store) compatRead {
 	return r
 }
 
-// TestReadsFilesOfTheHandWrittenCodec: a file written by the store before
-// its codec was generated (testdata/compat-v4.db, written by main at
-// 3326ac3, whose records were encoded by a hand-written protowire encoder)
-// reads exactly as the same writes made now read: records, change feed and
-// decision log.
-func TestReadsFilesOfTheHandWrittenCodec(t *testing.T) {
-	golden := filepath.Join("testdata", "compat-v4.db")
+// TestReadsFilesOfEarlierVersions: a file written by an earlier version of
+// the store reads exactly as the same writes made now read: records,
+// change feed and decision log. compat-v4.db was written by main at
+// 3326ac3, whose records were encoded by a hand-written protowire encoder;
+// compat-v5.db by main at a9c9780, whose values were compressed with the
+// first dictionary (values.dict).
+func TestReadsFilesOfEarlierVersions(t *testing.T) {
 	if *writeCompat {
 		path := newPath(t)
 		st := open(t, path, compatOptions)
@@ -117,22 +121,51 @@ func TestReadsFilesOfTheHandWrittenCodec(t *testing.T) {
 		if err := st.Close(); err != nil {
 			t.Fatal(err)
 		}
-		copyFile(t, path, golden)
+		copyFile(t, path, filepath.Join("testdata", fmt.Sprintf("compat-v%d.db", schema.Version)))
 	}
-	old := newPath(t)
-	copyFile(t, golden, old)
-	st := open(t, old, compatOptions)
-	got := readCompat(t, st)
-
 	fresh := open(t, newPath(t), compatOptions)
 	compatWrites(t, fresh)
 	want := readCompat(t, fresh)
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("the old file reads (-as written now +old file):\n%s", diff)
+	for _, name := range []string{"compat-v4.db", "compat-v5.db"} {
+		t.Run(name, func(t *testing.T) {
+			old := newPath(t)
+			copyFile(t, filepath.Join("testdata", name), old)
+			if n := valuesStartingWith(t, old, 0x01); n == 0 {
+				t.Errorf("no record value of the file is compressed with the first dictionary (first byte 0x01)")
+			}
+			st := open(t, old, compatOptions)
+			got := readCompat(t, st)
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("the old file reads (-as written now +old file):\n%s", diff)
+			}
+			if len(got.Changes) < 7 || len(got.Decisions[0]) == 0 || !got.Missing[2] || got.Records[0].Last == nil {
+				t.Errorf("the file lacks what it should hold: %d changes, %d decisions of %s, %s missing %v", len(got.Changes), len(got.Decisions[0]), compatKeys[0], compatKeys[2], got.Missing[2])
+			}
+		})
 	}
-	if len(got.Changes) < 7 || len(got.Decisions[0]) == 0 || !got.Missing[2] || got.Records[0].Last == nil {
-		t.Errorf("the file lacks what it should hold: %d changes, %d decisions of %s, %s missing %v", len(got.Changes), len(got.Decisions[0]), compatKeys[0], compatKeys[2], got.Missing[2])
+}
+
+// valuesStartingWith counts the record values of the file at path whose
+// first byte is b.
+func valuesStartingWith(t *testing.T, path string, b byte) int {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer db.Close()
+	n := 0
+	if err := db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(boltstore.BucketRecords).ForEach(func(_, v []byte) error {
+			if len(v) > 0 && v[0] == b {
+				n++
+			}
+			return nil
+		})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 func copyFile(t *testing.T, from, to string) {

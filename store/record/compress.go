@@ -1,21 +1,26 @@
 package record
 
-// Schema version 3 stores a record value either as its protobuf message or,
-// when that is smaller, as the byte s2Value followed by the message
-// compressed with S2 (github.com/klauspost/compress/s2, a Snappy
-// extension) against the dictionary values.dict. Schema version 2 wrote
-// the byte deflateValue followed by the message compressed with DEFLATE
-// (RFC 1951); those values are still read, and rewritten with S2 by the
-// record's next write. No protobuf message starts with a byte below 0x08
-// (field number 0 does not exist), so the first byte tells the three
-// apart.
+// A record value is stored either as its protobuf message or, when that is
+// smaller, as the byte s2Value followed by the message compressed with S2
+// (github.com/klauspost/compress/s2, a Snappy extension) against the
+// dictionary values2.dict (schema version 6). Earlier versions wrote the
+// byte s2Value1 and S2 against values.dict (versions 3 to 5), or the byte
+// deflateValue and DEFLATE (RFC 1951; version 2); those values are still
+// read, and rewritten by the record's next write. No protobuf message
+// starts with a byte below 0x08 (field number 0 does not exist), so the
+// first byte tells them apart.
 //
 // Records are mostly text the engine writes again and again — condition
 // messages, reasons, metric names, explanations — so a dictionary trained
 // on records (cmd/setpoint-bench -write-dict, make dict) halves what
-// DEFLATE leaves, and S2 spends a fraction of DEFLATE's CPU doing it. The
-// dictionary is part of the format: changing values.dict needs a new
-// first byte (and schema version) for values written with the new one.
+// DEFLATE leaves, and S2 spends a fraction of DEFLATE's CPU doing it.
+// values.dict was trained on the bytes of the hand-written encoder of
+// schema versions 3 and 4; the generated encoder lays a record out
+// differently, and values2.dict, trained on its bytes, leaves about 10%
+// fewer (docs/benchmarks.md, "A dictionary trained on the generated
+// encoding"). A dictionary is part of the format: a new one needs a new
+// first byte (and schema version), and TestDictionariesArePinned fails
+// when an embedded one changes.
 
 import (
 	"bytes"
@@ -33,9 +38,12 @@ const (
 	// deflateValue is the first byte of a value compressed with DEFLATE
 	// (schema version 2).
 	deflateValue = 0x00
+	// s2Value1 is the first byte of a value compressed with S2 and
+	// values.dict (schema versions 3 to 5).
+	s2Value1 = 0x01
 	// s2Value is the first byte of a value compressed with S2 and
-	// values.dict (schema version 3).
-	s2Value = 0x01
+	// values2.dict (schema version 6), the one Compress writes.
+	s2Value = 0x02
 	// MinCompress is the size below which a value is stored as it is:
 	// Compress returns a shorter b itself.
 	MinCompress = 256
@@ -48,19 +56,33 @@ const (
 // maxRecordValue.
 var errValueTooLarge = errors.New("decompressed value too large")
 
-// valuesDict is the serialized S2 dictionary of record values.
-//
-//go:embed values.dict
-var valuesDict []byte
+// The serialized S2 dictionaries of record values: of s2Value1 and of
+// s2Value.
+var (
+	//go:embed values.dict
+	valuesDict1 []byte
+	//go:embed values2.dict
+	valuesDict []byte
+)
 
-// valueDict is valuesDict, parsed once.
-var valueDict = sync.OnceValue(func() *s2.Dict {
-	d := s2.NewDict(valuesDict)
+// The dictionaries, parsed once.
+var (
+	valueDict1 = sync.OnceValue(func() *s2.Dict { return parseDict(valuesDict1) })
+	valueDict  = sync.OnceValue(func() *s2.Dict { return parseDict(valuesDict) })
+)
+
+// parseDict parses an embedded dictionary.
+func parseDict(b []byte) *s2.Dict {
+	d := s2.NewDict(b)
 	if d == nil {
-		panic("record: values.dict is not an S2 dictionary") // a build error, caught by every test
+		panic("record: an embedded dictionary is not an S2 dictionary") // a build error, caught by every test
 	}
 	return d
-})
+}
+
+// compressed reports whether the stored value v is compressed with S2,
+// so that decompressInto's result is a buffer of its own.
+func compressed(v []byte) bool { return len(v) > 0 && (v[0] == s2Value || v[0] == s2Value1) }
 
 // scratchBuffers hold a record's bytes while they are marshalled or
 // unmarshalled: the marshalled bytes are compressed (or copied) before a
@@ -119,7 +141,7 @@ func decompressInto(buf, v []byte) ([]byte, error) {
 		return v, nil
 	}
 	switch v[0] {
-	case s2Value:
+	case s2Value, s2Value1:
 		n, err := s2.DecodedLen(v[1:])
 		if err != nil {
 			return nil, fmt.Errorf("decompress: %w", err)
@@ -130,7 +152,11 @@ func decompressInto(buf, v []byte) ([]byte, error) {
 		if cap(buf) < n {
 			buf = make([]byte, n)
 		}
-		out, err := valueDict().Decode(buf[:n], v[1:])
+		d := valueDict()
+		if v[0] == s2Value1 {
+			d = valueDict1()
+		}
+		out, err := d.Decode(buf[:n], v[1:])
 		if err != nil {
 			return nil, fmt.Errorf("decompress: %w", err)
 		}

@@ -111,7 +111,7 @@ func marshalLastEntry(en *store.Change, m *pb.Record) ([]byte, error) {
 }
 
 // Marshal returns the storage message of rec as it is before compression:
-// a sample for training the dictionary of stored values (values.dict).
+// a sample for training the dictionary of stored values (values2.dict).
 func Marshal(rec *target.Record) ([]byte, error) {
 	e := getEncoder()
 	defer putEncoder(e)
@@ -172,7 +172,7 @@ func unmarshalStored(v []byte, m *pb.Record) error {
 	if err != nil {
 		return err
 	}
-	if len(v) > 0 && v[0] == s2Value { // b is the scratch buffer's, or a new one
+	if compressed(v) { // b is the scratch buffer's, or a new one
 		defer putScratch(buf, b)
 	}
 	return m.UnmarshalVT(b)

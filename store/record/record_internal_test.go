@@ -2,6 +2,8 @@ package record
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"fmt"
 	"testing"
 	"time"
 
@@ -173,8 +175,8 @@ func TestMetricStatusEqualIsStoredAlike(t *testing.T) {
 }
 
 // TestCodecCompresses checks that a large record is stored compressed and
-// a small one as it is, and that both read back; and that a corrupt
-// compressed value is a CorruptError.
+// a small one as it is, and that both read back, as does a value of the
+// first dictionary; and that a corrupt compressed value is a CorruptError.
 func TestCodecCompresses(t *testing.T) {
 	small := target.Record{Key: target.Key{Name: "s"}, Ref: target.Ref{Kind: "Deployment"}}
 	large, _ := statusRecord()
@@ -202,7 +204,19 @@ func TestCodecCompresses(t *testing.T) {
 				t.Errorf("round trip (-want +got):\n%s", diff)
 			}
 			if tc.wantCompressed {
-				for _, bad := range [][]byte{raw[:len(raw)/2], append([]byte{s2Value, 0xff}, raw[1:]...), {s2Value}, {deflateValue}, {deflateValue, 0xff}} {
+				// The same record as schema versions 3 to 5 stored it: S2
+				// against the first dictionary.
+				msg, err := decompressInto(nil, raw)
+				if err != nil {
+					t.Fatal(err)
+				}
+				v1 := append([]byte{s2Value1}, valueDict1().Encode(nil, msg)...)
+				if got, err := Decode(tc.rec.Key, v1); err != nil {
+					t.Errorf("Decode of the first dictionary's value: %v", err)
+				} else if diff := cmp.Diff(tc.rec, got); diff != "" {
+					t.Errorf("the first dictionary's value reads (-want +got):\n%s", diff)
+				}
+				for _, bad := range [][]byte{raw[:len(raw)/2], append([]byte{s2Value, 0xff}, raw[1:]...), {s2Value}, {s2Value1}, v1[:len(v1)/2], {deflateValue}, {deflateValue, 0xff}} {
 					if _, err := Decode(tc.rec.Key, bad); err == nil {
 						t.Errorf("Decode(% x...): %v, want an error", bad[:2], err)
 					}
@@ -349,5 +363,23 @@ func TestDecodeForDecisionSkipsOnlyTheLastDecision(t *testing.T) {
 	}
 	if got, err := DecodeFor(rec.Key, twice, true); err != nil || got.Last.ID != "d2" {
 		t.Errorf("a last decision in two fields: ID %q, %v; want the second field's d2", got.Last.ID, err)
+	}
+}
+
+// TestDictionariesArePinned: a dictionary is part of the stored format
+// (compress.go), so an embedded one never changes; a new one comes with a
+// new first byte and schema version.
+func TestDictionariesArePinned(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		dict []byte
+		want string
+	}{
+		{"values.dict", valuesDict1, "2dcb0630650fbb54a0826435a15f6786f5d52336a2c8112956a56baa35989349"},
+		{"values2.dict", valuesDict, "2356618b8efee29579600bc9ac79f08d6ab3b89a390c0cf0985f1d705981d09c"},
+	} {
+		if got := fmt.Sprintf("%x", sha256.Sum256(tc.dict)); got != tc.want {
+			t.Errorf("%s has sha256 %s, want %s: values written with it would no longer read", tc.name, got, tc.want)
+		}
 	}
 }

@@ -9,14 +9,14 @@
 // untouched; the way back to an older binary is the backup taken before
 // the upgrade (docs/reliability.md, "Backup and restore").
 //
-// # On-disk layout (schema version 5)
+// # On-disk layout (schema version 6)
 //
 // TestLayoutDoc checks this section against the package's variables. The
 // file has five top-level buckets (record keys and decision-log keys are
 // built by package store/record, which the etcd backend shares):
 //
 //	meta
-//	    "schema_version" → uint64, 8 bytes big-endian (5)
+//	    "schema_version" → uint64, 8 bytes big-endian (6)
 //	    "journal_seq" → uint64, 8 bytes big-endian: the last journal entry applied
 //	    "journal_id" → 16 random bytes: the journal's ID
 //

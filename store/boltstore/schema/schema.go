@@ -20,11 +20,14 @@ import (
 // values with S2 and a dictionary (it still reads DEFLATE ones); version 4
 // keys the last-seen index by the hour; version 5 writes the journal's
 // entries as the generated JournalEntry (journal.proto), where 1 to 4
-// wrote a format by hand (ReadJournalEntry). Each version's reader would
-// misread what the next one writes: a version 4 reader would take a
-// version 5 journal that a crash left for a torn one and drop its writes.
-// Migrate says what each step rewrites.
-const Version uint64 = 5
+// wrote a format by hand (ReadJournalEntry); version 6 compresses values
+// against a second dictionary (store/record's values2.dict), trained on
+// the generated encoding. Each version's reader would misread what the
+// next one writes: a version 4 reader would take a version 5 journal that
+// a crash left for a torn one and drop its writes, and a version 5 reader
+// cannot decompress a version 6 value. Migrate says what each step
+// rewrites.
+const Version uint64 = 6
 
 // Bucket names. All buckets live at the top level of the file.
 var (
@@ -158,11 +161,11 @@ func Init(tx *bolt.Tx) (uint64, error) {
 }
 
 // Migrate brings a file of schema version from up to Version, in one
-// transaction, the stored version rewritten last. Versions 2, 3 and 5
+// transaction, the stored version rewritten last. Versions 2, 3, 5 and 6
 // change nothing a migration must rewrite: a version 1 record is a valid
-// version 2 one, version 3 reads version 2's DEFLATE values (each record
-// is recompressed by its next write), and Open has replayed the journal
-// of the old format before it migrates. Version 4's index holds hours
+// version 2 one, versions 3 and 6 read the values of the compression
+// before them (each record is recompressed by its next write), and Open
+// has replayed the journal of the old format before it migrates. Version 4's index holds hours
 // where the earlier ones held instants: it is rewritten.
 func Migrate(tx *bolt.Tx, from uint64) error {
 	switch {
