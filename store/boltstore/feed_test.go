@@ -166,9 +166,16 @@ func TestFeedKeepsMaxChanges(t *testing.T) {
 // commits, followers see every revision once, in order, without gaps.
 func TestFeedConcurrentWritesAreOrdered(t *testing.T) {
 	ctx := context.Background()
-	// A batch held open for 50 ms: the 8 writers' updates share commits
-	// on any machine, so the ordering across a shared commit is tested.
-	st := open(t, newPath(t), boltstore.Options{MaxBatchDelay: 50 * time.Millisecond})
+	// The writers announce their writes (Store.Expect, as the server does
+	// for the calls it is still reading) and take each back just before
+	// making it: the committer holds a batch while writes are announced,
+	// and commits it once it holds one write of each writer (MaxBatch).
+	// So the writers share commits whatever the scheduling, and the
+	// ordering across a shared commit is tested. Unannounced, a write is
+	// held only by a busy store, and with one processor the committer may
+	// take each write alone: the store is never busy.
+	const writers, each = 8, 25
+	st := open(t, newPath(t), boltstore.Options{MaxBatch: writers, MaxBatchDelay: 50 * time.Millisecond})
 	var (
 		mu   sync.Mutex
 		revs []uint64
@@ -181,10 +188,12 @@ func TestFeedConcurrentWritesAreOrdered(t *testing.T) {
 		mu.Unlock()
 	})()
 	var wg sync.WaitGroup
-	for w := range 8 {
+	st.Expect(writers * each)
+	for w := range writers {
 		wg.Go(func() {
 			k := target.Key{Cluster: "eu1", Namespace: "shop", Name: string(rune('a' + w))}
-			for i := range 25 {
+			for i := range each {
+				st.Expect(-1)
 				if _, err := st.Update(ctx, k, decideFn(string(rune('a'+i)))); err != nil {
 					t.Error(err)
 				}
@@ -194,16 +203,16 @@ func TestFeedConcurrentWritesAreOrdered(t *testing.T) {
 	wg.Wait()
 	mu.Lock()
 	defer mu.Unlock()
-	if len(revs) != 200 {
-		t.Fatalf("followed %d changes, want 200", len(revs))
+	if len(revs) != writers*each {
+		t.Fatalf("followed %d changes, want %d", len(revs), writers*each)
 	}
 	for i, r := range revs {
 		if r != uint64(i+1) {
 			t.Fatalf("change %d has revision %d", i, r)
 		}
 	}
-	if c := st.Stats().Commits; c >= 200 {
-		t.Errorf("%d commits for 200 writes: none was shared, so the ordering across a shared commit went untested", c)
+	if c := st.Stats().Commits; c >= writers*each {
+		t.Errorf("%d commits for %d writes: none was shared, so the ordering across a shared commit went untested", c, writers*each)
 	}
 }
 

@@ -2,9 +2,11 @@ package boltstore_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/setpointhq/setpoint/internal/testkit"
 	"github.com/setpointhq/setpoint/store"
 	"github.com/setpointhq/setpoint/store/boltstore"
 	"github.com/setpointhq/setpoint/target"
@@ -13,10 +15,13 @@ import (
 // TestSyncAgeShowsAHeldSync: SyncAge is 0 on an idle store and, while the
 // committer or the checkpointer is held inside its write to disk (as a
 // disk that stalls its fsync holds it), the time since that write began,
-// growing until it ends.
+// growing until it ends, and 0 again once it has ended.
 func TestSyncAgeShowsAHeldSync(t *testing.T) {
 	ctx := context.Background()
-	st := open(t, newPath(t), boltstore.Options{})
+	// The checkpointer starts only when List waits for it, not on its
+	// own timer: a checkpoint begun before List would be held by the hook
+	// while the committer's clock is still set.
+	st := open(t, newPath(t), boltstore.Options{CheckpointInterval: time.Hour})
 	if age := st.SyncAge(); age != 0 {
 		t.Fatalf("SyncAge of an idle store = %v, want 0", age)
 	}
@@ -55,6 +60,16 @@ func TestSyncAgeShowsAHeldSync(t *testing.T) {
 	if err := <-updated; err != nil {
 		t.Fatal(err)
 	}
+	// The committer's batch goes on after its writer has the answer (the
+	// journal's segments, which may sync the directory): the checkpointer
+	// is measured once it is over, or SyncAge would still be the older
+	// commit's age and then drop to the checkpoint's.
+	testkit.Eventually(t, 10*time.Second, "SyncAge 0 after the commit", func() error {
+		if age := st.SyncAge(); age != 0 {
+			return fmt.Errorf("SyncAge = %v", age)
+		}
+		return nil
+	})
 
 	// List waits for the checkpointer, which writes the Update to bbolt.
 	listed := make(chan error, 1)
